@@ -1,0 +1,31 @@
+"""Writing telemetry as Avro files of the contract's schemas.
+
+Records are plain dicts with `event_time` in integer microseconds since the
+Unix epoch (UTC); fastavro encodes that as `timestamp-micros`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import fastavro
+
+import schemas
+
+
+def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: str = "deflate") -> int:
+    """Write `records` of `stream` to `path` atomically; returns how many were written.
+
+    The file appears under its final name only when complete, so a reader
+    watching the folder never sees half a file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records = list(records)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as out:
+        fastavro.writer(out, schemas.load(stream), records, codec=codec)
+    os.replace(tmp, path)
+    return len(records)

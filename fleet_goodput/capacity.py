@@ -1,0 +1,44 @@
+"""Fleet capacity: chips online per cluster and accelerator, window by window.
+
+CAPACITY events carry a level (chips online from now on), so capacity
+chip-time is the level held over each stretch until the next event or the
+as-of time. Like `JobTimeline`, it is fed in event-time order and flushed.
+"""
+
+from __future__ import annotations
+
+from fleet_goodput.events import Event
+from fleet_goodput.windows import split_at_windows
+
+
+class CapacityTimeline:
+    def __init__(self, window_us: int):
+        self.window_us = window_us
+        self.level = 0
+        self.now_us: int | None = None
+        self.seen_ids: set[str] = set()
+        self.duplicates = 0
+        self.accepted = 0
+        self._deltas: dict[int, int] = {}
+
+    def feed(self, events: list[Event]) -> None:
+        for event in sorted(events):
+            if event.event_id in self.seen_ids:
+                self.duplicates += 1
+                continue
+            self.seen_ids.add(event.event_id)
+            self.advance_to(event.time_us)
+            self.level = event.payload[0]
+            self.accepted += 1
+
+    def advance_to(self, time_us: int) -> None:
+        if self.now_us is not None and time_us > self.now_us:
+            for window_start, start_us, end_us in split_at_windows(self.now_us, time_us, self.window_us):
+                self._deltas[window_start] = self._deltas.get(window_start, 0) + self.level * (end_us - start_us)
+        if self.now_us is None or time_us > self.now_us:
+            self.now_us = time_us
+
+    def flush(self) -> dict[int, int]:
+        """Capacity chip-microseconds per window since the last flush."""
+        deltas, self._deltas = self._deltas, {}
+        return deltas

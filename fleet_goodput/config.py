@@ -1,0 +1,110 @@
+"""Pipeline settings: the bundled defaults overlaid with a user's YAML file.
+
+The accelerator catalogue is part of the settings, so a test or a fleet with
+its own parts passes one file and the whole pipeline sees the same catalogue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from configs import DEFAULT_CONFIG
+
+
+class ConfigError(ValueError):
+    """A settings file that cannot be used, with the reason."""
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    key: str
+    peak_bf16_flops: float
+    hbm_bytes_per_s: float
+    vendor: str
+    source: str
+
+
+@dataclass(frozen=True)
+class SizeClass:
+    name: str
+    max_chips: int | None  # None: no upper bound
+
+
+@dataclass(frozen=True)
+class Settings:
+    window_s: int
+    accelerators: dict[str, Accelerator]
+    size_classes: tuple[SizeClass, ...]
+
+    def size_class(self, chips: int) -> str:
+        for size_class in self.size_classes:
+            if size_class.max_chips is None or chips <= size_class.max_chips:
+                return size_class.name
+        return self.size_classes[-1].name
+
+    def peak_flops(self, accelerator: str) -> float:
+        return self.accelerators[accelerator].peak_bf16_flops
+
+
+def _read_yaml(path) -> dict:
+    try:
+        data = yaml.safe_load(Path(str(path)).read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {path}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of settings, not {type(data).__name__}")
+    return data
+
+
+def load_catalogue(path) -> dict[str, Accelerator]:
+    raw = _read_yaml(path)
+    catalogue = {}
+    for key, spec in raw.items():
+        try:
+            catalogue[key] = Accelerator(
+                key=key,
+                peak_bf16_flops=float(spec["peak_bf16_flops"]),
+                hbm_bytes_per_s=float(spec["hbm_bytes_per_s"]),
+                vendor=str(spec.get("vendor", "")),
+                source=str(spec["source"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"accelerator {key!r} in {path}: needs peak_bf16_flops, hbm_bytes_per_s and source ({exc})") from exc
+        if catalogue[key].peak_bf16_flops <= 0:
+            raise ConfigError(f"accelerator {key!r} in {path}: peak_bf16_flops must be positive")
+    return catalogue
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """The defaults, with the keys of `path` (if given) replacing theirs."""
+    raw = _read_yaml(DEFAULT_CONFIG)
+    base_dir = Path(str(DEFAULT_CONFIG)).parent
+    if path is not None:
+        override = _read_yaml(path)
+        raw.update(override)
+        if "accelerators" in override:
+            base_dir = Path(path).parent
+    unknown = set(raw) - {"window_s", "accelerators", "size_classes"} - _FOREIGN_KEYS
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {', '.join(sorted(unknown))}; known: window_s, accelerators, size_classes")
+    window_s = int(raw["window_s"])
+    if window_s <= 0 or 86400 % window_s:
+        raise ConfigError(f"window_s must divide a day evenly (got {window_s})")
+    catalogue_path = Path(raw["accelerators"])
+    if not catalogue_path.is_absolute():
+        catalogue_path = base_dir / catalogue_path
+    size_classes = tuple(SizeClass(str(c["name"]), None if c.get("max_chips") is None else int(c["max_chips"]))
+                         for c in raw["size_classes"])
+    return Settings(window_s=window_s, accelerators=load_catalogue(catalogue_path), size_classes=size_classes)
+
+
+# Sections that other commands read from the same file (runner options, sources);
+# the pipeline settings ignore them rather than reject them.
+_FOREIGN_KEYS = {"runner", "beam", "dataflow", "streaming", "sources", "report"}

@@ -1,0 +1,78 @@
+"""The slim event tuples that travel between pipeline stages.
+
+Decoded Avro records are validated and reduced to `Event` tuples right after
+reading: Beam's cost is per element and per byte, so what is shuffled is kept
+to what the timeline needs. Field meanings follow MPG.md section 2.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+SCHEDULER_TYPES = ("CAPACITY", "SUBMIT", "ALLOCATE", "PREEMPT", "FINISH", "FAIL", "CANCEL")
+RUNTIME_TYPES = (
+    "INIT_START", "INIT_END", "COMPILE_START", "COMPILE_END", "STEP_START", "STEP_END",
+    "CHECKPOINT_SAVE_START", "CHECKPOINT_SAVE_END", "CHECKPOINT_RESTORE_START",
+    "CHECKPOINT_RESTORE_END", "DATA_WAIT_START", "DATA_WAIT_END",
+)
+PROFILE = "PROFILE"  # the code of a profiler sample, which has no `type` field
+WORKLOADS = ("TRAINING", "SERVING", "BULK_INFERENCE")
+TERMINAL_TYPES = ("FINISH", "FAIL", "CANCEL")
+
+# Events at the same microsecond are applied in this order, so that a step that
+# ends at the instant of a preemption counts as ended before it, and a span that
+# starts at the instant of an allocation starts inside it.
+_SUBMIT, _RUNTIME_END, _SCHEDULER, _TERMINAL, _RUNTIME_START = range(5)
+
+
+def same_instant_order(code: str) -> int:
+    if code == "SUBMIT":
+        return _SUBMIT
+    if code.endswith("_END") or code == PROFILE:
+        return _RUNTIME_END
+    if code in TERMINAL_TYPES:
+        return _TERMINAL
+    if code.endswith("_START"):
+        return _RUNTIME_START
+    return _SCHEDULER
+
+
+def stream_of(code: str) -> str:
+    if code == PROFILE:
+        return "profiler"
+    if code in RUNTIME_TYPES:
+        return "runtime"
+    return "scheduler"
+
+
+class Event(NamedTuple):
+    """One accepted-so-far event of one job (or of one capacity key)."""
+
+    time_us: int
+    order: int  # same_instant_order(code)
+    event_id: str
+    code: str  # the event's type, or PROFILE
+    payload: tuple  # depends on code, see the *_payload helpers below
+
+
+class Submit(NamedTuple):
+    cluster: str
+    accelerator: str
+    chips: int
+    workload: str | None
+    framework: str | None
+    team: str | None
+    topology: str | None
+    priority: int | None
+
+
+class Sample(NamedTuple):
+    step: int
+    duration_s: float
+    chips: int
+    ideal_flops: float
+    flops_source: str
+
+
+def make_event(time_us: int, event_id: str, code: str, payload: tuple = ()) -> Event:
+    return Event(time_us, same_instant_order(code), event_id, code, payload)

@@ -1,0 +1,138 @@
+"""The Parquet tables the pipeline writes: their columns, types and meaning.
+
+Every table is Hive-partitioned by `date` (UTC day, YYYY-MM-DD) under
+`OUTPUT/tables/<table>/date=…/`. A partition is written whole by one writer
+and replaces what a previous run left there, so reruns are idempotent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+from fleet_goodput.timeline import FIGURES
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str
+    row_key: str | None = None  # the row dict's key, where it differs from `name`
+
+    @property
+    def key(self) -> str:
+        return self.row_key or self.name
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+    date_from: str  # the row key whose UTC day is the partition
+    sort_by: tuple[str, ...]  # columns that order a partition's rows, so reruns write identical files
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema([(c.name, c.type) for c in self.columns])
+
+    def to_arrow(self, rows: list[dict]) -> pa.Table:
+        columns = {c.name: pa.array([row.get(c.key) for row in rows], type=c.type) for c in self.columns}
+        return pa.table(columns, schema=self.schema).sort_by([(name, "ascending") for name in self.sort_by])
+
+
+_FIGURE_DOCS = {
+    "queued": "lifetime holding no chips, × requested chips",
+    "partial": "lifetime holding fewer chips than requested, × requested chips",
+    "productive": "step time preserved by a checkpoint or the job's finish (serving: answered), × requested chips",
+    "pending": "step time not yet preserved or lost at the as-of time, × requested chips",
+    "lost": "step time thrown away by a preemption, failure, cancel or restore, × requested chips",
+    "data_wait": "all-allocated time waiting for input data, × requested chips",
+    "compile": "all-allocated time compiling, × requested chips",
+    "checkpoint_save": "all-allocated time saving checkpoints, × requested chips",
+    "checkpoint_restore": "all-allocated time restoring checkpoints, × requested chips",
+    "init": "all-allocated time initialising, × requested chips",
+    "idle": "all-allocated time with no runtime span reported, × requested chips",
+    "held": "chips actually held × time, over the whole lifetime (fleet occupancy)",
+    "partial_held": "chips actually held while partial: capacity taken but not usable",
+    "clipped_runtime": "runtime span time reported outside all-allocated time (data quality; not in any category)",
+    "profiled_productive": "productive chip-seconds of step spans that have a profiler sample (PG coverage numerator)",
+}
+
+JOB_WINDOW = Table(
+    name="job_window",
+    doc="Chip-seconds per category for one job in one event-time window.",
+    columns=(
+        Column("job_id", pa.string(), "the job"),
+        Column("window_start", TIMESTAMP, "start of the event-time window (UTC)", "window_start_us"),
+        *(Column(f"{figure}_chip_s", pa.float64(), _FIGURE_DOCS[figure]) for figure in FIGURES),
+        Column("ideal_chip_s", pa.float64(), "ideal chip-seconds of the productive steps at the accelerator's peak"),
+    ),
+    date_from="window_start_us",
+    sort_by=("job_id", "window_start"),
+)
+
+JOBS = Table(
+    name="jobs",
+    doc="One row per job: attributes from its SUBMIT and its state at the end or the as-of time.",
+    columns=(
+        Column("job_id", pa.string(), "the job"),
+        Column("cluster", pa.string(), "cluster it was submitted to"),
+        Column("accelerator", pa.string(), "accelerator catalogue key"),
+        Column("workload", pa.string(), "TRAINING, SERVING or BULK_INFERENCE (null when not reported)"),
+        Column("framework", pa.string(), "ML framework, when reported"),
+        Column("team", pa.string(), "owning team, when reported"),
+        Column("topology", pa.string(), "requested topology, when reported"),
+        Column("priority", pa.int32(), "scheduling priority, when reported"),
+        Column("requested_chips", pa.int64(), "chips requested at SUBMIT"),
+        Column("submit_time", TIMESTAMP, "SUBMIT event time", "submit_time_us"),
+        Column("end_time", TIMESTAMP, "FINISH/FAIL/CANCEL time; null while running", "end_time_us"),
+        Column("status", pa.string(), "FINISHED, FAILED, CANCELLED, or RUNNING at the as-of time"),
+        Column("allocations", pa.int32(), "ALLOCATE events (a restart re-allocates)"),
+        Column("profiler_samples", pa.int32(), "profiler samples accepted for the job"),
+        Column("implicitly_closed_spans", pa.int32(), "runtime spans closed without their END (data quality)"),
+    ),
+    date_from="submit_time_us",
+    sort_by=("job_id",),
+)
+
+CAPACITY_WINDOW = Table(
+    name="capacity_window",
+    doc="Chips online × time per cluster and accelerator in one window (from CAPACITY levels).",
+    columns=(
+        Column("cluster", pa.string(), "cluster"),
+        Column("accelerator", pa.string(), "accelerator catalogue key"),
+        Column("window_start", TIMESTAMP, "start of the event-time window (UTC)", "window_start_us"),
+        Column("capacity_chip_s", pa.float64(), "chips online × seconds"),
+    ),
+    date_from="window_start_us",
+    sort_by=("cluster", "accelerator", "window_start"),
+)
+
+REJECTED = Table(
+    name="rejected",
+    doc="Input that was not used, with the reason; `records` counts the events a row stands for.",
+    columns=(
+        Column("stream", pa.string(), "scheduler, runtime or profiler"),
+        Column("event_id", pa.string(), "the event's id, when it could be read"),
+        Column("job_id", pa.string(), "the event's job, when it could be read"),
+        Column("event_time", TIMESTAMP, "the event's time, when it could be read", "event_time_us"),
+        Column("type", pa.string(), "the event's type (PROFILE for profiler samples)"),
+        Column("reason", pa.string(), "why it was rejected"),
+        Column("source", pa.string(), "the file it came from, for decoding and validation failures"),
+        Column("records", pa.int64(), "events this row stands for (more than 1 for an undecodable Avro block)"),
+    ),
+    date_from="partition_time_us",
+    sort_by=("stream", "event_time", "event_id", "reason", "source"),
+)
+
+TABLES = {table.name: table for table in (JOB_WINDOW, JOBS, CAPACITY_WINDOW, REJECTED)}
+
+
+def utc_day(time_us: int) -> str:
+    return datetime.fromtimestamp(time_us / 1_000_000, tz=timezone.utc).strftime("%Y-%m-%d")

@@ -1,0 +1,331 @@
+"""From one job's events to chip-seconds per category and window (MPG.md section 3).
+
+`JobTimeline` is a state machine fed with a job's events in event-time order. It
+sweeps time forward, attributing each stretch between two events to exactly
+one category, and keeps its results per event-time window. It is incremental:
+`feed` events up to a time, `flush` what is known so far as per-window deltas,
+feed more later. Batch runs feed everything and `close` at the as-of time;
+streaming runs feed and flush as the watermark advances. Nothing here knows
+about Beam, so the metric arithmetic is tested by plain unit tests.
+
+Durations are integer microseconds and chip-time integer chip-microseconds, so
+sums are exact whatever the order they are added in; only ideal chip-seconds
+(a ratio of FLOPs) are floating point.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from fleet_goodput.events import PROFILE, TERMINAL_TYPES, Event, Sample, Submit, stream_of
+from fleet_goodput.windows import split_at_windows
+
+# Chip-time categories of a job's lifetime, in the order of the metric vector.
+CATEGORIES = (
+    "queued", "partial",
+    "productive", "pending", "lost",
+    "data_wait", "compile", "checkpoint_save", "checkpoint_restore", "init", "idle",
+)
+ALL_ALLOCATED = CATEGORIES[2:]
+# Further integer chip-microsecond figures carried in the same vector.
+EXTRA_FIGURES = ("held", "partial_held", "clipped_runtime", "profiled_productive")
+FIGURES = CATEGORIES + EXTRA_FIGURES
+IDEAL = len(FIGURES)  # index of ideal chip-seconds, the one float in the vector
+VECTOR_LENGTH = IDEAL + 1
+_INDEX = {name: i for i, name in enumerate(FIGURES)}
+
+# Runtime span kinds, in the precedence MPG.md gives for overlapping spans.
+SPAN_PRECEDENCE = ("data_wait", "compile", "step", "checkpoint_save", "checkpoint_restore", "init")
+_SPAN_OF_CODE = {
+    "DATA_WAIT": "data_wait", "COMPILE": "compile", "STEP": "step",
+    "CHECKPOINT_SAVE": "checkpoint_save", "CHECKPOINT_RESTORE": "checkpoint_restore", "INIT": "init",
+}
+
+MICROS = 1_000_000
+
+
+def zero_vector() -> list:
+    return [0] * IDEAL + [0.0]
+
+
+@dataclass
+class StepSpan:
+    """A STEP_START..STEP_END span: its step range and the pieces of step time it got."""
+
+    start_us: int
+    first_step: int | None
+    last_step: int | None = None
+    closed: bool = False
+    pieces: list = field(default_factory=list)  # [start_us, end_us, reported_as_pending]
+    total_us: int = 0  # every piece it ever had, resolved or not: the base for sharing its ideal
+
+    @property
+    def steps(self) -> int | None:
+        if self.first_step is None or self.last_step is None or self.last_step < self.first_step:
+            return None
+        return self.last_step - self.first_step + 1
+
+
+@dataclass
+class Rejection:
+    event: Event
+    reason: str
+
+
+class JobTimeline:
+    """The chip-time of one job, window by window."""
+
+    def __init__(self, job_id: str, window_us: int, peak_flops: dict[str, float]):
+        self.job_id = job_id
+        self.window_us = window_us
+        self.peak_flops = peak_flops
+        self.submit: Submit | None = None
+        self.submit_us: int | None = None
+        self.end_us: int | None = None
+        self.status = "RUNNING"
+        self.now_us: int | None = None  # time up to which chip-time has been attributed
+        self.held = 0
+        self.allocations = 0
+        self.open_spans: dict[str, int] = {}  # kind -> start time
+        self.open_step: StepSpan | None = None
+        self.unresolved: list[StepSpan] = []  # closed step spans awaiting a checkpoint or a disruption
+        self.sample_times: list[int] = []
+        self.samples: list[Sample] = []
+        self.seen_ids: set[str] = set()
+        self.duplicates = defaultdict(int)  # stream -> repeated event_ids dropped
+        self.accepted = defaultdict(int)  # stream -> events accepted
+        self.implicitly_closed_spans = 0
+        self.rejections: list[Rejection] = []
+        self._deltas: dict[int, list] = {}
+        self._productive: list[tuple[int, int, StepSpan]] = []  # awaiting ideal at flush
+
+    # ---- feeding -------------------------------------------------------
+    def feed(self, events: list[Event]) -> None:
+        """Apply `events`, all at or after the last fed time, in event-time order."""
+        for event in sorted(events):
+            if event.event_id in self.seen_ids:
+                self.duplicates[stream_of(event.code)] += 1
+                continue
+            self.seen_ids.add(event.event_id)
+            reason = self._apply(event)
+            if reason:
+                self.rejections.append(Rejection(event, reason))
+            else:
+                self.accepted[stream_of(event.code)] += 1
+
+    def _apply(self, event: Event) -> str | None:
+        code = event.code
+        if self.submit is None:
+            if code == "SUBMIT":
+                return self._on_submit(event)
+            return "no SUBMIT for this job at or before this event"
+        if code == "SUBMIT":
+            return "second SUBMIT for a job already submitted"
+        if code == PROFILE:
+            sample = Sample._make(event.payload)
+            position = bisect_right(self.sample_times, event.time_us)
+            self.sample_times.insert(position, event.time_us)
+            self.samples.insert(position, sample)
+            return None
+        if self.end_us is not None:
+            return f"after the job ended ({self.status})"
+        self.advance_to(event.time_us)
+        if code in ("ALLOCATE", "PREEMPT"):
+            return self._on_chips(code, event.payload[0])
+        if code in TERMINAL_TYPES:
+            return self._on_end(code, event.time_us)
+        return self._on_runtime(code, event)
+
+    def _on_submit(self, event: Event) -> None:
+        self.submit = Submit._make(event.payload)
+        self.submit_us = self.now_us = event.time_us
+
+    def _on_chips(self, code: str, chips: int) -> None:
+        if code == "ALLOCATE":
+            self.allocations += 1
+        self.held = chips
+        if code == "PREEMPT" and chips < self.submit.chips:
+            self._resolve_all("lost")
+        if chips == 0:
+            self._close_open_spans()  # the attempt is over: nothing runs on zero chips
+
+    def _on_end(self, code: str, time_us: int) -> None:
+        self._resolve_all("productive" if code == "FINISH" else "lost")
+        self._close_open_spans()
+        self.held = 0
+        self.end_us = time_us
+        self.status = {"FINISH": "FINISHED", "FAIL": "FAILED", "CANCEL": "CANCELLED"}[code]
+
+    def _on_runtime(self, code: str, event: Event) -> str | None:
+        name, _, edge = code.rpartition("_")
+        kind = _SPAN_OF_CODE[name]
+        step = event.payload[0] if event.payload else None
+        if edge == "START":
+            if kind in self.open_spans:
+                self.implicitly_closed_spans += 1  # the runtime restarted without ending it
+                self._close_span(kind, None)
+            self.open_spans[kind] = event.time_us
+            if kind == "step":
+                self.open_step = StepSpan(start_us=event.time_us, first_step=step)
+            return None
+        if kind not in self.open_spans:
+            return f"{code} without an open {name}_START"
+        self._close_span(kind, step)
+        if kind == "checkpoint_save":
+            self._resolve_durable(step)
+        elif kind == "checkpoint_restore" and step is not None:
+            self._resolve_restored(step)
+        return None
+
+    def _close_span(self, kind: str, step: int | None) -> None:
+        del self.open_spans[kind]
+        if kind != "step":
+            return
+        span, self.open_step = self.open_step, None
+        span.last_step = step
+        span.closed = True
+        if self.submit.workload in ("SERVING", "BULK_INFERENCE"):
+            self._resolve(span, "productive")  # a served request is progress once answered
+        else:
+            self.unresolved.append(span)
+
+    def _close_open_spans(self) -> None:
+        for kind in list(self.open_spans):
+            self.implicitly_closed_spans += 1
+            self._close_span(kind, None)
+
+    # ---- resolving step time ---------------------------------------------
+    def _resolve_all(self, category: str) -> None:
+        if self.open_step is not None:
+            self._resolve(self.open_step, category)
+        for span in self.unresolved:
+            self._resolve(span, category)
+        self.unresolved = []
+
+    def _resolve_durable(self, durable_step: int | None) -> None:
+        """A checkpoint made `durable_step` durable: spans up to it are preserved."""
+        still = []
+        for span in self.unresolved:
+            if durable_step is None or (span.last_step is not None and span.last_step <= durable_step):
+                self._resolve(span, "productive")
+            else:
+                still.append(span)
+        self.unresolved = still
+
+    def _resolve_restored(self, restored_step: int) -> None:
+        """Resuming from `restored_step` throws away every step after it."""
+        for span in self.unresolved:
+            covered = span.last_step is not None and span.last_step <= restored_step
+            self._resolve(span, "productive" if covered else "lost")
+        self.unresolved = []
+
+    def _resolve(self, span: StepSpan, category: str) -> None:
+        chips = self.submit.chips
+        for start_us, end_us, reported_pending in span.pieces:
+            if reported_pending:
+                self._add(start_us, end_us, "pending", -chips)
+            self._add(start_us, end_us, category, chips)
+            if category == "productive":
+                self._productive.append((start_us, end_us, span))
+        span.pieces = []
+
+    # ---- attributing time --------------------------------------------------
+    def advance_to(self, time_us: int) -> None:
+        """Attribute [now, time_us) to the state the job is in."""
+        if self.now_us is None or self.end_us is not None or time_us <= self.now_us:
+            return
+        start_us, self.now_us = self.now_us, time_us
+        chips, held = self.submit.chips, self.held
+        self._add(start_us, time_us, "held", held)
+        if held < chips:
+            self._add(start_us, time_us, "queued" if held == 0 else "partial", chips)
+            if held:
+                self._add(start_us, time_us, "partial_held", held)
+            if self.open_spans:
+                self._add(start_us, time_us, "clipped_runtime", chips)
+            return
+        kind = next((k for k in SPAN_PRECEDENCE if k in self.open_spans), "idle")
+        if kind == "step":
+            self.open_step.pieces.append([start_us, time_us, False])
+            self.open_step.total_us += time_us - start_us
+        else:
+            self._add(start_us, time_us, kind, chips)
+
+    def _add(self, start_us: int, end_us: int, figure: str, chips: int) -> None:
+        index = _INDEX[figure]
+        for window_start, piece_start, piece_end in split_at_windows(start_us, end_us, self.window_us):
+            vector = self._deltas.get(window_start)
+            if vector is None:
+                vector = self._deltas[window_start] = zero_vector()
+            vector[index] += chips * (piece_end - piece_start)
+
+    # ---- output ----------------------------------------------------------
+    def close(self, as_of_us: int) -> None:
+        """End the timeline at the as-of time: what is still unresolved is pending."""
+        self.advance_to(as_of_us)
+        self._report_pending()
+
+    def _report_pending(self) -> None:
+        chips = self.submit.chips if self.submit else 0
+        spans = self.unresolved + ([self.open_step] if self.open_step else [])
+        for span in spans:
+            for piece in span.pieces:
+                if not piece[2]:
+                    self._add(piece[0], piece[1], "pending", chips)
+                    piece[2] = True
+
+    def flush(self, provisional: bool = False) -> dict[int, list]:
+        """Per-window deltas since the last flush; with `provisional`, unresolved
+        step time so far is reported as pending (to be moved when it resolves)."""
+        if provisional:
+            self._report_pending()
+        for start_us, end_us, span in self._productive:
+            self._add_productive_ideal(start_us, end_us, span)
+        self._productive = []
+        deltas, self._deltas = self._deltas, {}
+        return deltas
+
+    def _add_productive_ideal(self, start_us: int, end_us: int, span: StepSpan) -> None:
+        ideal_chip_s = self._span_ideal_chip_s(span)
+        if ideal_chip_s is None or span.total_us == 0:
+            return
+        chips = self.submit.chips
+        for window_start, piece_start, piece_end in split_at_windows(start_us, end_us, self.window_us):
+            vector = self._deltas.get(window_start)
+            if vector is None:
+                vector = self._deltas[window_start] = zero_vector()
+            share = (piece_end - piece_start) / span.total_us
+            vector[IDEAL] += ideal_chip_s * share
+            vector[_INDEX["profiled_productive"]] += chips * (piece_end - piece_start)
+
+    def _span_ideal_chip_s(self, span: StepSpan) -> float | None:
+        """Steps × ideal FLOPs per step ÷ peak FLOP/s per chip, from the latest
+        sample at or before the span (the first sample for spans before it)."""
+        if not self.samples or span.steps is None:
+            return None
+        position = bisect_right(self.sample_times, span.start_us)
+        sample = self.samples[position - 1] if position else self.samples[0]
+        return span.steps * sample.ideal_flops / self.peak_flops[self.submit.accelerator]
+
+    def summary(self) -> dict:
+        """The job's attributes and final state, for the `jobs` table."""
+        submit = self.submit
+        return {
+            "job_id": self.job_id,
+            "cluster": submit.cluster,
+            "accelerator": submit.accelerator,
+            "workload": submit.workload,
+            "framework": submit.framework,
+            "team": submit.team,
+            "topology": submit.topology,
+            "priority": submit.priority,
+            "requested_chips": submit.chips,
+            "submit_time_us": self.submit_us,
+            "end_time_us": self.end_us,
+            "status": self.status,
+            "allocations": self.allocations,
+            "profiler_samples": len(self.samples),
+            "implicitly_closed_spans": self.implicitly_closed_spans,
+        }

@@ -1,0 +1,35 @@
+"""Avro schemas of the telemetry contract (MPG.md section 2), version 1.
+
+`load(stream)` returns the parsed schema, used both to write and (as the
+reader schema) to read, so a file written with an incompatible schema fails
+loudly at its header instead of yielding odd records.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from importlib import resources
+
+import fastavro
+
+STREAMS = ("scheduler", "runtime", "profiler")
+VERSION = 1
+
+
+def schema_path(stream: str, version: int = VERSION):
+    if stream not in STREAMS:
+        raise ValueError(f"unknown stream {stream!r}; expected one of {', '.join(STREAMS)}")
+    return resources.files(__name__) / f"{stream}_event.v{version}.avsc"
+
+
+@cache
+def schema_json(stream: str, version: int = VERSION) -> dict:
+    return json.loads(schema_path(stream, version).read_text())
+
+
+@cache
+def load(stream: str, version: int = VERSION) -> dict:
+    """The parsed writer schema of a stream."""
+    return fastavro.parse_schema(copy.deepcopy(schema_json(stream, version)))

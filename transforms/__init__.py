@@ -1,0 +1,1 @@
+"""Apache Beam composites of the goodput pipeline, one per business step."""
