@@ -108,3 +108,24 @@ def load_settings(path: str | Path | None = None) -> Settings:
 # Sections that other commands read from the same file (runner options, sources);
 # the pipeline settings ignore them rather than reject them.
 _FOREIGN_KEYS = {"runner", "beam", "dataflow", "streaming", "sources", "report"}
+
+
+def beam_flags(path: str | Path | None) -> list[str]:
+    """Pipeline options from the `beam:` section of a settings file, as flags.
+
+    Command-line Beam flags come after these, so they override them.
+    """
+    if path is None:
+        return []
+    section = _read_yaml(path).get("beam") or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"`beam:` in {path} must be a mapping of pipeline options")
+    flags = []
+    for name, value in section.items():
+        if isinstance(value, bool):
+            flags.append(f"--{name}" if value else f"--no_{name}")
+        elif isinstance(value, list):
+            flags.extend(f"--{name}={item}" for item in value)
+        else:
+            flags.append(f"--{name}={value}")
+    return flags

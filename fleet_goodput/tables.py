@@ -58,6 +58,8 @@ _FIGURE_DOCS = {
     "checkpoint_restore": "all-allocated time restoring checkpoints, × requested chips",
     "init": "all-allocated time initialising, × requested chips",
     "idle": "all-allocated time with no runtime span reported, × requested chips",
+    "lifetime": "requested chips × time from SUBMIT to the end or the as-of time (= queued + partial + all_allocated)",
+    "all_allocated": "requested chips × time holding all of them (= the nine runtime categories)",
     "held": "chips actually held × time, over the whole lifetime (fleet occupancy)",
     "partial_held": "chips actually held while partial: capacity taken but not usable",
     "clipped_runtime": "runtime span time reported outside all-allocated time (data quality; not in any category)",

@@ -29,8 +29,10 @@ CATEGORIES = (
     "data_wait", "compile", "checkpoint_save", "checkpoint_restore", "init", "idle",
 )
 ALL_ALLOCATED = CATEGORIES[2:]
-# Further integer chip-microsecond figures carried in the same vector.
-EXTRA_FIGURES = ("held", "partial_held", "clipped_runtime", "profiled_productive")
+# Further integer chip-microsecond figures carried in the same vector. The two
+# totals are accumulated on their own, not summed from the categories, so that
+# conservation (MPG.md section 3) is a check with teeth rather than a tautology.
+EXTRA_FIGURES = ("lifetime", "all_allocated", "held", "partial_held", "clipped_runtime", "profiled_productive")
 FIGURES = CATEGORIES + EXTRA_FIGURES
 IDEAL = len(FIGURES)  # index of ideal chip-seconds, the one float in the vector
 VECTOR_LENGTH = IDEAL + 1
@@ -238,6 +240,7 @@ class JobTimeline:
             return
         start_us, self.now_us = self.now_us, time_us
         chips, held = self.submit.chips, self.held
+        self._add(start_us, time_us, "lifetime", chips)
         self._add(start_us, time_us, "held", held)
         if held < chips:
             self._add(start_us, time_us, "queued" if held == 0 else "partial", chips)
@@ -246,6 +249,7 @@ class JobTimeline:
             if self.open_spans:
                 self._add(start_us, time_us, "clipped_runtime", chips)
             return
+        self._add(start_us, time_us, "all_allocated", chips)
         kind = next((k for k in SPAN_PRECEDENCE if k in self.open_spans), "idle")
         if kind == "step":
             self.open_step.pieces.append([start_us, time_us, False])

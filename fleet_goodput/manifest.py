@@ -1,0 +1,52 @@
+"""The run manifest: what was read, and what became of every event.
+
+Reconciliation is the promise that nothing is lost: for every stream,
+read = accepted + duplicate + rejected, with each count taken where the
+event's fate was decided (decoding, the job timelines, the rejected table).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import schemas
+from fleet_goodput.timeutil import format_time_us
+
+MANIFEST_FILE = "manifest.json"
+OUTCOMES = ("read", "accepted", "duplicate", "rejected")
+
+
+@dataclass(frozen=True)
+class StreamCounts:
+    read: int
+    accepted: int
+    duplicate: int
+    rejected: int
+
+    @property
+    def reconciles(self) -> bool:
+        return self.read == self.accepted + self.duplicate + self.rejected
+
+
+def stream_counts(counts: dict[tuple[str, str], int]) -> dict[str, StreamCounts]:
+    return {stream: StreamCounts(*(counts.get((stream, outcome), 0) for outcome in OUTCOMES))
+            for stream in schemas.STREAMS}
+
+
+def write_manifest(output_dir: str | Path, *, input_dir: str, as_of_us: int | None, window_s: int,
+                   counts: dict[tuple[str, str], int], extra: dict | None = None) -> dict:
+    streams = stream_counts(counts)
+    manifest = {
+        "input": str(input_dir),
+        "as_of": format_time_us(as_of_us),
+        "as_of_us": as_of_us,
+        "window_s": window_s,
+        "schema_version": schemas.VERSION,
+        "streams": {name: {**vars(c), "reconciles": c.reconciles} for name, c in streams.items()},
+        "reconciles": all(c.reconciles for c in streams.values()),
+        **(extra or {}),
+    }
+    Path(output_dir, MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest

@@ -1,0 +1,66 @@
+"""Creating the DuckDB views over an output folder's Parquet tables.
+
+`create_views` builds the `raw` layer from the table definitions (an empty
+typed view where a table has no partition yet, so the marts always resolve),
+the `size_classes` lookup from the settings, then every SQL file of the
+registry in order. The views are stored in `OUTPUT/goodput.duckdb`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+import sql
+from fleet_goodput.config import Settings
+from fleet_goodput.tables import TABLES, Table
+
+DATABASE_FILE = "goodput.duckdb"
+
+_DUCKDB_TYPES = {"string": "varchar", "double": "double", "int64": "bigint", "int32": "integer",
+                 "timestamp[us, tz=UTC]": "timestamptz"}
+
+
+def _raw_view_sql(table: Table, tables_dir: Path) -> str:
+    files = sorted((tables_dir / table.name).glob("date=*/*.parquet"))
+    if files:
+        pattern = (tables_dir / table.name / "*" / "*.parquet").as_posix()
+        return (f"create or replace view {table.name} as select * from read_parquet("
+                f"'{pattern}', hive_partitioning = true, hive_types = {{'date': date}}, union_by_name = true)")
+    columns = ", ".join(f"cast(null as {_DUCKDB_TYPES[str(c.type)]}) as {c.name}" for c in table.columns)
+    return f"create or replace view {table.name} as select {columns}, cast(null as date) as date where false"
+
+
+def _size_classes_sql(settings: Settings) -> str:
+    rows, lower = [], 1
+    for ordinal, size_class in enumerate(settings.size_classes):
+        upper = size_class.max_chips if size_class.max_chips is not None else 2**62
+        rows.append(f"({ordinal}, '{size_class.name}', {lower}, {upper})")
+        lower = upper + 1
+    return ("create or replace view size_classes as select * from (values " + ", ".join(rows)
+            + ") as t(ordinal, size_class, min_chips, max_chips)")
+
+
+def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, settings: Settings) -> None:
+    tables_dir = Path(output_dir).resolve() / "tables"
+    for table in TABLES.values():
+        connection.execute(_raw_view_sql(table, tables_dir))
+    connection.execute(_size_classes_sql(settings))
+    for relative_path in sql.VIEW_FILES:
+        connection.execute(sql.view_sql(relative_path))
+
+
+def build_database(output_dir: str | Path, settings: Settings) -> Path:
+    """(Re)create `OUTPUT/goodput.duckdb` with every view; returns its path."""
+    path = Path(output_dir) / DATABASE_FILE
+    with duckdb.connect(str(path)) as connection:
+        create_views(connection, output_dir, settings)
+    return path
+
+
+def connect(output_dir: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    path = Path(output_dir) / DATABASE_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"no {DATABASE_FILE} in {output_dir}: run `mpg run --output {output_dir}` first")
+    return duckdb.connect(str(path), read_only=read_only)

@@ -1,0 +1,29 @@
+"""DuckDB views over the Parquet tables, one object per file.
+
+Layers: `raw` views over Parquet (generated from the table definitions in
+fleet_goodput/tables.py), `derived` views that join and classify, and the
+`marts` people query. `VIEW_FILES` is the registry: the order views are
+created in, each after the views it reads.
+"""
+
+from importlib import resources
+
+SQL_DIR = resources.files(__name__)
+
+VIEW_FILES = (
+    "derived/macros.sql",
+    "derived/job_window_enriched.sql",
+    "marts/job_goodput.sql",
+    "marts/fleet_daily.sql",
+    "marts/goodput_by_segment.sql",
+    "marts/goodput_by_workload.sql",
+    "marts/goodput_by_size_class.sql",
+    "marts/goodput_by_accelerator.sql",
+    "marts/goodput_by_team.sql",
+    "marts/goodput_by_framework.sql",
+    "marts/badput_breakdown.sql",
+)
+
+
+def view_sql(relative_path: str) -> str:
+    return (SQL_DIR / relative_path).read_text()

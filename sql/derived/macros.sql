@@ -1,0 +1,12 @@
+-- Ratio helpers shared by every mart. Every factor is a ratio of sums of
+-- chip-seconds (MPG.md section 1); an empty denominator gives null, not 0.
+create or replace macro ratio(numerator, denominator) as
+    case when denominator > 0 then numerator / denominator end;
+
+-- MPG = SG x RG x PG = (all_allocated / base) x (productive / all_allocated)
+-- x (ideal / profiled_productive), written out so that the product of the
+-- three factor columns is a check on this column, not its definition. With
+-- full PG coverage it is ideal / base.
+create or replace macro mpg(ideal, productive, profiled_productive, base) as
+    case when base > 0 and profiled_productive > 0
+        then ideal * productive / (profiled_productive * base) end;

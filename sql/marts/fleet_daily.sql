@@ -1,0 +1,53 @@
+-- Fleet goodput per day, cluster and accelerator on the capacity base: SG is
+-- all-allocated chip-time over chips online, so idle capacity counts against it.
+create or replace view fleet_daily as
+with
+
+capacity as (
+    select date as day, cluster, accelerator, sum(capacity_chip_s) as capacity_chip_s
+    from capacity_window
+    group by all
+),
+
+usage as (
+    select
+        day,
+        cluster,
+        accelerator,
+        sum(held_chip_s) as held_chip_s,
+        sum(all_allocated_chip_s) as all_allocated_chip_s,
+        sum(productive_chip_s) as productive_chip_s,
+        sum(ideal_chip_s) as ideal_chip_s,
+        sum(profiled_productive_chip_s) as profiled_productive_chip_s
+    from job_window_enriched
+    group by all
+),
+
+joined as (
+    select
+        day,
+        cluster,
+        accelerator,
+        coalesce(capacity.capacity_chip_s, 0) as capacity_chip_s,
+        coalesce(usage.held_chip_s, 0) as held_chip_s,
+        coalesce(usage.all_allocated_chip_s, 0) as all_allocated_chip_s,
+        coalesce(usage.productive_chip_s, 0) as productive_chip_s,
+        coalesce(usage.ideal_chip_s, 0) as ideal_chip_s,
+        coalesce(usage.profiled_productive_chip_s, 0) as profiled_productive_chip_s
+    from capacity
+    full outer join usage using (day, cluster, accelerator)
+),
+
+final as (
+    select
+        *,
+        capacity_chip_s - held_chip_s as idle_capacity_chip_s,
+        ratio(all_allocated_chip_s, capacity_chip_s) as sg,
+        ratio(productive_chip_s, all_allocated_chip_s) as rg,
+        ratio(ideal_chip_s, profiled_productive_chip_s) as pg,
+        mpg(ideal_chip_s, productive_chip_s, profiled_productive_chip_s, capacity_chip_s) as mpg,
+        ratio(profiled_productive_chip_s, productive_chip_s) as pg_coverage
+    from joined
+)
+
+select * from final

@@ -1,0 +1,44 @@
+-- Goodput per segment of jobs on the demand base (requested chips x lifetime),
+-- for each dimension people slice by. The goodput_by_<dimension> views are
+-- this one filtered to a dimension.
+create or replace view goodput_by_segment as
+with
+
+windows as (
+    select * from job_window_enriched
+),
+
+tagged as (
+    select 'workload' as dimension, workload as segment, * from windows
+    union all select 'size_class', size_class, * from windows
+    union all select 'accelerator', accelerator, * from windows
+    union all select 'team', team, * from windows
+    union all select 'framework', framework, * from windows
+),
+
+totals as (
+    select
+        dimension,
+        segment,
+        count(distinct job_id) as jobs,
+        sum(lifetime_chip_s) as lifetime_chip_s,
+        sum(all_allocated_chip_s) as all_allocated_chip_s,
+        sum(productive_chip_s) as productive_chip_s,
+        sum(ideal_chip_s) as ideal_chip_s,
+        sum(profiled_productive_chip_s) as profiled_productive_chip_s
+    from tagged
+    group by all
+),
+
+final as (
+    select
+        *,
+        ratio(all_allocated_chip_s, lifetime_chip_s) as sg,
+        ratio(productive_chip_s, all_allocated_chip_s) as rg,
+        ratio(ideal_chip_s, profiled_productive_chip_s) as pg,
+        mpg(ideal_chip_s, productive_chip_s, profiled_productive_chip_s, lifetime_chip_s) as mpg,
+        ratio(profiled_productive_chip_s, productive_chip_s) as pg_coverage
+    from totals
+)
+
+select * from final

@@ -1,0 +1,83 @@
+-- One row per job: its attributes, chip-seconds per category over its whole
+-- lifetime (demand base: requested chips x lifetime) and its goodput factors.
+create or replace view job_goodput as
+with
+
+job_rows as (
+    select * from jobs
+),
+
+classes as (
+    select * from size_classes
+),
+
+windows as (
+    select * from job_window
+),
+
+totals as (
+    select
+        job_id,
+        sum(lifetime_chip_s) as lifetime_chip_s,
+        sum(queued_chip_s) as queued_chip_s,
+        sum(partial_chip_s) as partial_chip_s,
+        sum(all_allocated_chip_s) as all_allocated_chip_s,
+        sum(productive_chip_s) as productive_chip_s,
+        sum(pending_chip_s) as pending_chip_s,
+        sum(lost_chip_s) as lost_chip_s,
+        sum(data_wait_chip_s) as data_wait_chip_s,
+        sum(compile_chip_s) as compile_chip_s,
+        sum(checkpoint_save_chip_s) as checkpoint_save_chip_s,
+        sum(checkpoint_restore_chip_s) as checkpoint_restore_chip_s,
+        sum(init_chip_s) as init_chip_s,
+        sum(idle_chip_s) as idle_chip_s,
+        sum(ideal_chip_s) as ideal_chip_s,
+        sum(profiled_productive_chip_s) as profiled_productive_chip_s,
+        sum(held_chip_s) as held_chip_s,
+        sum(clipped_runtime_chip_s) as clipped_runtime_chip_s
+    from windows
+    group by job_id
+),
+
+final as (
+    select
+        job_rows.job_id,
+        job_rows.cluster,
+        job_rows.accelerator,
+        coalesce(job_rows.workload, 'UNKNOWN') as workload,
+        coalesce(job_rows.team, 'UNKNOWN') as team,
+        coalesce(job_rows.framework, 'UNKNOWN') as framework,
+        classes.size_class,
+        job_rows.requested_chips,
+        job_rows.status,
+        job_rows.submit_time,
+        job_rows.end_time,
+        coalesce(totals.lifetime_chip_s, 0) as lifetime_chip_s,
+        coalesce(totals.queued_chip_s, 0) as queued_chip_s,
+        coalesce(totals.partial_chip_s, 0) as partial_chip_s,
+        coalesce(totals.all_allocated_chip_s, 0) as all_allocated_chip_s,
+        coalesce(totals.productive_chip_s, 0) as productive_chip_s,
+        coalesce(totals.pending_chip_s, 0) as pending_chip_s,
+        coalesce(totals.lost_chip_s, 0) as lost_chip_s,
+        coalesce(totals.data_wait_chip_s, 0) as data_wait_chip_s,
+        coalesce(totals.compile_chip_s, 0) as compile_chip_s,
+        coalesce(totals.checkpoint_save_chip_s, 0) as checkpoint_save_chip_s,
+        coalesce(totals.checkpoint_restore_chip_s, 0) as checkpoint_restore_chip_s,
+        coalesce(totals.init_chip_s, 0) as init_chip_s,
+        coalesce(totals.idle_chip_s, 0) as idle_chip_s,
+        coalesce(totals.ideal_chip_s, 0) as ideal_chip_s,
+        coalesce(totals.profiled_productive_chip_s, 0) as profiled_productive_chip_s,
+        coalesce(totals.held_chip_s, 0) as held_chip_s,
+        coalesce(totals.clipped_runtime_chip_s, 0) as clipped_runtime_chip_s,
+        ratio(totals.all_allocated_chip_s, totals.lifetime_chip_s) as sg,
+        ratio(totals.productive_chip_s, totals.all_allocated_chip_s) as rg,
+        ratio(totals.ideal_chip_s, totals.profiled_productive_chip_s) as pg,
+        mpg(totals.ideal_chip_s, totals.productive_chip_s, totals.profiled_productive_chip_s, totals.lifetime_chip_s) as mpg,
+        ratio(totals.profiled_productive_chip_s, totals.productive_chip_s) as pg_coverage
+    from job_rows
+    join classes
+        on job_rows.requested_chips between classes.min_chips and classes.max_chips
+    left join totals using (job_id)
+)
+
+select * from final
