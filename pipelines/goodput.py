@@ -20,7 +20,7 @@ from fleet_goodput.decode import CAPACITY_KEY_PREFIX
 from fleet_goodput.tables import TABLES
 from transforms.goodput import ComputeGoodput
 from transforms.read import EVENTS, READ_COUNTS, REJECTED, ReadAvroFiles
-from transforms.sessionize import CAPACITY, COUNTS, JOBS, WINDOW_DELTAS, KeyedEvents, MeasureCapacity, SessionizeJobs
+from transforms.sessionize import CAPACITY, COUNTS, JOBS, WINDOW_DELTAS, MeasureCapacity, SessionizeJobs
 from transforms.write import WriteTable
 
 COUNTS_FILE = "_run/counts.json"
@@ -30,8 +30,32 @@ def _latest_event_time(keyed_batch) -> int:
     return max(event[0] for event in keyed_batch[1])
 
 
-def _is_capacity(keyed_batch) -> bool:
-    return keyed_batch[0].startswith(CAPACITY_KEY_PREFIX)
+class AsOfFn(beam.CombineFn):
+    """The as-of time: the one given, or else the latest event time seen.
+
+    Derived from the events even when given, so the side input always hangs
+    off the input graph (an independent `Create` feeding a side input of a
+    stateful DoFn was mis-wired as its main input in Beam 2.77's TestPipeline).
+    """
+
+    def __init__(self, given_us: int | None):
+        self.given_us = given_us
+
+    def create_accumulator(self):
+        return None
+
+    def add_input(self, latest, time_us):
+        return time_us if latest is None else max(latest, time_us)
+
+    def merge_accumulators(self, accumulators):
+        return max((a for a in accumulators if a is not None), default=None)
+
+    def extract_output(self, latest):
+        return self.given_us if self.given_us is not None else latest
+
+
+def _job_or_capacity(keyed_batch, partitions: int) -> int:
+    return int(keyed_batch[0].startswith(CAPACITY_KEY_PREFIX))
 
 
 def _partition_time(row: dict, as_of_us: int) -> dict:
@@ -47,14 +71,14 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     running; by default it is the latest accepted event time.
     """
     events = [decoded[stream][EVENTS] for stream in decoded] | "AllEvents" >> beam.Flatten()
-    if as_of_us is None:
-        as_of = events | "LatestEventTime" >> beam.Map(_latest_event_time) | "AsOf" >> beam.CombineGlobally(max)
-    else:
-        as_of = p | "GivenAsOf" >> beam.Create([as_of_us])
+    as_of = (
+        events
+        | "LatestEventTime" >> beam.Map(_latest_event_time)
+        | "AsOf" >> beam.CombineGlobally(AsOfFn(as_of_us))
+    )
     as_of_side = beam.pvalue.AsSingleton(as_of)
 
-    job_events = events | "JobEvents" >> beam.Filter(lambda batch: not _is_capacity(batch)).with_output_types(KeyedEvents)
-    capacity_events = events | "CapacityEvents" >> beam.Filter(_is_capacity).with_output_types(KeyedEvents)
+    job_events, capacity_events = events | "SplitJobsFromCapacity" >> beam.Partition(_job_or_capacity, 2)
     jobs = job_events | "SessionizeJobs" >> SessionizeJobs(settings.window_s, _peak_flops(settings), as_of_side)
     capacity = capacity_events | "MeasureCapacity" >> MeasureCapacity(settings.window_s, as_of_side)
     job_window = jobs[WINDOW_DELTAS] | "ComputeGoodput" >> ComputeGoodput()

@@ -9,8 +9,6 @@ flushing deltas needs no other change here than where the timer is set.
 
 from __future__ import annotations
 
-import typing
-
 import apache_beam as beam
 from apache_beam.coders import PickleCoder, VarIntCoder
 from apache_beam.transforms.timeutil import TimeDomain
@@ -21,10 +19,6 @@ from fleet_goodput.capacity import CapacityTimeline
 from fleet_goodput.decode import parse_capacity_key
 from fleet_goodput.events import Event, stream_of
 from fleet_goodput.timeline import JobTimeline
-
-# A key (job id or capacity key) with a batch of event tuples; the string key
-# gives state a deterministic key coder.
-KeyedEvents = typing.Tuple[str, typing.List[typing.Any]]
 
 WINDOW_DELTAS, JOBS, REJECTED, COUNTS, CAPACITY = "window_deltas", "jobs", "rejected", "counts", "capacity"
 
@@ -61,7 +55,6 @@ def _buffer_until_as_of(element, as_of_us: int, events, as_of, timer) -> None:
         timer.set(Timestamp(micros=as_of_us))
 
 
-@beam.typehints.with_input_types(KeyedEvents, int)
 class _SessionizeJobFn(beam.DoFn):
     EVENTS = BagStateSpec("events", PickleCoder())
     AS_OF = ReadModifyWriteStateSpec("as_of_us", VarIntCoder())
@@ -111,7 +104,6 @@ class SessionizeJobs(beam.PTransform):
         ).with_outputs(JOBS, REJECTED, COUNTS, main=WINDOW_DELTAS)
 
 
-@beam.typehints.with_input_types(KeyedEvents, int)
 class _MeasureCapacityFn(beam.DoFn):
     EVENTS = BagStateSpec("events", PickleCoder())
     AS_OF = ReadModifyWriteStateSpec("as_of_us", VarIntCoder())

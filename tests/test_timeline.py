@@ -1,0 +1,190 @@
+"""The timeline arithmetic (MPG.md section 3) without Beam: one job at a time."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+import worked_example
+from fleet_goodput.events import PROFILE, make_event
+from fleet_goodput.timeline import ALL_ALLOCATED, CATEGORIES, FIGURES, IDEAL, JobTimeline
+
+T0 = worked_example.T0_US
+HOUR_US = 3_600_000_000
+PEAK = {"tpu-v5e": 197e12, "h100": 989e12}
+_ids = itertools.count()
+
+
+def ev(seconds: float, code: str, *payload):
+    return make_event(T0 + int(seconds * 1_000_000), f"e{next(_ids)}", code, tuple(payload))
+
+
+def submit(seconds=0, chips=8, workload="TRAINING", accelerator="tpu-v5e"):
+    return ev(seconds, "SUBMIT", "c1", accelerator, chips, workload, None, None, None, None)
+
+
+def sample(seconds, ideal_flops, step=1):
+    return ev(seconds, PROFILE, step, 1.0, 8, ideal_flops, "ANALYTIC")
+
+
+def run(events, as_of_s, window_us=HOUR_US, shuffle_seed=None):
+    timeline = JobTimeline("j", window_us, PEAK)
+    if shuffle_seed is not None:
+        events = list(events)
+        random.Random(shuffle_seed).shuffle(events)
+    timeline.feed(events)
+    timeline.close(T0 + int(as_of_s * 1_000_000))
+    return timeline, timeline.flush()
+
+
+def seconds_by_category(deltas, chips=8) -> dict[str, float]:
+    """Wall-clock seconds per figure summed over windows (chip-µs ÷ chips ÷ 1e6)."""
+    totals = {figure: sum(v[i] for v in deltas.values()) / chips / 1e6 for i, figure in enumerate(FIGURES)}
+    totals["ideal"] = sum(v[IDEAL] for v in deltas.values()) / chips
+    return totals
+
+
+def worked_example_events():
+    events = []
+    for n, (seconds, stream, kind, fields) in enumerate(worked_example.TIMELINE):
+        if stream == "scheduler":
+            if kind == "SUBMIT":
+                events.append(submit(seconds))
+            elif kind == "FINISH":
+                events.append(ev(seconds, kind))
+            else:
+                events.append(ev(seconds, kind, fields["chips"]))
+        elif stream == "runtime":
+            events.append(ev(seconds, kind, fields.get("step")))
+        else:
+            events.append(sample(seconds, 7.88e15, fields["step"]))
+    return events
+
+
+@pytest.mark.parametrize("shuffle_seed", [None, 1, 2, 3])
+def test_worked_example_gives_mpg_md_numbers_in_any_input_order(shuffle_seed):
+    timeline, deltas = run(worked_example_events(), as_of_s=580, shuffle_seed=shuffle_seed)
+    got = seconds_by_category(deltas)
+    for name, expected in worked_example.EXPECTED_SECONDS.items():
+        assert got[name] == pytest.approx(expected, rel=1e-12), name
+    assert timeline.status == "FINISHED" and not timeline.rejections
+
+
+def test_conservation_holds_per_window_when_a_job_spans_windows():
+    # The worked example moved to straddle a window edge: t=0 is 300 s before it.
+    events = worked_example_events()
+    timeline = JobTimeline("j", HOUR_US, PEAK)
+    shift = HOUR_US - 300_000_000
+    timeline.feed([e._replace(time_us=e.time_us + shift) for e in events])
+    timeline.close(T0 + shift + 580_000_000)
+    deltas = timeline.flush()
+    assert len(deltas) == 2
+    index = {figure: i for i, figure in enumerate(FIGURES)}
+    for vector in deltas.values():
+        assert vector[index["lifetime"]] == sum(vector[index[c]] for c in CATEGORIES)
+        assert vector[index["all_allocated"]] == sum(vector[index[c]] for c in ALL_ALLOCATED)
+    # Steps 1-10 (190-290 s) fall before the edge at 300 s and steps 11-20 of
+    # the second attempt (480-580 s) after it: 10 steps x 5 s x 8 chips each.
+    ideal_by_window = sorted((w, v[IDEAL]) for w, v in deltas.items())
+    assert ideal_by_window[0][1] == pytest.approx(50 * 8)
+    assert ideal_by_window[1][1] == pytest.approx(50 * 8)
+
+
+def test_ideal_of_a_span_cut_by_a_window_edge_is_shared_in_proportion():
+    start = HOUR_US // 1_000_000 - 30  # a 100 s step span with 30 s before the edge
+    events = [submit(0), ev(0, "ALLOCATE", 8), ev(start, "STEP_START", 1), ev(start + 100, "STEP_END", 10),
+              sample(1, 8 * 197e12), ev(start + 100, "FINISH")]
+    _, deltas = run(events, as_of_s=start + 100)
+    ideal = sorted(v[IDEAL] for v in deltas.values() if v[IDEAL])
+    # 10 steps x (8 x 197e12 / 197e12) chip-s = 80 chip-s, split 30:70.
+    assert ideal == pytest.approx([24.0, 56.0])
+
+
+CASES = {
+    # name: (events, as_of_s, expected wall-clock seconds per category, workload)
+    "serving step is productive at STEP_END": (
+        lambda: [submit(workload="SERVING"), ev(0, "ALLOCATE", 8), ev(10, "STEP_START", 1), ev(20, "STEP_END", 1)],
+        30, {"idle": 20, "productive": 10}),
+    "training step without checkpoint is pending at as-of": (
+        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(10, "STEP_START", 1), ev(20, "STEP_END", 1)],
+        30, {"idle": 20, "pending": 10}),
+    "open step span at as-of is pending, never productive": (
+        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(10, "STEP_START", 1)],
+        30, {"idle": 10, "pending": 20}),
+    "restore to an earlier step loses the steps after it": (
+        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 1),
+                 ev(10, "CHECKPOINT_SAVE_START"), ev(12, "CHECKPOINT_SAVE_END", 1),
+                 ev(12, "STEP_START", 2), ev(20, "STEP_END", 2),
+                 ev(20, "CHECKPOINT_RESTORE_START"), ev(25, "CHECKPOINT_RESTORE_END", 1), ev(25, "FINISH")],
+        25, {"productive": 10, "checkpoint_save": 2, "lost": 8, "checkpoint_restore": 5}),
+    "data wait inside a step span wins over the step": (
+        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(2, "DATA_WAIT_START"),
+                 ev(5, "DATA_WAIT_END"), ev(10, "STEP_END", 1), ev(10, "FINISH")],
+        10, {"productive": 7, "data_wait": 3}),
+    "partial allocation is partial, then all-allocated": (
+        lambda: [submit(chips=8), ev(10, "ALLOCATE", 4), ev(30, "ALLOCATE", 8), ev(40, "FINISH")],
+        40, {"queued": 10, "partial": 20, "idle": 10}),
+    "runtime span outside all-allocated time is clipped, not counted": (
+        lambda: [submit(), ev(0, "INIT_START"), ev(10, "ALLOCATE", 8), ev(15, "INIT_END"), ev(20, "FINISH")],
+        20, {"queued": 10, "init": 5, "idle": 5, "clipped_runtime": 10}),
+    "FAIL loses unpreserved steps": (
+        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 5), ev(12, "FAIL")],
+        30, {"lost": 10, "idle": 2}),
+    "a still-running job ends at the as-of time": (
+        lambda: [submit(), ev(100, "ALLOCATE", 8)],
+        250, {"queued": 100, "idle": 150}),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_categories(name):
+    make_events, as_of_s, expected = CASES[name]
+    timeline, deltas = run(make_events(), as_of_s)
+    got = seconds_by_category(deltas)
+    for figure in CATEGORIES + ("clipped_runtime",):
+        assert got[figure] == pytest.approx(expected.get(figure, 0)), figure
+    assert got["lifetime"] == pytest.approx(sum(got[c] for c in CATEGORIES))
+
+
+REJECTIONS = {
+    "STEP_END without its start": ([submit(), ev(1, "ALLOCATE", 8), ev(5, "STEP_END", 3)], "STEP_END without an open STEP_START"),
+    "events before SUBMIT": ([ev(0, "ALLOCATE", 8), submit(5)], "no SUBMIT for this job at or before this event"),
+    "a second SUBMIT": ([submit(0), submit(5)], "second SUBMIT for a job already submitted"),
+    "events after the job ended": ([submit(0), ev(1, "ALLOCATE", 8), ev(5, "FINISH"), ev(6, "STEP_START", 1)], "after the job ended (FINISHED)"),
+}
+
+
+@pytest.mark.parametrize("name", REJECTIONS)
+def test_rejections_are_specific_and_counted(name):
+    events, reason = REJECTIONS[name]
+    timeline, _ = run(events, as_of_s=10)
+    assert [r.reason for r in timeline.rejections] == [reason]
+    assert sum(timeline.accepted.values()) + len(timeline.rejections) == len(events)
+
+
+def test_repeated_event_ids_are_dropped_and_counted():
+    events = worked_example_events()
+    timeline, deltas = run(events + events[3:6], as_of_s=580)
+    assert dict(timeline.duplicates) == {"runtime": 3}
+    assert seconds_by_category(deltas)["productive"] == pytest.approx(200)
+
+
+def test_incremental_flushes_add_up_to_one_batch():
+    """Feeding in two parts with a provisional flush between gives the same
+    totals: pending reported early is moved when the checkpoint arrives."""
+    events = sorted(worked_example_events())
+    whole, whole_deltas = run(events, as_of_s=580)
+    timeline = JobTimeline("j", HOUR_US, PEAK)
+    cut = T0 + 295_000_000  # after steps 1-10 ended, before their checkpoint completed
+    timeline.feed([e for e in events if e.time_us <= cut])
+    timeline.advance_to(cut)
+    first = timeline.flush(provisional=True)
+    assert seconds_by_category(first)["pending"] == pytest.approx(100)
+    timeline.feed([e for e in events if e.time_us > cut])
+    timeline.close(T0 + 580_000_000)
+    second = timeline.flush()
+    combined = {f: seconds_by_category(first)[f] + seconds_by_category(second)[f] for f in FIGURES}
+    for figure in FIGURES:
+        assert combined[figure] == pytest.approx(seconds_by_category(whole_deltas)[figure]), figure

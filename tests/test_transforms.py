@@ -1,0 +1,118 @@
+"""The Beam composites, on TestPipeline with in-memory records."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+import schemas
+import worked_example
+from fleet_goodput.config import load_settings
+from fleet_goodput.timeline import IDEAL, VECTOR_LENGTH
+from pipelines.goodput import build_goodput
+from transforms.goodput import VectorSumFn
+from transforms.read import DecodeRecords
+
+SETTINGS = load_settings()
+CHIPS = worked_example.CHIPS
+
+
+def beam_pipeline():
+    return TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"]))
+
+
+# ---- the combiner, three ways (sequential, merged, compacted) ---------------
+def _vectors(n):
+    return [[i + k for k in range(IDEAL)] + [0.1 * i] for i in range(n)]
+
+
+def test_vector_sum_sequential_add():
+    fn = VectorSumFn()
+    accumulator = fn.create_accumulator()
+    for vector in _vectors(5):
+        accumulator = fn.add_input(accumulator, vector)
+    result = fn.extract_output(accumulator)
+    assert result[:IDEAL] == [sum(v[k] for v in _vectors(5)) for k in range(IDEAL)]
+    assert result[IDEAL] == pytest.approx(1.0)
+
+
+def test_vector_sum_merge_of_partial_accumulators_equals_sequential():
+    fn = VectorSumFn()
+    parts = []
+    for chunk in (_vectors(5)[:2], _vectors(5)[2:]):
+        accumulator = fn.create_accumulator()
+        for vector in chunk:
+            accumulator = fn.add_input(accumulator, vector)
+        parts.append(fn.compact(accumulator))
+    merged = fn.extract_output(fn.merge_accumulators(parts))
+    sequential = fn.create_accumulator()
+    for vector in _vectors(5):
+        sequential = fn.add_input(sequential, vector)
+    assert merged[:IDEAL] == sequential[:IDEAL] and merged[IDEAL] == pytest.approx(sequential[IDEAL])
+    assert len(merged) == VECTOR_LENGTH
+
+
+# ---- the whole graph on the worked example ------------------------------------
+def _decoded(p, records_by_stream):
+    return {stream: p | f"Create{stream}" >> beam.Create(records_by_stream[stream])
+            | f"Decode{stream}" >> DecodeRecords(stream, SETTINGS.accelerators) for stream in schemas.STREAMS}
+
+
+def _worked_example_row():
+    seconds = worked_example.EXPECTED_SECONDS
+    return (worked_example.JOB, worked_example.T0_US,
+            seconds["lifetime"] * CHIPS, seconds["queued"] * CHIPS, seconds["productive"] * CHIPS,
+            seconds["lost"] * CHIPS, seconds["ideal"] * CHIPS)
+
+
+def _row_digest(row):
+    return (row["job_id"], row["window_start_us"], row["lifetime_chip_s"], row["queued_chip_s"],
+            row["productive_chip_s"], row["lost_chip_s"], round(row["ideal_chip_s"], 9))
+
+
+def test_build_goodput_on_the_worked_example():
+    records = worked_example.records()
+    with beam_pipeline() as p:
+        outputs = build_goodput(p, _decoded(p, records), SETTINGS)
+        assert_that(outputs["job_window"] | beam.Map(_row_digest), equal_to([_worked_example_row()]), label="JobWindow")
+        assert_that(outputs["jobs"] | beam.Map(lambda r: (r["job_id"], r["status"], r["allocations"])),
+                    equal_to([("j1", "FINISHED", 2)]), label="Jobs")
+        assert_that(outputs["capacity_window"] | beam.Map(lambda r: r["capacity_chip_s"]),
+                    equal_to([580.0 * CHIPS]), label="Capacity")
+        assert_that(outputs["rejected"], equal_to([]), label="NothingRejected")
+
+
+def test_bad_records_are_rejected_with_reasons_and_the_rest_is_unchanged():
+    records = worked_example.records()
+    records["scheduler"].append({**records["scheduler"][1], "event_id": "x1", "accelerator": "h900"})
+    records["runtime"].append({**records["runtime"][0], "event_id": "x2", "type": "STEP_END", "step": 99})
+    records["runtime"].append(dict(records["runtime"][3]))  # a duplicate delivery
+    with beam_pipeline() as p:
+        outputs = build_goodput(p, _decoded(p, records), SETTINGS)
+        assert_that(outputs["job_window"] | beam.Map(_row_digest), equal_to([_worked_example_row()]), label="Unchanged")
+        assert_that(outputs["rejected"] | beam.Map(lambda r: (r["event_id"], r["reason"])), equal_to([
+            ("x1", "unknown accelerator 'h900': not in the accelerator catalogue"),
+            ("x2", "STEP_END without an open STEP_START"),
+        ]), label="Rejected")
+        assert_that(outputs["counts"], equal_to([
+            (("scheduler", "read"), 7), (("scheduler", "accepted"), 6), (("scheduler", "rejected"), 1),
+            (("scheduler", "duplicate"), 0),
+            (("runtime", "read"), 16), (("runtime", "accepted"), 14), (("runtime", "rejected"), 1),
+            (("runtime", "duplicate"), 1),
+            (("profiler", "read"), 1), (("profiler", "accepted"), 1),
+        ]), label="Counts")
+
+
+def test_as_of_before_the_end_cuts_lifetimes_and_rejects_later_events():
+    records = worked_example.records()
+    as_of_us = worked_example.T0_US + 300_000_000
+    later = sum(1 for stream in records.values() for r in stream if r["event_time"] > as_of_us)
+    with beam_pipeline() as p:
+        outputs = build_goodput(p, _decoded(p, records), SETTINGS, as_of_us=as_of_us)
+        assert_that(outputs["job_window"] | beam.Map(lambda r: (r["lifetime_chip_s"], r["productive_chip_s"], r["pending_chip_s"])),
+                    equal_to([(300.0 * CHIPS, 100.0 * CHIPS, 0.0)]), label="CutAtAsOf")
+        assert_that(outputs["rejected"] | beam.Map(lambda r: r["reason"].split(" (")[0]),
+                    equal_to(["after the as-of time"] * later), label="Later")
