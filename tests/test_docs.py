@@ -1,0 +1,57 @@
+"""The documented columns of docs/tables-and-views.md are exactly those DESCRIBE shows."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from fleet_goodput.config import load_settings
+from fleet_goodput.views import create_views
+
+DOC = Path(__file__).parents[1] / "docs" / "tables-and-views.md"
+DIMENSIONS = ("workload", "size_class", "accelerator", "team", "framework")
+
+
+def documented_columns() -> dict[str, list[str]]:
+    """Section heading → the backticked names in the first cell of its table rows."""
+    sections, current = {}, None
+    for line in DOC.read_text().splitlines():
+        heading = re.match(r"### (\w+)$", line)
+        if heading:
+            current = sections.setdefault(heading.group(1), [])
+        elif current is not None and line.startswith("| `"):
+            current.extend(re.findall(r"`(\w+)`", line.split("|")[1]))
+    return sections
+
+
+@pytest.fixture(scope="module")
+def connection(tmp_path_factory):
+    # Views over an output with no partitions yet: the raw layer falls back to
+    # empty typed views, so the schema is the same as over real data.
+    connection = duckdb.connect()
+    create_views(connection, tmp_path_factory.mktemp("empty"), load_settings())
+    return connection
+
+
+def _describe(connection, view: str) -> list[str]:
+    return [row[0] for row in connection.execute(f"describe {view}").fetchall()]
+
+
+@pytest.mark.parametrize("view", sorted(documented_columns()))
+def test_documented_columns_are_the_real_ones(connection, view):
+    assert sorted(documented_columns()[view]) == sorted(_describe(connection, view))
+
+
+@pytest.mark.parametrize("dimension", DIMENSIONS)
+def test_dimension_views_are_the_segment_view_renamed(connection, dimension):
+    segment_columns = _describe(connection, "goodput_by_segment")
+    assert _describe(connection, f"goodput_by_{dimension}") == [dimension] + segment_columns[segment_columns.index("segment") + 1:]
+
+
+def test_every_view_is_documented(connection):
+    views = {row[0] for row in connection.execute("select view_name from duckdb_views() where not internal").fetchall()}
+    documented = set(documented_columns()) | {f"goodput_by_{d}" for d in DIMENSIONS}
+    assert views == documented
