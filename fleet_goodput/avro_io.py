@@ -6,6 +6,7 @@ Unix epoch (UTC); fastavro encodes that as `timestamp-micros`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,17 +16,21 @@ import fastavro
 import schemas
 
 
-def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: str = "deflate") -> int:
+def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: str = "deflate",
+                 sync_marker: bytes | None = None) -> int:
     """Write `records` of `stream` to `path` atomically; returns how many were written.
 
     The file appears under its final name only when complete, so a reader
-    watching the folder never sees half a file.
+    watching the folder never sees half a file. The Avro sync marker (random
+    in fastavro) defaults to one derived from the stream and file name, so the
+    same records give byte-identical files.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     records = list(records)
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as out:
-        fastavro.writer(out, schemas.load(stream), records, codec=codec)
+        marker = sync_marker or hashlib.sha256(f"{stream}:{path.name}".encode()).digest()[:16]
+        fastavro.writer(out, schemas.load(stream), records, codec=codec, sync_marker=marker)
     os.replace(tmp, path)
     return len(records)

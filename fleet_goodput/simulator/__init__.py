@@ -1,0 +1,21 @@
+"""A deterministic accelerator-fleet simulator with independent ground truth.
+
+`simulate(out_dir, seed=..., hours=..., jobs=...)` writes the three telemetry
+streams as Avro (MPG.md section 2) and, beside them, the chip-seconds the
+pipeline should find (MPG.md section 3), computed from the simulated timeline
+rather than from the events. The modules, in the order data flows:
+
+- `fleet`: draws clusters, capacity drains and jobs from the seed;
+- `scheduler`: the gang scheduler (queues, partial allocation, preemption, failures);
+- `runtime`: one attempt of a job's runtime, and what becomes of its steps;
+- `timeline`: the record of what happened, read by the two paths below;
+- `emit`: the events, shuffled into part files;
+- `truth`: the expected chip-seconds per job and window, and capacity;
+- `run`: `simulate()`, tying them together.
+
+Command line: `mpg simulate --out DIR` (fleet_goodput/commands/simulate.py).
+"""
+
+from fleet_goodput.simulator.run import START_US, SimulationSummary, simulate
+
+__all__ = ["START_US", "SimulationSummary", "simulate"]

@@ -1,0 +1,115 @@
+"""The pipeline against the simulator's ground truth, and the invariants of every view.
+
+The simulator computes its truth from its own timeline (fleet_goodput/simulator/
+truth.py), never by reading the events it writes; the pipeline sees only the
+events. Agreement per job, window and category to 1e-9 is the check.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from fleet_goodput.batch import run_batch
+from fleet_goodput.config import load_settings
+from fleet_goodput.simulator import simulate
+from fleet_goodput.timeline import CATEGORIES
+from fleet_goodput.views import connect
+
+FIGURES = [*CATEGORIES, "ideal", "held"]
+RELATIVE = 1e-9
+FLEETS = {  # seed: (hours, jobs), small enough to run in a couple of seconds each
+    1: (6, 60),
+    2: (4, 40),
+    20: (6, 80),  # the simulator's own test fleet: partial allocation, restore and FAIL all occur
+}
+
+
+@pytest.fixture(scope="module", params=sorted(FLEETS))
+def fleet(request, tmp_path_factory):
+    hours, jobs = FLEETS[request.param]
+    root = tmp_path_factory.mktemp(f"seed{request.param}")
+    simulation = simulate(root / "telemetry", seed=request.param, hours=hours, jobs=jobs)
+    outcome = run_batch(str(root / "telemetry"), str(root / "results"), load_settings())
+    return simulation, outcome, root
+
+
+def _mismatches(truth_path, output, table, keys, figures):
+    checks = " or ".join(
+        f"abs(coalesce(t.{f}, 0) - coalesce(p.{f}, 0)) > {RELATIVE} * greatest(abs(coalesce(t.{f}, 0)), 1e-6)" for f in figures)
+    return duckdb.sql(f"""
+        select {', '.join(keys)}, {', '.join(f't.{f} as truth_{f}, p.{f} as got_{f}' for f in figures)}
+        from read_parquet('{truth_path}') t
+        full outer join read_parquet('{output}/tables/{table}/*/*.parquet', hive_partitioning = true) p using ({', '.join(keys)})
+        where {checks}
+        limit 5""").fetchall()
+
+
+def test_chip_seconds_per_job_window_and_category_equal_the_truth(fleet):
+    simulation, outcome, root = fleet
+    columns = [f"{figure}_chip_s" for figure in FIGURES]
+    assert _mismatches(root / "telemetry/truth/job_window.parquet", root / "results", "job_window",
+                       ["job_id", "window_start"], columns) == []
+
+
+def test_capacity_per_window_equals_the_truth(fleet):
+    _, _, root = fleet
+    assert _mismatches(root / "telemetry/truth/capacity_window.parquet", root / "results", "capacity_window",
+                       ["cluster", "accelerator", "window_start"], ["capacity_chip_s"]) == []
+
+
+def test_job_states_equal_the_truth(fleet):
+    _, _, root = fleet
+    assert duckdb.sql(f"""
+        select job_id, t.status, p.status from read_parquet('{root}/telemetry/truth/jobs.parquet') t
+        full outer join read_parquet('{root}/results/tables/jobs/*/*.parquet') p using (job_id)
+        where t.status is distinct from p.status or t.requested_chips is distinct from p.requested_chips""").fetchall() == []
+
+
+def test_every_event_is_accepted_and_the_manifest_reconciles(fleet):
+    simulation, outcome, _ = fleet
+    streams = outcome.manifest["streams"]
+    assert outcome.manifest["reconciles"]
+    assert {name: c["accepted"] for name, c in streams.items()} == simulation.events
+    assert outcome.manifest["as_of_us"] == simulation.as_of_us
+
+
+# ---- invariants on every row of every view -------------------------------------
+RATIO_VIEWS = ("job_goodput", "fleet_daily", "goodput_by_segment")
+
+
+@pytest.mark.parametrize("view", RATIO_VIEWS)
+def test_sg_rg_pg_multiply_to_mpg_and_stay_in_0_1(fleet, view):
+    _, _, root = fleet
+    with connect(root / "results") as connection:
+        rows = connection.execute(f"select sg, rg, pg, mpg, pg_coverage from {view}").fetchall()
+    assert rows
+    for sg, rg, pg, mpg, coverage in rows:
+        for value in (sg, rg, pg, mpg, coverage):
+            assert value is None or 0 <= value <= 1 + 1e-12
+        if None not in (sg, rg, pg):
+            assert mpg == pytest.approx(sg * rg * pg, rel=1e-12, abs=1e-15)
+
+
+def test_conservation_in_every_job_window_row(fleet):
+    _, _, root = fleet
+    runtime = " + ".join(f"{c}_chip_s" for c in CATEGORIES[2:])
+    with connect(root / "results") as connection:
+        broken = connection.execute(f"""
+            select job_id, window_start from job_window
+            where abs(lifetime_chip_s - (queued_chip_s + partial_chip_s + all_allocated_chip_s)) > 1e-6
+               or abs(all_allocated_chip_s - ({runtime})) > 1e-6""").fetchall()
+        lifetimes = connection.execute("""
+            select j.job_id, j.requested_chips * epoch(coalesce(j.end_time, m.as_of) - j.submit_time), g.lifetime_chip_s
+            from jobs j join job_goodput g using (job_id), (select max(window_start) + interval 1 hour as as_of from job_window) m
+            where j.end_time is not null""").fetchall()
+    assert broken == []
+    for job_id, expected, got in lifetimes:
+        assert got == pytest.approx(expected, rel=1e-12), job_id
+
+
+def test_badput_shares_of_demand_sum_to_one(fleet):
+    _, _, root = fleet
+    with connect(root / "results") as connection:
+        (total,) = connection.execute("select sum(share) from badput_breakdown where base = 'demand'").fetchone()
+    assert total == pytest.approx(1.0, rel=1e-12)
