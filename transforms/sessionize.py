@@ -9,10 +9,12 @@ flushing deltas needs no other change here than where the timer is set.
 
 from __future__ import annotations
 
+import pickle
+
 import apache_beam as beam
-from apache_beam.coders import PickleCoder, VarIntCoder
+from apache_beam.coders import BytesCoder
 from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
+from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
 from fleet_goodput.capacity import CapacityTimeline
@@ -26,8 +28,8 @@ WINDOW_DELTAS, JOBS, REJECTED, COUNTS, CAPACITY = "window_deltas", "jobs", "reje
 def _take_events(bag, as_of_us: int) -> tuple[list[Event], list[Event]]:
     """The buffered events of a key: those up to the as-of time, and those after it."""
     current, later = [], []
-    for batch in bag.read():
-        for raw in batch:
+    for pickled in bag.read():
+        for raw in pickle.loads(pickled):
             event = Event._make(raw)
             (current if event.time_us <= as_of_us else later).append(event)
     bag.clear()
@@ -46,32 +48,33 @@ def timeline_rejection(job_id: str | None, event: Event, reason: str) -> dict:
     }
 
 
-def _buffer_until_as_of(element, as_of_us: int, events, as_of, timer) -> None:
-    """Keep a key's event batch until the watermark reaches the as-of time."""
+def _buffer_until_as_of(element, as_of_us: int, events, timer) -> None:
+    """Keep a key's event batch until the watermark reaches the as-of time.
+
+    The timer's own timestamp carries the as-of time to `on_timer`, which
+    saves a state cell: the SDK's state cache sizes every object on each
+    access, a cost per operation. For the same reason a batch is buffered as
+    one pickled blob rather than a list of tuples.
+    """
     _, batch = element
-    events.add(batch)
-    if as_of.read() is None:
-        as_of.write(as_of_us)
-        timer.set(Timestamp(micros=as_of_us))
+    events.add(pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
+    timer.set(Timestamp(micros=as_of_us))
 
 
 class _SessionizeJobFn(beam.DoFn):
-    EVENTS = BagStateSpec("events", PickleCoder())
-    AS_OF = ReadModifyWriteStateSpec("as_of_us", VarIntCoder())
+    EVENTS = BagStateSpec("events", BytesCoder())
     AT_AS_OF = TimerSpec("at_as_of", TimeDomain.WATERMARK)
 
     def __init__(self, window_s: int, peak_flops: dict[str, float]):
         self.window_us = window_s * 1_000_000
         self.peak_flops = peak_flops
 
-    def process(self, element, as_of_us, events=beam.DoFn.StateParam(EVENTS),
-                as_of=beam.DoFn.StateParam(AS_OF), timer=beam.DoFn.TimerParam(AT_AS_OF)):
-        _buffer_until_as_of(element, as_of_us, events, as_of, timer)
+    def process(self, element, as_of_us, events=beam.DoFn.StateParam(EVENTS), timer=beam.DoFn.TimerParam(AT_AS_OF)):
+        _buffer_until_as_of(element, as_of_us, events, timer)
 
     @on_timer(AT_AS_OF)
-    def finish(self, key=beam.DoFn.KeyParam, events=beam.DoFn.StateParam(EVENTS), as_of=beam.DoFn.StateParam(AS_OF)):
-        as_of_us = as_of.read()
-        as_of.clear()
+    def finish(self, key=beam.DoFn.KeyParam, events=beam.DoFn.StateParam(EVENTS), fired_at=beam.DoFn.TimestampParam):
+        as_of_us = fired_at.micros
         current, later = _take_events(events, as_of_us)
         yield from _after_as_of(key, later, as_of_us)
         timeline = JobTimeline(key, self.window_us, self.peak_flops)
@@ -105,21 +108,18 @@ class SessionizeJobs(beam.PTransform):
 
 
 class _MeasureCapacityFn(beam.DoFn):
-    EVENTS = BagStateSpec("events", PickleCoder())
-    AS_OF = ReadModifyWriteStateSpec("as_of_us", VarIntCoder())
+    EVENTS = BagStateSpec("events", BytesCoder())
     AT_AS_OF = TimerSpec("at_as_of", TimeDomain.WATERMARK)
 
     def __init__(self, window_s: int):
         self.window_us = window_s * 1_000_000
 
-    def process(self, element, as_of_us, events=beam.DoFn.StateParam(EVENTS),
-                as_of=beam.DoFn.StateParam(AS_OF), timer=beam.DoFn.TimerParam(AT_AS_OF)):
-        _buffer_until_as_of(element, as_of_us, events, as_of, timer)
+    def process(self, element, as_of_us, events=beam.DoFn.StateParam(EVENTS), timer=beam.DoFn.TimerParam(AT_AS_OF)):
+        _buffer_until_as_of(element, as_of_us, events, timer)
 
     @on_timer(AT_AS_OF)
-    def finish(self, key=beam.DoFn.KeyParam, events=beam.DoFn.StateParam(EVENTS), as_of=beam.DoFn.StateParam(AS_OF)):
-        as_of_us = as_of.read()
-        as_of.clear()
+    def finish(self, key=beam.DoFn.KeyParam, events=beam.DoFn.StateParam(EVENTS), fired_at=beam.DoFn.TimestampParam):
+        as_of_us = fired_at.micros
         current, later = _take_events(events, as_of_us)
         yield from _after_as_of(None, later, as_of_us)
         timeline = CapacityTimeline(self.window_us)
