@@ -36,6 +36,7 @@ class Table:
     columns: tuple[Column, ...]
     date_from: str  # the row key whose UTC day is the partition
     sort_by: tuple[str, ...]  # columns that order a partition's rows, so reruns write identical files
+    key: tuple[str, ...] = ()  # what identifies a row; with `version`, the views keep the latest per key
 
     @property
     def schema(self) -> pa.Schema:
@@ -66,6 +67,9 @@ _FIGURE_DOCS = {
     "profiled_productive": "productive chip-seconds of step spans that have a profiler sample (PG coverage numerator)",
 }
 
+VERSION = Column("version", TIMESTAMP, "event time of the result: the as-of time in batch, the firing time in "
+                 "streaming; a later version of a row replaces an earlier one", "version_us")
+
 JOB_WINDOW = Table(
     name="job_window",
     doc="Chip-seconds per category for one job in one event-time window.",
@@ -74,9 +78,11 @@ JOB_WINDOW = Table(
         Column("window_start", TIMESTAMP, "start of the event-time window (UTC)", "window_start_us"),
         *(Column(f"{figure}_chip_s", pa.float64(), _FIGURE_DOCS[figure]) for figure in FIGURES),
         Column("ideal_chip_s", pa.float64(), "ideal chip-seconds of the productive steps at the accelerator's peak"),
+        VERSION,
     ),
     date_from="window_start_us",
-    sort_by=("job_id", "window_start"),
+    sort_by=("job_id", "window_start", "version"),
+    key=("job_id", "window_start"),
 )
 
 JOBS = Table(
@@ -98,9 +104,11 @@ JOBS = Table(
         Column("allocations", pa.int32(), "ALLOCATE events (a restart re-allocates)"),
         Column("profiler_samples", pa.int32(), "profiler samples accepted for the job"),
         Column("implicitly_closed_spans", pa.int32(), "runtime spans closed without their END (data quality)"),
+        VERSION,
     ),
     date_from="submit_time_us",
-    sort_by=("job_id",),
+    sort_by=("job_id", "version"),
+    key=("job_id",),
 )
 
 CAPACITY_WINDOW = Table(
@@ -111,9 +119,11 @@ CAPACITY_WINDOW = Table(
         Column("accelerator", pa.string(), "accelerator catalogue key"),
         Column("window_start", TIMESTAMP, "start of the event-time window (UTC)", "window_start_us"),
         Column("capacity_chip_s", pa.float64(), "chips online × seconds"),
+        VERSION,
     ),
     date_from="window_start_us",
-    sort_by=("cluster", "accelerator", "window_start"),
+    sort_by=("cluster", "accelerator", "window_start", "version"),
+    key=("cluster", "accelerator", "window_start"),
 )
 
 REJECTED = Table(

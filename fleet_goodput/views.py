@@ -26,8 +26,13 @@ def _raw_view_sql(table: Table, tables_dir: Path) -> str:
     files = sorted((tables_dir / table.name).glob("date=*/*.parquet"))
     if files:
         pattern = (tables_dir / table.name / "*" / "*.parquet").as_posix()
-        return (f"create or replace view {table.name} as select * from read_parquet("
-                f"'{pattern}', hive_partitioning = true, hive_types = {{'date': date}}, union_by_name = true)")
+        source = (f"read_parquet('{pattern}', hive_partitioning = true, hive_types = {{'date': date}}, "
+                  f"union_by_name = true)")
+        if not table.key:
+            return f"create or replace view {table.name} as select * from {source}"
+        # Streaming writes every update of a row; a query sees the latest only.
+        return (f"create or replace view {table.name} as select * from {source} "
+                f"qualify row_number() over (partition by {', '.join(table.key)} order by version desc) = 1")
     columns = ", ".join(f"cast(null as {_DUCKDB_TYPES[str(c.type)]}) as {c.name}" for c in table.columns)
     return f"create or replace view {table.name} as select {columns}, cast(null as date) as date where false"
 

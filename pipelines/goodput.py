@@ -20,7 +20,7 @@ from fleet_goodput.decode import CAPACITY_KEY_PREFIX
 from fleet_goodput.tables import TABLES
 from transforms.goodput import ComputeGoodput
 from transforms.read import EVENTS, READ_COUNTS, REJECTED, ReadAvroFiles
-from transforms.sessionize import CAPACITY, COUNTS, JOBS, WINDOW_DELTAS, MeasureCapacity, SessionizeJobs
+from transforms.sessionize import CAPACITY, COUNTS, JOBS, WINDOW_VECTORS, MeasureCapacity, SessionizeJobs
 from transforms.write import WriteTable
 
 COUNTS_FILE = "_run/counts.json"
@@ -81,7 +81,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     job_events, capacity_events = events | "SplitJobsFromCapacity" >> beam.Partition(_job_or_capacity, 2)
     jobs = job_events | "SessionizeJobs" >> SessionizeJobs(settings.window_s, _peak_flops(settings), as_of_side)
     capacity = capacity_events | "MeasureCapacity" >> MeasureCapacity(settings.window_s, as_of_side)
-    job_window = jobs[WINDOW_DELTAS] | "ComputeGoodput" >> ComputeGoodput()
+    job_window = jobs[WINDOW_VECTORS] | "ComputeGoodput" >> ComputeGoodput()
 
     rejected = (
         [decoded[stream][REJECTED] for stream in decoded] + [jobs[REJECTED], capacity[REJECTED]]

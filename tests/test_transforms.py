@@ -11,9 +11,7 @@ from apache_beam.testing.util import assert_that, equal_to
 import schemas
 import worked_example
 from fleet_goodput.config import load_settings
-from fleet_goodput.timeline import IDEAL, VECTOR_LENGTH
 from pipelines.goodput import build_goodput
-from transforms.goodput import VectorSumFn
 from transforms.read import DecodeRecords
 
 SETTINGS = load_settings()
@@ -22,37 +20,6 @@ CHIPS = worked_example.CHIPS
 
 def beam_pipeline():
     return TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"]))
-
-
-# ---- the combiner, three ways (sequential, merged, compacted) ---------------
-def _vectors(n):
-    return [[i + k for k in range(IDEAL)] + [0.1 * i] for i in range(n)]
-
-
-def test_vector_sum_sequential_add():
-    fn = VectorSumFn()
-    accumulator = fn.create_accumulator()
-    for vector in _vectors(5):
-        accumulator = fn.add_input(accumulator, vector)
-    result = fn.extract_output(accumulator)
-    assert result[:IDEAL] == [sum(v[k] for v in _vectors(5)) for k in range(IDEAL)]
-    assert result[IDEAL] == pytest.approx(1.0)
-
-
-def test_vector_sum_merge_of_partial_accumulators_equals_sequential():
-    fn = VectorSumFn()
-    parts = []
-    for chunk in (_vectors(5)[:2], _vectors(5)[2:]):
-        accumulator = fn.create_accumulator()
-        for vector in chunk:
-            accumulator = fn.add_input(accumulator, vector)
-        parts.append(fn.compact(accumulator))
-    merged = fn.extract_output(fn.merge_accumulators(parts))
-    sequential = fn.create_accumulator()
-    for vector in _vectors(5):
-        sequential = fn.add_input(sequential, vector)
-    assert merged[:IDEAL] == sequential[:IDEAL] and merged[IDEAL] == pytest.approx(sequential[IDEAL])
-    assert len(merged) == VECTOR_LENGTH
 
 
 # ---- the whole graph on the worked example ------------------------------------

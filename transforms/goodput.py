@@ -1,46 +1,23 @@
-"""Combining chip-time deltas into one row per job and window.
+"""Turning a job's per-window metric vectors into `job_window` rows.
 
-A batch run emits one delta per (job, window); a streaming run emits several
-as a window's step time resolves, so the combine is what makes both correct.
+The sessionizers emit one complete vector per (job, window) and version: in
+batch a single version at the as-of time, in streaming a new version each time
+a window's figures change. Rows are kept per version; the views read the latest.
 """
 
 from __future__ import annotations
 
 import apache_beam as beam
 
-from fleet_goodput.timeline import FIGURES, IDEAL, zero_vector
+from fleet_goodput.timeline import FIGURES, IDEAL
 
 MICROS = 1_000_000
 
 
-class VectorSumFn(beam.CombineFn):
-    """Element-wise sum of metric vectors (integers exact, ideal a float)."""
-
-    def create_accumulator(self):
-        return zero_vector()
-
-    def add_input(self, accumulator, vector):
-        for i, value in enumerate(vector):
-            accumulator[i] += value
-        return accumulator
-
-    def merge_accumulators(self, accumulators):
-        merged = self.create_accumulator()
-        for accumulator in accumulators:
-            self.add_input(merged, accumulator)
-        return merged
-
-    def compact(self, accumulator):
-        return accumulator
-
-    def extract_output(self, accumulator):
-        return accumulator
-
-
-def to_job_window_row(keyed_vector) -> dict:
-    """((job_id, window_start_us), vector) → a `job_window` table row in chip-seconds."""
-    (job_id, window_start_us), vector = keyed_vector
-    row = {"job_id": job_id, "window_start_us": window_start_us}
+def to_job_window_row(result) -> dict:
+    """(job_id, window_start_us, version_us, vector) → a `job_window` row in chip-seconds."""
+    job_id, window_start_us, version_us, vector = result
+    row = {"job_id": job_id, "window_start_us": window_start_us, "version_us": version_us}
     for i, figure in enumerate(FIGURES):
         row[f"{figure}_chip_s"] = vector[i] / MICROS
     row["ideal_chip_s"] = vector[IDEAL]
@@ -48,11 +25,7 @@ def to_job_window_row(keyed_vector) -> dict:
 
 
 class ComputeGoodput(beam.PTransform):
-    """Per (job, window) deltas → `job_window` rows."""
+    """Per (job, window, version) vectors → `job_window` rows in chip-seconds."""
 
-    def expand(self, window_deltas):
-        return (
-            window_deltas
-            | "SumPerJobWindow" >> beam.CombinePerKey(VectorSumFn())
-            | "ToRows" >> beam.Map(to_job_window_row)
-        )
+    def expand(self, window_vectors):
+        return window_vectors | "ToRows" >> beam.Map(to_job_window_row)

@@ -22,7 +22,7 @@ from fleet_goodput.decode import parse_capacity_key
 from fleet_goodput.events import Event, stream_of
 from fleet_goodput.timeline import JobTimeline
 
-WINDOW_DELTAS, JOBS, REJECTED, COUNTS, CAPACITY = "window_deltas", "jobs", "rejected", "counts", "capacity"
+WINDOW_VECTORS, JOBS, REJECTED, COUNTS, CAPACITY = "window_vectors", "jobs", "rejected", "counts", "capacity"
 
 
 def _take_events(bag, as_of_us: int) -> tuple[list[Event], list[Event]]:
@@ -81,9 +81,9 @@ class _SessionizeJobFn(beam.DoFn):
         timeline.feed(current)
         timeline.close(as_of_us)
         for window_start, vector in timeline.flush().items():
-            yield (key, window_start), vector
+            yield key, window_start, as_of_us, vector
         if timeline.submit is not None:
-            yield beam.pvalue.TaggedOutput(JOBS, timeline.summary())
+            yield beam.pvalue.TaggedOutput(JOBS, {**timeline.summary(), "version_us": as_of_us})
         for rejection in timeline.rejections:
             yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(key, rejection.event, rejection.reason))
         for stream, count in timeline.accepted.items():
@@ -93,7 +93,7 @@ class _SessionizeJobFn(beam.DoFn):
 
 
 class SessionizeJobs(beam.PTransform):
-    """(job_id, [events]) → per (job, window) chip-time deltas, job rows, rejections, counts."""
+    """(job_id, [events]) → (job, window, version, vector) results, job rows, rejections, counts."""
 
     def __init__(self, window_s: int, peak_flops: dict[str, float], as_of_us):
         super().__init__()
@@ -104,7 +104,7 @@ class SessionizeJobs(beam.PTransform):
     def expand(self, job_events):
         return job_events | "BuildJobTimelines" >> beam.ParDo(
             _SessionizeJobFn(self.window_s, self.peak_flops), self.as_of_us
-        ).with_outputs(JOBS, REJECTED, COUNTS, main=WINDOW_DELTAS)
+        ).with_outputs(JOBS, REJECTED, COUNTS, main=WINDOW_VECTORS)
 
 
 class _MeasureCapacityFn(beam.DoFn):
@@ -129,7 +129,7 @@ class _MeasureCapacityFn(beam.DoFn):
         for window_start, chip_us in timeline.flush().items():
             yield {
                 "cluster": cluster, "accelerator": accelerator,
-                "window_start_us": window_start, "capacity_chip_s": chip_us / 1e6,
+                "window_start_us": window_start, "capacity_chip_s": chip_us / 1e6, "version_us": as_of_us,
             }
         yield beam.pvalue.TaggedOutput(COUNTS, (("scheduler", "accepted"), timeline.accepted))
         yield beam.pvalue.TaggedOutput(COUNTS, (("scheduler", "duplicate"), timeline.duplicates))

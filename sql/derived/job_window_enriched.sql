@@ -28,7 +28,7 @@ final as (
         classes.size_class,
         job_rows.requested_chips,
         job_rows.status,
-        windows.* exclude (date, window_start, job_id)
+        windows.* exclude (date, window_start, job_id, version)
     from windows
     join job_rows using (job_id)
     join classes
