@@ -1,0 +1,72 @@
+"""`mpg report`: validate a period, then publish its goodput report (or nothing)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fleet_goodput.commands.validate import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, add_quality_arguments
+from fleet_goodput.config import ConfigError, load_settings
+from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args, period_lock
+
+DESCRIPTION = """\
+Validate an output folder for a period (the checks of `mpg validate`), then
+write OUTPUT/reports/<period>/index.html: one self-contained page that opens
+offline, with fleet MPG and SG/RG/PG and their trend per day; the same by
+accelerator, workload, size class and team; the badput breakdown in
+chip-hours; the jobs that lost the most; checkpoint-interval advice per
+training class; PG coverage; and the data-quality summary. Each figure is
+also written as CSV beside the page.
+
+If a critical check fails, nothing is published (a previous report of the
+period stays as it was) and the failed checks are printed. A rerun for the
+same period replaces its report; two runs of one period cannot interleave.
+"""
+
+EPILOG = """\
+exit codes: 0 published, 1 a critical check failed (nothing published),
+            2 bad arguments or no output, 75 the period is locked by another run
+
+examples:
+  mpg report --output out/
+  mpg report --output out/ --date 2026-01-01
+  mpg report --output out/ --from 2026-01-01 --to 2026-01-07
+  deploy/ has a cron line and systemd units that run it every day for yesterday.
+"""
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("report", help="validate, then publish an offline HTML goodput report for a period",
+                                   description=DESCRIPTION, epilog=EPILOG,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_quality_arguments(parser)
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from fleet_goodput.quality.run import validate_output  # imports GX, which takes a few seconds
+    from fleet_goodput.report.publish import publish_report
+
+    try:
+        settings = load_settings(args.config)
+        period = period_from_args(args, args.output)
+        with period_lock(args.output, period):
+            print(f"Validating {Path(args.output)} for {period.name} ...", flush=True)
+            quality = validate_output(args.output, period, settings, args.require_complete)
+            print(quality.describe(), flush=True)
+            if not quality.passed:
+                print(f"mpg report: NOT published: {len(quality.failures)} critical data-quality check(s) failed:",
+                      file=sys.stderr)
+                for check in quality.failures:
+                    print(f"  [{check.suite}] {check.title}: {check.observed}", file=sys.stderr)
+                return EXIT_FAILED
+            path = publish_report(args.output, period, settings, quality)
+    except (ConfigError, PeriodError, FileNotFoundError) as exc:
+        print(f"mpg report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except PeriodBusy as exc:
+        print(f"mpg report: {exc}", file=sys.stderr)
+        return EXIT_BUSY
+    print(f"Report: {path}")
+    return 0

@@ -1,0 +1,76 @@
+"""`mpg validate`: run the data-quality suites on an output folder for a period."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fleet_goodput.config import ConfigError, load_settings
+from fleet_goodput.quality.period import PeriodBusy, PeriodError, add_period_arguments, period_from_args, period_lock
+
+# Exit codes a scheduler can tell apart: 1 the data failed a critical check,
+# 2 the command could not run as asked, 75 (EX_TEMPFAIL) another run of the
+# same period holds the lock, so retrying later is right.
+EXIT_FAILED, EXIT_USAGE, EXIT_BUSY = 1, 2, 75
+
+DESCRIPTION = """\
+Check an output folder of `mpg run` with Great Expectations before anyone reads it.
+
+Suites (fleet_goodput/quality/suites.py): one per table (job_window, jobs,
+capacity_window, rejected), one for the manifest and one for the views. They
+check conservation of chip-seconds on every row, SG/RG/PG/MPG in [0, 1] with
+SG x RG x PG = MPG, unique keys, non-null attributes, counts that reconcile
+with the manifest, a partition for every day of the period and freshness
+against the as-of time. Each check has a severity: a critical failure makes
+the command exit 1; a warning is printed.
+
+Writes OUTPUT/quality/<period>/: index.html (every check, why it exists, what
+was observed), GX Data Docs readable offline, summary.json.
+"""
+
+EPILOG = """\
+exit codes: 0 passed (maybe with warnings), 1 a critical check failed,
+            2 bad arguments or no output, 75 the period is locked by another run
+
+examples:
+  mpg validate --output out/
+  mpg validate --output out/ --date 2026-01-01
+  mpg validate --output out/ --from 2026-01-01 --to 2026-01-07 --require-complete
+"""
+
+
+def add_quality_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
+    add_period_arguments(parser)
+    parser.add_argument("--require-complete", action="store_true",
+                        help="fail (not just warn) when the data's as-of time is before the end of the period; "
+                             "for scheduled runs, so late upstream data alerts")
+    parser.add_argument("--config", metavar="FILE", help="the settings file the output was computed with")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("validate", help="check an output folder's data quality (Great Expectations)",
+                                   description=DESCRIPTION, epilog=EPILOG,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_quality_arguments(parser)
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from fleet_goodput.quality.run import validate_output  # imports GX, which takes a few seconds
+
+    try:
+        settings = load_settings(args.config)
+        period = period_from_args(args, args.output)
+        with period_lock(args.output, period):
+            print(f"Validating {Path(args.output)} for {period.name} ...", flush=True)
+            result = validate_output(args.output, period, settings, args.require_complete)
+    except (ConfigError, PeriodError, FileNotFoundError) as exc:
+        print(f"mpg validate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except PeriodBusy as exc:
+        print(f"mpg validate: {exc}", file=sys.stderr)
+        return EXIT_BUSY
+    print(result.describe())
+    return 0 if result.passed else EXIT_FAILED

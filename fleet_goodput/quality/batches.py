@@ -1,0 +1,154 @@
+"""The data each suite validates: one pandas frame per suite, read with DuckDB.
+
+Table suites see every row stored in the Parquet files (`stored_<table>`,
+all versions), not the views, which keep only the latest version of each key
+and so would hide a duplicated file. The views suite and the joins use the
+same views `mpg sql` uses, rebuilt in memory so validation never touches
+OUTPUT/goodput.duckdb. Frames carry derived check columns. A derived column turns a
+rule GX has no built-in expectation for (conservation within a tolerance, a
+row's day matching its partition) into a plain column expectation, so the rule
+reads in SQL here and its threshold and reason in suites.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from fleet_goodput.config import Settings
+from fleet_goodput.manifest import MANIFEST_FILE
+from fleet_goodput.quality.period import Period
+from fleet_goodput.tables import TABLES
+from fleet_goodput.timeline import ALL_ALLOCATED
+from fleet_goodput.views import create_views
+
+
+def open_views(output_dir: str | Path, settings: Settings) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with every view, and `stored_<table>` over every stored row."""
+    connection = duckdb.connect()
+    connection.execute("set timezone = 'UTC'")
+    create_views(connection, output_dir, settings)
+    tables_dir = Path(output_dir).resolve() / "tables"
+    for table in TABLES.values():
+        if any((tables_dir / table.name).glob("date=*/*.parquet")):
+            pattern = (tables_dir / table.name / "*" / "*.parquet").as_posix()
+            source = (f"read_parquet('{pattern}', hive_partitioning = true, hive_types = {{'date': date}}, "
+                      f"union_by_name = true)")
+        else:
+            source = table.name  # the views' empty typed stand-in
+        connection.execute(f"create or replace view stored_{table.name} as select * from {source}")
+    return connection
+
+
+def read_manifest(output_dir: str | Path) -> dict:
+    return json.loads((Path(output_dir) / MANIFEST_FILE).read_text())
+
+
+def _chip_s(name: str) -> str:
+    return f"{name}_chip_s"
+
+
+# Relative conservation error of one row: |lhs - rhs| / lifetime (1 chip-second
+# at least, so an empty row divides safely).
+_LIFETIME_ERROR = (f"abs({_chip_s('lifetime')} - ({_chip_s('queued')} + {_chip_s('partial')} + "
+                   f"{_chip_s('all_allocated')})) / greatest({_chip_s('lifetime')}, 1)")
+_ALL_ALLOCATED_ERROR = (f"abs({_chip_s('all_allocated')} - ("
+                        + " + ".join(_chip_s(c) for c in ALL_ALLOCATED) + f")) / greatest({_chip_s('lifetime')}, 1)")
+
+
+def job_window_frame(connection, period: Period, window_s: int) -> pd.DataFrame:
+    return connection.execute(f"""
+        with known_jobs as (select distinct job_id as known_job_id from jobs)
+        select
+            job_window.* exclude (date),
+            strftime(job_window.date, '%Y-%m-%d') as partition_date,
+            strftime(make_timestamp(epoch_us(window_start)), '%Y-%m-%d') as window_date,
+            epoch_us(window_start) // 1000000 as window_start_s,
+            (epoch_us(window_start) // 1000000) % {int(window_s)} as window_offset_s,
+            {_LIFETIME_ERROR} as lifetime_conservation_error,
+            {_ALL_ALLOCATED_ERROR} as all_allocated_conservation_error,
+            known_job_id
+        from stored_job_window as job_window
+        left join known_jobs on job_window.job_id = known_jobs.known_job_id
+        where job_window.date between ? and ?
+    """, [period.first, period.last]).df()
+
+
+def jobs_frame(connection, period: Period) -> pd.DataFrame:
+    """Jobs alive at some time in the period (submitted before its end, not ended before its start)."""
+    return connection.execute("""
+        select
+            jobs.* exclude (date),
+            strftime(jobs.date, '%Y-%m-%d') as partition_date,
+            strftime(make_timestamp(epoch_us(submit_time)), '%Y-%m-%d') as submit_date,
+            (end_time is null) = (status = 'RUNNING') as end_matches_status,
+            epoch_us(end_time) / 1e6 as end_time_s,
+            job_goodput.job_id as goodput_job_id
+        from stored_jobs as jobs
+        left join (select job_id from job_goodput) as job_goodput using (job_id)
+        where submit_time < make_timestamptz(?::bigint * 1000000)
+          and (end_time is null or end_time >= make_timestamptz(?::bigint * 1000000))
+    """, [period.end_s, period.start_s]).df()
+
+
+def capacity_window_frame(connection, period: Period, window_s: int) -> pd.DataFrame:
+    return connection.execute(f"""
+        select
+            * exclude (date),
+            strftime(date, '%Y-%m-%d') as partition_date,
+            strftime(make_timestamp(epoch_us(window_start)), '%Y-%m-%d') as window_date,
+            epoch_us(window_start) // 1000000 as window_start_s,
+            (epoch_us(window_start) // 1000000) % {int(window_s)} as window_offset_s
+        from stored_capacity_window
+        where date between ? and ?
+    """, [period.first, period.last]).df()
+
+
+def rejected_frame(connection, period: Period) -> pd.DataFrame:
+    return connection.execute("""
+        select * exclude (date), strftime(date, '%Y-%m-%d') as partition_date
+        from stored_rejected
+        where date between ? and ?
+    """, [period.first, period.last]).df()
+
+
+def manifest_frame(connection, manifest: dict) -> pd.DataFrame:
+    """One row per stream: the manifest's counts beside what the rejected table holds (whole run)."""
+    in_table = dict(connection.execute("select stream, sum(records) from stored_rejected group by stream").fetchall())
+    rows = []
+    for stream, counts in manifest.get("streams", {}).items():
+        rows.append({
+            "stream": stream,
+            **{k: counts.get(k) for k in ("read", "accepted", "duplicate", "rejected")},
+            "unaccounted": counts["read"] - counts["accepted"] - counts["duplicate"] - counts["rejected"],
+            "rejected_in_table": int(in_table.get(stream) or 0),
+            "rejected_share": counts["rejected"] / counts["read"] if counts["read"] else 0.0,
+            "schema_version": manifest.get("schema_version"),
+            "as_of_s": (manifest.get("as_of_us") or 0) / 1e6,
+            "window_s": manifest.get("window_s"),
+        })
+    return pd.DataFrame(rows)
+
+
+def views_frame(connection, period: Period) -> pd.DataFrame:
+    """Goodput factors of every row of the views people read, for the period where a view has days."""
+    return connection.execute("""
+        with rows as (
+            select 'fleet_daily' as view, concat_ws('/', day, cluster, accelerator) as row_key,
+                   sg, rg, pg, mpg, pg_coverage
+            from fleet_daily where day between ? and ?
+            union all
+            select 'goodput_by_segment', concat_ws('/', dimension, segment), sg, rg, pg, mpg, pg_coverage
+            from goodput_by_segment
+            union all
+            select 'job_goodput', job_id, sg, rg, pg, mpg, pg_coverage
+            from job_goodput
+            where submit_time < make_timestamptz(?::bigint * 1000000)
+              and (end_time is null or end_time >= make_timestamptz(?::bigint * 1000000))
+        )
+        select *, abs(sg * rg * pg - mpg) as factor_product_error
+        from rows
+    """, [period.first, period.last, period.end_s, period.start_s]).df()

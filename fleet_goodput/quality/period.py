@@ -1,0 +1,125 @@
+"""The period a validation or report covers, and the lock that serialises runs of one period.
+
+A period is a closed range of UTC days. Its name (`2026-01-01`, or
+`2026-01-01_2026-01-07` for a range) names the folders it writes
+(OUTPUT/quality/<name>/, OUTPUT/reports/<name>/) and its lock file
+(OUTPUT/locks/<name>.lock), so two runs of the same period cannot interleave
+while runs of different periods proceed side by side.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+from fleet_goodput.manifest import MANIFEST_FILE
+
+
+class PeriodError(ValueError):
+    """A period that cannot be used (bad dates, or no output to infer it from)."""
+
+
+class PeriodBusy(RuntimeError):
+    """Another run holds the period's lock."""
+
+
+@dataclass(frozen=True)
+class Period:
+    first: date
+    last: date
+
+    def __post_init__(self) -> None:
+        if self.last < self.first:
+            raise PeriodError(f"period ends ({self.last}) before it starts ({self.first})")
+
+    @property
+    def name(self) -> str:
+        return self.first.isoformat() if self.first == self.last else f"{self.first.isoformat()}_{self.last.isoformat()}"
+
+    @property
+    def days(self) -> list[str]:
+        return [(self.first + timedelta(days=n)).isoformat() for n in range((self.last - self.first).days + 1)]
+
+    @property
+    def start_s(self) -> int:
+        return _epoch_s(self.first)
+
+    @property
+    def end_s(self) -> int:
+        """The first second after the period (the next day's midnight, UTC)."""
+        return _epoch_s(self.last + timedelta(days=1))
+
+
+def _epoch_s(day: date) -> int:
+    return int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp())
+
+
+def _parse_day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError as exc:
+        raise PeriodError(f"not a date: {text!r} (expected YYYY-MM-DD)") from exc
+
+
+def add_period_arguments(parser) -> None:
+    parser.add_argument("--date", metavar="D", help="one UTC day, YYYY-MM-DD")
+    parser.add_argument("--from", dest="from_date", metavar="D", help="first UTC day of a range (with --to)")
+    parser.add_argument("--to", dest="to_date", metavar="D", help="last UTC day of a range, inclusive (with --from)")
+
+
+def period_from_args(args, output_dir: str | Path) -> Period:
+    """--date D, or --from D --to D; with neither, every day from the first partition to the as-of day."""
+    if args.date and (args.from_date or args.to_date):
+        raise PeriodError("give either --date or --from/--to, not both")
+    if args.date:
+        day = _parse_day(args.date)
+        return Period(day, day)
+    if args.from_date or args.to_date:
+        if not (args.from_date and args.to_date):
+            raise PeriodError("--from and --to go together")
+        return Period(_parse_day(args.from_date), _parse_day(args.to_date))
+    return whole_output_period(output_dir)
+
+
+def whole_output_period(output_dir: str | Path) -> Period:
+    output = Path(output_dir)
+    manifest = output / MANIFEST_FILE
+    if not manifest.exists():
+        raise PeriodError(f"no {MANIFEST_FILE} in {output_dir}: run `mpg run --output {output_dir}` first")
+    days = sorted(p.name.removeprefix("date=") for p in (output / "tables" / "job_window").glob("date=*"))
+    if not days:
+        raise PeriodError(f"no job_window partitions under {output}/tables: nothing to validate")
+    as_of_us = json.loads(manifest.read_text()).get("as_of_us")
+    # An as-of time at midnight ends the day before it: the new day has no data yet.
+    last = datetime.fromtimestamp((as_of_us - 1) / 1e6, tz=timezone.utc).date() if as_of_us else _parse_day(days[-1])
+    return Period(_parse_day(days[0]), max(last, _parse_day(days[0])))
+
+
+@contextmanager
+def period_lock(output_dir: str | Path, period: Period) -> Iterator[Path]:
+    """Hold OUTPUT/locks/<period>.lock (an fcntl lock: released by the kernel if the process dies)."""
+    path = Path(output_dir) / "locks" / f"{period.name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise PeriodBusy(f"period {period.name} is being validated or reported by {holder} (lock {path})") from exc
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        try:
+            yield path
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            fcntl.flock(handle, fcntl.LOCK_UN)

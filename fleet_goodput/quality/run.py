@@ -1,0 +1,158 @@
+"""Running the suites with Great Expectations and summarising what they found.
+
+Each period gets its own GX project, OUTPUT/quality/<period>/gx/, recreated on
+every run so a rerun replaces the period's results: one pandas data source,
+one asset, validation definition and checkpoint per suite, and the Data Docs
+site under gx/uncommitted/data_docs/local_site/. GX's Data Docs pull their
+styles and scripts from CDNs; `make_offline` strips those references and
+inlines a small stylesheet so the pages read without a network.
+OUTPUT/quality/<period>/index.html lists every check with links into them,
+and summary.json keeps every check's outcome for the report.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import great_expectations as gx
+from great_expectations.core.run_identifier import RunIdentifier
+from great_expectations.data_context.types.base import ProgressBarsConfig
+
+from fleet_goodput.config import Settings
+from fleet_goodput.quality import batches
+from fleet_goodput.quality.docs import make_offline, write_index
+from fleet_goodput.quality.period import Period
+from fleet_goodput.quality.suites import CRITICAL, SuiteInputs, build_suites
+from fleet_goodput.timeutil import format_time_us
+
+QUALITY_DIR = "quality"
+SUMMARY_FILE = "summary.json"
+GX_SITE = Path("gx/uncommitted/data_docs/local_site")
+INDEX_FILE = "index.html"
+_RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": 5}
+
+
+@dataclass(frozen=True)
+class Check:
+    suite: str
+    title: str
+    severity: str
+    success: bool
+    observed: str
+    why: str
+    expectation: str
+
+
+@dataclass(frozen=True)
+class QualityResult:
+    period: str
+    checks: tuple[Check, ...]
+    docs_index: Path
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.success and c.severity == CRITICAL]
+
+    @property
+    def warnings(self) -> list[Check]:
+        return [c for c in self.checks if not c.success and c.severity != CRITICAL]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def describe(self) -> str:
+        suites = sorted({c.suite for c in self.checks}, key=[c.suite for c in self.checks].index)
+        lines = [f"Data quality for {self.period}: {'PASSED' if self.passed else 'FAILED'} "
+                 f"({len(self.checks)} checks, {len(self.failures)} critical failure(s), {len(self.warnings)} warning(s))"]
+        for suite in suites:
+            checks = [c for c in self.checks if c.suite == suite]
+            bad = [c for c in checks if not c.success]
+            lines.append(f"  {suite:<16} {len(checks) - len(bad):>3}/{len(checks)} passed")
+            for check in bad:
+                label = "FAIL" if check.severity == CRITICAL else "warn"
+                lines.append(f"    {label} [{check.severity}] {check.title}")
+                lines.append(f"         {check.observed}")
+        lines.append(f"Data Docs: {self.docs_index}")
+        return "\n".join(lines)
+
+
+def quality_dir(output_dir: str | Path, period: Period) -> Path:
+    return Path(output_dir) / QUALITY_DIR / period.name
+
+
+def validate_output(output_dir: str | Path, period: Period, settings: Settings,
+                    require_complete: bool = False) -> QualityResult:
+    """Run every suite on OUTPUT for the period; write GX results, Data Docs and summary.json."""
+    manifest = batches.read_manifest(output_dir)
+    window_s = int(manifest.get("window_s") or settings.window_s)
+    inputs = SuiteInputs(period=period, as_of_s=(manifest.get("as_of_us") or 0) / 1e6, window_s=window_s,
+                         accelerators=tuple(sorted(settings.accelerators)), require_complete=require_complete)
+    with batches.open_views(output_dir, settings) as connection:
+        frames = {
+            "job_window": batches.job_window_frame(connection, period, window_s),
+            "jobs": batches.jobs_frame(connection, period),
+            "capacity_window": batches.capacity_window_frame(connection, period, window_s),
+            "rejected": batches.rejected_frame(connection, period),
+            "manifest": batches.manifest_frame(connection, manifest),
+            "views": batches.views_frame(connection, period),
+        }
+    root = quality_dir(output_dir, period)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    context = gx.get_context(mode="file", project_root_dir=str(root))
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    context.variables.save()
+    source = context.data_sources.add_pandas("mpg_output")
+    checks = []
+    for name, suite in build_suites(inputs).items():
+        batch_definition = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(period.name)
+        definition = context.validation_definitions.add(
+            gx.ValidationDefinition(name=name, data=batch_definition, suite=context.suites.add(suite)))
+        checkpoint = context.checkpoints.add(
+            gx.Checkpoint(name=name, validation_definitions=[definition], result_format=_RESULT_FORMAT))
+        outcome = checkpoint.run(batch_parameters={"dataframe": frames[name]},
+                                 run_id=RunIdentifier(run_name=period.name))
+        for validation in outcome.run_results.values():
+            checks.extend(_check(name, result) for result in validation.results)
+    context.build_data_docs()
+    make_offline(root / GX_SITE)
+    result = QualityResult(period=period.name, checks=tuple(checks), docs_index=root / INDEX_FILE)
+    write_index(result, root / INDEX_FILE, root / GX_SITE)
+    (root / SUMMARY_FILE).write_text(json.dumps(
+        {"period": period.name, "passed": result.passed, "docs_index": str(result.docs_index),
+         "checks": [asdict(c) for c in checks]}, indent=2) + "\n")
+    return result
+
+
+def _check(suite: str, result) -> Check:
+    config = result.expectation_config
+    severity = getattr(config.severity, "value", config.severity) or CRITICAL
+    return Check(suite=suite, title=(config.meta or {}).get("title") or config.type, severity=str(severity),
+                 success=bool(result.success), observed=_observed(config, result), why=config.notes or "",
+                 expectation=config.type)
+
+
+def _observed(config, result) -> str:
+    if result.exception_info and result.exception_info.get("raised_exception"):
+        return f"could not be evaluated: {result.exception_info.get('exception_message')}"
+    found = result.result or {}
+    if found.get("partial_missing_list"):
+        return f"missing: {', '.join(map(str, found['partial_missing_list']))}"
+    if "unexpected_count" in found:
+        examples = found.get("partial_unexpected_list") or []
+        text = f"{found['unexpected_count']} of {found.get('element_count')} rows unexpected"
+        return text + (f"; e.g. {examples[:3]}" if examples and not result.success else "")
+    if "observed_value" in found:
+        return f"observed {_readable(config.kwargs.get('column', ''), found['observed_value'])}"
+    return "ok" if result.success else "failed"
+
+
+def _readable(column: str, value) -> str:
+    if column.endswith("_s") and isinstance(value, numbers.Real) and value > 1e9:
+        return format_time_us(int(value * 1_000_000))  # epoch seconds: show the UTC time
+    return str(value)

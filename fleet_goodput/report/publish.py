@@ -1,0 +1,71 @@
+"""Writing a period's report: OUTPUT/reports/<period>/index.html and the figures as CSV.
+
+The folder is built beside its final place and swapped in by renames, so a
+reader sees the old report or the new one, never half of either, and a rerun
+for the same period replaces it. Callers hold the period's lock (period.py),
+which keeps two runs of one period from swapping at the same time.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+from pathlib import Path
+
+from fleet_goodput.config import Settings
+from fleet_goodput.quality.batches import open_views, read_manifest
+from fleet_goodput.quality.period import Period
+from fleet_goodput.quality.run import SUMMARY_FILE, QualityResult, quality_dir
+from fleet_goodput.report import figures as report_figures
+from fleet_goodput.report.page import render
+
+REPORTS_DIR = "reports"
+REPORT_FILE = "index.html"
+
+
+def report_dir(output_dir: str | Path, period: Period) -> Path:
+    return Path(output_dir) / REPORTS_DIR / period.name
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def publish_report(output_dir: str | Path, period: Period, settings: Settings, quality: QualityResult) -> Path:
+    """Compute the figures, write the page and CSVs to a temporary folder, swap it in; returns the page."""
+    if not quality.passed:
+        raise ValueError("refusing to publish a report whose data failed validation")
+    manifest = read_manifest(output_dir)
+    with open_views(output_dir, settings) as connection:
+        figures = report_figures.collect(connection, period)
+    final = report_dir(output_dir, period)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f".{period.name}.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    csv_files = []
+    for name, rows in figures.items():
+        write_csv(staging / f"{name}.csv", rows)
+        csv_files.append(f"{name}.csv")
+    summary_path = quality_dir(output_dir, period) / SUMMARY_FILE
+    shutil.copy(summary_path, staging / "quality.json")
+    page = render(figures, period_name=period.name, days=period.days, as_of=manifest.get("as_of") or "unknown",
+                  complete=(manifest.get("as_of_us") or 0) >= period.end_s * 1_000_000,
+                  output=str(output_dir), quality=json.loads(summary_path.read_text()),
+                  quality_link=os.path.relpath(quality.docs_index, final), csv_files=csv_files)
+    (staging / REPORT_FILE).write_text(page)
+    _swap_in(staging, final)
+    return final / REPORT_FILE
+
+
+def _swap_in(staging: Path, final: Path) -> None:
+    retired = final.parent / f".{final.name}.old-{os.getpid()}"
+    if final.exists():
+        os.replace(final, retired)
+    os.replace(staging, final)
+    shutil.rmtree(retired, ignore_errors=True)

@@ -1,0 +1,261 @@
+"""`mpg validate`: the suites pass on real pipeline output and name what breaks.
+
+Outputs come from the real pipeline on small data: the worked example of
+MPG.md section 4, and a three-day fleet written here (two clusters, training
+with checkpoints and a preemption, serving across midnight, a job without a
+team, an event on an unknown accelerator). Corruptions are made on copies.
+`build_outputs` is shared with test_report.py so the pipeline runs once.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import date
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import worked_example
+from fleet_goodput.avro_io import write_events
+from fleet_goodput.cli import main
+from fleet_goodput.quality.period import Period, PeriodBusy, period_lock
+
+T0 = worked_example.T0_US  # 2026-01-01T00:00:00Z
+S = 1_000_000
+DAYS = 3
+
+
+class _Fleet:
+    """Records per stream, with event ids numbered as they are added."""
+
+    def __init__(self):
+        self.records = {"scheduler": [], "runtime": [], "profiler": []}
+
+    def _base(self, job_id, t_s):
+        n = sum(len(r) for r in self.records.values())
+        return {"event_id": f"e{n:05d}", "event_time": T0 + int(t_s * S), "job_id": job_id}
+
+    def scheduler(self, job_id, t_s, kind, chips=0, accelerator="tpu-v5e", cluster="c1", **attributes):
+        self.records["scheduler"].append({
+            **self._base(job_id, t_s), "type": kind, "cluster": cluster, "accelerator": accelerator, "chips": chips,
+            "workload": attributes.get("workload"), "framework": attributes.get("framework"),
+            "team": attributes.get("team"), "topology": None, "priority": None})
+
+    def runtime(self, job_id, t_s, kind, step=None):
+        self.records["runtime"].append({**self._base(job_id, t_s), "type": kind, "step": step, "attempt": None})
+
+    def span(self, job_id, start_s, end_s, kind, first=None, last=None):
+        self.runtime(job_id, start_s, f"{kind}_START", first)
+        self.runtime(job_id, end_s, f"{kind}_END", last)
+
+    def profile(self, job_id, t_s, step, chips, ideal_flops):
+        self.records["profiler"].append({
+            **self._base(job_id, t_s), "step": step, "duration_s": 10.0, "chips": chips, "ideal_flops": ideal_flops,
+            "flops_source": "HLO_UNOPTIMIZED", "bytes_accessed": None})
+
+
+def _training(fleet, job_id, start_s, *, chips, team, cluster="c1", accelerator="tpu-v5e", cycles=6,
+              step_s=1200, save_s=40, preempt_after=None, peak_flops=197e12):
+    """Submit, queue 10 min, init, compile, then cycles of steps + a checkpoint; optionally preempted once."""
+    where = {"cluster": cluster, "accelerator": accelerator}
+    fleet.scheduler(job_id, start_s, "SUBMIT", chips, **where, workload="TRAINING", team=team, framework="jax")
+    t = start_s + 600
+    fleet.scheduler(job_id, t, "ALLOCATE", chips, **where)
+    fleet.span(job_id, t, t + 120, "INIT")
+    fleet.span(job_id, t + 120, t + 420, "COMPILE")
+    t += 420
+    step = 0
+    fleet.profile(job_id, t + 60, 1, chips, ideal_flops=0.4 * chips * peak_flops * 10)  # 40% of peak for a 10 s step
+    for cycle in range(cycles):
+        if cycle == preempt_after:
+            fleet.span(job_id, t, t + step_s // 2, "STEP", step + 1, step + step_s // 20)
+            t += step_s // 2
+            fleet.scheduler(job_id, t, "PREEMPT", 0, **where)
+            t += 900
+            fleet.scheduler(job_id, t, "ALLOCATE", chips, **where)
+            fleet.span(job_id, t, t + 120, "CHECKPOINT_RESTORE", None, step)
+            t += 120
+        fleet.span(job_id, t, t + step_s, "STEP", step + 1, step + step_s // 10)
+        step += step_s // 10
+        t += step_s
+        fleet.span(job_id, t, t + save_s, "CHECKPOINT_SAVE", None, step)
+        t += save_s
+    fleet.scheduler(job_id, t, "FINISH", **where)
+
+
+def _serving(fleet, job_id, start_s, hours, *, chips, team, accelerator="h100", cluster="c2", workload="SERVING"):
+    where = {"cluster": cluster, "accelerator": accelerator}
+    fleet.scheduler(job_id, start_s, "SUBMIT", chips, **where, workload=workload, team=team, framework="pytorch")
+    fleet.scheduler(job_id, start_s + 60, "ALLOCATE", chips, **where)
+    fleet.span(job_id, start_s + 60, start_s + 300, "INIT")
+    t, step = start_s + 300, 0
+    while t + 600 <= start_s + hours * 3600:
+        fleet.span(job_id, t, t + 540, "STEP", step + 1, step + 54)
+        fleet.span(job_id, t + 540, t + 600, "DATA_WAIT")
+        step, t = step + 54, t + 600
+    fleet.scheduler(job_id, t, "FINISH", **where)
+
+
+def multi_day_records() -> dict[str, list[dict]]:
+    fleet = _Fleet()
+    fleet.scheduler(None, 0, "CAPACITY", 48, "tpu-v5e", "c1")
+    fleet.scheduler(None, 0, "CAPACITY", 28, "h100", "c2")
+    for day in range(DAYS):
+        d = day * 86_400
+        _training(fleet, f"train-{day}", d + 3_600, chips=32, team="research", preempt_after=3)
+        _training(fleet, f"small-{day}", d + 20_000, chips=8, team="research", cycles=4, save_s=20)
+        _training(fleet, f"gpu-train-{day}", d + 7_200, chips=16, team="vision", cluster="c2", accelerator="h100",
+                  peak_flops=989e12, preempt_after=1 if day == 1 else None)
+        _serving(fleet, f"batch-{day}", d + 40_000, 3, chips=4, team="inference" if day else None,
+                 workload="BULK_INFERENCE")
+    _serving(fleet, "serve-night", 80_000, 10, chips=8, team="serving")  # crosses into day 2
+    fleet.scheduler("ghost", 5_000, "SUBMIT", 8, "tpu-v99", "c9", workload="TRAINING", team="x")  # rejected
+    fleet.scheduler(None, DAYS * 86_400, "CAPACITY", 48, "tpu-v5e", "c1")  # as-of: the end of the last day
+    fleet.scheduler(None, DAYS * 86_400, "CAPACITY", 28, "h100", "c2")
+    return fleet.records
+
+
+_BUILT: dict[str, Path] = {}
+
+
+def build_outputs(tmp_path_factory) -> dict[str, Path]:
+    """Pipeline outputs for the worked example and the three-day fleet, built once per session."""
+    if not _BUILT:
+        for name, records in (("worked", worked_example.records()), ("fleet", multi_day_records())):
+            root = tmp_path_factory.mktemp(f"{name}_in")
+            for stream, stream_records in records.items():
+                write_events(root / stream / "part-0.avro", stream, stream_records)
+            output = tmp_path_factory.mktemp(f"{name}_out")
+            assert main(["run", "--input", str(root), "--output", str(output)]) == 0
+            _BUILT[name] = output
+    return _BUILT
+
+
+@pytest.fixture(scope="session")
+def outputs(tmp_path_factory) -> dict[str, Path]:
+    return build_outputs(tmp_path_factory)
+
+
+def pristine_copy(output: Path, destination: Path) -> Path:
+    """A copy of a pipeline output without what validate and report wrote into it."""
+    shutil.copytree(output, destination, ignore=shutil.ignore_patterns("quality", "reports", "locks"))
+    return destination
+
+
+def rewrite_partition(output: Path, table: str, day: str, change) -> None:
+    """Apply `change(pyarrow.Table) -> pyarrow.Table` to a partition's file, in place."""
+    (path,) = (output / "tables" / table / f"date={day}").glob("*.parquet")
+    pq.write_table(change(pq.read_table(path)), path)
+
+
+def _summary(output: Path, period: str) -> dict:
+    return json.loads((output / "quality" / period / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("name, argv, period", [
+    ("fleet", [], "2026-01-01_2026-01-03"),
+    ("fleet", ["--from", "2026-01-02", "--to", "2026-01-03", "--require-complete"], "2026-01-02_2026-01-03"),
+    ("worked", ["--date", "2026-01-01"], "2026-01-01"),
+])
+def test_clean_outputs_pass_every_critical_check(outputs, capsys, name, argv, period):
+    assert main(["validate", "--output", str(outputs[name]), *argv]) == 0
+    printed = capsys.readouterr().out
+    assert f"Data quality for {period}: PASSED" in printed
+    summary = _summary(outputs[name], period)
+    assert summary["passed"] and len(summary["checks"]) > 60
+    assert {c["suite"] for c in summary["checks"]} == {"job_window", "jobs", "capacity_window", "rejected",
+                                                       "manifest", "views"}
+
+
+def test_warnings_are_reported_but_do_not_fail(outputs):
+    """The fleet has a job without a team and a rejected event: both below their thresholds, both warnings."""
+    assert main(["validate", "--output", str(outputs["fleet"])]) == 0
+    warned = {c["title"] for c in _summary(outputs["fleet"], "2026-01-01_2026-01-03")["checks"] if not c["success"]}
+    assert "at least 95% of jobs name their team" in warned
+    assert "at most 1% of a stream's events are rejected" in warned
+
+
+def test_partial_period_warns_unless_required_complete(outputs, capsys):
+    """The worked example ends at 00:09:40: the day is incomplete."""
+    assert main(["validate", "--output", str(outputs["worked"]), "--date", "2026-01-01"]) == 0
+    assert main(["validate", "--output", str(outputs["worked"]), "--date", "2026-01-01", "--require-complete"]) == 1
+    assert "FAIL [critical] the data covers the whole period" in capsys.readouterr().out
+
+
+def test_conservation_break_fails_validation_and_is_named(outputs, tmp_path, capsys):
+    output = pristine_copy(outputs["fleet"], tmp_path / "out")
+
+    def add_lost_time(table):
+        lost = table.column("lost_chip_s").to_pylist()
+        lost[0] += 3600.0  # an hour of one chip appears from nowhere
+        return table.set_column(table.schema.get_field_index("lost_chip_s"), "lost_chip_s", [lost])
+
+    rewrite_partition(output, "job_window", "2026-01-02", add_lost_time)
+    assert main(["validate", "--output", str(output)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL [critical] chip-seconds conserved: all_allocated = productive" in out
+    assert "1 of " in out
+
+
+def test_days_outside_the_data_fail_on_missing_partitions(outputs, capsys):
+    assert main(["validate", "--output", str(outputs["worked"]), "--date", "2026-01-05"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL [critical] job_window has a partition for every day of the period" in out
+    assert "missing: 2026-01-05" in out
+
+
+def test_every_expectation_says_why_and_how_bad(outputs):
+    from fleet_goodput.config import load_settings
+    from fleet_goodput.quality.suites import SuiteInputs, build_suites
+
+    settings = load_settings()
+    inputs = SuiteInputs(Period(date(2026, 1, 1), date(2026, 1, 2)), as_of_s=1.8e9, window_s=3600,
+                         accelerators=tuple(settings.accelerators))
+    suites = build_suites(inputs)
+    assert set(suites) == {"job_window", "jobs", "capacity_window", "rejected", "manifest", "views"}
+    for suite in suites.values():
+        for expectation in suite.expectations:
+            assert expectation.severity.value in ("critical", "warning"), expectation
+            assert len(expectation.notes) > 20 and expectation.description, expectation
+
+
+def test_data_docs_and_index_open_offline(outputs):
+    assert main(["validate", "--output", str(outputs["worked"]), "--date", "2026-01-01"]) == 0
+    root = outputs["worked"] / "quality" / "2026-01-01"
+    pages = list(root.rglob("*.html"))
+    assert (root / "index.html") in pages and len(pages) > 8
+    for page in pages:
+        text = page.read_text()
+        assert 'src="http' not in text and 'rel="stylesheet" href="http' not in text, page
+    index = (root / "index.html").read_text()
+    assert "job_window validation" in index and "chip-seconds conserved" in index
+
+
+def test_a_locked_period_is_refused_with_a_retry_code(outputs, capsys):
+    period = Period(date(2026, 1, 1), date(2026, 1, 1))
+    with period_lock(outputs["worked"], period):
+        assert main(["validate", "--output", str(outputs["worked"]), "--date", "2026-01-01"]) == 75
+        with pytest.raises(PeriodBusy):
+            with period_lock(outputs["worked"], period):
+                pass
+    assert "is being validated or reported by pid" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--date", "2026-02-30"], "not a date"),
+    (["--from", "2026-01-03", "--to", "2026-01-01"], "ends (2026-01-01) before it starts"),
+    (["--from", "2026-01-01"], "--from and --to go together"),
+    (["--date", "2026-01-01", "--to", "2026-01-02"], "either --date or --from/--to"),
+])
+def test_bad_periods_are_usage_errors(outputs, capsys, argv, message):
+    assert main(["validate", "--output", str(outputs["worked"]), *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_whole_output_period_ends_the_day_before_a_midnight_as_of(outputs):
+    from fleet_goodput.quality.period import whole_output_period
+
+    assert whole_output_period(outputs["fleet"]).name == "2026-01-01_2026-01-03"
+    assert whole_output_period(outputs["worked"]).name == "2026-01-01"
