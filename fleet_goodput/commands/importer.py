@@ -1,0 +1,93 @@
+"""`mpg import FORMAT SOURCE --out DIR`: public telemetry → the Avro streams of the contract.
+
+(The module is not called `import.py` because `import` is a Python keyword.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fleet_goodput.config import ConfigError, load_settings
+from fleet_goodput.importers import IMPORTERS
+from fleet_goodput.importers.common import REJECTED_FILE, SOURCE_FILE, Options, SourceError, write_import
+from fleet_goodput.timeutil import parse_time_us
+
+DESCRIPTION = """\
+Convert real telemetry into DIR/scheduler/*.avro, DIR/runtime/*.avro and
+DIR/profiler/*.avro, ready for `mpg run --input DIR`.
+
+Formats:
+{formats}
+
+What cannot be mapped is counted and listed with its reason in
+DIR/{rejected}; DIR/{source} records the inputs (with checksums), their
+licence, the mapping and what the source cannot tell. The same input gives
+byte-identical output. DIR is written under a temporary name and renamed into
+place when complete: a failed import leaves no DIR behind. Mapping details and
+caveats per format: docs/importers.md.
+"""
+
+EPILOG = """\
+examples:
+  mpg import philly ../shared/data/philly --out philly/ && mpg run --input philly/ --output philly-out/
+  mpg import openb ../shared/data/openb --out openb/ --limit 500
+  mpg import mlperf ../shared/data/mlperf --out mlperf/
+  mpg import kineto ../shared/data/kineto --out kineto/
+  mpg import mgm goodput-log.jsonl --out mgm/ --accelerator tpu-v5p --chips 256
+"""
+
+
+def register(subparsers) -> None:
+    formats = "\n".join(f"  {name:<8} {module.HELP}" for name, module in IMPORTERS.items())
+    parser = subparsers.add_parser(
+        "import", help="convert public traces and logs (philly, openb, mlperf, kineto, mgm) into Avro telemetry",
+        description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, source=SOURCE_FILE),
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("format", choices=sorted(IMPORTERS), help="the source format")
+    parser.add_argument("source", metavar="SOURCE", help="the source file or folder (see docs/importers.md)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output folder (must be new or empty)")
+    parser.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
+    parser.add_argument("--limit", type=int, metavar="N", help="import only the first N jobs (pods, runs, traces)")
+    parser.add_argument("--accelerator", metavar="KEY",
+                        help="catalogue key when the source names none (mgm: required; kineto: traces without deviceProperties)")
+    parser.add_argument("--chips", type=int, metavar="N", help="chips of the job (mgm: required)")
+    parser.add_argument("--cluster", metavar="NAME", help="cluster name (mgm, kineto; default: the format's name)")
+    parser.add_argument("--start", metavar="TIME", help="openb: ISO-8601 time of the trace start (default 2023-01-01T00:00:00Z)")
+    parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    module = IMPORTERS[args.format]
+    try:
+        settings = load_settings(args.config)
+        if args.limit is not None and args.limit <= 0:
+            raise ValueError("--limit must be positive")
+        if args.chips is not None and args.chips <= 0:
+            raise ValueError("--chips must be positive")
+        options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
+                          accelerator=args.accelerator, chips=args.chips, cluster=args.cluster,
+                          start_us=parse_time_us(args.start) if args.start else None)
+        print(f"Importing {args.format} from {args.source} ...", file=sys.stderr, flush=True)
+        imported = module.read(Path(args.source), options)
+        result = write_import(imported, args.out, overwrite=args.overwrite)
+    except SourceError as exc:
+        print(f"mpg import: {exc}\nmpg import: nothing was written to {args.out}", file=sys.stderr)
+        return 1
+    except (ConfigError, ValueError, FileExistsError) as exc:
+        print(f"mpg import: {exc}", file=sys.stderr)
+        return 2
+    events = result["events"]
+    print(f"Imported {result['jobs']:,} jobs into {args.out}: {events['scheduler']:,} scheduler, "
+          f"{events['runtime']:,} runtime and {events['profiler']:,} profiler events.")
+    rejected = result["rejected"]
+    if rejected:
+        print(f"Rejected {sum(rejected.values()):,} (listed in {Path(args.out) / REJECTED_FILE}):")
+        for reason, count in sorted(rejected.items(), key=lambda item: -item[1]):
+            print(f"  {count:>8,}  {reason}")
+    else:
+        print("Rejected nothing.")
+    print(f"Provenance and mapping: {Path(args.out) / SOURCE_FILE}. Next: mpg run --input {args.out} --output OUT")
+    return 0

@@ -1,0 +1,252 @@
+"""What every importer shares: building records, rejections, and writing the output folder.
+
+An importer reads a public trace into an `Imported` (the three streams as
+records of the contract's schemas, the rejections, and a provenance record);
+`write_import` then writes it as DIR/{scheduler,runtime,profiler}/part-*.avro,
+DIR/import_rejected.jsonl and DIR/SOURCE.json. Output is deterministic (records
+sorted, event ids derived from the source, a fixed Avro sync marker, no wall
+clock anywhere) and atomic: the folder is built under a temporary name beside
+DIR and renamed into place only once complete, so a failed import leaves
+nothing that looks like a finished one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import fastavro
+from tqdm import tqdm
+
+import schemas
+
+REJECTED_FILE = "import_rejected.jsonl"
+SOURCE_FILE = "SOURCE.json"
+RECORDS_PER_PART = 200_000
+MICROS = 1_000_000
+
+
+class SourceError(ValueError):
+    """A source file that cannot be read as its format: corrupt, truncated, or not that format.
+
+    The message names the file and, where it can, the line (or record) at fault.
+    """
+
+    def __init__(self, path: Path | str, where: str | None, problem: str):
+        self.path, self.where, self.problem = str(path), where, problem
+        super().__init__(f"{path}{f':{where}' if where else ''}: {problem}")
+
+
+class Unmappable(ValueError):
+    """A record that parses but cannot be mapped: `reason` is generic (rejections group by it)."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        self.reason, self.detail = reason, detail
+        super().__init__(f"{reason}{f' ({detail})' if detail else ''}")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Settings an importer may use; each importer says which it needs."""
+
+    accelerators: frozenset[str]  # keys of the accelerator catalogue
+    limit: int | None = None  # import only the first N jobs (pods, runs, traces) of the source
+    accelerator: str | None = None
+    chips: int | None = None
+    cluster: str | None = None
+    start_us: int | None = None
+
+
+@dataclass(frozen=True)
+class Rejection:
+    file: str  # the source file, relative to SOURCE
+    where: str  # line or record that held it
+    item: str  # the job, pod or entry it concerns
+    reason: str  # generic, so rejections group by it
+    detail: str = ""
+
+    def row(self) -> dict:
+        return {"file": self.file, "where": self.where, "item": self.item, "reason": self.reason, "detail": self.detail}
+
+
+@dataclass
+class Imported:
+    importer: str
+    streams: dict[str, list[dict]] = field(default_factory=lambda: {stream: [] for stream in schemas.STREAMS})
+    rejections: list[Rejection] = field(default_factory=list)
+    provenance: dict = field(default_factory=dict)  # written to SOURCE.json beside the counts
+
+    def reject(self, file: str, where: str, item: str, reason: str, detail: str = "") -> None:
+        self.rejections.append(Rejection(file, where, item, reason, detail))
+
+
+class JobEmitter:
+    """Records of one job, with event ids that depend only on the job and the order of emission.
+
+    Ids are `{prefix}/{job_id}/{s|r|p}{n:05d}`: zero-padded so that two
+    scheduler events of one job at the same instant (a PREEMPT then an
+    ALLOCATE) are applied in the order they were emitted.
+    """
+
+    def __init__(self, imported: Imported, prefix: str, job_id: str, cluster: str, accelerator: str):
+        self.imported, self.prefix, self.job_id = imported, prefix, job_id
+        self.cluster, self.accelerator = cluster, accelerator
+        self._counts = Counter()
+
+    def _id(self, letter: str) -> str:
+        self._counts[letter] += 1
+        return f"{self.prefix}/{self.job_id}/{letter}{self._counts[letter]:05d}"
+
+    def scheduler(self, type_: str, time_us: int, chips: int, **submit) -> None:
+        record = {"event_id": self._id("s"), "event_time": int(time_us), "job_id": self.job_id, "type": type_,
+                  "cluster": self.cluster, "accelerator": self.accelerator, "chips": int(chips),
+                  "workload": None, "framework": None, "team": None, "topology": None, "priority": None}
+        record.update(submit)
+        self.imported.streams["scheduler"].append(record)
+
+    def runtime(self, type_: str, time_us: int, step: int | None = None, attempt: int | None = None) -> None:
+        self.imported.streams["runtime"].append({"event_id": self._id("r"), "event_time": int(time_us),
+                                                 "job_id": self.job_id, "type": type_, "step": step,
+                                                 "attempt": attempt})
+
+    def span(self, kind: str, start_us: int, end_us: int | None, start_step: int | None = None,
+             end_step: int | None = None, attempt: int | None = None) -> None:
+        """`kind`_START at start_us and, unless end_us is None (never ended), `kind`_END at end_us."""
+        self.runtime(f"{kind}_START", start_us, start_step, attempt)
+        if end_us is not None:
+            self.runtime(f"{kind}_END", end_us, end_step, attempt)
+
+    def profile(self, time_us: int, step: int, duration_s: float, chips: int, ideal_flops: float,
+                flops_source: str) -> None:
+        self.imported.streams["profiler"].append({
+            "event_id": self._id("p"), "event_time": int(time_us), "job_id": self.job_id, "step": int(step),
+            "duration_s": float(duration_s), "chips": int(chips), "ideal_flops": float(ideal_flops),
+            "flops_source": flops_source, "bytes_accessed": None})
+
+
+def capacity(imported: Imported, prefix: str, cluster: str, accelerator: str, time_us: int, chips: int) -> None:
+    """A CAPACITY level (chips online from `time_us` on) for one cluster and accelerator."""
+    imported.streams["scheduler"].append({
+        "event_id": f"{prefix}/capacity/{cluster}/{accelerator}/{time_us}", "event_time": int(time_us),
+        "job_id": None, "type": "CAPACITY", "cluster": cluster, "accelerator": accelerator, "chips": int(chips),
+        "workload": None, "framework": None, "team": None, "topology": None, "priority": None})
+
+
+def subtract(start_us: int, end_us: int, holes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[start_us, end_us) minus the union of `holes`, as sorted non-empty pieces."""
+    pieces, cursor = [], start_us
+    for hole_start, hole_end in sorted(holes):
+        if hole_end <= cursor or hole_start >= end_us:
+            continue
+        if hole_start > cursor:
+            pieces.append((cursor, hole_start))
+        cursor = max(cursor, hole_end)
+    if cursor < end_us:
+        pieces.append((cursor, end_us))
+    return pieces
+
+
+def progress(iterable, description: str, total: int | None = None, unit: str = "rec"):
+    """A progress bar on stderr; silent when stderr is not a terminal (tests, pipes)."""
+    return tqdm(iterable, desc=description, total=total, unit=unit, file=sys.stderr, disable=None, leave=False)
+
+
+def utc_us(text: str, fmt: str = "%Y-%m-%d %H:%M:%S") -> int:
+    """A zone-less timestamp string, read as UTC, in microseconds since the epoch."""
+    try:
+        moment = datetime.strptime(str(text), fmt).replace(tzinfo=timezone.utc)
+    except ValueError as exc:
+        raise Unmappable("unparseable time", f"{text!r} is not {fmt}") from exc
+    return int(moment.timestamp()) * MICROS + moment.microsecond
+
+
+def seconds_to_us(seconds: float) -> int:
+    return int(round(seconds * MICROS))
+
+
+def file_digest(path: Path) -> dict:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return {"file": path.name, "bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def load_json(path: Path, text: str | None = None):
+    """Parse a JSON document; a syntax error (a truncated file, say) names the line and column."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8") if text is None else text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(path, f"{exc.lineno}:{exc.colno}", f"not valid JSON ({exc.msg}); is the file truncated?") from exc
+    except UnicodeDecodeError as exc:
+        raise SourceError(path, f"byte {exc.start}", "not UTF-8 text") from exc
+
+
+def require_file(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise SourceError(path, None, f"missing: expected {what}")
+    return path
+
+
+# ---- writing ----------------------------------------------------------------
+def _sync_marker(importer: str, stream: str, part: int) -> bytes:
+    return hashlib.sha256(f"fleet-goodput import {importer} {stream} {part}".encode()).digest()[:16]
+
+
+def _write_stream(folder: Path, importer: str, stream: str, records: list[dict]) -> None:
+    records = sorted(records, key=lambda r: (r["event_time"], r["event_id"]))
+    parts = max(1, -(-len(records) // RECORDS_PER_PART))
+    (folder / stream).mkdir(parents=True)
+    for part in range(parts):
+        chunk = records[part * RECORDS_PER_PART:(part + 1) * RECORDS_PER_PART]
+        with open(folder / stream / f"part-{part:05d}.avro", "wb") as out:
+            fastavro.writer(out, schemas.load(stream), chunk, codec="deflate",
+                            sync_marker=_sync_marker(importer, stream, part))
+
+
+def summary(imported: Imported) -> dict:
+    return {
+        "events": {stream: len(records) for stream, records in imported.streams.items()},
+        "jobs": len({r["job_id"] for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"}),
+        "rejected": dict(sorted(Counter(r.reason for r in imported.rejections).items())),
+    }
+
+
+def write_import(imported: Imported, out_dir: str | Path, overwrite: bool = False) -> dict:
+    """Write `imported` to `out_dir` atomically; returns the summary that SOURCE.json holds."""
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        raise FileExistsError(f"{out} exists and is not empty; pass --overwrite to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing-", dir=out.parent))
+    try:
+        for stream in schemas.STREAMS:
+            _write_stream(building, imported.importer, stream, imported.streams[stream])
+        rows = sorted((r.row() for r in imported.rejections),
+                      key=lambda row: (row["file"], row["where"], row["item"], row["reason"]))
+        with open(building / REJECTED_FILE, "w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row, sort_keys=True) + "\n")
+        result = summary(imported)
+        document = {"importer": imported.importer, **imported.provenance, **result}
+        (building / SOURCE_FILE).write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        os.chmod(building, 0o755)  # mkdtemp makes it private; the output is a normal folder
+        if out.exists():
+            retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.replaced-", dir=out.parent))
+            os.replace(out, retired / "old")
+            os.replace(building, out)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.replace(building, out)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return result

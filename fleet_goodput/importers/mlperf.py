@@ -1,0 +1,239 @@
+"""MLPerf Training result logs (`:::MLLOG` lines) + system descriptions → all three streams.
+
+SOURCE is a folder with `results/*.txt` (one run each, named
+`<org>__<system>__<benchmark>__result_<n>.txt`) and `systems/<org>__<system>.json`.
+One run is one job on its own cluster (the system), holding all its chips:
+
+    scheduler  CAPACITY = nodes × accelerators per node while the system has a run
+               (0 between runs); SUBMIT + ALLOCATE at the first init_start;
+               FINISH at run_stop when status is success, FAIL otherwise
+    runtime    INIT from init_start to init_stop; STEP spans for training blocks
+               (block_start..block_stop, else epochs, else run_start..run_stop),
+               with evaluation (eval_start..eval_stop) cut out: the contract has no
+               eval category, so eval time is no span and shows as `idle`
+    profiler   only for benchmarks whose model FLOPs follow from the log: the Llama 3.1
+               pretraining runs (6·N·tokens, tokens = global_batch_size × max_sequence_length),
+               one sample per block with the block's measured time per step
+
+See docs/importers.md for what the logs cannot tell.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from fleet_goodput.importers.common import (
+    Imported, JobEmitter, Options, SourceError, Unmappable, capacity, file_digest, load_json, progress, subtract,
+)
+
+NAME = "mlperf"
+HELP = "MLPerf Training result logs (results/*.txt) + systems/*.json → scheduler, runtime and profiler events"
+PREFIX = "mlperf"
+MARKER = ":::MLLOG"
+MILLIS = 1000  # µs per ms
+
+# System accelerator names → catalogue keys; the first pattern that matches wins.
+ACCELERATOR_PATTERNS = (
+    (r"GB200", "gb200"), (r"B200", "b200"), (r"H200", "h200"), (r"H100", "h100"), (r"A100", "a100"),
+    (r"RTX\s*Pro\s*6000", "rtx-pro-6000"), (r"MI355X", "mi355x"), (r"MI350X", "mi350x"), (r"MI325X", "mi325x"),
+    (r"MI300X", "mi300x"),
+)
+# Parameter counts of models whose training FLOPs are 6·N per token (dense decoder-only
+# transformers, attention FLOPs left out), from the model cards.
+MODEL_PARAMETERS = {"llama31_8b": 8.03e9, "llama31_405b": 405.85e9}
+
+PROVENANCE = {
+    "source": "MLCommons MLPerf Training v5.1 results (mlcommons/training_results_v5.1)",
+    "licence": "Apache-2.0",
+    "citation": "MLCommons, MLPerf Training v5.1 results",
+    "mapping": [
+        "one run = one TRAINING job on a cluster named after the system; chips = nodes x accelerators per node",
+        "CAPACITY = the system's chips while it has a run, 0 between runs",
+        "SUBMIT and ALLOCATE at the first init_start; FINISH at run_stop if status is success, else FAIL",
+        "INIT span from init_start to init_stop",
+        "STEP spans: block_start..block_stop (else epoch_start..epoch_stop, else run_start..run_stop) minus "
+        "eval_start..eval_stop; step numbers from the block's `step` metadata or samples_count / global_batch_size",
+        "profiler samples (ANALYTIC, 6*N*tokens) only for llama31_8b and llama31_405b, one per block",
+    ],
+    "cannot_tell": [
+        "queueing: the log starts at init_start, so SG is 100% for every run",
+        "evaluation has no category in the contract: eval time shows as `idle`",
+        "checkpoints: MLPerf runs finish in one attempt; all step time is productive at run_stop",
+        "model FLOPs of the other benchmarks (LoRA fine-tuning, diffusion, detection, recommendation, GNN): "
+        "no profiler sample, PG unknown",
+        "numeric precision: peaks are dense bf16, while MLPerf LLM runs often train in FP8 or FP4, so PG can "
+        "approach or exceed 100%",
+    ],
+}
+
+
+def accelerator_key(model_name: str) -> str | None:
+    for pattern, key in ACCELERATOR_PATTERNS:
+        if re.search(pattern, model_name, flags=re.IGNORECASE):
+            return key
+    return None
+
+
+def _records(path: Path) -> list[tuple[int, dict]]:
+    """(line number, record) of every `:::MLLOG` line; other lines are the framework's own output."""
+    records = []
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            position = raw.find(MARKER.encode())
+            if position < 0:
+                continue
+            try:
+                record = json.loads(raw[position + len(MARKER):].decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise SourceError(path, f"line {number}", f"`{MARKER}` line that is not valid JSON; is the file "
+                                                          f"truncated? ({exc})") from exc
+            if not isinstance(record, dict) or "key" not in record or not isinstance(record.get("time_ms"), (int, float)):
+                raise SourceError(path, f"line {number}", f"`{MARKER}` record without a key or a numeric time_ms")
+            records.append((number, record))
+    return records
+
+
+class _Run:
+    """The events of one result log that the mapping needs."""
+
+    def __init__(self, records: list[tuple[int, dict]]):
+        self.first: dict[str, tuple[int, dict]] = {}
+        self.all: dict[str, list[dict]] = {}
+        for number, record in records:
+            self.first.setdefault(record["key"], (number, record))
+            self.all.setdefault(record["key"], []).append(record)
+
+    def time_us(self, key: str) -> int | None:
+        """The earliest time of `key` (every rank may log its own init_start)."""
+        times = [record["time_ms"] for record in self.all.get(key, [])]
+        return int(min(times) * MILLIS) if times else None
+
+    def value(self, key: str):
+        hit = self.first.get(key)
+        return hit[1].get("value") if hit else None
+
+    def intervals(self, start_key: str, stop_key: str) -> list[tuple[int, int, dict, dict]]:
+        """Pairs of start and stop records in time order: (start µs, stop µs, start metadata, stop metadata)."""
+        starts = sorted(self.all.get(start_key, []), key=lambda r: r["time_ms"])
+        stops = sorted(self.all.get(stop_key, []), key=lambda r: r["time_ms"])
+        pairs = []
+        for start in starts:
+            stop = next((s for s in stops if s["time_ms"] >= start["time_ms"]), None)
+            if stop is None:
+                continue
+            stops.remove(stop)
+            pairs.append((int(start["time_ms"] * MILLIS), int(stop["time_ms"] * MILLIS),
+                          start.get("metadata") or {}, stop.get("metadata") or {}))
+        return pairs
+
+
+def _step_count(metadata: dict, batch_size) -> int | None:
+    """Steps completed at a block edge: its `step`, else samples_count / global_batch_size when whole."""
+    if isinstance(metadata.get("step"), (int, float)):
+        return int(metadata["step"])
+    samples = metadata.get("samples_count")
+    if isinstance(samples, (int, float)) and isinstance(batch_size, (int, float)) and batch_size > 0:
+        steps = samples / batch_size
+        return int(steps) if steps == int(steps) else None
+    return None
+
+
+def _system(source: Path, result: Path) -> tuple[str, dict]:
+    parts = result.stem.split("__")
+    if len(parts) != 4:
+        raise Unmappable("result file name is not <org>__<system>__<benchmark>__result_<n>.txt")
+    name = f"{parts[0]}__{parts[1]}"
+    path = source / "systems" / f"{name}.json"
+    if not path.is_file():
+        raise Unmappable("no matching system description", f"systems/{name}.json")
+    return name, load_json(path)
+
+
+def _import_run(imported: Imported, source: Path, result: Path, options: Options) -> tuple[str, str, int, int, int]:
+    """Emit one run's events; returns (cluster, accelerator, chips, start µs, end µs) for capacity."""
+    system_name, system = _system(source, result)
+    model = str(system.get("accelerator_model_name", ""))
+    accelerator = accelerator_key(model)
+    if accelerator is None or accelerator not in options.accelerators:
+        raise Unmappable("accelerator not in the catalogue", model)
+    try:
+        chips = int(system["number_of_nodes"]) * int(system["accelerators_per_node"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise Unmappable("system description without integer number_of_nodes and accelerators_per_node") from exc
+    run = _Run(_records(result))
+    init_start, run_start, run_stop = run.time_us("init_start"), run.time_us("run_start"), run.time_us("run_stop")
+    if init_start is None or run_start is None:
+        raise Unmappable("no init_start or run_start: the run cannot be placed in time")
+    benchmark = run.value("submission_benchmark") or result.stem.split("__")[2]
+    emit = JobEmitter(imported, PREFIX, result.stem, system_name, accelerator)
+    emit.scheduler("SUBMIT", init_start, chips, workload="TRAINING", framework=system.get("framework") or None,
+                   team=system.get("submitter") or None, topology=f"{system.get('number_of_nodes')}x"
+                                                                  f"{system.get('accelerators_per_node')}")
+    emit.scheduler("ALLOCATE", init_start, chips)
+    emit.span("INIT", init_start, run.time_us("init_stop"))
+
+    end = run_stop if run_stop is not None else max(int(r["time_ms"] * MILLIS) for rs in run.all.values() for r in rs)
+    evals = [(start, stop) for start, stop, _, _ in run.intervals("eval_start", "eval_stop")]
+    batch_size = run.value("global_batch_size")
+    blocks = run.intervals("block_start", "block_stop") or run.intervals("epoch_start", "epoch_stop") \
+        or [(run_start, end, {}, {})]
+    parameters = MODEL_PARAMETERS.get(str(benchmark))
+    sequence = run.value("max_sequence_length")
+    for block_start, block_stop, start_meta, stop_meta in blocks:
+        first, last = _step_count(start_meta, batch_size), _step_count(stop_meta, batch_size)
+        steps_known = first is not None and last is not None and last > first
+        # Training is what happens between run_start and run_stop: a last epoch_stop
+        # logged after run_stop does not extend it.
+        clipped = (max(block_start, run_start), min(block_stop, end))
+        pieces = subtract(*clipped, evals) if clipped[0] < clipped[1] else []
+        whole = steps_known and pieces == [(block_start, block_stop)]
+        for piece_start, piece_stop in pieces:
+            # Step numbers only where the piece is the whole block: a block cut by an
+            # evaluation does not say which steps fall on which side.
+            emit.span("STEP", piece_start, piece_stop, first + 1 if whole else None, last if whole else None)
+        if whole and parameters and isinstance(sequence, (int, float)) and isinstance(batch_size, (int, float)):
+            emit.profile(block_stop, last, (block_stop - block_start) / 1e6 / (last - first), chips,
+                         6 * parameters * batch_size * sequence, "ANALYTIC")
+    if run_stop is not None:
+        status = (run.first["run_stop"][1].get("metadata") or {}).get("status")
+        emit.scheduler("FINISH" if status == "success" else "FAIL", run_stop, 0)
+    return system_name, accelerator, chips, init_start, end
+
+
+def _capacity(imported: Imported, runs: list[tuple[str, str, int, int, int]]) -> None:
+    """Each system is online (at its full size) while it has a run: the union of its runs' lifetimes."""
+    by_system: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
+    for cluster, accelerator, chips, start, end in runs:
+        by_system.setdefault((cluster, accelerator, chips), []).append((start, end))
+    for (cluster, accelerator, chips), spans in sorted(by_system.items()):
+        merged: list[list[int]] = []
+        for start, end in sorted(spans):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        for start, end in merged:
+            capacity(imported, PREFIX, cluster, accelerator, start, chips)
+            capacity(imported, PREFIX, cluster, accelerator, end, 0)
+
+
+def read(source: Path, options: Options) -> Imported:
+    results = sorted((source / "results").glob("*.txt"))
+    if not results:
+        raise SourceError(source / "results", None, "no result logs (*.txt)")
+    if options.limit is not None:
+        results = results[:options.limit]
+    imported = Imported(NAME)
+    systems = sorted({p for p in (source / "systems").glob("*.json")})
+    imported.provenance = {**PROVENANCE, "inputs": [file_digest(p) for p in results + systems],
+                           "model_parameters": MODEL_PARAMETERS}
+    runs = []
+    for result in progress(results, "mlperf runs", unit="run"):
+        try:
+            runs.append(_import_run(imported, source, result, options))
+        except Unmappable as exc:
+            imported.reject(f"results/{result.name}", "file", result.stem, exc.reason, exc.detail)
+    _capacity(imported, runs)
+    return imported

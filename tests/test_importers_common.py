@@ -1,0 +1,169 @@
+"""What every importer promises (determinism, clear errors on corrupt sources, atomic output,
+the CLI), and the helpers the other importer tests import: where the public samples are,
+import + run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fleet_goodput.batch import run_batch
+from fleet_goodput.cli import main
+from fleet_goodput.config import load_settings
+from fleet_goodput.importers import IMPORTERS
+from fleet_goodput.importers.common import Options, SourceError, write_import
+from fleet_goodput.views import connect
+
+# The real public samples (see shared/data/README.md); CI has shared/ beside the checkout.
+SHARED_DATA = Path(__file__).parents[2] / "shared" / "data"
+FIXTURES = Path(__file__).parent / "data"
+SETTINGS = load_settings()
+
+
+def options(**overrides) -> Options:
+    return Options(accelerators=frozenset(SETTINGS.accelerators), **overrides)
+
+
+def import_to(name: str, source: Path, out: Path, **overrides):
+    """Import `source` with importer `name` into `out`; returns (Imported, summary)."""
+    imported = IMPORTERS[name].read(source, options(**overrides))
+    return imported, write_import(imported, out)
+
+
+def run_and_read(input_dir: Path, output_dir: Path) -> tuple[dict, dict[str, dict]]:
+    """Run the batch pipeline; returns (manifest, job_goodput rows by job_id)."""
+    outcome = run_batch(str(input_dir), str(output_dir), SETTINGS)
+    with connect(output_dir) as connection:
+        cursor = connection.execute("select * from job_goodput")
+        columns = [d[0] for d in cursor.description]
+        rows = {row[columns.index("job_id")]: dict(zip(columns, row)) for row in cursor.fetchall()}
+    return outcome.manifest, rows
+
+
+def by_job(imported, stream: str, job_id: str) -> list[dict]:
+    return sorted((r for r in imported.streams[stream] if r["job_id"] == job_id),
+                  key=lambda r: (r["event_time"], r["event_id"]))
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def rejected_rows(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "import_rejected.jsonl").read_text().splitlines()]
+
+
+# ---- what every importer promises ---------------------------------------------
+MGM_LOG = FIXTURES / "mgm_goodput_log.jsonl"
+MGM_FLAGS = {"accelerator": "tpu-v5e", "chips": 16}
+
+
+@pytest.mark.parametrize("name, source, flags", [
+    ("philly", SHARED_DATA / "philly", {"limit": 200}),
+    ("openb", SHARED_DATA / "openb", {"limit": 500}),
+    ("mlperf", SHARED_DATA / "mlperf", {}),
+    ("kineto", SHARED_DATA / "kineto", {}),
+    ("mgm", MGM_LOG, MGM_FLAGS),
+])
+def test_same_input_gives_byte_identical_output(tmp_path, name, source, flags):
+    import_to(name, source, tmp_path / "first", **flags)
+    import_to(name, source, tmp_path / "second", **flags)
+    first, second = tree_bytes(tmp_path / "first"), tree_bytes(tmp_path / "second")
+    assert first == second
+    assert {"SOURCE.json", "import_rejected.jsonl", "scheduler/part-00000.avro", "runtime/part-00000.avro",
+            "profiler/part-00000.avro"} <= set(first)
+
+
+def _truncate(path, keep_fraction: float = 0.5) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:int(len(data) * keep_fraction)])
+
+
+def _copy(source, tmp_path):
+    target = tmp_path / "source"
+    if source.is_dir():
+        shutil.copytree(source, target)
+    else:
+        target.mkdir()
+        shutil.copy(source, target / source.name)
+    return target
+
+
+def _corrupt_philly(root):
+    _truncate(root / "jobs.json")
+    return "jobs.json", ":"
+
+
+def _corrupt_openb(root):
+    _truncate(root / "openb_pod_list_default.csv")
+    lines = (root / "openb_pod_list_default.csv").read_text().count("\n") + 1
+    return "openb_pod_list_default.csv", f"line {lines}"
+
+
+def _corrupt_mlperf(root):
+    path = root / "results" / "Cisco__hpf_n8__dlrm_dcnv2__result_0.txt"
+    lines = path.read_bytes().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if b'"run_stop"' in line)
+    path.write_bytes(b"".join(lines[:cut]) + lines[cut][:60])  # cut inside the run_stop record
+    return path.name, f"line {cut + 1}"
+
+
+def _corrupt_kineto(root):
+    _truncate(root / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz", 0.7)
+    return "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz", "truncated"
+
+
+def _corrupt_mgm(root):
+    path = root / MGM_LOG.name
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:20]) + lines[20][:25])
+    return MGM_LOG.name, "line 21"
+
+
+@pytest.mark.parametrize("name, source, corrupt, flags", [
+    ("philly", SHARED_DATA / "philly", _corrupt_philly, {}),
+    ("openb", SHARED_DATA / "openb", _corrupt_openb, {}),
+    ("mlperf", SHARED_DATA / "mlperf", _corrupt_mlperf, {}),
+    ("kineto", SHARED_DATA / "kineto", _corrupt_kineto, {}),
+    ("mgm", MGM_LOG, _corrupt_mgm, MGM_FLAGS),
+])
+def test_truncated_source_names_file_and_line_and_writes_nothing(tmp_path, name, source, corrupt, flags):
+    root = _copy(source, tmp_path)
+    file_name, where = corrupt(root)
+    if name == "mgm":
+        root = root / MGM_LOG.name
+    out = tmp_path / "imported"
+    with pytest.raises(SourceError) as error:
+        import_to(name, root, out, **flags)
+    assert file_name in str(error.value) and where in str(error.value)
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["source"]  # no half-built folder left beside it
+
+
+def test_cli_reports_a_corrupt_source_and_leaves_no_output(tmp_path, capsys):
+    root = _copy(SHARED_DATA / "philly", tmp_path)
+    _corrupt_philly(root)
+    assert main(["import", "philly", str(root), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "jobs.json:" in err and "nothing was written" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_imports_prints_rejections_and_protects_existing_output(tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["import", "mgm", str(MGM_LOG), "--out", str(out), "--accelerator", "tpu-v5e", "--chips", "16"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "Imported 1 jobs" in printed and "entry without a job_name" in printed
+    before = tree_bytes(out)
+    assert main(args) == 2 and "--overwrite" in capsys.readouterr().err
+    assert main(args + ["--overwrite"]) == 0 and tree_bytes(out) == before
+
+
+def test_mgm_requires_accelerator_and_chips(tmp_path):
+    with pytest.raises(SourceError, match="--accelerator KEY --chips N"):
+        import_to("mgm", MGM_LOG, tmp_path / "out")
+
