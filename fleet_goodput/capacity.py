@@ -38,7 +38,11 @@ class CapacityTimeline:
         if self.now_us is None or time_us > self.now_us:
             self.now_us = time_us
 
-    def flush(self) -> dict[int, int]:
-        """Capacity chip-microseconds per window since the last flush."""
+    def close(self, as_of_us: int) -> None:
+        self.advance_to(as_of_us)
+
+    def flush(self, provisional: bool = False) -> dict[int, int]:
+        """Capacity chip-microseconds per window since the last flush (nothing is
+        ever provisional in capacity: the flag is there to match JobTimeline)."""
         deltas, self._deltas = self._deltas, {}
         return deltas

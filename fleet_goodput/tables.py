@@ -143,7 +143,23 @@ REJECTED = Table(
     sort_by=("stream", "event_time", "event_id", "reason", "source"),
 )
 
-TABLES = {table.name: table for table in (JOB_WINDOW, JOBS, CAPACITY_WINDOW, REJECTED)}
+LATE = Table(
+    name="late",
+    doc="Events that arrived after the allowed lateness (streaming): not in any figure, counted in the manifest.",
+    columns=(
+        Column("stream", pa.string(), "scheduler, runtime or profiler"),
+        Column("event_id", pa.string(), "the event's id"),
+        Column("job_id", pa.string(), "the event's job (null for CAPACITY)"),
+        Column("event_time", TIMESTAMP, "the event's time", "event_time_us"),
+        Column("type", pa.string(), "the event's type (PROFILE for profiler samples)"),
+        Column("lateness_s", pa.float64(), "how far behind its key's last results it arrived"),
+        Column("allowed_lateness_s", pa.float64(), "the allowed lateness it exceeded"),
+    ),
+    date_from="event_time_us",
+    sort_by=("stream", "event_time", "event_id"),
+)
+
+TABLES = {table.name: table for table in (JOB_WINDOW, JOBS, CAPACITY_WINDOW, REJECTED, LATE)}
 
 
 def utc_day(time_us: int) -> str:

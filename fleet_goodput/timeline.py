@@ -100,6 +100,7 @@ class JobTimeline:
         self.accepted = defaultdict(int)  # stream -> events accepted
         self.implicitly_closed_spans = 0
         self.rejections: list[Rejection] = []
+        self.closed = False
         self._deltas: dict[int, list] = {}
         self._productive: list[tuple[int, int, StepSpan]] = []  # awaiting ideal at flush
 
@@ -270,6 +271,7 @@ class JobTimeline:
         """End the timeline at the as-of time: what is still unresolved is pending."""
         self.advance_to(as_of_us)
         self._report_pending()
+        self.closed = True
 
     def _report_pending(self) -> None:
         chips = self.submit.chips if self.submit else 0
@@ -282,12 +284,18 @@ class JobTimeline:
 
     def flush(self, provisional: bool = False) -> dict[int, list]:
         """Per-window deltas since the last flush; with `provisional`, unresolved
-        step time so far is reported as pending (to be moved when it resolves)."""
+        step time so far is reported as pending (to be moved when it resolves).
+
+        Until the job has a profiler sample, productive pieces keep their ideal
+        back: a later first sample still applies to them (MPG.md section 3,
+        "the first sample for spans before it"). Closing settles them.
+        """
         if provisional:
             self._report_pending()
-        for start_us, end_us, span in self._productive:
-            self._add_productive_ideal(start_us, end_us, span)
-        self._productive = []
+        if self.samples or self.closed:
+            for start_us, end_us, span in self._productive:
+                self._add_productive_ideal(start_us, end_us, span)
+            self._productive = []
         deltas, self._deltas = self._deltas, {}
         return deltas
 

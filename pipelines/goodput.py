@@ -54,7 +54,7 @@ class AsOfFn(beam.CombineFn):
         return self.given_us if self.given_us is not None else latest
 
 
-def _job_or_capacity(keyed_batch, partitions: int) -> int:
+def job_or_capacity(keyed_batch, partitions: int) -> int:
     return int(keyed_batch[0].startswith(CAPACITY_KEY_PREFIX))
 
 
@@ -78,8 +78,8 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     )
     as_of_side = beam.pvalue.AsSingleton(as_of)
 
-    job_events, capacity_events = events | "SplitJobsFromCapacity" >> beam.Partition(_job_or_capacity, 2)
-    jobs = job_events | "SessionizeJobs" >> SessionizeJobs(settings.window_s, _peak_flops(settings), as_of_side)
+    job_events, capacity_events = events | "SplitJobsFromCapacity" >> beam.Partition(job_or_capacity, 2)
+    jobs = job_events | "SessionizeJobs" >> SessionizeJobs(settings.window_s, peak_flops(settings), as_of_side)
     capacity = capacity_events | "MeasureCapacity" >> MeasureCapacity(settings.window_s, as_of_side)
     job_window = jobs[WINDOW_VECTORS] | "ComputeGoodput" >> ComputeGoodput()
 
@@ -104,7 +104,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     }
 
 
-def _peak_flops(settings: Settings) -> dict[str, float]:
+def peak_flops(settings: Settings) -> dict[str, float]:
     return {key: accelerator.peak_bf16_flops for key, accelerator in settings.accelerators.items()}
 
 
@@ -124,7 +124,8 @@ def _write_counts(counts_and_as_of, output_dir: str) -> None:
 
 def write_outputs(outputs: dict, output_dir: str) -> None:
     for name, table in TABLES.items():
-        outputs[name] | f"Write_{name}" >> WriteTable(table, output_dir)
+        if name in outputs:  # `late` exists only in streaming
+            outputs[name] | f"Write_{name}" >> WriteTable(table, output_dir)
     (
         outputs["counts"]
         | "CollectCounts" >> beam.combiners.ToList()
