@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fleet_goodput.commands.validate import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, add_quality_arguments
 from fleet_goodput.config import ConfigError, load_settings
-from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args, period_lock
+from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
 
 DESCRIPTION = """\
 Validate an output folder for a period (the checks of `mpg validate`), then
@@ -45,28 +45,25 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.quality.run import validate_output  # imports GX, which takes a few seconds
-    from fleet_goodput.report.publish import publish_report
+    from fleet_goodput.report.publish import validate_and_publish  # imports GX, which takes a few seconds
 
     try:
         settings = load_settings(args.config)
         period = period_from_args(args, args.output)
-        with period_lock(args.output, period):
-            print(f"Validating {Path(args.output)} for {period.name} ...", flush=True)
-            quality = validate_output(args.output, period, settings, args.require_complete)
-            print(quality.describe(), flush=True)
-            if not quality.passed:
-                print(f"mpg report: NOT published: {len(quality.failures)} critical data-quality check(s) failed:",
-                      file=sys.stderr)
-                for check in quality.failures:
-                    print(f"  [{check.suite}] {check.title}: {check.observed}", file=sys.stderr)
-                return EXIT_FAILED
-            path = publish_report(args.output, period, settings, quality)
+        print(f"Validating {Path(args.output)} for {period.name} ...", flush=True)
+        quality, path = validate_and_publish(args.output, period, settings, args.require_complete)
     except (ConfigError, PeriodError, FileNotFoundError) as exc:
         print(f"mpg report: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except PeriodBusy as exc:
         print(f"mpg report: {exc}", file=sys.stderr)
         return EXIT_BUSY
+    print(quality.describe(), flush=True)
+    if path is None:
+        print(f"mpg report: NOT published: {len(quality.failures)} critical data-quality check(s) failed:",
+              file=sys.stderr)
+        for check in quality.failures:
+            print(f"  [{check.suite}] {check.title}: {check.observed}", file=sys.stderr)
+        return EXIT_FAILED
     print(f"Report: {path}")
     return 0

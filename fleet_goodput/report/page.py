@@ -134,7 +134,7 @@ def _top_jobs(rows: list[dict]) -> str:
 
 
 def _advice(rows: list[dict]) -> str:
-    minutes = ("save_cost_s", "interval_s", "mtbf_s", "resume_s", "best_interval_s")
+    minutes = ("interval_s", "mtbf_s", "best_interval_s")
     rows = [{**row, **{f"{k}_min": None if row[k] is None else row[k] / 60 for k in minutes}} for row in rows]
     note = ("<p class=\"note\">Per training class, from whole job lives of the jobs alive in the period "
             "(MPG.md §5): C* ≈ √(2·s·M) and RG ≈ (1 − s/C)(M − C/2)/(M + t<sub>rm</sub>). Measured: save time, lost "
@@ -145,8 +145,8 @@ def _advice(rows: list[dict]) -> str:
             "Recoverable chip-hours = all-allocated chip-hours × (RG(C*) − RG(C)).</p>")
     return note + table(rows, [
         ("accelerator", "accelerator", "text"), ("size_class", "size class", "text"), ("jobs", "jobs", "int"),
-        ("disruptions", "disruptions", "int"), ("save_cost_s_min", "s (min)", "num"), ("interval_s_min", "C now ≈ (min)", "num"),
-        ("mtbf_s_min", "M (min)", "num"), ("resume_s_min", "t_rm (min)", "num"), ("best_interval_s_min", "C* (min)", "num"),
+        ("disruptions", "disruptions", "int"), ("save_cost_s", "s (s)", "num"), ("interval_s_min", "C now ≈ (min)", "num"),
+        ("mtbf_s_min", "M (min)", "num"), ("resume_s", "t_rm (s)", "num"), ("best_interval_s_min", "C* (min)", "num"),
         ("rg_now", "model RG now", "pct"), ("rg_best", "model RG at C*", "pct"),
         ("recoverable_chip_h", "recoverable chip-h", "num"), ("save_overhead", "save / step time", "pct"),
         ("advice", "advice", "text")])

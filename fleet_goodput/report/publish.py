@@ -16,8 +16,8 @@ from pathlib import Path
 
 from fleet_goodput.config import Settings
 from fleet_goodput.quality.batches import open_views, read_manifest
-from fleet_goodput.quality.period import Period
-from fleet_goodput.quality.run import SUMMARY_FILE, QualityResult, quality_dir
+from fleet_goodput.quality.period import Period, period_lock
+from fleet_goodput.quality.run import SUMMARY_FILE, QualityResult, quality_dir, validate_output
 from fleet_goodput.report import figures as report_figures
 from fleet_goodput.report.page import render
 
@@ -34,6 +34,14 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]) if rows else [])
         writer.writeheader()
         writer.writerows(rows)
+
+
+def validate_and_publish(output_dir: str | Path, period: Period, settings: Settings,
+                         require_complete: bool = False) -> tuple[QualityResult, Path | None]:
+    """Under the period's lock: validate, and publish only if no critical check failed (else the path is None)."""
+    with period_lock(output_dir, period):
+        quality = validate_output(output_dir, period, settings, require_complete)
+        return quality, (publish_report(output_dir, period, settings, quality) if quality.passed else None)
 
 
 def publish_report(output_dir: str | Path, period: Period, settings: Settings, quality: QualityResult) -> Path:
