@@ -48,6 +48,11 @@ def main(args: argparse.Namespace) -> int:
         print(render(connection))
     print(f"\nOutputs: tables {results}/tables/, views {outcome.database}, manifest {results}/manifest.json")
     print(f"Try:     mpg sql --output {results} \"select * from job_goodput order by lost_chip_s desc limit 5\"")
-    return 0
+    from fleet_goodput.quality.period import whole_output_period  # the report imports GX: only load it here
+    from fleet_goodput.report.publish import validate_and_publish
+
+    quality, report = validate_and_publish(results, whole_output_period(results), load_settings())
+    print(f"Report:  {report} (data quality checked: {quality.docs_index})" if report else quality.describe())
+    return 0 if report else 1
 
 
