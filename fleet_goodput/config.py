@@ -94,15 +94,19 @@ def load_settings(path: str | Path | None = None) -> Settings:
     unknown = set(raw) - {"window_s", "accelerators", "size_classes"} - _FOREIGN_KEYS
     if unknown:
         raise ConfigError(f"unknown setting(s) {', '.join(sorted(unknown))}; known: window_s, accelerators, size_classes")
-    window_s = int(raw["window_s"])
-    if window_s <= 0 or 86400 % window_s:
-        raise ConfigError(f"window_s must divide a day evenly (got {window_s})")
+    window_s = check_window_s(int(raw["window_s"]))
     catalogue_path = Path(raw["accelerators"])
     if not catalogue_path.is_absolute():
         catalogue_path = base_dir / catalogue_path
     size_classes = tuple(SizeClass(str(c["name"]), None if c.get("max_chips") is None else int(c["max_chips"]))
                          for c in raw["size_classes"])
     return Settings(window_s=window_s, accelerators=load_catalogue(catalogue_path), size_classes=size_classes)
+
+
+def check_window_s(window_s: int) -> int:
+    if window_s <= 0 or 86400 % window_s:
+        raise ConfigError(f"window_s must divide a day evenly (got {window_s})")
+    return window_s
 
 
 # Sections that other commands read from the same file (runner options, sources);

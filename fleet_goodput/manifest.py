@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from apache_beam.io.filesystems import FileSystems
+
 import schemas
 from fleet_goodput.timeutil import format_time_us
 
@@ -48,5 +50,11 @@ def write_manifest(output_dir: str | Path, *, input_dir: str, as_of_us: int | No
         "reconciles": all(c.reconciles for c in streams.values()),
         **(extra or {}),
     }
-    Path(output_dir, MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    # Beam's file systems write local paths and, with the gcp extra, gs:// alike.
+    with FileSystems.create(manifest_path(output_dir)) as out:
+        out.write((json.dumps(manifest, indent=2) + "\n").encode())
     return manifest
+
+
+def manifest_path(output_dir: str | Path) -> str:
+    return f"{str(output_dir).rstrip('/')}/{MANIFEST_FILE}"

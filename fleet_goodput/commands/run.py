@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fleet_goodput.batch import InputError, ReconciliationError, run_batch
+from fleet_goodput.batch import InputError, ReconciliationError, is_dry_run, run_batch, translate_batch
 from fleet_goodput.config import ConfigError, beam_flags, load_settings
 from fleet_goodput.headline import render
 from fleet_goodput.timeutil import parse_time_us
@@ -21,8 +21,11 @@ views in OUTPUT/goodput.duckdb (query them with `mpg sql`).
 
 Every event ends up accepted, dropped as a duplicate event_id, or in the
 `rejected` table with its reason; the run fails if the counts do not add up.
-Any other --flag is passed to Beam (e.g. --runner=DataflowRunner --project=…);
-locally the in-process FnApiRunner is used.
+Any other --flag is passed to Beam (e.g. --runner=DataflowRunner --project=…),
+after those of the config's `beam:` section, so it overrides them; locally the
+in-process FnApiRunner is used. With --dry_run=True and DataflowRunner the job
+is only translated and checked, and its options and steps are printed.
+An output on gs:// gets tables/ and manifest.json but no DuckDB file.
 """
 
 EPILOG = """\
@@ -30,6 +33,8 @@ examples:
   mpg run --input fleet/ --output out/
   mpg run --input fleet/ --output out/ --as-of 2026-01-01T12:00:00Z
   mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml
+  mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml \
+      --project=my-project --temp_location=gs://bucket/tmp --dry_run=True
 """
 
 
@@ -54,8 +59,12 @@ def main(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args.config)
         as_of_us = parse_time_us(args.as_of) if args.as_of else None
+        beam_args = beam_flags(args.config) + args.beam_args
+        if is_dry_run(beam_args):
+            print(describe_job(translate_batch(args.input, args.output, settings, as_of_us, beam_args)))
+            return 0
         print(f"Running the goodput pipeline on {args.input} ...", flush=True)
-        outcome = run_batch(args.input, args.output, settings, as_of_us, beam_flags(args.config) + args.beam_args)
+        outcome = run_batch(args.input, args.output, settings, as_of_us, beam_args)
     except (ConfigError, InputError, ValueError) as exc:
         print(f"mpg run: {exc}", file=sys.stderr)
         return 2
@@ -63,6 +72,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"mpg run: FAILED: {exc}", file=sys.stderr)
         return 1
     print(summary(outcome))
+    if outcome.database is None:
+        print(REMOTE_NOTE.format(output=args.output.rstrip("/")))
+        return 0
     with connect(args.output) as connection:
         print()
         print(render(connection))
@@ -75,5 +87,31 @@ def summary(outcome) -> str:
              f"  {'stream':<10} {'read':>10} {'accepted':>10} {'duplicate':>10} {'rejected':>10}"]
     for name, counts in manifest["streams"].items():
         lines.append(f"  {name:<10} {counts['read']:>10,} {counts['accepted']:>10,} {counts['duplicate']:>10,} {counts['rejected']:>10,}")
-    lines.append(f"Counts reconcile. Tables: {manifest['output']}/tables/  Views: {outcome.database}")
+    views = outcome.database or "none (remote output)"
+    lines.append(f"Counts reconcile. Tables: {manifest['output']}/tables/  Views: {views}")
+    return "\n".join(lines)
+
+
+REMOTE_NOTE = """\
+No goodput.duckdb for a remote output: the DuckDB views are built over local Parquet. To query it,
+  - copy the tables down and build the views there (docs/dataflow.md, "Querying a gs:// output"):
+      gcloud storage cp -r {output}/tables DIR/
+  - or read them in place with DuckDB's httpfs extension and a GCS secret:
+      select * from read_parquet('{output}/tables/job_window/*/*.parquet', hive_partitioning = true)"""
+
+
+# The options that decide where and on what a Dataflow job runs, in print order.
+_JOB_OPTIONS = ("runner", "project", "region", "temp_location", "staging_location", "machine_type", "num_workers",
+                "max_num_workers", "autoscaling_algorithm", "sdk_container_image", "setup_file", "experiments")
+
+
+def describe_job(job) -> str:
+    """The effective options and top-level steps of a job translated with --dry_run."""
+    options = job.options.get_all_options()
+    steps = sorted(t.unique_name for t in job.proto_pipeline.components.transforms.values()
+                   if "/" not in t.unique_name and not t.unique_name.startswith("ref_"))
+    lines = ["Dry run: the job was translated for Dataflow and not submitted.", "options:"]
+    lines += [f"  {name}: {options[name]}" for name in _JOB_OPTIONS if options.get(name) is not None]
+    lines.append(f"steps ({len(job.proto_pipeline.components.transforms)} transforms in all):")
+    lines += [f"  {step}" for step in steps]
     return "\n".join(lines)

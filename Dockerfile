@@ -1,0 +1,48 @@
+# One image for both sides of a Dataflow job (docs/dataflow.md):
+#   - the Flex Template launcher, which runs pipelines/launcher.py to submit the job;
+#   - the SDK container every worker runs (--sdk_container_image), so workers
+#     have this project and exactly the pinned dependencies preinstalled and
+#     install nothing at start-up.
+# Build it with Cloud Build (there is no Docker daemon needed locally):
+#   gcloud builds submit . --tag "$IMAGE"
+# The Beam SDK image's tag must equal the apache-beam pin in requirements-dataflow.txt,
+# and both images are Python 3.11, like that file's resolution.
+
+ARG BEAM_VERSION=2.77.0
+# Pin a dated tag (or a digest) of the launcher base for reproducible builds;
+# the tags are listed at gcr.io/dataflow-templates-base/python311-template-launcher-base.
+ARG LAUNCHER_TAG=latest
+
+FROM apache/beam_python3.11_sdk:${BEAM_VERSION} AS beam_sdk
+
+FROM gcr.io/dataflow-templates-base/python311-template-launcher-base:${LAUNCHER_TAG}
+
+# The worker boot program (and what it needs) from the Beam SDK image makes
+# this image usable as a custom SDK container.
+COPY --from=beam_sdk /opt/apache/beam /opt/apache/beam
+
+ARG WORKDIR=/template
+WORKDIR ${WORKDIR}
+
+# Dependencies first: this layer is rebuilt only when the pins change.
+COPY requirements-dataflow.txt .
+RUN pip install --no-cache-dir -r requirements-dataflow.txt
+
+COPY pyproject.toml README.md ./
+COPY fleet_goodput fleet_goodput
+COPY pipelines pipelines
+COPY transforms transforms
+COPY schemas schemas
+COPY configs configs
+COPY sql sql
+# --no-deps: everything it needs is pinned above; a resolver here could drift.
+RUN pip install --no-cache-dir --no-deps . && pip check
+
+# The Flex Template launcher runs this file with the template's parameters.
+# Nothing else is staged at launch: no setup file, no requirements file.
+ENV FLEX_TEMPLATE_PYTHON_PY_FILE="${WORKDIR}/pipelines/launcher.py"
+
+# Workers start the Beam SDK harness. A Flex Template launch starts
+# /opt/google/dataflow/python_template_launcher itself (as in Google's
+# pipeline_with_dependencies sample, which uses one image the same way).
+ENTRYPOINT ["/opt/apache/beam/boot"]

@@ -1,0 +1,133 @@
+"""The batch job as Dataflow would run it, checked offline.
+
+DataflowRunner with --dry_run=True translates the pipeline and stops before
+staging or submitting anything: no credentials, no network (MatchFiles takes
+its gs:// pattern as data, matched on the workers). Its job carries the
+effective options and the portable pipeline proto. An explicit
+--temp_location on a well-formed bucket name matters: without one, Beam tries
+(and retries for minutes) to create a default bucket. The remote-output path
+of `run_batch` is checked with a stand-in Beam file system over a local folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from apache_beam.io.localfilesystem import LocalFileSystem
+from apache_beam.portability import common_urns
+from apache_beam.portability.api import beam_runner_api_pb2
+
+from fleet_goodput import batch
+from fleet_goodput.batch import BatchOutcome, run_batch, translate_batch
+from fleet_goodput.cli import main
+from fleet_goodput.config import ConfigError, load_settings
+from pipelines import goodput, launcher
+
+BUCKET = "gs://fleet-goodput-test"
+IMAGE = "us-central1-docker.pkg.dev/fleet-goodput-test/images/fleet-goodput:test"
+DATAFLOW_ARGS = ["--runner=DataflowRunner", "--project=fleet-goodput-test", "--region=us-central1",
+                 f"--temp_location={BUCKET}/tmp", "--dry_run=True"]
+ROOT = Path(__file__).parents[1]
+CONFIG = str(ROOT / "configs" / "dataflow.yaml")
+
+# Every business step, every stream's reader and every table's writer.
+EXPECTED_STEPS = {"ReadScheduler", "ReadRuntime", "ReadProfiler", "SessionizeJobs", "MeasureCapacity",
+                  "ComputeGoodput", "Write_job_window", "Write_jobs", "Write_capacity_window", "Write_rejected",
+                  "WriteCounts"}
+
+
+def top_level_steps(job) -> set[str]:
+    return {t.unique_name for t in job.proto_pipeline.components.transforms.values() if "/" not in t.unique_name}
+
+
+@pytest.fixture(scope="module")
+def job():
+    return translate_batch(f"{BUCKET}/fleet", f"{BUCKET}/goodput", load_settings(),
+                           beam_args=DATAFLOW_ARGS + [f"--sdk_container_image={IMAGE}"])
+
+
+def test_translates_every_step_for_dataflow(job):
+    assert EXPECTED_STEPS <= top_level_steps(job)
+    assert job.proto.type_.name == "JOB_TYPE_BATCH"
+
+
+def test_workers_run_the_custom_container(job):
+    environments = job.proto_pipeline.components.environments.values()
+    docker = [beam_runner_api_pb2.DockerPayload.FromString(env.payload) for env in environments
+              if env.urn == common_urns.environments.DOCKER.urn]
+    assert {payload.container_image for payload in docker} == {IMAGE}
+
+
+def test_dry_run_needs_the_dataflow_runner():
+    with pytest.raises(ValueError, match="DataflowRunner"):
+        translate_batch(f"{BUCKET}/fleet", f"{BUCKET}/goodput", load_settings(), beam_args=["--dry_run=True"])
+
+
+def test_mpg_run_takes_options_from_the_config_and_the_command_line_wins(capsys):
+    assert main(["run", "--config", CONFIG, "--input", f"{BUCKET}/fleet", "--output", f"{BUCKET}/goodput",
+                 "--project=override-project", "--max_num_workers=7", f"--temp_location={BUCKET}/tmp",
+                 "--dry_run=True"]) == 0
+    printed = capsys.readouterr().out
+    assert "not submitted" in printed
+    for line in ("runner: DataflowRunner", "project: override-project", "max_num_workers: 7",  # overridden
+                 "region: us-central1", "machine_type: n2-standard-4", "autoscaling_algorithm: THROUGHPUT_BASED"):
+        assert f"  {line}\n" in printed, line
+    assert f"temp_location: {BUCKET}/tmp/" in printed
+    assert "  SessionizeJobs\n" in printed
+
+
+def test_flex_template_launcher_writes_the_manifest_in_the_job():
+    result = launcher.run([f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--window_s=900",
+                           "--as_of=2026-01-02T00:00:00Z"] + DATAFLOW_ARGS)
+    assert EXPECTED_STEPS | {"WriteManifest"} <= top_level_steps(result.job)
+
+
+def test_flex_template_launcher_checks_the_window():
+    with pytest.raises(ConfigError, match="divide a day"):
+        launcher.run([f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--window_s=7000"] + DATAFLOW_ARGS)
+
+
+def test_template_parameters_are_the_launchers_arguments():
+    metadata = json.loads((ROOT / "templates" / "goodput_metadata.json").read_text())
+    given = {p["name"]: "900" if p["paramType"] == "NUMBER" else "x" for p in metadata["parameters"]}
+    args, beam_args = launcher.parse_args([f"--{name}={value}" for name, value in given.items()])
+    assert beam_args == [] and {name: str(getattr(args, name)) for name in given} == given
+    required = [p["name"] for p in metadata["parameters"] if not p.get("isOptional")]
+    for name in required:
+        with pytest.raises(SystemExit):
+            launcher.parse_args([f"--{other}=x" for other in required if other != name])
+
+
+class _StandInRemoteFileSystem(LocalFileSystem):
+    """A Beam file system with its own scheme over local paths: gs:// without a bucket."""
+
+    @classmethod
+    def scheme(cls):
+        return "mpgtest"
+
+    def create(self, path, *args, **kwargs):
+        return super().create(path.removeprefix("mpgtest://"), *args, **kwargs)
+
+
+def test_remote_output_gets_its_manifest_through_beam_and_no_database(tmp_path, monkeypatch, capsys):
+    counts = {(stream, outcome): 3 if outcome in ("read", "accepted") else 0
+              for stream in ("scheduler", "runtime", "profiler") for outcome in ("read", "accepted", "duplicate", "rejected")}
+    monkeypatch.setattr(goodput, "run", lambda *args: goodput.BatchRun(1_767_225_600_000_000, counts))
+    output = f"mpgtest://{tmp_path}/goodput"
+
+    outcome = run_batch(f"{BUCKET}/fleet", output, load_settings())
+
+    assert outcome.database is None
+    manifest = json.loads((tmp_path / "goodput" / "manifest.json").read_text())
+    assert manifest["reconciles"] and manifest["output"] == output
+    assert not (tmp_path / "goodput" / "goodput.duckdb").exists()
+
+    monkeypatch.setattr("fleet_goodput.commands.run.run_batch", lambda *args: BatchOutcome(manifest, None, 1.0))
+    assert main(["run", "--input", f"{BUCKET}/fleet", "--output", output]) == 0
+    assert "No goodput.duckdb for a remote output" in capsys.readouterr().out
+
+
+def test_is_remote():
+    assert batch.is_remote("gs://bucket/out") and not batch.is_remote("/tmp/out")
