@@ -23,7 +23,7 @@ from pipelines import goodput
 
 
 class ReconciliationError(RuntimeError):
-    """read != accepted + duplicate + rejected for some stream."""
+    """read != accepted + duplicate + rejected + late for some stream."""
 
 
 class InputError(ValueError):
@@ -69,7 +69,8 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
 
 def check_reconciles(manifest: dict, output_dir: str) -> None:
     if not manifest["reconciles"]:
-        broken = [f"{name}: read {c['read']} != accepted {c['accepted']} + duplicate {c['duplicate']} + rejected {c['rejected']}"
+        broken = [f"{name}: read {c['read']} != accepted {c['accepted']} + duplicate {c['duplicate']} "
+                  f"+ rejected {c['rejected']} + late {c['late']}"
                   for name, c in manifest["streams"].items() if not c["reconciles"]]
         raise ReconciliationError(f"counts do not reconcile ({'; '.join(broken)}); see {manifest_path(output_dir)}")
 

@@ -1,8 +1,9 @@
 """The run manifest: what was read, and what became of every event.
 
 Reconciliation is the promise that nothing is lost: for every stream,
-read = accepted + duplicate + rejected, with each count taken where the
-event's fate was decided (decoding, the job timelines, the rejected table).
+read = accepted + duplicate + rejected + late, with each count taken where the
+event's fate was decided (decoding, the job timelines, the rejected table,
+and in streaming the `late` table of events beyond the allowed lateness).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import schemas
 from fleet_goodput.timeutil import format_time_us
 
 MANIFEST_FILE = "manifest.json"
-OUTCOMES = ("read", "accepted", "duplicate", "rejected")
+OUTCOMES = ("read", "accepted", "duplicate", "rejected", "late")
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,11 @@ class StreamCounts:
     accepted: int
     duplicate: int
     rejected: int
+    late: int = 0  # only streaming has events beyond the allowed lateness
 
     @property
     def reconciles(self) -> bool:
-        return self.read == self.accepted + self.duplicate + self.rejected
+        return self.read == self.accepted + self.duplicate + self.rejected + self.late
 
 
 def stream_counts(counts: dict[tuple[str, str], int]) -> dict[str, StreamCounts]:

@@ -74,8 +74,9 @@ def write_streaming_outputs(outputs: dict, output_dir: str) -> None:
 
 
 def run(input_dir: str, output_dir: str, settings: Settings, stream_settings: StreamSettings,
-        stop_after_idle_s: float | None = None, beam_args: list[str] | None = None) -> None:
-    """Build and run the streaming pipeline until its source stops."""
+        stop_after_idle_s: float | None = None, beam_args: list[str] | None = None, progress=None) -> int | None:
+    """Build and run the streaming pipeline until its source stops; returns the
+    latest event time read (None for Pub/Sub, whose end is a drain)."""
     args = list(beam_args or [])
     if stream_settings.source == "pubsub":
         options = PipelineOptions(args)
@@ -83,13 +84,14 @@ def run(input_dir: str, output_dir: str, settings: Settings, stream_settings: St
         with beam.Pipeline(options=options) as p:
             write_streaming_outputs(build_streaming(read_pubsub_sources(p, settings, stream_settings), settings,
                                                     stream_settings), output_dir)
-        return
+        return None
     if not any(arg.startswith("--runner") for arg in args):
         args.append("--runner=BundleBasedDirectRunner")  # Beam's local runner with event-time streaming
     options = PipelineOptions(args)
     options.view_as(StandardOptions).streaming = True
     reader = FolderEventReader(input_dir, settings.accelerators, stream_settings.poll_s,
-                               stream_settings.watermark_lag_s, stop_after_idle_s)
+                               stream_settings.watermark_lag_s, stop_after_idle_s, progress)
     with FolderEventSource(reader) as source, beam.Pipeline(options=options) as p:
         decoded = {"folder": p | "WatchFolder" >> source.transform()}
         write_streaming_outputs(build_streaming(decoded, settings, stream_settings), output_dir)
+    return reader.latest_us

@@ -109,6 +109,7 @@ def test_the_manifest_reconciles_every_event(dirty):
     truncated_readable = runtime["read"] - 14 - 4 - 1 - 3 - 1  # all else is known: clean, redelivered, j2, foreign, lost block
     assert truncated_readable > 0, "the truncated file should still yield its complete blocks"
     assert runtime == {"read": runtime["read"], "accepted": 14, "duplicate": 4 + truncated_readable,
-                       "rejected": 1 + 3 + 1, "reconciles": True}
+                       "rejected": 1 + 3 + 1, "late": 0, "reconciles": True}
     assert manifest["streams"]["scheduler"]["rejected"] == 2
-    assert manifest["streams"]["profiler"] == {"read": 2, "accepted": 1, "duplicate": 0, "rejected": 1, "reconciles": True}
+    assert manifest["streams"]["profiler"] == {"read": 2, "accepted": 1, "duplicate": 0, "rejected": 1, "late": 0,
+                                               "reconciles": True}

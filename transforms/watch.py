@@ -61,8 +61,10 @@ def _listing(root: Path) -> list[tuple[str, Path]]:
 class FolderEventReader:
     """Turns a growing folder into TestStream events (the service's `reader`)."""
 
-    def __init__(self, root: str, accelerators, poll_s: float, watermark_lag_s: int, stop_after_idle_s: float | None):
+    def __init__(self, root: str, accelerators, poll_s: float, watermark_lag_s: int, stop_after_idle_s: float | None,
+                 progress=None):
         self.root = Path(root)
+        self.progress = progress  # called with (files read, events read, watermark µs) after each poll with data
         self.accelerators = accelerators
         self.poll_s = poll_s
         self.lag_us = watermark_lag_s * 1_000_000
@@ -72,6 +74,7 @@ class FolderEventReader:
         self.latest_us: int | None = None
         self.watermark_us = 0
         self.files_read = 0
+        self.events_read = 0
 
     def read_multiple(self, unused_specs) -> Iterator:
         for event in self.events():
@@ -90,6 +93,8 @@ class FolderEventReader:
                 seen, last_new = len(listing), time.monotonic()
                 yield from self._advance_watermark()
                 last_sent = time.monotonic()
+                if self.progress:
+                    self.progress(self.files_read, self.events_read, self.watermark_us)
             idle_s = time.monotonic() - last_new
             if _STOP.is_set() or (self.stop_after_idle_s is not None and idle_s >= self.stop_after_idle_s):
                 yield from self._punctuate()
@@ -122,6 +127,7 @@ class FolderEventReader:
             stamp = Timestamp(micros=self.watermark_us)
             yield ElementEvent([TimestampedValue({**row, "partition_time_us": row["event_time_us"] or self.latest_us or 0}, stamp)
                                 for row in rejected], tag=REJECTED)
+        self.events_read += read
         yield ElementEvent([TimestampedValue(((stream, "read"), read), Timestamp(micros=self.watermark_us))], tag=READ_COUNTS)
 
     def _advance_watermark(self) -> Iterator:

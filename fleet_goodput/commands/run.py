@@ -83,10 +83,11 @@ def main(args: argparse.Namespace) -> int:
 
 def summary(outcome) -> str:
     manifest = outcome.manifest
+    outcomes = ["read", "accepted", "duplicate", "rejected"] + (["late"] if manifest.get("mode") == "streaming" else [])
     lines = [f"Done in {outcome.seconds:.1f} s; as-of {manifest['as_of']}.",
-             f"  {'stream':<10} {'read':>10} {'accepted':>10} {'duplicate':>10} {'rejected':>10}"]
+             f"  {'stream':<10}" + "".join(f" {name:>10}" for name in outcomes)]
     for name, counts in manifest["streams"].items():
-        lines.append(f"  {name:<10} {counts['read']:>10,} {counts['accepted']:>10,} {counts['duplicate']:>10,} {counts['rejected']:>10,}")
+        lines.append(f"  {name:<10}" + "".join(f" {counts[outcome]:>10,}" for outcome in outcomes))
     views = outcome.database or "none (remote output)"
     lines.append(f"Counts reconcile. Tables: {manifest['output']}/tables/  Views: {views}")
     return "\n".join(lines)

@@ -123,7 +123,8 @@ def manifest_frame(connection, manifest: dict) -> pd.DataFrame:
         rows.append({
             "stream": stream,
             **{k: counts.get(k) for k in ("read", "accepted", "duplicate", "rejected")},
-            "unaccounted": counts["read"] - counts["accepted"] - counts["duplicate"] - counts["rejected"],
+            "late": counts.get("late", 0),
+            "unaccounted": counts["read"] - counts["accepted"] - counts["duplicate"] - counts["rejected"] - counts.get("late", 0),
             "rejected_in_table": int(in_table.get(stream) or 0),
             "rejected_share": counts["rejected"] / counts["read"] if counts["read"] else 0.0,
             "schema_version": manifest.get("schema_version"),
