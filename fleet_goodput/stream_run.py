@@ -9,7 +9,10 @@ from pathlib import Path
 
 import duckdb
 
-from fleet_goodput.batch import BatchOutcome, check_reconciles, is_remote
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from fleet_goodput.batch import BatchOutcome, check_reconciles, is_dry_run, is_remote
 from fleet_goodput.config import Settings
 from fleet_goodput.manifest import write_manifest
 from fleet_goodput.stream_settings import StreamSettings
@@ -57,3 +60,16 @@ def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_setti
     check_reconciles(manifest, output_dir)
     return BatchOutcome(manifest=manifest, database=build_database(output_dir, settings),
                         seconds=time.monotonic() - started)
+
+
+def translate_stream(output_dir: str, settings: Settings, stream_settings: StreamSettings, beam_args: list[str]):
+    """Build the Pub/Sub streaming pipeline and let DataflowRunner translate it
+    with --dry_run: nothing is read, written or submitted. Returns the job."""
+    if stream_settings.source != "pubsub" or not is_dry_run(beam_args):
+        raise ValueError("a Dataflow dry run of the stream needs streaming.source: pubsub and --dry_run=True")
+    options = PipelineOptions(beam_args)
+    options.view_as(StandardOptions).streaming = True
+    p = beam.Pipeline(options=options)
+    decoded = streaming.read_pubsub_sources(p, settings, stream_settings)
+    streaming.write_streaming_outputs(streaming.build_streaming(decoded, settings, stream_settings), output_dir)
+    return p.run().job

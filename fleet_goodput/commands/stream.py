@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import schemas
-from fleet_goodput.batch import ReconciliationError
-from fleet_goodput.commands.run import add_run_arguments, summary
+from fleet_goodput.batch import ReconciliationError, is_dry_run
+from fleet_goodput.commands.run import add_run_arguments, describe_job, summary
 from fleet_goodput.config import ConfigError, beam_flags, load_settings
 from fleet_goodput.headline import render
-from fleet_goodput.stream_run import OutputInUse, run_stream
+from fleet_goodput.stream_run import OutputInUse, run_stream, translate_stream
 from fleet_goodput.stream_settings import load_stream_settings
 from fleet_goodput.timeutil import format_time_us
 from fleet_goodput.views import connect
@@ -72,6 +72,14 @@ def main(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"mpg stream: {exc}", file=sys.stderr)
         return 2
+    beam_args = beam_flags(args.config) + args.beam_args
+    if stream_settings.source == "pubsub":
+        if not is_dry_run(beam_args):
+            print("mpg stream: a Pub/Sub source runs on Dataflow: submit it with the Flex Template (docs/dataflow.md), "
+                  "or check it here with --dry_run=True", file=sys.stderr)
+            return 2
+        print(describe_job(translate_stream(args.output, settings, stream_settings, beam_args)))
+        return 0
     for stream in schemas.STREAMS:
         Path(args.input, stream).mkdir(parents=True, exist_ok=True)
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -81,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
           f"{stream_settings.allowed_lateness_s} s{idle}) ...", flush=True)
     try:
         outcome = run_stream(args.input, args.output, settings, stream_settings, args.stop_after_idle,
-                             beam_flags(args.config) + args.beam_args, replace=args.replace, progress=_progress)
+                             beam_args, replace=args.replace, progress=_progress)
     except OutputInUse as exc:
         print(f"mpg stream: {exc}", file=sys.stderr)
         return 2
