@@ -93,6 +93,5 @@ def translate_batch(input_dir: str, output_dir: str, settings: Settings, as_of_u
     if not runner.endswith("dataflow") or not is_dry_run(beam_args or []):
         raise ValueError("--dry_run needs --runner=DataflowRunner: other runners ignore it and run the job")
     p = beam.Pipeline(options=options)
-    goodput.write_outputs(goodput.build_goodput(p, goodput.read_sources(p, input_dir, settings), settings, as_of_us),
-                          output_dir)
+    goodput.build_batch(p, input_dir, output_dir, settings, as_of_us)
     return p.run().job

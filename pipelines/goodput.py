@@ -134,6 +134,14 @@ def write_outputs(outputs: dict, output_dir: str) -> None:
     )
 
 
+def build_batch(p: beam.Pipeline, input_dir: str, output_dir: str, settings: Settings,
+                as_of_us: int | None = None) -> dict:
+    """The whole batch job on `p`: read INPUT, compute, write OUTPUT; returns the outputs."""
+    outputs = build_goodput(p, read_sources(p, input_dir, settings), settings, as_of_us)
+    write_outputs(outputs, output_dir)
+    return outputs
+
+
 @dataclass(frozen=True)
 class BatchRun:
     as_of_us: int | None
@@ -149,7 +157,7 @@ def run(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | Non
         # hangs offline; the in-process FnApiRunner needs nothing.
         args.append("--runner=FnApiRunner")
     with beam.Pipeline(options=PipelineOptions(args)) as p:
-        write_outputs(build_goodput(p, read_sources(p, input_dir, settings), settings, as_of_us), output_dir)
+        build_batch(p, input_dir, output_dir, settings, as_of_us)
     return read_counts(output_dir)
 
 

@@ -38,8 +38,7 @@ def write_job_manifest(counts: list, as_of_us: int, *, input_dir: str, output_di
 
 
 def build(p: beam.Pipeline, input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None) -> None:
-    outputs = goodput.build_goodput(p, goodput.read_sources(p, input_dir, settings), settings, as_of_us)
-    goodput.write_outputs(outputs, output_dir)
+    outputs = goodput.build_batch(p, input_dir, output_dir, settings, as_of_us)
     (
         outputs["counts"]
         | "CollectCountsForManifest" >> beam.combiners.ToList()
