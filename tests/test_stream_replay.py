@@ -15,6 +15,7 @@ from fleet_goodput.simulator import simulate
 from fleet_goodput.stream_run import OutputInUse, run_stream
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.timeline import FIGURES
+from transforms.watch import request_stop
 
 pytestmark = pytest.mark.slow
 
@@ -75,3 +76,15 @@ def test_a_stream_will_not_write_over_earlier_results(runs):
     root, _, _ = runs
     with pytest.raises(OutputInUse, match="--replace"):
         run_stream(str(root / "live"), str(root / "streamed"), load_settings(), StreamSettings(), stop_after_idle_s=0.1)
+
+
+def test_a_stop_request_ends_the_stream_cleanly_with_every_result_flushed(runs, tmp_path):
+    """What the CLI's SIGINT/SIGTERM handler does: the source punctuates every
+    key, the pipeline drains, and the manifest and views are written."""
+    root, _, batch = runs
+    threading.Timer(2.0, request_stop).start()
+    stopped = run_stream(str(root / "fleet"), str(tmp_path / "out"), load_settings(),
+                         StreamSettings(poll_s=0.1), stop_after_idle_s=None)
+    assert stopped.manifest["reconciles"] and stopped.database.exists()
+    assert {name: c["accepted"] for name, c in stopped.manifest["streams"].items()} == \
+        {name: c["accepted"] for name, c in batch.manifest["streams"].items()}

@@ -203,7 +203,8 @@ class _StreamTimelineFn(beam.DoFn):
         waiting = [Event._make(raw) for blob in events.read() for raw in pickle.loads(blob)]
         ends = [e for e in waiting if e.code == END]
         waiting = [e for e in waiting if e.code != END]
-        close_at = min(e.time_us for e in ends) if ends and min(e.time_us for e in ends) <= now_us else None
+        end_us = min((e.time_us for e in ends), default=None)
+        close_at = end_us if end_us is not None and end_us <= now_us else None
         if waiting:
             latest = max(e.time_us for e in waiting)
             base.last_event_us = latest if base.last_event_us is None else max(base.last_event_us, latest)
