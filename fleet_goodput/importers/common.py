@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import fastavro
 from tqdm import tqdm
 
 import schemas
+from fleet_goodput.avro_io import write_events
 
 REJECTED_FILE = "import_rejected.jsonl"
 SOURCE_FILE = "SOURCE.json"
@@ -207,9 +207,8 @@ def _write_stream(folder: Path, importer: str, stream: str, records: list[dict])
     (folder / stream).mkdir(parents=True)
     for part in range(parts):
         chunk = records[part * RECORDS_PER_PART:(part + 1) * RECORDS_PER_PART]
-        with open(folder / stream / f"part-{part:05d}.avro", "wb") as out:
-            fastavro.writer(out, schemas.load(stream), chunk, codec="deflate",
-                            sync_marker=_sync_marker(importer, stream, part))
+        write_events(folder / stream / f"part-{part:05d}.avro", stream, chunk,
+                     sync_marker=_sync_marker(importer, stream, part))
 
 
 def summary(imported: Imported) -> dict:
