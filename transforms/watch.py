@@ -29,6 +29,7 @@ from pathlib import Path
 import apache_beam as beam
 import fastavro
 from apache_beam.coders import FastPrimitivesCoder
+from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.testing.test_stream import ElementEvent, ProcessingTimeEvent, TestStream, WatermarkEvent
 from apache_beam.testing.test_stream_service import TestStreamServiceController
 from apache_beam.transforms.window import TimestampedValue
@@ -78,7 +79,7 @@ class FolderEventReader:
 
     def read_multiple(self, unused_specs) -> Iterator:
         for event in self.events():
-            yield event.to_runner_api(self.coder)
+            yield _event_proto(event, self.coder)
 
     def events(self) -> Iterator:
         """Element and watermark events as files land; punctuation and the end when it stops."""
@@ -145,6 +146,25 @@ class FolderEventReader:
         end = end_of_input(self.latest_us)
         stamp = Timestamp(micros=max(self.latest_us, self.watermark_us))
         yield ElementEvent([TimestampedValue((key, [end]), stamp) for key in sorted(self.keys_seen)], tag=EVENTS)
+
+
+def _event_proto(event, coder) -> beam_runner_api_pb2.TestStreamPayload.Event:
+    """A TestStream event as the DirectRunner's event-service client decodes it.
+
+    Not `event.to_runner_api()`: in Beam 2.77 that writes times in
+    milliseconds, while the client reads them as microseconds, so every
+    watermark arrived 1000 times too early in event time and no timer fired
+    before the stream ended.
+    """
+    payload = beam_runner_api_pb2.TestStreamPayload.Event
+    if isinstance(event, ElementEvent):
+        return payload(element_event=payload.AddElements(tag=event.tag, elements=[
+            beam_runner_api_pb2.TestStreamPayload.TimestampedElement(
+                encoded_element=coder.encode(tv.value), timestamp=tv.timestamp.micros)
+            for tv in event.timestamped_values]))
+    if isinstance(event, WatermarkEvent):
+        return payload(watermark_event=payload.AdvanceWatermark(new_watermark=event.new_watermark.micros, tag=event.tag))
+    return payload(processing_time_event=payload.AdvanceProcessingTime(advance_duration=event.advance_by.micros))
 
 
 class FolderEventSource:
