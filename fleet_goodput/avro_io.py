@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -34,3 +35,15 @@ def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: 
         fastavro.writer(out, schemas.load(stream), records, codec=codec, sync_marker=marker)
     os.replace(tmp, path)
     return len(records)
+
+
+def telemetry_files(root: str | Path) -> list[Path]:
+    """The Avro files of every stream under `root`."""
+    return [path for stream in schemas.STREAMS for path in sorted(Path(root, stream).glob("*.avro"))]
+
+
+def clear_telemetry(root: str | Path, also: tuple[str, ...] = ()) -> None:
+    """Remove `root`'s stream folders (and the named siblings), so a new set of
+    files cannot mix with an old one's leftovers."""
+    for name in (*schemas.STREAMS, *also):
+        shutil.rmtree(Path(root, name), ignore_errors=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 
 import sql
-from fleet_goodput.config import Settings
+from fleet_goodput.config import Settings, load_settings
 from fleet_goodput.tables import TABLES, Table
 
 DATABASE_FILE = "goodput.duckdb"
@@ -64,8 +64,15 @@ def build_database(output_dir: str | Path, settings: Settings) -> Path:
     return path
 
 
-def connect(output_dir: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+def connect(output_dir: str | Path, read_only: bool = True, settings: Settings | None = None) -> duckdb.DuckDBPyConnection:
+    """The output's views: from goodput.duckdb, or, while a stream is still
+    writing its tables (the database is built when it stops), created in memory."""
     path = Path(output_dir) / DATABASE_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"no {DATABASE_FILE} in {output_dir}: run `mpg run --output {output_dir}` first")
-    return duckdb.connect(str(path), read_only=read_only)
+    if path.exists():
+        return duckdb.connect(str(path), read_only=read_only)
+    if (Path(output_dir) / "tables").is_dir():
+        connection = duckdb.connect()
+        create_views(connection, output_dir, settings or load_settings())
+        return connection
+    raise FileNotFoundError(f"no {DATABASE_FILE} or tables/ in {output_dir}: run `mpg run --output {output_dir}` "
+                            "(or `mpg stream`) first")

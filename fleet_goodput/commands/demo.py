@@ -19,7 +19,9 @@ Simulate a heterogeneous accelerator fleet for a day (several clusters and
 generations, queueing, preemptions, failures, checkpoints, profiler samples),
 run the goodput pipeline on it with the local Beam runner, build the DuckDB
 views, and print fleet MPG with SG/RG/PG by accelerator and workload and the
-top badput categories. Needs no cloud account and no server.
+top badput categories. Then validate the results with Great Expectations and
+publish the HTML report for the simulated period. Needs no cloud account and
+no server.
 """
 
 

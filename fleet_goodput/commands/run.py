@@ -33,14 +33,15 @@ examples:
   mpg run --input fleet/ --output out/
   mpg run --input fleet/ --output out/ --as-of 2026-01-01T12:00:00Z
   mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml
-  mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml \
+  mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml \\
       --project=my-project --temp_location=gs://bucket/tmp --dry_run=True
 """
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE",
-                        help="settings YAML overriding configs/default.yaml (window_s, accelerators, size_classes, beam)")
+                        help="settings YAML overriding configs/default.yaml: window_s, accelerators, size_classes, "
+                             "and the sections beam: (pipeline options) and streaming: (event-time settings, sources)")
 
 
 def register(subparsers) -> None:

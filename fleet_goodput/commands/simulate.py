@@ -9,7 +9,9 @@ independent of the events.
 from __future__ import annotations
 
 import argparse
+import sys
 
+from fleet_goodput.avro_io import clear_telemetry, telemetry_files
 from fleet_goodput.config import load_settings
 from fleet_goodput.simulator import simulate
 
@@ -49,10 +51,16 @@ def register(subparsers) -> None:
                         help="number of jobs to submit over the period (default: about 54 an hour)")
     parser.add_argument("--config", metavar="YAML", default=None,
                         help="settings file overriding the defaults (window_s, accelerator catalogue)")
+    parser.add_argument("--overwrite", action="store_true", help="replace the telemetry and truth already in --out")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if telemetry_files(args.out):
+        if not args.overwrite:
+            print(f"mpg simulate: {args.out} already holds telemetry; pass --overwrite to replace it", file=sys.stderr)
+            return 2
+        clear_telemetry(args.out, also=("truth",))
     settings = load_settings(args.config)
     summary = simulate(args.out, seed=args.seed, hours=args.hours, jobs=args.jobs,
                        window_s=settings.window_s, settings=settings)

@@ -15,7 +15,8 @@ EPILOG = """\
 views: job_goodput, fleet_daily, goodput_by_workload, goodput_by_size_class,
        goodput_by_accelerator, goodput_by_team, goodput_by_framework,
        goodput_by_segment, badput_breakdown, job_window_enriched;
-tables: job_window, jobs, capacity_window, rejected.
+tables: job_window, jobs, capacity_window, rejected, late (latest versions;
+        read OUTPUT/tables/<table>/ with read_parquet() for every version).
 
 examples:
   mpg sql --output out/ "select * from fleet_daily"
@@ -26,7 +27,9 @@ examples:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("sql", help="query the goodput views with DuckDB SQL",
-                                   description="Run one SQL query against OUTPUT/goodput.duckdb and print the result.",
+                                   description="Run one SQL query against OUTPUT/goodput.duckdb and print the result. "
+                                               "While `mpg stream` is still running, the views are built over the "
+                                               "tables written so far.",
                                    epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table", help="how to print rows (default: table)")

@@ -12,7 +12,8 @@ from fleet_goodput.batch import ReconciliationError, is_dry_run
 from fleet_goodput.commands.run import add_run_arguments, describe_job, summary
 from fleet_goodput.config import ConfigError, beam_flags, load_settings
 from fleet_goodput.headline import render
-from fleet_goodput.stream_run import OutputInUse, run_stream, translate_stream
+from fleet_goodput.avro_io import telemetry_files
+from fleet_goodput.stream_run import OutputInUse, prepare_output, run_stream, translate_stream
 from fleet_goodput.stream_settings import load_stream_settings
 from fleet_goodput.timeutil import format_time_us
 from fleet_goodput.views import connect
@@ -80,8 +81,16 @@ def main(args: argparse.Namespace) -> int:
             return 2
         print(describe_job(translate_stream(args.output, settings, stream_settings, beam_args)))
         return 0
+    try:
+        prepare_output(args.output, args.replace)
+    except OutputInUse as exc:
+        print(f"mpg stream: {exc}", file=sys.stderr)
+        return 2
     for stream in schemas.STREAMS:
         Path(args.input, stream).mkdir(parents=True, exist_ok=True)
+    waiting = len(telemetry_files(args.input))
+    if waiting:
+        print(f"{waiting} files already in {args.input} are read first, in the order they were written.")
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: request_stop())
     idle = f"; stops after {args.stop_after_idle:g} s without new files" if args.stop_after_idle else "; Ctrl-C stops"
