@@ -9,7 +9,9 @@ rows with a specific reason, so a run reconciles instead of crashing.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
 
@@ -169,3 +171,26 @@ def _describe(writer_schema) -> str:
         fields = ", ".join(field["name"] for field in writer_schema.get("fields", []))
         return f"record {writer_schema.get('name')} with fields {fields}"
     return f"a {type(writer_schema).__name__} schema"
+
+
+@dataclass
+class DecodedFile:
+    """One file's events grouped by key (slim tuples), its rejected rows, and
+    how many records it held."""
+
+    batches: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
+    rejected: list[dict] = field(default_factory=list)
+    read: int = 0
+
+
+def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> DecodedFile:
+    decoded = DecodedFile()
+    for outcome, value in read_avro_file(stream, source, handle, accelerators):
+        if outcome == "event":
+            key, event = value
+            decoded.batches[key].append(tuple(event))
+            decoded.read += 1
+        else:
+            decoded.read += value["records"]
+            decoded.rejected.append(value)
+    return decoded

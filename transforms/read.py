@@ -10,12 +10,10 @@ anyway. `DecodeRecords` does the same for records that arrive one by one
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import apache_beam as beam
 from apache_beam.io import fileio
 
-from fleet_goodput.decode import VALIDATORS, Invalid, read_avro_file, rejected_row
+from fleet_goodput.decode import VALIDATORS, Invalid, decode_file, rejected_row
 
 EVENTS, REJECTED, READ_COUNTS = "events", "rejected", "read_counts"
 
@@ -26,21 +24,12 @@ class _DecodeAvroFile(beam.DoFn):
         self.accelerators = accelerators
 
     def process(self, readable_file):
-        source = readable_file.metadata.path
-        batches = defaultdict(list)
-        read = 0
         with readable_file.open(compression_type=beam.io.filesystem.CompressionTypes.UNCOMPRESSED) as handle:
-            for outcome, value in read_avro_file(self.stream, source, handle, self.accelerators):
-                if outcome == "event":
-                    key, event = value
-                    batches[key].append(tuple(event))
-                    read += 1
-                else:
-                    read += value["records"]
-                    yield beam.pvalue.TaggedOutput(REJECTED, value)
-        for key, events in batches.items():
-            yield key, events
-        yield beam.pvalue.TaggedOutput(READ_COUNTS, ((self.stream, "read"), read))
+            decoded = decode_file(self.stream, readable_file.metadata.path, handle, self.accelerators)
+        for row in decoded.rejected:
+            yield beam.pvalue.TaggedOutput(REJECTED, row)
+        yield from decoded.batches.items()
+        yield beam.pvalue.TaggedOutput(READ_COUNTS, ((self.stream, "read"), decoded.read))
 
 
 class ReadAvroFiles(beam.PTransform):

@@ -22,7 +22,6 @@ from __future__ import annotations
 import io
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Duration, Timestamp
 
 import schemas
-from fleet_goodput.decode import read_avro_file
+from fleet_goodput.decode import decode_file
 from transforms.read import EVENTS, READ_COUNTS, REJECTED, DecodeRecords
 from transforms.stream_sessionize import end_of_input
 
@@ -106,16 +105,9 @@ class FolderEventReader:
             time.sleep(self.poll_s)
 
     def _read(self, stream: str, path: Path) -> Iterator:
-        batches, rejected, read = defaultdict(list), [], 0
         with open(path, "rb") as handle:
-            for outcome, value in read_avro_file(stream, str(path), handle, self.accelerators):
-                if outcome == "event":
-                    key, event = value
-                    batches[key].append(tuple(event))
-                    read += 1
-                else:
-                    read += value["records"]
-                    rejected.append(value)
+            decoded = decode_file(stream, str(path), handle, self.accelerators)
+        batches, rejected, read = decoded.batches, decoded.rejected, decoded.read
         elements = []
         for key, events in batches.items():
             self.keys_seen.add(key)
