@@ -12,6 +12,7 @@ SQL_DIR = resources.files(__name__)
 
 VIEW_FILES = (
     "derived/macros.sql",
+    "derived/job_attributes.sql",
     "derived/job_window_enriched.sql",
     "marts/job_goodput.sql",
     "marts/fleet_daily.sql",

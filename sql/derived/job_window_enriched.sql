@@ -7,12 +7,8 @@ windows as (
     select * from job_window
 ),
 
-job_rows as (
-    select * from jobs
-),
-
-classes as (
-    select * from size_classes
+attributes as (
+    select * from job_attributes
 ),
 
 final as (
@@ -20,19 +16,10 @@ final as (
         windows.date as day,
         windows.window_start,
         windows.job_id,
-        job_rows.cluster,
-        job_rows.accelerator,
-        coalesce(job_rows.workload, 'UNKNOWN') as workload,
-        coalesce(job_rows.team, 'UNKNOWN') as team,
-        coalesce(job_rows.framework, 'UNKNOWN') as framework,
-        classes.size_class,
-        job_rows.requested_chips,
-        job_rows.status,
+        attributes.* exclude (job_id, submit_time, end_time),
         windows.* exclude (date, window_start, job_id, version)
     from windows
-    join job_rows using (job_id)
-    join classes
-        on job_rows.requested_chips between classes.min_chips and classes.max_chips
+    join attributes using (job_id)
 )
 
 select * from final

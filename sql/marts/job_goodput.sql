@@ -3,12 +3,8 @@
 create or replace view job_goodput as
 with
 
-job_rows as (
-    select * from jobs
-),
-
-classes as (
-    select * from size_classes
+attributes as (
+    select * from job_attributes
 ),
 
 windows as (
@@ -41,17 +37,7 @@ totals as (
 
 final as (
     select
-        job_rows.job_id,
-        job_rows.cluster,
-        job_rows.accelerator,
-        coalesce(job_rows.workload, 'UNKNOWN') as workload,
-        coalesce(job_rows.team, 'UNKNOWN') as team,
-        coalesce(job_rows.framework, 'UNKNOWN') as framework,
-        classes.size_class,
-        job_rows.requested_chips,
-        job_rows.status,
-        job_rows.submit_time,
-        job_rows.end_time,
+        attributes.*,
         coalesce(totals.lifetime_chip_s, 0) as lifetime_chip_s,
         coalesce(totals.queued_chip_s, 0) as queued_chip_s,
         coalesce(totals.partial_chip_s, 0) as partial_chip_s,
@@ -74,9 +60,7 @@ final as (
         ratio(totals.ideal_chip_s, totals.profiled_productive_chip_s) as pg,
         mpg(totals.ideal_chip_s, totals.productive_chip_s, totals.profiled_productive_chip_s, totals.lifetime_chip_s) as mpg,
         ratio(totals.profiled_productive_chip_s, totals.productive_chip_s) as pg_coverage
-    from job_rows
-    join classes
-        on job_rows.requested_chips between classes.min_chips and classes.max_chips
+    from attributes
     left join totals using (job_id)
 )
 
