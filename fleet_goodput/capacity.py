@@ -19,6 +19,7 @@ class CapacityTimeline:
         self.seen_ids: set[str] = set()
         self.duplicates = 0
         self.accepted = 0
+        self.rejections: list = []  # every CAPACITY event is usable; kept to match JobTimeline
         self._deltas: dict[int, int] = {}
 
     def feed(self, events: list[Event]) -> None:
@@ -37,6 +38,9 @@ class CapacityTimeline:
                 self._deltas[window_start] = self._deltas.get(window_start, 0) + self.level * (end_us - start_us)
         if self.now_us is None or time_us > self.now_us:
             self.now_us = time_us
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        return {("scheduler", "accepted"): self.accepted, ("scheduler", "duplicate"): self.duplicates}
 
     def close(self, as_of_us: int) -> None:
         self.advance_to(as_of_us)

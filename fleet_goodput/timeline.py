@@ -321,6 +321,12 @@ class JobTimeline:
         sample = self.samples[position - 1] if position else self.samples[0]
         return span.steps * sample.ideal_flops / self.peak_flops[self.submit.accelerator]
 
+    def counts(self) -> dict[tuple[str, str], int]:
+        """(stream, outcome) → events so far: accepted, or dropped as a repeated event_id."""
+        counts = {(stream, "accepted"): n for stream, n in self.accepted.items()}
+        counts.update({(stream, "duplicate"): n for stream, n in self.duplicates.items()})
+        return counts
+
     def summary(self) -> dict:
         """The job's attributes and final state, for the `jobs` table."""
         submit = self.submit

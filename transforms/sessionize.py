@@ -41,6 +41,13 @@ def _after_as_of(key: str | None, events: list[Event], as_of_us: int):
         yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(key, event, f"after the as-of time ({as_of_us} µs)"))
 
 
+def capacity_row(key: str, window_start_us: int, chip_us: int, version_us: int) -> dict:
+    """A `capacity_window` row of a capacity key's window."""
+    cluster, accelerator = parse_capacity_key(key)
+    return {"cluster": cluster, "accelerator": accelerator, "window_start_us": window_start_us,
+            "capacity_chip_s": chip_us / 1e6, "version_us": version_us}
+
+
 def timeline_rejection(job_id: str | None, event: Event, reason: str) -> dict:
     return {
         "stream": stream_of(event.code), "event_id": event.event_id, "job_id": job_id,
@@ -86,10 +93,8 @@ class _SessionizeJobFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(JOBS, {**timeline.summary(), "version_us": as_of_us})
         for rejection in timeline.rejections:
             yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(key, rejection.event, rejection.reason))
-        for stream, count in timeline.accepted.items():
-            yield beam.pvalue.TaggedOutput(COUNTS, ((stream, "accepted"), count))
-        for stream, count in timeline.duplicates.items():
-            yield beam.pvalue.TaggedOutput(COUNTS, ((stream, "duplicate"), count))
+        for outcome, count in timeline.counts().items():
+            yield beam.pvalue.TaggedOutput(COUNTS, (outcome, count))
 
 
 class SessionizeJobs(beam.PTransform):
@@ -124,15 +129,11 @@ class _MeasureCapacityFn(beam.DoFn):
         yield from _after_as_of(None, later, as_of_us)
         timeline = CapacityTimeline(self.window_us)
         timeline.feed(current)
-        timeline.advance_to(as_of_us)
-        cluster, accelerator = parse_capacity_key(key)
+        timeline.close(as_of_us)
         for window_start, chip_us in timeline.flush().items():
-            yield {
-                "cluster": cluster, "accelerator": accelerator,
-                "window_start_us": window_start, "capacity_chip_s": chip_us / 1e6, "version_us": as_of_us,
-            }
-        yield beam.pvalue.TaggedOutput(COUNTS, (("scheduler", "accepted"), timeline.accepted))
-        yield beam.pvalue.TaggedOutput(COUNTS, (("scheduler", "duplicate"), timeline.duplicates))
+            yield capacity_row(key, window_start, chip_us, as_of_us)
+        for outcome, count in timeline.counts().items():
+            yield beam.pvalue.TaggedOutput(COUNTS, (outcome, count))
 
 
 class MeasureCapacity(beam.PTransform):

@@ -32,11 +32,11 @@ from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateS
 from apache_beam.utils.timestamp import Timestamp
 
 from fleet_goodput.capacity import CapacityTimeline
-from fleet_goodput.decode import CAPACITY_KEY_PREFIX, parse_capacity_key
+from fleet_goodput.decode import CAPACITY_KEY_PREFIX
 from fleet_goodput.events import Event, stream_of
 from fleet_goodput.timeline import JobTimeline
 from fleet_goodput.windows import window_start
-from transforms.sessionize import CAPACITY, COUNTS, JOBS, REJECTED, WINDOW_VECTORS, timeline_rejection
+from transforms.sessionize import CAPACITY, COUNTS, JOBS, REJECTED, WINDOW_VECTORS, capacity_row, timeline_rejection
 
 END = "END"  # punctuation: the source's input is complete up to this event time
 LATE = "late"
@@ -97,12 +97,6 @@ class _JobSubject:
     def summary(timeline) -> dict | None:
         return timeline.summary() if timeline.submit is not None else None
 
-    @staticmethod
-    def cumulative_counts(timeline) -> dict:
-        counts = {(stream, "accepted"): n for stream, n in timeline.accepted.items()}
-        counts.update({(stream, "duplicate"): n for stream, n in timeline.duplicates.items()})
-        return counts
-
 
 class _CapacitySubject:
     """What the streaming sessionizer needs to know about a capacity key."""
@@ -116,11 +110,8 @@ class _CapacitySubject:
         return CapacityTimeline(self.window_us)
 
     def results(self, key, windows: dict, version_us: int):
-        cluster, accelerator = parse_capacity_key(key)
         for window, chip_us in windows.items():
-            yield beam.pvalue.TaggedOutput(CAPACITY, {
-                "cluster": cluster, "accelerator": accelerator, "window_start_us": window,
-                "capacity_chip_s": chip_us / 1e6, "version_us": version_us})
+            yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, window, chip_us, version_us))
 
     @staticmethod
     def alive(timeline) -> bool:
@@ -129,10 +120,6 @@ class _CapacitySubject:
     @staticmethod
     def summary(timeline) -> None:
         return None
-
-    @staticmethod
-    def cumulative_counts(timeline) -> dict:
-        return {("scheduler", "accepted"): timeline.accepted, ("scheduler", "duplicate"): timeline.duplicates}
 
 
 class _StreamTimelineFn(beam.DoFn):
@@ -279,12 +266,11 @@ class _StreamTimelineFn(beam.DoFn):
     def _settled_outputs(self, key, subject, base: _Base):
         """Rejections and count deltas of the events just settled into the base."""
         timeline = base.timeline
-        for rejection in getattr(timeline, "rejections", []):
+        for rejection in timeline.rejections:
             yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(
                 None if subject.is_capacity else key, rejection.event, rejection.reason))
-        if hasattr(timeline, "rejections"):
-            timeline.rejections = []
-        for (stream, outcome), total in subject.cumulative_counts(timeline).items():
+        timeline.rejections = []
+        for (stream, outcome), total in timeline.counts().items():
             delta = total - base.counted.get((stream, outcome), 0)
             if delta:
                 base.counted[(stream, outcome)] = total
