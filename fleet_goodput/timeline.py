@@ -101,7 +101,7 @@ class JobTimeline:
         self.implicitly_closed_spans = 0
         self.rejections: list[Rejection] = []
         self.closed = False
-        self._deltas: dict[int, list] = {}
+        self._deltas: dict[int, list] = defaultdict(zero_vector)
         self._productive: list[tuple[int, int, StepSpan]] = []  # awaiting ideal at flush
 
     # ---- feeding -------------------------------------------------------
@@ -261,10 +261,7 @@ class JobTimeline:
     def _add(self, start_us: int, end_us: int, figure: str, chips: int) -> None:
         index = _INDEX[figure]
         for window_start, piece_start, piece_end in split_at_windows(start_us, end_us, self.window_us):
-            vector = self._deltas.get(window_start)
-            if vector is None:
-                vector = self._deltas[window_start] = zero_vector()
-            vector[index] += chips * (piece_end - piece_start)
+            self._deltas[window_start][index] += chips * (piece_end - piece_start)
 
     # ---- output ----------------------------------------------------------
     def close(self, as_of_us: int) -> None:
@@ -296,7 +293,7 @@ class JobTimeline:
             for start_us, end_us, span in self._productive:
                 self._add_productive_ideal(start_us, end_us, span)
             self._productive = []
-        deltas, self._deltas = self._deltas, {}
+        deltas, self._deltas = self._deltas, defaultdict(zero_vector)
         return deltas
 
     def _add_productive_ideal(self, start_us: int, end_us: int, span: StepSpan) -> None:
@@ -305,9 +302,7 @@ class JobTimeline:
             return
         chips = self.submit.chips
         for window_start, piece_start, piece_end in split_at_windows(start_us, end_us, self.window_us):
-            vector = self._deltas.get(window_start)
-            if vector is None:
-                vector = self._deltas[window_start] = zero_vector()
+            vector = self._deltas[window_start]
             share = (piece_end - piece_start) / span.total_us
             vector[IDEAL] += ideal_chip_s * share
             vector[_INDEX["profiled_productive"]] += chips * (piece_end - piece_start)
