@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from fleet_goodput.timeline import FIGURES, IDEAL
-
-MICROS = 1_000_000
+from fleet_goodput.timeline import FIGURES, IDEAL, MICROS
 
 
 def to_job_window_row(result) -> dict:
