@@ -106,7 +106,8 @@ class RunRecord:
 
 class Store:
     def __init__(self, root: str | Path):
-        self.root = str(root).rstrip("/")
+        # Delta reports file URIs absolute, so a local root is made absolute too.
+        self.root = str(root).rstrip("/") if is_remote(root) else str(Path(root).resolve())
 
     def path(self, relative: str) -> str:
         return f"{self.root}/{relative}"
