@@ -108,3 +108,33 @@ def test_as_of_times_keep_their_microseconds(tmp_path):
     with connect(tmp_path / "out") as connection:
         assert connection.execute("select status from jobs").fetchone() == ("FINISHED",)
         assert connection.execute("select count(*) from rejected").fetchone() == (0,)
+
+
+def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypatch):
+    """A stream's frequent runs gather small files: a run that finds many compacts them as part
+    of its commit; the vacuum then removes what no run within the retention reads."""
+    from fleet_goodput import store as store_module
+    from fleet_goodput.avro_io import split_by_time
+    from fleet_goodput.store import Store
+    from fleet_goodput.stream_settings import StreamSettings
+
+    monkeypatch.setattr(store_module, "COMPACT_ABOVE_FILES", 3)
+    _write(tmp_path / "in", worked_example.records())
+    cuts = [T0 + s * 1_000_000 for s in (120, 200, 300, 400, 500)]
+    keep_all = StreamSettings(retention_hours=1000)
+    for part in split_by_time(tmp_path / "in", cuts, tmp_path / "parts"):
+        run_batch(str(part), str(tmp_path / "out"), load_settings(), stream_settings=keep_all)
+    store = Store(tmp_path / "out")
+    runs = store.runs()
+    assert len(runs) == 6 and len(store.files("job_window", runs[-1])) <= 3
+    first = _job_window_at(tmp_path / "out", 1)
+    assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
+    removed = store.vacuum(retention_hours=0)  # keep only the latest run's files
+    assert removed["job_window"] > 0
+    assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
+    assert first and pytest.raises(Exception, _job_window_at, tmp_path / "out", 1)
+
+
+def _job_window_at(output, run: int) -> list[tuple]:
+    with connect(output, run=run) as connection:
+        return connection.execute("select * from job_window order by all").fetchall()
