@@ -132,6 +132,8 @@ class _MeasureCapacityFn(beam.DoFn):
         timeline.close(as_of_us)
         for window_start, chip_us in timeline.flush().items():
             yield capacity_row(key, window_start, chip_us, as_of_us)
+        for rejection in timeline.rejections:  # event_id conflicts
+            yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(None, rejection.event, rejection.reason))
         for outcome, count in timeline.counts().items():
             yield beam.pvalue.TaggedOutput(COUNTS, (outcome, count))
 
