@@ -68,17 +68,25 @@ def parse_capacity_key(key: str) -> tuple[str, str]:
 
 def rejected_row(stream: str, reason: str, source: str, record: dict | None = None, records: int = 1) -> dict:
     record = record or {}
-    event_time = record.get("event_time")
     return {
         "stream": stream,
         "event_id": _text(record.get("event_id")),
         "job_id": _text(record.get("job_id")),
-        "event_time_us": event_time if isinstance(event_time, int) else None,
+        "event_time_us": _plausible_time(record.get("event_time")),
         "type": _text(record.get("type")) or ("PROFILE" if stream == "profiler" and record else None),
         "reason": reason,
         "source": source,
         "records": records,
     }
+
+
+def _plausible_time(event_time) -> int | None:
+    """The event time, when it is one a row can be filed under (the reason keeps any other)."""
+    if isinstance(event_time, datetime):
+        event_time = (event_time - _EPOCH) // _ONE_MICROSECOND
+    if isinstance(event_time, int) and EARLIEST_PLAUSIBLE_US <= event_time <= time.time_ns() // 1000 + FUTURE_TOLERANCE_US:
+        return event_time
+    return None
 
 
 def _text(value) -> str | None:
