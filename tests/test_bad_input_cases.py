@@ -33,6 +33,7 @@ from fleet_goodput.avro_blocks import read_long
 from fleet_goodput.cli import main
 from fleet_goodput.headline import fleet_totals, render
 from fleet_goodput.views import connect
+from sql import view_sql
 
 T0 = worked_example.T0_US
 SECOND = 1_000_000
@@ -537,3 +538,20 @@ def test_a_job_id_spelling_a_capacity_key_is_just_a_job(dirty):
         jobs = connection.execute("select job_id from jobs where job_id like 'capacity|%'").fetchall()
     assert capacity[prefix] == capacity[ordinary]
     assert jobs == [(f"capacity|{prefix}|tpu-v5e",)]
+
+
+@pytest.mark.parametrize("ideal, productive, profiled, base, expected", [
+    (None, 80.0, 0.0, 100.0, None),  # productive time without a profile: PG and so MPG unknown
+    (None, 0.0, 0.0, 100.0, 0.0),  # no productive time, no profile: MPG 0
+    (0.0, 0.0, 0.0, 100.0, 0.0),  # no productive time, profiled: MPG 0, not null
+    (40.0, 80.0, 80.0, 100.0, 0.4),  # full coverage: ideal / base
+    (20.0, 80.0, 40.0, 100.0, 0.4),  # half coverage: PG extrapolated to the unprofiled half
+    (0.0, 0.0, 0.0, 0.0, None),  # no base at all
+], ids=["unknown", "empty", "empty-profiled", "covered", "half-covered", "no-base"])
+def test_mpg_of_unknown_and_empty_groups(ideal, productive, profiled, base, expected):
+    """MPG.md section 3, "Unknown and empty factors", as the views' mpg() macro computes it."""
+    connection = duckdb.connect()
+    connection.execute(view_sql("derived/macros.sql"))
+    (got,) = connection.execute("select mpg(?::double, ?::double, ?::double, ?::double)",
+                                [ideal, productive, profiled, base]).fetchone()
+    assert got == (None if expected is None else pytest.approx(expected))
