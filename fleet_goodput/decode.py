@@ -266,15 +266,17 @@ def _event_time_unit(writer_schema) -> int:
     return 1
 
 
-def contract_violation(record: dict, contract: dict) -> str | None:
+def contract_violation(record: dict, contract: dict, missing_is_a_violation: bool = False) -> str | None:
     """The first field of `record` whose value the contract cannot take, as a
-    rejection reason; None when every value fits (the schema is what differs)."""
+    rejection reason; None when every value fits. A required field that is
+    missing is a violation of a record given as a dict; in an Avro file it
+    is the writer schema that differs, which the caller reports."""
     for item in contract["fields"]:
         name = item["name"]
         if name not in record:
             if "default" in item:
                 continue
-            return None
+            return f"{name}: missing, and the contract requires it" if missing_is_a_violation else None
         problem = _value_problem(record[name], item["type"])
         if problem:
             return f"{name}: {problem}"
@@ -284,15 +286,21 @@ def contract_violation(record: dict, contract: dict) -> str | None:
 def _value_problem(value, avro_type) -> str | None:
     if isinstance(avro_type, list):
         problems = [_value_problem(value, branch) for branch in avro_type]
-        if all(problems):
-            return problems[0] if len(avro_type) == 1 else f"{value!r} fits none of {_type_names(avro_type)}"
-        return None
+        if not all(problems):
+            return None
+        if value is not None:  # say what is wrong with it as the one non-null branch, if there is one
+            non_null = [problem for branch, problem in zip(avro_type, problems) if branch != "null"]
+            if len(non_null) == 1:
+                return non_null[0]
+        return f"{value!r} fits none of {_type_names(avro_type)}"
     name = avro_type.get("type") if isinstance(avro_type, dict) else avro_type
     if value is None:
         return None if name == "null" else f"null where the contract requires {_type_names(avro_type)}"
     if name == "enum":
         if value not in avro_type["symbols"]:
             return f"{value!r} is not a symbol of the contract's {avro_type['name']} enum ({', '.join(avro_type['symbols'])})"
+        return None
+    if isinstance(avro_type, dict) and avro_type.get("logicalType", "").startswith("timestamp") and isinstance(value, datetime):
         return None
     expected = {"string": str, "long": int, "int": int, "double": (int, float), "float": (int, float),
                 "boolean": bool, "bytes": bytes, "null": type(None)}.get(name)

@@ -31,6 +31,7 @@ import schemas
 import worked_example
 from fleet_goodput.avro_blocks import read_long
 from fleet_goodput.cli import main
+from fleet_goodput.decode import contract_violation
 from fleet_goodput.headline import fleet_totals, render
 from fleet_goodput.views import connect
 from sql import view_sql
@@ -335,7 +336,7 @@ CASES = [
     Case("workload the contract lacks", bad_record_in_a_block(
         "scheduler", lambda p: scheduler(p, "rl", "SUBMIT", 200, workload="RL"),
         lambda: with_symbol("scheduler", "workload", "RL")),
-        [("rl", r"workload: 'RL' fits none of null or Workload", 1)]),
+        [("rl", r"workload: 'RL' is not a symbol of the contract's Workload enum \(TRAINING, SERVING, BULK_INFERENCE\)", 1)]),
     Case("flops_source the contract lacks", bad_record_in_a_block(
         "profiler", lambda p: profile(p, "guess", 200, flops_source="GUESSED"),
         lambda: with_symbol("profiler", "flops_source", "GUESSED")),
@@ -555,3 +556,19 @@ def test_mpg_of_unknown_and_empty_groups(ideal, productive, profiled, base, expe
     (got,) = connection.execute("select mpg(?::double, ?::double, ?::double, ?::double)",
                                 [ideal, productive, profiled, base]).fetchone()
     assert got == (None if expected is None else pytest.approx(expected))
+
+
+@pytest.mark.parametrize("record, reason", [
+    ({"type": "BOGUS"}, "type: 'BOGUS' is not a symbol of the contract's RuntimeEventType enum"),
+    ({"job_id": None}, "job_id: null where the contract requires string"),
+    ({"step": "ten"}, "step: 'ten' is not a long"),
+    ({"event_id": None}, "event_id: null where the contract requires string"),
+], ids=["enum", "null-job-id", "wrong-type", "null-event-id"])
+def test_records_given_as_dicts_are_checked_against_the_contract(record, reason):
+    """DecodeRecords (message queues, tests) gets dicts that Avro never resolved."""
+    good = runtime("dict", "e", "STEP_START", 0, step=1)
+    assert contract_violation(good, schemas.schema_json("runtime"), missing_is_a_violation=True) is None
+    assert contract_violation({**good, **record}, schemas.schema_json("runtime"), missing_is_a_violation=True).startswith(reason)
+    missing = {key: value for key, value in good.items() if key != "type"}
+    assert contract_violation(missing, schemas.schema_json("runtime"), missing_is_a_violation=True) == \
+        "type: missing, and the contract requires it"
