@@ -45,12 +45,15 @@ joined as (
     full outer join usage using (day, window_start, cluster, accelerator)
 ),
 
+-- A cluster held exactly full sums its jobs' chip-seconds in floating point,
+-- which may pass the capacity by rounding: over capacity means over by more
+-- than a billionth.
 final as (
     select
         *,
         case
             when held_chip_s > 0 and capacity_chip_s = 0 then 'no_capacity'
-            when held_chip_s > capacity_chip_s then 'over_capacity'
+            when held_chip_s > capacity_chip_s * (1 + 1e-9) then 'over_capacity'
             else 'ok'
         end as capacity_status
     from joined
