@@ -457,18 +457,16 @@ def dirty(tmp_path_factory) -> tuple[Input, Path]:
     return given, output
 
 
-def _table(output: Path, name: str) -> str:
-    return f"read_parquet('{output}/tables/{name}/*/*.parquet', hive_partitioning = true)"
-
-
 def job_window(output: Path, job_id: str) -> list[tuple]:
-    return duckdb.sql(f"""
-        select * exclude (job_id, version, date) from {_table(output, 'job_window')}
-        where job_id = ? order by window_start""", params=[job_id]).fetchall()
+    with connect(output) as connection:
+        return connection.execute("""
+            select * exclude (job_id, version, date) from job_window
+            where job_id = ? order by window_start""", [job_id]).fetchall()
 
 
 def rejected_of(output: Path, prefix: str) -> list[tuple]:
-    rows = duckdb.sql(f"select event_id, reason, records, source from {_table(output, 'rejected')}").fetchall()
+    with connect(output) as connection:  # settled and provisional rejections alike
+        rows = connection.execute("select event_id, reason, records, source from rejected").fetchall()
     mine = []
     for event_id, reason, records, source in rows:
         if event_id is not None and event_id.startswith(f"{prefix}-"):
