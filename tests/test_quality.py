@@ -9,18 +9,22 @@ team, an event on an unknown accelerator). Corruptions are made on copies.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from datetime import date
 from pathlib import Path
 
-import pyarrow.parquet as pq
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from deltalake import DeltaTable, write_deltalake
 
 import worked_example
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.quality.period import Period, PeriodBusy, period_lock
+from fleet_goodput.store import Store
 
 T0 = worked_example.T0_US  # 2026-01-01T00:00:00Z
 S = 1_000_000
@@ -144,10 +148,24 @@ def pristine_copy(output: Path, destination: Path) -> Path:
     return destination
 
 
+def commit_change(output: Path, table: str, change) -> None:
+    """Commit `change(pyarrow.Table) -> pyarrow.Table` to a table as a new run, as a buggy
+    writer would: the corruption is in the committed snapshot every reader sees."""
+    store = Store(output)
+    latest = store.latest()
+    path = store.path(f"tables/{table}")
+    write_deltalake(path, change(store.read(table, latest)), mode="overwrite", partition_by=["date"])
+    versions = {**latest.versions, table: DeltaTable(path).version()}
+    record = dataclasses.replace(latest, run_id=latest.run_id + 1, versions=versions)
+    write_deltalake(store.path("runs"), record.to_arrow(), mode="append")
+
+
 def rewrite_partition(output: Path, table: str, day: str, change) -> None:
-    """Apply `change(pyarrow.Table) -> pyarrow.Table` to a partition's file, in place."""
-    (path,) = (output / "tables" / table / f"date={day}").glob("*.parquet")
-    pq.write_table(change(pq.read_table(path)), path)
+    """Apply `change(pyarrow.Table) -> pyarrow.Table` to one day's rows of a table, committed."""
+    def apply(data: pa.Table) -> pa.Table:
+        in_day = pc.equal(data.column("date"), day)
+        return pa.concat_tables([change(data.filter(in_day)), data.filter(pc.invert(in_day))])
+    commit_change(output, table, apply)
 
 
 def _summary(output: Path, period: str) -> dict:

@@ -9,6 +9,7 @@ import sys
 
 import duckdb
 
+from fleet_goodput.store import StoreError
 from fleet_goodput.views import connect
 
 EPILOG = """\
@@ -16,7 +17,7 @@ views: job_goodput, fleet_daily, goodput_by_workload, goodput_by_size_class,
        goodput_by_accelerator, goodput_by_team, goodput_by_framework,
        goodput_by_segment, badput_breakdown, job_window_enriched;
 tables: job_window, jobs, capacity_window, rejected, late (latest versions;
-        read OUTPUT/tables/<table>/ with read_parquet() for every version).
+        OUTPUT/tables/<table>/ are Delta Lake tables holding every version).
 
 examples:
   mpg sql --output out/ "select * from fleet_daily"
@@ -27,24 +28,26 @@ examples:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("sql", help="query the goodput views with DuckDB SQL",
-                                   description="Run one SQL query against OUTPUT/goodput.duckdb and print the result. "
-                                               "While `mpg stream` is still running, the views are built over the "
-                                               "tables written so far.",
+                                   description="Run one SQL query against the views of an output's latest "
+                                               "committed run (or of --run ID) and print the result. While a run "
+                                               "or `mpg stream` is writing, the previous run is what you see.",
                                    epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table", help="how to print rows (default: table)")
+    parser.add_argument("--run", type=int, metavar="ID",
+                        help="read the snapshot of an earlier run (`mpg runs` lists them; default: the latest)")
     parser.add_argument("query", help="the SQL query")
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     try:
-        with connect(args.output) as connection:
+        with connect(args.output, run=args.run) as connection:
             cursor = connection.execute(args.query)
             if cursor.description is None:
                 return 0
             columns, rows = [d[0] for d in cursor.description], cursor.fetchall()
-    except (FileNotFoundError, duckdb.Error) as exc:
+    except (FileNotFoundError, StoreError, duckdb.Error) as exc:
         print(f"mpg sql: {exc}", file=sys.stderr)
         return 2
     if args.format == "csv":

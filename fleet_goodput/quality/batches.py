@@ -1,7 +1,7 @@
 """The data each suite validates: one pandas frame per suite, read with DuckDB.
 
-Table suites see every row stored in the Parquet files (`stored_<table>`,
-all versions), not the views, which keep only the latest version of each key
+Table suites see every row version of the run's snapshot (`stored_<table>`),
+not the views, which keep only the latest version of each key
 and so would hide a duplicated file. The views suite and the joins use the
 same views `mpg sql` uses, rebuilt in memory so validation never touches
 OUTPUT/goodput.duckdb. Frames carry derived check columns. A derived column turns a
@@ -12,39 +12,29 @@ reads in SQL here and its threshold and reason in suites.py.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
 from fleet_goodput.config import Settings
-from fleet_goodput.manifest import MANIFEST_FILE
+from fleet_goodput.manifest import read_manifest as store_manifest
 from fleet_goodput.quality.period import Period
-from fleet_goodput.tables import TABLES
 from fleet_goodput.timeline import ALL_ALLOCATED
 from fleet_goodput.views import create_views
 
 
-def open_views(output_dir: str | Path, settings: Settings) -> duckdb.DuckDBPyConnection:
+def open_views(output_dir: str | Path, settings: Settings, run_id: int | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with every view, and `stored_<table>` over every stored row."""
     connection = duckdb.connect()
     connection.execute("set timezone = 'UTC'")
-    create_views(connection, output_dir, settings)
-    tables_dir = Path(output_dir).resolve() / "tables"
-    for table in TABLES.values():
-        if any((tables_dir / table.name).glob("date=*/*.parquet")):
-            pattern = (tables_dir / table.name / "*" / "*.parquet").as_posix()
-            source = (f"read_parquet('{pattern}', hive_partitioning = true, hive_types = {{'date': date}}, "
-                      f"union_by_name = true)")
-        else:
-            source = table.name  # the views' empty typed stand-in
-        connection.execute(f"create or replace view stored_{table.name} as select * from {source}")
+    create_views(connection, output_dir, settings, run_id=run_id, stored=True)
     return connection
 
 
-def read_manifest(output_dir: str | Path) -> dict:
-    return json.loads((Path(output_dir) / MANIFEST_FILE).read_text())
+def read_manifest(output_dir: str | Path, run_id: int | None = None) -> dict:
+    """The manifest of the run being validated (the latest committed run by default)."""
+    return store_manifest(output_dir, run_id)
 
 
 def _chip_s(name: str) -> str:
