@@ -47,6 +47,16 @@ _SPAN_OF_CODE = {
 
 MICROS = 1_000_000
 
+# A profiler sample may imply a PG (ideal FLOPs ÷ (bf16 peak × chips × step
+# duration)) of at most this. PG is measured against the dense bf16 peak, and
+# the fastest precision in the catalogue's generations (dense FP4 on Blackwell)
+# is 4x that, FP8 2x; 1.25x more covers timing jitter in a measured duration.
+# Anything above is a unit error (FLOPs per chip for per job, a duration in
+# ms written as s) or worse, and would make PG and MPG meaningless or infinite.
+MAX_PLAUSIBLE_PG_VS_BF16 = 4 * 1.25
+# No training or serving step lasts a day; a longer one is a unit error.
+MAX_PLAUSIBLE_STEP_S = 86_400
+
 
 def zero_vector() -> list:
     return [0] * IDEAL + [0.0]
@@ -68,6 +78,42 @@ class StepSpan:
         if self.first_step is None or self.last_step is None or self.last_step < self.first_step:
             return None
         return self.last_step - self.first_step + 1
+
+
+DUPLICATE = "duplicate"
+
+
+def in_event_order(events: list[Event]) -> list[Event]:
+    """`events` sorted by time, same-instant order, id, then content: the same
+    order whatever order they arrived in."""
+    try:
+        return sorted(events)
+    except TypeError:  # equal up to a payload field that is None in one and set in the other
+        return sorted(events, key=lambda event: (event[:4], repr(event.payload)))
+
+
+def repeated_id(seen_ids: dict[str, Event], event: Event) -> str | None:
+    """DUPLICATE for a repeat of a seen event, a conflict reason for another
+    event under a seen event_id, None (and remembered) for a new id."""
+    first = seen_ids.get(event.event_id)
+    if first is None:
+        seen_ids[event.event_id] = event
+        return None
+    if first == event:
+        return DUPLICATE
+    return (f"event_id conflict: already carried by a different event ({first.code} at {first.time_us} µs); "
+            f"the earlier in event-time order is kept")
+
+
+def _implausible_step_end(span: StepSpan, last_step: int | None, time_us: int) -> str | None:
+    if last_step is None or span.first_step is None:
+        return None
+    if last_step < span.first_step:
+        return f"STEP_END at step {last_step} is before its STEP_START's step {span.first_step}: step numbers going backwards"
+    steps, duration_us = last_step - span.first_step + 1, time_us - span.start_us
+    if steps > max(duration_us, 1):
+        return f"STEP_END claims {steps} steps in {duration_us} µs: more than one step per microsecond is not plausible"
+    return None
 
 
 @dataclass
@@ -95,7 +141,7 @@ class JobTimeline:
         self.unresolved: list[StepSpan] = []  # closed step spans awaiting a checkpoint or a disruption
         self.sample_times: list[int] = []
         self.samples: list[Sample] = []
-        self.seen_ids: set[str] = set()
+        self.seen_ids: dict[str, Event] = {}  # event_id -> the first event that carried it
         self.duplicates = defaultdict(int)  # stream -> repeated event_ids dropped
         self.accepted = defaultdict(int)  # stream -> events accepted
         self.implicitly_closed_spans = 0
@@ -107,12 +153,12 @@ class JobTimeline:
     # ---- feeding -------------------------------------------------------
     def feed(self, events: list[Event]) -> None:
         """Apply `events`, all at or after the last fed time, in event-time order."""
-        for event in sorted(events):
-            if event.event_id in self.seen_ids:
+        for event in in_event_order(events):
+            reason = repeated_id(self.seen_ids, event)
+            if reason == DUPLICATE:
                 self.duplicates[stream_of(event.code)] += 1
                 continue
-            self.seen_ids.add(event.event_id)
-            reason = self._apply(event)
+            reason = reason or self._apply(event)
             if reason:
                 self.rejections.append(Rejection(event, reason))
             else:
@@ -128,6 +174,9 @@ class JobTimeline:
             return "second SUBMIT for a job already submitted"
         if code == PROFILE:
             sample = Sample._make(event.payload)
+            problem = self._implausible_sample(sample)
+            if problem:
+                return problem
             position = bisect_right(self.sample_times, event.time_us)
             self.sample_times.insert(position, event.time_us)
             self.samples.insert(position, sample)
@@ -141,18 +190,36 @@ class JobTimeline:
             return self._on_end(code, event.time_us)
         return self._on_runtime(code, event)
 
+    def _implausible_sample(self, sample: Sample) -> str | None:
+        if sample.duration_s > MAX_PLAUSIBLE_STEP_S:
+            return f"duration_s {sample.duration_s:g} for one step is more than a day: not plausible"
+        peak = self.peak_flops[self.submit.accelerator]
+        implied_pg = sample.ideal_flops / (peak * sample.chips * sample.duration_s)
+        if implied_pg > MAX_PLAUSIBLE_PG_VS_BF16:
+            return (f"ideal_flops {sample.ideal_flops:g} over {sample.chips} chips in {sample.duration_s:g} s implies "
+                    f"PG {implied_pg:.3g} against the {self.submit.accelerator} bf16 peak, above the plausible "
+                    f"{MAX_PLAUSIBLE_PG_VS_BF16:g} (the fastest precision's peak with a margin)")
+        return None
+
     def _on_submit(self, event: Event) -> None:
         self.submit = Submit._make(event.payload)
         self.submit_us = self.now_us = event.time_us
 
-    def _on_chips(self, code: str, chips: int) -> None:
+    def _on_chips(self, code: str, chips: int) -> str | None:
+        requested = self.submit.chips
+        if chips > requested:
+            # Demand accounting counts the requested chips; a level above them
+            # could only inflate the fleet's held chip-time past its capacity.
+            return f"{code} of {chips} chips is above the {requested} requested: a job holds at most its request"
         if code == "ALLOCATE":
             self.allocations += 1
         self.held = chips
-        if code == "PREEMPT" and chips < self.submit.chips:
+        if code == "PREEMPT" and chips < requested:
             self._resolve_all("lost")
-        if chips == 0:
+            self._close_open_spans()  # a disruption ends every span left open (MPG.md section 3)
+        elif chips == 0:
             self._close_open_spans()  # the attempt is over: nothing runs on zero chips
+        return None
 
     def _on_end(self, code: str, time_us: int) -> None:
         self._resolve_all("productive" if code == "FINISH" else "lost")
@@ -175,6 +242,10 @@ class JobTimeline:
             return None
         if kind not in self.open_spans:
             return f"{code} without an open {name}_START"
+        if kind == "step":
+            problem = _implausible_step_end(self.open_step, step, event.time_us)
+            if problem:
+                return problem
         self._close_span(kind, step)
         if kind == "checkpoint_save":
             self._resolve_durable(step)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.io import fileio
 
-from fleet_goodput.decode import VALIDATORS, Invalid, decode_file, rejected_row
+import schemas
+from fleet_goodput.decode import VALIDATORS, Invalid, contract_violation, decode_file, rejected_row
 
 EVENTS, REJECTED, READ_COUNTS = "events", "rejected", "read_counts"
 
@@ -59,7 +60,11 @@ class ReadAvroFiles(beam.PTransform):
 
 
 def _decode_record(record: dict, stream: str, source: str, accelerators):
+    # A dict has not been through Avro's schema resolution: check the contract here.
+    problem = contract_violation(record, schemas.schema_json(stream), missing_is_a_violation=True)
     try:
+        if problem:
+            raise Invalid(problem)
         key, event = VALIDATORS[stream](dict(record), accelerators)
     except Invalid as exc:
         yield beam.pvalue.TaggedOutput(REJECTED, rejected_row(stream, str(exc), source, record))
