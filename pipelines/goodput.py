@@ -15,7 +15,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 import schemas
-from fleet_goodput.config import Settings
+from fleet_goodput.config import Settings, peak_table
 from fleet_goodput.decode import CAPACITY_KEY_PREFIX
 from fleet_goodput.tables import TABLES
 from transforms.goodput import ComputeGoodput
@@ -105,7 +105,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
 
 
 def peak_flops(settings: Settings) -> dict[str, float]:
-    return {key: accelerator.peak_bf16_flops for key, accelerator in settings.accelerators.items()}
+    return peak_table(settings.accelerators)
 
 
 def read_sources(p: beam.Pipeline, input_dir: str, settings: Settings) -> dict:

@@ -34,11 +34,18 @@ PREFIX = "mlperf"
 MARKER = ":::MLLOG"
 MILLIS = 1000  # µs per ms
 
-# System accelerator names → catalogue keys; the first pattern that matches wins.
+# System accelerator names (MLPerf Training and Inference `accelerator_model_name`)
+# → catalogue keys. The first pattern that matches wins, so a name that contains
+# another (GB300 ⊃ B300, GH200 ⊃ H200, L40S ⊃ L4) comes first.
 ACCELERATOR_PATTERNS = (
-    (r"GB200", "gb200"), (r"B200", "b200"), (r"H200", "h200"), (r"H100", "h100"), (r"A100", "a100"),
-    (r"RTX\s*Pro\s*6000", "rtx-pro-6000"), (r"MI355X", "mi355x"), (r"MI350X", "mi350x"), (r"MI325X", "mi325x"),
-    (r"MI300X", "mi300x"),
+    (r"GB300", "gb300"), (r"B300", "b300"), (r"GB200", "gb200"), (r"B200", "b200"),
+    (r"GH200", "gh200"), (r"H200", "h200"),
+    (r"H100\W*NVL", "h100-nvl"), (r"H100\W*PCIe", "h100-pcie"), (r"H100", "h100"), (r"A100", "a100"),
+    (r"L40S", "l40s"), (r"\bL4\b", "l4"), (r"RTX\s*Pro\s*6000", "rtx-pro-6000"),
+    (r"MI355X", "mi355x"), (r"MI350X", "mi350x"), (r"MI325X", "mi325x"), (r"MI300X", "mi300x"),
+    (r"Gaudi\s*3|HL-325", "gaudi3"), (r"Gaudi\s*2|HL-225", "gaudi2"),
+    (r"TPU\W*v?7|Ironwood", "tpu-v7"), (r"TPU\W*v6e|Trillium", "tpu-v6e"), (r"TPU\W*v5p", "tpu-v5p"),
+    (r"TPU\W*v5\s*(e|lite)", "tpu-v5e"), (r"TPU\W*v4", "tpu-v4"),
 )
 # Parameter counts of models whose training FLOPs are 6·N per token (dense decoder-only
 # transformers, attention FLOPs left out), from the model cards.
