@@ -3,7 +3,8 @@
 SOURCE is a folder with `openb_pod_list_default.csv` (pods: creation,
 scheduled and deletion seconds from the trace start, pod_phase, num_gpu,
 gpu_milli, gpu_spec, qos) and `openb_node_list_gpu_node.csv` (GPU nodes and
-their GPU model). The mapping, per pod with num_gpu > 0:
+their GPU model), or a pod list file (any of the trace's `openb_pod_list_*.csv`)
+with the node list beside it. The mapping, per pod with num_gpu > 0:
 
     SUBMIT    at creation_time, chips = num_gpu, priority from qos
     ALLOCATE  at scheduled_time, chips = num_gpu (a fractional share counts as the whole GPU)
@@ -147,8 +148,9 @@ def _at(start_us: int, seconds: int) -> int:
 
 
 def read(source: Path, options: Options) -> Imported:
-    pods_path = require_file(source / POD_FILE, f"the openb pod list {POD_FILE}")
-    nodes_path = require_file(source / NODE_FILE, f"the openb GPU node list {NODE_FILE}")
+    folder, pods_name = (source.parent, source.name) if source.is_file() else (source, POD_FILE)
+    pods_path = require_file(folder / pods_name, f"the openb pod list {POD_FILE}")
+    nodes_path = require_file(folder / NODE_FILE, f"the openb GPU node list {NODE_FILE} beside the pod list")
     if ACCELERATOR not in options.accelerators:
         raise SourceError(pods_path, None, f"accelerator key {ACCELERATOR!r} is not in the catalogue")
     start_us = options.start_us if options.start_us is not None else parse_time_us(DEFAULT_START)
