@@ -193,22 +193,26 @@ def _step_count(metadata: dict, batch_size) -> int | None:
 EVAL_KEYS = ("eval_start", "eval_accuracy", "eval_stop")
 
 
-def _block_steps(run: "_Run", block_stop_us: int, start_meta: dict, stop_meta: dict,
+def _block_steps(run: _Run, block_stop_us: int, start_meta: dict, stop_meta: dict,
                  batch_size) -> tuple[int, int] | None:
     """(steps done before the block, steps done at its end), or None when the log does not say.
 
     From the blocks' own `step` or running samples_count; where block_stop
     repeats block_start's samples_count, that count is the block's size, and
     the running total is the samples_count of the first evaluation record at or
-    after the block's end (the MLPerf logger stamps evaluations with it)."""
+    after the block's end and before the next block starts (the MLPerf logger
+    stamps evaluations with it)."""
     first, last = _step_count(start_meta, batch_size), _step_count(stop_meta, batch_size)
     if first is not None and last is not None and last > first:
         return first, last
     size = start_meta.get("samples_count")
     if "step" in stop_meta or size is None or size != stop_meta.get("samples_count"):
         return None
+    next_block_us = min((r["time_ms"] * MILLIS for r in run.all.get("block_start", [])
+                         if r["time_ms"] * MILLIS > block_stop_us), default=float("inf"))
     following = [r for key in EVAL_KEYS for r in run.all.get(key, [])
-                 if r["time_ms"] * MILLIS >= block_stop_us and "samples_count" in (r.get("metadata") or {})]
+                 if block_stop_us <= r["time_ms"] * MILLIS < next_block_us
+                 and "samples_count" in (r.get("metadata") or {})]
     if not following:
         return None
     total = _whole_steps(min(following, key=lambda r: r["time_ms"])["metadata"]["samples_count"], batch_size)
