@@ -10,10 +10,11 @@ import json
 import re
 import shutil
 
+import fastavro
 import pytest
 
 from fleet_goodput.importers.common import CAVEATS_FILE
-from fleet_goodput.importers.mlperf import _precision
+from fleet_goodput.importers.mlperf import _precision, _records
 from test_importers_common import SHARED_DATA, by_job, import_to, rejected_rows, run_and_read
 
 MLPERF = SHARED_DATA / "mlperf"
@@ -106,16 +107,16 @@ def test_mlperf_blocks_whose_steps_nothing_gives_put_the_reason_on_record(tmp_pa
     text = _without_block_steps(log_text(DELL_8B_RUN))
     text = "\n".join(re.sub(r', "samples_count": \d+', "", line) if re.search(r'"key": "eval_', line) else line
                      for line in text.split("\n"))
-    imported, summary = import_to("mlperf", mlperf_source(tmp_path / "src", {DELL_8B_RUN: text}), tmp_path / "in")
+    imported, _ = import_to("mlperf", mlperf_source(tmp_path / "src", {DELL_8B_RUN: text}), tmp_path / "in")
     assert _profiles(imported, DELL_8B_RUN) == []
     [caveat] = [c for c in caveats(tmp_path / "in") if c["caveat"].startswith("steps unknown")]
     assert caveat["item"] == DELL_8B_RUN and caveat["detail"] == "15 of 15 blocks"
-    manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     assert jobs[DELL_8B_RUN]["pg"] is None and jobs[DELL_8B_RUN]["productive_chip_s"] > 0
 
 
 def test_mlperf_every_run_without_pg_says_why(tmp_path):
-    _, summary = import_to("mlperf", MLPERF, tmp_path / "in")
+    import_to("mlperf", MLPERF, tmp_path / "in")
     rows = caveats(tmp_path / "in")
     no_flops = {row["item"] for row in rows if row["caveat"].startswith("PG unknown")}
     profiled = {row["job_id"] for row in _read_profiled(tmp_path / "in")}
@@ -124,7 +125,6 @@ def test_mlperf_every_run_without_pg_says_why(tmp_path):
 
 
 def _read_profiled(folder):
-    import fastavro
     with open(folder / "profiler" / "part-00000.avro", "rb") as handle:
         return list(fastavro.reader(handle))
 
@@ -161,7 +161,6 @@ def test_mlperf_fp8_runs_are_measured_against_the_fp8_peak(tmp_path):
     (["0:   precision: bf16-mixed\n"], {"sw_notes": ""}, None),
 ])
 def test_mlperf_precision_comes_from_the_log_settings_or_the_system_notes(tmp_path, lines, system, expected):
-    from fleet_goodput.importers.mlperf import _records
     path = tmp_path / "log.txt"
     path.write_text("".join(lines) + ':::MLLOG {"key": "init_start", "time_ms": 1, "value": null}\n')
     _, settings = _records(path)
@@ -191,7 +190,7 @@ def test_kineto_metadata_at_ts_zero_does_not_become_the_jobs_start(tmp_path):
               *_steps(first_us, 13, 1e6),
               {"ph": "X", "cat": "kernel", "name": "gemm", "ts": first_us + 10, "dur": 500, "args": {"device": 0}}]
     _kineto_trace(tmp_path, "relative.json.gz", events, baseTimeNanoseconds=BASE_NS, deviceProperties=[A100])
-    imported, summary = import_to("kineto", tmp_path / "relative.json.gz", tmp_path / "in")
+    imported, _ = import_to("kineto", tmp_path / "relative.json.gz", tmp_path / "in")
     scheduler = [(r["type"], r["event_time"]) for r in imported.streams["scheduler"]]
     base_us = BASE_NS // 1000
     assert scheduler == [("SUBMIT", base_us + int(first_us)), ("ALLOCATE", base_us + int(first_us)),
