@@ -59,7 +59,7 @@ def test_mlperf_log_without_run_stop_is_a_run_that_died_at_its_last_event(tmp_pa
     cut = lines[:third_block + 2]  # the block_start and the tracked line after it
     last_ms = max(time_ms(line) for line in cut if ":::MLLOG" in line)
     source = mlperf_source(tmp_path / "src", {MI300X_RUN: "".join(cut), UF_405B_RUN: log_text(UF_405B_RUN)})
-    imported, summary = import_to("mlperf", source, tmp_path / "in")
+    imported, _ = import_to("mlperf", source, tmp_path / "in")
 
     scheduler = [(r["type"], r["event_time"]) for r in by_job(imported, "scheduler", MI300X_RUN)]
     assert scheduler[-1] == ("FAIL", last_ms * 1000)
@@ -242,7 +242,7 @@ def test_mlperf_a_block_without_its_own_evaluation_does_not_borrow_the_next_ones
     lines = _without_block_steps(log_text(DELL_8B_RUN)).split("\n")
     first_eval = [i for i, line in enumerate(lines) if re.search(r'"key": "eval_(start|accuracy|stop)"', line)][:3]
     text = "\n".join(line for i, line in enumerate(lines) if i not in first_eval)
-    imported, summary = import_to("mlperf", mlperf_source(tmp_path / "src", {DELL_8B_RUN: text}), tmp_path / "in")
+    imported, _ = import_to("mlperf", mlperf_source(tmp_path / "src", {DELL_8B_RUN: text}), tmp_path / "in")
     original, _ = import_to("mlperf", mlperf_source(tmp_path / "a", {DELL_8B_RUN: log_text(DELL_8B_RUN)}),
                             tmp_path / "a-in")
     assert _profiles(imported, DELL_8B_RUN) == _profiles(original, DELL_8B_RUN)[1:]
