@@ -28,6 +28,7 @@ import fastavro
 
 import schemas
 from fleet_goodput.avro_blocks import AvroBlocks, Damage
+from fleet_goodput.config import PRECISIONS
 from fleet_goodput.events import PROFILE, Event, make_event
 
 # U+001F (unit separator) cannot appear in an accepted job_id or cluster.
@@ -165,7 +166,11 @@ def profiler_event(record: dict, accelerators=None) -> tuple[str, Event]:
         raise Invalid(f"chips must be positive on a profiler sample, got {record['chips']}")
     if record["step"] < 0:
         raise Invalid(f"negative step ({record['step']}) on a profiler sample")
-    payload = (record["step"], record["duration_s"], record["chips"], record["ideal_flops"], record["flops_source"])
+    precision = record.get("precision")
+    if precision is not None and precision not in PRECISIONS:
+        raise Invalid(f"unknown precision {precision!r}: expected one of {', '.join(PRECISIONS)} (or null for bf16)")
+    payload = (record["step"], record["duration_s"], record["chips"], record["ideal_flops"], record["flops_source"],
+               precision)
     return record["job_id"], make_event(record["event_time"], record["event_id"], PROFILE, payload)
 
 

@@ -19,6 +19,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from fleet_goodput.config import peak_of
 from fleet_goodput.events import PROFILE, TERMINAL_TYPES, Event, Sample, Submit, stream_of
 from fleet_goodput.windows import split_at_windows
 
@@ -173,7 +174,7 @@ class JobTimeline:
         if code == "SUBMIT":
             return "second SUBMIT for a job already submitted"
         if code == PROFILE:
-            sample = Sample._make(event.payload)
+            sample = Sample(*event.payload)
             problem = self._implausible_sample(sample)
             if problem:
                 return problem
@@ -379,13 +380,16 @@ class JobTimeline:
             vector[_INDEX["profiled_productive"]] += chips * (piece_end - piece_start)
 
     def _span_ideal_chip_s(self, span: StepSpan) -> float | None:
-        """Steps × ideal FLOPs per step ÷ peak FLOP/s per chip, from the latest
-        sample at or before the span (the first sample for spans before it)."""
+        """Steps × ideal FLOPs per step ÷ peak FLOP/s per chip in the sample's
+        precision, from the latest sample at or before the span (the first
+        sample for spans before it); None (unknown) when the catalogue has no
+        peak for that precision on this accelerator."""
         if not self.samples or span.steps is None:
             return None
         position = bisect_right(self.sample_times, span.start_us)
         sample = self.samples[position - 1] if position else self.samples[0]
-        return span.steps * sample.ideal_flops / self.peak_flops[self.submit.accelerator]
+        peak = peak_of(self.peak_flops, self.submit.accelerator, sample.precision)
+        return None if peak is None else span.steps * sample.ideal_flops / peak
 
     def counts(self) -> dict[tuple[str, str], int]:
         """(stream, outcome) → events so far: accepted, or dropped as a repeated event_id."""
