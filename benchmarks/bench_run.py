@@ -14,7 +14,7 @@ for a before/after on the same machine minutes apart.
     .venv/bin/python benchmarks/bench_run.py --hours 6  # a quick look
     .venv/bin/python benchmarks/bench_run.py --input /tmp/fleet --baseline /tmp/base
 
-Prints events/s and the ratio of each floor's time to the run's (1.0 would
+Prints events/s, CPU seconds, peak memory and the ratio of each floor's time to the run's (1.0 would
 be as fast as the floor); not a test, nothing is asserted.
 """
 
@@ -63,15 +63,18 @@ def columnar_floor(input_dir: str) -> int:
     return len(events)
 
 
-def measure(command: list[str], cwd: str | None = None, env: dict | None = None) -> tuple[float, float]:
-    """Wall seconds and peak RSS in MiB of one child process."""
+def measure(command: list[str], cwd: str | None = None, env: dict | None = None) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS in MiB and CPU seconds (user + system) of one child process.
+
+    On a machine shared with other work, CPU seconds move less than wall time.
+    """
     started = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=cwd, env=env)
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"benchmark step failed: {' '.join(command)}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -81,6 +84,8 @@ def main() -> int:
     parser.add_argument("--dir", help="work folder to keep (default: a temporary one)")
     parser.add_argument("--input", help="an existing telemetry folder to use instead of simulating")
     parser.add_argument("--baseline", metavar="SRC", help="a checkout of other code whose `mpg run` runs too, for a before/after")
+    parser.add_argument("--decode-workers", default="",
+                        help="comma-separated --decode_workers values, one mpg run each (default: one run with the default)")
     parser.add_argument("--floor-only", metavar="INPUT", help=argparse.SUPPRESS)
     parser.add_argument("--columnar-floor-only", metavar="INPUT", help=argparse.SUPPRESS)
     args, beam_args = parser.parse_known_args()
@@ -112,15 +117,17 @@ def main() -> int:
         rows["baseline mpg run (1 worker)"] = measure(
             [mpg, "run", "--input", str(telemetry), "--output", str(work / "results-baseline"), *beam_args],
             cwd=args.baseline, env=env)
-    rows["mpg run (FnApiRunner, 1 worker)"] = measure(
-        [mpg, "run", "--input", str(telemetry), "--output", str(work / "results"), *beam_args])
+    for workers in args.decode_workers.split(",") if args.decode_workers else [None]:
+        flags = [f"--decode_workers={workers}"] if workers else []
+        name = f"mpg run (decode_workers={workers})" if workers else "mpg run (FnApiRunner, 1 worker)"
+        rows[name] = measure([mpg, "run", "--input", str(telemetry), "--output", str(work / "results"), *flags, *beam_args])
 
     print(f"\n{events:,} events ({', '.join(f'{n:,} {s}' for s, n in counts.items())}), {os.cpu_count()} cores\n")
-    print(f"{'':<40} {'seconds':>8} {'events/s':>10} {'peak MiB':>9} {'fastavro floor/run':>19} {'columnar floor/run':>19}")
+    print(f"{'':<40} {'seconds':>8} {'events/s':>10} {'CPU s':>7} {'peak MiB':>9} {'fastavro floor/run':>19} {'columnar floor/run':>19}")
     fastavro_s = rows["floor: fastavro decode + DuckDB sum"][0]
     columnar_s = rows["floor: polars columns + DuckDB sum"][0]
-    for name, (seconds, mib) in rows.items():
-        print(f"{name:<40} {seconds:>8.1f} {events / seconds:>10,.0f} {mib:>9,.0f} "
+    for name, (seconds, mib, cpu_s) in rows.items():
+        print(f"{name:<40} {seconds:>8.1f} {events / seconds:>10,.0f} {cpu_s:>7.1f} {mib:>9,.0f} "
               f"{fastavro_s / seconds:>19.2f} {columnar_s / seconds:>19.2f}")
     return 0
 
