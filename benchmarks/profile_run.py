@@ -3,7 +3,7 @@
 Runs `mpg run` in this process under pyinstrument (a sampling profiler, so
 the per-call cost of deterministic profiling does not inflate the Python-heavy
 stages) and files every sample under the stage of the innermost frame that
-belongs to one: decode (fastavro or the columnar reader), validate (building
+belongs to one: imports, building the Beam graph, decode (fastavro or the columnar reader), validate (building
 and checking events in fleet_goodput/decode.py or columnar.py), timeline,
 sessionize (the keyed-state glue around it), Beam's state cache sizing, write,
 DuckDB views, imports, and Beam itself (coders, shuffle, bundles) for samples
@@ -15,7 +15,8 @@ in none of these.
 
 It then times the same stages in plain Python, outside Beam, on the same
 files: fastavro's decode alone, `decode_file` (decode + validate + events),
-and every key's timeline fed, closed and flushed. Prints seconds and shares
+`decode_file_fast` where the checkout has it, and every key's timeline fed,
+closed and flushed. Prints seconds and shares
 per stage; not a test, nothing is asserted.
 """
 
@@ -32,6 +33,8 @@ from pathlib import Path
 # matching any rule names the sample's stage. Order matters only inside one frame.
 STAGE_RULES = (
     ("imports", ("<frozen importlib._bootstrap",)),
+    # A frame's identifier is "function\0file\0line": composites' expand() build the graph.
+    ("build the Beam graph", ("expand\x00", "build_batch\x00", "build_goodput\x00")),
     ("Beam state cache sizing", ("/objsize/", "statecache.py")),
     ("decode: fastavro", ("/fastavro/",)),
     ("decode: columnar reader", ("/polars/",)),
@@ -100,6 +103,17 @@ def plain_stages(input_dir: str) -> dict[str, float]:
             for key, batch in decode_file(stream, str(path), handle, settings.accelerators).batches.items():
                 by_key[key].extend(batch)
     seconds["decode_file (decode + validate + events)"] = time.perf_counter() - started
+
+    try:
+        from fleet_goodput.columnar import decode_file_fast
+    except ImportError:  # a checkout from before the columnar path, profiled for a before/after
+        decode_file_fast = None
+    if decode_file_fast is not None:
+        started = time.perf_counter()
+        for stream, path in files:
+            with open(path, "rb") as handle:
+                decode_file_fast(stream, str(path), handle, settings.accelerators)
+        seconds["decode_file_fast (columnar, same output)"] = time.perf_counter() - started
 
     as_of_us = max(event[0] for batch in by_key.values() for event in batch)
     window_us, peaks = settings.window_s * 1_000_000, peak_flops(settings)
