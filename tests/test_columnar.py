@@ -154,6 +154,22 @@ def test_truncated_file():
     _assert_same_as_reference("runtime", cut)
 
 
+@pytest.mark.parametrize("tail", [b"\x00", b"\x00" * 16, b"\x02\x00" + b"\x00" * 16, b"garbage!"])
+def test_bytes_after_the_last_block(tail):
+    """polars reads past some of these; the reference reports them, so the fast path must not take them."""
+    data = _file("profiler", [_profile(n) for n in range(30)]) + tail
+    assert _clean_columns("profiler", data) is None
+    _assert_same_as_reference("profiler", data)
+
+
+def test_every_truncation_and_inserted_byte():
+    """Cut the file at every 5th byte, or insert a byte there: the two paths agree on what is left."""
+    data = _file("runtime", [_runtime(n, job_id=f"job-{n % 3}") for n in range(40)], codec="null")
+    for position in range(0, len(data), 5):
+        _assert_same_as_reference("runtime", data[:position])
+        _assert_same_as_reference("runtime", data[:position] + b"\x07" + data[position:])
+
+
 def test_foreign_schema():
     foreign = {"type": "record", "name": "Other", "fields": [{"name": "x", "type": "long"}]}
     data = _file("runtime", [{"x": 1}, {"x": 2}], schema=foreign)
