@@ -84,8 +84,6 @@ def main() -> int:
     parser.add_argument("--dir", help="work folder to keep (default: a temporary one)")
     parser.add_argument("--input", help="an existing telemetry folder to use instead of simulating")
     parser.add_argument("--baseline", metavar="SRC", help="a checkout of other code whose `mpg run` runs too, for a before/after")
-    parser.add_argument("--decode-workers", default="",
-                        help="comma-separated --decode_workers values, one mpg run each (default: one run with the default)")
     parser.add_argument("--floor-only", metavar="INPUT", help=argparse.SUPPRESS)
     parser.add_argument("--columnar-floor-only", metavar="INPUT", help=argparse.SUPPRESS)
     args, beam_args = parser.parse_known_args()
@@ -117,10 +115,8 @@ def main() -> int:
         rows["baseline mpg run (1 worker)"] = measure(
             [mpg, "run", "--input", str(telemetry), "--output", str(work / "results-baseline"), *beam_args],
             cwd=args.baseline, env=env)
-    for workers in args.decode_workers.split(",") if args.decode_workers else [None]:
-        flags = [f"--decode_workers={workers}"] if workers else []
-        name = f"mpg run (decode_workers={workers})" if workers else "mpg run (FnApiRunner, 1 worker)"
-        rows[name] = measure([mpg, "run", "--input", str(telemetry), "--output", str(work / "results"), *flags, *beam_args])
+    rows["mpg run (FnApiRunner, 1 worker)"] = measure(
+        [mpg, "run", "--input", str(telemetry), "--output", str(work / "results"), *beam_args])
 
     print(f"\n{events:,} events ({', '.join(f'{n:,} {s}' for s, n in counts.items())}), {os.cpu_count()} cores\n")
     print(f"{'':<40} {'seconds':>8} {'events/s':>10} {'CPU s':>7} {'peak MiB':>9} {'fastavro floor/run':>19} {'columnar floor/run':>19}")

@@ -79,11 +79,6 @@ def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators) -
     return _events_from_columns(stream, columns)
 
 
-def decode_bytes(stream: str, source: str, data: bytes, accelerators) -> DecodedFile:
-    """`decode_file_fast` of a file's bytes: what a worker process is handed (it imports no Beam)."""
-    return decode_file_fast(stream, source, io.BytesIO(data), accelerators)
-
-
 def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:
     """The file's rows as columns when every one of them is provably clean, else None."""
     records = _records_in_whole_blocks(stream, data)
