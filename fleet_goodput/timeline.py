@@ -251,11 +251,12 @@ class JobTimeline:
                 figures.append((_INDEX["clipped_runtime"], chips))
             add_over_windows(self._deltas, start_us, time_us, self.window_us, figures)
             return
-        kind = "idle"
-        if self.open_spans:
-            for kind in SPAN_PRECEDENCE:  # a plain loop: a generator per stretch cost a sixth of this method
-                if kind in self.open_spans:
-                    break
+        # A plain loop: a generator per stretch cost a sixth of this method.
+        for kind in SPAN_PRECEDENCE if self.open_spans else ():
+            if kind in self.open_spans:
+                break
+        else:
+            kind = "idle"
         figures = [(_INDEX["lifetime"], chips), (_INDEX["held"], held), (_INDEX["all_allocated"], chips)]
         if kind == "step":
             self.open_step.pieces.append([start_us, time_us, False])
