@@ -11,7 +11,7 @@ It takes the fast path only when it can prove the answer is the reference's:
 the file's writer schema is the stream's reader schema with exactly the
 fields this module knows (no schema resolution to mimic), its blocks are
 whole and run to its end, polars reads as many rows as they declare, and every row passes a predicate that is stricter than any per-record
-rejection rule (ids of plain printable ASCII under a length bound, event time
+rejection rule (unique event ids of plain printable ASCII under a length bound, event time
 between 2000-01-01 and a day from now, bounded steps, chips and FLOPs,
 known enum symbols). Anything else, a file with one doubtful row included, is
 decoded whole by `decode_file`, which stays the reference: its rules and
@@ -140,7 +140,9 @@ def _clean_row(stream: str) -> pl.Expr:
     latest_us = (time.time_ns() // 1000) + MAX_FUTURE_US
     event_time_us = pl.col("event_time").dt.epoch("us")
     clean = (
-        pl.col("event_id").str.contains(CLEAN_ID).fill_null(False)
+        # A repeated event_id is for the reference to judge (a duplicate, or a conflict).
+        pl.col("event_id").is_unique()
+        & pl.col("event_id").str.contains(CLEAN_ID).fill_null(False)
         & pl.col("job_id").str.contains(CLEAN_ID).fill_null(False)
         & event_time_us.is_between(EARLIEST_PLAUSIBLE_US, latest_us).fill_null(False)
     )

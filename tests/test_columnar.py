@@ -99,6 +99,14 @@ BAD_RUNTIME_ROWS = {
 }
 
 
+def test_a_repeated_event_id_sends_its_file_to_the_reference():
+    records = [_runtime(n) for n in range(10)]
+    records[4] = _runtime(4, event_id="r2", step=99)
+    data = _file("runtime", records)
+    assert _clean_columns("runtime", data) is None
+    _assert_same_as_reference("runtime", data)
+
+
 @pytest.mark.parametrize("name", BAD_RUNTIME_ROWS)
 def test_a_doubtful_runtime_row_sends_its_file_to_the_reference(name):
     records = [_runtime(n) for n in range(20)]
