@@ -10,11 +10,12 @@ where the per-record path runs Python for every record.
 It takes the fast path only when it can prove the answer is the reference's:
 the file's writer schema is the stream's reader schema with exactly the
 fields this module knows (no schema resolution to mimic), its blocks are
-whole and run to its end, polars reads as many rows as they declare, and every row passes a predicate that is stricter than any per-record
-rejection rule (unique event ids of plain printable ASCII under a length bound, event time
-between 2000-01-01 and a day from now, bounded steps, chips and FLOPs,
-known enum symbols). Anything else, a file with one doubtful row included, is
-decoded whole by `decode_file`, which stays the reference: its rules and
+whole and run to its end, polars reads as many rows as they declare, and
+every row passes a predicate that is stricter than any per-record rejection
+rule (unique event ids of plain printable ASCII under a length bound, event
+time between 2000-01-01 and a day from now, bounded steps, chips and FLOPs,
+known enum symbols). Anything else, a file with one doubtful row included,
+is decoded whole by `decode_file`, which stays the reference: its rules and
 reasons then apply unchanged, and every rejection reason comes from it.
 
 One difference remains, on damaged files only: neither reader detects most
