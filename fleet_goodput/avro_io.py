@@ -6,15 +6,19 @@ Unix epoch (UTC); fastavro encodes that as `timestamp-micros`.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import shutil
 from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import fastavro
 
 import schemas
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: str = "deflate",
@@ -47,3 +51,33 @@ def clear_telemetry(root: str | Path, also: tuple[str, ...] = ()) -> None:
     files cannot mix with an old one's leftovers."""
     for name in (*schemas.STREAMS, *also):
         shutil.rmtree(Path(root, name), ignore_errors=True)
+
+
+def split_by_time(source: str | Path, boundaries_us: list[int], target: str | Path) -> list[Path]:
+    """Cut `source`'s telemetry at `boundaries_us` into consecutive folders
+    `target/part-00`, `part-01`, …: part k holds the events with
+    boundaries[k-1] < event_time <= boundaries[k] (the last part: the rest).
+
+    How telemetry arrives day by day; used to check that consecutive runs
+    give the figures of one run over all of it, and by the benchmarks.
+    """
+    edges = sorted(boundaries_us)
+    parts = [Path(target, f"part-{k:02d}") for k in range(len(edges) + 1)]
+    for stream in schemas.STREAMS:
+        for path in sorted(Path(source, stream).glob("*.avro")):
+            with open(path, "rb") as handle:
+                records = list(fastavro.reader(handle))
+            chunks: list[list[dict]] = [[] for _ in parts]
+            for record in records:
+                time_us = _micros(record["event_time"])
+                chunks[bisect.bisect_left(edges, time_us)].append(record)
+            for part, chunk in zip(parts, chunks):
+                if chunk:
+                    write_events(part / stream / path.name, stream, chunk)
+    return parts
+
+
+def _micros(value) -> int:
+    if isinstance(value, int):
+        return value
+    return (value - _EPOCH) // timedelta(microseconds=1)

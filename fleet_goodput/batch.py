@@ -1,25 +1,38 @@
-"""One batch run end to end: the Beam pipeline, the manifest, the DuckDB views.
+"""One batch run end to end: new input files → the Beam pipeline → one committed run.
 
-Used by `mpg run` and `mpg demo`; raises `ReconciliationError` (after writing
-the manifest, so the failure can be inspected) when counts do not add up.
-An output on a remote file system (gs://…) gets its tables and manifest but no
-DuckDB file, which needs local Parquet; `translate_batch` hands the pipeline
-to DataflowRunner with --dry_run, which checks and translates it offline.
+A run continues the output store's last run (fleet_goodput/store.py): it
+reads only input files whose content no earlier run applied, starts every key
+from its saved state, and commits its tables, the new state and its manifest
+as one run. Used by `mpg run`, `mpg stream` (one run per batch of new files)
+and `mpg demo`. Raises `ReconciliationError` when counts do not add up (the
+run is not committed); `translate_batch` hands the pipeline to DataflowRunner
+with --dry_run, which checks and translates it offline.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import apache_beam as beam
+import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
+import schemas
 from fleet_goodput.config import Settings
-from fleet_goodput.manifest import manifest_path, write_manifest
+from fleet_goodput.manifest import build_manifest, write_manifest_copy
+from fleet_goodput.session import STATE_FORMAT
+from fleet_goodput.store import (STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError, clear_staging,
+                                 delta_schema, is_remote)
+from fleet_goodput.stream_settings import StreamSettings
+from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
+from fleet_goodput.timeutil import format_time_us
 from fleet_goodput.views import build_database
 from pipelines import goodput
+from transforms.sessionize import Continuation
 
 
 class ReconciliationError(RuntimeError):
@@ -31,14 +44,20 @@ class InputError(ValueError):
 
 
 @dataclass(frozen=True)
+class InputFile:
+    stream: str
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
 class BatchOutcome:
     manifest: dict
     database: Path | None  # None for a remote output
     seconds: float
-
-
-def is_remote(path: str) -> bool:
-    return "://" in str(path)
+    run: RunRecord | None = None
+    skipped: tuple[str, ...] = ()  # input files an earlier run already applied
+    committed: bool = True  # False when nothing was new: the latest run stands
 
 
 def check_input(input_dir: str) -> None:
@@ -52,27 +71,118 @@ def check_input(input_dir: str) -> None:
                          f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro (try `mpg simulate --out {input_dir}`)")
 
 
+def list_input(input_dir: str) -> list[InputFile]:
+    """Every Avro file of every stream, with the hash of its content."""
+    found = []
+    for stream in schemas.STREAMS:
+        pattern = f"{input_dir.rstrip('/')}/{stream}/*.avro"
+        for metadata in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
+            digest = hashlib.sha256()
+            with FileSystems.open(metadata.path) as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+            found.append(InputFile(stream, metadata.path, digest.hexdigest()))
+    return found
+
+
 def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
-              beam_args: list[str] | None = None) -> BatchOutcome:
+              beam_args: list[str] | None = None, *, stream_settings: StreamSettings | None = None,
+              replace: bool = False, mode: str = "batch", build_views: bool = True) -> BatchOutcome:
+    """Apply the input's new files to the store at `output_dir` as one committed run."""
     check_input(input_dir)
+    stream_settings = stream_settings or StreamSettings()
     started = time.monotonic()
-    if not is_remote(output_dir):
-        Path(output_dir).mkdir(parents=True, exist_ok=True)
-    result = goodput.run(input_dir, output_dir, settings, as_of_us, beam_args)
-    manifest = write_manifest(output_dir, input_dir=input_dir, as_of_us=result.as_of_us,
-                              window_s=settings.window_s, counts=result.counts,
-                              extra={"output": str(output_dir)})
+    store = Store(output_dir)
+    with store.lock():
+        if replace:
+            store.replace()
+        clear_staging(output_dir)
+        transaction = store.begin()
+        previous = transaction.previous
+        _check_continuation(previous, as_of_us, output_dir)
+        applied = store.applied_hashes(previous)
+        files, skipped, seen = [], [], set(applied)
+        for item in list_input(input_dir):
+            (skipped if item.sha256 in seen else files).append(item)
+            seen.add(item.sha256)
+        if not files and (as_of_us is None or (previous and as_of_us == previous.as_of_us)):
+            return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
+                                seconds=time.monotonic() - started, run=previous,
+                                skipped=tuple(f.path for f in skipped), committed=False)
+        continuation = Continuation(*(previous.as_of_us, previous.frontier_us, previous.manifest.get("version_us"))
+                                    if previous else ())
+        state_files = [store.path(f) for f in store.files("state_keys", previous)]
+        by_stream = {stream: [f.path for f in files if f.stream == stream] for stream in schemas.STREAMS}
+        staged = goodput.run(by_stream, state_files, transaction.staging, settings, stream_settings, continuation,
+                             as_of_us, beam_args)
+        record = _commit(transaction, previous, staged, files, skipped, input_dir, settings, stream_settings, mode)
+        transaction.discard()
+    manifest = record.manifest
+    write_manifest_copy(output_dir, manifest)
     check_reconciles(manifest, output_dir)
-    database = None if is_remote(output_dir) else build_database(output_dir, settings)
-    return BatchOutcome(manifest=manifest, database=database, seconds=time.monotonic() - started)
+    database = build_database(output_dir, settings) if build_views and not is_remote(output_dir) else None
+    return BatchOutcome(manifest=manifest, database=database, seconds=time.monotonic() - started, run=record,
+                        skipped=tuple(f.path for f in skipped))
+
+
+def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
+    if previous is None:
+        return
+    if previous.state_format != STATE_FORMAT:
+        raise StoreError(f"{output_dir} was written by another version of fleet-goodput (state format "
+                         f"{previous.state_format}, this one reads {STATE_FORMAT}); start it afresh with --replace")
+    if as_of_us is not None and previous.as_of_us is not None and as_of_us < previous.as_of_us:
+        raise StoreError(f"--as-of {format_time_us(as_of_us)} is earlier than run {previous.run_id}'s as-of "
+                         f"{format_time_us(previous.as_of_us)}: a run continues from where the last one ended "
+                         "(read an earlier run with `mpg sql --run ID`, or start afresh with --replace)")
+
+
+def _commit(transaction, previous: RunRecord | None, staged: dict, files: list[InputFile], skipped: list[InputFile],
+            input_dir: str, settings: Settings, stream_settings: StreamSettings, mode: str) -> RunRecord:
+    as_of_us = staged["as_of_us"]
+    for name, table in TABLES.items():
+        transaction.write_staged(name, delta_schema(table), partition_by=["date"],
+                                 mode="overwrite" if name in REPLACED_EACH_RUN else "append")
+    if as_of_us is not None:  # with nothing accepted there is no state to save
+        transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite")
+    run_id = previous.run_id + 1 if previous else 1
+    transaction.write("state_files", pa.Table.from_pylist(
+        [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "run_id": run_id} for f in files],
+        schema=STATE_FILES_SCHEMA), STATE_FILES_SCHEMA)
+    lateness_us = stream_settings.allowed_lateness_s * 1_000_000
+    frontier_us = None if as_of_us is None else max(
+        previous.frontier_us if previous and previous.frontier_us is not None else as_of_us - lateness_us,
+        as_of_us - lateness_us)
+    previous_version = previous.manifest.get("version_us") if previous else None
+    version_us = None if as_of_us is None else (
+        as_of_us if previous_version is None else max(as_of_us, previous_version + 1))
+    counts = {tuple(k): v for k, v in staged["counts"]}
+    pending = {tuple(k): v for k, v in staged["pending"]}
+    manifest = build_manifest(
+        run_id=run_id, input_dir=input_dir, as_of_us=as_of_us, window_s=settings.window_s,
+        previous=previous.manifest if previous else None, counts=counts, pending=pending,
+        extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us,
+               "allowed_lateness_s": stream_settings.allowed_lateness_s,
+               "files_applied": len(files), "files_skipped": len(skipped), "output": str(transaction.store.root)})
+    if not manifest["reconciles"]:
+        raise ReconciliationError(_reconciliation_message(manifest) + "; the run was not committed")
+    record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode=mode, input=str(input_dir),
+                       as_of_us=as_of_us, frontier_us=frontier_us, files_applied=len(files),
+                       files_skipped=len(skipped), state_format=STATE_FORMAT, versions=dict(transaction.versions),
+                       manifest=manifest)
+    return transaction.commit(record)
+
+
+def _reconciliation_message(manifest: dict) -> str:
+    broken = [f"{name}: read {c['read']} != accepted {c['accepted']} + duplicate {c['duplicate']} "
+              f"+ rejected {c['rejected']} + late {c['late']}"
+              for name, c in manifest["streams"].items() if not c["reconciles"]]
+    return f"counts do not reconcile ({'; '.join(broken)})"
 
 
 def check_reconciles(manifest: dict, output_dir: str) -> None:
     if not manifest["reconciles"]:
-        broken = [f"{name}: read {c['read']} != accepted {c['accepted']} + duplicate {c['duplicate']} "
-                  f"+ rejected {c['rejected']} + late {c['late']}"
-                  for name, c in manifest["streams"].items() if not c["reconciles"]]
-        raise ReconciliationError(f"counts do not reconcile ({'; '.join(broken)}); see {manifest_path(output_dir)}")
+        raise ReconciliationError(_reconciliation_message(manifest))
 
 
 def is_dry_run(beam_args: list[str]) -> bool:
@@ -86,12 +196,16 @@ def translate_batch(input_dir: str, output_dir: str, settings: Settings, as_of_u
 
     Nothing is read, written or submitted; returns the runner's job, whose
     `options` are the effective pipeline options and whose `proto_pipeline`
-    is the graph Dataflow would run.
+    is the graph Dataflow would run. (A real launch lists the input's new
+    files and the saved state first; here each stream's file pattern stands in.)
     """
     options = PipelineOptions(beam_args or [])
     runner = (options.view_as(StandardOptions).runner or "").lower().removesuffix("runner")
     if not runner.endswith("dataflow") or not is_dry_run(beam_args or []):
         raise ValueError("--dry_run needs --runner=DataflowRunner: other runners ignore it and run the job")
     p = beam.Pipeline(options=options)
-    goodput.build_batch(p, input_dir, output_dir, settings, as_of_us)
+    files = {stream: [f"{input_dir.rstrip('/')}/{stream}/*.avro"] for stream in schemas.STREAMS}
+    state = [f"{output_dir.rstrip('/')}/state/keys/*.parquet"]
+    goodput.build_batch(p, files, state, f"{output_dir.rstrip('/')}/_staging/dry-run", settings, StreamSettings(),
+                        Continuation(), as_of_us)
     return p.run().job

@@ -28,15 +28,19 @@ class CapacityTimeline:
                 self.duplicates += 1
                 continue
             self.seen_ids.add(event.event_id)
+            if self.now_us is None:
+                self.now_us = event.time_us
             self.advance_to(event.time_us)
             self.level = event.payload[0]
             self.accepted += 1
 
     def advance_to(self, time_us: int) -> None:
-        if self.now_us is not None and time_us > self.now_us:
+        """Attribute the level up to `time_us`; before the first CAPACITY event there is no level to attribute."""
+        if self.now_us is None:
+            return
+        if time_us > self.now_us:
             for window_start, start_us, end_us in split_at_windows(self.now_us, time_us, self.window_us):
                 self._deltas[window_start] = self._deltas.get(window_start, 0) + self.level * (end_us - start_us)
-        if self.now_us is None or time_us > self.now_us:
             self.now_us = time_us
 
     def counts(self) -> dict[tuple[str, str], int]:

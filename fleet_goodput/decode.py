@@ -37,6 +37,10 @@ def capacity_key(cluster: str, accelerator: str) -> str:
     return f"{CAPACITY_KEY_PREFIX}{cluster}|{accelerator}"
 
 
+def is_capacity_key(key: str) -> bool:
+    return key.startswith(CAPACITY_KEY_PREFIX)
+
+
 def parse_capacity_key(key: str) -> tuple[str, str]:
     cluster, accelerator = key[len(CAPACITY_KEY_PREFIX):].split("|", 1)
     return cluster, accelerator

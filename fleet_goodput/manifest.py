@@ -3,16 +3,22 @@
 Reconciliation is the promise that nothing is lost: for every stream,
 read = accepted + duplicate + rejected + late, with each count taken where the
 event's fate was decided (decoding, the job timelines, the rejected table,
-and in streaming the `late` table of events beyond the allowed lateness).
+and the `late` table of events behind the allowed lateness).
+
+A manifest covers the whole store, not only its run: the counts of a run that
+continues earlier runs add to theirs. Events still inside the allowed
+lateness of the as-of time have a provisional fate (`pending` below): the next
+run settles them, and counts them then, so they are never counted twice.
+The manifest is kept in the store's `runs` table; `manifest.json` is a copy of
+the latest one for people and scripts.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from apache_beam.io.filesystems import FileSystems
 
 import schemas
 from fleet_goodput.timeutil import format_time_us
@@ -27,7 +33,7 @@ class StreamCounts:
     accepted: int
     duplicate: int
     rejected: int
-    late: int = 0  # only streaming has events beyond the allowed lateness
+    late: int = 0
 
     @property
     def reconciles(self) -> bool:
@@ -39,24 +45,58 @@ def stream_counts(counts: dict[tuple[str, str], int]) -> dict[str, StreamCounts]
             for stream in schemas.STREAMS}
 
 
-def write_manifest(output_dir: str | Path, *, input_dir: str, as_of_us: int | None, window_s: int,
-                   counts: dict[tuple[str, str], int], extra: dict | None = None) -> dict:
-    streams = stream_counts(counts)
-    manifest = {
+def _add(*counts: dict) -> dict[tuple[str, str], int]:
+    total: dict[tuple[str, str], int] = {}
+    for part in counts:
+        for key, n in part.items():
+            total[key] = total.get(key, 0) + n
+    return total
+
+
+def build_manifest(*, run_id: int, input_dir: str, as_of_us: int | None, window_s: int, previous: dict | None,
+                   counts: dict[tuple[str, str], int], pending: dict[tuple[str, str], int],
+                   extra: dict | None = None) -> dict:
+    """The store's manifest after a run: the settled counts of every run so far
+    plus this run's, and the provisional fates of the events still pending."""
+    settled_before = {tuple(k): v for k, v in (previous or {}).get("settled_counts", [])}
+    settled = _add(settled_before, counts)
+    streams = stream_counts(_add(settled, pending))
+    return {
+        "run_id": run_id,
         "input": str(input_dir),
         "as_of": format_time_us(as_of_us),
         "as_of_us": as_of_us,
         "window_s": window_s,
         "schema_version": schemas.VERSION,
         "streams": {name: {**vars(c), "reconciles": c.reconciles} for name, c in streams.items()},
+        "this_run": {name: vars(c) for name, c in stream_counts(_add(counts, pending)).items()},
         "reconciles": all(c.reconciles for c in streams.values()),
+        "settled_counts": sorted([list(k), v] for k, v in settled.items()),
+        "pending_counts": sorted([list(k), v] for k, v in pending.items()),
         **(extra or {}),
     }
-    # Beam's file systems write local paths and, with the gcp extra, gs:// alike.
-    with FileSystems.create(manifest_path(output_dir)) as out:
-        out.write((json.dumps(manifest, indent=2) + "\n").encode())
-    return manifest
+
+
+def write_manifest_copy(output_dir: str | Path, manifest: dict) -> None:
+    """Write `manifest.json` whole, or not at all (a rename on local disks)."""
+    text = (json.dumps(manifest, indent=2) + "\n").encode()
+    path = manifest_path(output_dir)
+    if "://" in str(output_dir):
+        from apache_beam.io.filesystems import FileSystems  # gs:// needs Beam's gcp file system
+        with FileSystems.create(path) as out:
+            out.write(text)
+        return
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as out:
+        out.write(text)
+    os.replace(tmp, path)
 
 
 def manifest_path(output_dir: str | Path) -> str:
     return f"{str(output_dir).rstrip('/')}/{MANIFEST_FILE}"
+
+
+def read_manifest(output_dir: str | Path, run_id: int | None = None) -> dict:
+    """The manifest of run `run_id` (default: the latest committed run) from the store."""
+    from fleet_goodput.store import Store
+    return Store(output_dir).run(run_id).manifest

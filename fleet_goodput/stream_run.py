@@ -1,65 +1,85 @@
-"""One streaming run end to end: the pipeline until its source stops, then the
-manifest (counts summed from what the stream appended) and the DuckDB views."""
+"""`mpg stream` on a local folder: one committed run per batch of new files.
+
+Each time files land in the watched folder, the new ones are applied as a run
+that continues the output store (fleet_goodput/batch.py): the store saves
+every open job's state with each run, so a stream that is killed (even with
+SIGKILL) and started again on the same folders resumes from its last commit
+and ends equal to `mpg run` over the same files. Results are per event-time
+window as in any run: in-flight step time is `pending` until a checkpoint or
+a disruption resolves it, and changed windows get new versions; events behind
+the allowed lateness go to `late`. Every run's as-of time is its latest
+accepted event, so stopping closes every job exactly as a batch run would.
+
+On Dataflow the stream is the Beam streaming pipeline on Pub/Sub
+(pipelines/streaming.py), whose state the runner keeps.
+"""
 
 from __future__ import annotations
 
-import shutil
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-
-import duckdb
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from fleet_goodput.batch import BatchOutcome, check_reconciles, is_dry_run, is_remote
+from fleet_goodput.avro_io import telemetry_files
+from fleet_goodput.batch import BatchOutcome, is_dry_run, run_batch
 from fleet_goodput.config import Settings
-from fleet_goodput.manifest import write_manifest
+from fleet_goodput.store import Store
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.views import build_database
 from pipelines import streaming
-from transforms.write import COUNTS_DIR
 
 
-class OutputInUse(ValueError):
-    """The output folder already holds results of another run."""
+@dataclass
+class StreamProgress:
+    runs: int = 0
+    files: int = 0
+    last: BatchOutcome | None = None
 
 
-def prepare_output(output_dir: str, replace: bool) -> None:
-    """A stream appends versions from scratch, so it needs an output of its own."""
-    root = Path(output_dir)
-    used = [root / name for name in ("tables", "_run", "goodput.duckdb", "manifest.json") if (root / name).exists()]
-    if used and not replace:
-        raise OutputInUse(f"{output_dir} already holds results ({', '.join(p.name for p in used)}); "
-                          "pass --replace to start it afresh, or choose another --output")
-    for path in used:
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
-    root.mkdir(parents=True, exist_ok=True)
-
-
-def summed_counts(output_dir: str) -> dict[tuple[str, str], int]:
-    pattern = f"{Path(output_dir) / COUNTS_DIR}/*.parquet"
-    if not list((Path(output_dir) / COUNTS_DIR).glob("*.parquet")):
-        return {}
-    rows = duckdb.sql(f"select stream, outcome, sum(events) from read_parquet('{pattern}') group by all").fetchall()
-    return {(stream, outcome): int(n) for stream, outcome, n in rows}
+def _listing(root: Path) -> tuple:
+    """What the folder holds now; a change means files landed."""
+    return tuple((str(path), path.stat().st_size, path.stat().st_mtime_ns) for path in telemetry_files(root))
 
 
 def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_settings: StreamSettings,
                stop_after_idle_s: float | None = None, beam_args: list[str] | None = None,
-               replace: bool = False, progress=None) -> BatchOutcome:
-    if is_remote(output_dir):
-        raise OutputInUse("a local streaming run writes to a local folder; on Dataflow use --config with source: pubsub")
-    prepare_output(output_dir, replace)
-    started = time.monotonic()
-    latest_us = streaming.run(input_dir, output_dir, settings, stream_settings, stop_after_idle_s, beam_args, progress)
-    manifest = write_manifest(output_dir, input_dir=input_dir, as_of_us=latest_us, window_s=settings.window_s,
-                              counts=summed_counts(output_dir),
-                              extra={"output": str(output_dir), "mode": "streaming",
-                                     "allowed_lateness_s": stream_settings.allowed_lateness_s})
-    check_reconciles(manifest, output_dir)
-    return BatchOutcome(manifest=manifest, database=build_database(output_dir, settings),
-                        seconds=time.monotonic() - started)
+               replace: bool = False, progress=None, stop: threading.Event | None = None) -> BatchOutcome:
+    """Watch `input_dir` until `stop` is set or nothing new arrived for `stop_after_idle_s`;
+    returns the last run's outcome (the output's latest run if nothing new came)."""
+    stop = stop or threading.Event()
+    root = Path(input_dir)
+    if replace:
+        with Store(output_dir).lock():
+            Store(output_dir).replace()
+    state = StreamProgress()
+    seen, last_new = None, time.monotonic()
+    while True:
+        listing = _listing(root)
+        if listing != seen and listing:
+            seen, last_new = listing, time.monotonic()
+            outcome = run_batch(input_dir, output_dir, settings, beam_args=beam_args, stream_settings=stream_settings,
+                                mode="stream", build_views=False)
+            if outcome.committed:
+                state.runs += 1
+                state.files += outcome.manifest.get("files_applied", 0)
+                state.last = outcome
+                if progress:
+                    progress(state, outcome)
+        if stop.is_set() or (stop_after_idle_s is not None and time.monotonic() - last_new >= stop_after_idle_s):
+            break
+        stop.wait(stream_settings.poll_s)
+    store = Store(output_dir)
+    latest = store.latest()
+    if latest is None:
+        return BatchOutcome(manifest={}, database=None, seconds=0.0, run=None, committed=False)
+    database = build_database(output_dir, settings)
+    seconds = state.last.seconds if state.last else 0.0
+    return BatchOutcome(manifest=latest.manifest, database=database, seconds=seconds, run=latest,
+                        committed=state.runs > 0)
 
 
 def translate_stream(output_dir: str, settings: Settings, stream_settings: StreamSettings, beam_args: list[str]):

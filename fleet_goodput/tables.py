@@ -1,8 +1,9 @@
-"""The Parquet tables the pipeline writes: their columns, types and meaning.
+"""The tables the pipeline writes: their columns, types and meaning.
 
-Every table is Hive-partitioned by `date` (UTC day, YYYY-MM-DD) under
-`OUTPUT/tables/<table>/date=…/`. A partition is written whole by one writer
-and replaces what a previous run left there, so reruns are idempotent.
+Every table is a Delta Lake table partitioned by `date` (UTC day, YYYY-MM-DD)
+under `OUTPUT/tables/<table>/` (fleet_goodput/store.py). Results are appended
+as new versions of their rows (the `version` column); the views keep the
+latest version of each row.
 """
 
 from __future__ import annotations
@@ -159,7 +160,18 @@ LATE = Table(
     sort_by=("stream", "event_time", "event_id"),
 )
 
-TABLES = {table.name: table for table in (JOB_WINDOW, JOBS, CAPACITY_WINDOW, REJECTED, LATE)}
+REJECTED_PENDING = Table(
+    name="rejected_pending",
+    doc="Rejections of events still inside the allowed lateness of the latest run: decided provisionally, "
+        "replaced by each run; the `rejected` view shows them with `provisional` true.",
+    columns=REJECTED.columns,
+    date_from="partition_time_us",
+    sort_by=REJECTED.sort_by,
+)
+
+TABLES = {table.name: table for table in (JOB_WINDOW, JOBS, CAPACITY_WINDOW, REJECTED, REJECTED_PENDING, LATE)}
+# Tables a run replaces rather than appends to.
+REPLACED_EACH_RUN = ("rejected_pending",)
 
 
 def utc_day(time_us: int) -> str:

@@ -339,6 +339,6 @@ class JobTimeline:
             "end_time_us": self.end_us,
             "status": self.status,
             "allocations": self.allocations,
-            "profiler_samples": len(self.samples),
+            "profiler_samples": self.accepted.get("profiler", 0),  # samples may be compacted away; the count stays
             "implicitly_closed_spans": self.implicitly_closed_spans,
         }

@@ -1,40 +1,67 @@
-"""Creating the DuckDB views over an output folder's Parquet tables.
+"""The DuckDB views over one run's snapshot of the output store.
 
-`create_views` builds the `raw` layer from the table definitions (an empty
-typed view where a table has no partition yet, so the marts always resolve),
-the `size_classes` lookup from the settings, then every SQL file of the
-registry in order. The views are stored in `OUTPUT/goodput.duckdb`.
+`create_views` builds the `raw` layer over the exact Parquet files of a
+committed run's table versions (fleet_goodput/store.py), so a view never sees
+a half-written run, and reading run N gives run N's figures whatever came
+after. Files are named relative to the output folder, which the connection's
+`file_search_path` points at: a moved or copied output keeps working, and
+since Delta names every file uniquely, a view cannot read another folder's
+data by accident. Then the `size_classes` lookup from the settings, then
+every SQL file of the registry in order.
+
+`connect` gives an in-memory connection with the views of the latest run (or
+of `run`); `build_database` also stores them in `OUTPUT/goodput.duckdb` for
+the DuckDB CLI and other tools (open it from inside the output folder, or set
+`file_search_path` to it).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import duckdb
 
 import sql
 from fleet_goodput.config import Settings, load_settings
+from fleet_goodput.store import RunRecord, Store, StoreError, is_remote
 from fleet_goodput.tables import TABLES, Table
 
 DATABASE_FILE = "goodput.duckdb"
+# The oldest DuckDB the project declares (pyproject.toml) must open the file.
+STORAGE_VERSION = "v1.1.0"
 
 _DUCKDB_TYPES = {"string": "varchar", "double": "double", "int64": "bigint", "int32": "integer",
                  "timestamp[us, tz=UTC]": "timestamptz"}
 
 
-def _raw_view_sql(table: Table, tables_dir: Path) -> str:
-    files = sorted((tables_dir / table.name).glob("date=*/*.parquet"))
-    if files:
-        pattern = (tables_dir / table.name / "*" / "*.parquet").as_posix()
-        source = (f"read_parquet('{pattern}', hive_partitioning = true, hive_types = {{'date': date}}, "
-                  f"union_by_name = true)")
-        if not table.key:
-            return f"create or replace view {table.name} as select * from {source}"
-        # Streaming writes every update of a row; a query sees the latest only.
-        return (f"create or replace view {table.name} as select * from {source} "
-                f"qualify row_number() over (partition by {', '.join(table.key)} order by version desc) = 1")
+def _source(files: list[str]) -> str:
+    listed = ", ".join(f"'{name}'" for name in files)
+    return (f"read_parquet([{listed}], hive_partitioning = true, hive_types = {{'date': date}}, "
+            "union_by_name = true)")
+
+
+def _empty(table: Table) -> str:
     columns = ", ".join(f"cast(null as {_DUCKDB_TYPES[str(c.type)]}) as {c.name}" for c in table.columns)
-    return f"create or replace view {table.name} as select {columns}, cast(null as date) as date where false"
+    return f"select {columns}, cast(null as date) as date where false"
+
+
+def _raw_select(table: Table, files: list[str]) -> str:
+    if not files:
+        return _empty(table)
+    if not table.key:
+        return f"select * from {_source(files)}"
+    # Each run writes the rows it changed as new versions; a query sees the latest.
+    return (f"select * from {_source(files)} "
+            f"qualify row_number() over (partition by {', '.join(table.key)} order by version desc) = 1")
+
+
+def _raw_views(store: Store, record: RunRecord | None) -> dict[str, str]:
+    selects = {name: _raw_select(table, store.files(name, record)) for name, table in TABLES.items()}
+    # Rejections of events still inside the lateness are provisional: shown, and marked.
+    selects["rejected"] = (f"select *, false as provisional from ({selects['rejected']}) "
+                           f"union all by name select *, true as provisional from ({selects.pop('rejected_pending')})")
+    return selects
 
 
 def _size_classes_sql(settings: Settings) -> str:
@@ -47,32 +74,56 @@ def _size_classes_sql(settings: Settings) -> str:
             + ") as t(ordinal, size_class, min_chips, max_chips)")
 
 
-def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, settings: Settings) -> None:
-    tables_dir = Path(output_dir).resolve() / "tables"
-    for table in TABLES.values():
-        connection.execute(_raw_view_sql(table, tables_dir))
-    connection.execute(_size_classes_sql(settings))
+def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, settings: Settings,
+                 run_id: int | None = None, schema: str | None = None) -> RunRecord | None:
+    """Create every view of run `run_id` (default: the latest) in `connection`; returns that run."""
+    store = Store(output_dir)
+    record = store.run(run_id) if run_id is not None else store.latest()
+    prefix = f"{schema}." if schema else ""
+    statements = [f"create or replace view {prefix}{name} as {select}"
+                  for name, select in _raw_views(store, record).items()]
+    statements.append(_size_classes_sql(settings).replace("view size_classes", f"view {prefix}size_classes"))
+    if schema:
+        connection.execute(f"use {schema}")
+    for statement in statements:
+        connection.execute(statement)
     for relative_path in sql.VIEW_FILES:
         connection.execute(sql.view_sql(relative_path))
+    return record
 
 
 def build_database(output_dir: str | Path, settings: Settings) -> Path:
-    """(Re)create `OUTPUT/goodput.duckdb` with every view; returns its path."""
+    """(Re)create `OUTPUT/goodput.duckdb` with the latest run's views; returns its path.
+
+    Written beside and renamed into place, so a reader never opens half a file.
+    """
     path = Path(output_dir) / DATABASE_FILE
-    with duckdb.connect(str(path)) as connection:
-        create_views(connection, output_dir, settings)
+    tmp = path.with_name(f".{DATABASE_FILE}.tmp")
+    tmp.unlink(missing_ok=True)
+    with duckdb.connect() as connection:
+        connection.execute(f"set file_search_path = '{_quote(Path(output_dir).resolve())}'")
+        connection.execute(f"attach '{_quote(tmp)}' as goodput (storage_version '{STORAGE_VERSION}')")
+        create_views(connection, output_dir, settings, schema="goodput")
+        connection.execute("use memory")
+        connection.execute("detach goodput")
+    os.replace(tmp, path)
     return path
 
 
-def connect(output_dir: str | Path, read_only: bool = True, settings: Settings | None = None) -> duckdb.DuckDBPyConnection:
-    """The output's views: from goodput.duckdb, or, while a stream is still
-    writing its tables (the database is built when it stops), created in memory."""
-    path = Path(output_dir) / DATABASE_FILE
-    if path.exists():
-        return duckdb.connect(str(path), read_only=read_only)
-    if (Path(output_dir) / "tables").is_dir():
-        connection = duckdb.connect()
-        create_views(connection, output_dir, settings or load_settings())
-        return connection
-    raise FileNotFoundError(f"no {DATABASE_FILE} or tables/ in {output_dir}: run `mpg run --output {output_dir}` "
-                            "(or `mpg stream`) first")
+def connect(output_dir: str | Path, run: int | None = None, settings: Settings | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the views of run `run` (default: the latest committed run)."""
+    if is_remote(output_dir):
+        raise StoreError(f"{output_dir} is remote: query a local copy (docs/dataflow.md, 'Querying a gs:// output')")
+    store = Store(output_dir)
+    if store.latest() is None:
+        raise FileNotFoundError(f"no committed run in {output_dir}: run `mpg run --input DIR --output {output_dir}` "
+                                "(or `mpg stream`) first")
+    connection = duckdb.connect()
+    connection.execute(f"set file_search_path = '{_quote(Path(output_dir).resolve())}'")
+    create_views(connection, output_dir, settings or load_settings(), run_id=run)
+    return connection
+
+
+def _quote(path) -> str:
+    return str(path).replace("'", "''")
+

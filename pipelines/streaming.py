@@ -3,8 +3,9 @@
 `build_streaming` wires the same steps as the batch pipeline on decoded
 streams (tests pass one tagged `TestStream`); the sessionizers update
 (job, window) results as the watermark passes window ends and as late events
-and later resolutions arrive. `run` reads a watched folder locally, or Pub/Sub
-subscriptions on Dataflow. Run it through the CLI: `mpg stream`.
+and later resolutions arrive. On Dataflow it reads Pub/Sub subscriptions
+(`mpg stream` with `streaming.source: pubsub`); a local `mpg stream` commits
+one continued batch run per batch of new files instead (fleet_goodput/stream_run.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from fleet_goodput.tables import TABLES
 from pipelines.goodput import peak_flops
 from transforms.goodput import ComputeGoodput
 from transforms.read import EVENTS, READ_COUNTS, REJECTED
-from transforms.sessionize import CAPACITY, COUNTS, JOBS, WINDOW_VECTORS
-from transforms.stream_sessionize import LATE, StreamSessionize
-from transforms.watch import FolderEventReader, FolderEventSource, ReadPubSubEvents
+from transforms.sessionize import CAPACITY, COUNTS, JOBS, LATE, WINDOW_VECTORS
+from transforms.stream_sessionize import StreamSessionize
+from transforms.pubsub import ReadPubSubEvents
 from transforms.write import AppendCounts, AppendTable
 
 
@@ -71,27 +72,3 @@ def write_streaming_outputs(outputs: dict, output_dir: str) -> None:
     for name in ("job_window", "jobs", "capacity_window", "rejected", "late"):
         outputs[name] | f"Append_{name}" >> AppendTable(TABLES[name], output_dir)
     outputs["counts"] | "AppendCounts" >> AppendCounts(output_dir)
-
-
-def run(input_dir: str, output_dir: str, settings: Settings, stream_settings: StreamSettings,
-        stop_after_idle_s: float | None = None, beam_args: list[str] | None = None, progress=None) -> int | None:
-    """Build and run the streaming pipeline until its source stops; returns the
-    latest event time read (None for Pub/Sub, whose end is a drain)."""
-    args = list(beam_args or [])
-    if stream_settings.source == "pubsub":
-        options = PipelineOptions(args)
-        options.view_as(StandardOptions).streaming = True
-        with beam.Pipeline(options=options) as p:
-            write_streaming_outputs(build_streaming(read_pubsub_sources(p, settings, stream_settings), settings,
-                                                    stream_settings), output_dir)
-        return None
-    if not any(arg.startswith("--runner") for arg in args):
-        args.append("--runner=BundleBasedDirectRunner")  # Beam's local runner with event-time streaming
-    options = PipelineOptions(args)
-    options.view_as(StandardOptions).streaming = True
-    reader = FolderEventReader(input_dir, settings.accelerators, stream_settings.poll_s,
-                               stream_settings.watermark_lag_s, stop_after_idle_s, progress)
-    with FolderEventSource(reader) as source, beam.Pipeline(options=options) as p:
-        decoded = {"folder": p | "WatchFolder" >> source.transform()}
-        write_streaming_outputs(build_streaming(decoded, settings, stream_settings), output_dir)
-    return reader.latest_us

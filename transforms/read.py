@@ -33,18 +33,22 @@ class _DecodeAvroFile(beam.DoFn):
 
 
 class ReadAvroFiles(beam.PTransform):
-    """All Avro files of one stream matching `pattern` → events, rejected rows, read counts."""
+    """The given Avro files of one stream → events, rejected rows, read counts.
 
-    def __init__(self, stream: str, pattern: str, accelerators):
+    The run lists its files itself (those not applied by an earlier run), so
+    they are named here rather than matched by a pattern.
+    """
+
+    def __init__(self, stream: str, paths: list[str], accelerators):
         super().__init__()
         self.stream = stream
-        self.pattern = pattern
+        self.paths = list(paths)
         self.accelerators = accelerators
 
     def expand(self, pbegin):
         return (
             pbegin
-            | "MatchFiles" >> fileio.MatchFiles(self.pattern, empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW)
+            | "ListFiles" >> beam.Create(self.paths)
             | "ReadMatches" >> fileio.ReadMatches()
             # One file is one unit of work; the reshuffle lets a distributed
             # runner spread files over workers instead of reading them serially.

@@ -1,44 +1,54 @@
-"""Sessionizing jobs and capacity in event time with keyed state and timers.
+"""Sessionizing jobs and capacity in event time, continuing from saved state.
 
-Each job's events collect in its keyed state; an event-time timer fires when
-the watermark reaches the as-of time, and the job's `JobTimeline` turns the
-events into chip-time per category and window. The same structure serves
-streams: the timeline is incremental, so firing it at every window end and
-flushing deltas needs no other change here than where the timer is set.
+Batch runs (one run, or a run that continues the store's earlier runs) join
+each key's new events with its saved state (`fleet_goodput/session.py`), then
+advance every key to the run's as-of time in two steps:
+
+1. `AdmitEvents`: late events (at or before the previous frontier) are set
+   aside; the rest wait in the key's state. Each key says the latest time it
+   would accept, for the default as-of time (the latest *accepted* event).
+2. `AdvanceKeys`: with the as-of time T known, every key settles up to the
+   frontier T − allowed lateness and reports its figures as of T.
+
+Streaming (transforms/stream_sessionize.py) advances the same state at each
+window end, so batch, continued batch and streaming share one state model.
 """
 
 from __future__ import annotations
 
 import pickle
+from dataclasses import dataclass
 
 import apache_beam as beam
-from apache_beam.coders import BytesCoder
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
-from apache_beam.utils.timestamp import Timestamp
 
-from fleet_goodput.capacity import CapacityTimeline
-from fleet_goodput.decode import parse_capacity_key
+from fleet_goodput.decode import is_capacity_key, parse_capacity_key
 from fleet_goodput.events import Event, stream_of
-from fleet_goodput.timeline import JobTimeline
+from fleet_goodput.session import KeyState, late_row, make_timeline, new_state
 
-WINDOW_VECTORS, JOBS, REJECTED, COUNTS, CAPACITY = "window_vectors", "jobs", "rejected", "counts", "capacity"
-
-
-def _take_events(bag, as_of_us: int) -> tuple[list[Event], list[Event]]:
-    """The buffered events of a key: those up to the as-of time, and those after it."""
-    current, later = [], []
-    for pickled in bag.read():
-        for raw in pickle.loads(pickled):
-            event = Event._make(raw)
-            (current if event.time_us <= as_of_us else later).append(event)
-    bag.clear()
-    return current, later
+WINDOW_VECTORS, JOBS, REJECTED, PENDING_REJECTED = "window_vectors", "jobs", "rejected", "rejected_pending"
+COUNTS, PENDING_COUNTS, CAPACITY, LATE, STATE = "counts", "pending_counts", "capacity", "late", "state"
+LATEST_ACCEPTED = "latest_accepted"
 
 
-def _after_as_of(key: str | None, events: list[Event], as_of_us: int):
-    for event in events:
-        yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(key, event, f"after the as-of time ({as_of_us} µs)"))
+@dataclass(frozen=True)
+class Continuation:
+    """Where the store's last run left off (all None for a first run)."""
+
+    as_of_us: int | None = None
+    frontier_us: int | None = None
+    version_us: int | None = None
+
+
+@dataclass(frozen=True)
+class KeyRules:
+    window_s: int
+    allowed_lateness_s: int
+    retention_s: int
+    peak_flops: dict
+
+    @property
+    def window_us(self) -> int:
+        return self.window_s * 1_000_000
 
 
 def capacity_row(key: str, window_start_us: int, chip_us: int, version_us: int) -> dict:
@@ -55,97 +65,145 @@ def timeline_rejection(job_id: str | None, event: Event, reason: str) -> dict:
     }
 
 
-def _buffer_until_as_of(element, as_of_us: int, events, timer) -> None:
-    """Keep a key's event batch until the watermark reaches the as-of time.
+def job_of(key: str) -> str | None:
+    return None if is_capacity_key(key) else key
 
-    The timer's own timestamp carries the as-of time to `on_timer`, which
-    saves a state cell: the SDK's state cache sizes every object on each
-    access, a cost per operation. For the same reason a batch is buffered as
-    one pickled blob rather than a list of tuples.
+
+def _load(key: str, blobs: list, rules: KeyRules, continuation: Continuation) -> KeyState:
+    if blobs:
+        return pickle.loads(blobs[0])
+    timeline = make_timeline(key, is_capacity_key(key), rules.window_us, rules.peak_flops)
+    frontier = continuation.frontier_us
+    return new_state(key, timeline) if frontier is None else new_state(key, timeline, frontier)
+
+
+def admit_events(grouped, rules: KeyRules, continuation: Continuation, given_as_of_us: int | None):
+    """(key, {events, state}) → the key's state holding its new events, and its late and cut-off events."""
+    key, parts = grouped
+    state = _load(key, list(parts["state"]), rules, continuation)
+    events = [event for batch in parts["events"] for event in batch]
+    late = state.admit(events)
+    for event in late:
+        yield beam.pvalue.TaggedOutput(LATE, late_row(job_of(key), event, state.frontier_us,
+                                                      rules.allowed_lateness_s * 1_000_000))
+    if given_as_of_us is not None:
+        after = [e for e in state.waiting if e.time_us > given_as_of_us]
+        state.waiting = [e for e in state.waiting if e.time_us <= given_as_of_us]
+        for event in after:
+            yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(
+                job_of(key), event, f"after the as-of time ({given_as_of_us} µs)"))
+    if given_as_of_us is None and state.waiting:
+        latest = state.latest_accepted_us()
+        if latest is not None:
+            yield beam.pvalue.TaggedOutput(LATEST_ACCEPTED, latest)
+    yield key, state.to_bytes()
+
+
+class AsOfFn(beam.CombineFn):
+    """The run's as-of time: the one given, or the latest accepted event time,
+    never before the previous run's (that is checked before the run starts)."""
+
+    def __init__(self, given_us: int | None, previous_us: int | None):
+        self.given_us = given_us
+        self.previous_us = previous_us
+
+    def create_accumulator(self):
+        return self.previous_us
+
+    def add_input(self, latest, time_us):
+        return time_us if latest is None else max(latest, time_us)
+
+    def merge_accumulators(self, accumulators):
+        return max((a for a in accumulators if a is not None), default=None)
+
+    def extract_output(self, latest):
+        return self.given_us if self.given_us is not None else latest
+
+
+class _AdvanceKeyFn(beam.DoFn):
+    def __init__(self, rules: KeyRules, continuation: Continuation):
+        self.rules = rules
+        self.continuation = continuation
+
+    def process(self, element, as_of_us):
+        key, blob = element
+        state: KeyState = pickle.loads(blob)
+        job_id = job_of(key)
+        if as_of_us is None:  # no event accepted anywhere: nothing to advance, every event rejected
+            reasons = _probe_reasons(state, state.waiting)
+            for event in state.waiting:
+                yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(
+                    job_id, event, reasons.get(event) or "no event of the run was accepted, so it has no as-of time"))
+            return
+        after = [e for e in state.waiting if e.time_us > as_of_us]
+        if after:  # events the timeline would reject, which is why the as-of ends before them
+            reasons = _probe_reasons(state, after)
+            state.waiting = [e for e in state.waiting if e.time_us <= as_of_us]
+            for event in after:
+                reason = reasons.get(event) or f"after the as-of time ({as_of_us} µs)"
+                yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(job_id, event, reason))
+        frontier = as_of_us - self.rules.allowed_lateness_s * 1_000_000
+        version = as_of_us if self.continuation.version_us is None else max(as_of_us, self.continuation.version_us + 1)
+        advance = state.advance(as_of_us, frontier, self.rules.retention_s * 1_000_000)
+        if job_id is None:
+            for window, chip_us in advance.windows.items():
+                yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, window, chip_us, version))
+        else:
+            for window, vector in advance.windows.items():
+                yield key, window, version, vector
+        if advance.summary is not None:
+            yield beam.pvalue.TaggedOutput(JOBS, {**advance.summary, "version_us": version})
+        for event, reason in advance.settled_rejections:
+            yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(job_id, event, reason))
+        for event, reason in advance.provisional_rejections:
+            yield beam.pvalue.TaggedOutput(PENDING_REJECTED, timeline_rejection(job_id, event, reason))
+        for outcome, count in advance.settled_counts.items():
+            yield beam.pvalue.TaggedOutput(COUNTS, (outcome, count))
+        for outcome, count in advance.provisional_counts.items():
+            yield beam.pvalue.TaggedOutput(PENDING_COUNTS, (outcome, count))
+        if not state.finished:
+            yield beam.pvalue.TaggedOutput(STATE, {"key": key, "blob": state.to_bytes()})
+
+
+def _probe_reasons(state: KeyState, events: list[Event]) -> dict:
+    """Why the timeline rejects `events` (fed with everything waiting, as the as-of probe was)."""
+    probe = pickle.loads(pickle.dumps(state.timeline))
+    before = len(probe.rejections)
+    probe.feed(state.waiting)
+    wanted = set(events)
+    return {r.event: r.reason for r in probe.rejections[before:] if r.event in wanted}
+
+
+class SessionizeKeys(beam.PTransform):
+    """{"events": (key, [events]), "state": (key, state blob)} → the outputs named above.
+
+    `as_of_us` is the given as-of time, or None for the latest accepted event
+    time; the as-of time used comes out as the "as_of" output.
     """
-    _, batch = element
-    events.add(pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
-    timer.set(Timestamp(micros=as_of_us))
 
-
-class _SessionizeJobFn(beam.DoFn):
-    EVENTS = BagStateSpec("events", BytesCoder())
-    AT_AS_OF = TimerSpec("at_as_of", TimeDomain.WATERMARK)
-
-    def __init__(self, window_s: int, peak_flops: dict[str, float]):
-        self.window_us = window_s * 1_000_000
-        self.peak_flops = peak_flops
-
-    def process(self, element, as_of_us, events=beam.DoFn.StateParam(EVENTS), timer=beam.DoFn.TimerParam(AT_AS_OF)):
-        _buffer_until_as_of(element, as_of_us, events, timer)
-
-    @on_timer(AT_AS_OF)
-    def finish(self, key=beam.DoFn.KeyParam, events=beam.DoFn.StateParam(EVENTS), fired_at=beam.DoFn.TimestampParam):
-        as_of_us = fired_at.micros
-        current, later = _take_events(events, as_of_us)
-        yield from _after_as_of(key, later, as_of_us)
-        timeline = JobTimeline(key, self.window_us, self.peak_flops)
-        timeline.feed(current)
-        timeline.close(as_of_us)
-        for window_start, vector in timeline.flush().items():
-            yield key, window_start, as_of_us, vector
-        if timeline.submit is not None:
-            yield beam.pvalue.TaggedOutput(JOBS, {**timeline.summary(), "version_us": as_of_us})
-        for rejection in timeline.rejections:
-            yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(key, rejection.event, rejection.reason))
-        for outcome, count in timeline.counts().items():
-            yield beam.pvalue.TaggedOutput(COUNTS, (outcome, count))
-
-
-class SessionizeJobs(beam.PTransform):
-    """(job_id, [events]) → (job, window, version, vector) results, job rows, rejections, counts."""
-
-    def __init__(self, window_s: int, peak_flops: dict[str, float], as_of_us):
+    def __init__(self, rules: KeyRules, continuation: Continuation, as_of_us: int | None):
         super().__init__()
-        self.window_s = window_s
-        self.peak_flops = peak_flops
-        self.as_of_us = as_of_us  # a singleton side input
-
-    def expand(self, job_events):
-        return job_events | "BuildJobTimelines" >> beam.ParDo(
-            _SessionizeJobFn(self.window_s, self.peak_flops), self.as_of_us
-        ).with_outputs(JOBS, REJECTED, COUNTS, main=WINDOW_VECTORS)
-
-
-class _MeasureCapacityFn(beam.DoFn):
-    EVENTS = BagStateSpec("events", BytesCoder())
-    AT_AS_OF = TimerSpec("at_as_of", TimeDomain.WATERMARK)
-
-    def __init__(self, window_s: int):
-        self.window_us = window_s * 1_000_000
-
-    def process(self, element, as_of_us, events=beam.DoFn.StateParam(EVENTS), timer=beam.DoFn.TimerParam(AT_AS_OF)):
-        _buffer_until_as_of(element, as_of_us, events, timer)
-
-    @on_timer(AT_AS_OF)
-    def finish(self, key=beam.DoFn.KeyParam, events=beam.DoFn.StateParam(EVENTS), fired_at=beam.DoFn.TimestampParam):
-        as_of_us = fired_at.micros
-        current, later = _take_events(events, as_of_us)
-        yield from _after_as_of(None, later, as_of_us)
-        timeline = CapacityTimeline(self.window_us)
-        timeline.feed(current)
-        timeline.close(as_of_us)
-        for window_start, chip_us in timeline.flush().items():
-            yield capacity_row(key, window_start, chip_us, as_of_us)
-        for outcome, count in timeline.counts().items():
-            yield beam.pvalue.TaggedOutput(COUNTS, (outcome, count))
-
-
-class MeasureCapacity(beam.PTransform):
-    """(capacity key, [CAPACITY events]) → capacity chip-seconds per window, rejections, counts."""
-
-    def __init__(self, window_s: int, as_of_us):
-        super().__init__()
-        self.window_s = window_s
+        self.rules = rules
+        self.continuation = continuation
         self.as_of_us = as_of_us
 
-    def expand(self, capacity_events):
-        return capacity_events | "BuildCapacityTimelines" >> beam.ParDo(
-            _MeasureCapacityFn(self.window_s), self.as_of_us
-        ).with_outputs(REJECTED, COUNTS, main=CAPACITY)
-
+    def expand(self, inputs):
+        admitted = (
+            inputs
+            | "JoinSavedState" >> beam.CoGroupByKey()
+            | "AdmitEvents" >> beam.FlatMap(admit_events, rules=self.rules, continuation=self.continuation,
+                                            given_as_of_us=self.as_of_us).with_outputs(LATE, REJECTED, LATEST_ACCEPTED,
+                                                                                       main="states")
+        )
+        as_of = admitted[LATEST_ACCEPTED] | "AsOf" >> beam.CombineGlobally(
+            AsOfFn(self.as_of_us, self.continuation.as_of_us))
+        advanced = admitted["states"] | "AdvanceKeys" >> beam.ParDo(
+            _AdvanceKeyFn(self.rules, self.continuation), beam.pvalue.AsSingleton(as_of)
+        ).with_outputs(CAPACITY, JOBS, REJECTED, PENDING_REJECTED, COUNTS, PENDING_COUNTS, STATE,
+                       main=WINDOW_VECTORS)
+        outputs = {tag: advanced[tag] for tag in (WINDOW_VECTORS, CAPACITY, JOBS, PENDING_REJECTED, COUNTS,
+                                                  PENDING_COUNTS, STATE)}
+        outputs[REJECTED] = (admitted[REJECTED], advanced[REJECTED]) | "AllTimelineRejections" >> beam.Flatten()
+        outputs[LATE] = admitted[LATE]
+        outputs["as_of"] = as_of
+        return outputs

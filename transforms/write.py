@@ -1,15 +1,17 @@
-"""Writing a table as Hive-partitioned Parquet, one partition per UTC day.
+"""Writing results: staged Parquet for the store, or appended Parquet on a stream.
 
-Batch (`WriteTable`): rows are grouped by day and each partition is written
-whole by pyarrow with `delete_matching`, which replaces what an earlier run
-left in that partition: a rerun over the same days is idempotent. (Beam's
-`fileio.WriteToFiles` with `date=…/` destinations was measured to write
-nothing on the local filesystem while reporting success, hence pyarrow inside
-a DoFn.)
+Batch (`StageTable`, `StageRows`): a run writes what it computed as Parquet
+files under its own staging folder (OUTPUT/_staging/<run>/<table>/); nothing
+there is read by anyone until the run commits the files to the Delta tables
+(fleet_goodput/store.py), so a run killed while writing leaves no trace in
+what readers see. Rows are grouped by UTC day, one file per day, each with the
+`date` partition column. (Beam's `fileio.WriteToFiles` with `date=…/`
+destinations was measured to write nothing on the local filesystem while
+reporting success, hence pyarrow inside a DoFn.)
 
-Streaming (`AppendTable`): a stream never ends, so there is no whole
-partition to write; each bundle's rows are appended as a new file, and the
-`version` column lets the views pick the latest row of each key.
+Streaming on Dataflow (`AppendTable`): a stream never ends, so each bundle's
+rows are appended as a new file, and the `version` column lets the views pick
+the latest row of each key.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from collections import defaultdict
 
 import apache_beam as beam
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -32,37 +33,72 @@ def _filesystem(output_dir: str) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), output_dir
 
 
-def write_partition(table: Table, output_dir: str, day: str, rows: list[dict]) -> str:
-    """Write one day of `table` under `output_dir/tables/<table>/date=<day>/`; returns the path."""
-    filesystem, root = _filesystem(output_dir)
-    base = f"{root.rstrip('/')}/tables/{table.name}/date={day}"
-    ds.write_dataset(
-        table.to_arrow(rows), base, filesystem=filesystem, format="parquet",
-        basename_template="part-{i}.parquet", existing_data_behavior="delete_matching",
-    )
-    return base
+def write_staged_day(table: Table, folder: str, day: str, rows: list[dict]) -> str:
+    """Write one day of `table`'s rows, with their `date`, as one new file in `folder`; returns its path."""
+    filesystem, root = _filesystem(folder)
+    data = table.to_arrow(rows)
+    data = data.append_column("date", pa.array([day] * data.num_rows, pa.string()))
+    filesystem.create_dir(root, recursive=True)
+    path = f"{root.rstrip('/')}/{day}-{uuid.uuid4().hex}.parquet"
+    pq.write_table(data, path, filesystem=filesystem)
+    return path
 
 
-def _write_day(day_rows, table: Table, output_dir: str) -> str:
+def _write_day(day_rows, table: Table, folder: str) -> str:
     day, rows = day_rows
-    return write_partition(table, output_dir, day, list(rows))
+    return write_staged_day(table, folder, day, list(rows))
 
 
-class WriteTable(beam.PTransform):
-    """Rows of `table` → Parquet partitions; outputs the paths written."""
+class StageTable(beam.PTransform):
+    """Rows of `table` → one staged Parquet file per UTC day in `folder`; outputs the paths."""
 
-    def __init__(self, table: Table, output_dir: str):
+    def __init__(self, table: Table, folder: str):
         super().__init__()
         self.table = table
-        self.output_dir = output_dir
+        self.folder = folder
 
     def expand(self, rows):
         return (
             rows
             | "KeyByDay" >> beam.Map(lambda row, key: (utc_day(row[key]), row), key=self.table.date_from)
             | "GroupByDay" >> beam.GroupByKey()
-            | "WritePartition" >> beam.Map(_write_day, table=self.table, output_dir=self.output_dir)
+            | "WriteDay" >> beam.Map(_write_day, table=self.table, folder=self.folder)
         )
+
+
+class _StageRowsFn(beam.DoFn):
+    """Buffers a bundle's rows and writes them as one Parquet file."""
+
+    def __init__(self, schema: pa.Schema, folder: str):
+        self.schema = schema
+        self.folder = folder
+
+    def start_bundle(self):
+        self.rows = []
+
+    def process(self, row):
+        self.rows.append(row)
+
+    def finish_bundle(self):
+        if not self.rows:
+            return
+        filesystem, root = _filesystem(self.folder)
+        filesystem.create_dir(root, recursive=True)
+        pq.write_table(pa.Table.from_pylist(self.rows, schema=self.schema),
+                       f"{root.rstrip('/')}/part-{uuid.uuid4().hex}.parquet", filesystem=filesystem)
+        self.rows = []
+
+
+class StageRows(beam.PTransform):
+    """Rows (dicts of `schema`) → staged Parquet files in `folder`, one per bundle."""
+
+    def __init__(self, schema: pa.Schema, folder: str):
+        super().__init__()
+        self.schema = schema
+        self.folder = folder
+
+    def expand(self, rows):
+        return rows | "StageRows" >> beam.ParDo(_StageRowsFn(self.schema, self.folder))
 
 
 class _AppendRowsFn(beam.DoFn):

@@ -8,6 +8,8 @@ import sys
 from fleet_goodput.batch import InputError, ReconciliationError, is_dry_run, run_batch, translate_batch
 from fleet_goodput.config import ConfigError, beam_flags, load_settings
 from fleet_goodput.headline import render
+from fleet_goodput.store import StoreError
+from fleet_goodput.stream_settings import load_stream_settings
 from fleet_goodput.timeutil import parse_time_us
 from fleet_goodput.views import connect
 
@@ -15,12 +17,21 @@ DESCRIPTION = """\
 Compute ML Productivity Goodput from Avro telemetry with Apache Beam.
 
 Reads INPUT/scheduler/*.avro, INPUT/runtime/*.avro and INPUT/profiler/*.avro
-(schemas in schemas/), writes Hive-partitioned Parquet tables under
-OUTPUT/tables/, OUTPUT/manifest.json with per-stream counts, and the DuckDB
-views in OUTPUT/goodput.duckdb (query them with `mpg sql`).
+(schemas in schemas/) and commits one run to the output store: Delta Lake
+tables under OUTPUT/tables/, the state of every job still running, the run's
+manifest (also copied to OUTPUT/manifest.json), and the DuckDB views in
+OUTPUT/goodput.duckdb (query them with `mpg sql`; list runs with `mpg runs`).
 
-Every event ends up accepted, dropped as a duplicate event_id, or in the
-`rejected` table with its reason; the run fails if the counts do not add up.
+An OUTPUT that holds earlier runs is continued: only input files whose
+content no earlier run applied are read, running jobs carry on from their
+saved state, and windows that new events change get new versions. Events
+before the last run's as-of time minus the allowed lateness go to the `late`
+table. --replace starts OUTPUT afresh. A run that fails or is killed leaves
+the previous run as it was.
+
+Every event ends up accepted, dropped as a duplicate event_id, late, or in the
+`rejected` table with its reason; a run whose counts do not add up is not
+committed.
 Any other --flag is passed to Beam (e.g. --runner=DataflowRunner --project=…),
 after those of the config's `beam:` section, so it overrides them; locally the
 in-process FnApiRunner is used. With --dry_run=True and DataflowRunner the job
@@ -51,7 +62,9 @@ def register(subparsers) -> None:
     parser.add_argument("--input", required=True, metavar="DIR", help="folder with scheduler/, runtime/, profiler/ Avro files")
     parser.add_argument("--output", required=True, metavar="DIR", help="folder for tables/, manifest.json, goodput.duckdb")
     parser.add_argument("--as-of", metavar="TIME",
-                        help="ISO-8601 time that ends still-running jobs and capacity (default: the latest event time)")
+                        help="ISO-8601 time that ends still-running jobs and capacity; later events are rejected "
+                             "(default: the latest accepted event time)")
+    parser.add_argument("--replace", action="store_true", help="remove OUTPUT's earlier runs and start it afresh")
     add_run_arguments(parser)
     parser.set_defaults(func=main, accepts_beam_args=True)
 
@@ -64,15 +77,28 @@ def main(args: argparse.Namespace) -> int:
         if is_dry_run(beam_args):
             print(describe_job(translate_batch(args.input, args.output, settings, as_of_us, beam_args)))
             return 0
+        stream_settings = load_stream_settings(args.config)
         print(f"Running the goodput pipeline on {args.input} ...", flush=True)
-        outcome = run_batch(args.input, args.output, settings, as_of_us, beam_args)
-    except (ConfigError, InputError, ValueError) as exc:
+        outcome = run_batch(args.input, args.output, settings, as_of_us, beam_args, stream_settings=stream_settings,
+                            replace=args.replace)
+    except (ConfigError, InputError, StoreError, ValueError) as exc:
         print(f"mpg run: {exc}", file=sys.stderr)
         return 2
     except ReconciliationError as exc:
         print(f"mpg run: FAILED: {exc}", file=sys.stderr)
         return 1
+    if outcome.skipped:
+        print(f"Skipped {len(outcome.skipped)} input file(s) an earlier run already applied (same content).")
+    if not outcome.committed:
+        latest = f"run {outcome.run.run_id} stays the latest" if outcome.run else "the output holds no run"
+        print(f"Nothing new in {args.input}: {latest}.")
+        return 0
     print(summary(outcome))
+    if outcome.manifest.get("as_of_us") is None:
+        print(f"mpg run: no event was accepted, so there is no as-of time and no figure; see why with\n"
+              f"  mpg sql --output {args.output} \"select reason, sum(records) from rejected group by reason\"",
+              file=sys.stderr)
+        return 1
     if outcome.database is None:
         print(REMOTE_NOTE.format(output=args.output.rstrip("/")))
         return 0
@@ -84,13 +110,15 @@ def main(args: argparse.Namespace) -> int:
 
 def summary(outcome) -> str:
     manifest = outcome.manifest
-    outcomes = ["read", "accepted", "duplicate", "rejected"] + (["late"] if manifest.get("mode") == "streaming" else [])
-    lines = [f"Done in {outcome.seconds:.1f} s; as-of {manifest['as_of']}.",
+    outcomes = ["read", "accepted", "duplicate", "rejected", "late"]
+    run = f"run {manifest['run_id']}" if manifest.get("run_id") else "run"
+    lines = [f"Committed {run} in {outcome.seconds:.1f} s; as-of {manifest['as_of']}; "
+             f"{manifest.get('files_applied', 0)} new file(s). Counts cover every run of the output:",
              f"  {'stream':<10}" + "".join(f" {name:>10}" for name in outcomes)]
     for name, counts in manifest["streams"].items():
         lines.append(f"  {name:<10}" + "".join(f" {counts[outcome]:>10,}" for outcome in outcomes))
     views = outcome.database or "none (remote output)"
-    lines.append(f"Counts reconcile. Tables: {manifest['output']}/tables/  Views: {views}")
+    lines.append(f"Counts reconcile. Tables: {manifest['output']}/tables/ (Delta Lake)  Views: {views}")
     return "\n".join(lines)
 
 

@@ -5,36 +5,38 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 from pathlib import Path
 
 import schemas
+from fleet_goodput.avro_io import telemetry_files
 from fleet_goodput.batch import ReconciliationError, is_dry_run
 from fleet_goodput.commands.run import add_run_arguments, describe_job, summary
 from fleet_goodput.config import ConfigError, beam_flags, load_settings
 from fleet_goodput.headline import render
-from fleet_goodput.avro_io import telemetry_files
-from fleet_goodput.stream_run import OutputInUse, prepare_output, run_stream, translate_stream
+from fleet_goodput.store import StoreError
+from fleet_goodput.stream_run import run_stream, translate_stream
 from fleet_goodput.stream_settings import load_stream_settings
-from fleet_goodput.timeutil import format_time_us
 from fleet_goodput.views import connect
-from transforms.watch import request_stop
 
 DESCRIPTION = """\
 Run the goodput pipeline on a stream: locally, a folder that keeps receiving
-Avro files (INPUT/<stream>/*.avro; each new file is read once); on Dataflow,
-Pub/Sub subscriptions selected by the `streaming:` section of --config.
+Avro files (INPUT/<stream>/*.avro); on Dataflow, Pub/Sub subscriptions selected
+by the `streaming:` section of --config.
 
-Results are per event-time window: a window is emitted when the watermark
-passes its end, with in-flight step time as `pending`, and emitted again as a
-new version whenever late events (within --allowed-lateness) or later
-resolutions (a checkpoint: pending → productive; a disruption: → lost) change
-it. The views show the latest version. Events later than the allowed lateness
-go to the `late` table and are counted in the manifest.
+Locally, each batch of new files is applied as one run committed to the
+output store, exactly as `mpg run` continues an output: results are per
+event-time window, with in-flight step time as `pending`, and a window gets a
+new version whenever new events, late events (within --allowed-lateness) or
+later resolutions (a checkpoint: pending → productive; a disruption: → lost)
+change it. The views show the latest version; `mpg sql` reads the latest
+committed run while the stream goes on. Events later than the allowed
+lateness go to the `late` table and are counted in the manifest.
 
-It stops cleanly on Ctrl-C / SIGTERM or after --stop-after-idle seconds
-without a new file: every key is closed at the latest event time read (as a
-batch run's as-of would), results are flushed, and the manifest and views are
-written.
+It stops on Ctrl-C / SIGTERM or after --stop-after-idle seconds without a new
+file. Killed any other way (even SIGKILL), it loses nothing committed: start
+it again on the same folders and it resumes from its last run, ending equal to
+`mpg run` over the same files.
 """
 
 EPILOG = """\
@@ -54,15 +56,15 @@ def register(subparsers) -> None:
                         help="stop when no new file has arrived for this long (default: run until interrupted)")
     parser.add_argument("--allowed-lateness", type=int, metavar="SECONDS",
                         help="how late an event may be and still update results (default 3600, or streaming.allowed_lateness_s)")
-    parser.add_argument("--watermark-lag", type=int, metavar="SECONDS",
-                        help="how far the watermark trails the latest event time read (default 300)")
     parser.add_argument("--replace", action="store_true", help="clear an output folder that holds earlier results")
     add_run_arguments(parser)
     parser.set_defaults(func=main, accepts_beam_args=True)
 
 
-def _progress(files: int, events: int, watermark_us: int) -> None:
-    print(f"  read {files:,} files, {events:,} events; watermark {format_time_us(watermark_us)}", file=sys.stderr, flush=True)
+def _progress(progress, outcome) -> None:
+    manifest = outcome.manifest
+    print(f"  run {manifest['run_id']}: {manifest['files_applied']} new file(s) in {outcome.seconds:.1f} s; "
+          f"as-of {manifest['as_of']}", file=sys.stderr, flush=True)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -81,29 +83,28 @@ def main(args: argparse.Namespace) -> int:
             return 2
         print(describe_job(translate_stream(args.output, settings, stream_settings, beam_args)))
         return 0
-    try:
-        prepare_output(args.output, args.replace)
-    except OutputInUse as exc:
-        print(f"mpg stream: {exc}", file=sys.stderr)
-        return 2
     for stream in schemas.STREAMS:
         Path(args.input, stream).mkdir(parents=True, exist_ok=True)
     waiting = len(telemetry_files(args.input))
     if waiting:
-        print(f"{waiting} files already in {args.input} are read first, in the order they were written.")
+        print(f"{waiting} files already in {args.input}; those no earlier run applied are read first.")
+    stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: request_stop())
+        signal.signal(sig, lambda *_: stop.set())
     idle = f"; stops after {args.stop_after_idle:g} s without new files" if args.stop_after_idle else "; Ctrl-C stops"
     print(f"Watching {args.input} (window {settings.window_s} s, allowed lateness "
           f"{stream_settings.allowed_lateness_s} s{idle}) ...", flush=True)
     try:
         outcome = run_stream(args.input, args.output, settings, stream_settings, args.stop_after_idle,
-                             beam_args, replace=args.replace, progress=_progress)
-    except OutputInUse as exc:
+                             beam_args, replace=args.replace, progress=_progress, stop=stop)
+    except StoreError as exc:
         print(f"mpg stream: {exc}", file=sys.stderr)
         return 2
     except ReconciliationError as exc:
         print(f"mpg stream: FAILED: {exc}", file=sys.stderr)
+        return 1
+    if outcome.run is None:
+        print(f"mpg stream: no telemetry arrived in {args.input}; nothing was computed", file=sys.stderr)
         return 1
     print(summary(outcome))
     with connect(args.output) as connection:

@@ -1,0 +1,245 @@
+"""One key's state between runs: what batch runs, continued runs and streams share.
+
+A key is a job, or a cluster's capacity for one accelerator. Its state is
+
+- `timeline`: every event up to the *frontier* applied, time attributed up to it;
+- `waiting`: events after the frontier, held so that an event arriving late but
+  within the allowed lateness can still be placed in order;
+- `totals`: the settled figures per window; `emitted`: the figures last written.
+
+Advancing a key to an as-of time T with frontier F (T minus the allowed
+lateness) settles the waiting events at or before F into the timeline, then a
+copy takes the rest, advances to T and reports unresolved step time as
+pending: those are the figures as of T. Windows whose figures differ from what
+was last written are returned as new versions. An event at or before the
+frontier is late: it can no longer be placed, so it goes to the `late` table.
+
+Because the timeline attributes integer chip-microseconds and is fed in
+event-time order, cutting a history into consecutive advances gives the same
+figures as one advance over all of it (tests/test_split_invariance.py).
+
+What is kept is what can still change: windows before the frontier that no
+unresolved step span touches are final and dropped from `totals`/`emitted`,
+samples no future span can use are dropped, and a job that ended before the
+frontier is settled for good (`finished`). Nothing here knows about Beam.
+"""
+
+from __future__ import annotations
+
+import pickle
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+from fleet_goodput.capacity import CapacityTimeline
+from fleet_goodput.events import Event, stream_of
+from fleet_goodput.timeline import JobTimeline
+from fleet_goodput.windows import window_start
+
+NEVER = -(2**62)
+# Bump when the pickled layout of KeyState or the timelines changes: a store
+# written by another layout must be started afresh (`mpg run --replace`).
+STATE_FORMAT = 1
+
+
+def clone(obj):
+    return pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _plus(a, b):
+    if isinstance(a, list):
+        return [x + y for x, y in zip(a, b)]
+    return a + b
+
+
+@dataclass
+class Advance:
+    """What advancing a key produced."""
+
+    windows: dict = field(default_factory=dict)  # window start -> figures, changed since last written
+    summary: dict | None = None  # the job's row, when it changed
+    settled_rejections: list = field(default_factory=list)  # (event, reason), final
+    provisional_rejections: list = field(default_factory=list)  # (event, reason) of waiting events
+    settled_counts: dict = field(default_factory=dict)  # (stream, outcome) -> delta, final
+    provisional_counts: dict = field(default_factory=dict)  # (stream, outcome) -> fates of waiting events
+
+
+@dataclass
+class KeyState:
+    key: str
+    timeline: object
+    frontier_us: int = NEVER
+    waiting: list = field(default_factory=list)  # Event tuples after the frontier
+    totals: dict = field(default_factory=dict)
+    emitted: dict = field(default_factory=dict)
+    summary: dict | None = None
+    counted: dict = field(default_factory=dict)  # (stream, outcome) -> settled events already reported
+    last_event_us: int | None = None
+    finished: bool = False  # settled for good: nothing can change its figures any more
+
+    # ---- arrivals ---------------------------------------------------------
+    def admit(self, events) -> list[Event]:
+        """Hold `events` until they settle; returns those that are late."""
+        late = []
+        for raw in events:
+            event = Event._make(raw)
+            if event.time_us <= self.frontier_us:
+                late.append(event)
+            else:
+                self.waiting.append(event)
+                if self.last_event_us is None or event.time_us > self.last_event_us:
+                    self.last_event_us = event.time_us
+        return late
+
+    def latest_accepted_us(self) -> int | None:
+        """The latest waiting event the timeline would accept (fed to a copy).
+
+        A run's default as-of time is the latest *accepted* event time
+        (MPG.md section 3, "Time"): a rejected event never moves it.
+        """
+        probe = clone(self.timeline)
+        before = {id(r) for r in probe.rejections}
+        probe.feed(self.waiting)
+        rejected = {(r.event.time_us, r.event.event_id, r.event.code) for r in probe.rejections if id(r) not in before}
+        accepted = [e.time_us for e in self.waiting if (e.time_us, e.event_id, e.code) not in rejected]
+        return max(accepted, default=None)
+
+    # ---- advancing ----------------------------------------------------------
+    def advance(self, as_of_us: int, frontier_us: int, retention_us: int = 6 * 3600 * 1_000_000) -> Advance:
+        """Settle up to `frontier_us`, then report the figures as of `as_of_us`.
+
+        A job that ended `retention_us` before the frontier without any
+        profiler sample stops waiting for one: its state can then go.
+        """
+        result = Advance()
+        frontier_us = max(self.frontier_us, min(frontier_us, as_of_us))
+        self._settle(frontier_us, result)
+        values = dict(self.totals)
+        provisional = clone(self.timeline)
+        before = {id(r) for r in provisional.rejections}
+        counted = provisional.counts()
+        provisional.feed([e for e in self.waiting if e.time_us <= as_of_us])
+        provisional.advance_to(as_of_us)
+        for window, delta in provisional.flush(provisional=True).items():
+            values[window] = _plus(values[window], delta) if window in values else delta
+        result.provisional_rejections = [(r.event, r.reason) for r in provisional.rejections if id(r) not in before]
+        result.provisional_counts = {k: n - counted.get(k, 0) for k, n in provisional.counts().items()
+                                     if n != counted.get(k, 0)}
+        self._emit(values, _summary_of(provisional), result)
+        self._compact(retention_us)
+        return result
+
+    def close(self, end_us: int) -> Advance:
+        """End of input at `end_us`: settle everything up to it and close the key for good."""
+        result = Advance()
+        self._settle(end_us, result, close=True)
+        self._emit(dict(self.totals), _summary_of(self.timeline), result)
+        self.finished = True
+        return result
+
+    def _settle(self, frontier_us: int, result: Advance, close: bool = False) -> None:
+        timeline = self.timeline
+        settled = [e for e in self.waiting if e.time_us <= frontier_us]
+        self.waiting = [e for e in self.waiting if e.time_us > frontier_us]
+        timeline.feed(settled)
+        # A repeat of a settled event has its time, at or before the frontier,
+        # so it arrives late: settled ids need no memory.
+        timeline.seen_ids.clear()
+        if close:
+            timeline.close(frontier_us)
+        else:
+            timeline.advance_to(frontier_us)
+        self.frontier_us = frontier_us
+        for window, delta in timeline.flush().items():
+            self.totals[window] = _plus(self.totals[window], delta) if window in self.totals else delta
+        result.settled_rejections = [(r.event, r.reason) for r in timeline.rejections]
+        timeline.rejections = []
+        for outcome, total in timeline.counts().items():
+            delta = total - self.counted.get(outcome, 0)
+            if delta:
+                self.counted[outcome] = total
+                result.settled_counts[outcome] = delta
+
+    def _emit(self, values: dict, summary: dict | None, result: Advance) -> None:
+        result.windows = {w: v for w, v in values.items() if self.emitted.get(w) != v}
+        self.emitted.update(result.windows)
+        if summary is not None and summary != self.summary:
+            self.summary = result.summary = summary
+
+    # ---- keeping it small ---------------------------------------------------
+    def _compact(self, retention_us: int) -> None:
+        """Forget what can no longer change (see the module docstring)."""
+        timeline = self.timeline
+        window_us = timeline.window_us
+        ended = isinstance(timeline, JobTimeline) and timeline.end_us is not None
+        if ended and not timeline.samples and self.frontier_us - timeline.end_us >= retention_us:
+            timeline.closed = True
+            timeline.flush()  # no sample came: its productive time keeps no ideal
+        open_from = window_start(self.frontier_us, window_us)
+        live = set(_live_windows(timeline, window_us))
+        for window in [w for w in self.totals if w < open_from and w not in live]:
+            del self.totals[window]
+            self.emitted.pop(window, None)
+        if isinstance(timeline, JobTimeline):
+            _drop_unusable_samples(timeline)
+            self.finished = ended and timeline.end_us <= self.frontier_us and not self.waiting and not live
+
+    def to_bytes(self) -> bytes:
+        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _summary_of(timeline) -> dict | None:
+    if isinstance(timeline, JobTimeline) and timeline.submit is not None:
+        return timeline.summary()
+    return None
+
+
+def _live_windows(timeline, window_us: int):
+    """Windows holding step time that may still move (unresolved, or awaiting a first sample)."""
+    if not isinstance(timeline, JobTimeline):
+        return
+    spans = list(timeline.unresolved) + ([timeline.open_step] if timeline.open_step else [])
+    pieces = [(p[0], p[1]) for span in spans for p in span.pieces]
+    pieces += [(start, end) for start, end, _ in timeline._productive]
+    for start_us, end_us in pieces:
+        window = window_start(start_us, window_us)
+        while window < end_us:
+            yield window
+            window += window_us
+
+
+def _drop_unusable_samples(timeline: JobTimeline) -> None:
+    """Keep the samples a span not yet attributed could still use.
+
+    Spans still to be valued start at or after the earliest unresolved span
+    (or the frontier); each uses the latest sample at or before its start, so
+    samples older than the latest one before that point are never read again.
+    The first sample stays while spans before it may still need it.
+    """
+    if len(timeline.samples) < 2 or timeline._productive:
+        return
+    starts = [span.start_us for span in timeline.unresolved]
+    if timeline.open_step is not None:
+        starts.append(timeline.open_step.start_us)
+    earliest = min(starts, default=timeline.now_us)
+    if earliest is None:
+        return
+    keep_from = max(bisect_right(timeline.sample_times, earliest) - 1, 0)
+    del timeline.sample_times[:keep_from]
+    del timeline.samples[:keep_from]
+
+
+def new_state(key: str, timeline, frontier_us: int = NEVER) -> KeyState:
+    return KeyState(key=key, timeline=timeline, frontier_us=frontier_us)
+
+
+def late_row(key_job_id: str | None, event: Event, reference_us: int, allowed_lateness_us: int) -> dict:
+    """A `late` table row: how far behind its key's frontier an event arrived."""
+    return {
+        "stream": stream_of(event.code), "event_id": event.event_id, "job_id": key_job_id,
+        "event_time_us": event.time_us, "type": event.code,
+        "lateness_s": (reference_us - event.time_us) / 1e6, "allowed_lateness_s": allowed_lateness_us / 1e6,
+    }
+
+
+def make_timeline(key: str, is_capacity: bool, window_us: int, peak_flops: dict):
+    return CapacityTimeline(window_us) if is_capacity else JobTimeline(key, window_us, peak_flops)

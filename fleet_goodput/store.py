@@ -1,0 +1,298 @@
+"""The output store: Delta Lake tables, committed one run at a time.
+
+    OUTPUT/
+      tables/<table>/   Delta tables people read (fleet_goodput/tables.py)
+      state/keys/       the open keys' saved state (fleet_goodput/session.py)
+      state/files/      the input files already applied, by content hash
+      runs/             one row per committed run: what it read, its as-of time,
+                        the version of every table it left, its manifest
+      goodput.duckdb    DuckDB views over the latest run (fleet_goodput/views.py)
+      manifest.json     a copy of the latest run's manifest
+      _staging/<run>/   what a run in progress has computed; never read
+
+A run becomes visible in one step: the commit of its row to `runs`. Readers
+take the table versions that row names (Delta time travel), so a run killed
+before that commit leaves the previous snapshot exactly as it was, whatever it
+wrote; the next run first restores any table a killed run moved. Runs on one
+local output are serialised by a lock file; on gs:// a run that finds a newer
+run committed under it fails instead of overwriting it.
+
+Delta tables work on local disk and gs:// alike (delta-rs); DuckDB, polars,
+Spark and BigQuery read them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+from fleet_goodput.tables import TABLES, Table
+
+STATE_KEYS = "state/keys"
+STATE_FILES = "state/files"
+RUNS = "runs"
+STAGING = "_staging"
+LOCK_FILE = ".lock"
+DEFAULT_RETENTION_HOURS = 7 * 24
+
+STATE_KEYS_SCHEMA = pa.schema([("key", pa.string()), ("blob", pa.binary())])
+STATE_FILES_SCHEMA = pa.schema([("sha256", pa.string()), ("path", pa.string()), ("stream", pa.string()),
+                                ("run_id", pa.int64())])
+RUNS_SCHEMA = pa.schema([
+    ("run_id", pa.int64()), ("committed_at", pa.timestamp("us", tz="UTC")), ("mode", pa.string()),
+    ("input", pa.string()), ("as_of", pa.timestamp("us", tz="UTC")), ("frontier", pa.timestamp("us", tz="UTC")),
+    ("files_applied", pa.int64()), ("files_skipped", pa.int64()), ("state_format", pa.int64()),
+    ("versions", pa.string()), ("manifest", pa.string()),
+])
+
+
+class StoreError(RuntimeError):
+    """The output cannot be used as asked (busy, older as-of, foreign state…)."""
+
+
+def is_remote(path: str | Path) -> bool:
+    return "://" in str(path)
+
+
+def table_paths() -> dict[str, str]:
+    """Every Delta table of a run, by name → its path under the output."""
+    paths = {name: f"tables/{name}" for name in TABLES}
+    paths.update({"state_keys": STATE_KEYS, "state_files": STATE_FILES})
+    return paths
+
+
+def delta_schema(table: Table) -> pa.Schema:
+    """A people-facing table as stored: its columns plus the `date` partition."""
+    return table.schema.append(pa.field("date", pa.string()))
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: int
+    committed_at_us: int
+    mode: str
+    input: str
+    as_of_us: int | None
+    frontier_us: int | None
+    files_applied: int
+    files_skipped: int
+    state_format: int
+    versions: dict = field(default_factory=dict)  # table name -> Delta version (None: never written)
+    manifest: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: dict) -> RunRecord:
+        return cls(row["run_id"], row["committed_at"], row["mode"], row["input"], row["as_of"],
+                   row["frontier"], row["files_applied"], row["files_skipped"], row["state_format"],
+                   json.loads(row["versions"]), json.loads(row["manifest"]))
+
+    def to_arrow(self) -> pa.Table:
+        row = {**vars(self), "committed_at": self.committed_at_us, "as_of": self.as_of_us, "frontier": self.frontier_us,
+               "versions": json.dumps(self.versions, sort_keys=True), "manifest": json.dumps(self.manifest)}
+        return pa.Table.from_pylist([{name: row[name] for name in RUNS_SCHEMA.names}], schema=RUNS_SCHEMA)
+
+
+class Store:
+    def __init__(self, root: str | Path):
+        # Delta reports file URIs absolute, so a local root is made absolute too.
+        self.root = str(root).rstrip("/") if is_remote(root) else str(Path(root).resolve())
+
+    def path(self, relative: str) -> str:
+        return f"{self.root}/{relative}"
+
+    # ---- reading --------------------------------------------------------------
+    def _delta(self, relative: str, version: int | None = None) -> DeltaTable | None:
+        try:
+            return DeltaTable(self.path(relative), version=version)
+        except TableNotFoundError:
+            return None
+
+    def runs(self) -> list[RunRecord]:
+        table = self._delta(RUNS)
+        if table is None:
+            return []
+        rows = table.to_pyarrow_table().sort_by("run_id")
+        # Timestamps as integer microseconds, exactly (no float seconds on the way).
+        rows = rows.cast(pa.schema([f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f
+                                    for f in rows.schema])).to_pylist()
+        return [RunRecord.from_row(row) for row in rows]
+
+    def latest(self) -> RunRecord | None:
+        runs = self.runs()
+        return runs[-1] if runs else None
+
+    def run(self, run_id: int | None = None) -> RunRecord:
+        runs = self.runs()
+        if not runs:
+            raise StoreError(f"{self.root} holds no committed run: run `mpg run --input DIR --output {self.root}` first")
+        if run_id is None:
+            return runs[-1]
+        for record in runs:
+            if record.run_id == run_id:
+                return record
+        raise StoreError(f"no run {run_id} in {self.root}; `mpg runs --output {self.root}` lists them")
+
+    def files(self, name: str, record: RunRecord | None) -> list[str]:
+        """The data files of table `name` in `record`'s snapshot, as paths relative to the output."""
+        version = record.versions.get(name) if record else None
+        if version is None:
+            return []
+        table = self._delta(table_paths()[name], version)
+        prefix = f"{self.root}/"
+        return sorted(uri.removeprefix("file://").removeprefix(prefix) for uri in table.file_uris())
+
+    def read(self, name: str, record: RunRecord | None) -> pa.Table | None:
+        version = record.versions.get(name) if record else None
+        if version is None:
+            return None
+        return self._delta(table_paths()[name], version).to_pyarrow_table()
+
+    def applied_hashes(self, record: RunRecord | None) -> set[str]:
+        table = self.read("state_files", record)
+        return set() if table is None else set(table.column("sha256").to_pylist())
+
+    # ---- writing ----------------------------------------------------------------
+    @contextlib.contextmanager
+    def lock(self):
+        """Hold the output for one run; a second run fails at once with who holds it."""
+        if is_remote(self.root):
+            yield  # checked at commit instead: see Transaction.commit
+            return
+        Path(self.root).mkdir(parents=True, exist_ok=True)
+        with open(self.path(LOCK_FILE), "a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                raise StoreError(f"{self.root} is in use by another run ({holder}); wait for it to finish "
+                                 "(runs on one output are serialised)") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+            handle.flush()
+            try:
+                yield
+            finally:
+                handle.seek(0)
+                handle.truncate()
+
+    def begin(self) -> Transaction:
+        """Start a run: undo what a killed run left in the tables, then stage."""
+        latest = self.latest()
+        for name, relative in table_paths().items():
+            recorded = latest.versions.get(name) if latest else None
+            table = self._delta(relative)
+            if table is None or recorded is None or table.version() == recorded:
+                continue
+            table.restore(recorded)
+        return Transaction(self, latest, uuid.uuid4().hex[:12])
+
+    def replace(self) -> None:
+        """Remove every run, table and saved state (`--replace`)."""
+        if is_remote(self.root):
+            raise StoreError("--replace removes a local output only; delete a gs:// output with gcloud storage rm -r")
+        for name in ("tables", "state", RUNS, STAGING, "goodput.duckdb", "manifest.json", "_run"):
+            target = Path(self.root, name)
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+
+    def maintain(self, retention_hours: int = DEFAULT_RETENTION_HOURS) -> dict[str, int]:
+        """Compact small files and vacuum what no run within the retention reads.
+
+        Compaction rewrites small files into larger ones as a new version;
+        readers of earlier runs keep their files until the vacuum, which keeps
+        every version that a run committed within `retention_hours` names.
+        Returns the files removed per table.
+        """
+        runs = self.runs()
+        horizon_us = (time.time() - retention_hours * 3600) * 1_000_000
+        removed = {}
+        for name, relative in table_paths().items():
+            table = self._delta(relative)
+            if table is None:
+                continue
+            keep = sorted({r.versions[name] for r in runs if r.committed_at_us >= horizon_us
+                           and r.versions.get(name) is not None} | {table.version()})
+            removed[name] = len(table.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False,
+                                             keep_versions=keep))
+        return removed
+
+
+class Transaction:
+    """One run's writes: staged, then committed table by table, then made visible by its `runs` row."""
+
+    def __init__(self, store: Store, previous: RunRecord | None, token: str):
+        self.store = store
+        self.previous = previous
+        self.token = token
+        self.versions = dict(previous.versions) if previous else {}
+
+    @property
+    def staging(self) -> str:
+        return self.store.path(f"{STAGING}/{self.token}")
+
+    def staged(self, name: str) -> str:
+        return f"{self.staging}/{name}"
+
+    def write(self, name: str, data, schema: pa.Schema, mode: str = "append", partition_by=None) -> None:
+        """Append (or overwrite) table `name` with `data` (an Arrow table or reader)."""
+        relative = table_paths()[name]
+        exists = self.versions.get(name) is not None
+        if isinstance(data, pa.Table) and data.num_rows == 0 and (mode == "append" or not exists):
+            return  # nothing to add; a table never written reads as empty
+        if not exists:
+            mode = "overwrite"  # replaces whatever a killed first run left
+        write_deltalake(self.store.path(relative), data, mode=mode, partition_by=partition_by)
+        self.versions[name] = DeltaTable(self.store.path(relative)).version()
+
+    def write_staged(self, name: str, schema: pa.Schema, mode: str = "append", partition_by=None) -> None:
+        """Commit the Parquet files a pipeline staged for `name`."""
+        folder = self.staged(name)
+        files = _staged_files(folder)
+        if not files:
+            if mode == "overwrite":
+                self.write(name, schema.empty_table(), schema, mode="overwrite", partition_by=partition_by)
+            return
+        reader = ds.dataset(files, schema=schema, format="parquet").scanner().to_reader()
+        self.write(name, reader, schema, mode=mode, partition_by=partition_by)
+
+    def commit(self, record: RunRecord) -> RunRecord:
+        latest = self.store.latest()
+        previous_id = self.previous.run_id if self.previous else None
+        if (latest.run_id if latest else None) != previous_id:
+            raise StoreError(f"run {latest.run_id} was committed to {self.store.root} while this run worked; "
+                             "this run's results were not committed: run it again")
+        write_deltalake(self.store.path(RUNS), record.to_arrow(), mode="append")
+        return record
+
+    def discard(self) -> None:
+        if not is_remote(self.staging):
+            shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _staged_files(folder: str) -> list[str]:
+    if is_remote(folder):
+        from apache_beam.io.filesystems import FileSystems
+        return sorted(m.path for m in FileSystems.match([f"{folder}/**.parquet"])[0].metadata_list)
+    return sorted(str(p) for p in Path(folder).rglob("*.parquet"))
+
+
+def clear_staging(root: str | Path) -> None:
+    """Remove what killed runs staged (local outputs; the lock is held)."""
+    if not is_remote(root):
+        shutil.rmtree(Path(root, STAGING), ignore_errors=True)

@@ -1,0 +1,145 @@
+"""Results never depend on how the input was cut.
+
+A 5-day simulated fleet whose jobs span days is run once over everything, and
+again as consecutive runs into one output: per day, every 6 hours, and at
+uneven cuts. The latest results of the consecutive runs must equal the single
+run's, to the integer chip-microsecond, for every job, window and capacity row.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet_goodput.avro_io import split_by_time
+from fleet_goodput.batch import run_batch
+from fleet_goodput.config import load_settings
+from fleet_goodput.simulator import simulate
+from fleet_goodput.simulator.run import START_US
+from fleet_goodput.timeline import FIGURES
+from fleet_goodput.views import connect
+
+pytestmark = pytest.mark.slow
+
+HOUR_US = 3600 * 1_000_000
+DAYS = 5
+SPLITS = {
+    "daily": [START_US + day * 24 * HOUR_US for day in range(1, DAYS)],
+    # Every 6 hours over the first two days (where most jobs that span days
+    # start), then the rest in one run: 9 runs keep the suite's time in bounds.
+    "six_hourly": [START_US + k * 6 * HOUR_US for k in range(1, 9)],
+    "uneven": [START_US + int(h * HOUR_US) for h in (0.5, 7.25, 30, 31, 71.9, 100.01)],
+}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    root = tmp_path_factory.mktemp("split")
+    simulate(root / "fleet", seed=5, hours=DAYS * 24, jobs=100)
+    whole = run_batch(str(root / "fleet"), str(root / "whole"), load_settings())
+    return root, whole
+
+
+def _run_in_parts(root, name: str):
+    parts = split_by_time(root / "fleet", SPLITS[name], root / f"parts-{name}")
+    output = root / f"out-{name}"
+    outcomes = [run_batch(str(part), str(output), load_settings()) for part in parts]
+    return output, outcomes
+
+
+def _rows(output, query: str) -> dict:
+    with connect(output) as connection:
+        cursor = connection.execute(query)
+        columns = [d[0] for d in cursor.description]
+        return {row[0]: dict(zip(columns, row)) for row in cursor.fetchall()}
+
+
+def _job_windows(output) -> dict:
+    figures = ", ".join(f"{f}_chip_s" for f in FIGURES)
+    return _rows(output, f"select (job_id, window_start) as k, {figures}, ideal_chip_s from job_window")
+
+
+def _capacity(output) -> dict:
+    return _rows(output, "select (cluster, accelerator, window_start) as k, capacity_chip_s from capacity_window")
+
+
+def _jobs(output) -> dict:
+    return _rows(output, "select * exclude (version, date) from jobs")
+
+
+@pytest.mark.parametrize("split", sorted(SPLITS))
+def test_consecutive_runs_equal_one_run_over_everything(fleet, split):
+    root, whole = fleet
+    output, outcomes = _run_in_parts(root, split)
+    assert all(o.committed for o in outcomes) and outcomes[-1].run.run_id == len(SPLITS[split]) + 1
+
+    expected, actual = _job_windows(root / "whole"), _job_windows(output)
+    assert len(expected) > 500
+    assert sorted(set(actual) ^ set(expected)) == []
+    for key, row in expected.items():
+        ideal = row.pop("ideal_chip_s")
+        got = dict(actual[key])
+        got_ideal = got.pop("ideal_chip_s")
+        assert got == row, key  # chip-seconds are integer chip-microseconds / 1e6: exact
+        assert (got_ideal is None) == (ideal is None) and (ideal is None or got_ideal == pytest.approx(ideal, rel=1e-9))
+    assert _capacity(output) == _capacity(root / "whole")
+    assert _jobs(output) == _jobs(root / "whole")
+    assert outcomes[-1].manifest["as_of_us"] == whole.manifest["as_of_us"]
+    for stream, counts in outcomes[-1].manifest["streams"].items():
+        assert counts["reconciles"] and counts["late"] == 0
+        assert counts["read"] == whole.manifest["streams"][stream]["read"]
+        assert counts["accepted"] == whole.manifest["streams"][stream]["accepted"]
+
+
+def test_a_checkpoint_in_a_later_run_turns_earlier_pending_into_productive(fleet):
+    root, _ = fleet
+    output = root / "out-daily"
+    if not output.exists():
+        _run_in_parts(root, "daily")
+    with connect(output) as connection:
+        moved = connection.execute("""
+            select count(*) from (
+                select job_id, window_start,
+                       arg_min(pending_chip_s, version) as first_pending, arg_max(pending_chip_s, version) as last_pending,
+                       arg_max(productive_chip_s, version) - arg_min(productive_chip_s, version) as gained
+                from read_parquet('tables/job_window/*/*.parquet') group by all)
+            where first_pending > 0 and last_pending = 0 and gained > 0""").fetchone()[0]
+    assert moved > 0
+
+
+def test_a_file_delivered_again_changes_nothing(fleet, tmp_path):
+    root, whole = fleet
+    again = run_batch(str(root / "fleet"), str(root / "whole"), load_settings())
+    assert not again.committed and len(again.skipped) == len(list((root / "fleet").glob("*/*.avro")))
+    assert again.run.run_id == whole.run.run_id
+    # Under another name, the same content is still recognised.
+    copy = tmp_path / "copy"
+    (copy / "runtime").mkdir(parents=True)
+    source = sorted((root / "fleet" / "runtime").glob("*.avro"))[0]
+    (copy / "runtime" / "renamed.avro").write_bytes(source.read_bytes())
+    assert not run_batch(str(copy), str(root / "whole"), load_settings()).committed
+
+
+def test_an_as_of_before_the_last_run_is_a_clear_error(fleet):
+    from fleet_goodput.store import StoreError
+    root, whole = fleet
+    with pytest.raises(StoreError, match="earlier than run 1's as-of"):
+        run_batch(str(root / "fleet"), str(root / "whole"), load_settings(), as_of_us=whole.manifest["as_of_us"] - 1)
+
+
+def test_state_follows_the_open_jobs_not_the_history(fleet):
+    root, _ = fleet
+    output = root / "out-daily"
+    if not output.exists():
+        _run_in_parts(root, "daily")
+    keys = _state_keys(output)
+    with connect(output) as connection:
+        running = connection.execute("select count(*) from jobs where status = 'RUNNING'").fetchone()[0]
+        clusters = connection.execute("select count(distinct (cluster, accelerator)) from capacity_window").fetchone()[0]
+        total = connection.execute("select count(*) from jobs").fetchone()[0]
+    assert keys <= running + clusters + 10 < total
+
+
+def _state_keys(output) -> int:
+    from fleet_goodput.store import Store
+    store = Store(output)
+    return store.read("state_keys", store.latest()).num_rows
