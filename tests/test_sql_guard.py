@@ -139,3 +139,21 @@ def test_queries_parse_as_read_only(query):
 def test_other_statements_are_refused(query):
     with pytest.raises(QueryRefused, match="statements are refused"):
         read_only_statements(query)
+
+
+def test_lock_down_allows_exactly_the_relative_files_the_views_read(tmp_path, monkeypatch):
+    """Views may name files relative to `file_search_path`; DuckDB tries the working directory first, so only
+    the views' own names are allowed, never a relative prefix."""
+    allowed, cwd = tmp_path / "out", tmp_path / "cwd"
+    (allowed / "tables").mkdir(parents=True)
+    (cwd / "tables").mkdir(parents=True)
+    connection = duckdb.connect()
+    connection.execute(f"copy (select 7 as x) to '{allowed}/tables/t.parquet'")
+    connection.execute(f"copy (select 'secret' as x) to '{cwd}/tables/secret.parquet'")
+    monkeypatch.chdir(cwd)
+    connection.execute(f"set file_search_path = '{allowed}'")
+    connection.execute("create view t as select * from read_parquet(['tables/t.parquet'])")
+    lock_down(connection, [allowed])
+    assert connection.execute("select x from t").fetchall() == [(7,)]
+    with pytest.raises(duckdb.PermissionException, match="Cannot access file"):
+        connection.execute("select * from read_parquet('tables/secret.parquet')")
