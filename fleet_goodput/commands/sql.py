@@ -42,9 +42,9 @@ reach, the network, extension installs. See docs/threat-model.md.
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("sql", help="query the goodput views with DuckDB SQL",
-                                   description="Run one SQL query against OUTPUT/goodput.duckdb and print the result. "
-                                               "While `mpg stream` is still running, the views are built over the "
-                                               "tables written so far.",
+                                   description="Run one SQL query against the views of the output's latest "
+                                               "committed run and print the result. The query runs read-only and "
+                                               "reads files under OUTPUT only (see below).",
                                    epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table", help="how to print rows (default: table)")
