@@ -40,6 +40,7 @@ import duckdb
 READ_ONLY_STATEMENTS = frozenset({duckdb.StatementType.SELECT})
 # DuckDB parses INSTALL as a LOAD statement; name it as the user wrote it.
 _KIND = {duckdb.StatementType.LOAD: "install and load"}
+_SQL_STRING = re.compile(r"'((?:[^']|'')*)'")
 
 
 class QueryRefused(ValueError):
@@ -48,9 +49,6 @@ class QueryRefused(ValueError):
 
 def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-_SQL_STRING = re.compile(r"'((?:[^']|'')*)'")
 
 
 def _inside(path: Path, directories: list[Path]) -> bool:
