@@ -12,6 +12,7 @@ with --dry_run, which checks and translates it offline.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,8 @@ import schemas
 from fleet_goodput.config import Settings
 from fleet_goodput.manifest import build_manifest, write_manifest_copy
 from fleet_goodput.session import STATE_FORMAT
-from fleet_goodput.store import (STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError, clear_staging,
-                                 delta_schema, is_remote)
+from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
+                                 Transaction, clear_staging, delta_schema, is_remote)
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.timeutil import format_time_us
@@ -48,6 +49,7 @@ class InputFile:
     stream: str
     path: str
     sha256: str
+    size: int
 
 
 @dataclass(frozen=True)
@@ -71,18 +73,69 @@ def check_input(input_dir: str) -> None:
                          f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro (try `mpg simulate --out {input_dir}`)")
 
 
-def list_input(input_dir: str) -> list[InputFile]:
-    """Every Avro file of every stream, with the hash of its content."""
+def list_input(input_dir: str, applied: dict[tuple[str, int], str] | None = None) -> list[InputFile]:
+    """Every Avro file of every stream, with the hash of its content.
+
+    A file an earlier run applied under the same path and size is taken to be
+    the same file, so a daily run does not read a growing input's history
+    again; any other file is hashed, so a copy under another name is known.
+    """
+    applied = applied or {}
     found = []
     for stream in schemas.STREAMS:
         pattern = f"{input_dir.rstrip('/')}/{stream}/*.avro"
         for metadata in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
-            digest = hashlib.sha256()
-            with FileSystems.open(metadata.path) as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
-            found.append(InputFile(stream, metadata.path, digest.hexdigest()))
+            known = applied.get((metadata.path, metadata.size_in_bytes))
+            found.append(InputFile(stream, metadata.path, known or _sha256(metadata.path), metadata.size_in_bytes))
     return found
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with FileSystems.open(path) as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run will do, decided under the output's lock before the pipeline starts."""
+
+    input_dir: str
+    output_dir: str
+    token: str  # names the run's staging folder
+    previous: RunRecord | None
+    files: tuple[InputFile, ...]
+    skipped: tuple[InputFile, ...]
+    state_files: tuple[str, ...]
+
+    @property
+    def continuation(self) -> Continuation:
+        previous = self.previous
+        return Continuation(previous.as_of_us, previous.frontier_us, previous.manifest.get("version_us")) \
+            if previous else Continuation()
+
+    @property
+    def files_by_stream(self) -> dict[str, list[str]]:
+        return {stream: [f.path for f in self.files if f.stream == stream] for stream in schemas.STREAMS}
+
+
+def plan_run(input_dir: str, output_dir: str, as_of_us: int | None) -> RunPlan:
+    """Undo what a killed run left, check the continuation, and pick the input files no run applied."""
+    store = Store(output_dir)
+    clear_staging(output_dir)
+    transaction = store.begin()
+    previous = transaction.previous
+    _check_continuation(previous, as_of_us, output_dir)
+    applied = store.applied_files(previous)
+    hashes = set(applied.values())
+    files, skipped = [], []
+    for item in list_input(input_dir, applied):
+        (skipped if item.sha256 in hashes else files).append(item)
+        hashes.add(item.sha256)
+    state_files = tuple(store.path(f) for f in store.files("state_keys", previous))
+    return RunPlan(input_dir, store.root, transaction.token, previous, tuple(files), tuple(skipped), state_files)
 
 
 def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
@@ -96,33 +149,24 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     with store.lock():
         if replace:
             store.replace()
-        clear_staging(output_dir)
-        transaction = store.begin()
-        previous = transaction.previous
-        _check_continuation(previous, as_of_us, output_dir)
-        applied = store.applied_hashes(previous)
-        files, skipped, seen = [], [], set(applied)
-        for item in list_input(input_dir):
-            (skipped if item.sha256 in seen else files).append(item)
-            seen.add(item.sha256)
-        if not files and (as_of_us is None or (previous and as_of_us == previous.as_of_us)):
+        plan = plan_run(input_dir, output_dir, as_of_us)
+        skipped = tuple(f.path for f in plan.skipped)
+        if not plan.files and (as_of_us is None or (plan.previous and as_of_us == plan.previous.as_of_us)):
+            previous = plan.previous
             return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
-                                seconds=time.monotonic() - started, run=previous,
-                                skipped=tuple(f.path for f in skipped), committed=False)
-        continuation = Continuation(*(previous.as_of_us, previous.frontier_us, previous.manifest.get("version_us"))
-                                    if previous else ())
-        state_files = [store.path(f) for f in store.files("state_keys", previous)]
-        by_stream = {stream: [f.path for f in files if f.stream == stream] for stream in schemas.STREAMS}
-        staged = goodput.run(by_stream, state_files, transaction.staging, settings, stream_settings, continuation,
-                             as_of_us, beam_args)
-        record = _commit(transaction, previous, staged, files, skipped, input_dir, settings, stream_settings, mode)
-        transaction.discard()
+                                seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
+        goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings, stream_settings,
+                    plan.continuation, as_of_us, beam_args)
+        record = commit_run(plan, settings, stream_settings, mode)
     manifest = record.manifest
     write_manifest_copy(output_dir, manifest)
-    check_reconciles(manifest, output_dir)
     database = build_database(output_dir, settings) if build_views and not is_remote(output_dir) else None
     return BatchOutcome(manifest=manifest, database=database, seconds=time.monotonic() - started, run=record,
-                        skipped=tuple(f.path for f in skipped))
+                        skipped=skipped)
+
+
+def staging_folder(plan: RunPlan) -> str:
+    return f"{plan.output_dir}/{STAGING}/{plan.token}"
 
 
 def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
@@ -137,18 +181,19 @@ def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output
                          "(read an earlier run with `mpg sql --run ID`, or start afresh with --replace)")
 
 
-def _commit(transaction, previous: RunRecord | None, staged: dict, files: list[InputFile], skipped: list[InputFile],
-            input_dir: str, settings: Settings, stream_settings: StreamSettings, mode: str) -> RunRecord:
+def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, mode: str) -> RunRecord:
+    """Commit what the run staged as one run: tables, state, applied files, then its `runs` row.
+
+    Runs where the pipeline finished: in `mpg run`, and as the last step of a
+    Flex Template job. Raises `ReconciliationError` (committing nothing) when
+    the counts do not add up.
+    """
+    store = Store(plan.output_dir)
+    transaction = Transaction(store, plan.previous, plan.token)
+    staged = read_staged_counts(staging_folder(plan))
+    previous = plan.previous
     as_of_us = staged["as_of_us"]
-    for name, table in TABLES.items():
-        transaction.write_staged(name, delta_schema(table), partition_by=["date"],
-                                 mode="overwrite" if name in REPLACED_EACH_RUN else "append")
-    if as_of_us is not None:  # with nothing accepted there is no state to save
-        transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite")
     run_id = previous.run_id + 1 if previous else 1
-    transaction.write("state_files", pa.Table.from_pylist(
-        [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "run_id": run_id} for f in files],
-        schema=STATE_FILES_SCHEMA), STATE_FILES_SCHEMA)
     lateness_us = stream_settings.allowed_lateness_s * 1_000_000
     frontier_us = None if as_of_us is None else max(
         previous.frontier_us if previous and previous.frontier_us is not None else as_of_us - lateness_us,
@@ -156,21 +201,37 @@ def _commit(transaction, previous: RunRecord | None, staged: dict, files: list[I
     previous_version = previous.manifest.get("version_us") if previous else None
     version_us = None if as_of_us is None else (
         as_of_us if previous_version is None else max(as_of_us, previous_version + 1))
-    counts = {tuple(k): v for k, v in staged["counts"]}
-    pending = {tuple(k): v for k, v in staged["pending"]}
     manifest = build_manifest(
-        run_id=run_id, input_dir=input_dir, as_of_us=as_of_us, window_s=settings.window_s,
-        previous=previous.manifest if previous else None, counts=counts, pending=pending,
+        run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
+        previous=previous.manifest if previous else None,
+        counts={tuple(k): v for k, v in staged["counts"]}, pending={tuple(k): v for k, v in staged["pending"]},
         extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us,
-               "allowed_lateness_s": stream_settings.allowed_lateness_s,
-               "files_applied": len(files), "files_skipped": len(skipped), "output": str(transaction.store.root)})
+               "allowed_lateness_s": stream_settings.allowed_lateness_s, "files_applied": len(plan.files),
+               "files_skipped": len(plan.skipped), "output": plan.output_dir})
     if not manifest["reconciles"]:
         raise ReconciliationError(_reconciliation_message(manifest) + "; the run was not committed")
-    record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode=mode, input=str(input_dir),
-                       as_of_us=as_of_us, frontier_us=frontier_us, files_applied=len(files),
-                       files_skipped=len(skipped), state_format=STATE_FORMAT, versions=dict(transaction.versions),
+    for name, table in TABLES.items():
+        transaction.write_staged(name, delta_schema(table), partition_by=["date"],
+                                 mode="overwrite" if name in REPLACED_EACH_RUN else "append")
+    if as_of_us is not None:  # with nothing accepted there is no state to save
+        transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite")
+    transaction.write("state_files", pa.Table.from_pylist(
+        [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "size": f.size, "run_id": run_id}
+         for f in plan.files], schema=STATE_FILES_SCHEMA), STATE_FILES_SCHEMA)
+    transaction.compact()
+    record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode=mode, input=str(plan.input_dir),
+                       as_of_us=as_of_us, frontier_us=frontier_us, files_applied=len(plan.files),
+                       files_skipped=len(plan.skipped), state_format=STATE_FORMAT, versions=dict(transaction.versions),
                        manifest=manifest)
-    return transaction.commit(record)
+    transaction.commit(record)
+    transaction.discard()
+    store.vacuum(stream_settings.retention_hours)
+    return record
+
+
+def read_staged_counts(staging: str) -> dict:
+    with FileSystems.open(f"{staging}/{goodput.COUNTS_FILE}") as handle:
+        return json.loads(handle.read())
 
 
 def _reconciliation_message(manifest: dict) -> str:
@@ -178,11 +239,6 @@ def _reconciliation_message(manifest: dict) -> str:
               f"+ rejected {c['rejected']} + late {c['late']}"
               for name, c in manifest["streams"].items() if not c["reconciles"]]
     return f"counts do not reconcile ({'; '.join(broken)})"
-
-
-def check_reconciles(manifest: dict, output_dir: str) -> None:
-    if not manifest["reconciles"]:
-        raise ReconciliationError(_reconciliation_message(manifest))
 
 
 def is_dry_run(beam_args: list[str]) -> bool:

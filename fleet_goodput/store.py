@@ -49,7 +49,9 @@ DEFAULT_RETENTION_HOURS = 7 * 24
 
 STATE_KEYS_SCHEMA = pa.schema([("key", pa.string()), ("blob", pa.binary())])
 STATE_FILES_SCHEMA = pa.schema([("sha256", pa.string()), ("path", pa.string()), ("stream", pa.string()),
-                                ("run_id", pa.int64())])
+                                ("size", pa.int64()), ("run_id", pa.int64())])
+# A table with more data files than this in a run's snapshot is compacted by that run.
+COMPACT_ABOVE_FILES = 64
 RUNS_SCHEMA = pa.schema([
     ("run_id", pa.int64()), ("committed_at", pa.timestamp("us", tz="UTC")), ("mode", pa.string()),
     ("input", pa.string()), ("as_of", pa.timestamp("us", tz="UTC")), ("frontier", pa.timestamp("us", tz="UTC")),
@@ -159,9 +161,12 @@ class Store:
             return None
         return self._delta(table_paths()[name], version).to_pyarrow_table()
 
-    def applied_hashes(self, record: RunRecord | None) -> set[str]:
+    def applied_files(self, record: RunRecord | None) -> dict[tuple[str, int], str]:
+        """(path, size) → content hash of every input file applied up to `record`."""
         table = self.read("state_files", record)
-        return set() if table is None else set(table.column("sha256").to_pylist())
+        if table is None:
+            return {}
+        return {(row["path"], row["size"]): row["sha256"] for row in table.to_pylist()}
 
     # ---- writing ----------------------------------------------------------------
     @contextlib.contextmanager
@@ -211,14 +216,15 @@ class Store:
             elif target.exists():
                 target.unlink()
 
-    def maintain(self, retention_hours: int = DEFAULT_RETENTION_HOURS) -> dict[str, int]:
-        """Compact small files and vacuum what no run within the retention reads.
+    def vacuum(self, retention_hours: int = DEFAULT_RETENTION_HOURS) -> dict[str, int]:
+        """Delete the files no run committed within `retention_hours` reads (and no later one).
 
-        Compaction rewrites small files into larger ones as a new version;
-        readers of earlier runs keep their files until the vacuum, which keeps
-        every version that a run committed within `retention_hours` names.
-        Returns the files removed per table.
+        Run under the lock, after a commit: what a killed run left behind goes
+        too. Earlier runs can no longer be read once their files are gone; the
+        latest run always can. Returns the files removed per table.
         """
+        if is_remote(self.root):
+            return {}  # without the local lock another run may be writing: vacuum gs:// with a job of its own
         runs = self.runs()
         horizon_us = (time.time() - retention_hours * 3600) * 1_000_000
         removed = {}
@@ -270,6 +276,17 @@ class Transaction:
             return
         reader = ds.dataset(files, schema=schema, format="parquet").scanner().to_reader()
         self.write(name, reader, schema, mode=mode, partition_by=partition_by)
+
+    def compact(self) -> None:
+        """Rewrite the small files of a table that has gathered many (a stream's frequent runs)
+        into a few large ones, as part of this run."""
+        for name, relative in table_paths().items():
+            if self.versions.get(name) is None:
+                continue
+            table = DeltaTable(self.store.path(relative))
+            if len(table.file_uris()) > COMPACT_ABOVE_FILES:
+                table.optimize.compact()
+                self.versions[name] = DeltaTable(self.store.path(relative)).version()
 
     def commit(self, record: RunRecord) -> RunRecord:
         latest = self.store.latest()

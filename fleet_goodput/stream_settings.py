@@ -8,6 +8,7 @@ for the window length, which batch and streaming share):
       watermark_lag_s: 300       # how far the watermark trails the latest event time seen
       max_silence_s: 21600       # how long a job with no new events keeps getting hourly results
       poll_s: 1.0                # how often a watched folder is listed
+      retention_hours: 168       # output store: runs older than this can no longer be read (vacuum)
       source: directory          # or pubsub (Dataflow)
       subscriptions:             # with source: pubsub, one per stream
         scheduler: projects/P/subscriptions/goodput-scheduler
@@ -33,13 +34,14 @@ class StreamSettings:
     watermark_lag_s: int = 300
     max_silence_s: int = 6 * 3600
     poll_s: float = 1.0
+    retention_hours: int = 168
     source: str = "directory"
     subscriptions: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.source not in SOURCES:
             raise ConfigError(f"streaming.source must be one of {', '.join(SOURCES)} (got {self.source!r})")
-        for name in ("allowed_lateness_s", "watermark_lag_s", "max_silence_s"):
+        for name in ("allowed_lateness_s", "watermark_lag_s", "max_silence_s", "retention_hours"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"streaming.{name} must not be negative")
         if self.poll_s <= 0:

@@ -75,13 +75,24 @@ def _size_classes_sql(settings: Settings) -> str:
 
 
 def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, settings: Settings,
-                 run_id: int | None = None, schema: str | None = None) -> RunRecord | None:
-    """Create every view of run `run_id` (default: the latest) in `connection`; returns that run."""
+                 run_id: int | None = None, schema: str | None = None, stored: bool = False) -> RunRecord | None:
+    """Create every view of run `run_id` (default: the latest) in `connection`; returns that run.
+
+    With `stored`, also `stored_<table>`: every row version the snapshot holds
+    (data-quality checks read those, since the latest-version views would hide
+    a duplicated row).
+    """
     store = Store(output_dir)
     record = store.run(run_id) if run_id is not None else store.latest()
+    connection.execute(f"set file_search_path = '{_quote(Path(output_dir).resolve())}'")
     prefix = f"{schema}." if schema else ""
     statements = [f"create or replace view {prefix}{name} as {select}"
                   for name, select in _raw_views(store, record).items()]
+    if stored:
+        for name, table in TABLES.items():
+            files = store.files(name, record)
+            select = f"select * from {_source(files)}" if files else _empty(table)
+            statements.append(f"create or replace view {prefix}stored_{name} as {select}")
     statements.append(_size_classes_sql(settings).replace("view size_classes", f"view {prefix}size_classes"))
     if schema:
         connection.execute(f"use {schema}")
@@ -101,7 +112,6 @@ def build_database(output_dir: str | Path, settings: Settings) -> Path:
     tmp = path.with_name(f".{DATABASE_FILE}.tmp")
     tmp.unlink(missing_ok=True)
     with duckdb.connect() as connection:
-        connection.execute(f"set file_search_path = '{_quote(Path(output_dir).resolve())}'")
         connection.execute(f"attach '{_quote(tmp)}' as goodput (storage_version '{STORAGE_VERSION}')")
         create_views(connection, output_dir, settings, schema="goodput")
         connection.execute("use memory")
@@ -119,7 +129,6 @@ def connect(output_dir: str | Path, run: int | None = None, settings: Settings |
         raise FileNotFoundError(f"no committed run in {output_dir}: run `mpg run --input DIR --output {output_dir}` "
                                 "(or `mpg stream`) first")
     connection = duckdb.connect()
-    connection.execute(f"set file_search_path = '{_quote(Path(output_dir).resolve())}'")
     create_views(connection, output_dir, settings or load_settings(), run_id=run)
     return connection
 

@@ -111,26 +111,29 @@ def read_saved_state(p: beam.Pipeline, state_files: list[str]):
             | "KeyState" >> beam.Map(lambda row: (row["key"], row["blob"])))
 
 
-def _write_counts(counts_and_as_of, staging: str) -> None:
+def _write_counts(counts_and_as_of, staging: str) -> str:
     counts, pending, as_of_us = counts_and_as_of
     with beam.io.filesystems.FileSystems.create(f"{staging}/{COUNTS_FILE}") as out:
         out.write(json.dumps({"as_of_us": as_of_us, "counts": sorted([list(k), v] for k, v in counts),
                               "pending": sorted([list(k), v] for k, v in pending)}).encode())
+    return staging
 
 
-def stage_outputs(outputs: dict, staging: str) -> None:
-    """Stage every table, the saved state and the counts under `staging` for the store to commit."""
-    for name, table in TABLES.items():
-        outputs[name] | f"Stage_{name}" >> StageTable(table, f"{staging}/{name}")
-    outputs["state"] | "StageState" >> StageRows(STATE_KEYS_SCHEMA, f"{staging}/state_keys")
+def stage_outputs(outputs: dict, staging: str) -> dict:
+    """Stage every table, the saved state and the counts under `staging` for the store to commit;
+    returns each write's output, complete once that write is done."""
+    staged = {name: outputs[name] | f"Stage_{name}" >> StageTable(table, f"{staging}/{name}")
+              for name, table in TABLES.items()}
+    staged["state_keys"] = outputs["state"] | "StageState" >> StageRows(STATE_KEYS_SCHEMA, f"{staging}/state_keys")
     pending = beam.pvalue.AsList(outputs["pending_counts"])
-    (
+    staged["counts"] = (
         outputs["counts"]
         | "CollectCounts" >> beam.combiners.ToList()
         | "WithPendingAndAsOf" >> beam.Map(lambda counts, pending, as_of_us: (counts, pending, as_of_us),
                                           pending=pending, as_of_us=beam.pvalue.AsSingleton(outputs["as_of"]))
         | "WriteCounts" >> beam.Map(_write_counts, staging=staging)
     )
+    return staged
 
 
 def build_batch(p: beam.Pipeline, files: dict[str, list[str]], state_files: list[str], staging: str,
@@ -140,14 +143,14 @@ def build_batch(p: beam.Pipeline, files: dict[str, list[str]], state_files: list
     outputs = build_goodput(p, read_sources(p, files, settings), settings, as_of_us,
                             stream_settings=stream_settings, continuation=continuation,
                             saved_state=read_saved_state(p, state_files))
-    stage_outputs(outputs, staging)
+    outputs["staged"] = stage_outputs(outputs, staging)
     return outputs
 
 
 def run(files: dict[str, list[str]], state_files: list[str], staging: str, settings: Settings,
         stream_settings: StreamSettings, continuation: Continuation, as_of_us: int | None = None,
-        beam_args: list[str] | None = None) -> dict:
-    """Build and run the batch pipeline; returns what it staged in counts.json."""
+        beam_args: list[str] | None = None) -> None:
+    """Build and run the batch pipeline: everything it computes is staged under `staging`."""
     args = list(beam_args or [])
     if not any(arg.startswith("--runner") for arg in args):
         # The default DirectRunner first tries to fetch the Prism runner, which
@@ -155,5 +158,3 @@ def run(files: dict[str, list[str]], state_files: list[str], staging: str, setti
         args.append("--runner=FnApiRunner")
     with beam.Pipeline(options=PipelineOptions(args)) as p:
         build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us)
-    with beam.io.filesystems.FileSystems.open(f"{staging}/{COUNTS_FILE}") as handle:
-        return json.loads(handle.read())

@@ -13,7 +13,6 @@ import json
 import random
 from pathlib import Path
 
-import duckdb
 import fastavro
 import pytest
 
@@ -21,6 +20,7 @@ import schemas
 import worked_example
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
+from fleet_goodput.views import connect
 
 T0 = worked_example.T0_US
 
@@ -35,9 +35,8 @@ def _write_shuffled(root: Path, records_by_stream: dict, seed: int) -> None:
 
 
 def _job_window(output: Path) -> list[tuple]:
-    return duckdb.sql(f"""
-        select * exclude (date) from read_parquet('{output}/tables/job_window/*/*.parquet', hive_partitioning = true)
-        order by job_id, window_start""").fetchall()
+    with connect(output) as connection:
+        return connection.execute("select * exclude (date) from job_window order by job_id, window_start").fetchall()
 
 
 def _truncated_avro(stream: str, records: list[dict]) -> bytes:
@@ -88,9 +87,8 @@ def test_good_results_do_not_move(clean_output, dirty):
 
 
 def test_each_rejection_has_its_specific_reason(dirty):
-    rows = duckdb.sql(f"""
-        select stream, coalesce(event_id, '-'), reason, records
-        from read_parquet('{dirty[1]}/tables/rejected/*/*.parquet', hive_partitioning = true)""").fetchall()
+    with connect(dirty[1]) as connection:  # settled and provisional rejections alike
+        rows = connection.execute("select stream, coalesce(event_id, '-'), reason, records from rejected").fetchall()
     reasons = {(stream, event_id): reason for stream, event_id, reason, _ in rows}
     assert reasons[("scheduler", "j2-submit")] == "unknown accelerator 'h900': not in the accelerator catalogue"
     assert reasons[("runtime", "j2-step")] == "no SUBMIT for this job at or before this event"

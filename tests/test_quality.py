@@ -9,19 +9,22 @@ team, an event on an unknown accelerator). Corruptions are made on copies.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from datetime import date
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable, write_deltalake
 
 import worked_example
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.quality.period import Period, PeriodBusy, period_lock
+from fleet_goodput.store import Store
 
 T0 = worked_example.T0_US  # 2026-01-01T00:00:00Z
 S = 1_000_000
@@ -145,10 +148,24 @@ def pristine_copy(output: Path, destination: Path) -> Path:
     return destination
 
 
+def commit_change(output: Path, table: str, change) -> None:
+    """Commit `change(pyarrow.Table) -> pyarrow.Table` to a table as a new run, as a buggy
+    writer would: the corruption is in the committed snapshot every reader sees."""
+    store = Store(output)
+    latest = store.latest()
+    path = store.path(f"tables/{table}")
+    write_deltalake(path, change(store.read(table, latest)), mode="overwrite", partition_by=["date"])
+    versions = {**latest.versions, table: DeltaTable(path).version()}
+    record = dataclasses.replace(latest, run_id=latest.run_id + 1, versions=versions)
+    write_deltalake(store.path("runs"), record.to_arrow(), mode="append")
+
+
 def rewrite_partition(output: Path, table: str, day: str, change) -> None:
-    """Apply `change(pyarrow.Table) -> pyarrow.Table` to a partition's file, in place."""
-    (path,) = (output / "tables" / table / f"date={day}").glob("*.parquet")
-    pq.write_table(change(pq.read_table(path)), path)
+    """Apply `change(pyarrow.Table) -> pyarrow.Table` to one day's rows of a table, committed."""
+    def apply(data: pa.Table) -> pa.Table:
+        in_day = pc.equal(data.column("date"), day)
+        return pa.concat_tables([change(data.filter(in_day)), data.filter(pc.invert(in_day))])
+    commit_change(output, table, apply)
 
 
 def _summary(output: Path, period: str) -> dict:
@@ -285,9 +302,7 @@ def test_whole_output_period_ends_the_day_before_a_midnight_as_of(outputs):
 def test_chip_time_held_without_capacity_fails(outputs, tmp_path, capsys):
     """Drop cluster c2's capacity: its SG becomes null, which every bound passes; the coverage check names it."""
     output = pristine_copy(outputs["fleet"], tmp_path / "out")
-    for path in (output / "tables" / "capacity_window").glob("date=*/*.parquet"):
-        table = pq.read_table(path)
-        pq.write_table(table.filter(pc.not_equal(table.column("cluster"), "c2")), path)
+    commit_change(output, "capacity_window", lambda data: data.filter(pc.not_equal(data.column("cluster"), "c2")))
     assert main(["validate", "--output", str(output), "--date", "2026-01-02"]) == 1
     out = capsys.readouterr().out
     assert "FAIL [critical] no chip-time is held where no capacity is online" in out

@@ -15,11 +15,12 @@ import subprocess
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from fleet_goodput.cli import main
 from fleet_goodput.report.advice import ClassMeasures, advise, best_interval, model_rg
-from test_quality import build_outputs, pristine_copy, rewrite_partition
+from test_quality import build_outputs, commit_change, pristine_copy, rewrite_partition
 
 PERIOD = "2026-01-01_2026-01-03"
 
@@ -108,12 +109,11 @@ def _corrupt_conservation(output: Path) -> None:
 
 
 def _duplicate_key(output: Path) -> None:
-    (path,) = (output / "tables" / "job_window" / "date=2026-01-01").glob("*.parquet")
-    shutil.copy(path, path.with_name("part-copy.parquet"))
+    commit_change(output, "job_window", lambda table: pa.concat_tables([table, table.slice(0, 1)]))
 
 
 def _drop_partition(output: Path) -> None:
-    shutil.rmtree(output / "tables" / "capacity_window" / "date=2026-01-02")
+    commit_change(output, "capacity_window", lambda table: table.filter(pc.not_equal(table.column("date"), "2026-01-02")))
 
 
 def _inflate_ideal(output: Path) -> None:
@@ -125,7 +125,7 @@ def _inflate_ideal(output: Path) -> None:
 
 
 def _lose_rejections(output: Path) -> None:
-    shutil.rmtree(output / "tables" / "rejected")
+    commit_change(output, "rejected", lambda table: table.slice(0, 0))
 
 
 @pytest.mark.parametrize("corrupt, failure", [

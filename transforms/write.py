@@ -23,6 +23,8 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
 
 from fleet_goodput.tables import Table, utc_day
 
@@ -84,13 +86,15 @@ class _StageRowsFn(beam.DoFn):
             return
         filesystem, root = _filesystem(self.folder)
         filesystem.create_dir(root, recursive=True)
-        pq.write_table(pa.Table.from_pylist(self.rows, schema=self.schema),
-                       f"{root.rstrip('/')}/part-{uuid.uuid4().hex}.parquet", filesystem=filesystem)
+        path = f"{root.rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
+        pq.write_table(pa.Table.from_pylist(self.rows, schema=self.schema), path, filesystem=filesystem)
         self.rows = []
+        # finish_bundle outputs need their window spelled out (the batch's global one).
+        yield WindowedValue(path, GlobalWindow().max_timestamp(), (GlobalWindow(),))
 
 
 class StageRows(beam.PTransform):
-    """Rows (dicts of `schema`) → staged Parquet files in `folder`, one per bundle."""
+    """Rows (dicts of `schema`) → staged Parquet files in `folder`, one per bundle; outputs the paths."""
 
     def __init__(self, schema: pa.Schema, folder: str):
         super().__init__()

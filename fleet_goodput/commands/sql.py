@@ -15,6 +15,7 @@ import sys
 import duckdb
 
 from fleet_goodput.sql_guard import QueryRefused, lock_down, read_only_statements
+from fleet_goodput.store import StoreError
 from fleet_goodput.views import connect
 
 UNSAFE_FLAG = "--unsafe-allow-writes-and-files"
@@ -24,7 +25,7 @@ views: job_goodput, fleet_daily, goodput_by_workload, goodput_by_size_class,
        goodput_by_accelerator, goodput_by_team, goodput_by_framework,
        goodput_by_segment, badput_breakdown, job_window_enriched;
 tables: job_window, jobs, capacity_window, rejected, late (latest versions;
-        read OUTPUT/tables/<table>/ with read_parquet() for every version).
+        OUTPUT/tables/<table>/ are Delta Lake tables holding every version).
 
 examples:
   mpg sql --output out/ "select * from fleet_daily"
@@ -42,12 +43,15 @@ reach, the network, extension installs. See docs/threat-model.md.
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("sql", help="query the goodput views with DuckDB SQL",
-                                   description="Run one SQL query against the views of the output's latest "
-                                               "committed run and print the result. The query runs read-only and "
-                                               "reads files under OUTPUT only (see below).",
+                                   description="Run one SQL query against the views of an output's latest "
+                                               "committed run (or of --run ID) and print the result. While a run "
+                                               "or `mpg stream` is writing, the previous run is what you see. The "
+                                               "query runs read-only and reads files under OUTPUT only (see below).",
                                    epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table", help="how to print rows (default: table)")
+    parser.add_argument("--run", type=int, metavar="ID",
+                        help="read the snapshot of an earlier run (`mpg runs` lists them; default: the latest)")
     parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true",
                         help="lift the lock-down: allow any statement (COPY, EXPORT, ATTACH, INSTALL, SET, ...), "
                              "files outside OUTPUT and the network")
@@ -61,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
         if not statements:
             print("mpg sql: no SQL statement given", file=sys.stderr)
             return 2
-        with connect(args.output) as connection:
+        with connect(args.output, run=args.run) as connection:
             if not args.unsafe:
                 lock_down(connection, [args.output])
             for statement in statements:
@@ -76,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"mpg sql: refused: {exc}\n(mpg sql reads files under {args.output} only, with no network and no "
               f"extensions; {UNSAFE_FLAG} lifts this.)", file=sys.stderr)
         return 2
-    except (FileNotFoundError, duckdb.Error) as exc:
+    except (FileNotFoundError, StoreError, duckdb.Error) as exc:
         print(f"mpg sql: {exc}", file=sys.stderr)
         return 2
     if args.format == "csv":

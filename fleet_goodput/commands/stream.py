@@ -70,8 +70,7 @@ def _progress(progress, outcome) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args.config)
-        stream_settings = load_stream_settings(args.config, allowed_lateness_s=args.allowed_lateness,
-                                               watermark_lag_s=args.watermark_lag)
+        stream_settings = load_stream_settings(args.config, allowed_lateness_s=args.allowed_lateness)
     except (ConfigError, ValueError) as exc:
         print(f"mpg stream: {exc}", file=sys.stderr)
         return 2

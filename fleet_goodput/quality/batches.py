@@ -1,10 +1,10 @@
 """The data each suite validates: one pandas frame per suite, read with DuckDB.
 
-Table suites see every row of the latest run's snapshot (`stored_<table>`,
-every version in the Delta table's files), not the views, which keep only the
-latest version of each key and so would hide a duplicated row. The views
-suite and the joins use the same views `mpg sql` uses (views.connect, in
-memory, so validation never touches OUTPUT/goodput.duckdb). Frames carry derived check columns. A derived column turns a
+Table suites see every row version of the run's snapshot (`stored_<table>`),
+not the views, which keep only the latest version of each key
+and so would hide a duplicated file. The views suite and the joins use the
+same views `mpg sql` uses, rebuilt in memory so validation never touches
+OUTPUT/goodput.duckdb. Frames carry derived check columns. A derived column turns a
 rule GX has no built-in expectation for (conservation within a tolerance, a
 row's day matching its partition) into a plain column expectation, so the rule
 reads in SQL here and its threshold and reason in suites.py.
@@ -12,43 +12,29 @@ reads in SQL here and its threshold and reason in suites.py.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
 from fleet_goodput.config import Settings
-from fleet_goodput.manifest import MANIFEST_FILE
+from fleet_goodput.manifest import read_manifest as store_manifest
 from fleet_goodput.quality.period import Period
-from fleet_goodput.store import Store
-from fleet_goodput.tables import CAPACITY_WINDOW, JOB_WINDOW, JOBS
 from fleet_goodput.timeline import ALL_ALLOCATED
-from fleet_goodput.views import connect
+from fleet_goodput.views import create_views
 
 
-def open_views(output_dir: str | Path, settings: Settings) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the latest run's views, and `stored_<table>` over every stored row."""
-    connection = connect(output_dir, settings=settings)
+def open_views(output_dir: str | Path, settings: Settings, run_id: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with every view, and `stored_<table>` over every stored row."""
+    connection = duckdb.connect()
     connection.execute("set timezone = 'UTC'")
-    store = Store(output_dir)
-    record = store.latest()
-    for table in (JOB_WINDOW, JOBS, CAPACITY_WINDOW):
-        files = [Path(store.root, name).as_posix() for name in store.files(table.name, record)]
-        if files:
-            listed = ", ".join(f"'{name}'" for name in files)
-            source = (f"read_parquet([{listed}], hive_partitioning = true, hive_types = {{'date': date}}, "
-                      "union_by_name = true)")
-        else:
-            source = table.name  # the views' empty typed stand-in
-        connection.execute(f"create or replace view stored_{table.name} as select * from {source}")
-    # The rejected view keeps every row (it has no key), final and provisional alike.
-    connection.execute("create or replace view stored_rejected as select * exclude (provisional) from rejected")
+    create_views(connection, output_dir, settings, run_id=run_id, stored=True)
     return connection
 
 
-def read_manifest(output_dir: str | Path) -> dict:
-    return json.loads((Path(output_dir) / MANIFEST_FILE).read_text())
+def read_manifest(output_dir: str | Path, run_id: int | None = None) -> dict:
+    """The manifest of the run being validated (the latest committed run by default)."""
+    return store_manifest(output_dir, run_id)
 
 
 def _chip_s(name: str) -> str:

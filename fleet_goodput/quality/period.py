@@ -10,7 +10,6 @@ while runs of different periods proceed side by side.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-from fleet_goodput.manifest import MANIFEST_FILE
+from fleet_goodput.store import Store
 
 
 class PeriodError(ValueError):
@@ -88,14 +87,16 @@ def period_from_args(args, output_dir: str | Path) -> Period:
 
 
 def whole_output_period(output_dir: str | Path) -> Period:
-    output = Path(output_dir)
-    manifest = output / MANIFEST_FILE
-    if not manifest.exists():
-        raise PeriodError(f"no {MANIFEST_FILE} in {output_dir}: run `mpg run --output {output_dir}` first")
-    days = sorted(p.name.removeprefix("date=") for p in (output / "tables" / "job_window").glob("date=*"))
+    """The days the latest committed run's job_window covers, up to its as-of time."""
+    store = Store(output_dir)
+    latest = store.latest()
+    if latest is None:
+        raise PeriodError(f"no committed run in {output_dir}: run `mpg run --output {output_dir}` first")
+    days = sorted({part.removeprefix("date=") for name in store.files("job_window", latest)
+                   for part in name.split("/") if part.startswith("date=")})
     if not days:
-        raise PeriodError(f"no job_window partitions under {output}/tables: nothing to validate")
-    as_of_us = json.loads(manifest.read_text()).get("as_of_us")
+        raise PeriodError(f"no job_window rows in {output_dir}: nothing to validate")
+    as_of_us = latest.as_of_us
     # An as-of time at midnight ends the day before it: the new day has no data yet.
     last = datetime.fromtimestamp((as_of_us - 1) / 1e6, tz=timezone.utc).date() if as_of_us else _parse_day(days[-1])
     return Period(_parse_day(days[0]), max(last, _parse_day(days[0])))
