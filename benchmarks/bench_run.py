@@ -1,14 +1,21 @@
-"""Benchmark: `mpg run` on about a million simulated events, against a floor.
+"""Benchmark: `mpg run` on about a million simulated events, against two floors.
 
-The floor is what any tool must pay to touch the same data: decoding every
-Avro record with fastavro and summing per job in DuckDB. Both run as child
-processes of this command, one after the other, so their wall time and peak
-memory (max RSS) are measured the same way on the same files.
+A floor is what any tool must pay to touch the same data and sum it per job
+in DuckDB. The fastavro floor decodes every Avro record with fastavro; the
+columnar floor reads every file into columns with polars (all fields, but
+for scheduler files the nullable `workload` enum, which polars cannot read).
+Floors and runs are child processes of this command, one after the other,
+so their wall time and peak memory (max RSS) are measured the same way on
+the same files. `--baseline DIR` also runs `mpg run` from another checkout
+of the code (e.g. `git archive main | tar -x -C DIR`) in the same command,
+for a before/after on the same machine minutes apart.
 
     .venv/bin/python benchmarks/bench_run.py            # ~1M events (44 simulated hours)
     .venv/bin/python benchmarks/bench_run.py --hours 6  # a quick look
+    .venv/bin/python benchmarks/bench_run.py --input /tmp/fleet --baseline /tmp/base
 
-Prints events/s for both and the ratio; not a test, nothing is asserted.
+Prints events/s, CPU seconds, peak memory and the ratio of each floor's time to the run's (1.0 would
+be as fast as the floor); not a test, nothing is asserted.
 """
 
 from __future__ import annotations
@@ -39,15 +46,35 @@ def floor(input_dir: str) -> int:
     return len(job_ids)
 
 
-def measure(command: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS in MiB of one child process."""
+def columnar_floor(input_dir: str) -> int:
+    """Read every file into columns with polars and sum per job in DuckDB; returns the records read."""
+    import duckdb
+    import polars as pl
+
+    frames = []
+    for path in sorted(Path(input_dir).glob("*/*.avro")):
+        # polars cannot read the scheduler's nullable enum (`workload`): read the rest.
+        columns = None if path.parent.name != "scheduler" else [
+            "event_id", "event_time", "job_id", "type", "cluster", "accelerator", "chips",
+            "framework", "team", "topology", "priority"]
+        frames.append(pl.read_avro(path, columns=columns).select("job_id", "event_time"))
+    events = pl.concat(frames).to_arrow()
+    duckdb.sql("select job_id, count(*) as events, max(event_time) - min(event_time) as span from events group by job_id").fetchall()
+    return len(events)
+
+
+def measure(command: list[str], cwd: str | None = None, env: dict | None = None) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS in MiB and CPU seconds (user + system) of one child process.
+
+    On a machine shared with other work, CPU seconds move less than wall time.
+    """
     started = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=cwd, env=env)
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"benchmark step failed: {' '.join(command)}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -55,28 +82,63 @@ def main() -> int:
     parser.add_argument("--hours", type=float, default=44.0, help="simulated hours (44 ≈ 1M events)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", help="work folder to keep (default: a temporary one)")
+    parser.add_argument("--input", help="an existing telemetry folder to use instead of simulating")
+    parser.add_argument("--baseline", metavar="SRC", help="a checkout of other code whose `mpg run` runs too, for a before/after")
     parser.add_argument("--floor-only", metavar="INPUT", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    parser.add_argument("--columnar-floor-only", metavar="INPUT", help=argparse.SUPPRESS)
+    args, beam_args = parser.parse_known_args()
     if args.floor_only:
         floor(args.floor_only)
         return 0
-
-    from fleet_goodput.simulator import simulate
+    if args.columnar_floor_only:
+        columnar_floor(args.columnar_floor_only)
+        return 0
 
     work = Path(args.dir or tempfile.mkdtemp(prefix="mpg-bench-"))
-    print(f"simulating {args.hours:g} h (seed {args.seed}) into {work} ...", flush=True)
-    simulation = simulate(work / "telemetry", seed=args.seed, hours=args.hours)
-    events = sum(simulation.events.values())
-    mpg = str(Path(sys.executable).with_name("mpg"))
-    floor_s, floor_mib = measure([sys.executable, __file__, "--floor-only", str(work / "telemetry")])
-    run_s, run_mib = measure([mpg, "run", "--input", str(work / "telemetry"), "--output", str(work / "results")])
+    telemetry = Path(args.input) if args.input else work / "telemetry"
+    if not args.input:
+        from fleet_goodput.simulator import simulate
 
-    print(f"\n{events:,} events ({', '.join(f'{n:,} {s}' for s, n in simulation.events.items())}), {os.cpu_count()} cores\n")
-    print(f"{'':<44} {'seconds':>8} {'events/s':>10} {'peak MiB':>9}")
-    print(f"{'floor: fastavro decode + DuckDB sum':<44} {floor_s:>8.1f} {events / floor_s:>10,.0f} {floor_mib:>9,.0f}")
-    print(f"{'mpg run (Beam FnApiRunner, 1 worker)':<44} {run_s:>8.1f} {events / run_s:>10,.0f} {run_mib:>9,.0f}")
-    print(f"\nmpg run takes {run_s / floor_s:.1f}x the floor's time and {run_mib / floor_mib:.1f}x its memory.")
+        print(f"simulating {args.hours:g} h (seed {args.seed}) into {work} ...", flush=True)
+        simulate(telemetry, seed=args.seed, hours=args.hours)
+    counts = {stream: _records(telemetry, stream) for stream in ("scheduler", "runtime", "profiler")}
+    events = sum(counts.values())
+
+    mpg = str(Path(sys.executable).with_name("mpg"))
+    rows = {
+        "floor: fastavro decode + DuckDB sum": measure([sys.executable, __file__, "--floor-only", str(telemetry)]),
+        "floor: polars columns + DuckDB sum": measure([sys.executable, __file__, "--columnar-floor-only", str(telemetry)]),
+    }
+    if args.baseline:
+        # The baseline's own packages come first on the path: run from its folder.
+        env = {**os.environ, "PYTHONPATH": str(Path(args.baseline).resolve())}
+        rows["baseline mpg run (1 worker)"] = measure(
+            [mpg, "run", "--input", str(telemetry), "--output", str(work / "results-baseline"), *beam_args],
+            cwd=args.baseline, env=env)
+    rows["mpg run (FnApiRunner, 1 worker)"] = measure(
+        [mpg, "run", "--input", str(telemetry), "--output", str(work / "results"), *beam_args])
+
+    print(f"\n{events:,} events ({', '.join(f'{n:,} {s}' for s, n in counts.items())}), {os.cpu_count()} cores\n")
+    # Ratios of time, floor / run (1.0: as fast as the floor), by wall clock and by CPU seconds.
+    print(f"{'':<40} {'seconds':>8} {'events/s':>10} {'CPU s':>7} {'peak MiB':>9} "
+          f"{'fastavro floor/run':>19} {'columnar floor/run':>19} {'same, by CPU s':>15}")
+    fastavro_s, _, fastavro_cpu = rows["floor: fastavro decode + DuckDB sum"]
+    columnar_s, _, columnar_cpu = rows["floor: polars columns + DuckDB sum"]
+    for name, (seconds, mib, cpu_s) in rows.items():
+        print(f"{name:<40} {seconds:>8.1f} {events / seconds:>10,.0f} {cpu_s:>7.1f} {mib:>9,.0f} "
+              f"{fastavro_s / seconds:>19.2f} {columnar_s / seconds:>19.2f} "
+              f"{fastavro_cpu / cpu_s:>7.2f} {columnar_cpu / cpu_s:>7.2f}")
     return 0
+
+
+def _records(telemetry: Path, stream: str) -> int:
+    import fastavro
+
+    total = 0
+    for path in sorted(Path(telemetry, stream).glob("*.avro")):
+        with open(path, "rb") as handle:
+            total += sum(block.num_records for block in fastavro.block_reader(handle))
+    return total
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ as-of time. Like `JobTimeline`, it is fed in event-time order and flushed.
 from __future__ import annotations
 
 from fleet_goodput.events import Event
+from fleet_goodput.timeline import DUPLICATE, Rejection, in_event_order, repeated_id
 from fleet_goodput.windows import split_at_windows
 
 
@@ -16,18 +17,21 @@ class CapacityTimeline:
         self.window_us = window_us
         self.level = 0
         self.now_us: int | None = None
-        self.seen_ids: set[str] = set()
+        self.seen_ids: dict[str, Event] = {}  # event_id -> the first event that carried it
         self.duplicates = 0
         self.accepted = 0
-        self.rejections: list = []  # every CAPACITY event is usable; kept to match JobTimeline
+        self.rejections: list[Rejection] = []  # event_id conflicts
         self._deltas: dict[int, int] = {}
 
     def feed(self, events: list[Event]) -> None:
-        for event in sorted(events):
-            if event.event_id in self.seen_ids:
+        for event in in_event_order(events):
+            reason = repeated_id(self.seen_ids, event)
+            if reason == DUPLICATE:
                 self.duplicates += 1
                 continue
-            self.seen_ids.add(event.event_id)
+            if reason:
+                self.rejections.append(Rejection(event, reason))
+                continue
             if self.now_us is None:
                 self.now_us = event.time_us
             self.advance_to(event.time_us)

@@ -6,6 +6,7 @@ its own parts passes one file and the whole pipeline sees the same catalogue.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,13 +19,24 @@ class ConfigError(ValueError):
     """A settings file that cannot be used, with the reason."""
 
 
+# Precisions a catalogue entry may give a peak for, and a profiler sample may
+# name. A sample that names none ran in bf16 (MPG.md section 2).
+PRECISIONS = ("bf16", "fp8", "fp4")
+DEFAULT_PRECISION = "bf16"
+
+
 @dataclass(frozen=True)
 class Accelerator:
     key: str
-    peak_bf16_flops: float
+    peak_flops: dict[str, float]  # precision -> peak dense FLOP/s per chip; always has bf16
     hbm_bytes_per_s: float
     vendor: str
     source: str
+    url: str = ""
+
+    @property
+    def peak_bf16_flops(self) -> float:
+        return self.peak_flops[DEFAULT_PRECISION]
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,25 @@ def _read_yaml(path) -> dict:
     return data
 
 
+def _peaks(key: str, spec: dict, path) -> dict[str, float]:
+    """{precision: peak} of one entry: `peak_flops: {bf16: …, fp8: …}`, or the
+    older single `peak_bf16_flops`, which user catalogues may still use."""
+    raw = spec["peak_flops"] if "peak_flops" in spec else {DEFAULT_PRECISION: spec["peak_bf16_flops"]}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"accelerator {key!r} in {path}: peak_flops must map precisions to FLOP/s")
+    unknown = set(raw) - set(PRECISIONS)
+    if unknown:
+        raise ConfigError(f"accelerator {key!r} in {path}: unknown precision(s) {', '.join(sorted(map(str, unknown)))}; "
+                          f"known: {', '.join(PRECISIONS)}")
+    if DEFAULT_PRECISION not in raw:
+        raise ConfigError(f"accelerator {key!r} in {path}: peak_flops needs a {DEFAULT_PRECISION} peak")
+    peaks = {precision: float(raw[precision]) for precision in PRECISIONS if precision in raw}
+    for precision, peak in peaks.items():
+        if not math.isfinite(peak) or peak <= 0:
+            raise ConfigError(f"accelerator {key!r} in {path}: {precision} peak must be a positive finite number")
+    return peaks
+
+
 def load_catalogue(path) -> dict[str, Accelerator]:
     raw = _read_yaml(path)
     catalogue = {}
@@ -70,16 +101,38 @@ def load_catalogue(path) -> dict[str, Accelerator]:
         try:
             catalogue[key] = Accelerator(
                 key=key,
-                peak_bf16_flops=float(spec["peak_bf16_flops"]),
+                peak_flops=_peaks(key, spec, path),
                 hbm_bytes_per_s=float(spec["hbm_bytes_per_s"]),
                 vendor=str(spec.get("vendor", "")),
                 source=str(spec["source"]),
+                url=str(spec.get("url", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"accelerator {key!r} in {path}: needs peak_bf16_flops, hbm_bytes_per_s and source ({exc})") from exc
-        if catalogue[key].peak_bf16_flops <= 0:
-            raise ConfigError(f"accelerator {key!r} in {path}: peak_bf16_flops must be positive")
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"accelerator {key!r} in {path}: needs peak_flops (or peak_bf16_flops), "
+                              f"hbm_bytes_per_s and source ({exc})") from exc
     return catalogue
+
+
+def peak_table(accelerators: dict[str, Accelerator]) -> dict[str, float]:
+    """The peak lookup the pipeline carries: accelerator -> bf16 peak, and
+    `accelerator/precision` -> that precision's peak (see `peak_of`).
+
+    A flat dict of strings, so it pickles small and a test may pass
+    {accelerator: peak} alone for bf16."""
+    table = {key: accelerator.peak_bf16_flops for key, accelerator in accelerators.items()}
+    table.update({f"{key}/{precision}": peak for key, accelerator in accelerators.items()
+                  for precision, peak in accelerator.peak_flops.items()})
+    return table
+
+
+def peak_of(table: dict[str, float], accelerator: str, precision: str | None) -> float | None:
+    """Peak FLOP/s per chip of `accelerator` in `precision` (bf16 when None);
+    None when the catalogue gives no peak for that precision on that part."""
+    if precision is None or precision == DEFAULT_PRECISION:
+        return table[accelerator]
+    return table.get(f"{accelerator}/{precision}")
 
 
 def load_settings(path: str | Path | None = None) -> Settings:

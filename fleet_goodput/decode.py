@@ -1,14 +1,23 @@
 """Decoding Avro telemetry files into validated events, and naming what is bad.
 
 `read_avro_file` turns one file into (key, event) pairs and rejected rows; it
-never raises on bad content: a record with impossible values, a file whose
-schema does not match the contract, or a truncated file each become rejected
-rows with a specific reason, so a run reconciles instead of crashing.
+never raises on bad content: a record with impossible values, a record the
+contract cannot take, a file whose schema does not match the contract, or a
+truncated file each become rejected rows with a specific reason, so a run
+reconciles instead of crashing, and good records beside a bad one are kept.
+
+Jobs and capacity share the pipeline's key space: capacity keys start with a
+control character, which no accepted `job_id` may hold, so no job can pose as
+capacity.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import math
+import re
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,11 +27,23 @@ from typing import BinaryIO
 import fastavro
 
 import schemas
+from fleet_goodput.avro_blocks import AvroBlocks, Damage
+from fleet_goodput.config import PRECISIONS
 from fleet_goodput.events import PROFILE, Event, make_event
 
-CAPACITY_KEY_PREFIX = "capacity|"
+# U+001F (unit separator) cannot appear in an accepted job_id or cluster.
+_KEY_SEPARATOR = "\x1f"
+CAPACITY_KEY_PREFIX = f"{_KEY_SEPARATOR}capacity{_KEY_SEPARATOR}"
 # Telemetry from before this (2000-01-01) is a unit or clock error, not history.
 EARLIEST_PLAUSIBLE_US = 946_684_800_000_000
+# Telemetry from more than a day after the run's wall-clock time is a clock or
+# unit error: a day covers clock skew and a local time written as UTC (at most
+# 14 h), and bounds the event-time span a run covers, so no work grows with
+# how far in the future one bad event claims to be.
+FUTURE_TOLERANCE_US = 86_400_000_000
+# Identifiers longer than this are not identifiers (and would bloat every key and row).
+MAX_IDENTIFIER_LENGTH = 256
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -34,7 +55,7 @@ class Invalid(ValueError):
 
 
 def capacity_key(cluster: str, accelerator: str) -> str:
-    return f"{CAPACITY_KEY_PREFIX}{cluster}|{accelerator}"
+    return f"{CAPACITY_KEY_PREFIX}{cluster}{_KEY_SEPARATOR}{accelerator}"
 
 
 def is_capacity_key(key: str) -> bool:
@@ -42,23 +63,31 @@ def is_capacity_key(key: str) -> bool:
 
 
 def parse_capacity_key(key: str) -> tuple[str, str]:
-    cluster, accelerator = key[len(CAPACITY_KEY_PREFIX):].split("|", 1)
+    cluster, accelerator = key[len(CAPACITY_KEY_PREFIX):].split(_KEY_SEPARATOR, 1)
     return cluster, accelerator
 
 
 def rejected_row(stream: str, reason: str, source: str, record: dict | None = None, records: int = 1) -> dict:
     record = record or {}
-    event_time = record.get("event_time")
     return {
         "stream": stream,
         "event_id": _text(record.get("event_id")),
         "job_id": _text(record.get("job_id")),
-        "event_time_us": event_time if isinstance(event_time, int) else None,
+        "event_time_us": _plausible_time(record.get("event_time")),
         "type": _text(record.get("type")) or ("PROFILE" if stream == "profiler" and record else None),
         "reason": reason,
         "source": source,
         "records": records,
     }
+
+
+def _plausible_time(event_time) -> int | None:
+    """The event time, when it is one a row can be filed under (the reason keeps any other)."""
+    if isinstance(event_time, datetime):
+        event_time = (event_time - _EPOCH) // _ONE_MICROSECOND
+    if isinstance(event_time, int) and EARLIEST_PLAUSIBLE_US <= event_time <= time.time_ns() // 1000 + FUTURE_TOLERANCE_US:
+        return event_time
+    return None
 
 
 def _text(value) -> str | None:
@@ -75,11 +104,26 @@ def _common(record: dict) -> None:
         raise Invalid("empty event_id")
     if record["event_time"] < EARLIEST_PLAUSIBLE_US:
         raise Invalid(f"event_time {record['event_time']} µs is before 2000-01-01: not plausible telemetry")
+    latest_us = time.time_ns() // 1000 + FUTURE_TOLERANCE_US
+    if record["event_time"] > latest_us:
+        # The wall-clock time itself stays out of the reason, so a reason is the same on every reading.
+        raise Invalid(f"event_time {record['event_time']} µs is more than a day after this run's wall-clock "
+                      "time: not plausible telemetry")
+    if record.get("job_id") is not None:
+        _check_identifier("job_id", record["job_id"])
+
+
+def _check_identifier(name: str, value: str) -> None:
+    if len(value) > MAX_IDENTIFIER_LENGTH:
+        raise Invalid(f"{name} of {len(value)} characters: longer than {MAX_IDENTIFIER_LENGTH} is not an identifier")
+    if _CONTROL_CHARACTER.search(value):
+        raise Invalid(f"{name} {value[:40]!r} holds control characters: not an identifier")
 
 
 def scheduler_event(record: dict, accelerators) -> tuple[str, Event]:
     _common(record)
     kind, chips = record["type"], record["chips"]
+    _check_identifier("cluster", record["cluster"])
     if record["accelerator"] not in accelerators:
         raise Invalid(f"unknown accelerator {record['accelerator']!r}: not in the accelerator catalogue")
     if chips < 0:
@@ -123,7 +167,11 @@ def profiler_event(record: dict, accelerators=None) -> tuple[str, Event]:
         raise Invalid(f"chips must be positive on a profiler sample, got {record['chips']}")
     if record["step"] < 0:
         raise Invalid(f"negative step ({record['step']}) on a profiler sample")
-    payload = (record["step"], record["duration_s"], record["chips"], record["ideal_flops"], record["flops_source"])
+    precision = record.get("precision")
+    if precision is not None and precision not in PRECISIONS:
+        raise Invalid(f"unknown precision {precision!r}: expected one of {', '.join(PRECISIONS)} (or null for bf16)")
+    payload = (record["step"], record["duration_s"], record["chips"], record["ideal_flops"], record["flops_source"],
+               precision)
     return record["job_id"], make_event(record["event_time"], record["event_id"], PROFILE, payload)
 
 
@@ -134,39 +182,145 @@ VALIDATORS = {"scheduler": scheduler_event, "runtime": runtime_event, "profiler"
 def read_avro_file(stream: str, source: str, handle: BinaryIO, accelerators) -> Iterator[tuple[str, object]]:
     """Yield ("event", (key, event)) and ("rejected", row) for every record of one file.
 
-    Each record read yields exactly one of the two, except what cannot be
-    decoded at all: a truncated or corrupt block yields one rejected row whose
-    `records` says how many records the block declared (1 when unknowable).
+    Each record yields exactly one of the two, except what cannot be decoded
+    at all: a damaged stretch of the file yields one rejected row whose
+    `records` is the count its block header declares (1, with the reason
+    saying so, where that count is unknowable). A block that fastavro cannot
+    read as a whole is read again record by record, so one bad record does not
+    take its neighbours down with it.
     """
     validate = VALIDATORS[stream]
     try:
-        blocks = fastavro.block_reader(handle, reader_schema=schemas.load(stream))
+        blocks = AvroBlocks(handle.read(), schemas.load(stream))
     except Exception as exc:  # noqa: BLE001 - any header failure means the file is unreadable
-        yield "rejected", rejected_row(stream, f"not a readable Avro file of the {stream} schema: {exc}", source)
+        reason = (f"not a readable Avro file of the {stream} schema, so the number of records in it "
+                  f"is unknowable: {type(exc).__name__}: {str(exc)[:200]}")
+        yield "rejected", rejected_row(stream, reason, source)
         return
-    while True:
-        try:
-            block = next(blocks)
-        except StopIteration:
-            return
-        except Exception as exc:  # noqa: BLE001 - a broken block ends what can be read of the file
-            yield "rejected", rejected_row(stream, f"truncated or corrupt Avro block after the last good record: {type(exc).__name__}: {exc}", source)
-            return
+    for block in blocks:
+        if isinstance(block, Damage):
+            yield "rejected", rejected_row(stream, block.reason, source, records=block.records or 1)
+            continue
         try:
             records = list(block)
-        except fastavro.read.SchemaResolutionError:
-            reason = f"written with a schema that does not resolve to the {stream} v1 schema ({_describe(blocks.writer_schema)})"
-            yield "rejected", rejected_row(stream, reason, source, records=block.num_records)
-            continue
-        except Exception as exc:  # noqa: BLE001 - one undecodable block must not end the run
-            reason = f"Avro block that does not decode: {type(exc).__name__}: {str(exc)[:200]}"
-            yield "rejected", rejected_row(stream, reason, source, records=block.num_records)
+        except Exception:  # noqa: BLE001 - some record of the block is bad: find which
+            yield from _one_by_one(stream, source, blocks, block, validate, accelerators)
             continue
         for record in records:
-            try:
-                yield "event", validate(record, accelerators)
-            except Invalid as exc:
-                yield "rejected", rejected_row(stream, str(exc), source, record)
+            yield _validated(stream, source, record, validate, accelerators)
+
+
+def _validated(stream: str, source: str, record: dict, validate, accelerators) -> tuple[str, object]:
+    try:
+        return "event", validate(record, accelerators)
+    except Invalid as exc:
+        return "rejected", rejected_row(stream, str(exc), source, record)
+
+
+def _one_by_one(stream: str, source: str, blocks: AvroBlocks, block, validate, accelerators):
+    """Read a block that failed as a whole record by record, naming what is wrong with each bad one.
+
+    Records are first read with the writer schema alone and without logical
+    types (an `event_time` of 2^62 µs has no datetime), which finds where each
+    record's bytes end; each record is then resolved to the contract on its
+    own. Only bytes that do not decode even so end the block.
+    """
+    writer = json.loads(blocks.metadata["avro.schema"])
+    plain_writer = fastavro.parse_schema(_plain(writer))
+    plain_reader = fastavro.parse_schema(_plain(schemas.schema_json(stream)))
+    time_unit = _event_time_unit(writer)
+    data = block.bytes_
+    data.seek(0)
+    for index in range(block.num_records):
+        start = data.tell()
+        try:
+            raw = fastavro.schemaless_reader(data, plain_writer, None)
+        except Exception as exc:  # noqa: BLE001 - the rest of the block is unreadable bytes
+            reason = (f"Avro block whose records {index + 1} to {block.num_records} do not decode: "
+                      f"{type(exc).__name__}: {str(exc)[:200]}")
+            yield "rejected", rejected_row(stream, reason, source, records=block.num_records - index)
+            return
+        try:
+            record = fastavro.schemaless_reader(io.BytesIO(data.getbuffer()[start:data.tell()]), plain_writer, plain_reader)
+        except Exception:  # noqa: BLE001 - this record does not fit the contract: say how
+            problem = contract_violation(raw, schemas.schema_json(stream))
+            if problem is None:  # nothing record-specific: the writer schema itself does not resolve
+                reason = f"written with a schema that does not resolve to the {stream} v1 schema ({_describe(blocks.writer_schema)})"
+                yield "rejected", rejected_row(stream, reason, source, records=block.num_records - index)
+                return
+            yield "rejected", rejected_row(stream, problem, source, raw)
+            continue
+        if isinstance(record.get("event_time"), int):
+            record["event_time"] *= time_unit
+        yield _validated(stream, source, record, validate, accelerators)
+
+
+def _plain(schema):
+    """A schema without logical types: values stay the plain longs, ints and bytes written."""
+    if isinstance(schema, dict):
+        return {key: _plain(value) for key, value in schema.items() if key != "logicalType"}
+    if isinstance(schema, list):
+        return [_plain(item) for item in schema]
+    return schema
+
+
+def _event_time_unit(writer_schema) -> int:
+    """Microseconds per unit of the writer's `event_time` (the contract says micros)."""
+    for item in writer_schema.get("fields", []) if isinstance(writer_schema, dict) else []:
+        if item["name"] == "event_time" and isinstance(item["type"], dict):
+            return 1000 if item["type"].get("logicalType") == "timestamp-millis" else 1
+    return 1
+
+
+def contract_violation(record: dict, contract: dict, missing_is_a_violation: bool = False) -> str | None:
+    """The first field of `record` whose value the contract cannot take, as a
+    rejection reason; None when every value fits. A required field that is
+    missing is a violation of a record given as a dict; in an Avro file it
+    is the writer schema that differs, which the caller reports."""
+    for item in contract["fields"]:
+        name = item["name"]
+        if name not in record:
+            if "default" in item:
+                continue
+            return f"{name}: missing, and the contract requires it" if missing_is_a_violation else None
+        problem = _value_problem(record[name], item["type"])
+        if problem:
+            return f"{name}: {problem}"
+    return None
+
+
+def _value_problem(value, avro_type) -> str | None:
+    if isinstance(avro_type, list):
+        problems = [_value_problem(value, branch) for branch in avro_type]
+        if not all(problems):
+            return None
+        if value is not None:  # say what is wrong with it as the one non-null branch, if there is one
+            non_null = [problem for branch, problem in zip(avro_type, problems) if branch != "null"]
+            if len(non_null) == 1:
+                return non_null[0]
+        return f"{value!r} fits none of {_type_names(avro_type)}"
+    name = avro_type.get("type") if isinstance(avro_type, dict) else avro_type
+    if value is None:
+        return None if name == "null" else f"null where the contract requires {_type_names(avro_type)}"
+    if name == "enum":
+        if value not in avro_type["symbols"]:
+            return f"{value!r} is not a symbol of the contract's {avro_type['name']} enum ({', '.join(avro_type['symbols'])})"
+        return None
+    if isinstance(avro_type, dict) and avro_type.get("logicalType", "").startswith("timestamp") and isinstance(value, datetime):
+        return None
+    expected = {"string": str, "long": int, "int": int, "double": (int, float), "float": (int, float),
+                "boolean": bool, "bytes": bytes, "null": type(None)}.get(name)
+    if expected is None or isinstance(value, expected):
+        return None
+    return f"{value!r} is not a {name}"
+
+
+def _type_names(avro_type) -> str:
+    if isinstance(avro_type, list):
+        return " or ".join(_type_names(branch) for branch in avro_type)
+    if isinstance(avro_type, dict):
+        return avro_type.get("name") or avro_type["type"]
+    return avro_type
 
 
 def _describe(writer_schema) -> str:

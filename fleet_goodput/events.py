@@ -72,6 +72,7 @@ class Sample(NamedTuple):
     chips: int
     ideal_flops: float
     flops_source: str
+    precision: str | None = None  # None: bf16
 
 
 def make_event(time_us: int, event_id: str, code: str, payload: tuple = ()) -> Event:

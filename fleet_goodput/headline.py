@@ -12,7 +12,8 @@ def _fmt(value) -> str:
 
 
 def fleet_totals(connection: duckdb.DuckDBPyConnection) -> dict:
-    """Fleet MPG over the whole output, on the capacity base (ratios of sums)."""
+    """Fleet MPG over the whole output, on the capacity base (ratios of sums),
+    over the windows whose capacity covers the chips held (fleet_daily's rule)."""
     row = connection.execute("""
         select
             ratio(sum(all_allocated_chip_s), sum(capacity_chip_s)) as sg,
@@ -24,6 +25,21 @@ def fleet_totals(connection: duckdb.DuckDBPyConnection) -> dict:
         from fleet_daily
     """).fetchone()
     return dict(zip(("sg", "rg", "pg", "mpg", "pg_coverage", "capacity_chip_hours"), row))
+
+
+def capacity_gap_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
+    """The clusters left out of the fleet figures because their capacity does not cover the chips held."""
+    rows = connection.execute("""
+        select cluster, accelerator, problem, windows, held_chip_s / 3600
+        from capacity_gaps order by held_chip_s desc, cluster, accelerator
+    """).fetchall()
+    if not rows:
+        return []
+    problems = {"no_capacity": "no CAPACITY level", "over_capacity": "more chips held than online"}
+    return ["Left out of the fleet figures (chips held that capacity does not cover):"] + [
+        f"  {cluster}/{accelerator}: {problems[problem]} in {windows} window(s), {chip_hours:,.1f} chip-h held"
+        for cluster, accelerator, problem, windows, chip_hours in rows
+    ]
 
 
 def segment_table(connection: duckdb.DuckDBPyConnection, dimension: str) -> list[str]:
@@ -52,6 +68,7 @@ def render(connection: duckdb.DuckDBPyConnection) -> str:
         "Fleet ML Productivity Goodput (capacity base, ratios of sums)",
         f"  MPG {_fmt(totals['mpg'])} = SG {_fmt(totals['sg'])} x RG {_fmt(totals['rg'])} x PG {_fmt(totals['pg'])}"
         f"   (PG coverage {_fmt(totals['pg_coverage'])}, capacity {totals['capacity_chip_hours'] or 0:,.0f} chip-h)",
+        *capacity_gap_lines(connection),
         "",
         "By accelerator (demand base: requested chips x job lifetime)",
         *segment_table(connection, "accelerator"),

@@ -60,15 +60,18 @@ def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_setti
     while True:
         listing = _listing(root)
         if listing != seen and listing:
-            seen, last_new = listing, time.monotonic()
+            seen = listing
             outcome = run_batch(input_dir, output_dir, settings, beam_args=beam_args, stream_settings=stream_settings,
                                 mode="stream", build_views=False)
+            last_new = time.monotonic()  # idle time counts from when the stream caught up
             if outcome.committed:
                 state.runs += 1
                 state.files += outcome.manifest.get("files_applied", 0)
                 state.last = outcome
                 if progress:
                     progress(state, outcome)
+            if not stop.is_set():
+                continue  # look again at once: files may have landed during the run
         if stop.is_set() or (stop_after_idle_s is not None and time.monotonic() - last_new >= stop_after_idle_s):
             break
         stop.wait(stream_settings.poll_s)

@@ -19,8 +19,9 @@ from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from fleet_goodput.config import peak_of
 from fleet_goodput.events import PROFILE, TERMINAL_TYPES, Event, Sample, Submit, stream_of
-from fleet_goodput.windows import split_at_windows
+from fleet_goodput.windows import add_over_windows, split_at_windows
 
 # Chip-time categories of a job's lifetime, in the order of the metric vector.
 CATEGORIES = (
@@ -47,6 +48,16 @@ _SPAN_OF_CODE = {
 
 MICROS = 1_000_000
 
+# A profiler sample may imply a PG (ideal FLOPs ÷ (bf16 peak × chips × step
+# duration)) of at most this. PG is measured against the dense bf16 peak, and
+# the fastest precision in the catalogue's generations (dense FP4 on Blackwell)
+# is 4x that, FP8 2x; 1.25x more covers timing jitter in a measured duration.
+# Anything above is a unit error (FLOPs per chip for per job, a duration in
+# ms written as s) or worse, and would make PG and MPG meaningless or infinite.
+MAX_PLAUSIBLE_PG_VS_BF16 = 4 * 1.25
+# No training or serving step lasts a day; a longer one is a unit error.
+MAX_PLAUSIBLE_STEP_S = 86_400
+
 
 def zero_vector() -> list:
     return [0] * IDEAL + [0.0]
@@ -68,6 +79,42 @@ class StepSpan:
         if self.first_step is None or self.last_step is None or self.last_step < self.first_step:
             return None
         return self.last_step - self.first_step + 1
+
+
+DUPLICATE = "duplicate"
+
+
+def in_event_order(events: list[Event]) -> list[Event]:
+    """`events` sorted by time, same-instant order, id, then content: the same
+    order whatever order they arrived in."""
+    try:
+        return sorted(events)
+    except TypeError:  # equal up to a payload field that is None in one and set in the other
+        return sorted(events, key=lambda event: (event[:4], repr(event.payload)))
+
+
+def repeated_id(seen_ids: dict[str, Event], event: Event) -> str | None:
+    """DUPLICATE for a repeat of a seen event, a conflict reason for another
+    event under a seen event_id, None (and remembered) for a new id."""
+    first = seen_ids.get(event.event_id)
+    if first is None:
+        seen_ids[event.event_id] = event
+        return None
+    if first == event:
+        return DUPLICATE
+    return (f"event_id conflict: already carried by a different event ({first.code} at {first.time_us} µs); "
+            f"the earlier in event-time order is kept")
+
+
+def _implausible_step_end(span: StepSpan, last_step: int | None, time_us: int) -> str | None:
+    if last_step is None or span.first_step is None:
+        return None
+    if last_step < span.first_step:
+        return f"STEP_END at step {last_step} is before its STEP_START's step {span.first_step}: step numbers going backwards"
+    steps, duration_us = last_step - span.first_step + 1, time_us - span.start_us
+    if steps > max(duration_us, 1):
+        return f"STEP_END claims {steps} steps in {duration_us} µs: more than one step per microsecond is not plausible"
+    return None
 
 
 @dataclass
@@ -95,7 +142,7 @@ class JobTimeline:
         self.unresolved: list[StepSpan] = []  # closed step spans awaiting a checkpoint or a disruption
         self.sample_times: list[int] = []
         self.samples: list[Sample] = []
-        self.seen_ids: set[str] = set()
+        self.seen_ids: dict[str, Event] = {}  # event_id -> the first event that carried it
         self.duplicates = defaultdict(int)  # stream -> repeated event_ids dropped
         self.accepted = defaultdict(int)  # stream -> events accepted
         self.implicitly_closed_spans = 0
@@ -107,12 +154,12 @@ class JobTimeline:
     # ---- feeding -------------------------------------------------------
     def feed(self, events: list[Event]) -> None:
         """Apply `events`, all at or after the last fed time, in event-time order."""
-        for event in sorted(events):
-            if event.event_id in self.seen_ids:
+        for event in in_event_order(events):
+            reason = repeated_id(self.seen_ids, event)
+            if reason == DUPLICATE:
                 self.duplicates[stream_of(event.code)] += 1
                 continue
-            self.seen_ids.add(event.event_id)
-            reason = self._apply(event)
+            reason = reason or self._apply(event)
             if reason:
                 self.rejections.append(Rejection(event, reason))
             else:
@@ -127,7 +174,10 @@ class JobTimeline:
         if code == "SUBMIT":
             return "second SUBMIT for a job already submitted"
         if code == PROFILE:
-            sample = Sample._make(event.payload)
+            sample = Sample(*event.payload)
+            problem = self._implausible_sample(sample)
+            if problem:
+                return problem
             position = bisect_right(self.sample_times, event.time_us)
             self.sample_times.insert(position, event.time_us)
             self.samples.insert(position, sample)
@@ -141,18 +191,36 @@ class JobTimeline:
             return self._on_end(code, event.time_us)
         return self._on_runtime(code, event)
 
+    def _implausible_sample(self, sample: Sample) -> str | None:
+        if sample.duration_s > MAX_PLAUSIBLE_STEP_S:
+            return f"duration_s {sample.duration_s:g} for one step is more than a day: not plausible"
+        peak = self.peak_flops[self.submit.accelerator]
+        implied_pg = sample.ideal_flops / (peak * sample.chips * sample.duration_s)
+        if implied_pg > MAX_PLAUSIBLE_PG_VS_BF16:
+            return (f"ideal_flops {sample.ideal_flops:g} over {sample.chips} chips in {sample.duration_s:g} s implies "
+                    f"PG {implied_pg:.3g} against the {self.submit.accelerator} bf16 peak, above the plausible "
+                    f"{MAX_PLAUSIBLE_PG_VS_BF16:g} (the fastest precision's peak with a margin)")
+        return None
+
     def _on_submit(self, event: Event) -> None:
         self.submit = Submit._make(event.payload)
         self.submit_us = self.now_us = event.time_us
 
-    def _on_chips(self, code: str, chips: int) -> None:
+    def _on_chips(self, code: str, chips: int) -> str | None:
+        requested = self.submit.chips
+        if chips > requested:
+            # Demand accounting counts the requested chips; a level above them
+            # could only inflate the fleet's held chip-time past its capacity.
+            return f"{code} of {chips} chips is above the {requested} requested: a job holds at most its request"
         if code == "ALLOCATE":
             self.allocations += 1
         self.held = chips
-        if code == "PREEMPT" and chips < self.submit.chips:
+        if code == "PREEMPT" and chips < requested:
             self._resolve_all("lost")
-        if chips == 0:
+            self._close_open_spans()  # a disruption ends every span left open (MPG.md section 3)
+        elif chips == 0:
             self._close_open_spans()  # the attempt is over: nothing runs on zero chips
+        return None
 
     def _on_end(self, code: str, time_us: int) -> None:
         self._resolve_all("productive" if code == "FINISH" else "lost")
@@ -175,6 +243,10 @@ class JobTimeline:
             return None
         if kind not in self.open_spans:
             return f"{code} without an open {name}_START"
+        if kind == "step":
+            problem = _implausible_step_end(self.open_step, step, event.time_us)
+            if problem:
+                return problem
         self._close_span(kind, step)
         if kind == "checkpoint_save":
             self._resolve_durable(step)
@@ -241,27 +313,32 @@ class JobTimeline:
             return
         start_us, self.now_us = self.now_us, time_us
         chips, held = self.submit.chips, self.held
-        self._add(start_us, time_us, "lifetime", chips)
-        self._add(start_us, time_us, "held", held)
+        # Every figure of the stretch is added in one pass over its windows.
         if held < chips:
-            self._add(start_us, time_us, "queued" if held == 0 else "partial", chips)
+            figures = [(_INDEX["lifetime"], chips), (_INDEX["held"], held),
+                       (_INDEX["queued" if held == 0 else "partial"], chips)]
             if held:
-                self._add(start_us, time_us, "partial_held", held)
+                figures.append((_INDEX["partial_held"], held))
             if self.open_spans:
-                self._add(start_us, time_us, "clipped_runtime", chips)
+                figures.append((_INDEX["clipped_runtime"], chips))
+            add_over_windows(self._deltas, start_us, time_us, self.window_us, figures)
             return
-        self._add(start_us, time_us, "all_allocated", chips)
-        kind = next((k for k in SPAN_PRECEDENCE if k in self.open_spans), "idle")
+        # A plain loop: a generator per stretch cost a sixth of this method.
+        for kind in SPAN_PRECEDENCE if self.open_spans else ():
+            if kind in self.open_spans:
+                break
+        else:
+            kind = "idle"
+        figures = [(_INDEX["lifetime"], chips), (_INDEX["held"], held), (_INDEX["all_allocated"], chips)]
         if kind == "step":
             self.open_step.pieces.append([start_us, time_us, False])
             self.open_step.total_us += time_us - start_us
         else:
-            self._add(start_us, time_us, kind, chips)
+            figures.append((_INDEX[kind], chips))
+        add_over_windows(self._deltas, start_us, time_us, self.window_us, figures)
 
     def _add(self, start_us: int, end_us: int, figure: str, chips: int) -> None:
-        index = _INDEX[figure]
-        for window_start, piece_start, piece_end in split_at_windows(start_us, end_us, self.window_us):
-            self._deltas[window_start][index] += chips * (piece_end - piece_start)
+        add_over_windows(self._deltas, start_us, end_us, self.window_us, ((_INDEX[figure], chips),))
 
     # ---- output ----------------------------------------------------------
     def close(self, as_of_us: int) -> None:
@@ -308,13 +385,16 @@ class JobTimeline:
             vector[_INDEX["profiled_productive"]] += chips * (piece_end - piece_start)
 
     def _span_ideal_chip_s(self, span: StepSpan) -> float | None:
-        """Steps × ideal FLOPs per step ÷ peak FLOP/s per chip, from the latest
-        sample at or before the span (the first sample for spans before it)."""
+        """Steps × ideal FLOPs per step ÷ peak FLOP/s per chip in the sample's
+        precision, from the latest sample at or before the span (the first
+        sample for spans before it); None (unknown) when the catalogue has no
+        peak for that precision on this accelerator."""
         if not self.samples or span.steps is None:
             return None
         position = bisect_right(self.sample_times, span.start_us)
         sample = self.samples[position - 1] if position else self.samples[0]
-        return span.steps * sample.ideal_flops / self.peak_flops[self.submit.accelerator]
+        peak = peak_of(self.peak_flops, self.submit.accelerator, sample.precision)
+        return None if peak is None else span.steps * sample.ideal_flops / peak
 
     def counts(self) -> dict[tuple[str, str], int]:
         """(stream, outcome) → events so far: accepted, or dropped as a repeated event_id."""

@@ -17,3 +17,23 @@ def split_at_windows(start_us: int, end_us: int, window_us: int) -> Iterator[tup
         piece_end = min(end_us, first + window_us)
         yield first, piece_start, piece_end
         piece_start = piece_end
+
+
+def add_over_windows(vectors, start_us: int, end_us: int, window_us: int, figures) -> None:
+    """Add chips × time of [start_us, end_us) to each (index, chips) of `figures`,
+    in the vector of every window the stretch overlaps.
+
+    `vectors` maps a window start to its vector (a defaultdict). Stretches
+    between two events of a job rarely cross a window edge, so that case is
+    tested first and costs one lookup, whatever the number of figures.
+    """
+    first = start_us - start_us % window_us
+    if end_us <= first + window_us:
+        vector, length = vectors[first], end_us - start_us
+        for index, chips in figures:
+            vector[index] += chips * length
+        return
+    for window, piece_start, piece_end in split_at_windows(start_us, end_us, window_us):
+        vector, length = vectors[window], piece_end - piece_start
+        for index, chips in figures:
+            vector[index] += chips * length

@@ -14,7 +14,7 @@ import json
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from fleet_goodput.config import Settings
+from fleet_goodput.config import Settings, peak_table
 from fleet_goodput.store import STATE_KEYS_SCHEMA
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import TABLES
@@ -92,7 +92,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
 
 
 def peak_flops(settings: Settings) -> dict[str, float]:
-    return {key: accelerator.peak_bf16_flops for key, accelerator in settings.accelerators.items()}
+    return peak_table(settings.accelerators)
 
 
 def read_sources(p: beam.Pipeline, files: dict[str, list[str]], settings: Settings) -> dict:

@@ -73,7 +73,7 @@ def test_same_input_gives_byte_identical_output(tmp_path, name, source, flags):
     import_to(name, source, tmp_path / "second", **flags)
     first, second = tree_bytes(tmp_path / "first"), tree_bytes(tmp_path / "second")
     assert first == second
-    assert {"SOURCE.json", "import_rejected.jsonl", "scheduler/part-00000.avro", "runtime/part-00000.avro",
+    assert {"SOURCE.json", "import_rejected.jsonl", "import_caveats.jsonl", "scheduler/part-00000.avro", "runtime/part-00000.avro",
             "profiler/part-00000.avro"} <= set(first)
 
 
@@ -167,3 +167,16 @@ def test_mgm_requires_accelerator_and_chips(tmp_path):
     with pytest.raises(SourceError, match="--accelerator KEY --chips N"):
         import_to("mgm", MGM_LOG, tmp_path / "out")
 
+
+
+@pytest.mark.parametrize("name, folder, file_name", [
+    ("philly", SHARED_DATA / "philly", "jobs.json"),
+    ("openb", SHARED_DATA / "openb", "openb_pod_list_default.csv"),
+])
+def test_cli_accepts_the_main_file_as_well_as_its_folder(tmp_path, capsys, name, folder, file_name):
+    """`mpg import philly PATH/jobs.json` once failed with `…/jobs.json/jobs.json: missing`."""
+    by_folder, by_file = tmp_path / "by-folder", tmp_path / "by-file"
+    assert main(["import", name, str(folder), "--out", str(by_folder), "--limit", "30"]) == 0
+    assert main(["import", name, str(folder / file_name), "--out", str(by_file), "--limit", "30"]) == 0
+    assert "missing" not in capsys.readouterr().err
+    assert tree_bytes(by_file) == tree_bytes(by_folder)

@@ -118,7 +118,7 @@ def _drop_partition(output: Path) -> None:
 
 def _inflate_ideal(output: Path) -> None:
     def change(table: pa.Table) -> pa.Table:
-        ideal = [v * 10 for v in table.column("ideal_chip_s").to_pylist()]
+        ideal = [None if v is None else v * 10 for v in table.column("ideal_chip_s").to_pylist()]
         return table.set_column(table.schema.get_field_index("ideal_chip_s"), "ideal_chip_s", [ideal])
 
     rewrite_partition(output, "job_window", "2026-01-03", change)

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from pathlib import Path
 
 import fastavro
 import fastavro.validation
 import pytest
 
 import schemas
+from fleet_goodput.avro_io import write_events
 from fleet_goodput.config import load_settings
-from fleet_goodput.decode import VALIDATORS, Invalid
+from fleet_goodput.decode import VALIDATORS, Invalid, decode_file
+from fleet_goodput.events import Sample
 
 ACCELERATORS = load_settings().accelerators
+FIXTURES = Path(__file__).parent / "data"
 
 
 def _examples():
@@ -55,3 +59,30 @@ def test_new_fields_have_defaults_so_version_1_readers_keep_working(stream):
     for field in schemas.schema_json(stream)["fields"]:
         if isinstance(field["type"], list) and "null" in field["type"]:
             assert "default" in field, f"{stream}.{field['name']} is nullable but has no default"
+
+
+def test_profiler_files_written_before_the_precision_field_still_read_as_bf16(tmp_path):
+    """`precision` was added to the profiler schema with a default (MPG.md section 2):
+    a file written with the schema as it was before reads, each sample with precision None."""
+    old_schema = fastavro.parse_schema(json.loads((FIXTURES / "profiler_event.v1-before-precision.avsc").read_text()))
+    assert "precision" not in {field["name"] for field in old_schema["fields"]}
+    record = {"event_id": "p1", "event_time": 1767225600000000, "job_id": "j1", "step": 5, "duration_s": 1.5,
+              "chips": 8, "ideal_flops": 7.88e15, "flops_source": "HLO_UNOPTIMIZED", "bytes_accessed": None}
+    path = tmp_path / "old.avro"
+    with open(path, "wb") as handle:
+        fastavro.writer(handle, old_schema, [record, {**record, "event_id": "p2", "step": 6}])
+    with open(path, "rb") as handle:
+        decoded = decode_file("profiler", str(path), handle, ACCELERATORS)
+    assert decoded.rejected == [] and decoded.read == 2
+    samples = [Sample(*event[4]) for event in decoded.batches["j1"]]
+    assert [(s.step, s.ideal_flops, s.precision) for s in samples] == [(5, 7.88e15, None), (6, 7.88e15, None)]
+
+
+def test_a_precision_written_by_the_current_schema_reaches_the_sample(tmp_path):
+    record = {"event_id": "p1", "event_time": 1767225600000000, "job_id": "j1", "step": 5, "duration_s": 1.5,
+              "chips": 8, "ideal_flops": 7.88e15, "flops_source": "ANALYTIC", "bytes_accessed": None, "precision": "fp8"}
+    path = tmp_path / "new.avro"
+    write_events(path, "profiler", [record])
+    with open(path, "rb") as handle:
+        decoded = decode_file("profiler", str(path), handle, ACCELERATORS)
+    assert Sample(*decoded.batches["j1"][0][4]).precision == "fp8"

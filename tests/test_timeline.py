@@ -135,6 +135,17 @@ CASES = {
     "a still-running job ends at the as-of time": (
         lambda: [submit(), ev(100, "ALLOCATE", 8)],
         250, {"queued": 100, "idle": 150}),
+    # MPG.md section 3: a span left open is closed by the first disruption.
+    # Here a PREEMPT to partial closes the open step span (its time is lost)
+    # and the init span; back on all chips, nothing is reported: idle.
+    "a PREEMPT below the request closes the spans left open": (
+        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "INIT_START"), ev(5, "STEP_START", 1),
+                 ev(10, "PREEMPT", 4), ev(20, "ALLOCATE", 8), ev(30, "FINISH")],
+        30, {"init": 5, "lost": 5, "partial": 10, "idle": 10}),
+    "the next START of its kind closes a span left open": (
+        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "COMPILE_START"), ev(5, "COMPILE_START"),
+                 ev(8, "COMPILE_END"), ev(10, "FINISH")],
+        10, {"compile": 8, "idle": 2}),
 }
 
 
@@ -153,6 +164,14 @@ REJECTIONS = {
     "events before SUBMIT": ([ev(0, "ALLOCATE", 8), submit(5)], "no SUBMIT for this job at or before this event"),
     "a second SUBMIT": ([submit(0), submit(5)], "second SUBMIT for a job already submitted"),
     "events after the job ended": ([submit(0), ev(1, "ALLOCATE", 8), ev(5, "FINISH"), ev(6, "STEP_START", 1)], "after the job ended (FINISHED)"),
+    "more chips than requested": ([submit(0, chips=8), ev(1, "ALLOCATE", 9)],
+                                  "ALLOCATE of 9 chips is above the 8 requested: a job holds at most its request"),
+    "steps going backwards": ([submit(0), ev(1, "ALLOCATE", 8), ev(2, "STEP_START", 10), ev(3, "STEP_END", 9)],
+                              "STEP_END at step 9 is before its STEP_START's step 10: step numbers going backwards"),
+    "a sample implying PG far above any peak": (
+        [submit(0), sample(1, 1e308)],
+        "ideal_flops 1e+308 over 8 chips in 1 s implies PG 6.35e+292 against the tpu-v5e bf16 peak, above the "
+        "plausible 5 (the fastest precision's peak with a margin)"),
 }
 
 
@@ -188,3 +207,35 @@ def test_incremental_flushes_add_up_to_one_batch():
     combined = {f: seconds_by_category(first)[f] + seconds_by_category(second)[f] for f in FIGURES}
     for figure in FIGURES:
         assert combined[figure] == pytest.approx(seconds_by_category(whole_deltas)[figure]), figure
+
+
+def test_a_sample_at_fp8_speed_is_plausible():
+    timeline, _ = run([submit(0), sample(1, 2 * 8 * 197e12)], as_of_s=10)  # PG 2 against bf16
+    assert not timeline.rejections and len(timeline.samples) == 1
+
+
+@pytest.mark.parametrize("shuffle_seed", [None, 1, 2, 3, 4])
+def test_an_event_id_carried_by_two_events_is_a_conflict_whatever_the_order(shuffle_seed):
+    fail, finish = ev(10, "FAIL"), ev(15, "FINISH")
+    finish = finish._replace(event_id=fail.event_id)
+    timeline, _ = run([submit(0), ev(1, "ALLOCATE", 8), finish, fail, fail], as_of_s=20, shuffle_seed=shuffle_seed)
+    assert timeline.status == "FAILED" and timeline.end_us == fail.time_us
+    assert [(r.event.code, r.reason) for r in timeline.rejections] == [
+        ("FINISH", f"event_id conflict: already carried by a different event (FAIL at {fail.time_us} µs); "
+                   "the earlier in event-time order is kept")]
+    assert dict(timeline.duplicates) == {"scheduler": 1}
+
+
+def test_unknown_ideal_is_null_and_empty_productive_time_is_zero():
+    """MPG.md section 3, "Unknown and empty factors", on job_window rows."""
+    from transforms.goodput import to_job_window_row
+
+    steps = [ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 1), ev(10, "FINISH")]
+    _, unprofiled = run([submit(0), *steps], as_of_s=10)
+    _, profiled_idle = run([submit(0), ev(0, "ALLOCATE", 8), sample(1, 8e12), ev(10, "FINISH")], as_of_s=10)
+    _, profiled = run([submit(0), *steps, sample(5, 8 * 197e12)], as_of_s=10)
+    row = {name: to_job_window_row(("j", w, 0, v)) for name, deltas in
+           (("unprofiled", unprofiled), ("profiled_idle", profiled_idle), ("profiled", profiled)) for w, v in deltas.items()}
+    assert row["unprofiled"]["ideal_chip_s"] is None and row["unprofiled"]["productive_chip_s"] == 80
+    assert row["profiled_idle"]["ideal_chip_s"] is None and row["profiled_idle"]["productive_chip_s"] == 0
+    assert row["profiled"]["ideal_chip_s"] == pytest.approx(8.0)

@@ -11,14 +11,22 @@ import apache_beam as beam
 
 from fleet_goodput.timeline import FIGURES, IDEAL, MICROS
 
+_PROFILED_PRODUCTIVE = FIGURES.index("profiled_productive")
+
 
 def to_job_window_row(result) -> dict:
-    """(job_id, window_start_us, version_us, vector) → a `job_window` row in chip-seconds."""
+    """(job_id, window_start_us, version_us, vector) → a `job_window` row in chip-seconds.
+
+    Ideal chip-time is only ever added with the profiled productive time it
+    belongs to, so a window without any is one whose ideal is unknown (the job
+    has no profiler sample, or nothing productive here has one): null, not 0
+    (MPG.md section 3, "Unknown and empty factors").
+    """
     job_id, window_start_us, version_us, vector = result
     row = {"job_id": job_id, "window_start_us": window_start_us, "version_us": version_us}
     for i, figure in enumerate(FIGURES):
         row[f"{figure}_chip_s"] = vector[i] / MICROS
-    row["ideal_chip_s"] = vector[IDEAL]
+    row["ideal_chip_s"] = vector[IDEAL] if vector[_PROFILED_PRODUCTIVE] else None
     return row
 
 

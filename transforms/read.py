@@ -1,7 +1,9 @@
 """Reading telemetry into validated, keyed event batches.
 
 `ReadAvroFiles` reads a stream's Avro files with Beam's file IO (local paths
-or gs://), decodes each file with fastavro and validates every record. Events
+or gs://) and decodes each file with `decode_file_fast`: in columns where it
+can prove every row clean, else record by record with fastavro (the reference
+path, which names every rejection). Events
 leave grouped per (file, key) as lists of slim tuples: Beam's cost is per
 element, and a job's events of one file travel together to the same key
 anyway. `DecodeRecords` does the same for records that arrive one by one
@@ -13,7 +15,9 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.io import fileio
 
-from fleet_goodput.decode import VALIDATORS, Invalid, decode_file, rejected_row
+import schemas
+from fleet_goodput.columnar import decode_file_fast
+from fleet_goodput.decode import VALIDATORS, Invalid, contract_violation, rejected_row
 
 EVENTS, REJECTED, READ_COUNTS = "events", "rejected", "read_counts"
 
@@ -25,7 +29,7 @@ class _DecodeAvroFile(beam.DoFn):
 
     def process(self, readable_file):
         with readable_file.open(compression_type=beam.io.filesystem.CompressionTypes.UNCOMPRESSED) as handle:
-            decoded = decode_file(self.stream, readable_file.metadata.path, handle, self.accelerators)
+            decoded = decode_file_fast(self.stream, readable_file.metadata.path, handle, self.accelerators)
         for row in decoded.rejected:
             yield beam.pvalue.TaggedOutput(REJECTED, row)
         yield from decoded.batches.items()
@@ -59,7 +63,11 @@ class ReadAvroFiles(beam.PTransform):
 
 
 def _decode_record(record: dict, stream: str, source: str, accelerators):
+    # A dict has not been through Avro's schema resolution: check the contract here.
+    problem = contract_violation(record, schemas.schema_json(stream), missing_is_a_violation=True)
     try:
+        if problem:
+            raise Invalid(problem)
         key, event = VALIDATORS[stream](dict(record), accelerators)
     except Invalid as exc:
         yield beam.pvalue.TaggedOutput(REJECTED, rejected_row(stream, str(exc), source, record))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fleet_goodput.config import ConfigError, load_settings
 from fleet_goodput.importers import IMPORTERS
-from fleet_goodput.importers.common import REJECTED_FILE, SOURCE_FILE, Options, SourceError, write_import
+from fleet_goodput.importers.common import CAVEATS_FILE, REJECTED_FILE, SOURCE_FILE, Options, SourceError, write_import
 from fleet_goodput.timeutil import parse_time_us
 
 DESCRIPTION = """\
@@ -22,7 +22,9 @@ Formats:
 {formats}
 
 What cannot be mapped is counted and listed with its reason in
-DIR/{rejected}; DIR/{source} records the inputs (with checksums), their
+DIR/{rejected}; what is imported but partly unknown or assumed (a run that
+died without its stop record, steps no count gives, an assumed precision) is
+listed in DIR/{caveats}; DIR/{source} records the inputs (with checksums), their
 licence, the mapping and what the source cannot tell. The same input gives
 byte-identical output. DIR is written under a temporary name and renamed into
 place when complete: a failed import leaves no DIR behind. Mapping details and
@@ -43,7 +45,8 @@ def register(subparsers) -> None:
     formats = "\n".join(f"  {name:<8} {module.HELP}" for name, module in IMPORTERS.items())
     parser = subparsers.add_parser(
         "import", help="convert public traces and logs (philly, openb, mlperf, kineto, mgm) into Avro telemetry",
-        description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, source=SOURCE_FILE),
+        description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
+                                       source=SOURCE_FILE),
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("format", choices=sorted(IMPORTERS), help="the source format")
     parser.add_argument("source", metavar="SOURCE", help="the source file or folder (see docs/importers.md)")
@@ -89,5 +92,10 @@ def main(args: argparse.Namespace) -> int:
             print(f"  {count:>8,}  {reason}")
     else:
         print("Rejected nothing.")
+    caveats = result["caveats"]
+    if caveats:
+        print(f"Caveats on {sum(caveats.values()):,} imported items (listed in {Path(args.out) / CAVEATS_FILE}):")
+        for caveat, count in sorted(caveats.items(), key=lambda item: -item[1]):
+            print(f"  {count:>8,}  {caveat}")
     print(f"Provenance and mapping: {Path(args.out) / SOURCE_FILE}. Next: mpg run --input {args.out} --output OUT")
     return 0

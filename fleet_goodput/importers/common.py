@@ -1,9 +1,9 @@
 """What every importer shares: building records, rejections, and writing the output folder.
 
 An importer reads a public trace into an `Imported` (the three streams as
-records of the contract's schemas, the rejections, and a provenance record);
-`write_import` then writes it as DIR/{scheduler,runtime,profiler}/part-*.avro,
-DIR/import_rejected.jsonl and DIR/SOURCE.json. Output is deterministic (records
+records of the contract's schemas, the rejections, the caveats and a provenance
+record); `write_import` then writes it as DIR/{scheduler,runtime,profiler}/part-*.avro,
+DIR/import_rejected.jsonl, DIR/import_caveats.jsonl and DIR/SOURCE.json. Output is deterministic (records
 sorted, event ids derived from the source, a fixed Avro sync marker, no wall
 clock anywhere) and atomic: the folder is built under a temporary name beside
 DIR and renamed into place only once complete, so a failed import leaves
@@ -29,6 +29,7 @@ import schemas
 from fleet_goodput.avro_io import write_events
 
 REJECTED_FILE = "import_rejected.jsonl"
+CAVEATS_FILE = "import_caveats.jsonl"
 SOURCE_FILE = "SOURCE.json"
 RECORDS_PER_PART = 200_000
 MICROS = 1_000_000
@@ -77,15 +78,33 @@ class Rejection:
         return {"file": self.file, "where": self.where, "item": self.item, "reason": self.reason, "detail": self.detail}
 
 
+@dataclass(frozen=True)
+class Caveat:
+    """Something imported whose figures the source leaves partly unknown or assumed
+    (a run that died, steps no count gives): said per item, not silently."""
+
+    file: str
+    item: str
+    caveat: str  # generic, so caveats group by it
+    detail: str = ""
+
+    def row(self) -> dict:
+        return {"file": self.file, "item": self.item, "caveat": self.caveat, "detail": self.detail}
+
+
 @dataclass
 class Imported:
     importer: str
     streams: dict[str, list[dict]] = field(default_factory=lambda: {stream: [] for stream in schemas.STREAMS})
     rejections: list[Rejection] = field(default_factory=list)
+    caveats: list[Caveat] = field(default_factory=list)
     provenance: dict = field(default_factory=dict)  # written to SOURCE.json beside the counts
 
     def reject(self, file: str, where: str, item: str, reason: str, detail: str = "") -> None:
         self.rejections.append(Rejection(file, where, item, reason, detail))
+
+    def caveat(self, file: str, item: str, caveat: str, detail: str = "") -> None:
+        self.caveats.append(Caveat(file, item, caveat, detail))
 
 
 class JobEmitter:
@@ -125,11 +144,12 @@ class JobEmitter:
             self.runtime(f"{kind}_END", end_us, end_step, attempt)
 
     def profile(self, time_us: int, step: int, duration_s: float, chips: int, ideal_flops: float,
-                flops_source: str) -> None:
+                flops_source: str, precision: str | None = None) -> None:
+        """A profiler sample; `precision` None means bf16 (the source does not say otherwise)."""
         self.imported.streams["profiler"].append({
             "event_id": self._id("p"), "event_time": int(time_us), "job_id": self.job_id, "step": int(step),
             "duration_s": float(duration_s), "chips": int(chips), "ideal_flops": float(ideal_flops),
-            "flops_source": flops_source, "bytes_accessed": None})
+            "flops_source": flops_source, "bytes_accessed": None, "precision": precision})
 
 
 def capacity(imported: Imported, prefix: str, cluster: str, accelerator: str, time_us: int, chips: int) -> None:
@@ -216,6 +236,7 @@ def summary(imported: Imported) -> dict:
         "events": {stream: len(records) for stream, records in imported.streams.items()},
         "jobs": len({r["job_id"] for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"}),
         "rejected": dict(sorted(Counter(r.reason for r in imported.rejections).items())),
+        "caveats": dict(sorted(Counter(c.caveat for c in imported.caveats).items())),
     }
 
 
@@ -233,6 +254,10 @@ def write_import(imported: Imported, out_dir: str | Path, overwrite: bool = Fals
                       key=lambda row: (row["file"], row["where"], row["item"], row["reason"]))
         with open(building / REJECTED_FILE, "w", encoding="utf-8") as handle:
             for row in rows:
+                handle.write(json.dumps(row, sort_keys=True) + "\n")
+        caveats = sorted((c.row() for c in imported.caveats), key=lambda row: (row["file"], row["item"], row["caveat"]))
+        with open(building / CAVEATS_FILE, "w", encoding="utf-8") as handle:
+            for row in caveats:
                 handle.write(json.dumps(row, sort_keys=True) + "\n")
         result = summary(imported)
         document = {"importer": imported.importer, **imported.provenance, **result}

@@ -3,7 +3,8 @@
 SOURCE is a trace file (`*.json` or `*.json.gz`) or a folder of them. Per trace:
 
     scheduler  SUBMIT + ALLOCATE at the trace's first timestamp, FINISH at its last
-               (the profiled window); chips = distributedInfo.world_size, else 1;
+               (the profiled window; metadata events, often at ts 0, do not count);
+               chips = distributedInfo.world_size, else 1;
                accelerator from deviceProperties of the device the kernels ran on
     runtime    STEP_START/STEP_END step N around every `ProfilerStep#N` (CPU side)
     profiler   a sample per step only when the trace carries FLOP counts
@@ -11,6 +12,8 @@ SOURCE is a trace file (`*.json` or `*.json.gz`) or a folder of them. Per trace:
                step's summed operator FLOPs × world_size, source EXECUTED
 
 A trace is one rank: the job's other ranks are assumed to run the same steps.
+A CPU-only trace (no GPU kernel, memcpy or memset event) is rejected: it has no
+accelerator time to measure, and the contract has no CPU accelerator.
 The samples here carry no FLOP counts, so they give no profiler sample and PG
 stays unknown (the profiler schema needs ideal_flops > 0). See docs/importers.md.
 """
@@ -31,6 +34,9 @@ HELP = "PyTorch profiler (Kineto) Chrome traces (*.json[.gz]) → scheduler, run
 PREFIX = "kineto"
 CLUSTER = "kineto"
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+METADATA_PHASE = "M"
+# Event categories of work on the GPU itself; a trace with none of them ran on the CPU only.
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 # deviceProperties names → catalogue keys; the first pattern that matches wins.
 DEVICE_PATTERNS = ((r"A100", "a100"), (r"H100", "h100"), (r"H200", "h200"), (r"V100", "v100"),
                    (r"MI250", "mi250-gcd"), (r"MI300X", "mi300x"))
@@ -46,7 +52,9 @@ PROVENANCE = {
         "STEP span per ProfilerStep#N (CPU-side user_annotation), step N",
         "profiler sample per step only when operator events carry `flops` (with_flops=True): "
         "sum over the step x world_size, flops_source EXECUTED",
-        "timestamps are µs since the epoch, plus baseTimeNanoseconds when the trace has it",
+        "timestamps are µs since the epoch, plus baseTimeNanoseconds when the trace has it; metadata events "
+        "(ph M, often at ts 0) do not bound the job",
+        "a trace without GPU kernel, memcpy or memset events (CPU-only) is rejected, --accelerator or not",
     ],
     "cannot_tell": [
         "anything outside the profiled window: queueing, init, checkpoints; SG and RG describe the window only",
@@ -105,11 +113,18 @@ def _accelerator(trace: dict, options: Options) -> str:
 
 def _import_trace(imported: Imported, path: Path, options: Options) -> None:
     trace = _load(path)
-    events = [e for e in trace["traceEvents"] if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))]
+    # Metadata events (ph "M": process and thread names) carry ts = 0 on a trace
+    # whose clock is relative (baseTimeNanoseconds): they are no activity and
+    # would stretch the job back to the clock's zero.
+    events = [e for e in trace["traceEvents"] if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))
+              and e.get("ph") != METADATA_PHASE]
     steps = sorted((int(match.group(1)), e) for e in events
                    if e.get("cat") == "user_annotation" and (match := STEP_NAME.match(str(e.get("name", "")))))
     if not steps:
         raise Unmappable("no ProfilerStep#N annotations: no step to map")
+    if not any(e.get("cat") in GPU_CATEGORIES for e in events):
+        raise Unmappable("CPU-only trace: no GPU kernel, memcpy or memset events, so no accelerator time to measure",
+                         f"world_size {(trace.get('distributedInfo') or {}).get('world_size', 1)}")
     accelerator = _accelerator(trace, options)
     if accelerator not in options.accelerators:
         raise Unmappable("accelerator not in the catalogue", accelerator)

@@ -3,9 +3,11 @@
 SOURCE is a folder with `openb_pod_list_default.csv` (pods: creation,
 scheduled and deletion seconds from the trace start, pod_phase, num_gpu,
 gpu_milli, gpu_spec, qos) and `openb_node_list_gpu_node.csv` (GPU nodes and
-their GPU model). The mapping, per pod with num_gpu > 0:
+their GPU model), or a pod list file (any of the trace's `openb_pod_list_*.csv`)
+with the node list beside it. The mapping, per pod with num_gpu > 0:
 
-    SUBMIT    at creation_time, chips = num_gpu, priority from qos
+    SUBMIT    at creation_time, chips = num_gpu, priority from qos, topology
+              `gpu:<catalogue keys>` from gpu_spec (the models the pod may run on)
     ALLOCATE  at scheduled_time, chips = num_gpu (a fractional share counts as the whole GPU)
     FINISH    at deletion_time when Succeeded, FAIL when Failed,
     CANCEL    when Running or Pending and deleted before the trace's last instant;
@@ -19,6 +21,7 @@ offsets from a trace start the source does not give; it is fixed at
 from __future__ import annotations
 
 import csv
+from collections import Counter
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
@@ -29,8 +32,8 @@ from fleet_goodput.timeutil import format_time_us, parse_time_us
 NAME = "openb"
 HELP = "Alibaba openb GPU pod trace (pod list + GPU node list CSVs) → scheduler events"
 CLUSTER = "openb"
-# Pods of this list name no GPU model (gpu_spec is empty) and the trace does not
-# say which node ran them, so the cluster's GPUs are one pool.
+# The trace does not say which node ran a pod, and pods without a gpu_spec may
+# run on any, so the cluster's GPUs are one pool (a pod's gpu_spec becomes its topology).
 ACCELERATOR = "openb-gpu"
 PREFIX = "openb"
 DEFAULT_START = "2023-01-01T00:00:00Z"
@@ -39,6 +42,10 @@ POD_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "pod_phase", "creation_tim
 NODE_COLUMNS = ("sn", "gpu", "model")
 # Kubernetes QoS classes as a priority, highest first; segments by priority then split by QoS.
 PRIORITY = {"Guaranteed": 3, "LS": 2, "Burstable": 1, "BE": 0}
+# GPU models of the trace (`gpu_spec` of pods, `model` of nodes) → catalogue keys.
+# G1, G2 and G3 are undisclosed internal codes (UPSTREAM_README.md): no key.
+GPU_MODELS = {"P100": "p100", "T4": "t4", "V100M16": "v100", "V100M32": "v100", "A10": "a10"}
+NO_CONSTRAINT = ("", "nan")
 
 PROVENANCE = {
     "source": "Alibaba cluster-trace-gpu-v2023 (openb), alibaba/clusterdata",
@@ -53,10 +60,15 @@ PROVENANCE = {
         "instant -> CANCEL; Running at the last instant -> no end event (running at the as-of time)",
         "CAPACITY: one level = sum of GPUs over all GPU nodes, at the trace start, restated at its last instant",
         "pods with num_gpu = 0 are CPU-only and rejected",
+        "gpu_spec (e.g. V100M16|V100M32) -> SUBMIT topology `gpu:<catalogue keys>` (gpu:v100); P100 p100, T4 t4, "
+        "V100M16/V100M32 v100, A10 a10; undisclosed G1/G2/G3 kept as written, with a caveat",
     ],
     "cannot_tell": [
         "the trace start date (times are offsets): a fixed date is assumed",
-        "which GPU model (node) a pod ran on: one pooled accelerator key",
+        "which GPU model (node) a pod ran on: one pooled accelerator key for capacity and every pod, since pods "
+        "without a gpu_spec may run on any node; a pod's gpu_spec (the models it may run on) is mapped to "
+        "catalogue keys and kept as its topology `gpu:<keys>`; undisclosed models (G1, G2, G3) are not mapped "
+        "and are counted in SOURCE.json and the caveats",
         "no runtime stream: all-allocated time is `idle`, RG = 0 by construction; no profiler stream: PG unknown",
         "whether a pod deleted while Running was stopped by its owner or by the system",
         "GPU sharing: a fractional pod counts as a whole GPU, so held GPU-time and capacity-base SG are upper "
@@ -142,13 +154,29 @@ def _pod(row: dict) -> tuple[int, int, int | None, int]:
     return num_gpu, created, scheduled, deleted
 
 
+def gpu_constraint(spec: str) -> tuple[str | None, list[str]]:
+    """(topology `gpu:<keys>` for a pod's gpu_spec, or None without one; the models with no catalogue key).
+
+    `V100M16|V100M32` lists the models a pod may run on; their keys are
+    deduplicated and sorted, so it maps to `gpu:v100`."""
+    spec = spec.strip()
+    if spec.lower() in NO_CONSTRAINT:
+        return None, []
+    models = [model.strip() for model in spec.split("|") if model.strip()]
+    unmapped = [model for model in models if model not in GPU_MODELS]
+    if unmapped:
+        return f"gpu:{spec}", unmapped
+    return "gpu:" + "|".join(sorted({GPU_MODELS[model] for model in models})), []
+
+
 def _at(start_us: int, seconds: int) -> int:
     return start_us + seconds * MICROS
 
 
 def read(source: Path, options: Options) -> Imported:
-    pods_path = require_file(source / POD_FILE, f"the openb pod list {POD_FILE}")
-    nodes_path = require_file(source / NODE_FILE, f"the openb GPU node list {NODE_FILE}")
+    folder, pods_name = (source.parent, source.name) if source.is_file() else (source, POD_FILE)
+    pods_path = require_file(folder / pods_name, f"the openb pod list {POD_FILE}")
+    nodes_path = require_file(folder / NODE_FILE, f"the openb GPU node list {NODE_FILE} beside the pod list")
     if ACCELERATOR not in options.accelerators:
         raise SourceError(pods_path, None, f"accelerator key {ACCELERATOR!r} is not in the catalogue")
     start_us = options.start_us if options.start_us is not None else parse_time_us(DEFAULT_START)
@@ -165,6 +193,7 @@ def read(source: Path, options: Options) -> Imported:
                            "accelerator": ACCELERATOR, "trace_start": format_time_us(start_us),
                            "capacity_gpus_by_model": gpus_by_model}
     fractional = 0
+    constraints, unmapped_models = Counter(), Counter()
     for line, row in progress(rows, "openb pods", unit="pod"):
         pod = row["name"]
         try:
@@ -172,8 +201,15 @@ def read(source: Path, options: Options) -> Imported:
         except Unmappable as exc:
             imported.reject(pods_path.name, f"line {line}", pod, exc.reason, exc.detail)
             continue
+        topology, unmapped = gpu_constraint(row.get("gpu_spec") or "")
+        if topology:
+            constraints[topology] += 1
+        if unmapped:
+            unmapped_models.update(unmapped)
+            imported.caveat(pods_path.name, pod, "gpu_spec names a GPU model with no catalogue key (undisclosed)",
+                            ", ".join(unmapped))
         emit = JobEmitter(imported, PREFIX, pod, CLUSTER, ACCELERATOR)
-        emit.scheduler("SUBMIT", _at(start_us, created), num_gpu, priority=PRIORITY.get(row["qos"]))
+        emit.scheduler("SUBMIT", _at(start_us, created), num_gpu, priority=PRIORITY.get(row["qos"]), topology=topology)
         if scheduled is not None:
             emit.scheduler("ALLOCATE", _at(start_us, scheduled), num_gpu)
             fractional += row["gpu_milli"].strip() not in ("", "1000")
@@ -185,6 +221,9 @@ def read(source: Path, options: Options) -> Imported:
         elif not (phase == "Running" and deleted == last_instant):
             emit.scheduler("CANCEL", _at(start_us, deleted), 0)
     imported.provenance["fractional_gpu_pods_counted_as_whole"] = fractional
+    imported.provenance["gpu_spec"] = {"pods_by_topology": dict(sorted(constraints.items())),
+                                       "unmapped_models": dict(sorted(unmapped_models.items())),
+                                       "model_keys": GPU_MODELS}
     total = sum(gpus_by_model.values())
     capacity(imported, PREFIX, CLUSTER, ACCELERATOR, start_us, total)
     # Restated at the trace's last instant, which then becomes the run's as-of

@@ -2,7 +2,8 @@
 
 SOURCE is a folder with `jobs.json` (a JSON array of jobs: id, num_gpus,
 submitted_time and the start/end of every attempt) and `cluster_machine_list`
-(machine id, GPUs per machine, GPU memory). The mapping, per job:
+(machine id, GPUs per machine, GPU memory), or the jobs file itself, with the
+machine list beside it. The mapping, per job:
 
     SUBMIT   at submitted_time, chips = num_gpus, workload TRAINING
     ALLOCATE at each attempt's start, chips = num_gpus
@@ -93,8 +94,10 @@ def _attempt_times(job: dict) -> list[tuple[int, int]]:
 
 
 def read(source: Path, options: Options) -> Imported:
-    jobs_path = require_file(source / "jobs.json", "the Philly jobs file jobs.json")
-    machines_path = require_file(source / "cluster_machine_list", "the Philly machine list cluster_machine_list")
+    folder, jobs_name = (source.parent, source.name) if source.is_file() else (source, "jobs.json")
+    jobs_path = require_file(folder / jobs_name, "the Philly jobs file jobs.json")
+    machines_path = require_file(folder / "cluster_machine_list",
+                                 "the Philly machine list cluster_machine_list beside the jobs file")
     gpus_by_memory = _read_machines(machines_path)
     jobs = load_json(jobs_path)
     if not isinstance(jobs, list):

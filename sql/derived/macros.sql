@@ -6,7 +6,13 @@ create or replace macro ratio(numerator, denominator) as
 -- MPG = SG x RG x PG = (all_allocated / base) x (productive / all_allocated)
 -- x (ideal / profiled_productive), written out so that the product of the
 -- three factor columns is a check on this column, not its definition. With
--- full PG coverage it is ideal / base.
+-- full PG coverage it is ideal / base. A group with no productive time has
+-- MPG 0, profiled or not; one with productive time but no profile has an
+-- unknown PG and so an unknown MPG (MPG.md section 3, "Unknown and empty
+-- factors").
 create or replace macro mpg(ideal, productive, profiled_productive, base) as
-    case when base > 0 and profiled_productive > 0
-        then ideal * productive / (profiled_productive * base) end;
+    case
+        when base is null or base <= 0 then null
+        when productive = 0 then 0.0
+        when profiled_productive > 0 then ideal * productive / (profiled_productive * base)
+    end;

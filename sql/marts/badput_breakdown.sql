@@ -27,11 +27,14 @@ demand_categories as (
     into name category value chip_s
 ),
 
+-- Only windows whose capacity covers the chips held (see cluster_window), so
+-- idle capacity is never negative.
 capacity as (
     select
         sum(capacity_chip_s) as capacity_chip_s,
-        sum(capacity_chip_s) - (select sum(held_chip_s) from job_window) as idle_capacity_chip_s
-    from capacity_window
+        greatest(sum(capacity_chip_s) - sum(held_chip_s), 0) as idle_capacity_chip_s
+    from cluster_window
+    where capacity_status = 'ok'
 ),
 
 final as (

@@ -51,7 +51,7 @@ final as (
         coalesce(totals.checkpoint_restore_chip_s, 0) as checkpoint_restore_chip_s,
         coalesce(totals.init_chip_s, 0) as init_chip_s,
         coalesce(totals.idle_chip_s, 0) as idle_chip_s,
-        coalesce(totals.ideal_chip_s, 0) as ideal_chip_s,
+        totals.ideal_chip_s,  -- null when the job has no profile: unknown, not 0
         coalesce(totals.profiled_productive_chip_s, 0) as profiled_productive_chip_s,
         coalesce(totals.held_chip_s, 0) as held_chip_s,
         coalesce(totals.clipped_runtime_chip_s, 0) as clipped_runtime_chip_s,

@@ -1,0 +1,132 @@
+"""Reading an Avro container file block by block, past the blocks that are broken.
+
+fastavro stops at the first block it cannot frame or decompress. The container
+format ends every block with the file's 16-byte sync marker so that a reader
+can find the next block after a damaged one; `AvroBlocks` does that, and says
+for each damaged stretch how many records it held: the count its block header
+declares when the header is intact, or None when it is truly unknowable.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import fastavro
+
+SYNC_SIZE = 16
+# A block header declaring more records than this is itself corrupt.
+MAX_PLAUSIBLE_BLOCK_RECORDS = 2**31
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A stretch of the file that could not be read."""
+
+    records: int | None  # records lost, as declared by the block header; None when unknowable
+    reason: str
+
+
+class AvroBlocks:
+    """The blocks of one Avro file held in memory, and a `Damage` for each broken stretch.
+
+    Construction reads the header and raises (any exception of fastavro's)
+    when the file is not a readable Avro file at all.
+    """
+
+    def __init__(self, data: bytes, reader_schema):
+        self.data = data
+        self.reader_schema = reader_schema
+        stream = io.BytesIO(data)
+        self._blocks = fastavro.block_reader(stream, reader_schema=reader_schema)
+        self.writer_schema = self._blocks.writer_schema
+        self.metadata = self._blocks.metadata
+        self.header_end = stream.tell()
+        self.sync = data[self.header_end - SYNC_SIZE:self.header_end]
+
+    def __iter__(self) -> Iterator:
+        blocks, shift = self._blocks, 0  # shift: real file offset minus the reader's offset
+        position = self.header_end
+        while True:
+            try:
+                block = next(blocks)
+            except StopIteration:
+                return
+            except Exception as exc:  # noqa: BLE001 - any framing or codec failure is damage, not a crash
+                damage, resume = self._assess(position, exc)
+                yield damage
+                if resume is None:
+                    return
+                position, shift = resume, resume - self.header_end
+                blocks = fastavro.block_reader(_HeaderThenRest(self.data, self.header_end, resume),
+                                               reader_schema=self.reader_schema)
+                continue
+            position = block.offset + block.size + shift
+            yield block
+
+    def _assess(self, start: int, exc: Exception) -> tuple[Damage, int | None]:
+        """What the broken block at `start` declared, and where reading can go on."""
+        detail = f"{type(exc).__name__}: {str(exc)[:200]}"
+        count, after_count = read_long(self.data, start)
+        size, after_size = read_long(self.data, after_count) if count is not None else (None, after_count)
+        next_sync = self.data.find(self.sync, start)
+        header_ok = (count is not None and 0 < count <= MAX_PLAUSIBLE_BLOCK_RECORDS
+                     and size is not None and size >= 0)
+        if next_sync < 0:
+            if header_ok:
+                return Damage(count, f"truncated Avro block at byte {start}: the file ends inside it; "
+                                     f"its header declares {count} records ({detail})"), None
+            return Damage(None, f"truncated Avro file at byte {start}: the block header is unreadable, "
+                                f"so the number of records lost is unknowable ({detail})"), None
+        resume = next_sync + SYNC_SIZE
+        if header_ok and next_sync == after_size + size:
+            return Damage(count, f"Avro block at byte {start} that does not decode; its header declares "
+                                 f"{count} records ({detail})"), resume
+        return Damage(None, f"corrupt Avro block header at byte {start}: the number of records before the "
+                            f"next block (byte {resume}) is unknowable ({detail})"), resume
+
+
+def read_long(data: bytes, position: int) -> tuple[int | None, int]:
+    """An Avro (zig-zag varint) long at `position`: (value, position after it), or None if unreadable."""
+    value, shift = 0, 0
+    while position < len(data) and shift < 64:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (value >> 1) ^ -(value & 1), position
+        shift += 7
+    return None, position
+
+
+class _HeaderThenRest(io.RawIOBase):
+    """The file's header followed by its bytes from `resume` on, as one stream:
+    what fastavro needs to go on reading blocks after a damaged one."""
+
+    def __init__(self, data: bytes, header_end: int, resume: int):
+        super().__init__()
+        self._view = memoryview(data)
+        self._header_end = header_end
+        self._shift = resume - header_end
+        self._length = len(data) - self._shift
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def read(self, size: int = -1) -> bytes:
+        end = self._length if size is None or size < 0 else min(self._length, self._position + size)
+        start, self._position = self._position, max(self._position, end)
+        head = self._view[start:min(end, self._header_end)] if start < self._header_end else b""
+        tail_start = max(start, self._header_end) + self._shift
+        tail = self._view[tail_start:end + self._shift] if end > self._header_end else b""
+        return bytes(head) + bytes(tail)
+
+    def readinto(self, buffer) -> int:
+        chunk = self.read(len(buffer))
+        buffer[:len(chunk)] = chunk
+        return len(chunk)

@@ -1,0 +1,196 @@
+"""A fast path for decoding a telemetry file: read it in columns, accept what is provably clean.
+
+`decode_file_fast` returns exactly what `fleet_goodput.decode.decode_file`
+returns for the same file (the same batches per key, with identical event
+tuples in the same order, the same rejected rows, the same read count), at a
+fraction of the cost: polars reads an Avro file into columns about 8x faster
+than fastavro yields records, and a few vectorised expressions check them
+where the per-record path runs Python for every record.
+
+It takes the fast path only when it can prove the answer is the reference's:
+the file's writer schema is the stream's reader schema with exactly the
+fields this module knows (no schema resolution to mimic), its blocks are
+whole and run to its end, polars reads as many rows as they declare, and
+every row passes a predicate that is stricter than any per-record rejection
+rule (unique event ids of plain printable ASCII under a length bound, event
+time between 2000-01-01 and a day from now, bounded steps, chips and FLOPs,
+known enum symbols). Anything else, a file with one doubtful row included,
+is decoded whole by `decode_file`, which stays the reference: its rules and
+reasons then apply unchanged, and every rejection reason comes from it.
+
+One difference remains, on damaged files only: neither reader detects most
+flipped bits inside a block (a changed digit decodes to another value in
+both), and of those that break the encoding, polars lets an out-of-range
+union branch index pass where fastavro rejects the block. A random
+mutation test (600 flips, cuts and inserted bytes in null and deflate
+files) found 5 such files, all bit flips; every cut and inserted byte
+agreed, which tests/test_columnar.py checks at every 5th byte.
+
+Scheduler files always take the reference path: polars cannot read their
+nullable enum (`workload`), and they are about 1% of the events.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections import defaultdict
+from itertools import repeat
+from typing import BinaryIO
+
+import fastavro
+import polars as pl
+from fastavro.read import HEADER_SCHEMA
+
+import schemas
+from fleet_goodput.config import PRECISIONS
+from fleet_goodput.decode import EARLIEST_PLAUSIBLE_US, DecodedFile, decode_file
+from fleet_goodput.events import PROFILE, RUNTIME_TYPES, same_instant_order
+
+# The fields each fast-path stream is written for, in schema order. A schema
+# that gains a field sends its files to the reference path until this module
+# learns what the field means for events.
+KNOWN_FIELDS = {
+    "runtime": ("event_id", "event_time", "job_id", "type", "step", "attempt"),
+    "profiler": ("event_id", "event_time", "job_id", "step", "duration_s", "chips", "ideal_flops",
+                 "flops_source", "bytes_accessed", "precision"),
+}
+FLOPS_SOURCES = ("HLO_UNOPTIMIZED", "ANALYTIC", "EXECUTED")
+
+# Bounds of the clean-row predicate. They are far inside what real telemetry
+# can reach and far outside what any per-record rule rejects near, so that a
+# row passing them would pass every rule; a row outside goes to the reference.
+# Ids: printable ASCII without '|' (capacity keys use it) or spaces.
+CLEAN_ID = r"^[\x21-\x7b\x7d\x7e]{1,200}$"
+MAX_FUTURE_US = 24 * 3600 * 1_000_000  # event times up to a day past the wall clock
+MAX_STEP = 10**12
+MAX_CHIPS = 2**20
+MAX_DURATION_S = 7 * 24 * 3600.0
+MAX_IDEAL_FLOPS = 1e30
+
+_ORDER_OF_CODE = {code: same_instant_order(code) for code in (*RUNTIME_TYPES, PROFILE)}
+
+
+def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators) -> DecodedFile:
+    """What `decode_file(stream, source, handle, accelerators)` returns, in columns where provable."""
+    data = handle.read()
+    columns = _clean_columns(stream, data) if stream in KNOWN_FIELDS else None
+    if columns is None:
+        return decode_file(stream, source, io.BytesIO(data), accelerators)
+    return _events_from_columns(stream, columns)
+
+
+def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:
+    """The file's rows as columns when every one of them is provably clean, else None."""
+    records = _records_in_whole_blocks(stream, data)
+    if not records:
+        return None
+    try:
+        frame = pl.read_avro(io.BytesIO(data))
+        clean = frame.height == records and frame.select(_clean_row(stream).all()).item()
+    # A Rust panic in the reader is not an Exception; it means the same here.
+    except (Exception, pl.exceptions.PanicException):  # noqa: BLE001 - truncated, corrupt or unsupported: the reference path says which
+        return None
+    return frame if clean else None
+
+
+def _records_in_whole_blocks(stream: str, data: bytes) -> int | None:
+    """How many records the file's blocks declare, if it was written with the
+    stream's reader schema and its blocks run, each closed by the sync marker,
+    exactly to its end; else None.
+
+    polars reads past some damage that fastavro reports (trailing bytes after
+    the last block, for one), so the framing is checked here, as fastavro
+    checks it, before polars is trusted with the contents.
+    """
+    handle = io.BytesIO(data)
+    try:
+        header = fastavro.schemaless_reader(handle, HEADER_SCHEMA)
+        writer = fastavro.parse_schema(json.loads(header["meta"]["avro.schema"]), named_schemas={})
+        if writer != schemas.load(stream) or tuple(f["name"] for f in writer["fields"]) != KNOWN_FIELDS[stream]:
+            return None
+        records, position = 0, handle.tell()
+        while position < len(data):
+            count, position = _read_long(data, position)
+            size, position = _read_long(data, position)
+            position += size
+            if count <= 0 or size < 0 or data[position:position + 16] != header["sync"]:
+                return None
+            records, position = records + count, position + 16
+    except Exception:  # noqa: BLE001 - an unreadable header or block is the reference path's to describe
+        return None
+    return records
+
+
+def _read_long(data: bytes, position: int) -> tuple[int, int]:
+    """An Avro long (zig-zag varint) at `position`, and the position after it."""
+    shift = accumulated = 0
+    while True:
+        byte = data[position]
+        position += 1
+        accumulated |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (accumulated >> 1) ^ -(accumulated & 1), position
+        shift += 7
+        if shift > 63:
+            raise ValueError("an Avro long longer than 10 bytes")
+
+
+def _clean_row(stream: str) -> pl.Expr:
+    """True for a row that every per-record rule of `stream` accepts, with room to spare."""
+    latest_us = (time.time_ns() // 1000) + MAX_FUTURE_US
+    event_time_us = pl.col("event_time").dt.epoch("us")
+    clean = (
+        # A repeated event_id is for the reference to judge (a duplicate, or a conflict).
+        pl.col("event_id").is_unique()
+        & pl.col("event_id").str.contains(CLEAN_ID).fill_null(False)
+        & pl.col("job_id").str.contains(CLEAN_ID).fill_null(False)
+        & event_time_us.is_between(EARLIEST_PLAUSIBLE_US, latest_us).fill_null(False)
+    )
+    if stream == "runtime":
+        return (clean
+                & pl.col("type").cast(pl.String).is_in(RUNTIME_TYPES).fill_null(False)
+                & (pl.col("step").is_null() | pl.col("step").is_between(0, MAX_STEP)))
+    return (clean
+            & pl.col("step").is_between(0, MAX_STEP).fill_null(False)
+            & pl.col("chips").is_between(1, MAX_CHIPS).fill_null(False)
+            & _bounded_positive("duration_s", MAX_DURATION_S)
+            & _bounded_positive("ideal_flops", MAX_IDEAL_FLOPS)
+            & pl.col("flops_source").cast(pl.String).is_in(FLOPS_SOURCES).fill_null(False)
+            & (pl.col("precision").is_null() | pl.col("precision").is_in(PRECISIONS)))
+
+
+def _bounded_positive(name: str, upper: float) -> pl.Expr:
+    column = pl.col(name)
+    return (column.is_finite() & (column > 0) & (column <= upper)).fill_null(False)
+
+
+def _events_from_columns(stream: str, frame: pl.DataFrame) -> DecodedFile:
+    """Event tuples per job, in file order, as `decode_file` builds them from records.
+
+    The rows are first put in job order (jobs by first appearance, rows in file
+    order within a job), so that every tuple is made by `zip` and every job's
+    batch is one slice: no Python statement runs per row.
+    """
+    height = frame.height
+    frame = (frame.with_row_index("row")
+             .with_columns(pl.col("row").min().over("job_id").alias("first_row"))
+             .sort("first_row", "row"))
+    times = frame["event_time"].dt.epoch("us").to_list()
+    event_ids = frame["event_id"].to_list()
+    if stream == "runtime":
+        codes = frame["type"].cast(pl.String)
+        orders = codes.replace_strict(_ORDER_OF_CODE, return_dtype=pl.Int64).to_list()
+        rows = list(zip(times, orders, event_ids, codes.to_list(), zip(frame["step"].to_list())))
+    else:
+        payloads = zip(frame["step"].to_list(), frame["duration_s"].to_list(), frame["chips"].to_list(),
+                       frame["ideal_flops"].to_list(), frame["flops_source"].cast(pl.String).to_list(),
+                       frame["precision"].to_list())
+        rows = list(zip(times, repeat(_ORDER_OF_CODE[PROFILE]), event_ids, repeat(PROFILE), payloads))
+    jobs = frame["job_id"].rle()
+    batches = defaultdict(list)
+    end = 0
+    for job_id, length in zip(jobs.struct.field("value").to_list(), jobs.struct.field("len").to_list()):
+        batches[job_id], end = rows[end:end + length], end + length
+    return DecodedFile(batches=batches, rejected=[], read=height)

@@ -1,0 +1,127 @@
+"""The output is a store people rely on: no half-written run is ever visible.
+
+`mpg run` and `mpg stream` are killed with SIGKILL at several points of a run
+that continues an output. Whatever the moment, readers see either the
+previous run's snapshot, unchanged, or the new run whole; and running again
+(or restarting the stream) ends equal to a clean run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fleet_goodput.avro_io import split_by_time
+from fleet_goodput.batch import run_batch
+from fleet_goodput.config import load_settings
+from fleet_goodput.simulator import simulate
+from fleet_goodput.simulator.run import START_US
+from fleet_goodput.store import Store
+from fleet_goodput.timeline import FIGURES
+from fleet_goodput.views import connect
+
+pytestmark = pytest.mark.slow
+
+HOUR_US = 3600 * 1_000_000
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """A 6-hour fleet cut in two, the output after the first part, and a clean run of both parts."""
+    root = tmp_path_factory.mktemp("crash")
+    simulate(root / "fleet", seed=9, hours=6, jobs=30)
+    parts = split_by_time(root / "fleet", [START_US + 3 * HOUR_US], root / "parts")
+    run_batch(str(parts[0]), str(root / "after-first"), load_settings())
+    shutil.copytree(root / "after-first", root / "clean")
+    run_batch(str(parts[1]), str(root / "clean"), load_settings())
+    return root, parts
+
+
+def _snapshot(output) -> list[tuple]:
+    """Every figure of every latest job window and capacity window, and the run id readers see."""
+    figures = ", ".join(f"{f}_chip_s" for f in FIGURES)
+    with connect(output) as connection:
+        rows = connection.execute(f"select job_id, window_start, {figures}, round(ideal_chip_s, 6) from job_window "
+                                  "order by all").fetchall()
+        rows += connection.execute("select cluster, accelerator, window_start, capacity_chip_s from capacity_window "
+                                   "order by all").fetchall()
+    return rows
+
+
+def _mpg(*args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "fleet_goodput.cli", *map(str, args)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _kill_when(process: subprocess.Popen, ready, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert process.poll() is None, f"finished before the kill point: {process.stderr.read().decode()[-2000:]}"
+        assert time.monotonic() < deadline, "kill point never reached"
+        time.sleep(0.002)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _staging_started(output: Path):
+    return lambda: any((output / "_staging").glob("*/*"))
+
+
+def _first_table_committed(output: Path):
+    # Run 1 created each table (version 0); run 2's first append is version 1.
+    return lambda: (output / "tables" / "job_window" / "_delta_log" / f"{1:020d}.json").exists()
+
+
+def _runs_committed(output: Path):
+    return lambda: (output / "runs" / "_delta_log" / f"{1:020d}.json").exists()
+
+
+@pytest.mark.parametrize("kill_point", [_staging_started, _first_table_committed, _runs_committed],
+                         ids=["while-computing", "between-table-commits", "after-the-run-commit"])
+def test_a_killed_run_leaves_a_whole_snapshot_and_its_rerun_equals_a_clean_run(fleet, tmp_path, kill_point):
+    root, parts = fleet
+    output = tmp_path / "out"
+    shutil.copytree(root / "after-first", output)
+    before, clean = _snapshot(root / "after-first"), _snapshot(root / "clean")
+
+    _kill_when(_mpg("run", "--input", parts[1], "--output", output), kill_point(output))
+
+    seen = _snapshot(output)
+    committed = Store(output).latest().run_id
+    assert seen == (clean if committed == 2 else before)
+    rerun = run_batch(str(parts[1]), str(output), load_settings())
+    assert rerun.run.run_id == 2 and _snapshot(output) == clean
+
+
+def test_a_second_run_on_a_busy_output_fails_with_a_clear_message(fleet, tmp_path):
+    root, parts = fleet
+    output = tmp_path / "out"
+    shutil.copytree(root / "after-first", output)
+    with Store(output).lock():  # what a run in progress holds
+        second = subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "run", "--input", str(parts[1]),
+                                 "--output", str(output)], capture_output=True, text=True)
+    assert second.returncode == 2 and "is in use by another run (pid" in second.stderr
+    assert Store(output).latest().run_id == 1 and _snapshot(output) == _snapshot(root / "after-first")
+
+
+def test_a_killed_stream_resumes_and_ends_equal_to_mpg_run(fleet, tmp_path):
+    root, parts = fleet
+    live, output = tmp_path / "live", tmp_path / "out"
+    shutil.copytree(parts[0], live)
+    stream = _mpg("stream", "--input", live, "--output", output)
+    _kill_when(stream, lambda: (output / "runs" / "_delta_log" / f"{0:020d}.json").exists())
+    assert Store(output).latest().run_id == 1
+    for path in parts[1].rglob("*.avro"):  # the rest arrives while it is down
+        target = live / path.relative_to(parts[1]).parent / f"later-{path.name}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, target)
+    restarted = _mpg("stream", "--input", live, "--output", output, "--stop-after-idle", "1")
+    assert restarted.wait(timeout=180) == 0, restarted.stderr.read().decode()[-2000:]
+    assert _snapshot(output) == _snapshot(root / "clean")

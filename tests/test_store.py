@@ -1,0 +1,140 @@
+"""The output store: portable, time-travelling, and honest about its as-of time."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import duckdb
+import pytest
+
+import worked_example
+from fleet_goodput.avro_io import write_events
+from fleet_goodput.batch import run_batch
+from fleet_goodput.cli import main
+from fleet_goodput.config import load_settings
+from fleet_goodput.views import DATABASE_FILE, connect
+
+T0 = worked_example.T0_US
+DAY_US = 86_400 * 1_000_000
+
+
+def _write(root, records: dict) -> None:
+    for stream, rows in records.items():
+        write_events(root / stream / "part-0.avro", stream, rows)
+
+
+@pytest.fixture(scope="module")
+def worked(tmp_path_factory):
+    root = tmp_path_factory.mktemp("store")
+    _write(root / "in", worked_example.records())
+    run_batch(str(root / "in"), str(root / "out"), load_settings())
+    return root
+
+
+def _job(output) -> tuple:
+    with connect(output) as connection:
+        return connection.execute("select sg, rg, pg, mpg from job_goodput").fetchone()
+
+
+def test_a_moved_or_copied_output_reads_its_own_tables(worked, tmp_path):
+    moved = tmp_path / "moved"
+    shutil.copytree(worked / "out", moved)
+    expected = _job(worked / "out")
+    # The copy then diverges: a second run on it must not show in the original, nor the other way round.
+    late_profile = {**worked_example.records()["profiler"][0], "event_id": "p-later", "event_time": T0 + 590_000_000}
+    write_events(tmp_path / "more" / "profiler" / "part-1.avro", "profiler", [late_profile])
+    run_batch(str(tmp_path / "more"), str(moved), load_settings())
+    assert _job(worked / "out") == expected
+    shutil.rmtree(worked / "out" / "tables")  # the original's files are gone: the copy does not need them
+    try:
+        assert _job(moved)[0] == pytest.approx(expected[0])
+    finally:
+        shutil.copytree(moved / "tables", worked / "out" / "tables")  # the runs of `moved` include the original's
+
+
+def test_goodput_duckdb_opens_from_inside_the_output_with_the_oldest_declared_storage(worked):
+    cwd = os.getcwd()
+    os.chdir(worked / "out")
+    try:
+        with duckdb.connect(DATABASE_FILE, read_only=True) as connection:
+            (sg,) = connection.execute("select sg from job_goodput").fetchone()
+            storage = connection.execute("select tags from duckdb_databases() where database_name = 'goodput'").fetchone()
+    finally:
+        os.chdir(cwd)
+    assert sg == pytest.approx(380 / 580)
+    # Written in the storage format DuckDB 1.0 and later read (pyproject.toml declares duckdb>=1.1).
+    assert storage == ({"storage_version": "v1.0.0+"},)
+
+
+def test_sql_reads_an_earlier_run(worked, tmp_path, capsys):
+    output = tmp_path / "out"
+    shutil.copytree(worked / "out", output)
+    extra = {**worked_example.records()["runtime"][0], "event_id": "r-next", "event_time": T0 + 600_000_000,
+             "job_id": "j9"}
+    write_events(tmp_path / "next" / "runtime" / "part-1.avro", "runtime", [extra])
+    run_batch(str(tmp_path / "next"), str(output), load_settings())
+    assert main(["runs", "--output", str(output)]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].split()[:3] == ["run", "committed_at", "mode"] and len(listed) == 3
+    assert main(["sql", "--output", str(output), "--run", "1", "--format", "csv",
+                 "select count(*) from rejected"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "0"
+    assert main(["sql", "--output", str(output), "--format", "csv", "select count(*) from rejected"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "1"
+    assert main(["sql", "--output", str(output), "--run", "7", "select 1"]) == 2
+    assert "no run 7" in capsys.readouterr().err
+
+
+def test_the_default_as_of_is_the_latest_accepted_event(tmp_path):
+    """An orphan event 30 days on is rejected, and does not move the as-of time (MPG.md section 3, Time)."""
+    records = worked_example.records()
+    records["runtime"].append({**records["runtime"][0], "event_id": "orphan", "job_id": "nobody",
+                               "event_time": T0 + 30 * DAY_US})
+    _write(tmp_path / "in", records)
+    outcome = run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings())
+    assert outcome.manifest["as_of_us"] == T0 + 580_000_000
+    assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
+
+
+def test_as_of_times_keep_their_microseconds(tmp_path):
+    """A FINISH at …613175 µs is the job's end, not an event after a millisecond-rounded as-of."""
+    records = worked_example.records()
+    finish = next(r for r in records["scheduler"] if r["type"] == "FINISH")
+    finish["event_time"] += 175  # 580 s and 175 µs
+    _write(tmp_path / "in", records)
+    outcome = run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings())
+    assert outcome.manifest["as_of_us"] == T0 + 580_000_175
+    with connect(tmp_path / "out") as connection:
+        assert connection.execute("select status from jobs").fetchone() == ("FINISHED",)
+        assert connection.execute("select count(*) from rejected").fetchone() == (0,)
+
+
+def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypatch):
+    """A stream's frequent runs gather small files: a run that finds many compacts them as part
+    of its commit; the vacuum then removes what no run within the retention reads."""
+    from fleet_goodput import store as store_module
+    from fleet_goodput.avro_io import split_by_time
+    from fleet_goodput.store import Store
+    from fleet_goodput.stream_settings import StreamSettings
+
+    monkeypatch.setattr(store_module, "COMPACT_ABOVE_FILES", 3)
+    _write(tmp_path / "in", worked_example.records())
+    cuts = [T0 + s * 1_000_000 for s in (120, 200, 300, 400, 500)]
+    keep_all = StreamSettings(retention_hours=1000)
+    for part in split_by_time(tmp_path / "in", cuts, tmp_path / "parts"):
+        run_batch(str(part), str(tmp_path / "out"), load_settings(), stream_settings=keep_all)
+    store = Store(tmp_path / "out")
+    runs = store.runs()
+    assert len(runs) == 6 and len(store.files("job_window", runs[-1])) <= 3
+    first = _job_window_at(tmp_path / "out", 1)
+    assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
+    removed = store.vacuum(retention_hours=0)  # keep only the latest run's files
+    assert removed["job_window"] > 0
+    assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
+    assert first and pytest.raises(Exception, _job_window_at, tmp_path / "out", 1)
+
+
+def _job_window_at(output, run: int) -> list[tuple]:
+    with connect(output, run=run) as connection:
+        return connection.execute("select * from job_window order by all").fetchall()
