@@ -23,6 +23,9 @@ VIEW_FILES = (
     "marts/goodput_by_team.sql",
     "marts/goodput_by_framework.sql",
     "marts/badput_breakdown.sql",
+    "marts/fleet_by_window.sql",
+    "marts/segment_daily.sql",
+    "marts/badput_daily.sql",
 )
 
 

@@ -33,11 +33,8 @@ totals as (
 final as (
     select
         *,
-        ratio(all_allocated_chip_s, lifetime_chip_s) as sg,
-        ratio(productive_chip_s, all_allocated_chip_s) as rg,
-        ratio(ideal_chip_s, profiled_productive_chip_s) as pg,
-        mpg(ideal_chip_s, productive_chip_s, profiled_productive_chip_s, lifetime_chip_s) as mpg,
-        ratio(profiled_productive_chip_s, productive_chip_s) as pg_coverage
+        unnest(goodput_factors(all_allocated_chip_s, productive_chip_s, ideal_chip_s,
+                               profiled_productive_chip_s, lifetime_chip_s))
     from totals
 )
 
