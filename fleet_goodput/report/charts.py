@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass, field
 
 FULL, HALF = 1040, 510  # viewBox widths: a chart across the page, and one of two side by side
-CHAR_PX = 7.0  # width of a character of the 12 px label font, a little above system-ui's average
+CHAR_PX = 7.0  # width of a lower-case character of the 12 px label font, a little above system-ui's average
+WIDE_CHAR_PX = 8.6  # capitals, digits and '_' are wider
 FACTOR_COLOURS = {"SG": "#1f77b4", "RG": "#2ca02c", "PG": "#9467bd", "MPG": "#d62728"}
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf", "#393b79", "#637939")
@@ -48,21 +49,29 @@ def _px(value: float) -> float:
     return round(value, 1)
 
 
+def text_px(text: str) -> float:
+    """An upper estimate of `text`'s width in the 12 px label font (no font metrics offline)."""
+    return sum(WIDE_CHAR_PX if c.isupper() or c.isdigit() or c in "_%@#MW" else CHAR_PX for c in text)
+
+
 def shorten(text: str, width_px: float) -> str:
     """`text` cut with an ellipsis to fit `width_px` of label font."""
-    limit = max(4, int(width_px / CHAR_PX))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if text_px(text) <= width_px:
+        return text
+    while len(text) > 3 and text_px(text + "…") > width_px:
+        text = text[:-1]
+    return text + "…"
 
 
 def _label_margin(labels: list[str], width: int) -> float:
-    return min(max([len(label) for label in labels] + [4]) * CHAR_PX + 12, width * 0.38)
+    return min(max([text_px(label) for label in labels] + [30]) + 12, width * 0.38)
 
 
 def _legend(names: list[str], colours: list[str], x: float, y: float, width: float) -> tuple[list[Shape], float]:
     """Legend entries left to right, wrapping at `width`; returns the shapes and the height used."""
     shapes, cx, cy = [], x, y
     for name, colour in zip(names, colours):
-        item_w = 18 + len(name) * CHAR_PX + 14
+        item_w = 16 + text_px(name) + 16
         if cx + item_w > x + width and cx > x:
             cx, cy = x, cy + 18
         shapes += [Shape("rect", {"x": _px(cx), "y": _px(cy), "width": 11, "height": 11, "fill": colour}),
@@ -87,7 +96,8 @@ def line_chart(name: str, title: str, x_labels: list[str], series: dict[str, lis
     colours = colours or [PALETTE[i % len(PALETTE)] for i in range(len(series))]
     names = list(series)
     legend, legend_h = _legend(names, colours, 48, 26, width - 60)
-    left, top, right, bottom = 48, 32 + legend_h, 16, 30
+    label_w = max([text_px(label) for label in x_labels] + [8]) + 12
+    left, top, right, bottom = 48, 32 + legend_h, label_w / 2 + 4, 30  # room for the last x label, centred
     plot_w, plot_h = width - left - right, height - top - bottom
     y_max = max([1.0] + [v for points in series.values() for v in points if v is not None])
     step = plot_w / max(1, len(x_labels) - 1)
@@ -96,7 +106,6 @@ def line_chart(name: str, title: str, x_labels: list[str], series: dict[str, lis
         return left + plot_w / 2 if len(x_labels) == 1 else left + i * step
 
     shapes = [*legend, *_percent_grid(left, top, plot_w, plot_h, y_max)]
-    label_w = max([len(label) for label in x_labels] + [1]) * CHAR_PX + 12
     every = max(1, math.ceil(label_w / step)) if len(x_labels) > 1 else 1
     for i, label in enumerate(x_labels):
         if i % every == 0:
@@ -198,7 +207,7 @@ def timeline(name: str, title: str, windows: list[dict], categories: list[str], 
                                          "height": lane_h - 4, "fill": CATEGORY_COLOURS.get(category, PALETTE[0])},
                                 tip=f"{window['window']} {category}: {value:,.2f} chip-h ({value / whole:.0%})",
                                 mark=True))
-    label_w = 11 * CHAR_PX
+    label_w = text_px("01-01 00:00") + 8
     every = max(1, math.ceil(label_w / cell))
     for i, window in enumerate(windows):
         if i % every == 0:

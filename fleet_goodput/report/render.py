@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from datetime import timezone
 
 import jinja2
 
@@ -35,8 +36,6 @@ LEVERS = {  # MPG.md section 6
 }
 FACTOR_COLUMNS = [("sg", "SG", "pct"), ("rg", "RG", "pct"), ("pg", "PG", "pct"), ("mpg", "MPG", "pct"),
                   ("pg_coverage", "PG coverage", "pct")]
-CHANGE_COLUMNS = [("mpg_change", "Δ MPG", "pp"), ("sg_change", "Δ SG", "pp"), ("rg_change", "Δ RG", "pp"),
-                  ("pg_change", "Δ PG", "pp")]
 
 
 def _pct(value) -> str:
@@ -52,6 +51,10 @@ def _trend(value) -> str:
     return "" if value is None or abs(value) < 5e-4 else ("up" if value > 0 else "down")
 
 
+def _utc(value) -> str:
+    return "n/a" if value is None else value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
 def _num(value, digits: int = 1) -> str:
     if value is None:
         return "n/a"
@@ -61,7 +64,7 @@ def _num(value, digits: int = 1) -> str:
 _ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("fleet_goodput.report", "templates"),
                                   autoescape=True, undefined=jinja2.StrictUndefined,
                                   trim_blocks=True, lstrip_blocks=True)
-_ENVIRONMENT.filters.update(pct=_pct, pp=_pp, trend=_trend, num=_num)
+_ENVIRONMENT.filters.update(pct=_pct, pp=_pp, trend=_trend, num=_num, utc=_utc)
 
 
 def job_page_name(job_id: str) -> str:
@@ -108,10 +111,8 @@ def _cluster_section(figures: dict, days: list[str]) -> dict:
         "clusters": rows,
         "cluster_bars": charts.bar_groups("by_cluster", "SG, RG, PG, MPG by cluster (capacity base)", labels,
                                           _factor_series(rows)),
-        "cluster_capacity": charts.stacked_bars(
-            "cluster_capacity", "Capacity by cluster: held by jobs and idle (chip-h)", labels,
-            [{"held": r["held_chip_h"], "idle_capacity": r["idle_capacity_chip_h"]} for r in rows],
-            ["held", "idle_capacity"], width=charts.HALF),
+        "cluster_trend": _by_day_lines("by_cluster_trend", "MPG per day by cluster (capacity base)",
+                                       figures["by_cluster_by_day"], "cluster", days),
         "cluster_columns": [("cluster", "cluster", "text"), ("accelerator", "accelerator", "text"), *FACTOR_COLUMNS,
                             ("mpg_change", "Δ MPG", "pp"), ("capacity_chip_h", "capacity chip-h", "num"),
                             ("held_chip_h", "held chip-h", "num"), ("idle_capacity_chip_h", "idle capacity chip-h", "num"),
@@ -130,7 +131,7 @@ def _segment_sections(figures: dict, days: list[str]) -> list[dict]:
                                       [str(r[dimension]) for r in rows], _factor_series(rows)),
             "trend": _by_day_lines(f"by_{dimension}_trend", f"MPG per day by {words}", figures[f"by_{dimension}_by_day"],
                                    dimension, days),
-            "columns": [(dimension, words, "text"), ("jobs", "jobs", "int"), *FACTOR_COLUMNS, *CHANGE_COLUMNS,
+            "columns": [(dimension, words, "text"), ("jobs", "jobs", "int"), *FACTOR_COLUMNS, ("mpg_change", "Δ MPG", "pp"),
                         ("lifetime_chip_h", "demand chip-h", "num"), ("productive_chip_h", "productive chip-h", "num")],
         })
     return sections
@@ -179,12 +180,14 @@ def _advice_section(figures: dict) -> dict:
             for r in figures["checkpoint_advice"]]
     return {"advice": rows, "advice_columns": [
         ("accelerator", "accelerator", "text"), ("size_class", "size class", "text"), ("jobs", "jobs", "int"),
-        ("disruptions", "disruptions", "int"), ("mtbf_s_min", "M (min)", "num"), ("resume_s", "t_rm (s)", "num"),
-        ("interval_source", "C from", "text"), ("interval_s_min", "C now (min)", "num"),
-        ("save_cost_s", "s (s)", "num"), ("best_interval_s_min", "C* (min)", "num"),
-        ("rg_now", "model RG now", "pct"), ("rg_best", "model RG at C*", "pct"),
-        ("recoverable_chip_h", "recoverable chip-h", "num"), ("save_overhead", "save / step time", "pct"),
-        ("advice", "advice", "wide")]}
+        ("disruptions", "disruptions", "int"), ("mtbf_s_min", "M (min)", "num"),
+        ("interval_s_min", "C now (min)", "num"), ("best_interval_s_min", "C* (min)", "num"),
+        ("recoverable_chip_h", "recoverable chip-h", "num"), ("advice", "advice", "wide")],
+        "advice_model_columns": [
+        ("accelerator", "accelerator", "text"), ("size_class", "size class", "text"),
+        ("interval_source", "C and s from", "text"), ("save_cost_s", "s (s)", "num"), ("resume_s", "t_rm (s)", "num"),
+        ("rg_now", "model RG at C now", "pct"), ("rg_best", "model RG at C*", "pct"),
+        ("save_overhead", "save / step time", "pct")]}
 
 
 def _quality_section(quality: dict) -> dict:
