@@ -12,6 +12,7 @@ import math
 import re
 import shutil
 import subprocess
+from datetime import date
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,6 +20,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from fleet_goodput.cli import main
+from fleet_goodput.config import load_settings
+from fleet_goodput.quality.batches import open_views
+from fleet_goodput.quality.period import Period
+from fleet_goodput.report.figures import checkpoint_advice
 from fleet_goodput.report.advice import ClassMeasures, advise, best_interval, model_rg
 from test_quality import build_outputs, pristine_copy, rewrite_partition
 
@@ -156,6 +161,25 @@ def test_each_worst_job_has_a_page_with_its_timeline(published):
         hours = [float(h) for h in re.findall(r": ([\d,.]+) chip-h \(", strip)]
         assert hours and sum(hours) == pytest.approx(float(job["lifetime_chip_h"]), abs=0.005 * len(hours))  # 2 decimals
         assert 'href="../index.html"' in job_page
+
+
+def test_checkpoint_advice_uses_measured_save_counts_where_jobs_has_them(outputs, tmp_path):
+    """With a checkpoint_saves column in `jobs` (not written by the pipeline yet), C and s are measured."""
+    output = pristine_copy(outputs["fleet"], tmp_path / "out")
+    saves = {"train": 6, "small": 4, "gpu-train": 6, "batch": 0, "serve": 0}  # the fleet's checkpoint cycles
+    for path in (output / "tables" / "jobs").glob("date=*/*.parquet"):
+        table = pq.read_table(path)
+        counts = [saves[job_id.rsplit("-", 1)[0]] for job_id in table.column("job_id").to_pylist()]
+        pq.write_table(table.append_column("checkpoint_saves", pa.array(counts, pa.int32())), path)
+    with open_views(output, load_settings()) as connection:
+        rows = checkpoint_advice(connection, Period(date(2026, 1, 1), date(2026, 1, 3)))
+    advice = {(row["accelerator"], row["size_class"]): row for row in rows}
+    big, small = advice[("tpu-v5e", "9-64")], advice[("tpu-v5e", "1-8")]
+    assert big["interval_source"] == small["interval_source"] == "measured saves"
+    assert big["interval_s"] == pytest.approx(1200) and big["save_cost_s"] == pytest.approx(40)
+    assert small["interval_s"] == pytest.approx(1200) and small["save_cost_s"] == pytest.approx(20)
+    assert big["best_interval_s"] == pytest.approx(math.sqrt(2 * 40 * big["mtbf_s"]))
+    assert big["recoverable_chip_h"] > 0 and f"recovers ~{big['recoverable_chip_h']:,.1f} chip-h" in big["advice"]
 
 
 def test_data_quality_summary_is_in_the_report(published):
