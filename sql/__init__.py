@@ -16,6 +16,9 @@ VIEW_FILES = (
     "derived/job_window_enriched.sql",
     "marts/job_goodput.sql",
     "marts/fleet_daily.sql",
+    "marts/fleet_by_window.sql",
+    "marts/segment_daily.sql",
+    "marts/badput_daily.sql",
     "marts/goodput_by_segment.sql",
     "marts/goodput_by_workload.sql",
     "marts/goodput_by_size_class.sql",
@@ -23,9 +26,6 @@ VIEW_FILES = (
     "marts/goodput_by_team.sql",
     "marts/goodput_by_framework.sql",
     "marts/badput_breakdown.sql",
-    "marts/fleet_by_window.sql",
-    "marts/segment_daily.sql",
-    "marts/badput_daily.sql",
 )
 
 
