@@ -155,11 +155,12 @@ def bar_groups(name: str, title: str, labels: list[str], series: dict[str, list[
 
 
 def stacked_bars(name: str, title: str, labels: list[str], stacks: list[dict[str, float]], categories: list[str],
-                 unit: str = "chip-h", width: int = FULL) -> Chart:
-    """Horizontal bars, one per label, split by category (chip-hours), the total at the bar's end."""
+                 unit: str = "chip-h", width: int = FULL, legend: bool = True) -> Chart:
+    """Horizontal bars, one per label, split by category (chip-hours), the total at the bar's end.
+    Without `legend` the labels name the categories (one category per bar)."""
     used = [c for c in categories if any((stack.get(c) or 0) > 0 for stack in stacks)]
     colours = [CATEGORY_COLOURS.get(c, PALETTE[i % len(PALETTE)]) for i, c in enumerate(used)]
-    legend, legend_h = _legend(used, colours, 8, 26, width - 16)
+    legend, legend_h = _legend(used, colours, 8, 26, width - 16) if legend else ([], 0)
     left = _label_margin(labels, width)
     top, right, row_h = 34 + legend_h, 80, 22
     plot_w = width - left - right

@@ -104,13 +104,18 @@ def _by_day_lines(name: str, title: str, rows: list[dict], key: str, days: list[
                              width=charts.HALF)
 
 
+def _bar_width(days: list[str]) -> int:
+    """Bars share the row with a trend of days; a one-day period has no such trend, so they take the row."""
+    return charts.HALF if len(days) > 1 else charts.FULL
+
+
 def _cluster_section(figures: dict, days: list[str]) -> dict:
     rows = [{**r, "where": f"{r['cluster']} / {r['accelerator']}"} for r in figures["by_cluster"]]
     labels = [r["where"] for r in rows]
     return {
         "clusters": rows,
         "cluster_bars": charts.bar_groups("by_cluster", "SG, RG, PG, MPG by cluster (capacity base)", labels,
-                                          _factor_series(rows)),
+                                          _factor_series(rows), width=_bar_width(days)),
         "cluster_trend": _by_day_lines("by_cluster_trend", "MPG per day by cluster (capacity base)",
                                        figures["by_cluster_by_day"], "cluster", days),
         "cluster_columns": [("cluster", "cluster", "text"), ("accelerator", "accelerator", "text"), *FACTOR_COLUMNS,
@@ -128,7 +133,8 @@ def _segment_sections(figures: dict, days: list[str]) -> list[dict]:
         sections.append({
             "dimension": dimension, "heading": f"By {words}", "rows": rows,
             "bars": charts.bar_groups(f"by_{dimension}", f"SG, RG, PG, MPG by {words} (demand base)",
-                                      [str(r[dimension]) for r in rows], _factor_series(rows)),
+                                      [str(r[dimension]) for r in rows], _factor_series(rows),
+                                      width=_bar_width(days)),
             "trend": _by_day_lines(f"by_{dimension}_trend", f"MPG per day by {words}", figures[f"by_{dimension}_by_day"],
                                    dimension, days),
             "columns": [(dimension, words, "text"), ("jobs", "jobs", "int"), *FACTOR_COLUMNS, ("mpg_change", "Δ MPG", "pp"),
@@ -144,7 +150,7 @@ def _breakdown_sections(figures: dict) -> dict:
     return {
         "demand_chart": charts.stacked_bars("demand_breakdown", "Jobs' chip-hours by category (demand base)",
                                             [r["category"] for r in shown], [{r["category"]: r["chip_h"]} for r in shown],
-                                            [r["category"] for r in shown]),
+                                            [r["category"] for r in shown], legend=False),
         "demand_rows": demand,
         "demand_columns": [("category", "category", "text"), ("chip_h", "chip-hours", "num"),
                            ("share", "share of demand", "pct"), ("lever", "levers (MPG.md §6)", "wide")],
@@ -232,7 +238,7 @@ def render_job(detail: dict, *, period_name: str, window_s: int) -> str:
         "timeline": charts.timeline("job_timeline", "Categories over time (UTC)", detail["windows"], list(CATEGORIES)),
         "where_chart": charts.stacked_bars("job_where", "Chip-hours by category in the period",
                                            [r["category"] for r in where], [{r["category"]: r["chip_h"]} for r in where],
-                                           [r["category"] for r in where]),
+                                           [r["category"] for r in where], legend=False),
         "where_rows": where,
     }
     return _ENVIRONMENT.get_template("job.html.j2").render(context)
