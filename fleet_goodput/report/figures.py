@@ -20,7 +20,7 @@ from fleet_goodput.timeline import CATEGORIES
 
 DIMENSIONS = ("accelerator", "workload", "size_class", "team")
 BADPUT = tuple(c for c in CATEGORIES if c != "productive")
-FACTORS = ("sg", "rg", "pg", "mpg", "pg_coverage")
+FACTORS = ("sg", "rg", "pg", "mpg")
 TOP_JOBS = 10
 
 
@@ -242,4 +242,4 @@ def _add_changes(figures: dict[str, list[dict]], connection, previous: Period) -
 
 def _change(now: dict, before: dict) -> dict:
     return {f"{f}_change": None if now.get(f) is None or before.get(f) is None else now[f] - before[f]
-            for f in ("sg", "rg", "pg", "mpg")}
+            for f in FACTORS}

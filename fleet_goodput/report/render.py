@@ -16,10 +16,9 @@ from datetime import timezone
 import jinja2
 
 from fleet_goodput.report import charts
-from fleet_goodput.report.figures import BADPUT, DIMENSIONS
+from fleet_goodput.report.figures import BADPUT, DIMENSIONS, FACTORS
 from fleet_goodput.timeline import CATEGORIES
 
-FACTORS = ("sg", "rg", "pg", "mpg")
 LEVERS = {  # MPG.md section 6
     "queued": "reservations and hot spares; topology-aware packing and defragmentation; preemption policy by job size",
     "partial": "reservations and hot spares; topology-aware packing and defragmentation; preemption policy by job size",
