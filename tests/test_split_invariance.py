@@ -96,12 +96,12 @@ def test_a_checkpoint_in_a_later_run_turns_earlier_pending_into_productive(fleet
     if not output.exists():
         _run_in_parts(root, "daily")
     with connect(output) as connection:
-        moved = connection.execute("""
+        moved = connection.execute(f"""
             select count(*) from (
                 select job_id, window_start,
                        arg_min(pending_chip_s, version) as first_pending, arg_max(pending_chip_s, version) as last_pending,
                        arg_max(productive_chip_s, version) - arg_min(productive_chip_s, version) as gained
-                from read_parquet('tables/job_window/*/*.parquet') group by all)
+                from read_parquet('{output}/tables/job_window/*/*.parquet') group by all)
             where first_pending > 0 and last_pending = 0 and gained > 0""").fetchone()[0]
     assert moved > 0
 
