@@ -48,6 +48,12 @@ def _read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+def test_the_report_names_the_run_it_was_made_from(published, outputs):
+    from fleet_goodput.store import Store
+    run_id = Store(outputs["fleet"]).latest().run_id
+    assert f"run {run_id}\n(reproduce with <code>mpg sql --output" in published.read_text()
+
+
 def test_report_is_one_self_contained_page_with_every_section(published):
     page = published.read_text()
     assert not re.search(r"""(src|href)=["']https?:""", page), "the page must not fetch anything"

@@ -138,3 +138,18 @@ def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypat
 def _job_window_at(output, run: int) -> list[tuple]:
     with connect(output, run=run) as connection:
         return connection.execute("select * from job_window order by all").fetchall()
+
+
+def test_a_run_that_accepts_nothing_says_so_and_fails(tmp_path, capsys):
+    """Issue 10: an as-of before every event, or a folder whose only file is unreadable."""
+    _write(tmp_path / "in", worked_example.records())
+    assert main(["run", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "early"),
+                 "--as-of", "2025-06-01T00:00:00Z"]) == 1
+    assert "no event of this run was accepted" in capsys.readouterr().err
+    (tmp_path / "broken" / "runtime").mkdir(parents=True)
+    (tmp_path / "broken" / "runtime" / "part-0.avro").write_bytes(b"not avro at all")
+    assert main(["run", "--input", str(tmp_path / "broken"), "--output", str(tmp_path / "none")]) == 1
+    assert "no event of this run was accepted" in capsys.readouterr().err
+    with connect(tmp_path / "none") as connection:  # the reason is on record
+        (reason,) = connection.execute("select reason from rejected").fetchone()
+    assert "Avro" in reason

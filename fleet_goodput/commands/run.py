@@ -65,6 +65,9 @@ def register(subparsers) -> None:
                         help="ISO-8601 time that ends still-running jobs and capacity; later events are rejected "
                              "(default: the latest accepted event time)")
     parser.add_argument("--replace", action="store_true", help="remove OUTPUT's earlier runs and start it afresh")
+    parser.add_argument("--chunk_hours", type=int, metavar="HOURS",
+                        help="compute a long input in chunks of this much event time (24: a day), one after the "
+                             "other, so memory follows one chunk; still one committed run")
     add_run_arguments(parser)
     parser.set_defaults(func=main, accepts_beam_args=True)
 
@@ -80,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
         stream_settings = load_stream_settings(args.config)
         print(f"Running the goodput pipeline on {args.input} ...", flush=True)
         outcome = run_batch(args.input, args.output, settings, as_of_us, beam_args, stream_settings=stream_settings,
-                            replace=args.replace)
+                            replace=args.replace, chunk_hours=args.chunk_hours)
     except (ConfigError, InputError, StoreError, ValueError) as exc:
         print(f"mpg run: {exc}", file=sys.stderr)
         return 2
@@ -94,8 +97,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"Nothing new in {args.input}: {latest}.")
         return 0
     print(summary(outcome))
-    if outcome.manifest.get("as_of_us") is None:
-        print(f"mpg run: no event was accepted, so there is no as-of time and no figure; see why with\n"
+    accepted = sum(counts["accepted"] for counts in outcome.manifest.get("this_run", {}).values())
+    if outcome.manifest.get("as_of_us") is None or accepted == 0:
+        print(f"mpg run: no event of this run was accepted, so it adds no figure; see why with\n"
               f"  mpg sql --output {args.output} \"select reason, sum(records) from rejected group by reason\"",
               file=sys.stderr)
         return 1

@@ -94,13 +94,15 @@ def quality_dir(output_dir: str | Path, period: Period) -> Path:
 
 
 def validate_output(output_dir: str | Path, period: Period, settings: Settings,
-                    require_complete: bool = False) -> QualityResult:
-    """Run every suite on OUTPUT for the period; write GX results, Data Docs and summary.json."""
-    manifest = batches.read_manifest(output_dir)
+                    require_complete: bool = False, run_id: int | None = None) -> QualityResult:
+    """Run every suite on OUTPUT's run `run_id` (default: the latest) for the period;
+    write GX results, Data Docs and summary.json."""
+    manifest = batches.read_manifest(output_dir, run_id)
+    run_id = manifest.get("run_id")
     window_s = int(manifest.get("window_s") or settings.window_s)
     inputs = SuiteInputs(period=period, as_of_s=(manifest.get("as_of_us") or 0) / 1e6, window_s=window_s,
                          accelerators=tuple(sorted(settings.accelerators)), require_complete=require_complete)
-    with batches.open_views(output_dir, settings) as connection:
+    with batches.open_views(output_dir, settings, run_id) as connection:
         frames = {
             "job_window": batches.job_window_frame(connection, period, window_s),
             "jobs": batches.jobs_frame(connection, period),

@@ -58,21 +58,25 @@ def validate_and_publish(output_dir: str | Path, period: Period, settings: Setti
                          require_complete: bool = False) -> tuple[QualityResult, Path | None]:
     """Under the period's lock: validate, and publish only if no critical check failed (else the path is None)."""
     with period_lock(output_dir, period):
-        quality = validate_output(output_dir, period, settings, require_complete)
-        return quality, (publish_report(output_dir, period, settings, quality) if quality.passed else None)
+        run_id = read_manifest(output_dir).get("run_id")  # validate and publish the same run
+        quality = validate_output(output_dir, period, settings, require_complete, run_id)
+        return quality, (publish_report(output_dir, period, settings, quality, run_id) if quality.passed else None)
 
 
-def publish_report(output_dir: str | Path, period: Period, settings: Settings, quality: QualityResult) -> Path:
-    """Compute the figures, write the page and CSVs to a temporary folder, swap it in; returns the page."""
+def publish_report(output_dir: str | Path, period: Period, settings: Settings, quality: QualityResult,
+                   run_id: int | None = None) -> Path:
+    """Compute the figures of run `run_id` (default: the latest), write the page and CSVs to a
+    temporary folder, swap it in; returns the page."""
     if not quality.passed:
         raise ValueError("refusing to publish a report whose data failed validation")
-    manifest = read_manifest(output_dir)
+    manifest = read_manifest(output_dir, run_id)
     final = report_dir(output_dir, period)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = final.parent / f".{period.name}.tmp-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "jobs").mkdir(parents=True)
-    with open_views(output_dir, settings) as connection:
+    # The report is made from one committed run, named on the page, so it can be made again.
+    with open_views(output_dir, settings, run_id=manifest.get("run_id")) as connection:
         figures = report_figures.collect(connection, period)
         for job in figures["top_jobs"]:
             page = render_job(job_detail(connection, period, job["job_id"]), period_name=period.name,
@@ -85,7 +89,7 @@ def publish_report(output_dir: str | Path, period: Period, settings: Settings, q
     summary_path = quality_dir(output_dir, period) / SUMMARY_FILE
     shutil.copy(summary_path, staging / "quality.json")
     page = render_report(figures, period_name=period.name, previous_name=previous_period(period).name,
-                         days=period.days, as_of=manifest.get("as_of") or "unknown",
+                         days=period.days, as_of=manifest.get("as_of") or "unknown", run_id=manifest.get("run_id"),
                          complete=(manifest.get("as_of_us") or 0) >= period.end_s * 1_000_000,
                          output=str(output_dir), quality=json.loads(summary_path.read_text()),
                          quality_link=os.path.relpath(quality.docs_index, final), csv_files=csv_files)

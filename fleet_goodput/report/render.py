@@ -207,10 +207,11 @@ def _quality_section(quality: dict) -> dict:
 
 
 def render_report(figures: dict[str, list[dict]], *, period_name: str, previous_name: str, days: list[str],
-                  as_of: str, complete: bool, output: str, quality: dict, quality_link: str,
+                  as_of: str, complete: bool, output: str, quality: dict, quality_link: str, run_id: int | None,
                   csv_files: list[str]) -> str:
     context = {
         "period_name": period_name, "previous_name": previous_name, "as_of": as_of, "complete": complete,
+        "run_id": run_id,
         "output": output, "quality": quality, "quality_link": quality_link, "csv_files": csv_files,
         "total": figures["fleet_total"][0],
         "pg_coverage": figures["pg_coverage"],
