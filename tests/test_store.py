@@ -153,3 +153,12 @@ def test_a_run_that_accepts_nothing_says_so_and_fails(tmp_path, capsys):
     with connect(tmp_path / "none") as connection:  # the reason is on record
         (reason,) = connection.execute("select reason from rejected").fetchone()
     assert "Avro" in reason
+
+
+def test_replay_and_stream_on_an_empty_folder_say_so(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["replay", "--from", str(tmp_path / "empty"), "--to", str(tmp_path / "live")]) == 2
+    assert "no telemetry in" in capsys.readouterr().err
+    assert main(["stream", "--input", str(tmp_path / "empty"), "--output", str(tmp_path / "out"),
+                 "--stop-after-idle", "0.2"]) == 1
+    assert "no telemetry arrived" in capsys.readouterr().err
