@@ -52,7 +52,7 @@ reach, the network, extension installs. See docs/threat-model.md.
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("sql", help="query the goodput views with DuckDB SQL",
-                                   description="Run SQL against the views of an output's latest "
+                                   description="Run SQL (the argument, -f FILE, or standard input with `-`) against the views of an output's latest "
                                                "committed run (or of --run ID) and print the result. While a run "
                                                "or `mpg stream` is writing, the previous run is what you see. The "
                                                "query runs read-only and reads files under OUTPUT only (see below).",
