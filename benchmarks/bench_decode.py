@@ -23,7 +23,6 @@ import io
 import sys
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import fastavro
@@ -32,9 +31,7 @@ from fleet_goodput.columnar import decode_file_fast
 from fleet_goodput.config import load_settings
 from fleet_goodput.decode import EARLIEST_PLAUSIBLE_US, decode_file
 from fleet_goodput.events import PROFILE, same_instant_order
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_ONE_US = timedelta(microseconds=1)
+from fleet_goodput.timeutil import EPOCH, ONE_MICROSECOND
 
 
 def lean_per_record(stream: str, data: bytes) -> int:
@@ -43,7 +40,7 @@ def lean_per_record(stream: str, data: bytes) -> int:
     order = {}
     kept = 0
     for record in fastavro.reader(io.BytesIO(data)):
-        time_us = (record["event_time"] - _EPOCH) // _ONE_US
+        time_us = (record["event_time"] - EPOCH) // ONE_MICROSECOND
         if not record["event_id"] or not record["job_id"] or time_us < EARLIEST_PLAUSIBLE_US:
             continue
         if stream == "runtime":

@@ -16,7 +16,7 @@ from pathlib import Path
 import fastavro
 
 import schemas
-from fleet_goodput.timeutil import to_micros
+from fleet_goodput.timeutil import micros_of
 
 
 def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: str = "deflate",
@@ -67,10 +67,9 @@ def split_by_time(source: str | Path, boundaries_us: list[int], target: str | Pa
                 records = list(fastavro.reader(handle))
             chunks: list[list[dict]] = [[] for _ in parts]
             for record in records:
-                time_us = to_micros(record["event_time"])
+                time_us = micros_of(record["event_time"])
                 chunks[bisect.bisect_left(edges, time_us)].append(record)
             for part, chunk in zip(parts, chunks):
                 if chunk:
                     write_events(part / stream / path.name, stream, chunk)
     return parts
-

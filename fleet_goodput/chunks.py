@@ -22,7 +22,7 @@ from pathlib import Path
 import fastavro
 
 import schemas
-from fleet_goodput.timeutil import to_micros
+from fleet_goodput.timeutil import micros_of
 from fleet_goodput.windows import window_start
 
 
@@ -60,7 +60,7 @@ def _cut_file(stream: str, path: str, name: str, chunk_us: int, target: Path, ch
     try:
         with open(path, "rb") as handle:
             for record in fastavro.reader(handle, reader_schema=schema):
-                start = window_start(to_micros(record["event_time"]), chunk_us)
+                start = window_start(micros_of(record["event_time"]), chunk_us)
                 if start not in writers:
                     out = target / f"chunk-{start}" / stream / name
                     out.parent.mkdir(parents=True, exist_ok=True)

@@ -51,12 +51,6 @@ class Settings:
     accelerators: dict[str, Accelerator]
     size_classes: tuple[SizeClass, ...]
 
-    def size_class(self, chips: int) -> str:
-        for size_class in self.size_classes:
-            if size_class.max_chips is None or chips <= size_class.max_chips:
-                return size_class.name
-        return self.size_classes[-1].name
-
     def peak_flops(self, accelerator: str) -> float:
         return self.accelerators[accelerator].peak_bf16_flops
 

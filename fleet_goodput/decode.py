@@ -21,7 +21,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import BinaryIO
 
 import fastavro
@@ -30,6 +30,7 @@ import schemas
 from fleet_goodput.avro_blocks import AvroBlocks, Damage
 from fleet_goodput.config import PRECISIONS
 from fleet_goodput.events import PROFILE, Event, make_event
+from fleet_goodput.timeutil import EPOCH, ONE_MICROSECOND
 
 # U+001F (unit separator) cannot appear in an accepted job_id or cluster.
 _KEY_SEPARATOR = "\x1f"
@@ -45,9 +46,6 @@ FUTURE_TOLERANCE_US = 86_400_000_000
 MAX_IDENTIFIER_LENGTH = 256
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_ONE_MICROSECOND = timedelta(microseconds=1)
 
 
 class Invalid(ValueError):
@@ -84,7 +82,7 @@ def rejected_row(stream: str, reason: str, source: str, record: dict | None = No
 def _plausible_time(event_time) -> int | None:
     """The event time, when it is one a row can be filed under (the reason keeps any other)."""
     if isinstance(event_time, datetime):
-        event_time = (event_time - _EPOCH) // _ONE_MICROSECOND
+        event_time = (event_time - EPOCH) // ONE_MICROSECOND
     if isinstance(event_time, int) and EARLIEST_PLAUSIBLE_US <= event_time <= time.time_ns() // 1000 + FUTURE_TOLERANCE_US:
         return event_time
     return None
@@ -99,7 +97,7 @@ def _common(record: dict) -> None:
     """Checks every stream shares; also turns `event_time` into integer micros."""
     event_time = record["event_time"]
     if isinstance(event_time, datetime):
-        record["event_time"] = (event_time - _EPOCH) // _ONE_MICROSECOND
+        record["event_time"] = (event_time - EPOCH) // ONE_MICROSECOND
     if not record.get("event_id"):
         raise Invalid("empty event_id")
     if record["event_time"] < EARLIEST_PLAUSIBLE_US:

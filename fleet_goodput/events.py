@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-SCHEDULER_TYPES = ("CAPACITY", "SUBMIT", "ALLOCATE", "PREEMPT", "FINISH", "FAIL", "CANCEL")
 RUNTIME_TYPES = (
     "INIT_START", "INIT_END", "COMPILE_START", "COMPILE_END", "STEP_START", "STEP_END",
     "CHECKPOINT_SAVE_START", "CHECKPOINT_SAVE_END", "CHECKPOINT_RESTORE_START",
     "CHECKPOINT_RESTORE_END", "DATA_WAIT_START", "DATA_WAIT_END",
 )
 PROFILE = "PROFILE"  # the code of a profiler sample, which has no `type` field
-WORKLOADS = ("TRAINING", "SERVING", "BULK_INFERENCE")
 TERMINAL_TYPES = ("FINISH", "FAIL", "CANCEL")
 
 # Events at the same microsecond are applied in this order, so that a step that

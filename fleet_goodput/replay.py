@@ -11,19 +11,14 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import fastavro
 
 import schemas
 from fleet_goodput.avro_io import write_events
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def _micros(value) -> int:
-    return value if isinstance(value, int) else (value - _EPOCH) // timedelta(microseconds=1)
+from fleet_goodput.timeutil import micros_of
 
 
 def load_slices(source: str | Path, slice_s: int) -> dict[int, dict[str, list[dict]]]:
@@ -34,7 +29,7 @@ def load_slices(source: str | Path, slice_s: int) -> dict[int, dict[str, list[di
         for path in sorted(Path(source, stream).glob("*.avro")):
             with open(path, "rb") as handle:
                 for record in fastavro.reader(handle):
-                    time_us = _micros(record["event_time"])
+                    time_us = micros_of(record["event_time"])
                     slices[time_us - time_us % slice_us][stream].append({**record, "event_time": time_us})
     return slices
 

@@ -36,7 +36,6 @@ ALL_ALLOCATED = CATEGORIES[2:]
 EXTRA_FIGURES = ("lifetime", "all_allocated", "held", "partial_held", "clipped_runtime", "profiled_productive")
 FIGURES = CATEGORIES + EXTRA_FIGURES
 IDEAL = len(FIGURES)  # index of ideal chip-seconds, the one float in the vector
-VECTOR_LENGTH = IDEAL + 1
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
 
 # Runtime span kinds, in the precedence MPG.md gives for overlapping spans.

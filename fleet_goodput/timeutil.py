@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+ONE_MICROSECOND = timedelta(microseconds=1)
 
 
 def parse_time_us(text: str) -> int:
@@ -15,8 +16,7 @@ def parse_time_us(text: str) -> int:
         raise ValueError(f"not an ISO-8601 time: {text!r} (example: 2026-01-01T12:00:00Z)") from exc
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    delta = moment - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return (moment - EPOCH) // ONE_MICROSECOND
 
 
 def format_time_us(time_us: int | None) -> str | None:
@@ -25,9 +25,6 @@ def format_time_us(time_us: int | None) -> str | None:
     return datetime.fromtimestamp(time_us / 1_000_000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def to_micros(value: int | datetime) -> int:
-    """An Avro `timestamp-micros` as fastavro gives it (a UTC datetime, or an int) → integer microseconds."""
-    if isinstance(value, int):
-        return value
-    delta = value - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+def micros_of(value: int | datetime) -> int:
+    """Microseconds since the epoch of a time fastavro decoded (a datetime) or one already in microseconds."""
+    return value if isinstance(value, int) else (value - EPOCH) // ONE_MICROSECOND

@@ -6,11 +6,15 @@ pipeline output through the CLI, and must fail with a message that says why
 and how to lift it, leaving every file as it was. Normal queries, including
 reading the output's own Parquet files, keep working. `lock_down` is also
 checked on a bare in-memory connection, the way a caller builds views and then
-locks them.
+locks them. Last, where a query comes from (argument, `-f FILE`, standard
+input) and the Markdown format.
 """
 
 from __future__ import annotations
 
+import io
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -157,3 +161,56 @@ def test_lock_down_allows_exactly_the_relative_files_the_views_read(tmp_path, mo
     assert connection.execute("select x from t").fetchall() == [(7,)]
     with pytest.raises(duckdb.PermissionException, match="Cannot access file"):
         connection.execute("select * from read_parquet('tables/secret.parquet')")
+
+
+# ---- where the query comes from, and how rows print ----------------------------------------------------------
+
+MPG_QUERY = "-- the worked example's one job\nselect job_id, round(mpg, 4) as mpg\nfrom job_goodput;\n"
+
+
+def test_a_query_file_runs_like_the_argument(output, tmp_path, capsys):
+    query_file = tmp_path / "mpg.sql"
+    query_file.write_text(MPG_QUERY)
+    assert main(["sql", "--output", str(output), "--format", "csv", "-f", str(query_file)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["job_id,mpg", "j1,0.1724"]
+
+
+@pytest.mark.parametrize("source", [["-"], ["-f", "-"]], ids=["dash", "file-dash"])
+def test_a_query_from_standard_input(output, capsys, monkeypatch, source):
+    monkeypatch.setattr("sys.stdin", io.StringIO(MPG_QUERY))
+    assert main(["sql", "--output", str(output), "--format", "csv", *source]) == 0
+    assert capsys.readouterr().out.splitlines() == ["job_id,mpg", "j1,0.1724"]
+
+
+def test_a_query_piped_into_the_command(output):
+    """Through a real pipe into a real process, as `echo ... | mpg sql --output OUT -` runs."""
+    done = subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "sql", "--output", str(output),
+                           "--format", "markdown", "-"], input=MPG_QUERY, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["| job_id | mpg |", "|---|---:|", "| j1 | 0.1724 |"]
+
+
+def test_a_refused_statement_in_a_file_is_still_refused(output, tmp_path, capsys):
+    before = _snapshot(output)
+    query_file = tmp_path / "sneaky.sql"
+    query_file.write_text(f"select 1;\ncopy (select 1 as x) to '{_partition(output)}' (format parquet);\n")
+    assert main(["sql", "--output", str(output), "-f", str(query_file)]) == 2
+    assert "copy statements are refused" in capsys.readouterr().err
+    assert _snapshot(output) == before
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["select 1", "-f", "x.sql"], "not both"),
+    ([], "not neither"),
+    (["-f", "/no/such/file.sql"], "cannot read the SQL file /no/such/file.sql"),
+])
+def test_a_missing_or_doubled_query_is_a_usage_error(output, capsys, arguments, message):
+    assert main(["sql", "--output", str(output), *arguments]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_markdown_escapes_what_would_break_a_table(output, capsys):
+    query = "select 'a|b' as \"x|y\", 'two\nlines' as text, 1.5 as n, null::double as missing"
+    assert main(["sql", "--output", str(output), "--format", "markdown", query]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "| x\\|y | text | n | missing |", "|---|---|---:|---:|", "| a\\|b | two<br>lines | 1.5 | NULL |"]

@@ -1,5 +1,9 @@
 """`mpg sql`: run a query against an output folder's goodput views.
 
+The query comes from the command line, from a file (`-f FILE`) or from
+standard input (`-`, or `-f -`), and prints as an aligned table, CSV, JSON or
+a Markdown table.
+
 By default the query runs locked down (fleet_goodput/sql_guard.py): queries
 only, reading files under OUTPUT only, no network, no extensions, no settings.
 `--unsafe-allow-writes-and-files` lifts that for an operator who means it.
@@ -11,6 +15,7 @@ import argparse
 import csv
 import json
 import sys
+from pathlib import Path
 
 import duckdb
 
@@ -19,6 +24,8 @@ from fleet_goodput.store import StoreError
 from fleet_goodput.views import connect
 
 UNSAFE_FLAG = "--unsafe-allow-writes-and-files"
+FORMATS = ("table", "csv", "json", "markdown")
+STDIN = "-"
 
 EPILOG = """\
 views: job_goodput, fleet_daily, goodput_by_workload, goodput_by_size_class,
@@ -29,6 +36,8 @@ tables: job_window, jobs, capacity_window, rejected, late (latest versions;
 
 examples:
   mpg sql --output out/ "select * from fleet_daily"
+  mpg sql --output out/ -f queries/worst_jobs.sql --format markdown
+  echo "select * from fleet_daily" | mpg sql --output out/ -
   mpg sql --output out/ --format csv "select job_id, mpg from job_goodput order by lost_chip_s desc limit 10"
   mpg sql --output out/ "select reason, sum(records) from rejected group by reason"
 
@@ -43,25 +52,34 @@ reach, the network, extension installs. See docs/threat-model.md.
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("sql", help="query the goodput views with DuckDB SQL",
-                                   description="Run one SQL query against the views of an output's latest "
+                                   description="Run SQL (the argument, -f FILE, or standard input with `-`) against the views of an output's latest "
                                                "committed run (or of --run ID) and print the result. While a run "
                                                "or `mpg stream` is writing, the previous run is what you see. The "
                                                "query runs read-only and reads files under OUTPUT only (see below).",
                                    epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
-    parser.add_argument("--format", choices=("table", "csv", "json"), default="table", help="how to print rows (default: table)")
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="how to print rows: an aligned table (default), csv, json, or a markdown table")
     parser.add_argument("--run", type=int, metavar="ID",
                         help="read the snapshot of an earlier run (`mpg runs` lists them; default: the latest)")
     parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true",
                         help="lift the lock-down: allow any statement (COPY, EXPORT, ATTACH, INSTALL, SET, ...), "
                              "files outside OUTPUT and the network")
-    parser.add_argument("query", help="the SQL query")
+    parser.add_argument("-f", "--file", metavar="FILE", help="read the SQL from FILE (`-`: from standard input)")
+    parser.add_argument("query", nargs="?",
+                        help="the SQL (`-`: read it from standard input); with several statements, the last one's "
+                             "rows are printed")
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     try:
-        statements = duckdb.extract_statements(args.query) if args.unsafe else read_only_statements(args.query)
+        query = read_query(args.query, args.file)
+    except QueryError as exc:
+        print(f"mpg sql: {exc}", file=sys.stderr)
+        return 2
+    try:
+        statements = duckdb.extract_statements(query) if args.unsafe else read_only_statements(query)
         if not statements:
             print("mpg sql: no SQL statement given", file=sys.stderr)
             return 2
@@ -89,9 +107,31 @@ def main(args: argparse.Namespace) -> int:
         writer.writerows(rows)
     elif args.format == "json":
         print(json.dumps([dict(zip(columns, row)) for row in rows], default=str, indent=2))
+    elif args.format == "markdown":
+        print(_markdown(columns, rows))
     else:
         print(_table(columns, rows))
     return 0
+
+
+class QueryError(ValueError):
+    """No query, two of them, or a query file that cannot be read."""
+
+
+def read_query(query: str | None, file: str | None) -> str:
+    """The SQL text from the argument, `-f FILE`, or standard input (`-` for either)."""
+    if (query is None) == (file is None):
+        raise QueryError("give the SQL either as an argument or with -f FILE (`-` reads standard input), not "
+                         + ("both" if query is not None else "neither"))
+    source = file if file is not None else query
+    if source == STDIN:
+        return sys.stdin.read()
+    if file is None:
+        return query
+    try:
+        return Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise QueryError(f"cannot read the SQL file {file}: {exc}") from exc
 
 
 def _table(columns: list[str], rows: list[tuple]) -> str:
@@ -103,6 +143,21 @@ def _table(columns: list[str], rows: list[tuple]) -> str:
               for row in cells]
     lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     return "\n".join(lines)
+
+
+def _markdown(columns: list[str], rows: list[tuple]) -> str:
+    """A GitHub-flavoured Markdown table; numeric columns align right."""
+    cells = [[_markdown_cell(value) for value in row] for row in rows]
+    numeric = [bool(cells) and all(_numeric(row[i]) or row[i] == "NULL" for row in cells) for i in range(len(columns))]
+    lines = ["| " + " | ".join(_markdown_cell(name) for name in columns) + " |",
+             "|" + "|".join("---:" if right else "---" for right in numeric) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    return "\n".join(lines)
+
+
+def _markdown_cell(value) -> str:
+    # A pipe would end the cell and a line break the row.
+    return _cell(value).replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
 
 
 def _cell(value) -> str:

@@ -22,7 +22,6 @@ from fleet_goodput.simulator.timeline import PRODUCTIVE, STEP, FleetTimeline, Jo
 
 CATEGORIES = ("queued", "partial", "productive", "pending", "lost", "data_wait", "compile",
               "checkpoint_save", "checkpoint_restore", "init", "idle")
-RUNTIME_CATEGORIES = CATEGORIES[2:]
 _SPAN_CATEGORY = {"INIT": "init", "COMPILE": "compile", "DATA_WAIT": "data_wait",
                   "CHECKPOINT_SAVE": "checkpoint_save", "CHECKPOINT_RESTORE": "checkpoint_restore"}
 

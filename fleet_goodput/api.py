@@ -1,0 +1,143 @@
+"""The Python API, for notebooks: simulate a fleet, run the pipeline, query the views.
+
+    import fleet_goodput as fg
+
+    fg.simulate("fleet", hours=6, jobs=40, seed=3)    # telemetry and its truth, as `mpg simulate`
+    outcome = fg.run("fleet", "out")                   # one committed run, as `mpg run`
+    con = fg.open("out")                               # DuckDB, as `mpg sql`
+    con.sql("select day, cluster, sg, rg, pg, mpg from fleet_daily").df()
+
+Each function does what its command does, with the same checks and the same
+errors, raised instead of printed. Importing `fleet_goodput` stays light: DuckDB,
+Beam and the simulator load when a function first needs them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fleet_goodput.timeutil import EPOCH, ONE_MICROSECOND, parse_time_us
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from fleet_goodput.batch import BatchOutcome
+    from fleet_goodput.simulator import SimulationSummary
+
+__all__ = ["open", "run", "simulate"]
+
+
+def open(output: str | Path, run: int | None = None, *, confined: bool = True,
+         config: str | Path | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the goodput views of one committed run of `output`.
+
+    `run` picks the run by id (`mpg runs --output OUTPUT` lists them); the
+    default is the latest committed run, so a run still being written is
+    never half-seen, and run N reads as it did when N was committed (versions
+    older than the retention, a week by default, are vacuumed). The views are those
+    of `mpg sql` (docs/tables-and-views.md): `job_goodput`, `fleet_daily`,
+    `goodput_by_segment`, `badput_breakdown`, ... and the tables `job_window`,
+    `jobs`, `capacity_window`, `rejected`, `late`.
+
+    Query it the DuckDB way: `con.sql(q).df()` (pandas), `.pl()` (polars),
+    `.arrow()`, `.fetchall()`; `con.register("mine", dataframe)` joins your own
+    data in.
+
+    `confined` (the default) locks the connection down as `mpg sql` does
+    (fleet_goodput/sql_guard.py): it reads files under `output` only, reaches
+    no network, loads no extension, and its settings cannot be changed.
+    DuckDB has no read-only switch for a folder, so a `COPY ... TO` or a
+    relation's `write_parquet` aimed inside `output` would still write
+    there: `mpg sql` refuses those statements before they run, here you are
+    trusted not to write them. `confined=False` gives DuckDB's defaults (any
+    file, the network, extensions), like `mpg sql --unsafe-allow-writes-and-files`.
+
+    `config` is the settings file of the run (its size classes name the
+    `size_class` column). Raises FileNotFoundError when `output` holds no
+    committed run, and fleet_goodput.store.StoreError for a run that does not
+    exist or an output on gs:// (query a local copy).
+    """
+    from fleet_goodput.config import load_settings
+    from fleet_goodput.sql_guard import lock_down
+    from fleet_goodput.views import connect
+
+    connection = connect(output, run=run, settings=load_settings(config))
+    if confined:
+        lock_down(connection, [output])
+    return connection
+
+
+def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None = None, replace: bool = False,
+        config: str | Path | None = None, beam_args: list[str] | tuple[str, ...] = ()) -> BatchOutcome:
+    """Run the batch pipeline on `input`'s telemetry and commit one run to `output`; as `mpg run`.
+
+    `input` holds `scheduler/`, `runtime/` and `profiler/` Avro files. An
+    `output` that holds earlier runs is continued: only files no earlier run
+    applied are read, and running jobs carry on from their saved state.
+    `replace=True` starts `output` afresh instead.
+
+    `as_of` ends still-running jobs and capacity there (a datetime, taken as
+    UTC when it has no time zone, or an ISO-8601 string such as
+    "2026-01-01T12:00:00Z"); the default is the latest accepted event time.
+    `config` is a settings file overriding configs/default.yaml; `beam_args`
+    are Beam pipeline flags (`["--runner=DataflowRunner", "--project=p"]`),
+    after those of the config's `beam:` section, so they win.
+
+    Returns a `BatchOutcome`: `.run` (the committed run record: `.run_id`,
+    `.as_of_us`, ...), `.manifest` (what was read, accepted, rejected and
+    late, per stream), `.skipped` (input files an earlier run already
+    applied), `.committed` (False when nothing was new and the latest run
+    stands) and `.seconds`. Raises fleet_goodput.batch.InputError for a
+    missing or empty input, fleet_goodput.store.StoreError for an as-of
+    before the last run's or an output another run holds, and
+    fleet_goodput.batch.ReconciliationError (nothing committed) when counts
+    do not add up.
+    """
+    from fleet_goodput.batch import run_batch
+    from fleet_goodput.config import beam_flags, load_settings
+    from fleet_goodput.stream_settings import load_stream_settings
+
+    return run_batch(str(input), str(output), load_settings(config), _time_us(as_of),
+                     beam_flags(config) + list(beam_args), stream_settings=load_stream_settings(config),
+                     replace=replace)
+
+
+def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int | None = None,
+             config: str | Path | None = None, overwrite: bool = False) -> SimulationSummary:
+    """Write a simulated fleet's telemetry and its ground truth into `out`; as `mpg simulate`.
+
+    `hours` of 3-5 clusters of TPUs and GPUs from 2026-01-01T00:00Z, with
+    `jobs` jobs (default: about 54 an hour); the same `seed` always writes the
+    same bytes. `out/scheduler/`, `out/runtime/` and `out/profiler/` get the
+    Avro telemetry `run` reads; `out/truth/` the chip-seconds the pipeline
+    should find (job_window, jobs and capacity_window as Parquet, and
+    truth.json), computed from the simulated timeline, not from the events.
+
+    Returns a `SimulationSummary` (`.jobs`, `.clusters`, `.events` per
+    stream, `.as_of_us`, `.describe()`). Refuses (FileExistsError) an `out`
+    that already holds telemetry, unless `overwrite=True`.
+    """
+    from fleet_goodput.avro_io import clear_telemetry, telemetry_files
+    from fleet_goodput.config import load_settings
+    from fleet_goodput.simulator import simulate as simulate_fleet
+
+    if telemetry_files(out):
+        if not overwrite:
+            raise FileExistsError(f"{out} already holds telemetry; pass overwrite=True to replace it")
+        clear_telemetry(out, also=("truth",))
+    settings = load_settings(config)
+    return simulate_fleet(out, seed=seed, hours=hours, jobs=jobs, window_s=settings.window_s, settings=settings)
+
+
+def _time_us(moment: datetime | str | None) -> int | None:
+    if moment is None:
+        return None
+    if isinstance(moment, str):
+        return parse_time_us(moment)
+    if isinstance(moment, datetime):
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return (moment - EPOCH) // ONE_MICROSECOND
+    raise TypeError(f"as_of must be a datetime or an ISO-8601 string, not {type(moment).__name__}")
