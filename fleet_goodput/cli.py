@@ -1,45 +1,74 @@
 """The `mpg` command line: one subcommand per module in fleet_goodput/commands/.
 
 Each command module exposes `register(subparsers)`, which adds its parser and
-sets `func(args) -> exit code` as its default.
+sets `func(args) -> exit code` as its default. Command modules import only
+what their parser needs; Beam, DuckDB, Great Expectations and the rest load
+inside `func`, and only the named command's module is imported, so `mpg --help`
+and `mpg sql` start without Beam.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import pkgutil
 import sys
 
-from fleet_goodput import __version__, commands
+from fleet_goodput import __version__, commands, console
+from fleet_goodput.options import unknown_flag_message
+
+# Command modules whose command is not their module's name.
+_MODULE_OF = {"import": "importer"}
+_VERBOSITY_FLAGS = {"-v", "--verbose", "-q", "--quiet"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_modules(argv: list[str]) -> list[str]:
+    """The module of the command named in `argv`, or every command module (for `mpg --help` and errors)."""
+    names = sorted(module.name for module in pkgutil.iter_modules(commands.__path__))
+    named = next((arg for arg in argv if not arg.startswith("-")), None)
+    module = _MODULE_OF.get(named, named)
+    return [module] if module in names else names
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, default) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1, default=default,
+                       help="show Beam's and Dataflow's INFO logs")
+    group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1, default=default,
+                       help="print only errors, warnings and a submitted Dataflow job's id")
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mpg",
         description="ML Productivity Goodput (MPG = Scheduling x Runtime x Program Goodput) for accelerator fleets. "
                     "Start with `mpg demo`: it simulates a fleet-day, runs the pipeline and prints the headline.",
     )
     parser.add_argument("--version", action="version", version=f"fleet-goodput {__version__}")
+    _add_verbosity(parser, default=0)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        importlib.import_module(f"{commands.__name__}.{module.name}").register(subparsers)
+    for module in _command_modules(argv or []):
+        importlib.import_module(f"{commands.__name__}.{module}").register(subparsers)
+    for subparser in subparsers.choices.values():
+        # SUPPRESS: `mpg -v run` must not be undone by the subcommand's default.
+        _add_verbosity(subparser, default=argparse.SUPPRESS)
+        subparser.set_defaults(command_parser=subparser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Beam and its optional cloud clients log warnings about themselves that
-    # say nothing about the user's data; our own messages go to stdout/stderr.
-    logging.basicConfig(level=logging.ERROR)
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args, extra = parser.parse_known_args(argv)
+    console.configure(args.verbosity)
     if args.command is None:
         parser.print_help()
         return 2
     if extra and not getattr(args, "accepts_beam_args", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.beam_args = extra
+        known = [flag for action in args.command_parser._actions for flag in action.option_strings]
+        args.command_parser.error(unknown_flag_message(extra[0], known))
+    # The command's own words, which `mpg run` and `mpg stream` parse again as pipeline options.
+    args.argv = [arg for arg in argv[argv.index(args.command) + 1:] if arg not in _VERBOSITY_FLAGS]
     return args.func(args)
 
 

@@ -1,0 +1,26 @@
+"""How loud the `mpg` commands are: --verbose shows Beam's and Dataflow's logs, --quiet only problems.
+
+By default Beam logs only errors: its warnings are about itself, not about
+the user's data. A command prints its progress and summary with `say`, which
+--quiet silences; errors, warnings and a submitted Dataflow job's id always print.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+_quiet = False
+
+
+def configure(verbosity: int) -> None:
+    """-1 quiet, 0 default, 1 verbose (INFO logs: Beam's stages, Dataflow's job messages)."""
+    global _quiet
+    _quiet = verbosity < 0
+    logging.basicConfig(level=logging.INFO if verbosity > 0 else logging.ERROR, force=True)
+
+
+def say(*parts, file=None, **kwargs) -> None:
+    """Print a progress or summary line, unless --quiet."""
+    if not _quiet:
+        print(*parts, file=file or sys.stdout, **kwargs)
