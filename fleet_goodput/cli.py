@@ -52,21 +52,37 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     for subparser in subparsers.choices.values():
         # SUPPRESS: `mpg -v run` must not be undone by the subcommand's default.
         _add_verbosity(subparser, default=argparse.SUPPRESS)
-        subparser.set_defaults(command_parser=subparser)
+    parser.commands = subparsers.choices
     return parser
+
+
+def _refuse_unknown_flags(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An unknown --flag of a command that takes no pipeline options, with the nearest known one.
+
+    Checked before argparse parses, which would first complain about a
+    required option that the mistyped flag was meant to be.
+    """
+    named = next((arg for arg in argv if not arg.startswith("-")), None)
+    command = parser.commands.get(named)
+    if command is None or command.get_default("accepts_beam_args"):
+        return  # `mpg run` and `mpg stream` check theirs with Beam's (pipelines/options.py)
+    known = [flag for action in command._actions for flag in action.option_strings]
+    unknown = [arg for arg in argv[argv.index(named) + 1:] if arg.startswith("--") and arg.split("=", 1)[0] not in known]
+    if unknown:
+        command.error(unknown_flag_message(unknown[0], known))
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
+    _refuse_unknown_flags(parser, argv)
     args, extra = parser.parse_known_args(argv)
     console.configure(args.verbosity)
     if args.command is None:
         parser.print_help()
         return 2
     if extra and not getattr(args, "accepts_beam_args", False):
-        known = [flag for action in args.command_parser._actions for flag in action.option_strings]
-        args.command_parser.error(unknown_flag_message(extra[0], known))
+        parser.commands[args.command].error(f"unexpected argument(s): {' '.join(extra)}")
     # The command's own words, which `mpg run` and `mpg stream` parse again as pipeline options.
     args.argv = [arg for arg in argv[argv.index(args.command) + 1:] if arg not in _VERBOSITY_FLAGS]
     return args.func(args)

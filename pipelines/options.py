@@ -9,8 +9,6 @@ the pipeline, so a Dataflow job shows its --input, --output and --as_of.
 
 from __future__ import annotations
 
-import sys
-
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, _BeamArgumentParser
 from apache_beam.runners.dataflow.dataflow_runner import DataflowPipelineResult
 
@@ -66,10 +64,10 @@ def parse_options(command: str, flags: list[str]) -> PipelineOptions:
     return options
 
 
-def announce_job(result, options: PipelineOptions, file=sys.stdout) -> None:
+def announce_job(result, options: PipelineOptions) -> None:
     """Print a submitted Dataflow job's id and console URL (Beam logs them only at INFO)."""
-    if not isinstance(result, DataflowPipelineResult) or result.job_id() is None:
+    if not isinstance(result, DataflowPipelineResult) or not result.has_job:  # none when a template is staged
         return
     cloud = options.view_as(GoogleCloudOptions)
     print(f"Dataflow job {result.job_id()} submitted: {console_url(cloud.project, cloud.region, result.job_id())}",
-          file=file, flush=True)
+          flush=True)
