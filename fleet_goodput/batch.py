@@ -31,7 +31,6 @@ from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA,
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.timeutil import format_time_us
-from fleet_goodput.views import build_database
 from pipelines import goodput
 from transforms.sessionize import Continuation
 
@@ -160,6 +159,8 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
         record = commit_run(plan, settings, stream_settings, mode)
     manifest = record.manifest
     write_manifest_copy(output_dir, manifest)
+    from fleet_goodput.views import build_database  # DuckDB: not installed on Dataflow workers, which commit here
+
     database = build_database(output_dir, settings) if build_views and not is_remote(output_dir) else None
     return BatchOutcome(manifest=manifest, database=database, seconds=time.monotonic() - started, run=record,
                         skipped=skipped)
