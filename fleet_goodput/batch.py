@@ -177,7 +177,7 @@ def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output
         raise StoreError(f"{output_dir} was written by another version of fleet-goodput (state format "
                          f"{previous.state_format}, this one reads {STATE_FORMAT}); start it afresh with --replace")
     if as_of_us is not None and previous.as_of_us is not None and as_of_us < previous.as_of_us:
-        raise StoreError(f"--as-of {format_time_us(as_of_us)} is earlier than run {previous.run_id}'s as-of "
+        raise StoreError(f"--as_of {format_time_us(as_of_us)} is earlier than run {previous.run_id}'s as-of "
                          f"{format_time_us(previous.as_of_us)}: a run continues from where the last one ended "
                          "(read an earlier run with `mpg sql --run ID`, or start afresh with --replace)")
 

@@ -18,7 +18,7 @@ cut into event-time slices, one file per stream and slice, written in order at
 EPILOG = """\
 watch a simulated fleet fill the tables, in two terminals:
   mpg simulate --out fleet --hours 6
-  mpg stream --input live --output live-out --stop-after-idle 20
+  mpg stream --input live --output live-out --stop_after_idle_s 20
   mpg replay --from fleet --to live --speed 600      # 10 event-minutes per second
 then, while it runs (each window appears when the watermark passes its end):
   mpg sql --output live-out "select day, cluster, sg, rg, pg, mpg from fleet_daily"
