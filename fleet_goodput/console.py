@@ -17,7 +17,8 @@ def configure(verbosity: int) -> None:
     """-1 quiet, 0 default, 1 verbose (INFO logs: Beam's stages, Dataflow's job messages)."""
     global _quiet
     _quiet = verbosity < 0
-    logging.basicConfig(level=logging.INFO if verbosity > 0 else logging.ERROR, force=True)
+    logging.basicConfig()
+    logging.getLogger().setLevel(logging.INFO if verbosity > 0 else logging.ERROR)
 
 
 def say(*parts, file=None, **kwargs) -> None:

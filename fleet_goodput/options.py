@@ -64,8 +64,10 @@ COMMAND_OPTIONS = {
     "launcher": ("input", "output", "as_of", "window_s", "config"),
 }
 
-BEAM_HELP = ("Any other --flag must be a Beam pipeline option (--runner, --project, --region, --temp_location, "
-             "--sdk_container_image, …): list them with `mpg {command} --help_beam`. An unknown flag is an error.")
+BEAM_HELP = """\
+Any other --flag must be a Beam pipeline option (--runner, --project, --region,
+--temp_location, --sdk_container_image, …): list them with
+`mpg {command} --help_beam`. An unknown flag is an error naming the nearest one."""
 
 
 def add_options(parser: argparse.ArgumentParser, command: str) -> None:

@@ -9,6 +9,8 @@ the pipeline, so a Dataflow job shows its --input, --output and --as_of.
 
 from __future__ import annotations
 
+import argparse
+
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, _BeamArgumentParser
 from apache_beam.runners.dataflow.dataflow_runner import DataflowPipelineResult
 
@@ -30,7 +32,9 @@ OPTIONS_FLAGS = {option.flag for option in OPTIONS.values()}
 
 def command_parser(command: str | None = None) -> _BeamArgumentParser:
     """A parser of Beam's own pipeline options (every PipelineOptions class but ours), and the command's."""
-    parser = _BeamArgumentParser(prog="Beam pipeline options", allow_abbrev=False, add_help=False)
+    parser = _BeamArgumentParser(usage=argparse.SUPPRESS, allow_abbrev=False, add_help=False,
+                                 description="Beam's pipeline options, which `mpg run`, `mpg stream` and the "
+                                             "Flex Template launcher accept beside their own:")
     for name in COMMAND_OPTIONS.get(command, ()):
         OPTIONS[name].add_to(parser, required=False)
     for cls in {str(c): c for c in PipelineOptions.__subclasses__() if c is not GoodputOptions}.values():
