@@ -35,7 +35,7 @@ def _add_verbosity(parser: argparse.ArgumentParser, default) -> None:
     group.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1, default=default,
                        help="show Beam's and Dataflow's INFO logs")
     group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1, default=default,
-                       help="print only errors, warnings and a submitted Dataflow job's id")
+                       help="no progress or summaries: errors, warnings, answers and a Dataflow job's id only")
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

@@ -1,8 +1,10 @@
 """How loud the `mpg` commands are: --verbose shows Beam's and Dataflow's logs, --quiet only problems.
 
 By default Beam logs only errors: its warnings are about itself, not about
-the user's data. A command prints its progress and summary with `say`, which
---quiet silences; errors, warnings and a submitted Dataflow job's id always print.
+the user's data. `mpg run`, `stream`, `simulate` and `replay` print their
+progress and summaries with `say`, which --quiet silences; errors, warnings
+and a submitted Dataflow job's id always print, and so do the answers of
+`mpg sql` and `mpg runs`.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from fleet_goodput.avro_io import clear_telemetry, telemetry_files
+from fleet_goodput.console import say
 from fleet_goodput.replay import replay
 
 DESCRIPTION = """\
@@ -52,5 +53,5 @@ def main(args: argparse.Namespace) -> int:
             return 2
         clear_telemetry(args.target)
     written = replay(args.source, args.target, args.speed, args.slice_s)
-    print(f"replayed {written:,} events into {args.target}")
+    say(f"replayed {written:,} events into {args.target}")
     return 0
