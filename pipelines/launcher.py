@@ -27,7 +27,6 @@ import logging
 import sys
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from fleet_goodput.batch import RunPlan, commit_run, plan_run, staging_folder
 from fleet_goodput.config import Settings, check_window_s, load_settings

@@ -76,7 +76,7 @@ def test_suggestions_come_from_the_known_flags_only():
     assert unknown_flag_message("stray", ["--input"]) == "unexpected argument 'stray'"
 
 
-def test_the_parsed_options_are_the_command_lines(tmp_path):
+def test_the_parsed_options_are_the_command_lines():
     options = parse_options("run", ["--input", "in/", "--output=out/", "--as_of", "2026-01-01T01:00:00Z",
                                     "--replace", "--runner=FnApiRunner"])
     values = options.get_all_options()

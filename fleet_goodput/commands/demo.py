@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 from pathlib import Path
 
 from fleet_goodput.commands.run import summary
