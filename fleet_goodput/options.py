@@ -113,7 +113,7 @@ def launch_problems(options: dict, input_dir: str | None, output_dir: str | None
     temp_location = options.get("temp_location")
     if temp_location and not str(temp_location).startswith("gs://"):
         warnings.append(f"--temp_location {temp_location} is not on gs://: Dataflow cannot use it")
-    if not options.get("sdk_container_image"):
+    if not any(options.get(name) for name in ("sdk_container_image", "setup_file", "extra_packages")):
         warnings.append("--sdk_container_image is unset: workers would run Beam's stock image, which lacks "
                         "fleet_goodput, and fail at their first step; build the image (Dockerfile) and pass it")
     for flag, folder in (("--input", input_dir), ("--output", output_dir)):
