@@ -11,14 +11,12 @@ import hashlib
 import os
 import shutil
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import fastavro
 
 import schemas
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+from fleet_goodput.timeutil import to_micros
 
 
 def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: str = "deflate",
@@ -69,15 +67,10 @@ def split_by_time(source: str | Path, boundaries_us: list[int], target: str | Pa
                 records = list(fastavro.reader(handle))
             chunks: list[list[dict]] = [[] for _ in parts]
             for record in records:
-                time_us = _micros(record["event_time"])
+                time_us = to_micros(record["event_time"])
                 chunks[bisect.bisect_left(edges, time_us)].append(record)
             for part, chunk in zip(parts, chunks):
                 if chunk:
                     write_events(part / stream / path.name, stream, chunk)
     return parts
 
-
-def _micros(value) -> int:
-    if isinstance(value, int):
-        return value
-    return (value - _EPOCH) // timedelta(microseconds=1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
 import schemas
+from fleet_goodput.chunks import cut_into_chunks
 from fleet_goodput.config import Settings
 from fleet_goodput.manifest import build_manifest, write_manifest_copy
 from fleet_goodput.session import STATE_FORMAT
@@ -139,9 +141,17 @@ def plan_run(input_dir: str, output_dir: str, as_of_us: int | None) -> RunPlan:
 
 def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
               beam_args: list[str] | None = None, *, stream_settings: StreamSettings | None = None,
-              replace: bool = False, mode: str = "batch", build_views: bool = True) -> BatchOutcome:
-    """Apply the input's new files to the store at `output_dir` as one committed run."""
+              replace: bool = False, mode: str = "batch", build_views: bool = True,
+              chunk_hours: int | None = None) -> BatchOutcome:
+    """Apply the input's new files to the store at `output_dir` as one committed run.
+
+    With `chunk_hours`, the new events are computed chunk of event time by
+    chunk (fleet_goodput/chunks.py), so memory follows one chunk, not the
+    whole input; the run is still one commit.
+    """
     check_input(input_dir)
+    if chunk_hours is not None and as_of_us is not None:
+        raise ValueError("--chunk_hours computes up to each chunk's latest event; it does not take --as_of")
     stream_settings = stream_settings or StreamSettings()
     started = time.monotonic()
     store = Store(output_dir)
@@ -154,9 +164,13 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
             previous = plan.previous
             return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
-        goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings, stream_settings,
-                    plan.continuation, as_of_us, beam_args)
-        record = commit_run(plan, settings, stream_settings, mode)
+        if chunk_hours:
+            staged = _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000)
+        else:
+            goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
+                        stream_settings, plan.continuation, as_of_us, beam_args)
+            staged = [staging_folder(plan)]
+        record = commit_run(plan, settings, stream_settings, mode, staged)
     manifest = record.manifest
     write_manifest_copy(output_dir, manifest)
     from fleet_goodput.views import build_database  # DuckDB: not installed on Dataflow workers, which commit here
@@ -168,6 +182,29 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
 
 def staging_folder(plan: RunPlan) -> str:
     return f"{plan.output_dir}/{STAGING}/{plan.token}"
+
+
+def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args,
+                   chunk_us: int) -> list[str]:
+    """Run the pipeline once per chunk, each continuing the state the previous one staged."""
+    staging = staging_folder(plan)
+    chunks = cut_into_chunks([(f.stream, f.path) for f in plan.files], chunk_us, Path(staging) / "input")
+    continuation, state_files, staged = plan.continuation, list(plan.state_files), []
+    for number, chunk in enumerate(chunks):
+        folder = f"{staging}/chunk-{number:04d}"
+        files = {stream: chunk.files.get(stream, []) for stream in schemas.STREAMS}
+        goodput.run(files, state_files, folder, settings, stream_settings, continuation, None, beam_args)
+        as_of_us = read_staged_counts(folder)["as_of_us"]
+        if as_of_us is not None:
+            frontier_us = as_of_us - stream_settings.allowed_lateness_s * 1_000_000
+            if continuation.frontier_us is not None:
+                frontier_us = max(frontier_us, continuation.frontier_us)
+            version_us = as_of_us if continuation.version_us is None else max(as_of_us, continuation.version_us + 1)
+            continuation = Continuation(as_of_us, frontier_us, version_us)
+            state_files = [str(path) for path in Path(folder, "state_keys").glob("*.parquet")]
+        staged.append(folder)
+    shutil.rmtree(Path(staging) / "input", ignore_errors=True)
+    return staged
 
 
 def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
@@ -182,7 +219,8 @@ def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output
                          "(read an earlier run with `mpg sql --run ID`, or start afresh with --replace)")
 
 
-def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, mode: str) -> RunRecord:
+def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, mode: str,
+               staged_folders: list[str] | None = None) -> RunRecord:
     """Commit what the run staged as one run: tables, state, applied files, then its `runs` row.
 
     Runs where the pipeline finished: in `mpg run`, and as the last step of a
@@ -191,9 +229,10 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     """
     store = Store(plan.output_dir)
     transaction = Transaction(store, plan.previous, plan.token)
-    staged = read_staged_counts(staging_folder(plan))
+    folders = staged_folders or [staging_folder(plan)]
+    staged = [read_staged_counts(folder) for folder in folders]
     previous = plan.previous
-    as_of_us = staged["as_of_us"]
+    as_of_us = staged[-1]["as_of_us"]
     run_id = previous.run_id + 1 if previous else 1
     lateness_us = stream_settings.allowed_lateness_s * 1_000_000
     frontier_us = None if as_of_us is None else max(
@@ -205,17 +244,20 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     manifest = build_manifest(
         run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
         previous=previous.manifest if previous else None,
-        counts={tuple(k): v for k, v in staged["counts"]}, pending={tuple(k): v for k, v in staged["pending"]},
+        counts=_summed(part["counts"] for part in staged),
+        pending={tuple(k): v for k, v in staged[-1]["pending"]},  # the last chunk's say on what still waits
         extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us,
                "allowed_lateness_s": stream_settings.allowed_lateness_s, "files_applied": len(plan.files),
                "files_skipped": len(plan.skipped), "output": plan.output_dir})
     if not manifest["reconciles"]:
         raise ReconciliationError(_reconciliation_message(manifest) + "; the run was not committed")
     for name, table in TABLES.items():
+        replaced = name in REPLACED_EACH_RUN
         transaction.write_staged(name, delta_schema(table), partition_by=["date"],
-                                 mode="overwrite" if name in REPLACED_EACH_RUN else "append")
+                                 mode="overwrite" if replaced else "append",
+                                 folders=folders[-1:] if replaced else folders)
     if as_of_us is not None:  # with nothing accepted there is no state to save
-        transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite")
+        transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite", folders=folders[-1:])
     transaction.write("state_files", pa.Table.from_pylist(
         [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "size": f.size, "run_id": run_id}
          for f in plan.files], schema=STATE_FILES_SCHEMA), STATE_FILES_SCHEMA)
@@ -228,6 +270,14 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     transaction.discard()
     store.vacuum(stream_settings.retention_hours)
     return record
+
+
+def _summed(parts) -> dict[tuple[str, str], int]:
+    total: dict[tuple[str, str], int] = {}
+    for counts in parts:
+        for key, n in counts:
+            total[tuple(key)] = total.get(tuple(key), 0) + n
+    return total
 
 
 def read_staged_counts(staging: str) -> dict:

@@ -16,11 +16,8 @@ def fleet_totals(connection: duckdb.DuckDBPyConnection) -> dict:
     over the windows whose capacity covers the chips held (fleet_daily's rule)."""
     row = connection.execute("""
         select
-            ratio(sum(all_allocated_chip_s), sum(capacity_chip_s)) as sg,
-            ratio(sum(productive_chip_s), sum(all_allocated_chip_s)) as rg,
-            ratio(sum(ideal_chip_s), sum(profiled_productive_chip_s)) as pg,
-            mpg(sum(ideal_chip_s), sum(productive_chip_s), sum(profiled_productive_chip_s), sum(capacity_chip_s)) as mpg,
-            ratio(sum(profiled_productive_chip_s), sum(productive_chip_s)) as pg_coverage,
+            unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
+                                   sum(profiled_productive_chip_s), sum(capacity_chip_s))),
             sum(capacity_chip_s) / 3600 as capacity_chip_hours
         from fleet_daily
     """).fetchone()

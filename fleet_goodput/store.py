@@ -252,9 +252,6 @@ class Transaction:
     def staging(self) -> str:
         return self.store.path(f"{STAGING}/{self.token}")
 
-    def staged(self, name: str) -> str:
-        return f"{self.staging}/{name}"
-
     def write(self, name: str, data, schema: pa.Schema, mode: str = "append", partition_by=None) -> None:
         """Append (or overwrite) table `name` with `data` (an Arrow table or reader)."""
         relative = table_paths()[name]
@@ -266,10 +263,10 @@ class Transaction:
         write_deltalake(self.store.path(relative), data, mode=mode, partition_by=partition_by)
         self.versions[name] = DeltaTable(self.store.path(relative)).version()
 
-    def write_staged(self, name: str, schema: pa.Schema, mode: str = "append", partition_by=None) -> None:
-        """Commit the Parquet files a pipeline staged for `name`."""
-        folder = self.staged(name)
-        files = _staged_files(folder)
+    def write_staged(self, name: str, schema: pa.Schema, mode: str = "append", partition_by=None,
+                     folders: list[str] | None = None) -> None:
+        """Commit the Parquet files a pipeline staged for `name` (in this run's staging, or in `folders`)."""
+        files = [f for folder in (folders or [self.staging]) for f in _staged_files(f"{folder}/{name}")]
         if not files:
             if mode == "overwrite":
                 self.write(name, schema.empty_table(), schema, mode="overwrite", partition_by=partition_by)

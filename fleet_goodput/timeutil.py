@@ -23,3 +23,11 @@ def format_time_us(time_us: int | None) -> str | None:
     if time_us is None:
         return None
     return datetime.fromtimestamp(time_us / 1_000_000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def to_micros(value: int | datetime) -> int:
+    """An Avro `timestamp-micros` as fastavro gives it (a UTC datetime, or an int) → integer microseconds."""
+    if isinstance(value, int):
+        return value
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds

@@ -3,11 +3,13 @@
 `create_views` builds the `raw` layer over the exact Parquet files of a
 committed run's table versions (fleet_goodput/store.py), so a view never sees
 a half-written run, and reading run N gives run N's figures whatever came
-after. Files are named relative to the output folder, which the connection's
-`file_search_path` points at: a moved or copied output keeps working, and
-since Delta names every file uniquely, a view cannot read another folder's
-data by accident. Then the `size_classes` lookup from the settings, then
-every SQL file of the registry in order.
+after. Then the `size_classes` lookup from the settings, then every SQL file
+of the registry in order. The views `connect` makes name their files by
+absolute path, found from wherever the output is now; those stored in
+`goodput.duckdb` name them relative to the output, so a moved or copied
+output keeps working (DuckDB looks a relative name up in the working
+directory, then in `file_search_path`, which the file cannot carry: open it
+from inside the output folder).
 
 `connect` gives an in-memory connection with the views of the latest run (or
 of `run`); `build_database` also stores them in `OUTPUT/goodput.duckdb` for
@@ -56,8 +58,13 @@ def _raw_select(table: Table, files: list[str]) -> str:
             f"qualify row_number() over (partition by {', '.join(table.key)} order by version desc) = 1")
 
 
-def _raw_views(store: Store, record: RunRecord | None) -> dict[str, str]:
-    selects = {name: _raw_select(table, store.files(name, record)) for name, table in TABLES.items()}
+def _files(store: Store, name: str, record: RunRecord | None, relative: bool) -> list[str]:
+    files = store.files(name, record)
+    return files if relative else [store.path(f) for f in files]
+
+
+def _raw_views(store: Store, record: RunRecord | None, relative: bool) -> dict[str, str]:
+    selects = {name: _raw_select(table, _files(store, name, record, relative)) for name, table in TABLES.items()}
     # Rejections of events still inside the lateness are provisional: shown, and marked.
     selects["rejected"] = (f"select *, false as provisional from ({selects['rejected']}) "
                            f"union all by name select *, true as provisional from ({selects.pop('rejected_pending')})")
@@ -75,7 +82,8 @@ def _size_classes_sql(settings: Settings) -> str:
 
 
 def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, settings: Settings,
-                 run_id: int | None = None, schema: str | None = None, stored: bool = False) -> RunRecord | None:
+                 run_id: int | None = None, schema: str | None = None, stored: bool = False,
+                 relative: bool = False) -> RunRecord | None:
     """Create every view of run `run_id` (default: the latest) in `connection`; returns that run.
 
     With `stored`, also `stored_<table>`: every row version the snapshot holds
@@ -84,13 +92,12 @@ def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, 
     """
     store = Store(output_dir)
     record = store.run(run_id) if run_id is not None else store.latest()
-    connection.execute(f"set file_search_path = '{_quote(Path(output_dir).resolve())}'")
     prefix = f"{schema}." if schema else ""
     statements = [f"create or replace view {prefix}{name} as {select}"
-                  for name, select in _raw_views(store, record).items()]
+                  for name, select in _raw_views(store, record, relative).items()]
     if stored:
         for name, table in TABLES.items():
-            files = store.files(name, record)
+            files = _files(store, name, record, relative)
             select = f"select * from {_source(files)}" if files else _empty(table)
             statements.append(f"create or replace view {prefix}stored_{name} as {select}")
     statements.append(_size_classes_sql(settings).replace("view size_classes", f"view {prefix}size_classes"))
@@ -112,8 +119,10 @@ def build_database(output_dir: str | Path, settings: Settings) -> Path:
     tmp = path.with_name(f".{DATABASE_FILE}.tmp")
     tmp.unlink(missing_ok=True)
     with duckdb.connect() as connection:
+        # The relative names must resolve while the views are created (DuckDB binds them then).
+        connection.execute(f"set file_search_path = '{_quote(Path(output_dir).resolve())}'")
         connection.execute(f"attach '{_quote(tmp)}' as goodput (storage_version '{STORAGE_VERSION}')")
-        create_views(connection, output_dir, settings, schema="goodput")
+        create_views(connection, output_dir, settings, schema="goodput", relative=True)
         connection.execute("use memory")
         connection.execute("detach goodput")
     os.replace(tmp, path)

@@ -23,7 +23,7 @@ from transforms.goodput import ComputeGoodput
 from transforms.read import EVENTS, READ_COUNTS, REJECTED, ReadAvroFiles
 from transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
                                    WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
-from transforms.write import StageRows, StageTable
+from transforms.write import StageRows, StageTables
 
 COUNTS_FILE = "counts.json"
 
@@ -123,8 +123,7 @@ def _write_counts(counts_and_as_of, staging: str) -> str:
 def stage_outputs(outputs: dict, staging: str) -> dict:
     """Stage every table, the saved state and the counts under `staging` for the store to commit;
     returns each write's output, complete once that write is done."""
-    staged = {name: outputs[name] | f"Stage_{name}" >> StageTable(table, f"{staging}/{name}")
-              for name, table in TABLES.items()}
+    staged = {"tables": {name: outputs[name] for name in TABLES} | "StageTables" >> StageTables(TABLES, staging)}
     staged["state_keys"] = outputs["state"] | "StageState" >> StageRows(STATE_KEYS_SCHEMA, f"{staging}/state_keys")
     pending = beam.pvalue.AsList(outputs["pending_counts"])
     staged["counts"] = (

@@ -36,8 +36,7 @@ CONFIG = str(ROOT / "configs" / "dataflow.yaml")
 
 # Every business step, every stream's reader and every table's writer.
 EXPECTED_STEPS = {"ReadScheduler", "ReadRuntime", "ReadProfiler", "ReadState", "SessionizeKeys", "ComputeGoodput",
-                  "Stage_job_window", "Stage_jobs", "Stage_capacity_window", "Stage_rejected", "Stage_rejected_pending",
-                  "Stage_late", "StageState", "WriteCounts"}
+                  "StageTables", "StageState", "WriteCounts"}
 
 
 def top_level_steps(job) -> set[str]:

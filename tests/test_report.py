@@ -12,13 +12,19 @@ import math
 import re
 import shutil
 import subprocess
+from datetime import date
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from fleet_goodput.cli import main
+from fleet_goodput.config import load_settings
+from fleet_goodput.quality.batches import open_views
+from fleet_goodput.quality.period import Period
+from fleet_goodput.report.figures import checkpoint_advice
 from fleet_goodput.report.advice import ClassMeasures, advise, best_interval, model_rg
 from test_quality import build_outputs, commit_change, pristine_copy, rewrite_partition
 
@@ -42,15 +48,31 @@ def _read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+def test_the_report_names_the_run_it_was_made_from(published, outputs):
+    from fleet_goodput.store import Store
+    run_id = Store(outputs["fleet"]).latest().run_id
+    assert f"run {run_id}\n(reproduce with <code>mpg sql --output" in published.read_text()
+
+
 def test_report_is_one_self_contained_page_with_every_section(published):
     page = published.read_text()
     assert not re.search(r"""(src|href)=["']https?:""", page), "the page must not fetch anything"
     assert "<script src" not in page and "<link" not in page
-    for heading in ("Fleet ML Productivity Goodput", "Trend per day", "By accelerator", "By workload",
-                    "By size class", "By team", "Badput breakdown", "Jobs that lost the most chip-hours",
+    for heading in ("Fleet ML Productivity Goodput", "Trend per day", "By cluster", "By accelerator", "By workload",
+                    "By size class", "By team", "Badput breakdown", "Where the jobs' chip-hours went (demand base)",
+                    "Capacity no job held (capacity base)", "Jobs that lost the most chip-hours",
                     "Checkpoint-interval advice", "PG coverage", "Data quality", "Figures as CSV"):
         assert f">{heading}<" in page, heading
-    assert page.count('<svg class="chart"') >= 10
+    assert page.count('<svg class="chart"') >= 12
+    assert 'width="640"' not in page and page.count('viewBox="0 0 ') == page.count('<svg class="chart"')
+    assert page.count('<table class="sortable"') >= 10
+
+
+def _factor_rows(folder: Path):
+    for path in sorted(folder.glob("*.csv")):
+        for row in _read_csv(path):
+            if all(row.get(f) for f in ("sg", "rg", "pg", "mpg")):
+                yield path.name, row
 
 
 def test_csv_figures_agree_with_the_page_and_the_metric(published):
@@ -59,26 +81,112 @@ def test_csv_figures_agree_with_the_page_and_the_metric(published):
     sg, rg, pg, mpg = (float(total[k]) for k in ("sg", "rg", "pg", "mpg"))
     assert sg * rg * pg == pytest.approx(mpg, rel=1e-12)
     assert f"{mpg:.1%}" in published.read_text()
+    checked = 0
+    for name, row in _factor_rows(folder):
+        assert float(row["sg"]) * float(row["rg"]) * float(row["pg"]) == pytest.approx(float(row["mpg"]), rel=1e-12), name
+        checked += 1
+    assert checked > 30
     days = _read_csv(folder / "fleet_by_day.csv")
     assert [d["day"] for d in days] == ["2026-01-01", "2026-01-02", "2026-01-03"]
     assert sum(float(d["capacity_chip_h"]) for d in days) == pytest.approx(float(total["capacity_chip_h"]))
+    assert len(_read_csv(folder / "fleet_by_window.csv")) == 72
     teams = {row["team"] for row in _read_csv(folder / "by_team.csv")}
     assert teams == {"research", "vision", "serving", "inference", "UNKNOWN"}
-    badput = {row["category"]: float(row["chip_h"]) for row in _read_csv(folder / "badput.csv")}
-    assert badput["lost"] > 0 and badput["checkpoint_save"] > 0 and badput["idle_capacity"] > 0
+    demand = {row["category"]: float(row["chip_h"]) for row in _read_csv(folder / "demand_breakdown.csv")}
+    assert demand["lost"] > 0 and demand["checkpoint_save"] > 0 and "idle_capacity" not in demand
+    clusters = {row["cluster"]: row for row in _read_csv(folder / "capacity_breakdown.csv")}
+    assert set(clusters) == {"c1", "c2"}
+    assert float(clusters["c1"]["capacity_chip_h"]) == pytest.approx(48 * 72)  # 48 chips online for 3 days
     top = _read_csv(folder / "top_jobs.csv")
     assert top[0]["job_id"].startswith("train-") and top[0]["top_cause"] == "queued"
 
 
-def test_checkpoint_advice_recovers_the_fleets_interval(published):
-    """Training jobs in the fleet save every 1200 s of steps and lose 600 s per preemption."""
-    advice = {(row["accelerator"], row["size_class"]): row for row in _read_csv(published.parent / "checkpoint_advice.csv")}
-    big = advice[("tpu-v5e", "9-64")]
-    assert int(big["disruptions"]) == 3
-    assert float(big["interval_s"]) == pytest.approx(1200)
-    assert float(big["save_cost_s"]) == pytest.approx(40 * 1200 / 1300, rel=1e-9)  # 6.5 intervals of steps, 6 saves
-    assert float(big["best_interval_s"]) < float(big["interval_s"]) and "shorten" in big["advice"]
-    assert advice[("tpu-v5e", "1-8")]["advice"].startswith("no disruption observed")
+def _job_windows(output: Path) -> list[dict]:
+    """job_window rows with the job's team, straight from the Parquet files (not through the views)."""
+    windows = pq.read_table(output / "tables" / "job_window").to_pylist()
+    teams = {row["job_id"]: row["team"] or "UNKNOWN" for row in pq.read_table(output / "tables" / "jobs").to_pylist()}
+    return [{**row, "team": teams[row["job_id"]]} for row in windows]
+
+
+def test_segment_factors_are_ratios_of_sums_of_the_windows(published, outputs):
+    """Independent truth: SG, RG, PG, MPG per team summed in Python from the Parquet rows."""
+    windows = _job_windows(outputs["fleet"])
+    for row in _read_csv(published.parent / "by_team.csv"):
+        mine = [w for w in windows if w["team"] == row["team"]]
+        total = {k: sum(w[f"{k}_chip_s"] or 0 for w in mine)  # null ideal: a window without a profile
+                 for k in ("lifetime", "all_allocated", "productive", "ideal", "profiled_productive")}
+        assert float(row["sg"]) == pytest.approx(total["all_allocated"] / total["lifetime"], rel=1e-12)
+        assert float(row["rg"]) == pytest.approx(total["productive"] / total["all_allocated"], rel=1e-12)
+        if total["profiled_productive"]:
+            pg = total["ideal"] / total["profiled_productive"]
+            assert float(row["pg"]) == pytest.approx(pg, rel=1e-12)
+            assert float(row["mpg"]) == pytest.approx(
+                total["all_allocated"] / total["lifetime"] * total["productive"] / total["all_allocated"] * pg, rel=1e-12)
+        assert int(row["jobs"]) == len({w["job_id"] for w in mine})
+
+
+def test_factors_are_written_out_once():
+    """SG, RG, PG, MPG are defined by the goodput_factors macro only; marts, headline and report call it."""
+    root = Path(__file__).parents[1]
+    sources = [*root.glob("sql/**/*.sql"), *root.glob("fleet_goodput/**/*.py")]
+    definitions = [path.relative_to(root).as_posix() for path in sources
+                   if re.search(r"ratio\((sum\()?\s*(totals\.)?productive_chip_s", path.read_text())]
+    assert definitions == []
+    macros = (root / "sql" / "derived" / "macros.sql").read_text()
+    assert "create or replace macro goodput_factors" in macros
+    for mart in ("fleet_daily", "fleet_by_window", "segment_daily", "goodput_by_segment", "job_goodput"):
+        assert "goodput_factors(" in (root / "sql" / "marts" / f"{mart}.sql").read_text(), mart
+
+
+def test_one_day_report_has_an_hourly_trend_and_the_change_from_the_day_before(published, outputs):
+    assert main(["report", "--output", str(outputs["fleet"]), "--date", "2026-01-02"]) == 0
+    folder = outputs["fleet"] / "reports" / "2026-01-02"
+    page = (folder / "index.html").read_text()
+    assert ">Trend per hour<" in page and "vs 2026-01-01" in page
+    trend = re.search(r'<svg class="chart" data-chart="fleet_trend".*?</svg>', page, re.S).group(0)
+    assert trend.count("<title>SG ") == 24, "SG every hour (RG and PG only in hours with allocated jobs)"
+    assert trend.count("<polyline") == 4
+    (total,) = _read_csv(folder / "fleet_total.csv")
+    by_day = {d["day"]: d for d in _read_csv(published.parent / "fleet_by_day.csv")}
+    for factor in ("sg", "rg", "pg", "mpg"):
+        assert float(total[f"{factor}_change"]) == pytest.approx(
+            float(by_day["2026-01-02"][factor]) - float(by_day["2026-01-01"][factor]), rel=1e-9)
+        assert float(total[factor]) == pytest.approx(float(by_day["2026-01-02"][factor]), rel=1e-12)
+    (first,) = _read_csv(outputs["fleet"] / "reports" / PERIOD / "fleet_total.csv")
+    assert first["mpg_change"] == "", "the period before the first day has no data: no change"
+
+
+def test_each_worst_job_has_a_page_with_its_timeline(published):
+    page = published.read_text()
+    top = _read_csv(published.parent / "top_jobs.csv")
+    links = re.findall(r'<a href="(jobs/[^"]+\.html)">', page)
+    assert len(links) == len(top) == 10
+    for link, job in zip(links, top):
+        job_page = (published.parent / link).read_text()
+        assert f"<h1>Job {job['job_id']}</h1>" in job_page
+        strip = re.search(r'data-chart="job_timeline".*?</svg>', job_page, re.S).group(0)
+        hours = [float(h) for h in re.findall(r": ([\d,.]+) chip-h \(", strip)]
+        assert hours and sum(hours) == pytest.approx(float(job["lifetime_chip_h"]), abs=0.005 * len(hours))  # 2 decimals
+        assert 'href="../index.html"' in job_page
+
+
+def test_checkpoint_advice_uses_measured_save_counts_where_jobs_has_them(outputs, tmp_path):
+    """With a checkpoint_saves column in `jobs` (not written by the pipeline yet), C and s are measured."""
+    output = pristine_copy(outputs["fleet"], tmp_path / "out")
+    saves = {"train": 6, "small": 4, "gpu-train": 6, "batch": 0, "serve": 0}  # the fleet's checkpoint cycles
+    for path in (output / "tables" / "jobs").glob("date=*/*.parquet"):
+        table = pq.read_table(path)
+        counts = [saves[job_id.rsplit("-", 1)[0]] for job_id in table.column("job_id").to_pylist()]
+        pq.write_table(table.append_column("checkpoint_saves", pa.array(counts, pa.int32())), path)
+    with open_views(output, load_settings()) as connection:
+        rows = checkpoint_advice(connection, Period(date(2026, 1, 1), date(2026, 1, 3)))
+    advice = {(row["accelerator"], row["size_class"]): row for row in rows}
+    big, small = advice[("tpu-v5e", "9-64")], advice[("tpu-v5e", "1-8")]
+    assert big["interval_source"] == small["interval_source"] == "measured saves"
+    assert big["interval_s"] == pytest.approx(1200) and big["save_cost_s"] == pytest.approx(40)
+    assert small["interval_s"] == pytest.approx(1200) and small["save_cost_s"] == pytest.approx(20)
+    assert big["best_interval_s"] == pytest.approx(math.sqrt(2 * 40 * big["mtbf_s"]))
+    assert big["recoverable_chip_h"] > 0 and f"recovers ~{big['recoverable_chip_h']:,.1f} chip-h" in big["advice"]
 
 
 def test_data_quality_summary_is_in_the_report(published):
@@ -96,7 +204,8 @@ def test_rerun_replaces_the_period_report(published, outputs):
     assert main(["report", "--output", str(outputs["fleet"]), "--from", "2026-01-01", "--to", "2026-01-03"]) == 0
     assert sorted(p.name for p in published.parent.iterdir()) == before
     assert published.read_text() == first
-    assert [p.name for p in published.parent.parent.iterdir()] == [PERIOD], "no temporary folders left behind"
+    assert not [p.name for p in published.parent.parent.iterdir() if p.name.startswith(".")], \
+        "no temporary folders left behind"
 
 
 def _corrupt_conservation(output: Path) -> None:
@@ -150,21 +259,61 @@ def _browser() -> str | None:
                  if shutil.which(name)), None)
 
 
-@pytest.mark.skipif(_browser() is None, reason="no headless Chromium installed (Debian package `chromium`)")
-def test_charts_draw_in_headless_chromium(published, tmp_path):
-    flags = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,3000"]
-    url = published.resolve().as_uri()
-    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True).stdout
-    body = re.search(r'<body data-charts="(\d+)" data-charts-drawn="(\d+)"', dom)
-    assert body, "the page's draw check did not run"
-    charts, drawn = map(int, body.groups())
-    assert charts >= 10 and drawn == charts
+def _chromium(tmp_path: Path) -> list[str]:
+    return [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,3000"]
+
+
+def _drawn(page: Path, tmp_path: Path) -> dict[str, int]:
+    """The draw check's findings, recorded on <body> by the page's script in a real browser."""
+    dom = subprocess.run([*_chromium(tmp_path), "--dump-dom", page.resolve().as_uri()], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    body = re.search(r"<body([^>]*)>", dom).group(1)
+    found = dict(re.findall(r'data-([\w-]+)="(\d+)"', body))
+    assert "charts-drawn" in found, "the page's draw check did not run"
     assert all(int(n) > 0 for n in re.findall(r'data-drawn-marks="(\d+)"', dom))
-    screenshot = tmp_path / "report.png"
-    subprocess.run([*flags, f"--screenshot={screenshot}", url], capture_output=True, timeout=120, check=True)
-    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 50_000
+    return {name: int(value) for name, value in found.items()}
+
+
+@pytest.mark.skipif(_browser() is None, reason="no headless Chromium installed (Debian package `chromium`)")
+@pytest.mark.parametrize("which", ["period", "one_day", "job"])
+def test_pages_draw_in_headless_chromium(published, outputs, tmp_path, which):
+    """Every chart drawn, none narrower than a half column, no label outside its chart or on another; a screenshot."""
+    if which == "one_day":
+        assert main(["report", "--output", str(outputs["fleet"]), "--date", "2026-01-02"]) == 0
+        page = outputs["fleet"] / "reports" / "2026-01-02" / "index.html"
+    elif which == "job":
+        page = published.parent / re.search(r'<a href="(jobs/[^"]+)">', published.read_text()).group(1)
+    else:
+        page = published
+    drawn = _drawn(page, tmp_path)
+    assert drawn["charts"] >= {"period": 12, "one_day": 8, "job": 2}[which] and drawn["charts-drawn"] == drawn["charts"]
+    assert drawn["narrowest-chart"] >= drawn["text-width"] * 0.45, "charts fill their column"
+    assert drawn["labels-outside"] == 0 and drawn["labels-overlapping"] == 0
+    screenshot = tmp_path / f"{which}.png"
+    subprocess.run([*_chromium(tmp_path), f"--screenshot={screenshot}", page.resolve().as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 30_000
+
+
+@pytest.mark.skipif(_browser() is None, reason="no headless Chromium installed (Debian package `chromium`)")
+def test_a_click_on_a_heading_sorts_its_table(published, tmp_path):
+    click = ("<script>document.querySelector('table[data-table=by_team] th:nth-child(2)').click();"
+             "document.querySelector('table[data-table=top_jobs] th:nth-child(1)').click();</script></body>")
+    page = tmp_path / "clicked.html"
+    page.write_text(published.read_text().replace("</body>", click))
+    dom = subprocess.run([*_chromium(tmp_path), "--dump-dom", page.as_uri()], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+
+    def column(table: str, index: int) -> list[str]:
+        body = re.search(rf'data-table="{table}".*?<tbody>(.*?)</tbody>', dom, re.S).group(1)
+        return [re.findall(r'<td[^>]*data-v="([^"]*)"', row)[index] for row in re.findall(r"<tr>(.*?)</tr>", body)]
+
+    jobs = [int(v) for v in column("by_team", 1)]
+    assert jobs == sorted(jobs, reverse=True) and jobs != [int(r["jobs"]) for r in _read_csv(published.parent / "by_team.csv")]
+    ids = column("top_jobs", 0)
+    assert ids == sorted(ids, reverse=True)
 
 
 def test_partial_day_report_says_so(outputs):
@@ -176,8 +325,10 @@ def test_partial_day_report_says_so(outputs):
 
 @pytest.mark.parametrize("measures, interval, save_cost, mtbf", [
     # one disruption losing 600 s of a 1200 s interval, 6 saves of 40 s in 7800 s of steps
-    (ClassMeasures(1, 240, 600, 7800, 120, 8580, 8580 * 32), 1200, 240 * 1200 / 7800, 8580),
-    (ClassMeasures(4, 400, 1000, 40_000, 200, 50_000, 50_000 * 8), 500, 5, 12_500),
+    (ClassMeasures(1, 240, 600, 7800, 7200, 120, 8580, 8580 * 32), 1200, 240 * 1200 / 7800, 8580),
+    (ClassMeasures(4, 400, 1000, 40_000, 39_000, 200, 50_000, 50_000 * 8), 500, 5, 12_500),
+    # measured: 6 saves of 40 s preserving 7200 s of steps
+    (ClassMeasures(1, 240, 600, 7800, 7200, 120, 8580, 8580 * 32, saves=6), 1200, 40, 8580),
 ])
 def test_advice_estimates(measures, interval, save_cost, mtbf):
     advice = advise(measures)
@@ -198,6 +349,6 @@ def test_model_rg_is_best_at_the_young_daly_interval():
 
 
 def test_no_disruption_gives_no_estimate():
-    advice = advise(ClassMeasures(0, 100, 0, 10_000, 0, 12_000, 96_000))
+    advice = advise(ClassMeasures(0, 100, 0, 10_000, 10_000, 0, 12_000, 96_000))
     assert advice.best_interval_s is None and advice.recoverable_chip_h == 0.0
     assert advice.save_overhead == pytest.approx(0.01)

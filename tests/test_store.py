@@ -138,3 +138,27 @@ def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypat
 def _job_window_at(output, run: int) -> list[tuple]:
     with connect(output, run=run) as connection:
         return connection.execute("select * from job_window order by all").fetchall()
+
+
+def test_a_run_that_accepts_nothing_says_so_and_fails(tmp_path, capsys):
+    """Issue 10: an as-of before every event, or a folder whose only file is unreadable."""
+    _write(tmp_path / "in", worked_example.records())
+    assert main(["run", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "early"),
+                 "--as_of", "2025-06-01T00:00:00Z"]) == 1
+    assert "no event of this run was accepted" in capsys.readouterr().err
+    (tmp_path / "broken" / "runtime").mkdir(parents=True)
+    (tmp_path / "broken" / "runtime" / "part-0.avro").write_bytes(b"not avro at all")
+    assert main(["run", "--input", str(tmp_path / "broken"), "--output", str(tmp_path / "none")]) == 1
+    assert "no event of this run was accepted" in capsys.readouterr().err
+    with connect(tmp_path / "none") as connection:  # the reason is on record
+        (reason,) = connection.execute("select reason from rejected").fetchone()
+    assert "Avro" in reason
+
+
+def test_replay_and_stream_on_an_empty_folder_say_so(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["replay", "--from", str(tmp_path / "empty"), "--to", str(tmp_path / "live")]) == 2
+    assert "no telemetry in" in capsys.readouterr().err
+    assert main(["stream", "--input", str(tmp_path / "empty"), "--output", str(tmp_path / "out"),
+                 "--stop_after_idle_s", "0.2"]) == 1
+    assert "no telemetry arrived" in capsys.readouterr().err

@@ -93,7 +93,7 @@ def admit_events(grouped, rules: KeyRules, continuation: Continuation, given_as_
             yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(
                 job_of(key), event, f"after the as-of time ({given_as_of_us} µs)"))
     if given_as_of_us is None and state.waiting:
-        latest = state.latest_accepted_us()
+        latest = state.latest_accepted_us(rules.allowed_lateness_s * 1_000_000)
         if latest is not None:
             yield beam.pvalue.TaggedOutput(LATEST_ACCEPTED, latest)
     yield key, state.to_bytes()
@@ -137,6 +137,7 @@ class _AdvanceKeyFn(beam.DoFn):
             return
         after = [e for e in state.waiting if e.time_us > as_of_us]
         if after:  # events the timeline would reject, which is why the as-of ends before them
+            state.prefed = None  # the fed copies took these events too
             reasons = _probe_reasons(state, after)
             state.waiting = [e for e in state.waiting if e.time_us <= as_of_us]
             for event in after:

@@ -1,6 +1,6 @@
 """Writing results: staged Parquet for the store, or appended Parquet on a stream.
 
-Batch (`StageTable`, `StageRows`): a run writes what it computed as Parquet
+Batch (`StageTables`, `StageRows`): a run writes what it computed as Parquet
 files under its own staging folder (OUTPUT/_staging/<run>/<table>/); nothing
 there is read by anyone until the run commits the files to the Delta tables
 (fleet_goodput/store.py), so a run killed while writing leaves no trace in
@@ -46,25 +46,34 @@ def write_staged_day(table: Table, folder: str, day: str, rows: list[dict]) -> s
     return path
 
 
-def _write_day(day_rows, table: Table, folder: str) -> str:
-    day, rows = day_rows
-    return write_staged_day(table, folder, day, list(rows))
+def _write_table_day(key_rows, tables: dict[str, Table], staging: str) -> str:
+    (name, day), rows = key_rows
+    return write_staged_day(tables[name], f"{staging}/{name}", day, list(rows))
 
 
-class StageTable(beam.PTransform):
-    """Rows of `table` → one staged Parquet file per UTC day in `folder`; outputs the paths."""
+def _keyed_by_table_and_day(row: dict, name: str, date_from: str) -> tuple:
+    return (name, utc_day(row[date_from])), row
 
-    def __init__(self, table: Table, folder: str):
+
+class StageTables(beam.PTransform):
+    """{table name: rows} → one staged Parquet file per table and UTC day under `staging/<table>/`;
+    outputs the paths. One grouping for every table: each transform costs the runner a
+    fixed overhead, which a small continuing run (a stream's) would otherwise pay per table."""
+
+    def __init__(self, tables: dict[str, Table], staging: str):
         super().__init__()
-        self.table = table
-        self.folder = folder
+        self.tables = tables
+        self.staging = staging
 
-    def expand(self, rows):
+    def expand(self, rows_by_table: dict):
+        keyed = [rows | f"Key_{name}" >> beam.Map(_keyed_by_table_and_day, name=name,
+                                                   date_from=self.tables[name].date_from)
+                 for name, rows in rows_by_table.items()]
         return (
-            rows
-            | "KeyByDay" >> beam.Map(lambda row, key: (utc_day(row[key]), row), key=self.table.date_from)
-            | "GroupByDay" >> beam.GroupByKey()
-            | "WriteDay" >> beam.Map(_write_day, table=self.table, folder=self.folder)
+            keyed
+            | "AllTables" >> beam.Flatten()
+            | "GroupByTableAndDay" >> beam.GroupByKey()
+            | "WriteTableDay" >> beam.Map(_write_table_day, tables=self.tables, staging=self.staging)
         )
 
 

@@ -38,12 +38,12 @@ def main(args: argparse.Namespace) -> int:
 
     root = Path(args.dir)
     telemetry, results = root / "telemetry", root / "results"
-    shutil.rmtree(telemetry, ignore_errors=True)  # a fresh fleet each time; results partitions are replaced
+    shutil.rmtree(telemetry, ignore_errors=True)  # a fresh fleet each time, into a fresh store
     print(f"[1/3] Simulating {args.hours:g} h of a fleet (seed {args.seed}) into {telemetry} ...", flush=True)
     simulation = simulate(telemetry, seed=args.seed, hours=args.hours)
     print(f"      {simulation}", flush=True)
     print(f"[2/3] Running the goodput pipeline (Apache Beam, local runner) into {results} ...", flush=True)
-    outcome = run_batch(str(telemetry), str(results), load_settings())
+    outcome = run_batch(str(telemetry), str(results), load_settings(), replace=True)
     print(summary(outcome))
     print("[3/3] Headline\n", flush=True)
     with connect(results) as connection:

@@ -43,6 +43,10 @@ def main(args: argparse.Namespace) -> int:
     if not Path(args.source).is_dir():
         print(f"mpg replay: {args.source} does not exist", file=sys.stderr)
         return 2
+    if not telemetry_files(args.source):
+        print(f"mpg replay: no telemetry in {args.source}: expected {args.source}/<stream>/*.avro "
+              f"(try `mpg simulate --out {args.source}`)", file=sys.stderr)
+        return 2
     if args.speed < 0 or args.slice_s <= 0:
         print("mpg replay: --speed must be >= 0 and --slice-s > 0", file=sys.stderr)
         return 2

@@ -12,12 +12,14 @@ from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_ar
 
 DESCRIPTION = """\
 Validate an output folder for a period (the checks of `mpg validate`), then
-write OUTPUT/reports/<period>/index.html: one self-contained page that opens
-offline, with fleet MPG and SG/RG/PG and their trend per day; the same by
-accelerator, workload, size class and team; the badput breakdown in
-chip-hours; the jobs that lost the most; checkpoint-interval advice per
-training class; PG coverage; and the data-quality summary. Each figure is
-also written as CSV beside the page.
+write OUTPUT/reports/<period>/index.html: a self-contained page that opens
+offline, with fleet MPG and SG/RG/PG, their change against the previous
+period of the same length and their trend (per hour for one day, per day
+otherwise); the same by cluster, accelerator, workload, size class and
+team; where the jobs' chip-hours went and the capacity no job held; the
+jobs that lost the most, each with a page of its own (jobs/); checkpoint-
+interval advice per training class; PG coverage; and the data-quality
+summary. Each figure is also written as CSV beside the page.
 
 If a critical check fails, nothing is published (a previous report of the
 period stays as it was) and the failed checks are printed. A rerun for the

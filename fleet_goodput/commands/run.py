@@ -100,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
         stream_settings = load_stream_settings(goodput.config)
         say(f"Running the goodput pipeline on {goodput.input} ...", flush=True)
         outcome = run_batch(goodput.input, goodput.output, settings, as_of_us, flags, stream_settings=stream_settings,
-                            replace=goodput.replace)
+                            replace=goodput.replace, chunk_hours=goodput.chunk_hours)
     except OptionsError as exc:
         print(f"mpg run: error: {exc}", file=sys.stderr)
         return 2
@@ -117,8 +117,9 @@ def main(args: argparse.Namespace) -> int:
         say(f"Nothing new in {goodput.input}: {latest}.")
         return 0
     say(summary(outcome))
-    if outcome.manifest.get("as_of_us") is None:
-        print(f"mpg run: no event was accepted, so there is no as-of time and no figure; see why with\n"
+    accepted = sum(counts["accepted"] for counts in outcome.manifest.get("this_run", {}).values())
+    if outcome.manifest.get("as_of_us") is None or accepted == 0:
+        print(f"mpg run: no event of this run was accepted, so it adds no figure; see why with\n"
               f"  mpg sql --output {goodput.output} \"select reason, sum(records) from rejected group by reason\"",
               file=sys.stderr)
         return 1

@@ -18,12 +18,13 @@ DESCRIPTION = """\
 Check an output folder of `mpg run` with Great Expectations before anyone reads it.
 
 Suites (fleet_goodput/quality/suites.py): one per table (job_window, jobs,
-capacity_window, rejected), one for the manifest and one for the views. They
-check conservation of chip-seconds on every row, SG/RG/PG/MPG in [0, 1] with
-SG x RG x PG = MPG, unique keys, non-null attributes, counts that reconcile
-with the manifest, a partition for every day of the period and freshness
-against the as-of time. Each check has a severity: a critical failure makes
-the command exit 1; a warning is printed.
+capacity_window, rejected), one for capacity coverage, one for the manifest
+and one for the views. They check conservation of chip-seconds on every row,
+SG/RG/PG/MPG in [0, 1] with SG x RG x PG = MPG (to 1e-9 relative: float
+rounding), capacity wherever jobs held chips, unique keys, non-null
+attributes, counts that reconcile with the manifest, a partition for every day
+of the period and freshness against the as-of time. Each check has a severity:
+a critical failure makes the command exit 1; a warning is printed.
 
 Writes OUTPUT/quality/<period>/: index.html (every check, why it exists, what
 was observed), GX Data Docs readable offline, summary.json.

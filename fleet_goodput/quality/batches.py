@@ -97,6 +97,37 @@ def capacity_window_frame(connection, period: Period, window_s: int) -> pd.DataF
     """, [period.first, period.last]).df()
 
 
+def capacity_coverage_frame(connection, period: Period) -> pd.DataFrame:
+    """One row per cluster, accelerator and window where jobs held chips in the period, beside its capacity.
+
+    Read from the tables' own views (job_window joined to jobs for the cluster,
+    and capacity_window), not the marts, so the check does not depend on how a
+    mart treats a cluster without capacity. `window_without_capacity` names the
+    window when its capacity is missing or zero, and is null otherwise.
+    """
+    return connection.execute("""
+        with usage as (
+            select jobs.cluster, jobs.accelerator, job_window.window_start,
+                   sum(job_window.held_chip_s) as held_chip_s,
+                   sum(job_window.all_allocated_chip_s) as all_allocated_chip_s
+            from job_window
+            join jobs using (job_id)
+            where job_window.date between ? and ?
+            group by all
+            having sum(job_window.held_chip_s) > 0 or sum(job_window.all_allocated_chip_s) > 0
+        )
+        select
+            usage.*,
+            capacity_window.capacity_chip_s,
+            case when coalesce(capacity_window.capacity_chip_s, 0) > 0 then null
+                 else concat_ws(' / ', usage.cluster, usage.accelerator,
+                                strftime(usage.window_start, '%Y-%m-%dT%H:%M:%SZ'))
+            end as window_without_capacity
+        from usage
+        left join capacity_window using (cluster, accelerator, window_start)
+    """, [period.first, period.last]).df()
+
+
 def rejected_frame(connection, period: Period) -> pd.DataFrame:
     return connection.execute("""
         select * exclude (date), strftime(date, '%Y-%m-%d') as partition_date

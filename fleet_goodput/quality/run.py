@@ -1,13 +1,19 @@
 """Running the suites with Great Expectations and summarising what they found.
 
 Each period gets its own GX project, OUTPUT/quality/<period>/gx/, recreated on
-every run so a rerun replaces the period's results: one pandas data source,
-one asset, validation definition and checkpoint per suite, and the Data Docs
-site under gx/uncommitted/data_docs/local_site/. GX's Data Docs pull their
-styles and scripts from CDNs; `make_offline` strips those references and
-inlines a small stylesheet so the pages read without a network.
-OUTPUT/quality/<period>/index.html lists every check with links into them,
-and summary.json keeps every check's outcome for the report.
+every run so a rerun replaces the period's results. The frames the suites
+check are written to OUTPUT/quality/<period>/batches/<suite>.parquet, and the
+project holds everything GX needs to check them again with its own API: a
+pandas filesystem data source over that folder, one Parquet asset, suite,
+validation definition and checkpoint per suite:
+
+    context = gx.get_context(project_root_dir="OUTPUT/quality/<period>")
+    context.checkpoints.get("jobs").run()
+
+The Data Docs site (gx/uncommitted/data_docs/local_site/) renders through
+gx_views.py, which escapes data, drops remote assets and shows statuses as
+text. OUTPUT/quality/<period>/index.html lists every check with links into
+them, and summary.json keeps every check's outcome for the report.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from great_expectations.data_context.types.base import ProgressBarsConfig
 
 from fleet_goodput.config import Settings
 from fleet_goodput.quality import batches
-from fleet_goodput.quality.docs import make_offline, write_index
+from fleet_goodput.quality.docs import write_index
+from fleet_goodput.quality.gx_views import DATA_DOCS_SITE
 from fleet_goodput.quality.period import Period
 from fleet_goodput.quality.suites import CRITICAL, SuiteInputs, build_suites
 from fleet_goodput.timeutil import format_time_us
@@ -32,6 +39,7 @@ from fleet_goodput.timeutil import format_time_us
 QUALITY_DIR = "quality"
 SUMMARY_FILE = "summary.json"
 GX_SITE = Path("gx/uncommitted/data_docs/local_site")
+BATCHES_DIR = "batches"
 INDEX_FILE = "index.html"
 _RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": 5}
 
@@ -72,7 +80,7 @@ class QualityResult:
         for suite in suites:
             checks = [c for c in self.checks if c.suite == suite]
             bad = [c for c in checks if not c.success]
-            lines.append(f"  {suite:<16} {len(checks) - len(bad):>3}/{len(checks)} passed")
+            lines.append(f"  {suite:<18} {len(checks) - len(bad):>3}/{len(checks)} passed")
             for check in bad:
                 label = "FAIL" if check.severity == CRITICAL else "warn"
                 lines.append(f"    {label} [{check.severity}] {check.title}")
@@ -86,41 +94,46 @@ def quality_dir(output_dir: str | Path, period: Period) -> Path:
 
 
 def validate_output(output_dir: str | Path, period: Period, settings: Settings,
-                    require_complete: bool = False) -> QualityResult:
-    """Run every suite on OUTPUT for the period; write GX results, Data Docs and summary.json."""
-    manifest = batches.read_manifest(output_dir)
+                    require_complete: bool = False, run_id: int | None = None) -> QualityResult:
+    """Run every suite on OUTPUT's run `run_id` (default: the latest) for the period;
+    write GX results, Data Docs and summary.json."""
+    manifest = batches.read_manifest(output_dir, run_id)
+    run_id = manifest.get("run_id")
     window_s = int(manifest.get("window_s") or settings.window_s)
     inputs = SuiteInputs(period=period, as_of_s=(manifest.get("as_of_us") or 0) / 1e6, window_s=window_s,
                          accelerators=tuple(sorted(settings.accelerators)), require_complete=require_complete)
-    with batches.open_views(output_dir, settings) as connection:
+    with batches.open_views(output_dir, settings, run_id) as connection:
         frames = {
             "job_window": batches.job_window_frame(connection, period, window_s),
             "jobs": batches.jobs_frame(connection, period),
             "capacity_window": batches.capacity_window_frame(connection, period, window_s),
+            "capacity_coverage": batches.capacity_coverage_frame(connection, period),
             "rejected": batches.rejected_frame(connection, period),
             "manifest": batches.manifest_frame(connection, manifest),
             "views": batches.views_frame(connection, period),
         }
     root = quality_dir(output_dir, period)
     shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
+    (root / BATCHES_DIR).mkdir(parents=True)
+    for name, frame in frames.items():
+        frame.to_parquet(root / BATCHES_DIR / f"{name}.parquet", index=False)
     context = gx.get_context(mode="file", project_root_dir=str(root))
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    context.variables.data_docs_sites = {"local_site": DATA_DOCS_SITE}
     context.variables.save()
-    source = context.data_sources.add_pandas("mpg_output")
+    # Absolute: GX reads a relative base_directory against the working directory.
+    source = context.data_sources.add_pandas_filesystem("mpg_output", base_directory=(root / BATCHES_DIR).resolve())
     checks = []
     for name, suite in build_suites(inputs).items():
-        batch_definition = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(period.name)
+        batch_definition = source.add_parquet_asset(name).add_batch_definition_path(period.name, f"{name}.parquet")
         definition = context.validation_definitions.add(
             gx.ValidationDefinition(name=name, data=batch_definition, suite=context.suites.add(suite)))
         checkpoint = context.checkpoints.add(
             gx.Checkpoint(name=name, validation_definitions=[definition], result_format=_RESULT_FORMAT))
-        outcome = checkpoint.run(batch_parameters={"dataframe": frames[name]},
-                                 run_id=RunIdentifier(run_name=period.name))
+        outcome = checkpoint.run(run_id=RunIdentifier(run_name=period.name))
         for validation in outcome.run_results.values():
             checks.extend(_check(name, result) for result in validation.results)
     context.build_data_docs()
-    make_offline(root / GX_SITE)
     result = QualityResult(period=period.name, checks=tuple(checks), docs_index=root / INDEX_FILE)
     write_index(result, root / INDEX_FILE, root / GX_SITE)
     (root / SUMMARY_FILE).write_text(json.dumps(

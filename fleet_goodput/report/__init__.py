@@ -1,9 +1,10 @@
-"""The scheduled goodput report: one offline HTML page per period, published only on clean data.
+"""The scheduled goodput report: offline HTML pages per period, published only on clean data.
 
     mpg report --output OUT [--date D | --from D --to D]
 
-figures.py queries the period's figures from the views, advice.py turns
-measured checkpoint costs and disruptions into interval advice (MPG.md
-section 5), svg.py draws the charts, page.py lays out the page, publish.py
-writes it with its CSVs and swaps it into OUTPUT/reports/<period>/.
+figures.py reads the period's figures from the day-grain marts, advice.py
+turns measured checkpoint costs and disruptions into interval advice (MPG.md
+section 5), charts.py places the charts' marks, render.py fills the jinja2
+templates (templates/, autoescaped), publish.py writes the pages with their
+CSVs and swaps them into OUTPUT/reports/<period>/.
 """

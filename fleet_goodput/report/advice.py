@@ -5,17 +5,18 @@ disruptions M and time to resume t_rm, Young/Daly's steady state gives
 
     RG(C) ≈ (1 - s/C) (M - C/2) / (M + t_rm),   best at   C* ≈ √(2 s M).
 
-The tables keep chip-time per category, not counts of saves, so two of the
-inputs are estimated (and the report says so):
+Per job class, from the jobs' whole lives:
 
 - disruptions D = restarts (ALLOCATE events after the first) + failed jobs;
-- the current interval C from lost work: on average a disruption throws away
-  half an interval of steps, so C ≈ 2 · lost / D;
-- saves ≈ step time / C, hence s ≈ checkpoint_save time · C / step time;
-- M = all-allocated time / D, t_rm = checkpoint_restore time / D.
+- M = all-allocated time / D and t_rm = checkpoint_restore time / D (measured);
+- with a measured count of saves n: C = productive step time / n (the steps
+  the saves preserved) and s = save time / n;
+- without one (the `jobs` table keeps no save count today), C is estimated
+  from lost work: a disruption throws away half an interval of steps on
+  average, so C ≈ 2 · lost / D, and s ≈ save time · C / step time.
 
-With no disruption in the class there is nothing to estimate C or M from:
-the advice is then to keep the interval, and the save overhead is reported.
+The recovered chip-hours are all-allocated chip-hours × (RG(C*) − RG(C)).
+With no disruption there is no M: the advice is then to keep the interval.
 Pure arithmetic, no database: tested directly.
 """
 
@@ -33,16 +34,19 @@ class ClassMeasures:
     save_s: float
     lost_s: float
     step_s: float  # productive + lost + pending: all step time
+    productive_s: float  # step time a save (or the finish) preserved
     restore_s: float
     all_allocated_s: float
     all_allocated_chip_s: float
+    saves: int | None = None  # CHECKPOINT_SAVE_END count, where the data has it
 
 
 @dataclass(frozen=True)
 class Advice:
     disruptions: int
+    interval_source: str  # "measured saves", "estimated from lost time" or "none"
     save_cost_s: float | None  # s
-    interval_s: float | None  # C now (estimated)
+    interval_s: float | None  # C now
     mtbf_s: float | None  # M
     resume_s: float | None  # t_rm
     best_interval_s: float | None  # C*
@@ -69,16 +73,23 @@ def best_interval(save_cost_s: float, mtbf_s: float) -> float:
 
 def advise(m: ClassMeasures) -> Advice:
     overhead = m.save_s / m.step_s if m.step_s > 0 else None
-    if m.disruptions <= 0 or m.lost_s <= 0 or m.step_s <= 0:
-        reason = ("no disruption observed" if m.disruptions <= 0 else "disruptions lost no step time")
-        return Advice(m.disruptions, None, None, None, None, None, None, None, 0.0, overhead,
-                      f"{reason}: keep the interval (C and M cannot be estimated)")
-    interval = 2 * m.lost_s / m.disruptions
-    save_cost = m.save_s * interval / m.step_s
+    if m.saves and m.productive_s > 0:
+        source, interval, save_cost = "measured saves", m.productive_s / m.saves, m.save_s / m.saves
+    elif m.disruptions > 0 and m.lost_s > 0 and m.step_s > 0:
+        interval = 2 * m.lost_s / m.disruptions
+        source, save_cost = "estimated from lost time", m.save_s * interval / m.step_s
+    else:
+        source, interval, save_cost = "none", None, None
+    if m.disruptions <= 0:
+        return Advice(m.disruptions, source, save_cost, interval, None, None, None, None, None, 0.0, overhead,
+                      "no disruption observed: keep the interval (M cannot be measured)")
     mtbf = m.all_allocated_s / m.disruptions
     resume = m.restore_s / m.disruptions
+    if interval is None:
+        return Advice(m.disruptions, source, None, None, mtbf, resume, None, None, None, 0.0, overhead,
+                      "disruptions lost no step time and no save count: keep the interval")
     if save_cost <= 0:
-        return Advice(m.disruptions, 0.0, interval, mtbf, resume, None, None, None, 0.0, overhead,
+        return Advice(m.disruptions, source, 0.0, interval, mtbf, resume, None, None, None, 0.0, overhead,
                       "no checkpoint save time measured: checkpoint more often to lose less per disruption")
     best = best_interval(save_cost, mtbf)
     rg_now, rg_best = model_rg(interval, save_cost, mtbf, resume), model_rg(best, save_cost, mtbf, resume)
@@ -87,8 +98,10 @@ def advise(m: ClassMeasures) -> Advice:
     if 0.8 <= change <= 1.25:
         text = f"interval is near C* ({_minutes(best)}): keep it"
     else:
-        text = f"{'shorten' if change < 1 else 'lengthen'} the interval from ~{_minutes(interval)} to ~{_minutes(best)}"
-    return Advice(m.disruptions, save_cost, interval, mtbf, resume, best, rg_now, rg_best, recoverable, overhead, text)
+        text = (f"{'shorten' if change < 1 else 'lengthen'} the interval from ~{_minutes(interval)} to "
+                f"~{_minutes(best)}: recovers ~{recoverable:,.1f} chip-h")
+    return Advice(m.disruptions, source, save_cost, interval, mtbf, resume, best, rg_now, rg_best, recoverable,
+                  overhead, text)
 
 
 def _minutes(seconds: float) -> str:

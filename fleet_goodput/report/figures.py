@@ -1,13 +1,18 @@
-"""The report's figures for a period, queried from the views.
+"""The report's figures for a period, read from the day-grain marts.
 
-Every factor is a ratio of sums over the period's windows (MPG.md section 1),
-with the same `ratio` and `mpg` macros the views use: fleet figures on the
-capacity base (fleet_daily), segment and job figures on the demand base
-(job_window_enriched). Each figure is a list of row dicts, written as CSV
-beside the report and drawn in it.
+The factors have one definition, the `goodput_factors` macro of
+sql/derived/macros.sql. A period's factors are that macro applied to the sums
+of the marts' chip-seconds over the period's days (ratios of sums, MPG.md
+section 1); per-day and per-window rows are the marts' own rows. Fleet and
+cluster figures use the capacity base (fleet_daily, fleet_by_window,
+badput_daily's capacity rows), segment and job figures the demand base
+(segment_daily, badput_daily's demand rows, job_window_enriched). Each
+figure is a list of row dicts, written as CSV beside the report and drawn in it.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from fleet_goodput.quality.period import Period
 from fleet_goodput.report.advice import ClassMeasures, advise
@@ -15,22 +20,14 @@ from fleet_goodput.timeline import CATEGORIES
 
 DIMENSIONS = ("accelerator", "workload", "size_class", "team")
 BADPUT = tuple(c for c in CATEGORIES if c != "productive")
-_CAPACITY_FACTORS = """
-    ratio(sum(all_allocated_chip_s), sum(capacity_chip_s)) as sg,
-    ratio(sum(productive_chip_s), sum(all_allocated_chip_s)) as rg,
-    ratio(sum(ideal_chip_s), sum(profiled_productive_chip_s)) as pg,
-    mpg(sum(ideal_chip_s), sum(productive_chip_s), sum(profiled_productive_chip_s), sum(capacity_chip_s)) as mpg,
-    ratio(sum(profiled_productive_chip_s), sum(productive_chip_s)) as pg_coverage,
-    sum(capacity_chip_s) / 3600 as capacity_chip_h,
-    sum(all_allocated_chip_s) / 3600 as all_allocated_chip_h"""
-_DEMAND_FACTORS = """
-    ratio(sum(all_allocated_chip_s), sum(lifetime_chip_s)) as sg,
-    ratio(sum(productive_chip_s), sum(all_allocated_chip_s)) as rg,
-    ratio(sum(ideal_chip_s), sum(profiled_productive_chip_s)) as pg,
-    mpg(sum(ideal_chip_s), sum(productive_chip_s), sum(profiled_productive_chip_s), sum(lifetime_chip_s)) as mpg,
-    ratio(sum(profiled_productive_chip_s), sum(productive_chip_s)) as pg_coverage,
-    sum(lifetime_chip_s) / 3600 as lifetime_chip_h,
-    sum(productive_chip_s) / 3600 as productive_chip_h"""
+FACTORS = ("sg", "rg", "pg", "mpg")
+TOP_JOBS = 10
+
+
+def _factors(base: str) -> str:
+    """The period's factors from summed mart columns, through the one macro."""
+    return (f"unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s), "
+            f"sum(profiled_productive_chip_s), sum({base})))")
 
 
 def _rows(connection, query: str, parameters: list) -> list[dict]:
@@ -39,52 +36,106 @@ def _rows(connection, query: str, parameters: list) -> list[dict]:
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
+def previous_period(period: Period) -> Period:
+    """The period of the same length that ends the day before this one starts."""
+    length = timedelta(days=len(period.days))
+    return Period(period.first - length, period.last - length)
+
+
 def fleet_total(connection, period: Period) -> dict:
-    return _rows(connection, f"select {_CAPACITY_FACTORS} from fleet_daily where day between ? and ?",
-                 [period.first, period.last])[0]
+    return _rows(connection, f"""
+        select {_factors('capacity_chip_s')},
+               sum(capacity_chip_s) / 3600 as capacity_chip_h, sum(held_chip_s) / 3600 as held_chip_h,
+               sum(idle_capacity_chip_s) / 3600 as idle_capacity_chip_h,
+               sum(all_allocated_chip_s) / 3600 as all_allocated_chip_h
+        from fleet_daily where day between ? and ?""", [period.first, period.last])[0]
 
 
 def fleet_by_day(connection, period: Period) -> list[dict]:
     return _rows(connection, f"""
-        select strftime(day, '%Y-%m-%d') as day, {_CAPACITY_FACTORS}
+        select strftime(day, '%Y-%m-%d') as day, {_factors('capacity_chip_s')},
+               sum(capacity_chip_s) / 3600 as capacity_chip_h, sum(all_allocated_chip_s) / 3600 as all_allocated_chip_h
         from fleet_daily where day between ? and ? group by day order by day""", [period.first, period.last])
 
 
-def segments(connection, period: Period, dimension: str) -> list[dict]:
+def fleet_by_window(connection, period: Period) -> list[dict]:
+    """The trend within the period's days, one row per event-time window (an hour by default)."""
     return _rows(connection, f"""
-        select {dimension}, count(distinct job_id) as jobs, {_DEMAND_FACTORS}
-        from job_window_enriched where day between ? and ?
-        group by {dimension} order by lifetime_chip_h desc, {dimension}""", [period.first, period.last])
+        select strftime(window_start, '%Y-%m-%dT%H:%MZ') as window_start, {_factors('capacity_chip_s')},
+               sum(capacity_chip_s) / 3600 as capacity_chip_h, sum(all_allocated_chip_s) / 3600 as all_allocated_chip_h
+        from fleet_by_window where day between ? and ? group by window_start order by window_start""",
+                 [period.first, period.last])
+
+
+def clusters(connection, period: Period) -> list[dict]:
+    """Capacity-base figures per cluster and accelerator: chips online, held, idle, and the factors."""
+    return _rows(connection, f"""
+        select cluster, accelerator, {_factors('capacity_chip_s')},
+               sum(capacity_chip_s) / 3600 as capacity_chip_h, sum(held_chip_s) / 3600 as held_chip_h,
+               sum(idle_capacity_chip_s) / 3600 as idle_capacity_chip_h,
+               ratio(sum(idle_capacity_chip_s), sum(capacity_chip_s)) as idle_share
+        from fleet_daily where day between ? and ?
+        group by cluster, accelerator order by capacity_chip_h desc, cluster, accelerator""",
+                 [period.first, period.last])
+
+
+def clusters_by_day(connection, period: Period) -> list[dict]:
+    return _rows(connection, f"""
+        select strftime(day, '%Y-%m-%d') as day, cluster, {_factors('capacity_chip_s')}
+        from fleet_daily where day between ? and ? group by day, cluster order by day, cluster""",
+                 [period.first, period.last])
+
+
+def segments(connection, period: Period, dimension: str) -> list[dict]:
+    """Demand-base figures per segment over the period; jobs are counted once however many days they span."""
+    return _rows(connection, f"""
+        with days as (
+            select segment, {_factors('lifetime_chip_s')},
+                   sum(lifetime_chip_s) / 3600 as lifetime_chip_h, sum(productive_chip_s) / 3600 as productive_chip_h
+            from segment_daily where dimension = ? and day between ? and ? group by segment
+        ),
+        jobs as (
+            select {dimension} as segment, count(distinct job_id) as jobs
+            from job_window_enriched where day between ? and ? group by all
+        )
+        select days.segment as {dimension}, jobs.jobs, days.* exclude (segment)
+        from days join jobs using (segment) order by lifetime_chip_h desc, days.segment""",
+                 [dimension, period.first, period.last, period.first, period.last])
 
 
 def segments_by_day(connection, period: Period, dimension: str) -> list[dict]:
+    """The rows of segment_daily, as they are."""
     return _rows(connection, f"""
-        select strftime(day, '%Y-%m-%d') as day, {dimension}, {_DEMAND_FACTORS}
-        from job_window_enriched where day between ? and ?
-        group by day, {dimension} order by day, {dimension}""", [period.first, period.last])
+        select strftime(day, '%Y-%m-%d') as day, segment as {dimension}, sg, rg, pg, mpg, pg_coverage,
+               lifetime_chip_s / 3600 as lifetime_chip_h
+        from segment_daily where dimension = ? and day between ? and ? order by day, segment""",
+                 [dimension, period.first, period.last])
 
 
-def badput(connection, period: Period) -> list[dict]:
-    """Chip-hours per non-productive category (demand base) and idle capacity (capacity base)."""
-    sums = ", ".join(f"sum({c}_chip_s) / 3600 as {c}" for c in BADPUT)
-    demand = _rows(connection, f"""
-        select {sums}, sum(lifetime_chip_s) / 3600 as lifetime
-        from job_window_enriched where day between ? and ?""", [period.first, period.last])[0]
-    capacity = _rows(connection, """
-        select sum(capacity_chip_s) / 3600 as capacity, sum(idle_capacity_chip_s) / 3600 as idle
-        from fleet_daily where day between ? and ?""", [period.first, period.last])[0]
-    rows = [{"category": c, "base": "demand", "chip_h": demand[c] or 0.0,
-             "share": (demand[c] or 0.0) / demand["lifetime"] if demand["lifetime"] else None} for c in BADPUT]
-    rows.append({"category": "idle_capacity", "base": "capacity", "chip_h": capacity["idle"] or 0.0,
-                 "share": (capacity["idle"] or 0.0) / capacity["capacity"] if capacity["capacity"] else None})
-    return sorted(rows, key=lambda row: -row["chip_h"])
+def demand_breakdown(connection, period: Period) -> list[dict]:
+    """Where the jobs' demand chip-hours went, every category (productive too); shares of the demand base."""
+    return _rows(connection, """
+        select category, sum(chip_s) / 3600 as chip_h, ratio(sum(chip_s), sum(base_chip_s)) as share
+        from badput_daily where base = 'demand' and day between ? and ?
+        group by category order by chip_h desc, category""", [period.first, period.last])
 
 
-def top_jobs(connection, period: Period, limit: int = 10) -> list[dict]:
+def capacity_breakdown(connection, period: Period) -> list[dict]:
+    """Capacity no job held, per cluster and accelerator; shares of the capacity base."""
+    return _rows(connection, """
+        select cluster, accelerator, sum(base_chip_s) / 3600 as capacity_chip_h,
+               (sum(base_chip_s) - sum(chip_s)) / 3600 as held_chip_h, sum(chip_s) / 3600 as idle_capacity_chip_h,
+               ratio(sum(chip_s), sum(base_chip_s)) as idle_share
+        from badput_daily where base = 'capacity' and day between ? and ?
+        group by cluster, accelerator order by capacity_chip_h desc, cluster, accelerator""",
+                 [period.first, period.last])
+
+
+def top_jobs(connection, period: Period, limit: int = TOP_JOBS) -> list[dict]:
     """The jobs whose demand lost the most chip-hours in the period (everything but productive), by category."""
     sums = ", ".join(f"sum({c}_chip_s) / 3600 as {c}" for c in BADPUT)
     rows = _rows(connection, f"""
-        select job_id, any_value(team) as team, any_value(workload) as workload,
+        select job_id, any_value(team) as team, any_value(workload) as workload, any_value(cluster) as cluster,
                any_value(accelerator) as accelerator, any_value(requested_chips) as chips,
                sum(lifetime_chip_s) / 3600 as lifetime_chip_h,
                (sum(lifetime_chip_s) - sum(productive_chip_s)) / 3600 as badput_chip_h, {sums}
@@ -95,6 +146,19 @@ def top_jobs(connection, period: Period, limit: int = 10) -> list[dict]:
     return rows
 
 
+def job_detail(connection, period: Period, job_id: str) -> dict:
+    """One job: its whole-life row of job_goodput, and its windows in the period (its categories over time)."""
+    (life,) = _rows(connection, "select * from job_goodput where job_id = ?", [job_id])
+    categories = ", ".join(f"{c}_chip_s / 3600 as {c}" for c in CATEGORIES)
+    windows = _rows(connection, f"""
+        select window_start, strftime(window_start, '%Y-%m-%dT%H:%MZ') as window, {categories},
+               lifetime_chip_s / 3600 as lifetime_chip_h
+        from job_window_enriched where job_id = ? and day between ? and ? order by window_start""",
+                    [job_id, period.first, period.last])
+    in_period = {c: sum(w[c] or 0.0 for w in windows) for c in CATEGORIES}
+    return {"life": life, "windows": windows, "in_period": in_period}
+
+
 def _wall_s(category: str) -> str:
     return f"sum({category}_chip_s / requested_chips)"
 
@@ -102,18 +166,25 @@ def _wall_s(category: str) -> str:
 def checkpoint_advice(connection, period: Period) -> list[dict]:
     """Checkpoint-interval advice per training class (accelerator x size class), see advice.py.
 
-    Uses whole job lives (job_goodput and jobs.allocations) of the training jobs
-    alive in the period: disruptions and saves are counted per job, not per day.
-    Wall seconds are chip-seconds / requested chips, summed over the class.
+    Uses whole job lives (job_goodput and jobs) of the training jobs alive in
+    the period: disruptions are counted per job, not per day. The failure
+    interval M is measured (all-allocated time per disruption); the save count
+    is measured where `jobs` has a `checkpoint_saves` column and estimated
+    from lost time otherwise. Wall seconds are chip-seconds / requested chips.
     """
+    has_saves = "checkpoint_saves" in {row[0] for row in connection.execute("describe jobs").fetchall()}
+    saves = "sum(checkpoint_saves)" if has_saves else "null"
     step = " + ".join(f"{c}_chip_s" for c in ("productive", "lost", "pending"))
     rows = _rows(connection, f"""
         select accelerator, size_class, count(*) as jobs,
                sum(allocations - 1) + count(*) filter (where status = 'FAILED') as disruptions,
+               {saves} as saves,
                {_wall_s('checkpoint_save')} as save_s, {_wall_s('lost')} as lost_s,
-               sum(({step}) / requested_chips) as step_s, {_wall_s('checkpoint_restore')} as restore_s,
+               sum(({step}) / requested_chips) as step_s, {_wall_s('productive')} as productive_s,
+               {_wall_s('checkpoint_restore')} as restore_s,
                {_wall_s('all_allocated')} as all_allocated_s, sum(all_allocated_chip_s) as all_allocated_chip_s
-        from job_goodput join (select job_id, allocations from jobs) using (job_id)
+        from job_goodput join (select job_id, allocations{', checkpoint_saves' if has_saves else ''} from jobs)
+            using (job_id)
         where workload = 'TRAINING'
           and job_goodput.submit_time < make_timestamptz(?::bigint * 1000000)
           and (job_goodput.end_time is null or job_goodput.end_time >= make_timestamptz(?::bigint * 1000000))
@@ -125,25 +196,50 @@ def checkpoint_advice(connection, period: Period) -> list[dict]:
 
 def pg_coverage(connection, period: Period) -> list[dict]:
     """Share of productive chip-time with a profile, per accelerator and workload (PG covers only that share)."""
-    return _rows(connection, """
-        select accelerator, workload, count(distinct job_id) as jobs,
-               sum(productive_chip_s) / 3600 as productive_chip_h,
-               sum(profiled_productive_chip_s) / 3600 as profiled_chip_h,
-               ratio(sum(profiled_productive_chip_s), sum(productive_chip_s)) as pg_coverage,
-               ratio(sum(ideal_chip_s), sum(profiled_productive_chip_s)) as pg
-        from job_window_enriched where day between ? and ?
-        group by all order by productive_chip_h desc""", [period.first, period.last])
+    return _rows(connection, f"""
+        select accelerator, workload, jobs, productive_chip_h, profiled_chip_h, factors.pg_coverage, factors.pg
+        from (
+            select accelerator, workload, count(distinct job_id) as jobs,
+                   sum(productive_chip_s) / 3600 as productive_chip_h,
+                   sum(profiled_productive_chip_s) / 3600 as profiled_chip_h,
+                   goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
+                                   sum(profiled_productive_chip_s), sum(lifetime_chip_s)) as factors
+            from job_window_enriched where day between ? and ? group by all
+        ) order by productive_chip_h desc, accelerator, workload""", [period.first, period.last])
 
 
 def collect(connection, period: Period) -> dict[str, list[dict]]:
     """Every figure of the report, by the name of its CSV file."""
-    figures = {"fleet_total": [fleet_total(connection, period)], "fleet_by_day": fleet_by_day(connection, period)}
+    figures = {"fleet_total": [fleet_total(connection, period)], "fleet_by_day": fleet_by_day(connection, period),
+               "fleet_by_window": fleet_by_window(connection, period),
+               "by_cluster": clusters(connection, period), "by_cluster_by_day": clusters_by_day(connection, period)}
     for dimension in DIMENSIONS:
         figures[f"by_{dimension}"] = segments(connection, period, dimension)
         figures[f"by_{dimension}_by_day"] = segments_by_day(connection, period, dimension)
-    figures["badput"] = badput(connection, period)
+    figures["demand_breakdown"] = demand_breakdown(connection, period)
+    figures["capacity_breakdown"] = capacity_breakdown(connection, period)
     figures["top_jobs"] = top_jobs(connection, period)
     figures["checkpoint_advice"] = checkpoint_advice(connection, period)
     figures["pg_coverage"] = pg_coverage(connection, period)
+    _add_changes(figures, connection, previous_period(period))
     return figures
 
+
+def _add_changes(figures: dict[str, list[dict]], connection, previous: Period) -> None:
+    """Each factor's change against the previous period of the same length (None where either is unknown)."""
+    before_total = fleet_total(connection, previous)
+    figures["fleet_total"][0].update(_change(figures["fleet_total"][0], before_total))
+    figures["fleet_total"][0]["previous_period"] = previous.name
+    earlier = {"by_cluster": ({(r["cluster"], r["accelerator"]): r for r in clusters(connection, previous)},
+                              ("cluster", "accelerator"))}
+    for dimension in DIMENSIONS:
+        earlier[f"by_{dimension}"] = ({(r[dimension],): r for r in segments(connection, previous, dimension)},
+                                      (dimension,))
+    for name, (rows_before, key) in earlier.items():
+        for row in figures[name]:
+            row.update(_change(row, rows_before.get(tuple(row[k] for k in key), {})))
+
+
+def _change(now: dict, before: dict) -> dict:
+    return {f"{f}_change": None if now.get(f) is None or before.get(f) is None else now[f] - before[f]
+            for f in FACTORS}

@@ -1,4 +1,10 @@
-"""Writing a period's report: OUTPUT/reports/<period>/index.html and the figures as CSV.
+"""Writing a period's report: OUTPUT/reports/<period>/index.html, a page per worst job
+under jobs/, and the figures as CSV.
+
+CSV cells are made safe for spreadsheets (OWASP "CSV Injection"): a text cell
+that starts with = + - @, a tab or a carriage return would be read as a
+formula, so it is written with a leading single quote. Numbers are written as
+numbers.
 
 The folder is built beside its final place and swapped in by renames, so a
 reader sees the old report or the new one, never half of either, and a rerun
@@ -19,7 +25,8 @@ from fleet_goodput.quality.batches import open_views, read_manifest
 from fleet_goodput.quality.period import Period, period_lock
 from fleet_goodput.quality.run import SUMMARY_FILE, QualityResult, quality_dir, validate_output
 from fleet_goodput.report import figures as report_figures
-from fleet_goodput.report.page import render
+from fleet_goodput.report.figures import job_detail, previous_period
+from fleet_goodput.report.render import job_page_name, render_job, render_report
 
 REPORTS_DIR = "reports"
 REPORT_FILE = "index.html"
@@ -29,44 +36,64 @@ def report_dir(output_dir: str | Path, period: Period) -> Path:
     return Path(output_dir) / REPORTS_DIR / period.name
 
 
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value):
+    """A cell value a spreadsheet shows as text, never runs: text starting like a formula gets a leading quote."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]) if rows else [])
-        writer.writeheader()
-        writer.writerows(rows)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        columns = list(rows[0]) if rows else []
+        writer.writerow([spreadsheet_safe(c) for c in columns])
+        writer.writerows([spreadsheet_safe(row[c]) for c in columns] for row in rows)
 
 
 def validate_and_publish(output_dir: str | Path, period: Period, settings: Settings,
                          require_complete: bool = False) -> tuple[QualityResult, Path | None]:
     """Under the period's lock: validate, and publish only if no critical check failed (else the path is None)."""
     with period_lock(output_dir, period):
-        quality = validate_output(output_dir, period, settings, require_complete)
-        return quality, (publish_report(output_dir, period, settings, quality) if quality.passed else None)
+        run_id = read_manifest(output_dir).get("run_id")  # validate and publish the same run
+        quality = validate_output(output_dir, period, settings, require_complete, run_id)
+        return quality, (publish_report(output_dir, period, settings, quality, run_id) if quality.passed else None)
 
 
-def publish_report(output_dir: str | Path, period: Period, settings: Settings, quality: QualityResult) -> Path:
-    """Compute the figures, write the page and CSVs to a temporary folder, swap it in; returns the page."""
+def publish_report(output_dir: str | Path, period: Period, settings: Settings, quality: QualityResult,
+                   run_id: int | None = None) -> Path:
+    """Compute the figures of run `run_id` (default: the latest), write the page and CSVs to a
+    temporary folder, swap it in; returns the page."""
     if not quality.passed:
         raise ValueError("refusing to publish a report whose data failed validation")
-    manifest = read_manifest(output_dir)
-    with open_views(output_dir, settings) as connection:
-        figures = report_figures.collect(connection, period)
+    manifest = read_manifest(output_dir, run_id)
     final = report_dir(output_dir, period)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = final.parent / f".{period.name}.tmp-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
+    (staging / "jobs").mkdir(parents=True)
+    # The report is made from one committed run, named on the page, so it can be made again.
+    with open_views(output_dir, settings, run_id=manifest.get("run_id")) as connection:
+        figures = report_figures.collect(connection, period)
+        for job in figures["top_jobs"]:
+            page = render_job(job_detail(connection, period, job["job_id"]), period_name=period.name,
+                              window_s=settings.window_s)
+            (staging / job_page_name(job["job_id"])).write_text(page, encoding="utf-8")
     csv_files = []
     for name, rows in figures.items():
         write_csv(staging / f"{name}.csv", rows)
         csv_files.append(f"{name}.csv")
     summary_path = quality_dir(output_dir, period) / SUMMARY_FILE
     shutil.copy(summary_path, staging / "quality.json")
-    page = render(figures, period_name=period.name, days=period.days, as_of=manifest.get("as_of") or "unknown",
-                  complete=(manifest.get("as_of_us") or 0) >= period.end_s * 1_000_000,
-                  output=str(output_dir), quality=json.loads(summary_path.read_text()),
-                  quality_link=os.path.relpath(quality.docs_index, final), csv_files=csv_files)
-    (staging / REPORT_FILE).write_text(page)
+    page = render_report(figures, period_name=period.name, previous_name=previous_period(period).name,
+                         days=period.days, as_of=manifest.get("as_of") or "unknown", run_id=manifest.get("run_id"),
+                         complete=(manifest.get("as_of_us") or 0) >= period.end_s * 1_000_000,
+                         output=str(output_dir), quality=json.loads(summary_path.read_text()),
+                         quality_link=os.path.relpath(quality.docs_index, final), csv_files=csv_files)
+    (staging / REPORT_FILE).write_text(page, encoding="utf-8")
     _swap_in(staging, final)
     return final / REPORT_FILE
 

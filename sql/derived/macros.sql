@@ -16,3 +16,15 @@ create or replace macro mpg(ideal, productive, profiled_productive, base) as
         when productive = 0 then 0.0
         when profiled_productive > 0 then ideal * productive / (profiled_productive * base)
     end;
+
+-- The one definition of a group's factors from its chip-second sums: every
+-- mart, the headline and the report call this rather than writing the ratios
+-- out. `base` is capacity for fleet and cluster groups, demand (lifetime) for
+-- jobs and segments. Select it with unnest(...) to get the five columns.
+create or replace macro goodput_factors(all_allocated, productive, ideal, profiled_productive, base) as {
+    'sg': ratio(all_allocated, base),
+    'rg': ratio(productive, all_allocated),
+    'pg': ratio(ideal, profiled_productive),
+    'mpg': mpg(ideal, productive, profiled_productive, base),
+    'pg_coverage': ratio(profiled_productive, productive)
+};

@@ -60,11 +60,8 @@ final as (
         -- held <= capacity in every counted window: the clamp only absorbs
         -- float rounding between the two sums.
         greatest(capacity_chip_s - held_chip_s, 0) as idle_capacity_chip_s,
-        ratio(all_allocated_chip_s, capacity_chip_s) as sg,
-        ratio(productive_chip_s, all_allocated_chip_s) as rg,
-        ratio(ideal_chip_s, profiled_productive_chip_s) as pg,
-        mpg(ideal_chip_s, productive_chip_s, profiled_productive_chip_s, capacity_chip_s) as mpg,
-        ratio(profiled_productive_chip_s, productive_chip_s) as pg_coverage
+        unnest(goodput_factors(all_allocated_chip_s, productive_chip_s, ideal_chip_s,
+                               profiled_productive_chip_s, capacity_chip_s))
     from joined
 )
 

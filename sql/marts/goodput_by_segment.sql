@@ -1,44 +1,49 @@
 -- Goodput per segment of jobs on the demand base (requested chips x lifetime),
--- for each dimension people slice by. The goodput_by_<dimension> views are
--- this one filtered to a dimension.
+-- for each dimension people slice by, over the whole output: segment_daily's
+-- days summed, with each job counted once however many days it spans. The
+-- goodput_by_<dimension> views are this one filtered to a dimension.
 create or replace view goodput_by_segment as
 with
 
-windows as (
-    select * from job_window_enriched
+days as (
+    select * from segment_daily
 ),
 
-tagged as (
-    select 'workload' as dimension, workload as segment, * from windows
-    union all select 'size_class', size_class, * from windows
-    union all select 'accelerator', accelerator, * from windows
-    union all select 'team', team, * from windows
-    union all select 'framework', framework, * from windows
+job_segments as (
+    unpivot (select distinct job_id, workload, size_class, accelerator, team, framework from job_window_enriched)
+    on workload, size_class, accelerator, team, framework
+    into name dimension value segment
+),
+
+job_counts as (
+    select dimension, segment, count(*) as jobs
+    from job_segments
+    group by all
 ),
 
 totals as (
     select
         dimension,
         segment,
-        count(distinct job_id) as jobs,
         sum(lifetime_chip_s) as lifetime_chip_s,
         sum(all_allocated_chip_s) as all_allocated_chip_s,
         sum(productive_chip_s) as productive_chip_s,
         sum(ideal_chip_s) as ideal_chip_s,
         sum(profiled_productive_chip_s) as profiled_productive_chip_s
-    from tagged
+    from days
     group by all
 ),
 
 final as (
     select
-        *,
-        ratio(all_allocated_chip_s, lifetime_chip_s) as sg,
-        ratio(productive_chip_s, all_allocated_chip_s) as rg,
-        ratio(ideal_chip_s, profiled_productive_chip_s) as pg,
-        mpg(ideal_chip_s, productive_chip_s, profiled_productive_chip_s, lifetime_chip_s) as mpg,
-        ratio(profiled_productive_chip_s, productive_chip_s) as pg_coverage
+        totals.dimension,
+        totals.segment,
+        job_counts.jobs,
+        totals.* exclude (dimension, segment),
+        unnest(goodput_factors(totals.all_allocated_chip_s, totals.productive_chip_s, totals.ideal_chip_s,
+                               totals.profiled_productive_chip_s, totals.lifetime_chip_s))
     from totals
+    join job_counts using (dimension, segment)
 )
 
 select * from final

@@ -55,11 +55,8 @@ final as (
         coalesce(totals.profiled_productive_chip_s, 0) as profiled_productive_chip_s,
         coalesce(totals.held_chip_s, 0) as held_chip_s,
         coalesce(totals.clipped_runtime_chip_s, 0) as clipped_runtime_chip_s,
-        ratio(totals.all_allocated_chip_s, totals.lifetime_chip_s) as sg,
-        ratio(totals.productive_chip_s, totals.all_allocated_chip_s) as rg,
-        ratio(totals.ideal_chip_s, totals.profiled_productive_chip_s) as pg,
-        mpg(totals.ideal_chip_s, totals.productive_chip_s, totals.profiled_productive_chip_s, totals.lifetime_chip_s) as mpg,
-        ratio(totals.profiled_productive_chip_s, totals.productive_chip_s) as pg_coverage
+        unnest(goodput_factors(totals.all_allocated_chip_s, totals.productive_chip_s, totals.ideal_chip_s,
+                               totals.profiled_productive_chip_s, totals.lifetime_chip_s))
     from attributes
     left join totals using (job_id)
 )

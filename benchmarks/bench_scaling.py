@@ -1,0 +1,65 @@
+"""Benchmark: how `mpg run --chunk_hours 24` scales with the input, 1M to 10M events.
+
+Simulates the default fleet for long enough to hold about 1, 5 and 10 million
+events, and runs `mpg run` in daily chunks on each into a fresh output, as a
+child process, measuring wall time and peak memory (max RSS). With chunks,
+time should grow linearly with the events and peak memory should follow one
+day of telemetry plus the open jobs, not the whole input.
+
+    .venv/bin/python benchmarks/bench_scaling.py                 # 1M, 5M, 10M
+    .venv/bin/python benchmarks/bench_scaling.py --millions 1 2  # a quick look
+
+Not a test, nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fleet_goodput.simulator import simulate
+
+EVENTS_PER_HOUR = 23_000  # the default fleet (54 jobs an hour), measured on seed 11
+
+
+def measure(command: list[str]) -> tuple[float, float]:
+    started = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"benchmark step failed: {' '.join(command)}")
+    return time.perf_counter() - started, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--millions", type=float, nargs="+", default=[1, 5, 10])
+    parser.add_argument("--chunk-hours", type=int, default=24)
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for millions in args.millions:
+            root = Path(scratch, f"{millions:g}M")
+            hours = round(millions * 1e6 / EVENTS_PER_HOUR)
+            summary = simulate(root / "fleet", seed=args.seed, hours=hours)
+            events = sum(summary.events.values())
+            seconds, rss = measure([sys.executable, "-m", "fleet_goodput.cli", "run", "--input", str(root / "fleet"),
+                                    "--output", str(root / "out"), f"--chunk_hours={args.chunk_hours}"])
+            rows.append((events, seconds, rss))
+            print(f"  {events:>11,} events ({hours} h): {seconds:7.1f} s  {events / seconds:9,.0f} events/s  "
+                  f"{rss:7.0f} MiB peak", flush=True)
+            subprocess.run(["rm", "-rf", str(root)], check=True)
+    base_events, base_seconds, _ = rows[0]
+    print(f"\n{'events':>12} {'seconds':>8} {'x time':>7} {'x events':>9} {'peak MiB':>9}")
+    for events, seconds, rss in rows:
+        print(f"{events:>12,} {seconds:8.1f} {seconds / base_seconds:7.2f} {events / base_events:9.2f} {rss:9.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Great Expectations page views that render Data Docs safe for hostile data and readable offline.
+
+GX renders a table cell that is a plain value (the unexpected values of a
+failed expectation: event ids, teams, whatever the data holds) as raw HTML, so
+an `event_id` of `<script>...</script>` ran in the `rejected` page. Its pages
+also pull Bootstrap, jQuery, Vega and a logo from CDNs, and its index page
+lists validation runs with a JavaScript table that stays empty (Status
+column blank) without them.
+
+These views replace GX's default ones through the Data Docs site
+configuration (`DATA_DOCS_SITE`, stored in the project's great_expectations.yml),
+so pages rebuilt later with GX's own `context.build_data_docs()` get the same
+treatment:
+
+- a plain value in a table cell is HTML-escaped, so it shows as text;
+- two templates are replaced: `js_script_imports.j2` (no CDN scripts or
+  stylesheets) and `bootstrap_table.j2` (a static table, the status as text);
+- every rendered page goes through `docs.sanitize`: no script, no event
+  handler, no external URL, whatever a renderer let through.
+"""
+
+from __future__ import annotations
+
+import html
+
+from great_expectations.render.view.view import DefaultJinjaIndexPageView, DefaultJinjaPageView
+from jinja2 import ChoiceLoader, DictLoader, pass_context
+
+from fleet_goodput.quality.docs import OFFLINE_STYLE, sanitize
+
+_TEMPLATES = {
+    "js_script_imports.j2": OFFLINE_STYLE,
+    # A row's status as text and a link to its page; other cells as the text of
+    # what GX rendered for them (their markup is tooltips and links for scripts).
+    "bootstrap_table.j2": """{% include 'content_block_header.j2' %}
+<table class="table table-sm ge-static-table">
+<thead><tr>{% for column in content_block["table_columns"] %}<th>{{ column["title"] | e }}</th>{% endfor %}</tr></thead>
+<tbody>
+{% for row in content_block["table_data"] %}<tr>
+{%- for column in content_block["table_columns"] %}
+{%- set field = column["field"] %}
+{%- if field == "validation_success" %}{% set text = row.get("_validation_success_text", "") %}
+{%- elif row.get("_" ~ field ~ "_sort") is string %}{% set text = row["_" ~ field ~ "_sort"] %}
+{%- else %}{% set text = (row.get(field, "") | string | striptags) %}{% endif %}
+<td>{% if (loop.first or field == "validation_success") and row.get("_table_row_link_path") -%}
+<a href="{{ row["_table_row_link_path"] | e }}">{{ text | e }}</a>{% else %}{{ text | e }}{% endif %}</td>
+{%- endfor %}</tr>
+{% endfor %}</tbody>
+</table>
+""",
+}
+
+
+def _is_content_block(value) -> bool:
+    return isinstance(value, dict) and "content_block_type" in value
+
+
+class OfflinePageView(DefaultJinjaPageView):
+    """GX's page view with plain values escaped, no remote assets, and every page sanitised."""
+
+    def __init__(self, custom_styles_directory=None, custom_views_directory=None) -> None:
+        super().__init__(custom_styles_directory, custom_views_directory)
+        self.env.loader = ChoiceLoader([DictLoader(_TEMPLATES), self.env.loader])
+        self.env.filters["render_content_block"] = self.render_content_block
+
+    @pass_context
+    def render_content_block(self, jinja_context, content_block, index=None, content_block_id=None,
+                             render_to_markdown: bool = False):
+        # A string or a list of non-block values reaching a cell is data (GX
+        # builds its own markup as content blocks): escape it, and let GX wrap it.
+        if isinstance(content_block, str):
+            content_block = html.escape(content_block)
+        elif isinstance(content_block, list | tuple):
+            content_block = [value if _is_content_block(value) or not isinstance(value, str | list | tuple | dict)
+                             else html.escape(str(value)) for value in content_block]
+        return super().render_content_block(jinja_context, content_block, index, content_block_id,
+                                            render_to_markdown)
+
+    def render(self, document, template=None, **kwargs) -> str:
+        return sanitize(super().render(document, template, **kwargs))
+
+
+class OfflineIndexPageView(OfflinePageView):
+    _template = DefaultJinjaIndexPageView._template
+
+
+def _view(class_name: str) -> dict:
+    return {"module_name": __name__, "class_name": class_name}
+
+
+DATA_DOCS_SITE = {
+    "class_name": "SiteBuilder",
+    "show_how_to_buttons": False,
+    "store_backend": {"class_name": "TupleFilesystemStoreBackend",
+                      "base_directory": "uncommitted/data_docs/local_site/"},
+    "site_index_builder": {"class_name": "DefaultSiteIndexBuilder", "view": _view("OfflineIndexPageView")},
+    "site_section_builders": {section: {"view": _view("OfflinePageView")}
+                              for section in ("expectations", "validations", "profiling")},
+}
