@@ -1,4 +1,4 @@
-"""Benchmark: how `mpg run --chunk-hours 24` scales with the input, 1M to 10M events.
+"""Benchmark: how `mpg run --chunk_hours 24` scales with the input, 1M to 10M events.
 
 Simulates the default fleet for long enough to hold about 1, 5 and 10 million
 events, and runs `mpg run` in daily chunks on each into a fresh output, as a
@@ -39,7 +39,7 @@ def measure(command: list[str]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--millions", type=float, nargs="+", default=[1, 5, 10])
-    parser.add_argument("--chunk-hours", type=int, default=24)
+    parser.add_argument("--chunk_hours", type=int, default=24)
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
     rows = []

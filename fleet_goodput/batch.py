@@ -33,7 +33,6 @@ from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA,
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.timeutil import format_time_us
-from fleet_goodput.views import build_database
 from pipelines import goodput
 from transforms.sessionize import Continuation
 
@@ -152,7 +151,7 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     """
     check_input(input_dir)
     if chunk_hours is not None and as_of_us is not None:
-        raise ValueError("--chunk-hours computes up to each chunk's latest event; it does not take --as-of")
+        raise ValueError("--chunk_hours computes up to each chunk's latest event; it does not take --as_of")
     stream_settings = stream_settings or StreamSettings()
     started = time.monotonic()
     store = Store(output_dir)
@@ -174,6 +173,8 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
         record = commit_run(plan, settings, stream_settings, mode, staged)
     manifest = record.manifest
     write_manifest_copy(output_dir, manifest)
+    from fleet_goodput.views import build_database  # DuckDB: not installed on Dataflow workers, which commit here
+
     database = build_database(output_dir, settings) if build_views and not is_remote(output_dir) else None
     return BatchOutcome(manifest=manifest, database=database, seconds=time.monotonic() - started, run=record,
                         skipped=skipped)
@@ -213,7 +214,7 @@ def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output
         raise StoreError(f"{output_dir} was written by another version of fleet-goodput (state format "
                          f"{previous.state_format}, this one reads {STATE_FORMAT}); start it afresh with --replace")
     if as_of_us is not None and previous.as_of_us is not None and as_of_us < previous.as_of_us:
-        raise StoreError(f"--as-of {format_time_us(as_of_us)} is earlier than run {previous.run_id}'s as-of "
+        raise StoreError(f"--as_of {format_time_us(as_of_us)} is earlier than run {previous.run_id}'s as-of "
                          f"{format_time_us(previous.as_of_us)}: a run continues from where the last one ended "
                          "(read an earlier run with `mpg sql --run ID`, or start afresh with --replace)")
 

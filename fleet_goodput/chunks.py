@@ -1,7 +1,7 @@
 """Cutting a long input into event-time chunks, so a backfill's memory follows one chunk.
 
 A run over weeks of telemetry holds every event of the period in memory at
-once. With `--chunk-hours`, the run first copies its new files into one
+once. With `--chunk_hours`, the run first copies its new files into one
 folder per chunk of event time (UTC-aligned: 24 h chunks start at midnight),
 record by record, then computes the chunks one after the other, each
 continuing the state the one before staged, and commits them together as one

@@ -1,45 +1,90 @@
 """The `mpg` command line: one subcommand per module in fleet_goodput/commands/.
 
 Each command module exposes `register(subparsers)`, which adds its parser and
-sets `func(args) -> exit code` as its default.
+sets `func(args) -> exit code` as its default. Command modules import only
+what their parser needs; Beam, DuckDB, Great Expectations and the rest load
+inside `func`, and only the named command's module is imported, so `mpg --help`
+and `mpg sql` start without Beam.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import pkgutil
 import sys
 
-from fleet_goodput import __version__, commands
+from fleet_goodput import __version__, commands, console
+from fleet_goodput.options import unknown_flag_message
+
+# Command modules whose command is not their module's name.
+_MODULE_OF = {"import": "importer"}
+_VERBOSITY_FLAGS = {"-v", "--verbose", "-q", "--quiet"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_modules(argv: list[str]) -> list[str]:
+    """The module of the command named in `argv`, or every command module (for `mpg --help` and errors)."""
+    names = sorted(module.name for module in pkgutil.iter_modules(commands.__path__))
+    named = next((arg for arg in argv if not arg.startswith("-")), None)
+    module = _MODULE_OF.get(named, named)
+    return [module] if module in names else names
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, default) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1, default=default,
+                       help="show Beam's and Dataflow's INFO logs")
+    group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1, default=default,
+                       help="no progress or summaries: errors, warnings, answers and a Dataflow job's id only")
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mpg",
         description="ML Productivity Goodput (MPG = Scheduling x Runtime x Program Goodput) for accelerator fleets. "
                     "Start with `mpg demo`: it simulates a fleet-day, runs the pipeline and prints the headline.",
     )
     parser.add_argument("--version", action="version", version=f"fleet-goodput {__version__}")
+    _add_verbosity(parser, default=0)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        importlib.import_module(f"{commands.__name__}.{module.name}").register(subparsers)
+    for module in _command_modules(argv or []):
+        importlib.import_module(f"{commands.__name__}.{module}").register(subparsers)
+    for subparser in subparsers.choices.values():
+        # SUPPRESS: `mpg -v run` must not be undone by the subcommand's default.
+        _add_verbosity(subparser, default=argparse.SUPPRESS)
+    parser.commands = subparsers.choices
     return parser
 
 
+def _refuse_unknown_flags(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An unknown --flag of a command that takes no pipeline options, with the nearest known one.
+
+    Checked before argparse parses, which would first complain about a
+    required option that the mistyped flag was meant to be.
+    """
+    named = next((arg for arg in argv if not arg.startswith("-")), None)
+    command = parser.commands.get(named)
+    if command is None or command.get_default("accepts_beam_args"):
+        return  # `mpg run` and `mpg stream` check theirs with Beam's (pipelines/options.py)
+    known = [flag for action in command._actions for flag in action.option_strings]
+    unknown = [arg for arg in argv[argv.index(named) + 1:] if arg.startswith("--") and arg.split("=", 1)[0] not in known]
+    if unknown:
+        command.error(unknown_flag_message(unknown[0], known))
+
+
 def main(argv: list[str] | None = None) -> int:
-    # Beam and its optional cloud clients log warnings about themselves that
-    # say nothing about the user's data; our own messages go to stdout/stderr.
-    logging.basicConfig(level=logging.ERROR)
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
+    _refuse_unknown_flags(parser, argv)
     args, extra = parser.parse_known_args(argv)
+    console.configure(args.verbosity)
     if args.command is None:
         parser.print_help()
         return 2
     if extra and not getattr(args, "accepts_beam_args", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.beam_args = extra
+        parser.commands[args.command].error(f"unexpected argument(s): {' '.join(extra)}")
+    # The command's own words, which `mpg run` and `mpg stream` parse again as pipeline options.
+    args.argv = [arg for arg in argv[argv.index(args.command) + 1:] if arg not in _VERBOSITY_FLAGS]
     return args.func(args)
 
 

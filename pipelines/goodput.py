@@ -18,6 +18,7 @@ from fleet_goodput.config import Settings, peak_table
 from fleet_goodput.store import STATE_KEYS_SCHEMA
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import TABLES
+from pipelines.options import announce_job
 from transforms.goodput import ComputeGoodput
 from transforms.read import EVENTS, READ_COUNTS, REJECTED, ReadAvroFiles
 from transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
@@ -155,5 +156,9 @@ def run(files: dict[str, list[str]], state_files: list[str], staging: str, setti
         # The default DirectRunner first tries to fetch the Prism runner, which
         # hangs offline; the in-process FnApiRunner needs nothing.
         args.append("--runner=FnApiRunner")
-    with beam.Pipeline(options=PipelineOptions(args)) as p:
-        build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us)
+    options = PipelineOptions(args)
+    p = beam.Pipeline(options=options)
+    build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us)
+    result = p.run()
+    announce_job(result, options)  # before waiting: a Dataflow job runs for minutes
+    result.wait_until_finish()

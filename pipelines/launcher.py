@@ -6,6 +6,9 @@ Dockerfile) with the launch request's parameters and pipeline options:
     python pipelines/launcher.py --input=gs://B/fleet --output=gs://B/goodput \
         [--as_of=2026-01-01T00:00:00Z] [--window_s=3600] [--config=configs/fleet.yaml] [Beam options]
 
+Its options are `GoodputOptions` (pipelines/options.py), spelled as for
+`mpg run`; an unknown flag fails the launch, naming the nearest known one.
+
 Like `mpg run`, a launch continues the output store: the launcher plans the
 run (the input files no earlier run applied, the saved state) before it
 submits the job. A Flex Template launch must return once the job is
@@ -19,18 +22,19 @@ The pipeline options come from the launch request (gcloud flags and
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
+import sys
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from fleet_goodput.batch import RunPlan, commit_run, plan_run, staging_folder
 from fleet_goodput.config import Settings, check_window_s, load_settings
+from fleet_goodput.options import OptionsError
 from fleet_goodput.stream_settings import StreamSettings, load_stream_settings
 from fleet_goodput.timeutil import parse_time_us
 from pipelines import goodput
+from pipelines.options import GoodputOptions, announce_job, parse_options
 
 
 def _commit(_, plan: RunPlan, settings: Settings, stream_settings: StreamSettings, **staged) -> int:
@@ -50,29 +54,26 @@ def build(p: beam.Pipeline, plan: RunPlan, settings: Settings, stream_settings: 
     )
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
-    parser = argparse.ArgumentParser(description="Submit the goodput batch job (Dataflow Flex Template launcher).")
-    parser.add_argument("--input", required=True, help="folder with scheduler/, runtime/, profiler/ Avro files")
-    parser.add_argument("--output", required=True, help="the output store (tables/, runs/, state/)")
-    parser.add_argument("--as_of", help="ISO-8601 time that ends still-running jobs (default: the latest accepted event time)")
-    parser.add_argument("--window_s", type=int, help="window length in seconds, overriding the config's")
-    parser.add_argument("--config", help="settings YAML in the image, overriding configs/default.yaml")
-    return parser.parse_known_args(argv)
-
-
 def run(argv: list[str] | None = None, plan: RunPlan | None = None) -> beam.runners.runner.PipelineResult:
-    args, beam_args = parse_args(argv)
-    settings = load_settings(args.config)
-    if args.window_s:
-        settings = dataclasses.replace(settings, window_s=check_window_s(args.window_s))
-    as_of_us = parse_time_us(args.as_of) if args.as_of else None
-    plan = plan or plan_run(args.input, args.output, as_of_us)
-    p = beam.Pipeline(options=PipelineOptions(beam_args))
-    build(p, plan, settings, load_stream_settings(args.config), as_of_us)
+    """Plan and submit the job; `argv` holds the template's parameters and the launch's pipeline options."""
+    options = parse_options("launcher", sys.argv[1:] if argv is None else argv)
+    launch = options.view_as(GoodputOptions)
+    settings = load_settings(launch.config)
+    if launch.window_s:
+        settings = dataclasses.replace(settings, window_s=check_window_s(launch.window_s))
+    as_of_us = parse_time_us(launch.as_of) if launch.as_of else None
+    plan = plan or plan_run(launch.input, launch.output, as_of_us)
+    p = beam.Pipeline(options=options)
+    build(p, plan, settings, load_stream_settings(launch.config), as_of_us)
     # No wait_until_finish: it would block the Flex Template launch.
-    return p.run()
+    result = p.run()
+    announce_job(result, options)
+    return result
 
 
 if __name__ == "__main__":
     logging.getLogger().setLevel(logging.INFO)
-    run()
+    try:
+        run()
+    except OptionsError as exc:
+        sys.exit(f"launcher: error: {exc}")

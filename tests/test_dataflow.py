@@ -23,7 +23,9 @@ from fleet_goodput import batch
 from fleet_goodput.batch import InputFile, RunPlan, translate_batch
 from fleet_goodput.cli import main
 from fleet_goodput.config import ConfigError, load_settings
+from fleet_goodput.options import COMMAND_OPTIONS, OPTIONS, OptionsError
 from pipelines import launcher
+from pipelines.options import GoodputOptions, parse_options
 
 BUCKET = "gs://fleet-goodput-test"
 IMAGE = "us-central1-docker.pkg.dev/fleet-goodput-test/images/fleet-goodput:test"
@@ -85,6 +87,10 @@ def _plan() -> RunPlan:
                    (f"{BUCKET}/goodput/state/keys/part-0.parquet",))
 
 
+def launcher_options(argv: list[str]) -> GoodputOptions:
+    return parse_options("launcher", argv).view_as(GoodputOptions)
+
+
 def test_flex_template_launcher_commits_the_run_as_the_jobs_last_step():
     result = launcher.run([f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--window_s=900",
                            "--as_of=2026-01-02T00:00:00Z"] + DATAFLOW_ARGS, plan=_plan())
@@ -98,15 +104,43 @@ def test_flex_template_launcher_checks_the_window():
                      plan=_plan())
 
 
-def test_template_parameters_are_the_launchers_arguments():
+def test_template_parameters_are_the_launchers_options():
     metadata = json.loads((ROOT / "templates" / "goodput_metadata.json").read_text())
+    assert [p["name"] for p in metadata["parameters"]] == list(COMMAND_OPTIONS["launcher"])
     given = {p["name"]: "900" if p["paramType"] == "NUMBER" else "x" for p in metadata["parameters"]}
-    args, beam_args = launcher.parse_args([f"--{name}={value}" for name, value in given.items()])
-    assert beam_args == [] and {name: str(getattr(args, name)) for name in given} == given
+    options = launcher_options([f"--{name}={value}" for name, value in given.items()])
+    assert {name: str(getattr(options, name)) for name in given} == given
     required = [p["name"] for p in metadata["parameters"] if not p.get("isOptional")]
+    assert required == [name for name in COMMAND_OPTIONS["launcher"] if OPTIONS[name].required]
     for name in required:
-        with pytest.raises(SystemExit):
-            launcher.parse_args([f"--{other}=x" for other in required if other != name])
+        with pytest.raises(OptionsError, match=f"--{name}"):
+            launcher_options([f"--{other}=x" for other in required if other != name])
+
+
+def test_the_launcher_refuses_an_unknown_flag_naming_the_nearest():
+    with pytest.raises(OptionsError, match="unknown option --as-of; did you mean --as_of"):
+        launcher.run([f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--as-of=2026-01-02T00:00:00Z"]
+                     + DATAFLOW_ARGS, plan=_plan())
+    with pytest.raises(OptionsError, match="--replace is an option of `run` or `stream`"):
+        launcher.run([f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--replace"] + DATAFLOW_ARGS,
+                     plan=_plan())
+
+
+def test_dry_run_warns_what_a_launch_would_lack(capsys):
+    assert main(["run", "--input", "fleet/", "--output", f"{BUCKET}/goodput"] + DATAFLOW_ARGS) == 0
+    captured = capsys.readouterr()
+    assert "not submitted" in captured.out
+    assert "warning: --sdk_container_image is unset" in captured.err
+    assert "warning: --input fleet/ is not on gs://" in captured.err
+    assert "--output" not in captured.err and "--temp_location" not in captured.err
+
+
+def test_dry_run_without_project_or_temp_location_stops_before_translating(capsys):
+    assert main(["run", "--input", f"{BUCKET}/fleet", "--output", f"{BUCKET}/goodput",
+                 "--runner=DataflowRunner", "--region=us-central1", "--dry_run=True"]) == 2
+    err = capsys.readouterr().err
+    assert "warning: --project is unset" in err and "warning: --temp_location is unset" in err
+    assert "--region is unset" not in err and "not translated" in err
 
 
 def test_is_remote():

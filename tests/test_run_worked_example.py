@@ -77,5 +77,5 @@ def test_run_explains_an_empty_input_folder(tmp_path, capsys):
 
 
 def test_run_rejects_a_malformed_as_of(worked_example_input, tmp_path, capsys):
-    assert main(["run", "--input", str(worked_example_input), "--output", str(tmp_path), "--as-of", "yesterday"]) == 2
+    assert main(["run", "--input", str(worked_example_input), "--output", str(tmp_path), "--as_of", "yesterday"]) == 2
     assert "ISO-8601" in capsys.readouterr().err

@@ -144,7 +144,7 @@ def test_a_run_that_accepts_nothing_says_so_and_fails(tmp_path, capsys):
     """Issue 10: an as-of before every event, or a folder whose only file is unreadable."""
     _write(tmp_path / "in", worked_example.records())
     assert main(["run", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "early"),
-                 "--as-of", "2025-06-01T00:00:00Z"]) == 1
+                 "--as_of", "2025-06-01T00:00:00Z"]) == 1
     assert "no event of this run was accepted" in capsys.readouterr().err
     (tmp_path / "broken" / "runtime").mkdir(parents=True)
     (tmp_path / "broken" / "runtime" / "part-0.avro").write_bytes(b"not avro at all")
@@ -160,5 +160,5 @@ def test_replay_and_stream_on_an_empty_folder_say_so(tmp_path, capsys):
     assert main(["replay", "--from", str(tmp_path / "empty"), "--to", str(tmp_path / "live")]) == 2
     assert "no telemetry in" in capsys.readouterr().err
     assert main(["stream", "--input", str(tmp_path / "empty"), "--output", str(tmp_path / "out"),
-                 "--stop-after-idle", "0.2"]) == 1
+                 "--stop_after_idle_s", "0.2"]) == 1
     assert "no telemetry arrived" in capsys.readouterr().err

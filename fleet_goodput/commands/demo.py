@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 from pathlib import Path
 
-from fleet_goodput.batch import run_batch
 from fleet_goodput.commands.run import summary
-from fleet_goodput.config import load_settings
-from fleet_goodput.headline import render
-from fleet_goodput.simulator import simulate
-from fleet_goodput.views import connect
 
 DESCRIPTION = """\
 Simulate a heterogeneous accelerator fleet for a day (several clusters and
@@ -36,6 +30,12 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from fleet_goodput.batch import run_batch
+    from fleet_goodput.config import load_settings
+    from fleet_goodput.headline import render
+    from fleet_goodput.simulator import simulate
+    from fleet_goodput.views import connect
+
     root = Path(args.dir)
     telemetry, results = root / "telemetry", root / "results"
     shutil.rmtree(telemetry, ignore_errors=True)  # a fresh fleet each time, into a fresh store

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from fleet_goodput.avro_io import clear_telemetry, telemetry_files
+from fleet_goodput.console import say
 from fleet_goodput.replay import replay
 
 DESCRIPTION = """\
@@ -18,7 +19,7 @@ cut into event-time slices, one file per stream and slice, written in order at
 EPILOG = """\
 watch a simulated fleet fill the tables, in two terminals:
   mpg simulate --out fleet --hours 6
-  mpg stream --input live --output live-out --stop-after-idle 20
+  mpg stream --input live --output live-out --stop_after_idle_s 20
   mpg replay --from fleet --to live --speed 600      # 10 event-minutes per second
 then, while it runs (each window appears when the watermark passes its end):
   mpg sql --output live-out "select day, cluster, sg, rg, pg, mpg from fleet_daily"
@@ -56,5 +57,5 @@ def main(args: argparse.Namespace) -> int:
             return 2
         clear_telemetry(args.target)
     written = replay(args.source, args.target, args.speed, args.slice_s)
-    print(f"replayed {written:,} events into {args.target}")
+    say(f"replayed {written:,} events into {args.target}")
     return 0

@@ -5,13 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fleet_goodput.batch import InputError, ReconciliationError, is_dry_run, run_batch, translate_batch
-from fleet_goodput.config import ConfigError, beam_flags, load_settings
-from fleet_goodput.headline import render
-from fleet_goodput.store import StoreError
-from fleet_goodput.stream_settings import load_stream_settings
-from fleet_goodput.timeutil import parse_time_us
-from fleet_goodput.views import connect
+from fleet_goodput.console import say
+from fleet_goodput.options import BEAM_HELP, OptionsError, add_options, launch_problems
 
 DESCRIPTION = """\
 Compute ML Productivity Goodput from Avro telemetry with Apache Beam.
@@ -32,58 +27,83 @@ the previous run as it was.
 Every event ends up accepted, dropped as a duplicate event_id, late, or in the
 `rejected` table with its reason; a run whose counts do not add up is not
 committed.
-Any other --flag is passed to Beam (e.g. --runner=DataflowRunner --project=…),
-after those of the config's `beam:` section, so it overrides them; locally the
-in-process FnApiRunner is used. With --dry_run=True and DataflowRunner the job
-is only translated and checked, and its options and steps are printed.
-An output on gs:// gets tables/ and manifest.json but no DuckDB file.
+Beam pipeline options (e.g. --runner=DataflowRunner --project=…) come after
+those of the config's `beam:` section, so they override them; locally the
+in-process FnApiRunner is used. A job submitted to Dataflow prints its id and
+console URL. With --dry_run=True and DataflowRunner the job is only translated
+and checked: its options and steps are printed, with what a real launch would
+lack. An output on gs:// gets tables/ and manifest.json but no DuckDB file.
 """
 
 EPILOG = """\
 examples:
   mpg run --input fleet/ --output out/
-  mpg run --input fleet/ --output out/ --as-of 2026-01-01T12:00:00Z
+  mpg run --input fleet/ --output out/ --as_of 2026-01-01T12:00:00Z
   mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml
   mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml \\
       --project=my-project --temp_location=gs://bucket/tmp --dry_run=True
 """
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE",
-                        help="settings YAML overriding configs/default.yaml: window_s, accelerators, size_classes, "
-                             "and the sections beam: (pipeline options) and streaming: (event-time settings, sources)")
+class BeamHelp(argparse.Action):
+    """--help_beam: list Beam's pipeline options and exit, as --help does for the command's own."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="list Beam's pipeline options and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from pipelines.options import command_parser
+
+        command_parser().print_help()
+        parser.exit()
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("run", help="compute goodput tables and views from Avro telemetry",
-                                   description=DESCRIPTION, epilog=EPILOG,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input", required=True, metavar="DIR", help="folder with scheduler/, runtime/, profiler/ Avro files")
-    parser.add_argument("--output", required=True, metavar="DIR", help="folder for tables/, manifest.json, goodput.duckdb")
-    parser.add_argument("--as-of", metavar="TIME",
-                        help="ISO-8601 time that ends still-running jobs and capacity; later events are rejected "
-                             "(default: the latest accepted event time)")
-    parser.add_argument("--replace", action="store_true", help="remove OUTPUT's earlier runs and start it afresh")
-    parser.add_argument("--chunk_hours", type=int, metavar="HOURS",
-                        help="compute a long input in chunks of this much event time (24: a day), one after the "
-                             "other, so memory follows one chunk; still one committed run")
-    add_run_arguments(parser)
+                                   description=DESCRIPTION, epilog=EPILOG + "\n" + BEAM_HELP.format(command="run"),
+                                   formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    add_options(parser, "run")
+    parser.add_argument("--help_beam", action=BeamHelp)
     parser.set_defaults(func=main, accepts_beam_args=True)
 
 
+def pipeline_options(command: str, args: argparse.Namespace):
+    """The command's pipeline options: the config's `beam:` section, then the command line, checked."""
+    from fleet_goodput.config import beam_flags
+    from pipelines.options import check_flags, parse_options
+
+    config_flags = beam_flags(args.config)
+    check_flags(command, config_flags, where=f" (in the beam: section of {args.config})")
+    flags = config_flags + args.argv
+    return parse_options(command, flags), flags
+
+
 def main(args: argparse.Namespace) -> int:
+    from fleet_goodput.batch import InputError, ReconciliationError, is_dry_run, run_batch, translate_batch
+    from fleet_goodput.config import ConfigError, load_settings
+    from fleet_goodput.headline import render
+    from fleet_goodput.store import StoreError
+    from fleet_goodput.stream_settings import load_stream_settings
+    from fleet_goodput.timeutil import parse_time_us
+    from fleet_goodput.views import connect
+    from pipelines.options import GoodputOptions
+
     try:
-        settings = load_settings(args.config)
-        as_of_us = parse_time_us(args.as_of) if args.as_of else None
-        beam_args = beam_flags(args.config) + args.beam_args
-        if is_dry_run(beam_args):
-            print(describe_job(translate_batch(args.input, args.output, settings, as_of_us, beam_args)))
-            return 0
-        stream_settings = load_stream_settings(args.config)
-        print(f"Running the goodput pipeline on {args.input} ...", flush=True)
-        outcome = run_batch(args.input, args.output, settings, as_of_us, beam_args, stream_settings=stream_settings,
-                            replace=args.replace, chunk_hours=args.chunk_hours)
+        options, flags = pipeline_options("run", args)
+        goodput = options.view_as(GoodputOptions)
+        settings = load_settings(goodput.config)
+        as_of_us = parse_time_us(goodput.as_of) if goodput.as_of else None
+        if is_dry_run(flags):
+            return dry_run(options, goodput.input, goodput.output,
+                           lambda: translate_batch(goodput.input, goodput.output, settings, as_of_us, flags))
+        stream_settings = load_stream_settings(goodput.config)
+        say(f"Running the goodput pipeline on {goodput.input} ...", flush=True)
+        outcome = run_batch(goodput.input, goodput.output, settings, as_of_us, flags, stream_settings=stream_settings,
+                            replace=goodput.replace, chunk_hours=goodput.chunk_hours)
+    except OptionsError as exc:
+        print(f"mpg run: error: {exc}", file=sys.stderr)
+        return 2
     except (ConfigError, InputError, StoreError, ValueError) as exc:
         print(f"mpg run: {exc}", file=sys.stderr)
         return 2
@@ -91,24 +111,36 @@ def main(args: argparse.Namespace) -> int:
         print(f"mpg run: FAILED: {exc}", file=sys.stderr)
         return 1
     if outcome.skipped:
-        print(f"Skipped {len(outcome.skipped)} input file(s) an earlier run already applied (same content).")
+        say(f"Skipped {len(outcome.skipped)} input file(s) an earlier run already applied (same content).")
     if not outcome.committed:
         latest = f"run {outcome.run.run_id} stays the latest" if outcome.run else "the output holds no run"
-        print(f"Nothing new in {args.input}: {latest}.")
+        say(f"Nothing new in {goodput.input}: {latest}.")
         return 0
-    print(summary(outcome))
+    say(summary(outcome))
     accepted = sum(counts["accepted"] for counts in outcome.manifest.get("this_run", {}).values())
     if outcome.manifest.get("as_of_us") is None or accepted == 0:
         print(f"mpg run: no event of this run was accepted, so it adds no figure; see why with\n"
-              f"  mpg sql --output {args.output} \"select reason, sum(records) from rejected group by reason\"",
+              f"  mpg sql --output {goodput.output} \"select reason, sum(records) from rejected group by reason\"",
               file=sys.stderr)
         return 1
     if outcome.database is None:
-        print(REMOTE_NOTE.format(output=args.output.rstrip("/")))
+        say(REMOTE_NOTE.format(output=goodput.output.rstrip("/")))
         return 0
-    with connect(args.output) as connection:
-        print()
-        print(render(connection))
+    with connect(goodput.output) as connection:
+        say()
+        say(render(connection))
+    return 0
+
+
+def dry_run(options, input_dir: str | None, output_dir: str | None, translate) -> int:
+    """Warn about what a real launch would lack, then translate the job (`translate()`) and describe it."""
+    missing, warnings = launch_problems(options.get_all_options(), input_dir, output_dir)
+    for problem in missing + warnings:
+        print(f"warning: {problem}", file=sys.stderr)
+    if missing:
+        print("Dry run: the job was not translated: Beam needs the options above.", file=sys.stderr)
+        return 2
+    print(describe_job(translate()))
     return 0
 
 

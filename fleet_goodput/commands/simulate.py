@@ -13,6 +13,7 @@ import sys
 
 from fleet_goodput.avro_io import clear_telemetry, telemetry_files
 from fleet_goodput.config import load_settings
+from fleet_goodput.console import say
 from fleet_goodput.simulator import simulate
 
 DESCRIPTION = """\
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     summary = simulate(args.out, seed=args.seed, hours=args.hours, jobs=args.jobs,
                        window_s=settings.window_s, settings=settings)
-    print(summary.describe())
+    say(summary.describe())
     return 0
 
 

@@ -1,0 +1,124 @@
+"""The project's pipeline options: one spelling per flag for `mpg run`, `mpg stream` and the Flex Template launcher.
+
+Flags are spelled like Beam's own pipeline options (`--as_of`, `--temp_location`),
+because they share one command line with them. This module is Beam-free, so the
+CLI can build its help without importing Beam; `pipelines/options.py` registers
+the same table with Beam as `GoodputOptions(PipelineOptions)` and checks the
+rest of a command line against Beam's options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from dataclasses import dataclass
+
+
+class OptionsError(ValueError):
+    """A command line that cannot be used: an unknown flag (with the nearest known one) or a missing option."""
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # the flag without its dashes, and the attribute it sets
+    help: str
+    metavar: str | None = None
+    type: type = str
+    is_switch: bool = False  # a flag without a value
+    required: bool = False
+
+    @property
+    def flag(self) -> str:
+        return f"--{self.name}"
+
+    def add_to(self, parser: argparse.ArgumentParser, *, required: bool) -> None:
+        if self.is_switch:
+            parser.add_argument(self.flag, dest=self.name, action="store_true", help=self.help)
+        else:
+            parser.add_argument(self.flag, dest=self.name, type=self.type, metavar=self.metavar, help=self.help,
+                                required=required and self.required)
+
+
+OPTIONS = {option.name: option for option in (
+    Option("input", "folder (local or gs://) with scheduler/, runtime/, profiler/ Avro files; "
+                    "`mpg stream` watches it and creates it if missing", "DIR", required=True),
+    Option("output", "the output store (local or gs://): Delta Lake tables/, the runs and their state; "
+                     "locally also manifest.json and goodput.duckdb", "DIR", required=True),
+    Option("as_of", "ISO-8601 time that ends still-running jobs and capacity; later events are rejected "
+                    "(default: the latest accepted event time)", "TIME"),
+    Option("window_s", "window length in seconds, overriding the config's; must divide a day", "SECONDS", int),
+    Option("config", "settings YAML overriding configs/default.yaml: window_s, accelerators, size_classes, "
+                     "and the sections beam: (pipeline options) and streaming: (event-time settings, sources)", "FILE"),
+    Option("replace", "remove OUTPUT's earlier runs and start it afresh", is_switch=True),
+    Option("chunk_hours", "compute a long input in chunks of this much event time (24: a day), one after the "
+                          "other, so memory follows one chunk; still one committed run", "HOURS", int),
+    Option("stop_after_idle_s", "stop when no new file has arrived for this long (default: run until interrupted)",
+           "SECONDS", float),
+    Option("allowed_lateness_s", "how late an event may be and still update results "
+                                 "(default 3600, or the config's streaming.allowed_lateness_s)", "SECONDS", int),
+)}
+
+# The options each entry point takes, in help order. The launcher's are the
+# Flex Template's parameters (templates/goodput_metadata.json).
+COMMAND_OPTIONS = {
+    "run": ("input", "output", "as_of", "config", "replace", "chunk_hours"),
+    "stream": ("input", "output", "stop_after_idle_s", "allowed_lateness_s", "config", "replace"),
+    "launcher": ("input", "output", "as_of", "window_s", "config"),
+}
+
+BEAM_HELP = """\
+Any other --flag must be a Beam pipeline option (--runner, --project, --region,
+--temp_location, --sdk_container_image, …): list them with
+`mpg {command} --help_beam`. An unknown flag is an error naming the nearest one."""
+
+
+def add_options(parser: argparse.ArgumentParser, command: str) -> None:
+    """The command's options on `parser` (an `mpg` subcommand's), required ones marked so."""
+    group = parser.add_argument_group("goodput options")
+    for name in COMMAND_OPTIONS[command]:
+        OPTIONS[name].add_to(group, required=True)
+
+
+def command_flags(command: str) -> list[str]:
+    return [OPTIONS[name].flag for name in COMMAND_OPTIONS[command]]
+
+
+def unknown_flag_message(flag: str, known: list[str]) -> str:
+    """`flag` is not an option: name the nearest known flag, if one is near."""
+    name = flag.split("=", 1)[0]
+    if not name.startswith("-"):
+        return f"unexpected argument {flag!r}"
+    near = difflib.get_close_matches(name.replace("-", "_").lstrip("_"), [k.lstrip("-") for k in known], n=1)
+    hint = f"; did you mean --{near[0]}?" if near else ""
+    return f"unknown option {name}{hint}"
+
+
+def console_url(project: str | None, region: str | None, job_id: str) -> str:
+    """The Cloud Console page of a Dataflow job."""
+    return f"https://console.cloud.google.com/dataflow/jobs/{region}/{job_id}?project={project}"
+
+
+def launch_problems(options: dict, input_dir: str | None, output_dir: str | None) -> tuple[list[str], list[str]]:
+    """What a real Dataflow launch with these effective pipeline options would lack: (missing, warnings).
+
+    Without a `missing` option Beam refuses to translate the job (or, without
+    --temp_location, retries for minutes to create a default bucket); with a
+    warning the job translates but would fail or misbehave on Dataflow.
+    """
+    missing = [f"--{name} is unset: {why}" for name, why in (
+        ("project", "a launch needs the Google Cloud project to run the job in"),
+        ("region", "a launch needs the region to run the job in"),
+        ("temp_location", "a launch needs a gs:// folder for temporary files (without one, Beam retries for "
+                          "minutes to create a default bucket)"),
+    ) if not options.get(name)]
+    warnings = []
+    temp_location = options.get("temp_location")
+    if temp_location and not str(temp_location).startswith("gs://"):
+        warnings.append(f"--temp_location {temp_location} is not on gs://: Dataflow cannot use it")
+    if not any(options.get(name) for name in ("sdk_container_image", "setup_file", "extra_packages")):
+        warnings.append("--sdk_container_image is unset: workers would run Beam's stock image, which lacks "
+                        "fleet_goodput, and fail at their first step; build the image (Dockerfile) and pass it")
+    for flag, folder in (("--input", input_dir), ("--output", output_dir)):
+        if folder and not str(folder).startswith("gs://"):
+            warnings.append(f"{flag} {folder} is not on gs://: Dataflow workers cannot read or write local folders")
+    return missing, warnings

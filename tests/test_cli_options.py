@@ -1,0 +1,132 @@
+"""The `mpg` command line: one spelling per option, unknown flags refused with the nearest known one,
+Beam loaded only by the commands that run it, and --quiet.
+
+The Dataflow side (the launcher's options, the dry run's warnings) is in test_dataflow.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from apache_beam.runners.dataflow.dataflow_runner import DataflowPipelineResult
+from google.cloud.dataflow import Job
+
+import worked_example
+from fleet_goodput.avro_io import write_events
+from fleet_goodput.cli import main
+from fleet_goodput.options import console_url, unknown_flag_message
+from pipelines.options import announce_job, parse_options
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.fixture(scope="module")
+def telemetry(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("worked_example")
+    for stream, records in worked_example.records().items():
+        write_events(root / stream / "part-0.avro", stream, records)
+    return root
+
+
+REFUSED = [
+    # (command line after `mpg run --input I --output O`, what the error says)
+    (["--as-of", "2026-01-01T01:00:00Z"], "unknown option --as-of; did you mean --as_of?"),
+    (["--as_off=2026-01-01T01:00:00Z"], "unknown option --as_off; did you mean --as_of?"),
+    (["--bogus_flag=1"], "unknown option --bogus_flag\n"),
+    (["--temp-location=gs://b/tmp"], "unknown option --temp-location; did you mean --temp_location?"),
+    (["--runer=DataflowRunner"], "unknown option --runer; did you mean --runner?"),
+    (["--out=x"], "unknown option --out; did you mean --output?"),  # no abbreviations
+    (["--stop_after_idle_s=5"], "--stop_after_idle_s is an option of `stream`, not of `run`"),
+]
+
+
+@pytest.mark.parametrize(("extra", "message"), REFUSED, ids=[" ".join(e) for e, _ in REFUSED])
+def test_mpg_run_refuses_an_unknown_flag_naming_the_nearest(tmp_path, capsys, extra, message):
+    assert main(["run", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")] + extra) == 2
+    assert message in capsys.readouterr().err + "\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_typo_in_the_configs_beam_section_is_refused_with_where_it_is(tmp_path, capsys):
+    config = tmp_path / "dataflow.yaml"
+    config.write_text("beam:\n  max_num_worker: 3\n")
+    assert main(["run", "--input", str(tmp_path), "--output", str(tmp_path / "out"), "--config", str(config)]) == 2
+    assert (f"unknown option --max_num_worker; did you mean --max_num_workers? (in the beam: section of {config})"
+            in capsys.readouterr().err)
+
+
+def test_mpg_stream_takes_the_same_spelling(tmp_path, capsys):
+    assert main(["stream", "--input", str(tmp_path), "--output", str(tmp_path / "out"),
+                 "--stop-after-idle", "1"]) == 2
+    assert "did you mean --stop_after_idle_s?" in capsys.readouterr().err
+
+
+def test_other_commands_name_the_nearest_flag_too(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["runs", "--ouput", "x"])
+    assert exited.value.code == 2
+    assert "unknown option --ouput; did you mean --output?" in capsys.readouterr().err
+
+
+def test_suggestions_come_from_the_known_flags_only():
+    assert unknown_flag_message("--zzz=1", ["--as_of", "--input"]) == "unknown option --zzz"
+    assert unknown_flag_message("stray", ["--input"]) == "unexpected argument 'stray'"
+
+
+def test_the_parsed_options_are_the_command_lines():
+    options = parse_options("run", ["--input", "in/", "--output=out/", "--as_of", "2026-01-01T01:00:00Z",
+                                    "--replace", "--runner=FnApiRunner"])
+    values = options.get_all_options()
+    assert (values["input"], values["output"], values["as_of"], values["replace"], values["runner"]) == \
+        ("in/", "out/", "2026-01-01T01:00:00Z", True, "FnApiRunner")
+
+
+def test_help_lists_the_projects_options_then_points_to_beams(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    help_text = capsys.readouterr().out
+    for flag in ("--input", "--output", "--as_of", "--config", "--replace", "--verbose", "--quiet"):
+        assert flag in help_text, flag
+    assert "--stop_after_idle_s" not in help_text and "--temp_location" in help_text  # named in the pointer
+    assert "mpg run --help_beam" in help_text
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--help_beam"])
+    assert exited.value.code == 0
+    beam_help = capsys.readouterr().out
+    assert "--temp_location" in beam_help and "--sdk_container_image" in beam_help and "--as_of" not in beam_help
+
+
+def test_quiet_run_prints_nothing_but_the_as_of_is_used(telemetry, tmp_path, capsys):
+    output = tmp_path / "out"
+    assert main(["run", "--quiet", "--input", str(telemetry), "--output", str(output),
+                 "--as_of", "2026-01-01T12:00:00Z"]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["runs", "--output", str(output), "--format", "json"]) == 0
+    assert '"as_of": "2026-01-01T12:00:00Z"' in capsys.readouterr().out
+
+
+def test_a_submitted_dataflow_job_prints_its_id_and_console_url(capsys):
+    options = parse_options("run", ["--input=gs://b/in", "--output=gs://b/out", "--project=fleet-project",
+                                    "--region=europe-west4"])
+    result = DataflowPipelineResult(Job(id="2026-01-02_03_04_05-123"), runner=None)
+    announce_job(result, options)
+    url = "https://console.cloud.google.com/dataflow/jobs/europe-west4/2026-01-02_03_04_05-123?project=fleet-project"
+    assert capsys.readouterr().out == f"Dataflow job 2026-01-02_03_04_05-123 submitted: {url}\n"
+    assert console_url("fleet-project", "europe-west4", "2026-01-02_03_04_05-123") == url
+
+
+BEAM_FREE = [["--help"], ["sql", "--help"], ["runs", "--help"], ["import", "--help"],
+             ["runs", "--output", "/nonexistent"], ["sql", "--output", "/nonexistent", "select 1"]]
+
+
+@pytest.mark.parametrize("argv", BEAM_FREE, ids=" ".join)
+def test_commands_that_do_not_run_a_pipeline_never_import_beam_or_gx(argv):
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "fleet_goodput.cli", *argv],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in run.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "fleet_goodput" in imported  # the log is there
+    assert not imported & {"apache_beam", "great_expectations"}
