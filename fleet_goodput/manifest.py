@@ -95,8 +95,3 @@ def write_manifest_copy(output_dir: str | Path, manifest: dict) -> None:
 def manifest_path(output_dir: str | Path) -> str:
     return f"{str(output_dir).rstrip('/')}/{MANIFEST_FILE}"
 
-
-def read_manifest(output_dir: str | Path, run_id: int | None = None) -> dict:
-    """The manifest of run `run_id` (default: the latest committed run) from the store."""
-    from fleet_goodput.store import Store
-    return Store(output_dir).run(run_id).manifest

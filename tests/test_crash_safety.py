@@ -71,7 +71,12 @@ def _kill_when(process: subprocess.Popen, ready, timeout_s: float = 120) -> None
 
 
 def _staging_started(output: Path):
-    return lambda: any((output / "_staging").glob("*/*"))
+    def started() -> bool:
+        try:
+            return any((output / "_staging").glob("*/*"))
+        except FileNotFoundError:  # the run clears what killed runs staged as it starts
+            return False
+    return started
 
 
 def _first_table_committed(output: Path):

@@ -18,7 +18,6 @@ import duckdb
 import pandas as pd
 
 from fleet_goodput.config import Settings
-from fleet_goodput.manifest import read_manifest as store_manifest
 from fleet_goodput.quality.period import Period
 from fleet_goodput.timeline import ALL_ALLOCATED
 from fleet_goodput.views import create_views
@@ -30,11 +29,6 @@ def open_views(output_dir: str | Path, settings: Settings, run_id: int | None = 
     connection.execute("set timezone = 'UTC'")
     create_views(connection, output_dir, settings, run_id=run_id, stored=True)
     return connection
-
-
-def read_manifest(output_dir: str | Path, run_id: int | None = None) -> dict:
-    """The manifest of the run being validated (the latest committed run by default)."""
-    return store_manifest(output_dir, run_id)
 
 
 def _chip_s(name: str) -> str:

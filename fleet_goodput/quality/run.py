@@ -34,6 +34,7 @@ from fleet_goodput.quality.docs import write_index
 from fleet_goodput.quality.gx_views import DATA_DOCS_SITE
 from fleet_goodput.quality.period import Period
 from fleet_goodput.quality.suites import CRITICAL, SuiteInputs, build_suites
+from fleet_goodput.store import Store
 from fleet_goodput.timeutil import format_time_us
 
 QUALITY_DIR = "quality"
@@ -97,8 +98,8 @@ def validate_output(output_dir: str | Path, period: Period, settings: Settings,
                     require_complete: bool = False, run_id: int | None = None) -> QualityResult:
     """Run every suite on OUTPUT's run `run_id` (default: the latest) for the period;
     write GX results, Data Docs and summary.json."""
-    manifest = batches.read_manifest(output_dir, run_id)
-    run_id = manifest.get("run_id")
+    record = Store(output_dir).run(run_id)
+    manifest, run_id = record.manifest, record.run_id
     window_s = int(manifest.get("window_s") or settings.window_s)
     inputs = SuiteInputs(period=period, as_of_s=(manifest.get("as_of_us") or 0) / 1e6, window_s=window_s,
                          accelerators=tuple(sorted(settings.accelerators)), require_complete=require_complete)

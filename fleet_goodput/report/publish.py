@@ -21,11 +21,12 @@ import shutil
 from pathlib import Path
 
 from fleet_goodput.config import Settings
-from fleet_goodput.quality.batches import open_views, read_manifest
+from fleet_goodput.quality.batches import open_views
 from fleet_goodput.quality.period import Period, period_lock
 from fleet_goodput.quality.run import SUMMARY_FILE, QualityResult, quality_dir, validate_output
 from fleet_goodput.report import figures as report_figures
 from fleet_goodput.report.figures import job_detail, previous_period
+from fleet_goodput.store import Store
 from fleet_goodput.report.render import job_page_name, render_job, render_report
 
 REPORTS_DIR = "reports"
@@ -58,7 +59,7 @@ def validate_and_publish(output_dir: str | Path, period: Period, settings: Setti
                          require_complete: bool = False) -> tuple[QualityResult, Path | None]:
     """Under the period's lock: validate, and publish only if no critical check failed (else the path is None)."""
     with period_lock(output_dir, period):
-        run_id = read_manifest(output_dir).get("run_id")  # validate and publish the same run
+        run_id = Store(output_dir).run().run_id  # validate and publish the same run
         quality = validate_output(output_dir, period, settings, require_complete, run_id)
         return quality, (publish_report(output_dir, period, settings, quality, run_id) if quality.passed else None)
 
@@ -69,14 +70,15 @@ def publish_report(output_dir: str | Path, period: Period, settings: Settings, q
     temporary folder, swap it in; returns the page."""
     if not quality.passed:
         raise ValueError("refusing to publish a report whose data failed validation")
-    manifest = read_manifest(output_dir, run_id)
+    record = Store(output_dir).run(run_id)
+    manifest, run_id = record.manifest, record.run_id
     final = report_dir(output_dir, period)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = final.parent / f".{period.name}.tmp-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "jobs").mkdir(parents=True)
     # The report is made from one committed run, named on the page, so it can be made again.
-    with open_views(output_dir, settings, run_id=manifest.get("run_id")) as connection:
+    with open_views(output_dir, settings, run_id=run_id) as connection:
         figures = report_figures.collect(connection, period)
         for job in figures["top_jobs"]:
             page = render_job(job_detail(connection, period, job["job_id"]), period_name=period.name,
@@ -89,7 +91,7 @@ def publish_report(output_dir: str | Path, period: Period, settings: Settings, q
     summary_path = quality_dir(output_dir, period) / SUMMARY_FILE
     shutil.copy(summary_path, staging / "quality.json")
     page = render_report(figures, period_name=period.name, previous_name=previous_period(period).name,
-                         days=period.days, as_of=manifest.get("as_of") or "unknown", run_id=manifest.get("run_id"),
+                         days=period.days, as_of=manifest.get("as_of") or "unknown", run_id=run_id,
                          complete=(manifest.get("as_of_us") or 0) >= period.end_s * 1_000_000,
                          output=str(output_dir), quality=json.loads(summary_path.read_text()),
                          quality_link=os.path.relpath(quality.docs_index, final), csv_files=csv_files)
