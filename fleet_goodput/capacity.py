@@ -17,7 +17,7 @@ class CapacityTimeline:
         self.window_us = window_us
         self.level = 0
         self.now_us: int | None = None
-        self.seen_ids: dict[str, Event] = {}  # event_id -> the first event that carried it
+        self.seen_ids: dict[str, tuple] = {}  # event_id -> the first event that carried it
         self.duplicates = 0
         self.accepted = 0
         self.rejections: list[Rejection] = []  # event_id conflicts

@@ -92,15 +92,20 @@ def in_event_order(events: list[Event]) -> list[Event]:
         return sorted(events, key=lambda event: (event[:4], repr(event.payload)))
 
 
-def repeated_id(seen_ids: dict[str, Event], event: Event) -> str | None:
+def repeated_id(seen_ids: dict[str, tuple], event: Event) -> str | None:
     """DUPLICATE for a repeat of a seen event, a conflict reason for another
-    event under a seen event_id, None (and remembered) for a new id."""
+    event under a seen event_id, None (and remembered) for a new id.
+
+    The first event is remembered as a plain tuple: a timeline is pickled
+    between pipeline steps, and named tuples pickle several times slower.
+    """
     first = seen_ids.get(event.event_id)
     if first is None:
-        seen_ids[event.event_id] = event
+        seen_ids[event.event_id] = tuple(event)
         return None
     if first == event:
         return DUPLICATE
+    first = Event._make(first)
     return (f"event_id conflict: already carried by a different event ({first.code} at {first.time_us} µs); "
             f"the earlier in event-time order is kept")
 
@@ -141,7 +146,7 @@ class JobTimeline:
         self.unresolved: list[StepSpan] = []  # closed step spans awaiting a checkpoint or a disruption
         self.sample_times: list[int] = []
         self.samples: list[Sample] = []
-        self.seen_ids: dict[str, Event] = {}  # event_id -> the first event that carried it
+        self.seen_ids: dict[str, tuple] = {}  # event_id -> the first event that carried it
         self.duplicates = defaultdict(int)  # stream -> repeated event_ids dropped
         self.accepted = defaultdict(int)  # stream -> events accepted
         self.implicitly_closed_spans = 0
