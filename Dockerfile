@@ -41,7 +41,7 @@ COPY sql sql
 # resolver here could drift. (pip check would now flag the project's own
 # dependencies that workers never use, so the import below checks instead.)
 RUN pip install --no-cache-dir --no-deps . \
-    && python -c "import pipelines.launcher, pipelines.streaming"
+    && python -c "import fleet_goodput.pipelines.launcher, fleet_goodput.pipelines.streaming"
 
 # The Flex Template launcher runs this file with the template's parameters.
 # Nothing else is staged at launch: no setup file, no requirements file.

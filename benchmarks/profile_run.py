@@ -83,7 +83,7 @@ def plain_stages(input_dir: str) -> dict[str, float]:
     from fleet_goodput.decode import CAPACITY_KEY_PREFIX, decode_file
     from fleet_goodput.events import Event
     from fleet_goodput.timeline import JobTimeline
-    from pipelines.goodput import peak_flops
+    from fleet_goodput.pipelines.goodput import peak_flops
 
     settings = load_settings(None)
     files = [(path.parent.name, path) for path in sorted(Path(input_dir).glob("*/*.avro"))]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import fastavro
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.timeutil import micros_of
 
 

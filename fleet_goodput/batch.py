@@ -23,7 +23,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.chunks import cut_into_chunks
 from fleet_goodput.config import Settings
 from fleet_goodput.manifest import build_manifest, write_manifest_copy
@@ -33,8 +33,8 @@ from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA,
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.timeutil import format_time_us
-from pipelines import goodput
-from transforms.sessionize import Continuation
+from fleet_goodput.pipelines import goodput
+from fleet_goodput.transforms.sessionize import Continuation
 
 
 class ReconciliationError(RuntimeError):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import fastavro
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.timeutil import micros_of
 from fleet_goodput.windows import window_start
 

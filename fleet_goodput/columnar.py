@@ -43,7 +43,7 @@ import fastavro
 import polars as pl
 from fastavro.read import HEADER_SCHEMA
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.config import PRECISIONS
 from fleet_goodput.decode import EARLIEST_PLAUSIBLE_US, DecodedFile, decode_file
 from fleet_goodput.events import PROFILE, RUNTIME_TYPES, same_instant_order

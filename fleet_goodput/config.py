@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from configs import DEFAULT_CONFIG
+from fleet_goodput.configs import DEFAULT_CONFIG
 
 
 class ConfigError(ValueError):

@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 import fastavro
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.avro_blocks import AvroBlocks, Damage
 from fleet_goodput.config import PRECISIONS
 from fleet_goodput.events import PROFILE, Event, make_event

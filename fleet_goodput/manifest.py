@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.timeutil import format_time_us
 
 MANIFEST_FILE = "manifest.json"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import fastavro
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.timeutil import micros_of
 

@@ -30,7 +30,7 @@ from fleet_goodput.config import Settings
 from fleet_goodput.store import Store
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.views import build_database
-from pipelines import streaming
+from fleet_goodput.pipelines import streaming
 
 
 @dataclass

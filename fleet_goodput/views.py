@@ -24,7 +24,7 @@ from pathlib import Path
 
 import duckdb
 
-import sql
+from fleet_goodput import sql
 from fleet_goodput.config import Settings, load_settings
 from fleet_goodput.store import RunRecord, Store, StoreError, is_remote
 from fleet_goodput.tables import TABLES, Table

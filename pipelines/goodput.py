@@ -18,12 +18,12 @@ from fleet_goodput.config import Settings, peak_table
 from fleet_goodput.store import STATE_KEYS_SCHEMA
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import TABLES
-from pipelines.options import announce_job
-from transforms.goodput import ComputeGoodput
-from transforms.read import EVENTS, READ_COUNTS, REJECTED, ReadAvroFiles
-from transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
+from fleet_goodput.pipelines.options import announce_job
+from fleet_goodput.transforms.goodput import ComputeGoodput
+from fleet_goodput.transforms.read import EVENTS, READ_COUNTS, REJECTED, ReadAvroFiles
+from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
                                    WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
-from transforms.write import StageRows, StageTables
+from fleet_goodput.transforms.write import StageRows, StageTables
 
 COUNTS_FILE = "counts.json"
 

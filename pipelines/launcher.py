@@ -33,8 +33,8 @@ from fleet_goodput.config import Settings, check_window_s, load_settings
 from fleet_goodput.options import OptionsError
 from fleet_goodput.stream_settings import StreamSettings, load_stream_settings
 from fleet_goodput.timeutil import parse_time_us
-from pipelines import goodput
-from pipelines.options import GoodputOptions, announce_job, parse_options
+from fleet_goodput.pipelines import goodput
+from fleet_goodput.pipelines.options import GoodputOptions, announce_job, parse_options
 
 
 def _commit(_, plan: RunPlan, settings: Settings, stream_settings: StreamSettings, **staged) -> int:

@@ -13,17 +13,17 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.config import Settings
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import TABLES
-from pipelines.goodput import peak_flops
-from transforms.goodput import ComputeGoodput
-from transforms.read import EVENTS, READ_COUNTS, REJECTED
-from transforms.sessionize import CAPACITY, COUNTS, JOBS, LATE, WINDOW_VECTORS
-from transforms.stream_sessionize import StreamSessionize
-from transforms.pubsub import ReadPubSubEvents
-from transforms.write import AppendCounts, AppendTable
+from fleet_goodput.pipelines.goodput import peak_flops
+from fleet_goodput.transforms.goodput import ComputeGoodput
+from fleet_goodput.transforms.read import EVENTS, READ_COUNTS, REJECTED
+from fleet_goodput.transforms.sessionize import CAPACITY, COUNTS, JOBS, LATE, WINDOW_VECTORS
+from fleet_goodput.transforms.stream_sessionize import StreamSessionize
+from fleet_goodput.transforms.pubsub import ReadPubSubEvents
+from fleet_goodput.transforms.write import AppendCounts, AppendTable
 
 
 def _with_partition_time(row: dict, timestamp=beam.DoFn.TimestampParam) -> dict:

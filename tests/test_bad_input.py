@@ -16,7 +16,7 @@ from pathlib import Path
 import fastavro
 import pytest
 
-import schemas
+from fleet_goodput import schemas
 import worked_example
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main

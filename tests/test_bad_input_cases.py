@@ -27,14 +27,14 @@ import duckdb
 import fastavro
 import pytest
 
-import schemas
+from fleet_goodput import schemas
 import worked_example
 from fleet_goodput.avro_blocks import read_long
 from fleet_goodput.cli import main
 from fleet_goodput.decode import contract_violation
 from fleet_goodput.headline import fleet_totals, render
 from fleet_goodput.views import connect
-from sql import view_sql
+from fleet_goodput.sql import view_sql
 
 T0 = worked_example.T0_US
 SECOND = 1_000_000

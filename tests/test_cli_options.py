@@ -18,7 +18,7 @@ import worked_example
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.options import console_url, unknown_flag_message
-from pipelines.options import announce_job, parse_options
+from fleet_goodput.pipelines.options import announce_job, parse_options
 
 ROOT = Path(__file__).parents[1]
 

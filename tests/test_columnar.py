@@ -18,7 +18,7 @@ from pathlib import Path
 import fastavro
 import pytest
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.columnar import _clean_columns, decode_file_fast
 from fleet_goodput.config import load_settings

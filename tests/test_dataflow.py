@@ -24,8 +24,8 @@ from fleet_goodput.batch import InputFile, RunPlan, translate_batch
 from fleet_goodput.cli import main
 from fleet_goodput.config import ConfigError, load_settings
 from fleet_goodput.options import COMMAND_OPTIONS, OPTIONS, OptionsError
-from pipelines import launcher
-from pipelines.options import GoodputOptions, parse_options
+from fleet_goodput.pipelines import launcher
+from fleet_goodput.pipelines.options import GoodputOptions, parse_options
 
 BUCKET = "gs://fleet-goodput-test"
 IMAGE = "us-central1-docker.pkg.dev/fleet-goodput-test/images/fleet-goodput:test"

@@ -14,9 +14,9 @@ ROOT = Path(__file__).parents[1]
 NOT_ON_WORKERS = ("duckdb", "great_expectations", "scipy", "tqdm", "jinja2")
 # What the launcher and the workers load: the launcher module (whose CommitRun
 # step runs on a worker), both pipelines and every transform.
-WORKER_MODULES = ("pipelines.launcher", "pipelines.goodput", "pipelines.streaming", "transforms.read",
-                  "transforms.sessionize", "transforms.goodput", "transforms.write", "transforms.pubsub",
-                  "transforms.stream_sessionize")
+WORKER_MODULES = ("fleet_goodput.pipelines.launcher", "fleet_goodput.pipelines.goodput", "fleet_goodput.pipelines.streaming", "fleet_goodput.transforms.read",
+                  "fleet_goodput.transforms.sessionize", "fleet_goodput.transforms.goodput", "fleet_goodput.transforms.write", "fleet_goodput.transforms.pubsub",
+                  "fleet_goodput.transforms.stream_sessionize")
 
 
 def pins(path: Path) -> dict[str, str]:

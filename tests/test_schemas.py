@@ -14,7 +14,7 @@ import fastavro
 import fastavro.validation
 import pytest
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.config import load_settings
 from fleet_goodput.decode import VALIDATORS, Invalid, decode_file
@@ -26,7 +26,7 @@ FIXTURES = Path(__file__).parent / "data"
 
 def _examples():
     for stream in schemas.STREAMS:
-        path = resources.files("schemas") / "examples" / f"{stream}_event.v{schemas.VERSION}.json"
+        path = resources.files(schemas) / "examples" / f"{stream}_event.v{schemas.VERSION}.json"
         for example in json.loads(path.read_text())["examples"]:
             yield pytest.param(stream, example, id=f"{stream}: {example['name']}")
 

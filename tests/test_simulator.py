@@ -18,7 +18,7 @@ import fastavro
 import pyarrow.parquet as pq
 import pytest
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.commands import simulate as simulate_command
 from fleet_goodput.simulator import START_US, simulate
 

@@ -27,8 +27,8 @@ from apache_beam.transforms.window import TimestampedValue
 import worked_example
 from fleet_goodput.config import load_settings
 from fleet_goodput.stream_settings import StreamSettings
-from pipelines.streaming import build_streaming, write_streaming_outputs
-from transforms.read import DecodeRecords
+from fleet_goodput.pipelines.streaming import build_streaming, write_streaming_outputs
+from fleet_goodput.transforms.read import DecodeRecords
 
 T0 = worked_example.T0_US
 CHIPS = 8

@@ -228,7 +228,7 @@ def test_an_event_id_carried_by_two_events_is_a_conflict_whatever_the_order(shuf
 
 def test_unknown_ideal_is_null_and_empty_productive_time_is_zero():
     """MPG.md section 3, "Unknown and empty factors", on job_window rows."""
-    from transforms.goodput import to_job_window_row
+    from fleet_goodput.transforms.goodput import to_job_window_row
 
     steps = [ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 1), ev(10, "FINISH")]
     _, unprofiled = run([submit(0), *steps], as_of_s=10)

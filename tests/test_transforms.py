@@ -8,11 +8,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-import schemas
+from fleet_goodput import schemas
 import worked_example
 from fleet_goodput.config import load_settings
-from pipelines.goodput import build_goodput
-from transforms.read import DecodeRecords
+from fleet_goodput.pipelines.goodput import build_goodput
+from fleet_goodput.transforms.read import DecodeRecords
 
 SETTINGS = load_settings()
 CHIPS = worked_example.CHIPS

@@ -8,8 +8,8 @@ import io
 import apache_beam as beam
 import fastavro
 
-import schemas
-from transforms.read import DecodeRecords
+from fleet_goodput import schemas
+from fleet_goodput.transforms.read import DecodeRecords
 
 
 def _decode_message(data: bytes, stream: str) -> dict:

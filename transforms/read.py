@@ -15,7 +15,7 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.io import fileio
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.columnar import decode_file_fast
 from fleet_goodput.decode import VALIDATORS, Invalid, contract_violation, rejected_row
 

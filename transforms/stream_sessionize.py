@@ -36,7 +36,7 @@ from fleet_goodput.decode import is_capacity_key
 from fleet_goodput.events import Event
 from fleet_goodput.session import NEVER, KeyState, late_row, make_timeline, new_state
 from fleet_goodput.windows import window_start
-from transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, REJECTED, WINDOW_VECTORS, capacity_row, job_of,
+from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, REJECTED, WINDOW_VECTORS, capacity_row, job_of,
                                    timeline_rejection)
 
 END = "END"  # punctuation: the source's input is complete up to this event time

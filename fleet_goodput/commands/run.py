@@ -53,7 +53,7 @@ class BeamHelp(argparse.Action):
                          help="list Beam's pipeline options and exit")
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from pipelines.options import command_parser
+        from fleet_goodput.pipelines.options import command_parser
 
         command_parser().print_help()
         parser.exit()
@@ -71,7 +71,7 @@ def register(subparsers) -> None:
 def pipeline_options(command: str, args: argparse.Namespace):
     """The command's pipeline options: the config's `beam:` section, then the command line, checked."""
     from fleet_goodput.config import beam_flags
-    from pipelines.options import check_flags, parse_options
+    from fleet_goodput.pipelines.options import check_flags, parse_options
 
     config_flags = beam_flags(args.config)
     check_flags(command, config_flags, where=f" (in the beam: section of {args.config})")
@@ -87,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.stream_settings import load_stream_settings
     from fleet_goodput.timeutil import parse_time_us
     from fleet_goodput.views import connect
-    from pipelines.options import GoodputOptions
+    from fleet_goodput.pipelines.options import GoodputOptions
 
     try:
         options, flags = pipeline_options("run", args)

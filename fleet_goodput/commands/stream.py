@@ -55,7 +55,7 @@ def _progress(progress, outcome) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import schemas
+    from fleet_goodput import schemas
     from fleet_goodput.avro_io import telemetry_files
     from fleet_goodput.batch import ReconciliationError, is_dry_run
     from fleet_goodput.config import ConfigError, load_settings
@@ -64,7 +64,7 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.stream_run import run_stream, translate_stream
     from fleet_goodput.stream_settings import load_stream_settings
     from fleet_goodput.views import connect
-    from pipelines.options import GoodputOptions
+    from fleet_goodput.pipelines.options import GoodputOptions
 
     try:
         options, flags = pipeline_options("stream", args)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-import schemas
+from fleet_goodput import schemas
 from fleet_goodput.avro_io import write_events
 
 REJECTED_FILE = "import_rejected.jsonl"
