@@ -196,15 +196,21 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
         goodput.run(files, state_files, folder, settings, stream_settings, continuation, None, beam_args)
         as_of_us = read_staged_counts(folder)["as_of_us"]
         if as_of_us is not None:
-            frontier_us = as_of_us - stream_settings.allowed_lateness_s * 1_000_000
-            if continuation.frontier_us is not None:
-                frontier_us = max(frontier_us, continuation.frontier_us)
-            version_us = as_of_us if continuation.version_us is None else max(as_of_us, continuation.version_us + 1)
-            continuation = Continuation(as_of_us, frontier_us, version_us)
+            continuation = continued(continuation, as_of_us, stream_settings.allowed_lateness_s * 1_000_000)
             state_files = [str(path) for path in Path(folder, "state_keys").glob("*.parquet")]
         staged.append(folder)
     shutil.rmtree(Path(staging) / "input", ignore_errors=True)
     return staged
+
+
+def continued(continuation: Continuation, as_of_us: int, lateness_us: int) -> Continuation:
+    """Where a run that reached `as_of_us` leaves off: its frontier never moves back, and its
+    results' version is above the last one (two runs may share an as-of time)."""
+    frontier_us = as_of_us - lateness_us
+    if continuation.frontier_us is not None:
+        frontier_us = max(frontier_us, continuation.frontier_us)
+    version_us = as_of_us if continuation.version_us is None else max(as_of_us, continuation.version_us + 1)
+    return Continuation(as_of_us, frontier_us, version_us)
 
 
 def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
@@ -235,12 +241,8 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     as_of_us = staged[-1]["as_of_us"]
     run_id = previous.run_id + 1 if previous else 1
     lateness_us = stream_settings.allowed_lateness_s * 1_000_000
-    frontier_us = None if as_of_us is None else max(
-        previous.frontier_us if previous and previous.frontier_us is not None else as_of_us - lateness_us,
-        as_of_us - lateness_us)
-    previous_version = previous.manifest.get("version_us") if previous else None
-    version_us = None if as_of_us is None else (
-        as_of_us if previous_version is None else max(as_of_us, previous_version + 1))
+    reached = plan.continuation if as_of_us is None else continued(plan.continuation, as_of_us, lateness_us)
+    frontier_us, version_us = (None, None) if as_of_us is None else (reached.frontier_us, reached.version_us)
     manifest = build_manifest(
         run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
         previous=previous.manifest if previous else None,
