@@ -26,7 +26,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from fleet_goodput import schemas
 from fleet_goodput.chunks import cut_into_chunks
 from fleet_goodput.config import Settings
-from fleet_goodput.manifest import build_manifest, write_manifest_copy
+from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, write_manifest_copy
 from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
                                  Transaction, clear_staging, delta_schema, is_remote)
@@ -196,21 +196,11 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
         goodput.run(files, state_files, folder, settings, stream_settings, continuation, None, beam_args)
         as_of_us = read_staged_counts(folder)["as_of_us"]
         if as_of_us is not None:
-            continuation = continued(continuation, as_of_us, stream_settings.allowed_lateness_s * 1_000_000)
+            continuation = continuation.after(as_of_us, stream_settings.allowed_lateness_s * 1_000_000)
             state_files = [str(path) for path in Path(folder, "state_keys").glob("*.parquet")]
         staged.append(folder)
     shutil.rmtree(Path(staging) / "input", ignore_errors=True)
     return staged
-
-
-def continued(continuation: Continuation, as_of_us: int, lateness_us: int) -> Continuation:
-    """Where a run that reached `as_of_us` leaves off: its frontier never moves back, and its
-    results' version is above the last one (two runs may share an as-of time)."""
-    frontier_us = as_of_us - lateness_us
-    if continuation.frontier_us is not None:
-        frontier_us = max(frontier_us, continuation.frontier_us)
-    version_us = as_of_us if continuation.version_us is None else max(as_of_us, continuation.version_us + 1)
-    return Continuation(as_of_us, frontier_us, version_us)
 
 
 def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
@@ -241,13 +231,13 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     as_of_us = staged[-1]["as_of_us"]
     run_id = previous.run_id + 1 if previous else 1
     lateness_us = stream_settings.allowed_lateness_s * 1_000_000
-    reached = plan.continuation if as_of_us is None else continued(plan.continuation, as_of_us, lateness_us)
+    reached = plan.continuation if as_of_us is None else plan.continuation.after(as_of_us, lateness_us)
     frontier_us, version_us = (None, None) if as_of_us is None else (reached.frontier_us, reached.version_us)
     manifest = build_manifest(
         run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
         previous=previous.manifest if previous else None,
-        counts=_summed(part["counts"] for part in staged),
-        pending={tuple(k): v for k, v in staged[-1]["pending"]},  # the last chunk's say on what still waits
+        counts=add_counts(*(counts_from_json(part["counts"]) for part in staged)),
+        pending=counts_from_json(staged[-1]["pending"]),  # the last chunk's say on what still waits
         extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us,
                "allowed_lateness_s": stream_settings.allowed_lateness_s, "files_applied": len(plan.files),
                "files_skipped": len(plan.skipped), "output": plan.output_dir})
@@ -272,14 +262,6 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     transaction.discard()
     store.vacuum(stream_settings.retention_hours)
     return record
-
-
-def _summed(parts) -> dict[tuple[str, str], int]:
-    total: dict[tuple[str, str], int] = {}
-    for counts in parts:
-        for key, n in counts:
-            total[tuple(key)] = total.get(tuple(key), 0) + n
-    return total
 
 
 def read_staged_counts(staging: str) -> dict:

@@ -45,7 +45,12 @@ def stream_counts(counts: dict[tuple[str, str], int]) -> dict[str, StreamCounts]
             for stream in schemas.STREAMS}
 
 
-def _add(*counts: dict) -> dict[tuple[str, str], int]:
+def counts_from_json(pairs) -> dict[tuple[str, str], int]:
+    """Counts as JSON keeps them ([[stream, outcome], n] pairs) → {(stream, outcome): n}."""
+    return {tuple(key): n for key, n in pairs}
+
+
+def add_counts(*counts: dict) -> dict[tuple[str, str], int]:
     total: dict[tuple[str, str], int] = {}
     for part in counts:
         for key, n in part.items():
@@ -58,9 +63,8 @@ def build_manifest(*, run_id: int, input_dir: str, as_of_us: int | None, window_
                    extra: dict | None = None) -> dict:
     """The store's manifest after a run: the settled counts of every run so far
     plus this run's, and the provisional fates of the events still pending."""
-    settled_before = {tuple(k): v for k, v in (previous or {}).get("settled_counts", [])}
-    settled = _add(settled_before, counts)
-    streams = stream_counts(_add(settled, pending))
+    settled = add_counts(counts_from_json((previous or {}).get("settled_counts", [])), counts)
+    streams = stream_counts(add_counts(settled, pending))
     return {
         "run_id": run_id,
         "input": str(input_dir),
@@ -69,7 +73,7 @@ def build_manifest(*, run_id: int, input_dir: str, as_of_us: int | None, window_
         "window_s": window_s,
         "schema_version": schemas.VERSION,
         "streams": {name: {**vars(c), "reconciles": c.reconciles} for name, c in streams.items()},
-        "this_run": {name: vars(c) for name, c in stream_counts(_add(counts, pending)).items()},
+        "this_run": {name: vars(c) for name, c in stream_counts(add_counts(counts, pending)).items()},
         "reconciles": all(c.reconciles for c in streams.values()),
         "settled_counts": sorted([list(k), v] for k, v in settled.items()),
         "pending_counts": sorted([list(k), v] for k, v in pending.items()),

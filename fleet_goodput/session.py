@@ -51,6 +51,12 @@ def _plus(a, b):
     return a + b
 
 
+def _accumulate(totals: dict, deltas: dict) -> None:
+    """Add per-window deltas (a job's figure vectors, or capacity chip-µs) into `totals`."""
+    for window, delta in deltas.items():
+        totals[window] = _plus(totals[window], delta) if window in totals else delta
+
+
 @dataclass
 class Advance:
     """What advancing a key produced."""
@@ -118,13 +124,20 @@ class KeyState:
         probe.feed([e for e in self.waiting if e.time_us <= cut_us])
         fed_to_cut = pickle.dumps(probe, protocol=pickle.HIGHEST_PROTOCOL)
         probe.feed([e for e in self.waiting if e.time_us > cut_us])
-        rejected = {(r.event.time_us, r.event.event_id, r.event.code) for r in probe.rejections[before:]}
-        accepted = [e.time_us for e in self.waiting if (e.time_us, e.event_id, e.code) not in rejected]
+        rejected = {r.event for r in probe.rejections[before:]}
+        accepted = [e.time_us for e in self.waiting if e not in rejected]
         # `advance` takes this copy only when every waiting event settles, and then
         # forgets settled ids at once (see _settle): they need not be carried.
         probe.seen_ids.clear()
         self.prefed = _Prefed(cut_us, latest_us, fed_to_cut, pickle.dumps(probe, protocol=pickle.HIGHEST_PROTOCOL))
         return max(accepted, default=None)
+
+    def rejection_reasons(self) -> dict[Event, str]:
+        """Why the timeline rejects waiting events, fed to a copy as `latest_accepted_us` feeds them."""
+        probe = clone(self.timeline)
+        before = len(probe.rejections)
+        probe.feed(self.waiting)
+        return {r.event: r.reason for r in probe.rejections[before:]}
 
     def _take_prefed(self, frontier_us: int) -> None:
         """Start from a copy `latest_accepted_us` already fed, where the frontier allows."""
@@ -149,14 +162,12 @@ class KeyState:
         self._take_prefed(frontier_us)
         self._settle(frontier_us, result)
         values = dict(self.totals)
-        provisional = clone(self.timeline)
-        before = {id(r) for r in provisional.rejections}
+        provisional = clone(self.timeline)  # _settle left it no rejections: what it rejects now is provisional
         counted = provisional.counts()
         provisional.feed([e for e in self.waiting if e.time_us <= as_of_us])
         provisional.advance_to(as_of_us)
-        for window, delta in provisional.flush(provisional=True).items():
-            values[window] = _plus(values[window], delta) if window in values else delta
-        result.provisional_rejections = [(r.event, r.reason) for r in provisional.rejections if id(r) not in before]
+        _accumulate(values, provisional.flush(provisional=True))
+        result.provisional_rejections = [(r.event, r.reason) for r in provisional.rejections]
         result.provisional_counts = {k: n - counted.get(k, 0) for k, n in provisional.counts().items()
                                      if n != counted.get(k, 0)}
         self._emit(values, _summary_of(provisional), result)
@@ -184,8 +195,7 @@ class KeyState:
         else:
             timeline.advance_to(frontier_us)
         self.frontier_us = frontier_us
-        for window, delta in timeline.flush().items():
-            self.totals[window] = _plus(self.totals[window], delta) if window in self.totals else delta
+        _accumulate(self.totals, timeline.flush())
         result.settled_rejections = [(r.event, r.reason) for r in timeline.rejections]
         timeline.rejections = []
         for outcome, total in timeline.counts().items():

@@ -38,6 +38,15 @@ class Continuation:
     frontier_us: int | None = None
     version_us: int | None = None
 
+    def after(self, as_of_us: int, lateness_us: int) -> Continuation:
+        """Where a run that reached `as_of_us` leaves off: its frontier never moves back, and its
+        results' version is above the last one (two runs may share an as-of time)."""
+        frontier_us = as_of_us - lateness_us
+        if self.frontier_us is not None:
+            frontier_us = max(frontier_us, self.frontier_us)
+        version_us = as_of_us if self.version_us is None else max(as_of_us, self.version_us + 1)
+        return Continuation(as_of_us, frontier_us, version_us)
+
 
 @dataclass(frozen=True)
 class KeyRules:
@@ -130,7 +139,7 @@ class _AdvanceKeyFn(beam.DoFn):
         state: KeyState = pickle.loads(blob)
         job_id = job_of(key)
         if as_of_us is None:  # no event accepted anywhere: nothing to advance, every event rejected
-            reasons = _probe_reasons(state, state.waiting)
+            reasons = state.rejection_reasons()
             for event in state.waiting:
                 yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(
                     job_id, event, reasons.get(event) or "no event of the run was accepted, so it has no as-of time"))
@@ -138,14 +147,14 @@ class _AdvanceKeyFn(beam.DoFn):
         after = [e for e in state.waiting if e.time_us > as_of_us]
         if after:  # events the timeline would reject, which is why the as-of ends before them
             state.prefed = None  # the fed copies took these events too
-            reasons = _probe_reasons(state, after)
+            reasons = state.rejection_reasons()
             state.waiting = [e for e in state.waiting if e.time_us <= as_of_us]
             for event in after:
                 reason = reasons.get(event) or f"after the as-of time ({as_of_us} µs)"
                 yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(job_id, event, reason))
-        frontier = as_of_us - self.rules.allowed_lateness_s * 1_000_000
-        version = as_of_us if self.continuation.version_us is None else max(as_of_us, self.continuation.version_us + 1)
-        advance = state.advance(as_of_us, frontier, self.rules.retention_s * 1_000_000)
+        reached = self.continuation.after(as_of_us, self.rules.allowed_lateness_s * 1_000_000)
+        version = reached.version_us
+        advance = state.advance(as_of_us, reached.frontier_us, self.rules.retention_s * 1_000_000)
         if job_id is None:
             for window, chip_us in advance.windows.items():
                 yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, window, chip_us, version))
@@ -164,15 +173,6 @@ class _AdvanceKeyFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(PENDING_COUNTS, (outcome, count))
         if not state.finished:
             yield beam.pvalue.TaggedOutput(STATE, {"key": key, "blob": state.to_bytes()})
-
-
-def _probe_reasons(state: KeyState, events: list[Event]) -> dict:
-    """Why the timeline rejects `events` (fed with everything waiting, as the as-of probe was)."""
-    probe = pickle.loads(pickle.dumps(state.timeline))
-    before = len(probe.rejections)
-    probe.feed(state.waiting)
-    wanted = set(events)
-    return {r.event: r.reason for r in probe.rejections[before:] if r.event in wanted}
 
 
 class SessionizeKeys(beam.PTransform):
