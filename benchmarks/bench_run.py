@@ -77,6 +77,28 @@ def measure(command: list[str], cwd: str | None = None, env: dict | None = None)
     return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
+MAPPED_FOLDERS = ("pipelines", "transforms", "schemas", "sql", "configs")  # pyproject's package-dir
+
+
+def baseline_path(checkout: Path, work: Path) -> Path:
+    """A folder to put first on PYTHONPATH so that `fleet_goodput` is wholly the checkout's.
+
+    The checkout's top-level folders install as `fleet_goodput.<folder>`
+    (pyproject's package-dir), and the editable install maps those names to
+    this checkout's folders: so the baseline's tree is laid out here as one
+    package of links. A checkout from before the one namespace is used as is.
+    """
+    if '"fleet_goodput.transforms"' not in (checkout / "pyproject.toml").read_text():
+        return checkout
+    package = work / "baseline-path" / "fleet_goodput"
+    package.mkdir(parents=True, exist_ok=True)
+    for entry in [*(checkout / "fleet_goodput").iterdir(), *(checkout / name for name in MAPPED_FOLDERS)]:
+        link = package / entry.name
+        if entry.exists() and not link.exists():
+            link.symlink_to(entry)
+    return package.parent
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hours", type=float, default=44.0, help="simulated hours (44 ≈ 1M events)")
@@ -110,8 +132,7 @@ def main() -> int:
         "floor: polars columns + DuckDB sum": measure([sys.executable, __file__, "--columnar-floor-only", str(telemetry)]),
     }
     if args.baseline:
-        # The baseline's own packages come first on the path: run from its folder.
-        env = {**os.environ, "PYTHONPATH": str(Path(args.baseline).resolve())}
+        env = {**os.environ, "PYTHONPATH": str(baseline_path(Path(args.baseline).resolve(), work))}
         rows["baseline mpg run (1 worker)"] = measure(
             [mpg, "run", "--input", str(telemetry), "--output", str(work / "results-baseline"), *beam_args],
             cwd=args.baseline, env=env)

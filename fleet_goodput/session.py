@@ -69,14 +69,6 @@ class Advance:
     provisional_counts: dict = field(default_factory=dict)  # (stream, outcome) -> fates of waiting events
 
 
-@dataclass(frozen=True)
-class _Prefed:
-    cut_us: int  # `fed_to_cut` holds the waiting events at or before this time
-    latest_us: int  # `fed_all` holds every waiting event, up to this time
-    fed_to_cut: bytes
-    fed_all: bytes
-
-
 @dataclass
 class KeyState:
     key: str
@@ -89,7 +81,6 @@ class KeyState:
     counted: dict = field(default_factory=dict)  # (stream, outcome) -> settled events already reported
     last_event_us: int | None = None
     finished: bool = False  # settled for good: nothing can change its figures any more
-    prefed: _Prefed | None = None  # copies of the timeline fed by `latest_accepted_us`, for `advance`
 
     # ---- arrivals ---------------------------------------------------------
     def admit(self, events) -> list[Event]:
@@ -105,50 +96,12 @@ class KeyState:
                     self.last_event_us = event.time_us
         return late
 
-    def latest_accepted_us(self, lateness_us: int) -> int | None:
-        """The latest waiting event the timeline accepts, found by feeding them to a copy.
-
-        A run's default as-of time is the latest *accepted* event time
-        (MPG.md section 3, "Time"): a rejected event never moves it. The fed
-        copy is kept, and so is a copy fed up to `lateness_us` before the
-        latest event, so that `advance` does not feed those events again:
-        with the as-of time at or after this key's latest event, the frontier
-        falls at or after that cut.
-        """
-        if not self.waiting:
-            return None
-        latest_us = max(e.time_us for e in self.waiting)
-        cut_us = latest_us - lateness_us
-        probe = clone(self.timeline)
-        before = len(probe.rejections)
-        probe.feed([e for e in self.waiting if e.time_us <= cut_us])
-        fed_to_cut = pickle.dumps(probe, protocol=pickle.HIGHEST_PROTOCOL)
-        probe.feed([e for e in self.waiting if e.time_us > cut_us])
-        rejected = {r.event for r in probe.rejections[before:]}
-        accepted = [e.time_us for e in self.waiting if e not in rejected]
-        # `advance` takes this copy only when every waiting event settles, and then
-        # forgets settled ids at once (see _settle): they need not be carried.
-        probe.seen_ids.clear()
-        self.prefed = _Prefed(cut_us, latest_us, fed_to_cut, pickle.dumps(probe, protocol=pickle.HIGHEST_PROTOCOL))
-        return max(accepted, default=None)
-
     def rejection_reasons(self) -> dict[Event, str]:
-        """Why the timeline rejects waiting events, fed to a copy as `latest_accepted_us` feeds them."""
+        """Why the timeline rejects waiting events, fed to a copy all at once."""
         probe = clone(self.timeline)
         before = len(probe.rejections)
         probe.feed(self.waiting)
         return {r.event: r.reason for r in probe.rejections[before:]}
-
-    def _take_prefed(self, frontier_us: int) -> None:
-        """Start from a copy `latest_accepted_us` already fed, where the frontier allows."""
-        prefed, self.prefed = self.prefed, None
-        if prefed is None:
-            return
-        if frontier_us >= prefed.latest_us:
-            self.timeline, self.waiting = pickle.loads(prefed.fed_all), []
-        elif frontier_us >= prefed.cut_us:
-            self.timeline = pickle.loads(prefed.fed_to_cut)
-            self.waiting = [e for e in self.waiting if e.time_us > prefed.cut_us]
 
     # ---- advancing ----------------------------------------------------------
     def advance(self, as_of_us: int, frontier_us: int, retention_us: int = 6 * 3600 * 1_000_000) -> Advance:
@@ -159,7 +112,6 @@ class KeyState:
         """
         result = Advance()
         frontier_us = max(self.frontier_us, min(frontier_us, as_of_us))
-        self._take_prefed(frontier_us)
         self._settle(frontier_us, result)
         values = dict(self.totals)
         provisional = clone(self.timeline)  # _settle left it no rejections: what it rejects now is provisional

@@ -2,13 +2,12 @@
 
 Batch runs (one run, or a run that continues the store's earlier runs) join
 each key's new events with its saved state (`fleet_goodput/session.py`), then
-advance every key to the run's as-of time in two steps:
-
-1. `AdmitEvents`: late events (at or before the previous frontier) are set
-   aside; the rest wait in the key's state. Each key says the latest time it
-   would accept, for the default as-of time (the latest *accepted* event).
-2. `AdvanceKeys`: with the as-of time T known, every key settles up to the
-   frontier T − allowed lateness and reports its figures as of T.
+advance every key to the run's as-of time T: late events (at or before the
+previous frontier) are set aside, the rest wait in the key's state, which
+settles up to the frontier T − allowed lateness and reports its figures as
+of T. By default T is the latest *accepted* event time, known only once every
+key has fed its events: `SessionizeKeys` says how it is found without
+feeding them twice.
 
 Streaming (transforms/stream_sessionize.py) advances the same state at each
 window end, so batch, continued batch and streaming share one state model.
@@ -86,13 +85,10 @@ def _load(key: str, blobs: list, rules: KeyRules, continuation: Continuation) ->
     return new_state(key, timeline) if frontier is None else new_state(key, timeline, frontier)
 
 
-def admit_events(grouped, rules: KeyRules, continuation: Continuation, given_as_of_us: int | None):
-    """(key, {events, state}) → the key's state holding its new events, and its late and cut-off events."""
-    key, parts = grouped
-    state = _load(key, list(parts["state"]), rules, continuation)
-    events = [event for batch in parts["events"] for event in batch]
-    late = state.admit(events)
-    for event in late:
+def admit(state: KeyState, events, rules: KeyRules, given_as_of_us: int | None):
+    """Hold the key's new events in its state; yields the late ones, and those after a given as-of time."""
+    key = state.key
+    for event in state.admit(events):
         yield beam.pvalue.TaggedOutput(LATE, late_row(job_of(key), event, state.frontier_us,
                                                       rules.allowed_lateness_s * 1_000_000))
     if given_as_of_us is not None:
@@ -101,16 +97,15 @@ def admit_events(grouped, rules: KeyRules, continuation: Continuation, given_as_
         for event in after:
             yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(
                 job_of(key), event, f"after the as-of time ({given_as_of_us} µs)"))
-    if given_as_of_us is None and state.waiting:
-        latest = state.latest_accepted_us(rules.allowed_lateness_s * 1_000_000)
-        if latest is not None:
-            yield beam.pvalue.TaggedOutput(LATEST_ACCEPTED, latest)
-    yield key, state.to_bytes()
 
 
 class AsOfFn(beam.CombineFn):
-    """The run's as-of time: the one given, or the latest accepted event time,
-    never before the previous run's (that is checked before the run starts)."""
+    """The latest of event times and the previous run's as-of time, or the given as-of time.
+
+    Over the keys' latest accepted event times this is the run's as-of time
+    (the previous run's is a lower bound, checked before the run starts);
+    over every new event's time it is the guess the keys first advance to.
+    """
 
     def __init__(self, given_us: int | None, previous_us: int | None):
         self.given_us = given_us
@@ -129,29 +124,59 @@ class AsOfFn(beam.CombineFn):
         return self.given_us if self.given_us is not None else latest
 
 
+def _latest_time(keyed_batch) -> int:
+    return max(event[0] for event in keyed_batch[1])
+
+
 class _AdvanceKeyFn(beam.DoFn):
-    def __init__(self, rules: KeyRules, continuation: Continuation):
+    """(key, {events, state}) → the key's outputs as of `as_of_us`.
+
+    The first pass advances every key to the guessed as-of time and reports
+    each key's latest accepted event (LATEST_ACCEPTED); the second (`redo`)
+    runs only when those show the guess was wrong.
+    """
+
+    def __init__(self, rules: KeyRules, continuation: Continuation, given_as_of_us: int | None, redo: bool):
         self.rules = rules
         self.continuation = continuation
+        self.given_as_of_us = given_as_of_us
+        self.redo = redo
 
-    def process(self, element, as_of_us):
-        key, blob = element
-        state: KeyState = pickle.loads(blob)
-        job_id = job_of(key)
+    def process(self, grouped, as_of_us, guess_us=None):
+        if self.redo and as_of_us == guess_us:
+            return
+        key, parts = grouped
+        state = _load(key, list(parts["state"]), self.rules, self.continuation)
+        yield from admit(state, [event for batch in parts["events"] for event in batch], self.rules,
+                         self.given_as_of_us)
+        waiting = list(state.waiting)
+        rejected = set()
+        yield from self._advance(state, as_of_us, rejected)
+        if not self.redo and self.given_as_of_us is None:
+            latest = max((e.time_us for e in waiting if e not in rejected), default=None)
+            if latest is not None:
+                yield beam.pvalue.TaggedOutput(LATEST_ACCEPTED, latest)
+
+    def _advance(self, state: KeyState, as_of_us: int | None, rejected: set):
+        """Advance the key to `as_of_us` and yield its outputs; adds the events it rejects to `rejected`."""
+        key, job_id = state.key, job_of(state.key)
+
+        def rejection(tag, event, reason):
+            rejected.add(event)
+            return beam.pvalue.TaggedOutput(tag, timeline_rejection(job_id, event, reason))
+
         if as_of_us is None:  # no event accepted anywhere: nothing to advance, every event rejected
             reasons = state.rejection_reasons()
             for event in state.waiting:
-                yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(
-                    job_id, event, reasons.get(event) or "no event of the run was accepted, so it has no as-of time"))
+                yield rejection(REJECTED, event,
+                                reasons.get(event) or "no event of the run was accepted, so it has no as-of time")
             return
         after = [e for e in state.waiting if e.time_us > as_of_us]
         if after:  # events the timeline would reject, which is why the as-of ends before them
-            state.prefed = None  # the fed copies took these events too
             reasons = state.rejection_reasons()
             state.waiting = [e for e in state.waiting if e.time_us <= as_of_us]
             for event in after:
-                reason = reasons.get(event) or f"after the as-of time ({as_of_us} µs)"
-                yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(job_id, event, reason))
+                yield rejection(REJECTED, event, reasons.get(event) or f"after the as-of time ({as_of_us} µs)")
         reached = self.continuation.after(as_of_us, self.rules.allowed_lateness_s * 1_000_000)
         version = reached.version_us
         advance = state.advance(as_of_us, reached.frontier_us, self.rules.retention_s * 1_000_000)
@@ -164,9 +189,9 @@ class _AdvanceKeyFn(beam.DoFn):
         if advance.summary is not None:
             yield beam.pvalue.TaggedOutput(JOBS, {**advance.summary, "version_us": version})
         for event, reason in advance.settled_rejections:
-            yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(job_id, event, reason))
+            yield rejection(REJECTED, event, reason)
         for event, reason in advance.provisional_rejections:
-            yield beam.pvalue.TaggedOutput(PENDING_REJECTED, timeline_rejection(job_id, event, reason))
+            yield rejection(PENDING_REJECTED, event, reason)
         for outcome, count in advance.settled_counts.items():
             yield beam.pvalue.TaggedOutput(COUNTS, (outcome, count))
         for outcome, count in advance.provisional_counts.items():
@@ -175,11 +200,22 @@ class _AdvanceKeyFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(STATE, {"key": key, "blob": state.to_bytes()})
 
 
+def _guess_held(_, as_of_us, guess_us) -> bool:
+    return as_of_us == guess_us
+
+
 class SessionizeKeys(beam.PTransform):
     """{"events": (key, [events]), "state": (key, state blob)} → the outputs named above.
 
     `as_of_us` is the given as-of time, or None for the latest accepted event
     time; the as-of time used comes out as the "as_of" output.
+
+    The latest accepted event time is known only once every key has fed its
+    events, and every key's figures depend on it. Rather than feed every key
+    twice, each key first advances to a guess, the latest new event time (or
+    the given as-of time), which is right unless the timelines reject the
+    run's last events; only then are the keys advanced again, to the right
+    time, and the first pass's outputs dropped.
     """
 
     def __init__(self, rules: KeyRules, continuation: Continuation, as_of_us: int | None):
@@ -189,22 +225,23 @@ class SessionizeKeys(beam.PTransform):
         self.as_of_us = as_of_us
 
     def expand(self, inputs):
-        admitted = (
-            inputs
-            | "JoinSavedState" >> beam.CoGroupByKey()
-            | "AdmitEvents" >> beam.FlatMap(admit_events, rules=self.rules, continuation=self.continuation,
-                                            given_as_of_us=self.as_of_us).with_outputs(LATE, REJECTED, LATEST_ACCEPTED,
-                                                                                       main="states")
-        )
-        as_of = admitted[LATEST_ACCEPTED] | "AsOf" >> beam.CombineGlobally(
+        outputs_of = (CAPACITY, JOBS, REJECTED, PENDING_REJECTED, COUNTS, PENDING_COUNTS, STATE, LATE)
+        grouped = inputs | "JoinSavedState" >> beam.CoGroupByKey()
+        guess = (inputs["events"]
+                 | "LatestTimeOfBatch" >> beam.Map(_latest_time)
+                 | "GuessAsOf" >> beam.CombineGlobally(AsOfFn(self.as_of_us, self.continuation.as_of_us)))
+        first = grouped | "AdvanceKeys" >> beam.ParDo(
+            _AdvanceKeyFn(self.rules, self.continuation, self.as_of_us, redo=False), beam.pvalue.AsSingleton(guess)
+        ).with_outputs(LATEST_ACCEPTED, *outputs_of, main=WINDOW_VECTORS)
+        as_of = first[LATEST_ACCEPTED] | "AsOf" >> beam.CombineGlobally(
             AsOfFn(self.as_of_us, self.continuation.as_of_us))
-        advanced = admitted["states"] | "AdvanceKeys" >> beam.ParDo(
-            _AdvanceKeyFn(self.rules, self.continuation), beam.pvalue.AsSingleton(as_of)
-        ).with_outputs(CAPACITY, JOBS, REJECTED, PENDING_REJECTED, COUNTS, PENDING_COUNTS, STATE,
-                       main=WINDOW_VECTORS)
-        outputs = {tag: advanced[tag] for tag in (WINDOW_VECTORS, CAPACITY, JOBS, PENDING_REJECTED, COUNTS,
-                                                  PENDING_COUNTS, STATE)}
-        outputs[REJECTED] = (admitted[REJECTED], advanced[REJECTED]) | "AllTimelineRejections" >> beam.Flatten()
-        outputs[LATE] = admitted[LATE]
+        as_of_side, guess_side = beam.pvalue.AsSingleton(as_of), beam.pvalue.AsSingleton(guess)
+        again = grouped | "AdvanceKeysAgain" >> beam.ParDo(
+            _AdvanceKeyFn(self.rules, self.continuation, self.as_of_us, redo=True), as_of_side, guess_side
+        ).with_outputs(*outputs_of, main=WINDOW_VECTORS)
+        outputs = {}
+        for tag in (WINDOW_VECTORS, *outputs_of):
+            held = first[tag] | f"IfGuessHeld{tag}" >> beam.Filter(_guess_held, as_of_side, guess_side)
+            outputs[tag] = (held, again[tag]) | f"All{tag}" >> beam.Flatten()
         outputs["as_of"] = as_of
         return outputs
