@@ -197,7 +197,7 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
         as_of_us = read_staged_counts(folder)["as_of_us"]
         if as_of_us is not None:
             continuation = continuation.after(as_of_us, stream_settings.allowed_lateness_s * 1_000_000)
-            state_files = [str(path) for path in Path(folder, "state_keys").glob("*.parquet")]
+        state_files = [str(path) for path in Path(folder, "state_keys").glob("*.parquet")]
         staged.append(folder)
     shutil.rmtree(Path(staging) / "input", ignore_errors=True)
     return staged
@@ -248,8 +248,7 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
         transaction.write_staged(name, delta_schema(table), partition_by=["date"],
                                  mode="overwrite" if replaced else "append",
                                  folders=folders[-1:] if replaced else folders)
-    if as_of_us is not None:  # with nothing accepted there is no state to save
-        transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite", folders=folders[-1:])
+    transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite", folders=folders[-1:])
     transaction.write("state_files", pa.Table.from_pylist(
         [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "size": f.size, "run_id": run_id}
          for f in plan.files], schema=STATE_FILES_SCHEMA), STATE_FILES_SCHEMA)

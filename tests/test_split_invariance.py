@@ -163,3 +163,34 @@ def test_a_run_in_daily_chunks_equals_one_pass(fleet):
     assert _jobs(root / "out-chunked") == _jobs(root / "whole")
     for stream, counts in chunked.manifest["streams"].items():
         assert counts == whole.manifest["streams"][stream]
+
+
+def test_a_first_run_that_accepts_nothing_loses_nothing(tmp_path):
+    """A stream's first run may see a job's runtime and profiler files before the
+    scheduler file with its SUBMIT: nothing is accepted yet, so there is no as-of
+    time. Those events must wait (their rejection provisional) for the SUBMIT,
+    not be rejected for good; the runs then end equal to one run."""
+    simulate(tmp_path / "fleet", seed=3, hours=3, jobs=8)
+    settings = load_settings()
+    whole = run_batch(str(tmp_path / "fleet"), str(tmp_path / "whole"), settings)
+    live = tmp_path / "live"
+    (live / "runtime").mkdir(parents=True)
+    for path in (tmp_path / "fleet" / "runtime").glob("*.avro"):
+        (live / "runtime" / path.name).write_bytes(path.read_bytes())
+    first = run_batch(str(live), str(tmp_path / "out"), settings)
+    assert first.manifest["as_of_us"] is None
+    assert first.manifest["streams"]["runtime"]["reconciles"]
+    with connect(tmp_path / "out") as connection:
+        assert connection.execute("select count(*) from rejected where not provisional").fetchone() == (0,)
+        waiting = connection.execute("select count(*) from rejected where provisional").fetchone()[0]
+    assert waiting == first.manifest["streams"]["runtime"]["read"] > 0
+    for stream in ("scheduler", "profiler"):
+        (live / stream).mkdir()
+        for path in (tmp_path / "fleet" / stream).glob("*.avro"):
+            (live / stream / path.name).write_bytes(path.read_bytes())
+    last = run_batch(str(live), str(tmp_path / "out"), settings)
+    assert last.manifest["streams"] == whole.manifest["streams"]
+    expected = _job_windows(tmp_path / "whole")
+    assert len(expected) > 10
+    assert _job_windows(tmp_path / "out") == expected
+    assert _jobs(tmp_path / "out") == _jobs(tmp_path / "whole")

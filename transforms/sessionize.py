@@ -27,6 +27,7 @@ from fleet_goodput.session import KeyState, late_row, make_timeline, new_state
 WINDOW_VECTORS, JOBS, REJECTED, PENDING_REJECTED = "window_vectors", "jobs", "rejected", "rejected_pending"
 COUNTS, PENDING_COUNTS, CAPACITY, LATE, STATE = "counts", "pending_counts", "capacity", "late", "state"
 LATEST_ACCEPTED = "latest_accepted"
+NO_AS_OF_YET = "no event has been accepted yet, so there is no as-of time to place it at"
 
 
 @dataclass(frozen=True)
@@ -165,11 +166,14 @@ class _AdvanceKeyFn(beam.DoFn):
             rejected.add(event)
             return beam.pvalue.TaggedOutput(tag, timeline_rejection(job_id, event, reason))
 
-        if as_of_us is None:  # no event accepted anywhere: nothing to advance, every event rejected
+        if as_of_us is None:
+            # The store has never accepted an event, so there is no as-of time to
+            # advance to: every event waits, its rejection provisional, for an
+            # event (a SUBMIT in a file not yet landed, say) that lets it in.
             reasons = state.rejection_reasons()
             for event in state.waiting:
-                yield rejection(REJECTED, event,
-                                reasons.get(event) or "no event of the run was accepted, so it has no as-of time")
+                yield rejection(PENDING_REJECTED, event, reasons.get(event) or NO_AS_OF_YET)
+            yield beam.pvalue.TaggedOutput(STATE, {"key": key, "blob": state.to_bytes()})
             return
         after = [e for e in state.waiting if e.time_us > as_of_us]
         if after:  # events the timeline would reject, which is why the as-of ends before them

@@ -120,7 +120,8 @@ def main(args: argparse.Namespace) -> int:
     accepted = sum(counts["accepted"] for counts in outcome.manifest.get("this_run", {}).values())
     if outcome.manifest.get("as_of_us") is None or accepted == 0:
         print(f"mpg run: no event of this run was accepted, so it adds no figure; see why with\n"
-              f"  mpg sql --output {goodput.output} \"select reason, sum(records) from rejected group by reason\"",
+              f"  mpg sql --output {goodput.output} \"select provisional, reason, sum(records) from rejected group by all\"\n"
+              f"(a provisional rejection waits for an event that lets it in, such as a SUBMIT not yet landed)",
               file=sys.stderr)
         return 1
     if outcome.database is None:
