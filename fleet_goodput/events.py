@@ -35,12 +35,11 @@ def same_instant_order(code: str) -> int:
     return _SCHEDULER
 
 
+_STREAM_OF_CODE = {PROFILE: "profiler"} | dict.fromkeys(RUNTIME_TYPES, "runtime")
+
+
 def stream_of(code: str) -> str:
-    if code == PROFILE:
-        return "profiler"
-    if code in RUNTIME_TYPES:
-        return "runtime"
-    return "scheduler"
+    return _STREAM_OF_CODE.get(code, "scheduler")
 
 
 class Event(NamedTuple):

@@ -40,10 +40,13 @@ _INDEX = {name: i for i, name in enumerate(FIGURES)}
 
 # Runtime span kinds, in the precedence MPG.md gives for overlapping spans.
 SPAN_PRECEDENCE = ("data_wait", "compile", "step", "checkpoint_save", "checkpoint_restore", "init")
-_SPAN_OF_CODE = {
+_SPAN_OF_NAME = {
     "DATA_WAIT": "data_wait", "COMPILE": "compile", "STEP": "step",
     "CHECKPOINT_SAVE": "checkpoint_save", "CHECKPOINT_RESTORE": "checkpoint_restore", "INIT": "init",
 }
+# Runtime code -> (span name, span kind, starts the span?), looked up once per event.
+_RUNTIME_EDGES = {f"{name}_{edge}": (name, kind, edge == "START")
+                  for name, kind in _SPAN_OF_NAME.items() for edge in ("START", "END")}
 
 MICROS = 1_000_000
 
@@ -158,16 +161,21 @@ class JobTimeline:
     # ---- feeding -------------------------------------------------------
     def feed(self, events: list[Event]) -> None:
         """Apply `events`, all at or after the last fed time, in event-time order."""
+        seen_ids, accepted = self.seen_ids, self.accepted
         for event in in_event_order(events):
-            reason = repeated_id(self.seen_ids, event)
-            if reason == DUPLICATE:
-                self.duplicates[stream_of(event.code)] += 1
+            if event.event_id in seen_ids:  # rare: the full check only then
+                reason = repeated_id(seen_ids, event)
+                if reason == DUPLICATE:
+                    self.duplicates[stream_of(event.code)] += 1
+                else:
+                    self.rejections.append(Rejection(event, reason))
                 continue
-            reason = reason or self._apply(event)
+            seen_ids[event.event_id] = tuple(event)  # plain: a timeline is pickled between runs
+            reason = self._apply(event)
             if reason:
                 self.rejections.append(Rejection(event, reason))
             else:
-                self.accepted[stream_of(event.code)] += 1
+                accepted[stream_of(event.code)] += 1
 
     def _apply(self, event: Event) -> str | None:
         code = event.code
@@ -234,10 +242,9 @@ class JobTimeline:
         self.status = {"FINISH": "FINISHED", "FAIL": "FAILED", "CANCEL": "CANCELLED"}[code]
 
     def _on_runtime(self, code: str, event: Event) -> str | None:
-        name, _, edge = code.rpartition("_")
-        kind = _SPAN_OF_CODE[name]
+        name, kind, starts = _RUNTIME_EDGES[code]
         step = event.payload[0] if event.payload else None
-        if edge == "START":
+        if starts:
             if kind in self.open_spans:
                 self.implicitly_closed_spans += 1  # the runtime restarted without ending it
                 self._close_span(kind, None)
