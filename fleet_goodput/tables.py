@@ -105,6 +105,7 @@ JOBS = Table(
         Column("allocations", pa.int32(), "ALLOCATE events (a restart re-allocates)"),
         Column("profiler_samples", pa.int32(), "profiler samples accepted for the job"),
         Column("implicitly_closed_spans", pa.int32(), "runtime spans closed without their END (data quality)"),
+        Column("checkpoint_saves", pa.int32(), "checkpoint saves completed (CHECKPOINT_SAVE_END closing an open save)"),
         VERSION,
     ),
     date_from="submit_time_us",

@@ -153,6 +153,7 @@ class JobTimeline:
         self.duplicates = defaultdict(int)  # stream -> repeated event_ids dropped
         self.accepted = defaultdict(int)  # stream -> events accepted
         self.implicitly_closed_spans = 0
+        self.checkpoint_saves = 0  # CHECKPOINT_SAVE_ENDs that closed an open save: the saves completed
         self.rejections: list[Rejection] = []
         self.closed = False
         self._deltas: dict[int, list] = defaultdict(zero_vector)
@@ -260,6 +261,7 @@ class JobTimeline:
                 return problem
         self._close_span(kind, step)
         if kind == "checkpoint_save":
+            self.checkpoint_saves += 1
             self._resolve_durable(step)
         elif kind == "checkpoint_restore" and step is not None:
             self._resolve_restored(step)
@@ -432,4 +434,5 @@ class JobTimeline:
             "allocations": self.allocations,
             "profiler_samples": self.accepted.get("profiler", 0),  # samples may be compacted away; the count stays
             "implicitly_closed_spans": self.implicitly_closed_spans,
+            "checkpoint_saves": self.checkpoint_saves,
         }

@@ -13,18 +13,20 @@ exercised here: that needs a bucket.
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from fleet_goodput import batch
+from fleet_goodput import batch, launcher
 from fleet_goodput.batch import InputFile, RunPlan, translate_batch
 from fleet_goodput.cli import main
 from fleet_goodput.config import ConfigError, load_settings
 from fleet_goodput.options import COMMAND_OPTIONS, OPTIONS, OptionsError
-from fleet_goodput.pipelines import launcher
 from fleet_goodput.pipelines.options import GoodputOptions, parse_options
 
 BUCKET = "gs://fleet-goodput-test"
@@ -124,6 +126,17 @@ def test_the_launcher_refuses_an_unknown_flag_naming_the_nearest():
     with pytest.raises(OptionsError, match="--replace is an option of `run` or `stream`"):
         launcher.run([f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--replace"] + DATAFLOW_ARGS,
                      plan=_plan())
+
+
+def test_the_images_entry_file_is_copied_and_runs_the_launcher():
+    """FLEX_TEMPLATE_PYTHON_PY_FILE, run as the template's launcher VM runs it, reaches launcher.main()."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    entry = re.search(r'FLEX_TEMPLATE_PYTHON_PY_FILE="\$\{WORKDIR\}/([^"]+)"', dockerfile).group(1)
+    destinations = [line.split()[-1] for line in dockerfile.splitlines() if line.startswith("COPY ")]
+    assert entry in destinations or entry.split("/")[0] in destinations, f"{entry} is not copied into the image"
+    run = subprocess.run([sys.executable, str(ROOT / entry), f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput",
+                          "--as-of=2026-01-02T00:00:00Z"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "launcher: error: unknown option --as-of; did you mean --as_of" in run.stderr
 
 
 def test_dry_run_warns_what_a_launch_would_lack(capsys):

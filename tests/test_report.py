@@ -170,19 +170,17 @@ def test_each_worst_job_has_a_page_with_its_timeline(published):
         assert 'href="../index.html"' in job_page
 
 
-def test_checkpoint_advice_uses_measured_save_counts_where_jobs_has_them(outputs, tmp_path):
-    """With a checkpoint_saves column in `jobs` (not written by the pipeline yet), C and s are measured."""
-    output = pristine_copy(outputs["fleet"], tmp_path / "out")
+def test_checkpoint_advice_uses_the_save_counts_the_pipeline_measured(outputs):
+    """`jobs.checkpoint_saves` as the pipeline wrote it: C and s are measured, not estimated."""
     saves = {"train": 6, "small": 4, "gpu-train": 6, "batch": 0, "serve": 0}  # the fleet's checkpoint cycles
-    for path in (output / "tables" / "jobs").glob("date=*/*.parquet"):
-        table = pq.read_table(path)
-        counts = [saves[job_id.rsplit("-", 1)[0]] for job_id in table.column("job_id").to_pylist()]
-        pq.write_table(table.append_column("checkpoint_saves", pa.array(counts, pa.int32())), path)
-    with open_views(output, load_settings()) as connection:
+    with open_views(outputs["fleet"], load_settings()) as connection:
+        written = dict(connection.execute("select job_id, checkpoint_saves from jobs").fetchall())
         rows = checkpoint_advice(connection, Period(date(2026, 1, 1), date(2026, 1, 3)))
+    assert written == {job_id: saves[job_id.rsplit("-", 1)[0]] for job_id in written} and len(written) == 13
     advice = {(row["accelerator"], row["size_class"]): row for row in rows}
     big, small = advice[("tpu-v5e", "9-64")], advice[("tpu-v5e", "1-8")]
     assert big["interval_source"] == small["interval_source"] == "measured saves"
+    assert (big["saves"], small["saves"]) == (3 * 6, 3 * 4)
     assert big["interval_s"] == pytest.approx(1200) and big["save_cost_s"] == pytest.approx(40)
     assert small["interval_s"] == pytest.approx(1200) and small["save_cost_s"] == pytest.approx(20)
     assert big["best_interval_s"] == pytest.approx(math.sqrt(2 * 40 * big["mtbf_s"]))

@@ -7,7 +7,10 @@ events. Agreement per job, window and category to 1e-9 is the check.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import duckdb
+import fastavro
 import pytest
 
 from fleet_goodput.batch import run_batch
@@ -64,6 +67,20 @@ def test_job_states_equal_the_truth(fleet):
         select job_id, t.status, p.status from read_parquet('{root}/telemetry/truth/jobs.parquet') t
         full outer join read_parquet('{root}/results/tables/jobs/*/*.parquet') p using (job_id)
         where t.status is distinct from p.status or t.requested_chips is distinct from p.requested_chips""").fetchall() == []
+
+
+def test_checkpoint_saves_per_job_equal_the_save_ends_in_the_avro_files(fleet):
+    """The truth tables keep no save count, so the count comes from the runtime
+    files themselves: every CHECKPOINT_SAVE_END the simulator wrote ends a save it made."""
+    _, _, root = fleet
+    written = Counter()
+    for path in sorted((root / "telemetry" / "runtime").glob("*.avro")):
+        with open(path, "rb") as handle:
+            written.update(r["job_id"] for r in fastavro.reader(handle) if r["type"] == "CHECKPOINT_SAVE_END")
+    got = dict(duckdb.sql(f"""
+        select job_id, checkpoint_saves from read_parquet('{root}/results/tables/jobs/*/*.parquet')""").fetchall())
+    assert sum(written.values()) > 0
+    assert got == {job_id: written[job_id] for job_id in got} and set(written) <= set(got)
 
 
 def test_every_event_is_accepted_and_the_manifest_reconciles(fleet):

@@ -239,3 +239,18 @@ def test_unknown_ideal_is_null_and_empty_productive_time_is_zero():
     assert row["unprofiled"]["ideal_chip_s"] is None and row["unprofiled"]["productive_chip_s"] == 80
     assert row["profiled_idle"]["ideal_chip_s"] is None and row["profiled_idle"]["productive_chip_s"] == 0
     assert row["profiled"]["ideal_chip_s"] == pytest.approx(8.0)
+
+
+def test_checkpoint_saves_count_the_saves_completed():
+    """A save counts once its END closes it: a save cut by a disruption, an END
+    without a START and a repeated END are not saves."""
+    save_end = ev(30, "CHECKPOINT_SAVE_END", 2)
+    events = [submit(), ev(0, "ALLOCATE", 8),
+              ev(0, "STEP_START", 1), ev(10, "STEP_END", 1), ev(10, "CHECKPOINT_SAVE_START"), ev(12, "CHECKPOINT_SAVE_END", 1),
+              ev(12, "STEP_START", 2), ev(20, "STEP_END", 2), ev(20, "CHECKPOINT_SAVE_START"), ev(22, "PREEMPT", 0),
+              ev(25, "ALLOCATE", 8), ev(26, "CHECKPOINT_SAVE_END", 2),  # its START went with the preemption
+              ev(28, "CHECKPOINT_SAVE_START"), save_end, save_end, ev(30, "FINISH")]
+    timeline, _ = run(events, as_of_s=30)
+    assert timeline.checkpoint_saves == 2 and timeline.summary()["checkpoint_saves"] == 2
+    assert [r.reason for r in timeline.rejections] == ["CHECKPOINT_SAVE_END without an open CHECKPOINT_SAVE_START"]
+    assert dict(timeline.duplicates) == {"runtime": 1}

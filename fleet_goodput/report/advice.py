@@ -9,11 +9,13 @@ Per job class, from the jobs' whole lives:
 
 - disruptions D = restarts (ALLOCATE events after the first) + failed jobs;
 - M = all-allocated time / D and t_rm = checkpoint_restore time / D (measured);
-- with a measured count of saves n: C = productive step time / n (the steps
-  the saves preserved) and s = save time / n;
-- without one (the `jobs` table keeps no save count today), C is estimated
-  from lost work: a disruption throws away half an interval of steps on
-  average, so C ≈ 2 · lost / D, and s ≈ save time · C / step time.
+- with n saves completed (`jobs.checkpoint_saves`, counted by each job's
+  timeline): C = productive step time / n (the steps the saves preserved)
+  and s = save time / n;
+- where the class completed no save (telemetry without checkpoint events,
+  such as some imported traces), C is estimated from lost work: a
+  disruption throws away half an interval of steps on average, so
+  C ≈ 2 · lost / D, and s ≈ save time · C / step time.
 
 The recovered chip-hours are all-allocated chip-hours × (RG(C*) − RG(C)).
 With no disruption there is no M: the advice is then to keep the interval.
@@ -38,7 +40,7 @@ class ClassMeasures:
     restore_s: float
     all_allocated_s: float
     all_allocated_chip_s: float
-    saves: int | None = None  # CHECKPOINT_SAVE_END count, where the data has it
+    saves: int | None = None  # checkpoint saves completed (jobs.checkpoint_saves)
 
 
 @dataclass(frozen=True)

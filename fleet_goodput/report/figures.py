@@ -168,29 +168,26 @@ def checkpoint_advice(connection, period: Period) -> list[dict]:
 
     Uses whole job lives (job_goodput and jobs) of the training jobs alive in
     the period: disruptions are counted per job, not per day. The failure
-    interval M is measured (all-allocated time per disruption); the save count
-    is measured where `jobs` has a `checkpoint_saves` column and estimated
-    from lost time otherwise. Wall seconds are chip-seconds / requested chips.
+    interval M is measured (all-allocated time per disruption), and so is the
+    save count (`jobs.checkpoint_saves`, counted by the job's timeline). Wall
+    seconds are chip-seconds / requested chips.
     """
-    has_saves = "checkpoint_saves" in {row[0] for row in connection.execute("describe jobs").fetchall()}
-    saves = "sum(checkpoint_saves)" if has_saves else "null"
     step = " + ".join(f"{c}_chip_s" for c in ("productive", "lost", "pending"))
     rows = _rows(connection, f"""
         select accelerator, size_class, count(*) as jobs,
                sum(allocations - 1) + count(*) filter (where status = 'FAILED') as disruptions,
-               {saves} as saves,
+               sum(checkpoint_saves) as saves,
                {_wall_s('checkpoint_save')} as save_s, {_wall_s('lost')} as lost_s,
                sum(({step}) / requested_chips) as step_s, {_wall_s('productive')} as productive_s,
                {_wall_s('checkpoint_restore')} as restore_s,
                {_wall_s('all_allocated')} as all_allocated_s, sum(all_allocated_chip_s) as all_allocated_chip_s
-        from job_goodput join (select job_id, allocations{', checkpoint_saves' if has_saves else ''} from jobs)
-            using (job_id)
+        from job_goodput join (select job_id, allocations, checkpoint_saves from jobs) using (job_id)
         where workload = 'TRAINING'
           and job_goodput.submit_time < make_timestamptz(?::bigint * 1000000)
           and (job_goodput.end_time is null or job_goodput.end_time >= make_timestamptz(?::bigint * 1000000))
         group by accelerator, size_class order by all_allocated_chip_s desc""", [period.end_s, period.start_s])
     return [{"accelerator": row["accelerator"], "size_class": row["size_class"], "jobs": row["jobs"],
-             **advise(ClassMeasures(**{k: row[k] for k in ClassMeasures.__dataclass_fields__})).as_row()}
+             "saves": row["saves"], **advise(ClassMeasures(**{k: row[k] for k in ClassMeasures.__dataclass_fields__})).as_row()}
             for row in rows]
 
 

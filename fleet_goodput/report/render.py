@@ -190,7 +190,7 @@ def _advice_section(figures: dict) -> dict:
         ("recoverable_chip_h", "recoverable chip-h", "num"), ("advice", "advice", "wide")],
         "advice_model_columns": [
         ("accelerator", "accelerator", "text"), ("size_class", "size class", "text"),
-        ("interval_source", "C and s from", "text"), ("save_cost_s", "s (s)", "num"), ("resume_s", "t_rm (s)", "num"),
+        ("interval_source", "C and s from", "text"), ("saves", "saves", "int"), ("save_cost_s", "s (s)", "num"), ("resume_s", "t_rm (s)", "num"),
         ("rg_now", "model RG at C now", "pct"), ("rg_best", "model RG at C*", "pct"),
         ("save_overhead", "save / step time", "pct")]}
 

@@ -1,9 +1,10 @@
-"""Dataflow Flex Template entry point: parse the template's parameters, submit the batch job.
+"""Dataflow Flex Template launch: parse the template's parameters, plan the run, submit the batch job.
 
-The template's launcher VM runs this file (FLEX_TEMPLATE_PYTHON_PY_FILE in the
-Dockerfile) with the launch request's parameters and pipeline options:
+The template's launcher VM runs templates/launch.py (FLEX_TEMPLATE_PYTHON_PY_FILE
+in the Dockerfile), which calls `main()` here, with the launch request's
+parameters and pipeline options:
 
-    python pipelines/launcher.py --input=gs://B/fleet --output=gs://B/goodput \
+    python templates/launch.py --input=gs://B/fleet --output=gs://B/goodput \
         [--as_of=2026-01-01T00:00:00Z] [--window_s=3600] [--config=configs/fleet.yaml] [Beam options]
 
 Its options are `GoodputOptions` (pipelines/options.py), spelled as for
@@ -18,6 +19,11 @@ staged, and fails without committing if the counts do not reconcile. A
 scheduled daily launch is the daily routine on Dataflow (docs/dataflow.md).
 The pipeline options come from the launch request (gcloud flags and
 --parameters), not from the config's `beam:` section, which is for `mpg run`.
+
+This is a run, like fleet_goodput/batch.py, whose planning and committing it
+shares: it sits above the pipelines it builds, so pipelines/ never imports
+a run. The step that commits lives in this module, not in the entry file,
+so the workers unpickle it by reference from the installed package.
 """
 
 from __future__ import annotations
@@ -71,7 +77,8 @@ def run(argv: list[str] | None = None, plan: RunPlan | None = None) -> beam.runn
     return result
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """The entry file's body: Beam's INFO logs (the job id), and an option error as a one-line exit."""
     logging.getLogger().setLevel(logging.INFO)
     try:
         run()
