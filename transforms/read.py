@@ -4,8 +4,9 @@
 or gs://) and decodes each file with `decode_file_fast`: in columns where it
 can prove every row clean, else record by record with fastavro (the reference
 path, which names every rejection). Events
-leave grouped per (file, key) as lists of slim tuples: Beam's cost is per
-element, and a job's events of one file travel together to the same key
+leave grouped per (file, key) as packed lists of slim tuples
+(`fleet_goodput.events.pack`): Beam's cost is per element and per decoded
+object, and a job's events of one file travel together to the same key
 anyway. `DecodeRecords` does the same for records that arrive one by one
 (tests, message queues).
 """
@@ -18,6 +19,7 @@ from apache_beam.io import fileio
 from fleet_goodput import schemas
 from fleet_goodput.columnar import decode_file_fast
 from fleet_goodput.decode import VALIDATORS, Invalid, contract_violation, rejected_row
+from fleet_goodput.events import pack
 
 EVENTS, REJECTED, READ_COUNTS = "events", "rejected", "read_counts"
 
@@ -32,7 +34,8 @@ class _DecodeAvroFile(beam.DoFn):
             decoded = decode_file_fast(self.stream, readable_file.metadata.path, handle, self.accelerators)
         for row in decoded.rejected:
             yield beam.pvalue.TaggedOutput(REJECTED, row)
-        yield from decoded.batches.items()
+        for key, batch in decoded.batches.items():
+            yield key, pack(batch)
         yield beam.pvalue.TaggedOutput(READ_COUNTS, ((self.stream, "read"), decoded.read))
 
 
@@ -72,7 +75,7 @@ def _decode_record(record: dict, stream: str, source: str, accelerators):
     except Invalid as exc:
         yield beam.pvalue.TaggedOutput(REJECTED, rejected_row(stream, str(exc), source, record))
     else:
-        yield key, [tuple(event)]
+        yield key, pack([tuple(event)])
     yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), 1))
 
 

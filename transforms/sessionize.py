@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from fleet_goodput.decode import is_capacity_key, parse_capacity_key
-from fleet_goodput.events import Event, stream_of
+from fleet_goodput.events import Event, stream_of, unpack
 from fleet_goodput.session import KeyState, late_row, make_timeline, new_state
 
 WINDOW_VECTORS, JOBS, REJECTED, PENDING_REJECTED = "window_vectors", "jobs", "rejected", "rejected_pending"
@@ -126,7 +126,8 @@ class AsOfFn(beam.CombineFn):
 
 
 def _latest_time(keyed_batch) -> int:
-    return max(event[0] for event in keyed_batch[1])
+    _, (latest_us, _) = keyed_batch
+    return latest_us
 
 
 class _AdvanceKeyFn(beam.DoFn):
@@ -148,13 +149,14 @@ class _AdvanceKeyFn(beam.DoFn):
             return
         key, parts = grouped
         state = _load(key, list(parts["state"]), self.rules, self.continuation)
-        yield from admit(state, [event for batch in parts["events"] for event in batch], self.rules,
+        yield from admit(state, [event for batch in parts["events"] for event in unpack(batch)], self.rules,
                          self.given_as_of_us)
         waiting = list(state.waiting)
         rejected = set()
         yield from self._advance(state, as_of_us, rejected)
         if not self.redo and self.given_as_of_us is None:
-            latest = max((e.time_us for e in waiting if e not in rejected), default=None)
+            accepted = (e for e in waiting if e not in rejected) if rejected else waiting
+            latest = max((e.time_us for e in accepted), default=None)
             if latest is not None:
                 yield beam.pvalue.TaggedOutput(LATEST_ACCEPTED, latest)
 

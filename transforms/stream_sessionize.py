@@ -33,7 +33,7 @@ from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateS
 from apache_beam.utils.timestamp import Timestamp
 
 from fleet_goodput.decode import is_capacity_key
-from fleet_goodput.events import Event
+from fleet_goodput.events import Event, unpack
 from fleet_goodput.session import NEVER, KeyState, late_row, make_timeline, new_state
 from fleet_goodput.windows import window_start
 from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, REJECTED, WINDOW_VECTORS, capacity_row, job_of,
@@ -77,7 +77,7 @@ class _StreamTimelineFn(beam.DoFn):
         key, batch = element
         clock = clock_state.read() or _Clock()
         on_time = []
-        for raw in batch:
+        for raw in unpack(batch):
             event = Event._make(raw)
             if event.code != END and (clock.closed or event.time_us <= clock.frontier_us):
                 reference = clock.last_fired_us if clock.last_fired_us is not None else event.time_us
