@@ -188,12 +188,13 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
                    chunk_us: int) -> list[str]:
     """Run the pipeline once per chunk, each continuing the state the previous one staged."""
     staging = staging_folder(plan)
-    chunks = cut_into_chunks([(f.stream, f.path) for f in plan.files], chunk_us, Path(staging) / "input")
+    chunks = cut_into_chunks([(f.stream, f.path) for f in plan.files], chunk_us, Path(staging) / "input",
+                             settings.accelerators)
     continuation, state_files, staged = plan.continuation, list(plan.state_files), []
     for number, chunk in enumerate(chunks):
         folder = f"{staging}/chunk-{number:04d}"
-        files = {stream: chunk.files.get(stream, []) for stream in schemas.STREAMS}
-        goodput.run(files, state_files, folder, settings, stream_settings, continuation, None, beam_args)
+        goodput.run({}, state_files, folder, settings, stream_settings, continuation, None, beam_args,
+                    chunk_files=chunk.paths)
         as_of_us = read_staged_counts(folder)["as_of_us"]
         if as_of_us is not None:
             continuation = continuation.after(as_of_us, stream_settings.allowed_lateness_s * 1_000_000)

@@ -1,80 +1,81 @@
 """Cutting a long input into event-time chunks, so a backfill's memory follows one chunk.
 
 A run over weeks of telemetry holds every event of the period in memory at
-once. With `--chunk_hours`, the run first copies its new files into one
-folder per chunk of event time (UTC-aligned: 24 h chunks start at midnight),
-record by record, then computes the chunks one after the other, each
-continuing the state the one before staged, and commits them together as one
-run. Cutting by event time gives the figures of one pass (the runs of a store
-are split-invariant, tests/test_split_invariance.py); memory then follows one
-chunk plus the jobs still open.
+once. With `--chunk_hours`, the run first decodes and validates its new files
+once, file by file, as a run's read step does (`decode_file_fast`), and files
+every event under its chunk of event time (UTC-aligned: 24 h chunks start at
+midnight) in one staging file per chunk. Records rejected while decoding,
+and the count of records read, go with the first chunk, so that every record
+is counted once. The run then computes the chunks one after the other, each
+pipeline reading its chunk's file (`ReadDecodedChunk` in transforms/read.py)
+and continuing the state the one before staged, and commits them together
+as one run. Cutting by event time gives the figures of one pass (the runs of
+a store are split-invariant, tests/test_split_invariance.py); memory then
+follows one chunk plus the jobs still open.
 
-A file that cannot be read whole is not cut: it goes to the first chunk as it
-is, where decoding names what is wrong with it, as in any run.
+A chunk file is a sequence of marshalled items, written as files are decoded
+and read back in order: marshal is the fastest serialiser for these plain
+tuples, and the file lives only as long as the run's staging folder.
 """
 
 from __future__ import annotations
 
-import shutil
+import marshal
+from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import fastavro
-
-from fleet_goodput import schemas
-from fleet_goodput.timeutil import micros_of
+from fleet_goodput.columnar import decode_file_fast
 from fleet_goodput.windows import window_start
+
+EVENTS, REJECTED, READ = "events", "rejected", "read"  # the kinds of item in a chunk file
 
 
 @dataclass
 class Chunk:
-    start_us: int
-    folder: Path
-    files: dict[str, list[str]] = field(default_factory=dict)  # stream -> paths
+    start_us: int | None  # None: a chunk of rejected records only (no event was readable)
+    paths: list[str] = field(default_factory=list)  # its files of decoded items, read in this order
 
 
-def cut_into_chunks(files: list[tuple[str, str]], chunk_us: int, target: Path) -> list[Chunk]:
-    """Copy (stream, path) files into chunk folders under `target`; returns the chunks in time order."""
-    chunks: dict[int, Chunk] = {}
-    unreadable: list[tuple[str, str]] = []
-    for number, (stream, path) in enumerate(files):
-        name = f"{number:05d}-{Path(path).name}"
-        if not _cut_file(stream, path, name, chunk_us, target, chunks):
-            unreadable.append((stream, path))
-    ordered = [chunks[start] for start in sorted(chunks)]
-    if unreadable:
-        first = ordered[0] if ordered else chunks.setdefault(0, Chunk(0, target / "chunk-unreadable"))
-        ordered = ordered or [first]
-        for stream, path in unreadable:
-            destination = first.folder / stream / f"unreadable-{Path(path).name}"
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, destination)
-            first.files.setdefault(stream, []).append(str(destination))
-    return ordered
-
-
-def _cut_file(stream: str, path: str, name: str, chunk_us: int, target: Path, chunks: dict[int, Chunk]) -> bool:
-    """Write `path`'s records into their chunks; False (and nothing written) when it cannot be read whole."""
-    schema = schemas.load(stream)
-    writers: dict[int, tuple] = {}
+def cut_into_chunks(files: list[tuple[str, str]], chunk_us: int, target: Path, accelerators) -> list[Chunk]:
+    """Decode (stream, path) files into one file of items per chunk under `target`; the chunks in time order."""
+    target.mkdir(parents=True, exist_ok=True)
+    sinks: dict[int, object] = {}
+    extras_path = target / "decoding.marshal"  # rejected records and read counts
     try:
-        with open(path, "rb") as handle:
-            for record in fastavro.reader(handle, reader_schema=schema):
-                start = window_start(micros_of(record["event_time"]), chunk_us)
-                if start not in writers:
-                    out = target / f"chunk-{start}" / stream / name
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    sink = open(out, "wb")
-                    writers[start] = (out, sink, fastavro.write.Writer(sink, schema, codec="deflate"))
-                writers[start][2].write(record)
-    except Exception:  # noqa: BLE001 - any decoding failure: the reference path names it
-        for out, sink, _ in writers.values():
+        with open(extras_path, "wb") as extras:
+            for stream, path in files:
+                with open(path, "rb") as handle:
+                    decoded = decode_file_fast(stream, path, handle, accelerators)
+                for row in decoded.rejected:
+                    marshal.dump((REJECTED, row), extras)
+                marshal.dump((READ, stream, decoded.read), extras)
+                for key, batch in decoded.batches.items():
+                    for start_us, events in _by_chunk(batch, chunk_us).items():
+                        if start_us not in sinks:
+                            sinks[start_us] = open(target / f"chunk-{start_us}.marshal", "wb")
+                        marshal.dump((EVENTS, key, events), sinks[start_us])
+    finally:
+        for sink in sinks.values():
             sink.close()
-            out.unlink(missing_ok=True)
-        return False
-    for start, (out, sink, writer) in writers.items():
-        writer.flush()
-        sink.close()
-        chunk = chunks.setdefault(start, Chunk(start, target / f"chunk-{start}"))
-        chunk.files.setdefault(stream, []).append(str(out))
-    return True
+    chunks = [Chunk(start, [str(target / f"chunk-{start}.marshal")]) for start in sorted(sinks)] or [Chunk(None)]
+    chunks[0].paths.append(str(extras_path))
+    return chunks
+
+
+def _by_chunk(batch: list[tuple], chunk_us: int) -> dict[int, list[tuple]]:
+    chunks = defaultdict(list)
+    for event in batch:  # an event tuple starts with its time
+        chunks[window_start(event[0], chunk_us)].append(event)
+    return chunks
+
+
+def read_chunk_file(path: str) -> Iterator[tuple]:
+    """The items `cut_into_chunks` wrote to `path`, in order."""
+    with open(path, "rb") as handle:
+        while True:
+            try:
+                yield marshal.load(handle)
+            except EOFError:
+                return

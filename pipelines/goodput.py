@@ -20,7 +20,7 @@ from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import TABLES
 from fleet_goodput.pipelines.options import announce_job
 from fleet_goodput.transforms.goodput import ComputeGoodput
-from fleet_goodput.transforms.read import EVENTS, READ_COUNTS, REJECTED, ReadAvroFiles
+from fleet_goodput.transforms.read import EVENTS, READ_COUNTS, REJECTED, ReadAvroFiles, ReadDecodedChunk
 from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
                                    WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
 from fleet_goodput.transforms.write import StageRows, StageTables
@@ -138,9 +138,12 @@ def stage_outputs(outputs: dict, staging: str) -> dict:
 
 def build_batch(p: beam.Pipeline, files: dict[str, list[str]], state_files: list[str], staging: str,
                 settings: Settings, stream_settings: StreamSettings, continuation: Continuation,
-                as_of_us: int | None = None) -> dict:
-    """The whole batch job on `p`: read the files and saved state, compute, stage; returns the outputs."""
-    outputs = build_goodput(p, read_sources(p, files, settings), settings, as_of_us,
+                as_of_us: int | None = None, chunk_files: list[str] | None = None) -> dict:
+    """The whole batch job on `p`: read the files (or one chunk's decoded files) and saved state,
+    compute, stage; returns the outputs."""
+    decoded = ({"chunk": p | "ReadChunk" >> ReadDecodedChunk(chunk_files)} if chunk_files is not None
+               else read_sources(p, files, settings))
+    outputs = build_goodput(p, decoded, settings, as_of_us,
                             stream_settings=stream_settings, continuation=continuation,
                             saved_state=read_saved_state(p, state_files))
     outputs["staged"] = stage_outputs(outputs, staging)
@@ -149,8 +152,9 @@ def build_batch(p: beam.Pipeline, files: dict[str, list[str]], state_files: list
 
 def run(files: dict[str, list[str]], state_files: list[str], staging: str, settings: Settings,
         stream_settings: StreamSettings, continuation: Continuation, as_of_us: int | None = None,
-        beam_args: list[str] | None = None) -> None:
-    """Build and run the batch pipeline: everything it computes is staged under `staging`."""
+        beam_args: list[str] | None = None, chunk_files: list[str] | None = None) -> None:
+    """Build and run the batch pipeline: everything it computes is staged under `staging`.
+    With `chunk_files`, it reads one chunk's decoded files (fleet_goodput/chunks.py) instead of `files`."""
     args = list(beam_args or [])
     if not any(arg.startswith("--runner") for arg in args):
         # The default DirectRunner first tries to fetch the Prism runner, which
@@ -158,7 +162,7 @@ def run(files: dict[str, list[str]], state_files: list[str], staging: str, setti
         args.append("--runner=FnApiRunner")
     options = PipelineOptions(args)
     p = beam.Pipeline(options=options)
-    build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us)
+    build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us, chunk_files)
     result = p.run()
     announce_job(result, options)  # before waiting: a Dataflow job runs for minutes
     result.wait_until_finish()

@@ -58,8 +58,8 @@ def _job_windows(output) -> dict:
     return _rows(output, f"select (job_id, window_start) as k, {figures}, ideal_chip_s from job_window")
 
 
-def _assert_same_job_windows(actual: dict, expected: dict) -> None:
-    assert len(expected) > 500
+def _assert_same_job_windows(actual: dict, expected: dict, min_rows: int = 500) -> None:
+    assert len(expected) > min_rows
     assert sorted(set(actual) ^ set(expected)) == []
     for key, row in expected.items():
         ideal = row.pop("ideal_chip_s")
@@ -194,3 +194,21 @@ def test_a_first_run_that_accepts_nothing_loses_nothing(tmp_path):
     assert len(expected) > 10
     assert _job_windows(tmp_path / "out") == expected
     assert _jobs(tmp_path / "out") == _jobs(tmp_path / "whole")
+
+
+def test_a_chunked_run_rejects_and_counts_as_one_pass(tmp_path):
+    """Chunks decode every file once up front: a file that cannot be read, and the
+    records rejected while decoding, land in the rejected table once, as in one pass."""
+    simulate(tmp_path / "fleet", seed=7, hours=50, jobs=12)
+    (tmp_path / "fleet" / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
+    settings = load_settings()
+    whole = run_batch(str(tmp_path / "fleet"), str(tmp_path / "whole"), settings)
+    chunked = run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, chunk_hours=24)
+    assert chunked.manifest["streams"] == whole.manifest["streams"]
+    query = "select stream, reason, source, sum(records) from rejected group by all order by all"
+    with connect(tmp_path / "whole") as connection:
+        rejected = connection.execute(query).fetchall()
+    with connect(tmp_path / "chunked") as connection:
+        assert connection.execute(query).fetchall() == rejected
+    assert any(source.endswith("damaged.avro") for _, _, source, _ in rejected)
+    _assert_same_job_windows(_job_windows(tmp_path / "chunked"), _job_windows(tmp_path / "whole"), min_rows=50)

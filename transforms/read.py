@@ -16,7 +16,7 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.io import fileio
 
-from fleet_goodput import schemas
+from fleet_goodput import chunks, schemas
 from fleet_goodput.columnar import decode_file_fast
 from fleet_goodput.decode import VALIDATORS, Invalid, contract_violation, rejected_row
 from fleet_goodput.events import pack
@@ -62,6 +62,33 @@ class ReadAvroFiles(beam.PTransform):
             | "SpreadFiles" >> beam.Reshuffle()
             | "DecodeAndValidate" >> beam.ParDo(_DecodeAvroFile(self.stream, self.accelerators))
             .with_outputs(REJECTED, READ_COUNTS, main=EVENTS)
+        )
+
+
+def _chunk_items(path: str):
+    for item in chunks.read_chunk_file(path):
+        if item[0] == chunks.EVENTS:
+            _, key, events = item
+            yield key, pack(events)
+        elif item[0] == chunks.REJECTED:
+            yield beam.pvalue.TaggedOutput(REJECTED, item[1])
+        else:
+            _, stream, records = item
+            yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), records))
+
+
+class ReadDecodedChunk(beam.PTransform):
+    """The files of one chunk that `fleet_goodput.chunks` decoded → the outputs of `ReadAvroFiles`."""
+
+    def __init__(self, paths: list[str]):
+        super().__init__()
+        self.paths = list(paths)
+
+    def expand(self, pbegin):
+        return (
+            pbegin
+            | "ListChunkFiles" >> beam.Create(self.paths)
+            | "ReadDecoded" >> beam.FlatMap(_chunk_items).with_outputs(REJECTED, READ_COUNTS, main=EVENTS)
         )
 
 
