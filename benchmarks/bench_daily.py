@@ -24,11 +24,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from fleet_goodput.avro_io import split_by_time
-from fleet_goodput.simulator import simulate
-from fleet_goodput.simulator.run import START_US
-
 DAY_US = 86_400 * 1_000_000
+
+
+def prepare(root: Path, days: int, jobs_per_hour: float, seed: int) -> None:
+    """Simulate the fleet and cut it into days (run in a child process: see main)."""
+    from fleet_goodput.avro_io import split_by_time
+    from fleet_goodput.simulator import simulate
+    from fleet_goodput.simulator.run import START_US
+
+    hours = days * 24
+    summary = simulate(root / "fleet", seed=seed, hours=hours, jobs=round(jobs_per_hour * hours))
+    print(f"  {summary}", flush=True)
+    split_by_time(root / "fleet", [START_US + d * DAY_US for d in range(1, days)], root / "days")
 
 
 def measure(command: list[str]) -> tuple[float, float]:
@@ -52,15 +60,20 @@ def main() -> None:
     parser.add_argument("--jobs-per-hour", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--workdir", help="keep the files here (default: a temporary folder)")
+    parser.add_argument("--prepare-only", metavar="ROOT", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.prepare_only:
+        prepare(Path(args.prepare_only), args.days, args.jobs_per_hour, args.seed)
+        return
 
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(args.workdir or scratch)
-        hours = args.days * 24
         print(f"simulating {args.days} days, {args.jobs_per_hour:g} jobs an hour ...", flush=True)
-        summary = simulate(root / "fleet", seed=args.seed, hours=hours, jobs=round(args.jobs_per_hour * hours))
-        print(f"  {summary}", flush=True)
-        parts = split_by_time(root / "fleet", [START_US + d * DAY_US for d in range(1, args.days)], root / "days")
+        # In a child: a child's peak memory as wait4 reports it starts from its
+        # parent's, so this process must stay small for the runs' figures.
+        subprocess.run([sys.executable, __file__, "--prepare-only", str(root), "--days", str(args.days),
+                        "--jobs-per-hour", str(args.jobs_per_hour), "--seed", str(args.seed)], check=True)
+        parts = sorted(path for path in (root / "days").iterdir() if path.is_dir())
 
         rows = []
         for day, part in enumerate(parts, start=1):

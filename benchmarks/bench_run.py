@@ -119,10 +119,11 @@ def main() -> int:
     work = Path(args.dir or tempfile.mkdtemp(prefix="mpg-bench-"))
     telemetry = Path(args.input) if args.input else work / "telemetry"
     if not args.input:
-        from fleet_goodput.simulator import simulate
-
         print(f"simulating {args.hours:g} h (seed {args.seed}) into {work} ...", flush=True)
-        simulate(telemetry, seed=args.seed, hours=args.hours)
+        # In a child: a child's peak memory as wait4 reports it starts from its
+        # parent's, so this process must stay small for the figures below.
+        subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "simulate", "--out", str(telemetry),
+                        "--seed", str(args.seed), "--hours", str(args.hours), "-q"], check=True)
     counts = {stream: _records(telemetry, stream) for stream in ("scheduler", "runtime", "profiler")}
     events = sum(counts.values())
 
