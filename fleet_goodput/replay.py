@@ -35,20 +35,30 @@ def load_slices(source: str | Path, slice_s: int) -> dict[int, dict[str, list[di
 
 
 def replay(source: str | Path, target: str | Path, speed: float, slice_s: int = 300,
-           report: Callable[[str], None] = print) -> int:
+           report: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic,
+           sleep: Callable[[float], None] = time.sleep) -> int:
     """Write SOURCE's events into TARGET slice by slice; returns the events written.
 
     `speed` is how many seconds of event time pass per wall-clock second
-    (0 means as fast as possible).
+    (0 means as fast as possible). Slice k is written `(start_k - start_0) /
+    speed` wall seconds after the first: the schedule runs on the clock, so
+    the time spent writing does not slow the replay below `speed` (with a
+    fixed sleep after each write, 6 h of a fleet in one-minute slices at 1000x
+    took 25.3 s instead of 21.6), and a stretch of event time without events
+    takes its wall time too.
     """
     slices = load_slices(source, slice_s)
+    starts = sorted(slices)
+    began = clock()
     written = 0
-    for n, start_us in enumerate(sorted(slices)):
+    for n, start_us in enumerate(starts):
+        if speed > 0:
+            due = began + (start_us - starts[0]) / 1e6 / speed
+            if (wait := due - clock()) > 0:
+                sleep(wait)
         for stream, records in sorted(slices[start_us].items()):
             records.sort(key=lambda record: record["event_time"])
             written += write_events(Path(target, stream, f"replay-{n:06d}.avro"), stream, records)
         stamp = datetime.fromtimestamp(start_us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
         report(f"replayed slice {n + 1}/{len(slices)} ({stamp} UTC): {written:,} events so far")
-        if speed > 0 and n + 1 < len(slices):
-            time.sleep(slice_s / speed)
     return written

@@ -108,6 +108,15 @@ def test_quiet_run_prints_nothing_but_the_as_of_is_used(telemetry, tmp_path, cap
     assert '"as_of": "2026-01-01T12:00:00Z"' in capsys.readouterr().out
 
 
+def test_quiet_replay_prints_nothing_but_replays(telemetry, tmp_path, capsys):
+    assert main(["replay", "--quiet", "--from", str(telemetry), "--to", str(tmp_path / "live"), "--speed", "0"]) == 0
+    assert capsys.readouterr().out == ""
+    assert {path.parent.name for path in (tmp_path / "live").glob("*/*.avro")} == \
+        {path.parent.name for path in telemetry.glob("*/*.avro")}
+    assert main(["replay", "--replace", "--from", str(telemetry), "--to", str(tmp_path / "live"), "--speed", "0"]) == 0
+    assert "replayed slice 1/" in capsys.readouterr().out
+
+
 def test_a_submitted_dataflow_job_prints_its_id_and_console_url(capsys):
     options = parse_options("run", ["--input=gs://b/in", "--output=gs://b/out", "--project=fleet-project",
                                     "--region=europe-west4"])

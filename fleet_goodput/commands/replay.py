@@ -56,6 +56,6 @@ def main(args: argparse.Namespace) -> int:
                   "pass --replace to clear it", file=sys.stderr)
             return 2
         clear_telemetry(args.target)
-    written = replay(args.source, args.target, args.speed, args.slice_s)
+    written = replay(args.source, args.target, args.speed, args.slice_s, report=lambda line: say(line, flush=True))
     say(f"replayed {written:,} events into {args.target}")
     return 0
