@@ -18,7 +18,7 @@ from fleet_goodput.config import Settings, peak_table
 from fleet_goodput.store import STATE_KEYS_SCHEMA
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import TABLES
-from fleet_goodput.pipelines.options import announce_job
+from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job
 from fleet_goodput.transforms.goodput import ComputeGoodput
 from fleet_goodput.transforms.read import EVENTS, READ_COUNTS, REJECTED, ReadAvroFiles, ReadDecodedChunk
 from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
@@ -160,7 +160,7 @@ def run(files: dict[str, list[str]], state_files: list[str], staging: str, setti
         # The default DirectRunner first tries to fetch the Prism runner, which
         # hangs offline; the in-process FnApiRunner needs nothing.
         args.append("--runner=FnApiRunner")
-    options = PipelineOptions(args)
+    options = ViewCachingOptions(args)
     p = beam.Pipeline(options=options)
     build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us, chunk_files)
     result = p.run()

@@ -30,6 +30,29 @@ class GoodputOptions(PipelineOptions):
 OPTIONS_FLAGS = {option.flag for option in OPTIONS.values()}
 
 
+class ViewCachingOptions(PipelineOptions):
+    """Pipeline options that make each view once.
+
+    Beam asks the pipeline's options for a `TypeOptions` view at every
+    transform it applies and every type check it makes (888 times for one
+    `mpg run`), and every view parses the flags again with a new argparse
+    parser: about a second of a small run, whatever the input. Views of one
+    options object share its values (Beam's own design: a change through one
+    view shows in all), so one view per class serves every ask.
+    """
+
+    def view_as(self, cls):
+        views = self.__dict__.setdefault("_views_by_class", {})
+        if cls not in views:
+            views[cls] = super().view_as(cls)
+        return views[cls]
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())  # the base may return the live __dict__
+        state.pop("_views_by_class", None)
+        return state
+
+
 def command_parser(command: str | None = None) -> _BeamArgumentParser:
     """A parser of Beam's own pipeline options (every PipelineOptions class but ours), and the command's."""
     parser = _BeamArgumentParser(usage=argparse.SUPPRESS, allow_abbrev=False, add_help=False,
@@ -59,7 +82,7 @@ def check_flags(command: str, flags: list[str], where: str = "") -> None:
 def parse_options(command: str, flags: list[str]) -> PipelineOptions:
     """The pipeline options of `flags`, checked: unknown flags and missing required options are errors."""
     check_flags(command, flags)
-    options = PipelineOptions(flags)
+    options = ViewCachingOptions(flags)
     goodput = options.view_as(GoodputOptions)
     missing = [OPTIONS[name].flag for name in COMMAND_OPTIONS[command]
                if OPTIONS[name].required and getattr(goodput, name) is None]
