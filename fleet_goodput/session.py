@@ -114,6 +114,10 @@ class KeyState:
         frontier_us = max(self.frontier_us, min(frontier_us, as_of_us))
         self._settle(frontier_us, result)
         values = dict(self.totals)
+        if self._ended_and_settled():  # nothing after the frontier can change it: no copy to advance
+            self._emit(values, _summary_of(self.timeline), result)
+            self._compact(retention_us)
+            return result
         provisional = clone(self.timeline)  # _settle left it no rejections: what it rejects now is provisional
         counted = provisional.counts()
         provisional.feed([e for e in self.waiting if e.time_us <= as_of_us])
@@ -125,6 +129,14 @@ class KeyState:
         self._emit(values, _summary_of(provisional), result)
         self._compact(retention_us)
         return result
+
+    def _ended_and_settled(self) -> bool:
+        """A job that ended at or before the frontier with no event waiting: advancing a copy
+        to the as-of time would add nothing (its ending resolved every span and closed
+        every stretch), so the copy is not made. Most keys of a long batch run are such jobs."""
+        timeline = self.timeline
+        return (isinstance(timeline, JobTimeline) and not self.waiting and timeline.end_us is not None
+                and timeline.end_us <= self.frontier_us and not timeline.unresolved and timeline.open_step is None)
 
     def close(self, end_us: int) -> Advance:
         """End of input at `end_us`: settle everything up to it and close the key for good."""
