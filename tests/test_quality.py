@@ -28,6 +28,8 @@ from fleet_goodput.cli import main
 from fleet_goodput.quality.period import Period, PeriodBusy, period_lock
 from fleet_goodput.store import Store
 
+pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
+
 T0 = worked_example.T0_US  # 2026-01-01T00:00:00Z
 S = 1_000_000
 DAYS = 3

@@ -28,6 +28,8 @@ from fleet_goodput.report.figures import checkpoint_advice
 from fleet_goodput.report.advice import ClassMeasures, advise, best_interval, model_rg
 from test_quality import build_outputs, commit_change, pristine_copy, rewrite_partition
 
+pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
+
 PERIOD = "2026-01-01_2026-01-03"
 
 
