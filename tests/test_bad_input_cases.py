@@ -438,14 +438,9 @@ PREFIXES = {case.name: prefix_of(i) for i, case in enumerate(CASES)}
 
 
 @pytest.fixture(scope="module")
-def clean(tmp_path_factory) -> list[tuple]:
-    """The clean run's `job_window` rows of the worked example (job j1)."""
-    given = Input(tmp_path_factory.mktemp("clean_in"))
-    for stream, records in worked_example.records().items():
-        given.records("j1", "clean", stream, records)
-    output = tmp_path_factory.mktemp("clean_out")
-    assert main(["run", "--input", str(given.root), "--output", str(output)]) == 0
-    return job_windows(output)["j1"]
+def clean(worked_example_run) -> list[tuple]:
+    """The `job_window` rows of `mpg run` over the worked example alone (job j1; tests/conftest.py)."""
+    return job_windows(worked_example_run[1])["j1"]
 
 
 @pytest.fixture(scope="module")

@@ -128,22 +128,23 @@ def multi_day_records() -> dict[str, list[dict]]:
 _BUILT: dict[str, Path] = {}
 
 
-def build_outputs(tmp_path_factory) -> dict[str, Path]:
-    """Pipeline outputs for the worked example and the three-day fleet, built once per session."""
+def build_outputs(tmp_path_factory, worked_example_run) -> dict[str, Path]:
+    """Pipeline outputs for the worked example (a copy of tests/conftest.py's) and the three-day fleet,
+    built once per session."""
     if not _BUILT:
-        for name, records in (("worked", worked_example.records()), ("fleet", multi_day_records())):
-            root = tmp_path_factory.mktemp(f"{name}_in")
-            for stream, stream_records in records.items():
-                write_events(root / stream / "part-0.avro", stream, stream_records)
-            output = tmp_path_factory.mktemp(f"{name}_out")
-            assert main(["run", "--input", str(root), "--output", str(output)]) == 0
-            _BUILT[name] = output
+        _BUILT["worked"] = pristine_copy(worked_example_run[1], tmp_path_factory.mktemp("worked_out") / "out")
+        root = tmp_path_factory.mktemp("fleet_in")
+        for stream, stream_records in multi_day_records().items():
+            write_events(root / stream / "part-0.avro", stream, stream_records)
+        output = tmp_path_factory.mktemp("fleet_out")
+        assert main(["run", "--input", str(root), "--output", str(output)]) == 0
+        _BUILT["fleet"] = output
     return _BUILT
 
 
 @pytest.fixture(scope="session")
-def outputs(tmp_path_factory) -> dict[str, Path]:
-    return build_outputs(tmp_path_factory)
+def outputs(tmp_path_factory, worked_example_run) -> dict[str, Path]:
+    return build_outputs(tmp_path_factory, worked_example_run)
 
 
 def pristine_copy(output: Path, destination: Path) -> Path:

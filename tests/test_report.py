@@ -34,8 +34,8 @@ PERIOD = "2026-01-01_2026-01-03"
 
 
 @pytest.fixture(scope="session")
-def outputs(tmp_path_factory) -> dict[str, Path]:
-    return build_outputs(tmp_path_factory)
+def outputs(tmp_path_factory, worked_example_run) -> dict[str, Path]:
+    return build_outputs(tmp_path_factory, worked_example_run)
 
 
 @pytest.fixture(scope="module")

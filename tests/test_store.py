@@ -27,10 +27,10 @@ def _write(root, records: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def worked(tmp_path_factory):
+def worked(worked_example_run, tmp_path_factory):
+    """A folder whose `out` is a copy of `mpg run`'s output over the worked example (tests/conftest.py)."""
     root = tmp_path_factory.mktemp("store")
-    _write(root / "in", worked_example.records())
-    run_batch(str(root / "in"), str(root / "out"), load_settings())
+    shutil.copytree(worked_example_run[1], root / "out")
     return root
 
 
