@@ -172,12 +172,12 @@ def test_a_first_run_that_accepts_nothing_loses_nothing(tmp_path):
     not be rejected for good; the runs then end equal to one run."""
     simulate(tmp_path / "fleet", seed=3, hours=3, jobs=8)
     settings = load_settings()
-    whole = run_batch(str(tmp_path / "fleet"), str(tmp_path / "whole"), settings)
+    whole = run_batch(str(tmp_path / "fleet"), str(tmp_path / "whole"), settings, build_views=False)
     live = tmp_path / "live"
     (live / "runtime").mkdir(parents=True)
     for path in (tmp_path / "fleet" / "runtime").glob("*.avro"):
         (live / "runtime" / path.name).write_bytes(path.read_bytes())
-    first = run_batch(str(live), str(tmp_path / "out"), settings)
+    first = run_batch(str(live), str(tmp_path / "out"), settings, build_views=False)
     assert first.manifest["as_of_us"] is None
     assert first.manifest["streams"]["runtime"]["reconciles"]
     with connect(tmp_path / "out") as connection:
@@ -188,7 +188,7 @@ def test_a_first_run_that_accepts_nothing_loses_nothing(tmp_path):
         (live / stream).mkdir()
         for path in (tmp_path / "fleet" / stream).glob("*.avro"):
             (live / stream / path.name).write_bytes(path.read_bytes())
-    last = run_batch(str(live), str(tmp_path / "out"), settings)
+    last = run_batch(str(live), str(tmp_path / "out"), settings, build_views=False)
     assert last.manifest["streams"] == whole.manifest["streams"]
     expected = _job_windows(tmp_path / "whole")
     assert len(expected) > 10
@@ -202,8 +202,9 @@ def test_a_chunked_run_rejects_and_counts_as_one_pass(tmp_path):
     simulate(tmp_path / "fleet", seed=7, hours=50, jobs=12)
     (tmp_path / "fleet" / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
     settings = load_settings()
-    whole = run_batch(str(tmp_path / "fleet"), str(tmp_path / "whole"), settings)
-    chunked = run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, chunk_hours=24)
+    whole = run_batch(str(tmp_path / "fleet"), str(tmp_path / "whole"), settings, build_views=False)
+    chunked = run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, chunk_hours=24,
+                        build_views=False)
     assert chunked.manifest["streams"] == whole.manifest["streams"]
     query = "select stream, reason, source, sum(records) from rejected group by all order by all"
     with connect(tmp_path / "whole") as connection:
