@@ -438,13 +438,9 @@ PREFIXES = {case.name: prefix_of(i) for i, case in enumerate(CASES)}
 
 
 @pytest.fixture(scope="module")
-def clean(tmp_path_factory) -> Path:
-    given = Input(tmp_path_factory.mktemp("clean_in"))
-    for stream, records in worked_example.records().items():
-        given.records("j1", "clean", stream, records)
-    output = tmp_path_factory.mktemp("clean_out")
-    assert main(["run", "--input", str(given.root), "--output", str(output)]) == 0
-    return output
+def clean(worked_example_run) -> list[tuple]:
+    """The `job_window` rows of `mpg run` over the worked example alone (job j1; tests/conftest.py)."""
+    return job_windows(worked_example_run[1])["j1"]
 
 
 @pytest.fixture(scope="module")
@@ -457,16 +453,24 @@ def dirty(tmp_path_factory) -> tuple[Input, Path]:
     return given, output
 
 
-def job_window(output: Path, job_id: str) -> list[tuple]:
+def job_windows(output: Path) -> dict[str, list[tuple]]:
+    """Every job's latest `job_window` rows in window order, read in one query (one read for all cases)."""
     with connect(output) as connection:
-        return connection.execute("""
-            select * exclude (job_id, version, date) from job_window
-            where job_id = ? order by window_start""", [job_id]).fetchall()
+        rows = connection.execute("""
+            select job_id, * exclude (job_id, version, date) from job_window
+            order by job_id, window_start""").fetchall()
+    windows: dict[str, list[tuple]] = {}
+    for job_id, *row in rows:
+        windows.setdefault(job_id, []).append(tuple(row))
+    return windows
 
 
-def rejected_of(output: Path, prefix: str) -> list[tuple]:
+def rejected_rows(output: Path) -> list[tuple]:
     with connect(output) as connection:  # settled and provisional rejections alike
-        rows = connection.execute("select event_id, reason, records, source from rejected").fetchall()
+        return connection.execute("select event_id, reason, records, source from rejected").fetchall()
+
+
+def rejected_of(rows: list[tuple], prefix: str) -> list[tuple]:
     mine = []
     for event_id, reason, records, source in rows:
         if event_id is not None and event_id.startswith(f"{prefix}-"):
@@ -476,13 +480,19 @@ def rejected_of(output: Path, prefix: str) -> list[tuple]:
     return sorted(mine, key=lambda row: (row[0] or "", row[1]))
 
 
+@pytest.fixture(scope="module")
+def dirty_rows(dirty) -> tuple[dict[str, list[tuple]], list[tuple]]:
+    """The dirty run's job windows and rejections, read once for the ~90 per-case tests."""
+    return job_windows(dirty[1]), rejected_rows(dirty[1])
+
+
 def test_there_are_enough_named_cases():
     assert len(CASES) >= 40 and len(PREFIXES) == len(CASES)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
-def test_each_rejection_has_its_specific_reason(dirty, case):
-    got = rejected_of(dirty[1], PREFIXES[case.name])
+def test_each_rejection_has_its_specific_reason(dirty_rows, case):
+    got = rejected_of(dirty_rows[1], PREFIXES[case.name])
     expected = sorted(case.rejected, key=lambda row: (row[0] or "", row[1]))
     assert len(got) == len(expected), got
     for (event_id, reason, records), (want_id, pattern, want_records) in zip(got, expected):
@@ -491,9 +501,8 @@ def test_each_rejection_has_its_specific_reason(dirty, case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
-def test_the_good_job_equals_a_clean_run(clean, dirty, case):
-    expected = job_window(clean, "j1")
-    assert expected and job_window(dirty[1], PREFIXES[case.name]) == expected
+def test_the_good_job_equals_a_clean_run(clean, dirty_rows, case):
+    assert clean and dirty_rows[0].get(PREFIXES[case.name]) == clean
 
 
 def test_the_manifest_reconciles_with_the_true_record_counts(dirty):

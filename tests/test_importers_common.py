@@ -35,7 +35,7 @@ def import_to(name: str, source: Path, out: Path, **overrides):
 
 def run_and_read(input_dir: Path, output_dir: Path) -> tuple[dict, dict[str, dict]]:
     """Run the batch pipeline; returns (manifest, job_goodput rows by job_id)."""
-    outcome = run_batch(str(input_dir), str(output_dir), SETTINGS)
+    outcome = run_batch(str(input_dir), str(output_dir), SETTINGS, build_views=False)  # read through connect()
     with connect(output_dir) as connection:
         cursor = connection.execute("select * from job_goodput")
         columns = [d[0] for d in cursor.description]

@@ -9,7 +9,9 @@ team, an event on an unknown accelerator). Corruptions are made on copies.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import shutil
 from datetime import date
@@ -25,6 +27,8 @@ from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.quality.period import Period, PeriodBusy, period_lock
 from fleet_goodput.store import Store
+
+pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
 
 T0 = worked_example.T0_US  # 2026-01-01T00:00:00Z
 S = 1_000_000
@@ -124,22 +128,23 @@ def multi_day_records() -> dict[str, list[dict]]:
 _BUILT: dict[str, Path] = {}
 
 
-def build_outputs(tmp_path_factory) -> dict[str, Path]:
-    """Pipeline outputs for the worked example and the three-day fleet, built once per session."""
+def build_outputs(tmp_path_factory, worked_example_run) -> dict[str, Path]:
+    """Pipeline outputs for the worked example (a copy of tests/conftest.py's) and the three-day fleet,
+    built once per session."""
     if not _BUILT:
-        for name, records in (("worked", worked_example.records()), ("fleet", multi_day_records())):
-            root = tmp_path_factory.mktemp(f"{name}_in")
-            for stream, stream_records in records.items():
-                write_events(root / stream / "part-0.avro", stream, stream_records)
-            output = tmp_path_factory.mktemp(f"{name}_out")
-            assert main(["run", "--input", str(root), "--output", str(output)]) == 0
-            _BUILT[name] = output
+        _BUILT["worked"] = pristine_copy(worked_example_run[1], tmp_path_factory.mktemp("worked_out") / "out")
+        root = tmp_path_factory.mktemp("fleet_in")
+        for stream, stream_records in multi_day_records().items():
+            write_events(root / stream / "part-0.avro", stream, stream_records)
+        output = tmp_path_factory.mktemp("fleet_out")
+        assert main(["run", "--input", str(root), "--output", str(output)]) == 0
+        _BUILT["fleet"] = output
     return _BUILT
 
 
 @pytest.fixture(scope="session")
-def outputs(tmp_path_factory) -> dict[str, Path]:
-    return build_outputs(tmp_path_factory)
+def outputs(tmp_path_factory, worked_example_run) -> dict[str, Path]:
+    return build_outputs(tmp_path_factory, worked_example_run)
 
 
 def pristine_copy(output: Path, destination: Path) -> Path:
@@ -172,32 +177,59 @@ def _summary(output: Path, period: str) -> dict:
     return json.loads((output / "quality" / period / "summary.json").read_text())
 
 
+@dataclasses.dataclass(frozen=True)
+class Validation:
+    code: int
+    printed: str
+    output: Path  # the pristine copy that was validated: its quality/ folder holds the GX project
+    summary: dict
+
+
+@pytest.fixture(scope="module")
+def validated(outputs, tmp_path_factory):
+    """`validated(name, *argv, period=…)`: `mpg validate` on a pristine copy of an output, run once per
+    output and arguments and shared by the tests that read what it printed and wrote (a validation
+    costs seconds of Great Expectations)."""
+    done: dict[tuple, Validation] = {}
+
+    def validate(name: str, *argv: str, period: str) -> Validation:
+        if (name, argv) not in done:
+            output = pristine_copy(outputs[name], tmp_path_factory.mktemp(f"validated_{name}") / "out")
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                code = main(["validate", "--output", str(output), *argv])
+            done[(name, argv)] = Validation(code, printed.getvalue(), output, _summary(output, period))
+        return done[(name, argv)]
+    return validate
+
+
 @pytest.mark.parametrize("name, argv, period", [
     ("fleet", [], "2026-01-01_2026-01-03"),
     ("fleet", ["--from", "2026-01-02", "--to", "2026-01-03", "--require-complete"], "2026-01-02_2026-01-03"),
     ("worked", ["--date", "2026-01-01"], "2026-01-01"),
 ])
-def test_clean_outputs_pass_every_critical_check(outputs, capsys, name, argv, period):
-    assert main(["validate", "--output", str(outputs[name]), *argv]) == 0
-    printed = capsys.readouterr().out
-    assert f"Data quality for {period}: PASSED" in printed
-    summary = _summary(outputs[name], period)
+def test_clean_outputs_pass_every_critical_check(validated, name, argv, period):
+    validation = validated(name, *argv, period=period)
+    assert validation.code == 0
+    assert f"Data quality for {period}: PASSED" in validation.printed
+    summary = validation.summary
     assert summary["passed"] and len(summary["checks"]) > 60
     assert {c["suite"] for c in summary["checks"]} == {"job_window", "jobs", "capacity_window", "capacity_coverage",
                                                        "rejected", "manifest", "views"}
 
 
-def test_warnings_are_reported_but_do_not_fail(outputs):
+def test_warnings_are_reported_but_do_not_fail(validated):
     """The fleet has a job without a team and a rejected event: both below their thresholds, both warnings."""
-    assert main(["validate", "--output", str(outputs["fleet"])]) == 0
-    warned = {c["title"] for c in _summary(outputs["fleet"], "2026-01-01_2026-01-03")["checks"] if not c["success"]}
+    validation = validated("fleet", period="2026-01-01_2026-01-03")
+    assert validation.code == 0
+    warned = {c["title"] for c in validation.summary["checks"] if not c["success"]}
     assert "at least 95% of jobs name their team" in warned
     assert "at most 1% of a stream's events are rejected" in warned
 
 
-def test_partial_period_warns_unless_required_complete(outputs, capsys):
+def test_partial_period_warns_unless_required_complete(validated, outputs, capsys):
     """The worked example ends at 00:09:40: the day is incomplete."""
-    assert main(["validate", "--output", str(outputs["worked"]), "--date", "2026-01-01"]) == 0
+    assert validated("worked", "--date", "2026-01-01", period="2026-01-01").code == 0
     assert main(["validate", "--output", str(outputs["worked"]), "--date", "2026-01-01", "--require-complete"]) == 1
     assert "FAIL [critical] the data covers the whole period" in capsys.readouterr().out
 
@@ -239,13 +271,14 @@ def test_every_expectation_says_why_and_how_bad(outputs):
             assert len(expectation.notes) > 20 and expectation.description, expectation
 
 
-def test_gx_api_reruns_the_persisted_checkpoints(outputs):
+def test_gx_api_reruns_the_persisted_checkpoints(validated):
     """The period's GX project holds the suites, checkpoints and batches: GX alone re-runs them, same verdicts."""
     import great_expectations as gx
 
-    assert main(["validate", "--output", str(outputs["worked"]), "--date", "2026-01-01"]) == 0
-    root = outputs["worked"] / "quality" / "2026-01-01"
-    recorded = [(c["suite"], c["expectation"], c["success"]) for c in _summary(outputs["worked"], "2026-01-01")["checks"]]
+    validation = validated("worked", "--date", "2026-01-01", period="2026-01-01")
+    assert validation.code == 0
+    root = validation.output / "quality" / "2026-01-01"
+    recorded = [(c["suite"], c["expectation"], c["success"]) for c in validation.summary["checks"]]
     context = gx.get_context(project_root_dir=str(root))
     assert {c.name for c in context.checkpoints.all()} == {suite for suite, _, _ in recorded}
     rerun = []
@@ -256,19 +289,23 @@ def test_gx_api_reruns_the_persisted_checkpoints(outputs):
     assert context.checkpoints.get("jobs").run().success
 
 
-def test_a_changed_batch_changes_the_rerun_verdict(outputs, tmp_path):
+def test_a_changed_batch_changes_the_rerun_verdict(validated):
     """The re-run reads the persisted batch for real: break it, and GX's own run fails."""
     import great_expectations as gx
     import pandas as pd
 
-    output = pristine_copy(outputs["worked"], tmp_path / "out")
-    assert main(["validate", "--output", str(output), "--date", "2026-01-01"]) == 0
-    root = output / "quality" / "2026-01-01"
+    validation = validated("worked", "--date", "2026-01-01", period="2026-01-01")
+    assert validation.code == 0
+    root = validation.output / "quality" / "2026-01-01"
     batch = root / "batches" / "jobs.parquet"
+    original = batch.read_bytes()
     frame = pd.read_parquet(batch)
     frame.loc[0, "requested_chips"] = 0
     frame.to_parquet(batch, index=False)
-    assert not gx.get_context(project_root_dir=str(root)).checkpoints.get("jobs").run().success
+    try:
+        assert not gx.get_context(project_root_dir=str(root)).checkpoints.get("jobs").run().success
+    finally:
+        batch.write_bytes(original)  # the validation is shared: leave its batch as validate wrote it
 
 
 def test_a_locked_period_is_refused_with_a_retry_code(outputs, capsys):

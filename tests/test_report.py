@@ -28,12 +28,14 @@ from fleet_goodput.report.figures import checkpoint_advice
 from fleet_goodput.report.advice import ClassMeasures, advise, best_interval, model_rg
 from test_quality import build_outputs, commit_change, pristine_copy, rewrite_partition
 
+pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
+
 PERIOD = "2026-01-01_2026-01-03"
 
 
 @pytest.fixture(scope="session")
-def outputs(tmp_path_factory) -> dict[str, Path]:
-    return build_outputs(tmp_path_factory)
+def outputs(tmp_path_factory, worked_example_run) -> dict[str, Path]:
+    return build_outputs(tmp_path_factory, worked_example_run)
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +43,13 @@ def published(outputs) -> Path:
     assert main(["report", "--output", str(outputs["fleet"]), "--from", "2026-01-01", "--to", "2026-01-03",
                  "--require-complete"]) == 0
     return outputs["fleet"] / "reports" / PERIOD / "index.html"
+
+
+@pytest.fixture(scope="module")
+def one_day(outputs) -> Path:
+    """The report of 2026-01-02 alone, published once for the tests that read it."""
+    assert main(["report", "--output", str(outputs["fleet"]), "--date", "2026-01-02"]) == 0
+    return outputs["fleet"] / "reports" / "2026-01-02" / "index.html"
 
 
 def _read_csv(path: Path) -> list[dict]:
@@ -138,10 +147,9 @@ def test_factors_are_written_out_once():
         assert "goodput_factors(" in (root / "sql" / "marts" / f"{mart}.sql").read_text(), mart
 
 
-def test_one_day_report_has_an_hourly_trend_and_the_change_from_the_day_before(published, outputs):
-    assert main(["report", "--output", str(outputs["fleet"]), "--date", "2026-01-02"]) == 0
-    folder = outputs["fleet"] / "reports" / "2026-01-02"
-    page = (folder / "index.html").read_text()
+def test_one_day_report_has_an_hourly_trend_and_the_change_from_the_day_before(published, one_day, outputs):
+    folder = one_day.parent
+    page = one_day.read_text()
     assert ">Trend per hour<" in page and "vs 2026-01-01" in page
     trend = re.search(r'<svg class="chart" data-chart="fleet_trend".*?</svg>', page, re.S).group(0)
     assert trend.count("<title>SG ") == 24, "SG every hour (RG and PG only in hours with allocated jobs)"
@@ -276,11 +284,10 @@ def _drawn(page: Path, tmp_path: Path) -> dict[str, int]:
 
 @pytest.mark.skipif(_browser() is None, reason="no headless Chromium installed (Debian package `chromium`)")
 @pytest.mark.parametrize("which", ["period", "one_day", "job"])
-def test_pages_draw_in_headless_chromium(published, outputs, tmp_path, which):
+def test_pages_draw_in_headless_chromium(published, one_day, tmp_path, which):
     """Every chart drawn, none narrower than a half column, no label outside its chart or on another; a screenshot."""
     if which == "one_day":
-        assert main(["report", "--output", str(outputs["fleet"]), "--date", "2026-01-02"]) == 0
-        page = outputs["fleet"] / "reports" / "2026-01-02" / "index.html"
+        page = one_day
     elif which == "job":
         page = published.parent / re.search(r'<a href="(jobs/[^"]+)">', published.read_text()).group(1)
     else:

@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 import worked_example
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.views import connect
 
 
 @pytest.fixture(scope="module")
-def worked_example_input(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("worked_example")
-    for stream, records in worked_example.records().items():
-        write_events(root / stream / "part-0.avro", stream, records)
-    return root
+def worked_example_input(worked_example_run) -> Path:
+    return worked_example_run[0]
 
 
 @pytest.fixture(scope="module")
-def worked_example_output(worked_example_input, tmp_path_factory) -> Path:
-    output = tmp_path_factory.mktemp("out")
-    assert main(["run", "--input", str(worked_example_input), "--output", str(output)]) == 0
-    return output
+def worked_example_output(worked_example_run, tmp_path_factory) -> Path:
+    """`mpg run` over the worked example (tests/conftest.py), copied: the tests here run and query it."""
+    return Path(shutil.copytree(worked_example_run[1], tmp_path_factory.mktemp("out") / "out"))
 
 
 def test_job_goodput_has_exactly_the_worked_example_numbers(worked_example_output):

@@ -13,6 +13,7 @@ input) and the Markdown format.
 from __future__ import annotations
 
 import io
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +21,6 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import worked_example
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.sql_guard import QueryRefused, lock_down, read_only_statements
 
@@ -29,13 +28,9 @@ UNSAFE = "--unsafe-allow-writes-and-files"
 
 
 @pytest.fixture(scope="module")
-def output(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("in")
-    for stream, records in worked_example.records().items():
-        write_events(root / stream / "part-0.avro", stream, records)
-    output = tmp_path_factory.mktemp("out")
-    assert main(["run", "--input", str(root), "--output", str(output)]) == 0
-    return output
+def output(worked_example_run, tmp_path_factory) -> Path:
+    """A copy of `mpg run`'s output over the worked example (tests/conftest.py)."""
+    return Path(shutil.copytree(worked_example_run[1], tmp_path_factory.mktemp("out") / "out"))
 
 
 def _snapshot(folder: Path) -> dict[Path, bytes]:

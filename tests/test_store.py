@@ -15,6 +15,8 @@ from fleet_goodput.cli import main
 from fleet_goodput.config import load_settings
 from fleet_goodput.views import DATABASE_FILE, connect
 
+pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
+
 T0 = worked_example.T0_US
 DAY_US = 86_400 * 1_000_000
 
@@ -25,10 +27,10 @@ def _write(root, records: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def worked(tmp_path_factory):
+def worked(worked_example_run, tmp_path_factory):
+    """A folder whose `out` is a copy of `mpg run`'s output over the worked example (tests/conftest.py)."""
     root = tmp_path_factory.mktemp("store")
-    _write(root / "in", worked_example.records())
-    run_batch(str(root / "in"), str(root / "out"), load_settings())
+    shutil.copytree(worked_example_run[1], root / "out")
     return root
 
 
@@ -122,8 +124,9 @@ def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypat
     _write(tmp_path / "in", worked_example.records())
     cuts = [T0 + s * 1_000_000 for s in (120, 200, 300, 400, 500)]
     keep_all = StreamSettings(retention_hours=1000)
+    # Read through connect() and the store: goodput.duckdb is not read (build_views=False).
     for part in split_by_time(tmp_path / "in", cuts, tmp_path / "parts"):
-        run_batch(str(part), str(tmp_path / "out"), load_settings(), stream_settings=keep_all)
+        run_batch(str(part), str(tmp_path / "out"), load_settings(), stream_settings=keep_all, build_views=False)
     store = Store(tmp_path / "out")
     runs = store.runs()
     assert len(runs) == 6 and len(store.files("job_window", runs[-1])) <= 3

@@ -30,6 +30,8 @@ from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.pipelines.streaming import build_streaming, write_streaming_outputs
 from fleet_goodput.transforms.read import DecodeRecords
 
+pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
+
 T0 = worked_example.T0_US
 CHIPS = 8
 SETTINGS = load_settings()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import html
 
 from great_expectations.render.view.view import DefaultJinjaIndexPageView, DefaultJinjaPageView
-from jinja2 import ChoiceLoader, DictLoader, pass_context
+from jinja2 import BytecodeCache, ChoiceLoader, DictLoader, pass_context
 
 from fleet_goodput.quality.docs import OFFLINE_STYLE, sanitize
 
@@ -51,6 +51,24 @@ _TEMPLATES = {
 }
 
 
+class _CompiledTemplates(BytecodeCache):
+    """GX makes a Jinja environment for every page it renders, so each page compiled its templates again;
+    this keeps each template's compiled code for the process (keyed by Jinja on the template's source)."""
+
+    def __init__(self) -> None:
+        self._code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket) -> None:
+        if bucket.key in self._code:
+            bucket.bytecode_from_string(self._code[bucket.key])
+
+    def dump_bytecode(self, bucket) -> None:
+        self._code[bucket.key] = bucket.bytecode_to_string()
+
+
+_COMPILED = _CompiledTemplates()
+
+
 def _is_content_block(value) -> bool:
     return isinstance(value, dict) and "content_block_type" in value
 
@@ -61,6 +79,7 @@ class OfflinePageView(DefaultJinjaPageView):
     def __init__(self, custom_styles_directory=None, custom_views_directory=None) -> None:
         super().__init__(custom_styles_directory, custom_views_directory)
         self.env.loader = ChoiceLoader([DictLoader(_TEMPLATES), self.env.loader])
+        self.env.bytecode_cache = _COMPILED
         self.env.filters["render_content_block"] = self.render_content_block
 
     @pass_context
