@@ -15,6 +15,7 @@ import hashlib
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,12 +143,12 @@ def plan_run(input_dir: str, output_dir: str, as_of_us: int | None) -> RunPlan:
 def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
               beam_args: list[str] | None = None, *, stream_settings: StreamSettings | None = None,
               replace: bool = False, mode: str = "batch", build_views: bool = True,
-              chunk_hours: int | None = None) -> BatchOutcome:
+              chunk_hours: int | None = None, progress: Callable[[str], None] | None = None) -> BatchOutcome:
     """Apply the input's new files to the store at `output_dir` as one committed run.
 
     With `chunk_hours`, the new events are computed chunk of event time by
     chunk (fleet_goodput/chunks.py), so memory follows one chunk, not the
-    whole input; the run is still one commit.
+    whole input; the run is still one commit. `progress` is told how the chunks go.
     """
     check_input(input_dir)
     if chunk_hours is not None and as_of_us is not None:
@@ -165,7 +166,8 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
             return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
         if chunk_hours:
-            staged = _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000)
+            staged = _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000,
+                                    progress or (lambda _: None))
         else:
             goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
                         stream_settings, plan.continuation, as_of_us, beam_args)
@@ -185,16 +187,23 @@ def staging_folder(plan: RunPlan) -> str:
 
 
 def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args,
-                   chunk_us: int) -> list[str]:
+                   chunk_us: int, progress: Callable[[str], None]) -> list[str]:
     """Run the pipeline once per chunk, each continuing the state the previous one staged."""
     staging = staging_folder(plan)
+    started = time.monotonic()
     chunks = cut_into_chunks([(f.stream, f.path) for f in plan.files], chunk_us, Path(staging) / "input",
                              settings.accelerators)
+    progress(f"Decoded {len(plan.files)} file(s) into {len(chunks)} chunk(s) of event time "
+             f"in {time.monotonic() - started:.1f} s")
     continuation, state_files, staged = plan.continuation, list(plan.state_files), []
     for number, chunk in enumerate(chunks):
         folder = f"{staging}/chunk-{number:04d}"
+        started = time.monotonic()
         goodput.run({}, state_files, folder, settings, stream_settings, continuation, None, beam_args,
                     chunk_files=chunk.paths)
+        begins = format_time_us(chunk.start_us) if chunk.start_us is not None else "no readable event"
+        progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {chunk.events:,} events in "
+                 f"{time.monotonic() - started:.1f} s")
         as_of_us = read_staged_counts(folder)["as_of_us"]
         if as_of_us is not None:
             continuation = continuation.after(as_of_us, stream_settings.allowed_lateness_s * 1_000_000)

@@ -36,12 +36,14 @@ EVENTS, REJECTED, READ = "events", "rejected", "read"  # the kinds of item in a 
 class Chunk:
     start_us: int | None  # None: a chunk of rejected records only (no event was readable)
     paths: list[str] = field(default_factory=list)  # its files of decoded items, read in this order
+    events: int = 0
 
 
 def cut_into_chunks(files: list[tuple[str, str]], chunk_us: int, target: Path, accelerators) -> list[Chunk]:
     """Decode (stream, path) files into one file of items per chunk under `target`; the chunks in time order."""
     target.mkdir(parents=True, exist_ok=True)
     sinks: dict[int, object] = {}
+    events: dict[int, int] = defaultdict(int)
     extras_path = target / "decoding.marshal"  # rejected records and read counts
     try:
         with open(extras_path, "wb") as extras:
@@ -52,14 +54,16 @@ def cut_into_chunks(files: list[tuple[str, str]], chunk_us: int, target: Path, a
                     marshal.dump((REJECTED, row), extras)
                 marshal.dump((READ, stream, decoded.read), extras)
                 for key, batch in decoded.batches.items():
-                    for start_us, events in _by_chunk(batch, chunk_us).items():
+                    for start_us, batch_part in _by_chunk(batch, chunk_us).items():
                         if start_us not in sinks:
                             sinks[start_us] = open(target / f"chunk-{start_us}.marshal", "wb")
-                        marshal.dump((EVENTS, key, events), sinks[start_us])
+                        marshal.dump((EVENTS, key, batch_part), sinks[start_us])
+                        events[start_us] += len(batch_part)
     finally:
         for sink in sinks.values():
             sink.close()
-    chunks = [Chunk(start, [str(target / f"chunk-{start}.marshal")]) for start in sorted(sinks)] or [Chunk(None)]
+    chunks = [Chunk(start, [str(target / f"chunk-{start}.marshal")], events[start]) for start in sorted(sinks)]
+    chunks = chunks or [Chunk(None)]
     chunks[0].paths.append(str(extras_path))
     return chunks
 

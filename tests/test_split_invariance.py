@@ -203,9 +203,15 @@ def test_a_chunked_run_rejects_and_counts_as_one_pass(tmp_path):
     (tmp_path / "fleet" / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
     settings = load_settings()
     whole = run_batch(str(tmp_path / "fleet"), str(tmp_path / "whole"), settings, build_views=False)
+    progress = []
     chunked = run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, chunk_hours=24,
+                        progress=progress.append,
                         build_views=False)
     assert chunked.manifest["streams"] == whole.manifest["streams"]
+    # 50 hours from midnight are three days: the decoding step, then one line per day.
+    assert progress[0].startswith("Decoded ") and " into 3 chunk(s) " in progress[0]
+    assert [line.split(":")[0].strip() for line in progress[1:]] == ["chunk 1/3 (2026-01-01T00", "chunk 2/3 (2026-01-02T00",
+                                                                    "chunk 3/3 (2026-01-03T00"]
     query = "select stream, reason, source, sum(records) from rejected group by all order by all"
     with connect(tmp_path / "whole") as connection:
         rejected = connection.execute(query).fetchall()
