@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet_goodput.columnar import decode_file_fast
+from fleet_goodput.events import pack
 from fleet_goodput.windows import window_start
 
 EVENTS, REJECTED, READ = "events", "rejected", "read"  # the kinds of item in a chunk file
@@ -57,7 +58,8 @@ def cut_into_chunks(files: list[tuple[str, str]], chunk_us: int, target: Path, a
                     for start_us, batch_part in _by_chunk(batch, chunk_us).items():
                         if start_us not in sinks:
                             sinks[start_us] = open(target / f"chunk-{start_us}.marshal", "wb")
-                        marshal.dump((EVENTS, key, batch_part), sinks[start_us])
+                        # Packed as the pipeline carries it, so reading the chunk unpacks nothing.
+                        marshal.dump((EVENTS, key, pack(batch_part)), sinks[start_us])
                         events[start_us] += len(batch_part)
     finally:
         for sink in sinks.values():

@@ -115,17 +115,16 @@ class KeyState:
         self._settle(frontier_us, result)
         values = dict(self.totals)
         if self._ended_and_settled():  # nothing after the frontier can change it: no copy to advance
-            self._emit(values, _summary_of(self.timeline), result)
-            self._compact(retention_us)
-            return result
-        provisional = clone(self.timeline)  # _settle left it no rejections: what it rejects now is provisional
-        counted = provisional.counts()
-        provisional.feed([e for e in self.waiting if e.time_us <= as_of_us])
-        provisional.advance_to(as_of_us)
-        _accumulate(values, provisional.flush(provisional=True))
-        result.provisional_rejections = [(r.event, r.reason) for r in provisional.rejections]
-        result.provisional_counts = {k: n - counted.get(k, 0) for k, n in provisional.counts().items()
-                                     if n != counted.get(k, 0)}
+            provisional = self.timeline
+        else:
+            provisional = clone(self.timeline)  # _settle left it no rejections: what it rejects now is provisional
+            counted = provisional.counts()
+            provisional.feed([e for e in self.waiting if e.time_us <= as_of_us])
+            provisional.advance_to(as_of_us)
+            _accumulate(values, provisional.flush(provisional=True))
+            result.provisional_rejections = [(r.event, r.reason) for r in provisional.rejections]
+            result.provisional_counts = {k: n - counted.get(k, 0) for k, n in provisional.counts().items()
+                                         if n != counted.get(k, 0)}
         self._emit(values, _summary_of(provisional), result)
         self._compact(retention_us)
         return result

@@ -68,8 +68,8 @@ class ReadAvroFiles(beam.PTransform):
 def _chunk_items(path: str):
     for item in chunks.read_chunk_file(path):
         if item[0] == chunks.EVENTS:
-            _, key, events = item
-            yield key, pack(events)
+            _, key, packed = item
+            yield key, packed
         elif item[0] == chunks.REJECTED:
             yield beam.pvalue.TaggedOutput(REJECTED, item[1])
         else:

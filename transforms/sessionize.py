@@ -151,10 +151,11 @@ class _AdvanceKeyFn(beam.DoFn):
         state = _load(key, list(parts["state"]), self.rules, self.continuation)
         yield from admit(state, [event for batch in parts["events"] for event in unpack(batch)], self.rules,
                          self.given_as_of_us)
-        waiting = list(state.waiting)
+        reports_latest = not self.redo and self.given_as_of_us is None
+        waiting = list(state.waiting) if reports_latest else []
         rejected = set()
         yield from self._advance(state, as_of_us, rejected)
-        if not self.redo and self.given_as_of_us is None:
+        if reports_latest:
             accepted = (e for e in waiting if e not in rejected) if rejected else waiting
             latest = max((e.time_us for e in accepted), default=None)
             if latest is not None:
