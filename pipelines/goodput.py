@@ -97,9 +97,8 @@ def peak_flops(settings: Settings) -> dict[str, float]:
 
 
 def read_sources(p: beam.Pipeline, files: dict[str, list[str]], settings: Settings) -> dict:
-    """The run's new Avro files of each stream, decoded and validated."""
-    return {stream: p | f"Read{stream.title()}" >> ReadAvroFiles(stream, paths, settings.accelerators)
-            for stream, paths in files.items()}
+    """The run's new Avro files of every stream, decoded and validated."""
+    return {"files": p | "ReadTelemetry" >> ReadAvroFiles(files, settings.accelerators)}
 
 
 def read_saved_state(p: beam.Pipeline, state_files: list[str]):

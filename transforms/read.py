@@ -1,7 +1,7 @@
 """Reading telemetry into validated, keyed event batches.
 
-`ReadAvroFiles` reads a stream's Avro files with Beam's file IO (local paths
-or gs://) and decodes each file with `decode_file_fast`: in columns where it
+`ReadAvroFiles` reads the streams' Avro files with Beam's file systems (local
+paths or gs://) and decodes each file with `decode_file_fast`: in columns where it
 can prove every row clean, else record by record with fastavro (the reference
 path, which names every rejection). Events
 leave grouped per (file, key) as packed lists of slim tuples
@@ -14,7 +14,8 @@ anyway. `DecodeRecords` does the same for records that arrive one by one
 from __future__ import annotations
 
 import apache_beam as beam
-from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 
 from fleet_goodput import chunks, schemas
 from fleet_goodput.columnar import decode_file_fast
@@ -25,42 +26,41 @@ EVENTS, REJECTED, READ_COUNTS = "events", "rejected", "read_counts"
 
 
 class _DecodeAvroFile(beam.DoFn):
-    def __init__(self, stream: str, accelerators):
-        self.stream = stream
+    def __init__(self, accelerators):
         self.accelerators = accelerators
 
-    def process(self, readable_file):
-        with readable_file.open(compression_type=beam.io.filesystem.CompressionTypes.UNCOMPRESSED) as handle:
-            decoded = decode_file_fast(self.stream, readable_file.metadata.path, handle, self.accelerators)
+    def process(self, stream_and_path):
+        stream, path = stream_and_path
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            decoded = decode_file_fast(stream, path, handle, self.accelerators)
         for row in decoded.rejected:
             yield beam.pvalue.TaggedOutput(REJECTED, row)
         for key, batch in decoded.batches.items():
             yield key, pack(batch)
-        yield beam.pvalue.TaggedOutput(READ_COUNTS, ((self.stream, "read"), decoded.read))
+        yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), decoded.read))
 
 
 class ReadAvroFiles(beam.PTransform):
-    """The given Avro files of one stream → events, rejected rows, read counts.
+    """The given Avro files of each stream → events, rejected rows, read counts.
 
     The run lists its files itself (those not applied by an earlier run), so
-    they are named here rather than matched by a pattern.
+    they are named here rather than matched by a pattern. All streams share
+    one read: every Beam step costs a fixed share of a run (a daily or
+    streaming run pays it each time), and a file says its stream anyway.
     """
 
-    def __init__(self, stream: str, paths: list[str], accelerators):
+    def __init__(self, files: dict[str, list[str]], accelerators):
         super().__init__()
-        self.stream = stream
-        self.paths = list(paths)
+        self.files = [(stream, path) for stream, paths in files.items() for path in paths]
         self.accelerators = accelerators
 
     def expand(self, pbegin):
         return (
             pbegin
-            | "ListFiles" >> beam.Create(self.paths)
-            | "ReadMatches" >> fileio.ReadMatches()
-            # One file is one unit of work; the reshuffle lets a distributed
-            # runner spread files over workers instead of reading them serially.
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "DecodeAndValidate" >> beam.ParDo(_DecodeAvroFile(self.stream, self.accelerators))
+            # One file is one unit of work: Create reshuffles its elements, so a
+            # distributed runner spreads the files over workers.
+            | "ListFiles" >> beam.Create(self.files)
+            | "DecodeAndValidate" >> beam.ParDo(_DecodeAvroFile(self.accelerators))
             .with_outputs(REJECTED, READ_COUNTS, main=EVENTS)
         )
 
