@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+import pyarrow.parquet as pq
 
 from fleet_goodput.config import Settings, peak_table
 from fleet_goodput.store import STATE_KEYS_SCHEMA
@@ -107,12 +107,18 @@ def read_saved_state(p: beam.Pipeline, state_files: list[str]):
         return p | "NoSavedState" >> beam.Create([])
     return (p
             | "ListStateFiles" >> beam.Create(state_files)
-            | "ReadState" >> beam.io.ReadAllFromParquet(columns=["key", "blob"])
-            | "KeyState" >> beam.Map(lambda row: (row["key"], row["blob"])))
+            | "ReadState" >> beam.FlatMap(_saved_state_of_file))
 
 
-def _write_counts(counts_and_as_of, staging: str) -> str:
-    counts, pending, as_of_us = counts_and_as_of
+def _saved_state_of_file(path: str):
+    # A whole file at a time: state files are small (a few MB for hundreds of open
+    # jobs), and Beam's ranged Parquet read would add six steps to every run.
+    with beam.io.filesystems.FileSystems.open(path, compression_type="uncompressed") as handle:
+        table = pq.read_table(handle, columns=["key", "blob"])
+    yield from zip(table.column("key").to_pylist(), table.column("blob").to_pylist())
+
+
+def _write_counts(as_of_us: int | None, counts, pending, staging: str) -> str:
     with beam.io.filesystems.FileSystems.create(f"{staging}/{COUNTS_FILE}") as out:
         out.write(json.dumps({"as_of_us": as_of_us, "counts": sorted([list(k), v] for k, v in counts),
                               "pending": sorted([list(k), v] for k, v in pending)}).encode())
@@ -124,14 +130,10 @@ def stage_outputs(outputs: dict, staging: str) -> dict:
     returns each write's output, complete once that write is done."""
     staged = {"tables": {name: outputs[name] for name in TABLES} | "StageTables" >> StageTables(TABLES, staging)}
     staged["state_keys"] = outputs["state"] | "StageState" >> StageRows(STATE_KEYS_SCHEMA, f"{staging}/state_keys")
-    pending = beam.pvalue.AsList(outputs["pending_counts"])
-    staged["counts"] = (
-        outputs["counts"]
-        | "CollectCounts" >> beam.combiners.ToList()
-        | "WithPendingAndAsOf" >> beam.Map(lambda counts, pending, as_of_us: (counts, pending, as_of_us),
-                                          pending=pending, as_of_us=beam.pvalue.AsSingleton(outputs["as_of"]))
-        | "WriteCounts" >> beam.Map(_write_counts, staging=staging)
-    )
+    # The as-of output always holds one element, so it carries the one write.
+    staged["counts"] = outputs["as_of"] | "WriteCounts" >> beam.Map(
+        _write_counts, counts=beam.pvalue.AsList(outputs["counts"]),
+        pending=beam.pvalue.AsList(outputs["pending_counts"]), staging=staging)
     return staged
 
 

@@ -147,6 +147,9 @@ class _AdvanceKeyFn(beam.DoFn):
     def process(self, grouped, as_of_us, guess_us=None):
         if self.redo and as_of_us == guess_us:
             return
+        yield from _as_pairs(self._outputs(grouped, as_of_us))
+
+    def _outputs(self, grouped, as_of_us):
         key, parts = grouped
         state = _load(key, list(parts["state"]), self.rules, self.continuation)
         yield from admit(state, [event for batch in parts["events"] for event in unpack(batch)], self.rules,
@@ -211,6 +214,23 @@ def _guess_held(_, as_of_us, guess_us) -> bool:
     return as_of_us == guess_us
 
 
+def _as_pairs(outputs):
+    """A pass's outputs as (tag, value) pairs on one output, so that one filter and one
+    split serve every tag: each Beam step costs a run a fixed overhead."""
+    for output in outputs:
+        if not isinstance(output, beam.pvalue.TaggedOutput):
+            yield WINDOW_VECTORS, output
+        elif output.tag == LATEST_ACCEPTED:
+            yield output
+        else:
+            yield output.tag, output.value
+
+
+def _by_tag(pair):
+    tag, value = pair
+    yield value if tag == WINDOW_VECTORS else beam.pvalue.TaggedOutput(tag, value)
+
+
 class SessionizeKeys(beam.PTransform):
     """{"events": (key, [events]), "state": (key, state blob)} → the outputs named above.
 
@@ -234,21 +254,24 @@ class SessionizeKeys(beam.PTransform):
     def expand(self, inputs):
         outputs_of = (CAPACITY, JOBS, REJECTED, PENDING_REJECTED, COUNTS, PENDING_COUNTS, STATE, LATE)
         grouped = inputs | "JoinSavedState" >> beam.CoGroupByKey()
+        as_of_fn = AsOfFn(self.as_of_us, self.continuation.as_of_us)
+        # Without new events the guess is what the combine would give for none,
+        # as a side input's default: one Beam step less than CombineGlobally's own default.
         guess = (inputs["events"]
                  | "LatestTimeOfBatch" >> beam.Map(_latest_time)
-                 | "GuessAsOf" >> beam.CombineGlobally(AsOfFn(self.as_of_us, self.continuation.as_of_us)))
+                 | "GuessAsOf" >> beam.CombineGlobally(as_of_fn).without_defaults())
+        guess_side = beam.pvalue.AsSingleton(guess, default_value=as_of_fn.extract_output(
+            as_of_fn.create_accumulator()))
         first = grouped | "AdvanceKeys" >> beam.ParDo(
-            _AdvanceKeyFn(self.rules, self.continuation, self.as_of_us, redo=False), beam.pvalue.AsSingleton(guess)
-        ).with_outputs(LATEST_ACCEPTED, *outputs_of, main=WINDOW_VECTORS)
-        as_of = first[LATEST_ACCEPTED] | "AsOf" >> beam.CombineGlobally(
-            AsOfFn(self.as_of_us, self.continuation.as_of_us))
-        as_of_side, guess_side = beam.pvalue.AsSingleton(as_of), beam.pvalue.AsSingleton(guess)
+            _AdvanceKeyFn(self.rules, self.continuation, self.as_of_us, redo=False), guess_side
+        ).with_outputs(LATEST_ACCEPTED, main="pairs")
+        as_of = first[LATEST_ACCEPTED] | "AsOf" >> beam.CombineGlobally(as_of_fn)
+        as_of_side = beam.pvalue.AsSingleton(as_of)
         again = grouped | "AdvanceKeysAgain" >> beam.ParDo(
-            _AdvanceKeyFn(self.rules, self.continuation, self.as_of_us, redo=True), as_of_side, guess_side
-        ).with_outputs(*outputs_of, main=WINDOW_VECTORS)
-        outputs = {}
-        for tag in (WINDOW_VECTORS, *outputs_of):
-            held = first[tag] | f"IfGuessHeld{tag}" >> beam.Filter(_guess_held, as_of_side, guess_side)
-            outputs[tag] = (held, again[tag]) | f"All{tag}" >> beam.Flatten()
+            _AdvanceKeyFn(self.rules, self.continuation, self.as_of_us, redo=True), as_of_side, guess_side)
+        held = first["pairs"] | "IfGuessHeld" >> beam.Filter(_guess_held, as_of_side, guess_side)
+        by_tag = ((held, again) | "AllPairs" >> beam.Flatten()
+                  | "ByTag" >> beam.FlatMap(_by_tag).with_outputs(*outputs_of, main=WINDOW_VECTORS))
+        outputs = {tag: by_tag[tag] for tag in (WINDOW_VECTORS, *outputs_of)}
         outputs["as_of"] = as_of
         return outputs
