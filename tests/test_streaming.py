@@ -36,7 +36,9 @@ T0 = worked_example.T0_US
 CHIPS = 8
 SETTINGS = load_settings()
 SETTINGS = type(SETTINGS)(window_s=60, accelerators=SETTINGS.accelerators, size_classes=SETTINGS.size_classes)
-STREAMING = StreamSettings(allowed_lateness_s=120)
+# A silent job keeps getting a result per window for max_silence_s, each one a timer
+# firing that the DirectRunner runs through every step: ten minutes, not the default six hours.
+STREAMING = StreamSettings(allowed_lateness_s=120, max_silence_s=600)
 STREAMS = ("scheduler", "runtime", "profiler")
 
 
