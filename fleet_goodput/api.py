@@ -70,7 +70,8 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
 
 
 def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None = None, replace: bool = False,
-        config: str | Path | None = None, beam_args: list[str] | tuple[str, ...] = ()) -> BatchOutcome:
+        config: str | Path | None = None, beam_args: list[str] | tuple[str, ...] = (),
+        workers: int | None = None) -> BatchOutcome:
     """Run the batch pipeline on `input`'s telemetry and commit one run to `output`; as `mpg run`.
 
     `input` holds `scheduler/`, `runtime/` and `profiler/` Avro files. An
@@ -83,7 +84,9 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     "2026-01-01T12:00:00Z"); the default is the latest accepted event time.
     `config` is a settings file overriding configs/default.yaml; `beam_args`
     are Beam pipeline flags (`["--runner=DataflowRunner", "--project=p"]`),
-    after those of the config's `beam:` section, so they win.
+    after those of the config's `beam:` section, so they win. `workers` is
+    how many processes share the run's keys (by default one per core for a
+    big local run).
 
     Returns a `BatchOutcome`: `.run` (the committed run record: `.run_id`,
     `.as_of_us`, ...), `.manifest` (what was read, accepted, rejected and
@@ -101,7 +104,7 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
 
     return run_batch(str(input), str(output), load_settings(config), _time_us(as_of),
                      beam_flags(config) + list(beam_args), stream_settings=load_stream_settings(config),
-                     replace=replace)
+                     replace=replace, workers=workers)
 
 
 def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int | None = None,

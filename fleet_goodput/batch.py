@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import shutil
 import time
+from concurrent.futures import ProcessPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,7 @@ from fleet_goodput.chunks import cut_into_chunks
 from fleet_goodput.config import Settings
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, write_manifest_copy
 from fleet_goodput.session import STATE_FORMAT
+from fleet_goodput.shards import Shard, shard_count
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
                                  Transaction, clear_staging, delta_schema, is_remote)
 from fleet_goodput.stream_settings import StreamSettings
@@ -143,12 +146,15 @@ def plan_run(input_dir: str, output_dir: str, as_of_us: int | None) -> RunPlan:
 def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
               beam_args: list[str] | None = None, *, stream_settings: StreamSettings | None = None,
               replace: bool = False, mode: str = "batch", build_views: bool = True,
-              chunk_hours: int | None = None, progress: Callable[[str], None] | None = None) -> BatchOutcome:
+              chunk_hours: int | None = None, progress: Callable[[str], None] | None = None,
+              workers: int | None = None) -> BatchOutcome:
     """Apply the input's new files to the store at `output_dir` as one committed run.
 
     With `chunk_hours`, the new events are computed chunk of event time by
     chunk (fleet_goodput/chunks.py), so memory follows one chunk, not the
     whole input; the run is still one commit. `progress` is told how the chunks go.
+    Otherwise a big local run splits its keys over `workers` processes (by
+    default one per core; fleet_goodput/shards.py).
     """
     check_input(input_dir)
     if chunk_hours is not None and as_of_us is not None:
@@ -165,14 +171,19 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
             previous = plan.previous
             return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
+        progress = progress or (lambda _: None)
+        shards = 1 if chunk_hours else shard_count(workers, sum(f.size for f in plan.files), is_local(beam_args))
+        final = None
         if chunk_hours:
             staged = _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000,
-                                    progress or (lambda _: None))
+                                    progress)
+        elif shards > 1:
+            staged = final = _run_in_shards(plan, settings, stream_settings, beam_args, as_of_us, shards, progress)
         else:
             goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
                         stream_settings, plan.continuation, as_of_us, beam_args)
             staged = [staging_folder(plan)]
-        record = commit_run(plan, settings, stream_settings, mode, staged)
+        record = commit_run(plan, settings, stream_settings, mode, staged, final)
     manifest = record.manifest
     write_manifest_copy(output_dir, manifest)
     from fleet_goodput.views import build_database  # DuckDB: not installed on Dataflow workers, which commit here
@@ -213,6 +224,44 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
     return staged
 
 
+def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args,
+                   as_of_us: int | None, count: int, progress: Callable[[str], None]) -> list[str]:
+    """Run one pipeline per shard of the keys, in `count` processes at once; again, told the
+    as-of time, when the shards' guess of it was wrong. Returns the shards' staging folders."""
+    folders = [f"{staging_folder(plan)}/shard-{index}" for index in range(count)]
+
+    def run_all(shards: list[Shard]) -> None:
+        started = time.monotonic()
+        with ProcessPoolExecutor(count, mp_context=_process_context()) as pool:
+            for done in [pool.submit(goodput.run, plan.files_by_stream, list(plan.state_files), folder, settings,
+                                     stream_settings, plan.continuation, as_of_us, beam_args, shard=shard)
+                         for folder, shard in zip(folders, shards)]:
+                done.result()
+        progress(f"  {count} processes, each a share of the keys: {time.monotonic() - started:.1f} s")
+
+    shards = [Shard(index, count) for index in range(count)]
+    run_all(shards)
+    staged = [read_staged_counts(folder) for folder in folders]
+    reached = [part["reached_us"] for part in staged if part["reached_us"] is not None]
+    as_of = max(reached, default=None)
+    if as_of != staged[0]["as_of_us"]:  # the run's last events were rejected: the as-of is earlier than the guess
+        progress(f"  again, to the as-of time {format_time_us(as_of) if as_of is not None else '(none)'}")
+        for folder in folders:
+            shutil.rmtree(folder)
+        run_all([shard.told(as_of) for shard in shards])
+    return folders
+
+
+def _process_context():
+    """Processes forked from a server that imported the pipeline once (a fresh process imports Beam
+    in about 1.5 s), not from this one, which may hold Delta Lake's threads."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["fleet_goodput.pipelines.goodput"])
+    return context
+
+
 def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
     if previous is None:
         return
@@ -226,16 +275,19 @@ def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output
 
 
 def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, mode: str,
-               staged_folders: list[str] | None = None) -> RunRecord:
+               staged_folders: list[str] | None = None, final_folders: list[str] | None = None) -> RunRecord:
     """Commit what the run staged as one run: tables, state, applied files, then its `runs` row.
 
     Runs where the pipeline finished: in `mpg run`, and as the last step of a
-    Flex Template job. Raises `ReconciliationError` (committing nothing) when
-    the counts do not add up.
+    Flex Template job. `final_folders` (by default the last staged folder:
+    the last chunk's) hold the state the run ends in and what still waits;
+    a sharded run's are all its shards'. Raises `ReconciliationError`
+    (committing nothing) when the counts do not add up.
     """
     store = Store(plan.output_dir)
     transaction = Transaction(store, plan.previous, plan.token)
     folders = staged_folders or [staging_folder(plan)]
+    final = final_folders or folders[-1:]
     staged = [read_staged_counts(folder) for folder in folders]
     previous = plan.previous
     as_of_us = staged[-1]["as_of_us"]
@@ -247,7 +299,7 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
         run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
         previous=previous.manifest if previous else None,
         counts=add_counts(*(counts_from_json(part["counts"]) for part in staged)),
-        pending=counts_from_json(staged[-1]["pending"]),  # the last chunk's say on what still waits
+        pending=add_counts(*(counts_from_json(read_staged_counts(folder)["pending"]) for folder in final)),
         extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us,
                "allowed_lateness_s": stream_settings.allowed_lateness_s, "files_applied": len(plan.files),
                "files_skipped": len(plan.skipped), "output": plan.output_dir})
@@ -257,8 +309,8 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
         replaced = name in REPLACED_EACH_RUN
         transaction.write_staged(name, delta_schema(table), partition_by=["date"],
                                  mode="overwrite" if replaced else "append",
-                                 folders=folders[-1:] if replaced else folders)
-    transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite", folders=folders[-1:])
+                                 folders=final if replaced else folders)
+    transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite", folders=final)
     transaction.write("state_files", pa.Table.from_pylist(
         [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "size": f.size, "run_id": run_id}
          for f in plan.files], schema=STATE_FILES_SCHEMA), STATE_FILES_SCHEMA)
@@ -288,6 +340,12 @@ def _reconciliation_message(manifest: dict) -> str:
 def is_dry_run(beam_args: list[str]) -> bool:
     # Beam itself tests the flag's raw value for truth, so any value asks for a dry run.
     return bool(PipelineOptions(beam_args).view_as(TestOptions).dry_run)
+
+
+def is_local(beam_args: list[str] | None) -> bool:
+    """Whether the run computes in this machine's processes: no --runner, or one of Beam's local runners."""
+    runner = PipelineOptions(beam_args or []).view_as(StandardOptions).runner or "FnApiRunner"
+    return runner.lower().removesuffix("runner") in ("fnapi", "direct", "bundlebaseddirect", "switchingdirect")
 
 
 def translate_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,

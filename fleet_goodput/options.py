@@ -52,6 +52,8 @@ OPTIONS = {option.name: option for option in (
     Option("replace", "remove OUTPUT's earlier runs and start it afresh", is_switch=True),
     Option("chunk_hours", "compute a long input in chunks of this much event time (24: a day), one after the "
                           "other, so memory follows one chunk; still one committed run", "HOURS", int),
+    Option("workers", "processes that share a run's keys (default: one per core when the new input is over "
+                      "8 MiB per process and the runner is local, else 1)", "N", int),
     Option("stop_after_idle_s", "stop when no new file has arrived for this long (default: run until interrupted)",
            "SECONDS", float),
     Option("allowed_lateness_s", "how late an event may be and still update results "
@@ -61,7 +63,7 @@ OPTIONS = {option.name: option for option in (
 # The options each entry point takes, in help order. The launcher's are the
 # Flex Template's parameters (templates/goodput_metadata.json).
 COMMAND_OPTIONS = {
-    "run": ("input", "output", "as_of", "config", "replace", "chunk_hours"),
+    "run": ("input", "output", "as_of", "config", "replace", "chunk_hours", "workers"),
     "stream": ("input", "output", "stop_after_idle_s", "allowed_lateness_s", "config", "replace"),
     "launcher": ("input", "output", "as_of", "window_s", "config"),
 }

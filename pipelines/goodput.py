@@ -15,6 +15,7 @@ import apache_beam as beam
 import pyarrow.parquet as pq
 
 from fleet_goodput.config import Settings, peak_table
+from fleet_goodput.shards import Shard
 from fleet_goodput.store import STATE_KEYS_SCHEMA
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import TABLES
@@ -41,20 +42,21 @@ def key_rules(settings: Settings, stream_settings: StreamSettings) -> KeyRules:
 
 def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us: int | None = None, *,
                   stream_settings: StreamSettings | None = None, continuation: Continuation = Continuation(),
-                  saved_state=None) -> dict:
+                  saved_state=None, shard: Shard | None = None) -> dict:
     """Decoded streams (+ saved state) → {job_window, jobs, capacity_window, rejected,
-    rejected_pending, late, counts, pending_counts, state, as_of} PCollections.
+    rejected_pending, late, counts, pending_counts, state, as_of, reached} PCollections.
 
     `decoded` maps each stream name to the tagged outputs of `ReadAvroFiles`
     or `DecodeRecords`; `saved_state` holds (key, state blob) pairs from the
     store's last run. `as_of_us` ends the lifetime of whatever is still
-    running; by default it is the latest accepted event time.
+    running; by default it is the latest accepted event time. With a `shard`,
+    only its keys are computed (fleet_goodput/shards.py).
     """
     events = [decoded[stream][EVENTS] for stream in decoded] | "AllEvents" >> beam.Flatten()
     if saved_state is None:
         saved_state = p | "NoSavedState" >> beam.Create([])
     sessions = {"events": events, "state": saved_state} | "SessionizeKeys" >> SessionizeKeys(
-        key_rules(settings, stream_settings or StreamSettings()), continuation, as_of_us)
+        key_rules(settings, stream_settings or StreamSettings()), continuation, as_of_us, shard)
     as_of_side = beam.pvalue.AsSingleton(sessions["as_of"])
 
     rejected = (
@@ -89,6 +91,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
         "pending_counts": pending_counts,
         "state": sessions[STATE],
         "as_of": sessions["as_of"],
+        "reached": sessions["reached"],
     }
 
 
@@ -96,9 +99,11 @@ def peak_flops(settings: Settings) -> dict[str, float]:
     return peak_table(settings.accelerators)
 
 
-def read_sources(p: beam.Pipeline, files: dict[str, list[str]], settings: Settings) -> dict:
+def read_sources(p: beam.Pipeline, files: dict[str, list[str]], settings: Settings,
+                 shard: Shard | None = None) -> dict:
     """The run's new Avro files of every stream, decoded and validated."""
-    return {"files": p | "ReadTelemetry" >> ReadAvroFiles(files, settings.accelerators)}
+    reports_decoding = shard is None or shard.reports_decoding
+    return {"files": p | "ReadTelemetry" >> ReadAvroFiles(files, settings.accelerators, reports_decoding)}
 
 
 def read_saved_state(p: beam.Pipeline, state_files: list[str]):
@@ -118,9 +123,10 @@ def _saved_state_of_file(path: str):
     yield from zip(table.column("key").to_pylist(), table.column("blob").to_pylist())
 
 
-def _write_counts(as_of_us: int | None, counts, pending, staging: str) -> str:
+def _write_counts(as_of_us: int | None, reached_us: int | None, counts, pending, staging: str) -> str:
     with beam.io.filesystems.FileSystems.create(f"{staging}/{COUNTS_FILE}") as out:
-        out.write(json.dumps({"as_of_us": as_of_us, "counts": sorted([list(k), v] for k, v in counts),
+        out.write(json.dumps({"as_of_us": as_of_us, "reached_us": reached_us,
+                              "counts": sorted([list(k), v] for k, v in counts),
                               "pending": sorted([list(k), v] for k, v in pending)}).encode())
     return staging
 
@@ -132,28 +138,30 @@ def stage_outputs(outputs: dict, staging: str) -> dict:
     staged["state_keys"] = outputs["state"] | "StageState" >> StageRows(STATE_KEYS_SCHEMA, f"{staging}/state_keys")
     # The as-of output always holds one element, so it carries the one write.
     staged["counts"] = outputs["as_of"] | "WriteCounts" >> beam.Map(
-        _write_counts, counts=beam.pvalue.AsList(outputs["counts"]),
+        _write_counts, reached_us=beam.pvalue.AsSingleton(outputs["reached"]),
+        counts=beam.pvalue.AsList(outputs["counts"]),
         pending=beam.pvalue.AsList(outputs["pending_counts"]), staging=staging)
     return staged
 
 
 def build_batch(p: beam.Pipeline, files: dict[str, list[str]], state_files: list[str], staging: str,
                 settings: Settings, stream_settings: StreamSettings, continuation: Continuation,
-                as_of_us: int | None = None, chunk_files: list[str] | None = None) -> dict:
+                as_of_us: int | None = None, chunk_files: list[str] | None = None,
+                shard: Shard | None = None) -> dict:
     """The whole batch job on `p`: read the files (or one chunk's decoded files) and saved state,
-    compute, stage; returns the outputs."""
+    compute (only `shard`'s keys, when given), stage; returns the outputs."""
     decoded = ({"chunk": p | "ReadChunk" >> ReadDecodedChunk(chunk_files)} if chunk_files is not None
-               else read_sources(p, files, settings))
+               else read_sources(p, files, settings, shard))
     outputs = build_goodput(p, decoded, settings, as_of_us,
                             stream_settings=stream_settings, continuation=continuation,
-                            saved_state=read_saved_state(p, state_files))
+                            saved_state=read_saved_state(p, state_files), shard=shard)
     outputs["staged"] = stage_outputs(outputs, staging)
     return outputs
 
 
 def run(files: dict[str, list[str]], state_files: list[str], staging: str, settings: Settings,
         stream_settings: StreamSettings, continuation: Continuation, as_of_us: int | None = None,
-        beam_args: list[str] | None = None, chunk_files: list[str] | None = None) -> None:
+        beam_args: list[str] | None = None, chunk_files: list[str] | None = None, shard: Shard | None = None) -> None:
     """Build and run the batch pipeline: everything it computes is staged under `staging`.
     With `chunk_files`, it reads one chunk's decoded files (fleet_goodput/chunks.py) instead of `files`."""
     args = list(beam_args or [])
@@ -163,7 +171,7 @@ def run(files: dict[str, list[str]], state_files: list[str], staging: str, setti
         args.append("--runner=FnApiRunner")
     options = ViewCachingOptions(args)
     p = beam.Pipeline(options=options)
-    build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us, chunk_files)
+    build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us, chunk_files, shard)
     result = p.run()
     announce_job(result, options)  # before waiting: a Dataflow job runs for minutes
     result.wait_until_finish()

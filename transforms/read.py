@@ -26,18 +26,20 @@ EVENTS, REJECTED, READ_COUNTS = "events", "rejected", "read_counts"
 
 
 class _DecodeAvroFile(beam.DoFn):
-    def __init__(self, accelerators):
+    def __init__(self, accelerators, reports_decoding: bool):
         self.accelerators = accelerators
+        self.reports_decoding = reports_decoding
 
     def process(self, stream_and_path):
         stream, path = stream_and_path
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             decoded = decode_file_fast(stream, path, handle, self.accelerators)
-        for row in decoded.rejected:
-            yield beam.pvalue.TaggedOutput(REJECTED, row)
         for key, batch in decoded.batches.items():
             yield key, pack(batch)
-        yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), decoded.read))
+        if self.reports_decoding:
+            for row in decoded.rejected:
+                yield beam.pvalue.TaggedOutput(REJECTED, row)
+            yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), decoded.read))
 
 
 class ReadAvroFiles(beam.PTransform):
@@ -49,10 +51,12 @@ class ReadAvroFiles(beam.PTransform):
     streaming run pays it each time), and a file says its stream anyway.
     """
 
-    def __init__(self, files: dict[str, list[str]], accelerators):
+    def __init__(self, files: dict[str, list[str]], accelerators, reports_decoding: bool = True):
+        """`reports_decoding=False`: events only, for all but one of a run's shards (fleet_goodput/shards.py)."""
         super().__init__()
         self.files = [(stream, path) for stream, paths in files.items() for path in paths]
         self.accelerators = accelerators
+        self.reports_decoding = reports_decoding
 
     def expand(self, pbegin):
         return (
@@ -60,7 +64,7 @@ class ReadAvroFiles(beam.PTransform):
             # One file is one unit of work: Create reshuffles its elements, so a
             # distributed runner spreads the files over workers.
             | "ListFiles" >> beam.Create(self.files)
-            | "DecodeAndValidate" >> beam.ParDo(_DecodeAvroFile(self.accelerators))
+            | "DecodeAndValidate" >> beam.ParDo(_DecodeAvroFile(self.accelerators, self.reports_decoding))
             .with_outputs(REJECTED, READ_COUNTS, main=EVENTS)
         )
 

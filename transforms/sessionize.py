@@ -23,6 +23,7 @@ import apache_beam as beam
 from fleet_goodput.decode import is_capacity_key, parse_capacity_key
 from fleet_goodput.events import Event, stream_of, unpack
 from fleet_goodput.session import KeyState, late_row, make_timeline, new_state
+from fleet_goodput.shards import Shard
 
 WINDOW_VECTORS, JOBS, REJECTED, PENDING_REJECTED = "window_vectors", "jobs", "rejected", "rejected_pending"
 COUNTS, PENDING_COUNTS, CAPACITY, LATE, STATE = "counts", "pending_counts", "capacity", "late", "state"
@@ -231,11 +232,16 @@ def _by_tag(pair):
     yield value if tag == WINDOW_VECTORS else beam.pvalue.TaggedOutput(tag, value)
 
 
+def _owned(keyed, shard: Shard) -> bool:
+    return shard.owns(keyed[0])
+
+
 class SessionizeKeys(beam.PTransform):
     """{"events": (key, [events]), "state": (key, state blob)} → the outputs named above.
 
     `as_of_us` is the given as-of time, or None for the latest accepted event
-    time; the as-of time used comes out as the "as_of" output.
+    time; the as-of time used comes out as the "as_of" output, and the latest
+    accepted event time (or the given as-of) as "reached".
 
     The latest accepted event time is known only once every key has fed its
     events, and every key's figures depend on it. Rather than feed every key
@@ -243,35 +249,53 @@ class SessionizeKeys(beam.PTransform):
     the given as-of time), which is right unless the timelines reject the
     run's last events; only then are the keys advanced again, to the right
     time, and the first pass's outputs dropped.
+
+    With a `shard` (fleet_goodput/shards.py), only the shard's keys are
+    sessionized, the guess still comes from every key's events, and the check
+    is the caller's: the outputs are the first pass's, "as_of" is the guess,
+    and "reached" this shard's latest accepted event time.
     """
 
-    def __init__(self, rules: KeyRules, continuation: Continuation, as_of_us: int | None):
+    def __init__(self, rules: KeyRules, continuation: Continuation, as_of_us: int | None,
+                 shard: Shard | None = None):
         super().__init__()
         self.rules = rules
         self.continuation = continuation
         self.as_of_us = as_of_us
+        self.shard = shard
 
     def expand(self, inputs):
         outputs_of = (CAPACITY, JOBS, REJECTED, PENDING_REJECTED, COUNTS, PENDING_COUNTS, STATE, LATE)
-        grouped = inputs | "JoinSavedState" >> beam.CoGroupByKey()
         as_of_fn = AsOfFn(self.as_of_us, self.continuation.as_of_us)
-        # Without new events the guess is what the combine would give for none,
-        # as a side input's default: one Beam step less than CombineGlobally's own default.
-        guess = (inputs["events"]
-                 | "LatestTimeOfBatch" >> beam.Map(_latest_time)
-                 | "GuessAsOf" >> beam.CombineGlobally(as_of_fn).without_defaults())
-        guess_side = beam.pvalue.AsSingleton(guess, default_value=as_of_fn.extract_output(
-            as_of_fn.create_accumulator()))
+        events, state, shard = inputs["events"], inputs["state"], self.shard
+        if shard is not None and shard.as_of_known:
+            guess_side = beam.pvalue.AsSingleton(events.pipeline | "TheAsOf" >> beam.Create([shard.as_of_us]))
+        else:
+            # Without new events the guess is what the combine would give for none,
+            # as a side input's default: one Beam step less than CombineGlobally's own default.
+            guess = (events
+                     | "LatestTimeOfBatch" >> beam.Map(_latest_time)
+                     | "GuessAsOf" >> beam.CombineGlobally(as_of_fn).without_defaults())
+            guess_side = beam.pvalue.AsSingleton(guess, default_value=as_of_fn.extract_output(
+                as_of_fn.create_accumulator()))
+        if shard is not None:
+            events = events | "OwnKeys" >> beam.Filter(_owned, shard)
+            state = state | "OwnState" >> beam.Filter(_owned, shard)
+        grouped = {"events": events, "state": state} | "JoinSavedState" >> beam.CoGroupByKey()
         first = grouped | "AdvanceKeys" >> beam.ParDo(
             _AdvanceKeyFn(self.rules, self.continuation, self.as_of_us, redo=False), guess_side
         ).with_outputs(LATEST_ACCEPTED, main="pairs")
-        as_of = first[LATEST_ACCEPTED] | "AsOf" >> beam.CombineGlobally(as_of_fn)
-        as_of_side = beam.pvalue.AsSingleton(as_of)
-        again = grouped | "AdvanceKeysAgain" >> beam.ParDo(
-            _AdvanceKeyFn(self.rules, self.continuation, self.as_of_us, redo=True), as_of_side, guess_side)
-        held = first["pairs"] | "IfGuessHeld" >> beam.Filter(_guess_held, as_of_side, guess_side)
-        by_tag = ((held, again) | "AllPairs" >> beam.Flatten()
-                  | "ByTag" >> beam.FlatMap(_by_tag).with_outputs(*outputs_of, main=WINDOW_VECTORS))
+        reached = first[LATEST_ACCEPTED] | "AsOf" >> beam.CombineGlobally(as_of_fn)
+        if shard is not None:
+            pairs = first["pairs"]
+            as_of = reached | "TheGuess" >> beam.Map(lambda _, guess_us: guess_us, guess_side)
+        else:
+            as_of, as_of_side = reached, beam.pvalue.AsSingleton(reached)
+            again = grouped | "AdvanceKeysAgain" >> beam.ParDo(
+                _AdvanceKeyFn(self.rules, self.continuation, self.as_of_us, redo=True), as_of_side, guess_side)
+            held = first["pairs"] | "IfGuessHeld" >> beam.Filter(_guess_held, as_of_side, guess_side)
+            pairs = (held, again) | "AllPairs" >> beam.Flatten()
+        by_tag = pairs | "ByTag" >> beam.FlatMap(_by_tag).with_outputs(*outputs_of, main=WINDOW_VECTORS)
         outputs = {tag: by_tag[tag] for tag in (WINDOW_VECTORS, *outputs_of)}
-        outputs["as_of"] = as_of
+        outputs["as_of"], outputs["reached"] = as_of, reached
         return outputs

@@ -100,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
         stream_settings = load_stream_settings(goodput.config)
         say(f"Running the goodput pipeline on {goodput.input} ...", flush=True)
         outcome = run_batch(goodput.input, goodput.output, settings, as_of_us, flags, stream_settings=stream_settings,
-                            replace=goodput.replace, chunk_hours=goodput.chunk_hours,
+                            replace=goodput.replace, chunk_hours=goodput.chunk_hours, workers=goodput.workers,
                             progress=lambda line: say(line, flush=True))
     except OptionsError as exc:
         print(f"mpg run: error: {exc}", file=sys.stderr)

@@ -1,0 +1,65 @@
+"""Splitting a local run's keys over processes, so that a big run uses every core.
+
+Beam's local runner computes in one process, and its multi-process mode pays
+more to move elements between processes than the work costs
+(docs/performance.md, section 4). Keys are independent, though: a job's
+timeline never looks at another job. So a big local run starts one pipeline
+per core, each reading every new file but sessionizing only its share of the
+keys (by a hash of the key), and commits what they staged as one run.
+
+Two things are not per key, and the shards agree on them:
+- *Records rejected while decoding, and the count of records read*, belong
+  to no key: only shard 0 reports them, so each is counted once.
+- *The as-of time.* By default it is the latest accepted event of the whole
+  run, which no shard knows alone. Every shard advances its keys to the same
+  guess, the latest new event time over all files (each shard reads them
+  all), and reports the latest event its keys accepted. The guess holds when
+  the latest of those equals it; otherwise every shard runs again, told the
+  as-of time. This is the one pipeline's own guess-and-check
+  (transforms/sessionize.py), made across processes.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+
+# Below this much new Avro per shard (about 450k events of the simulator's
+# telemetry, 18 bytes each), a process's start-up and its read of every file
+# cost more than its share of the keys saves.
+MIN_BYTES_PER_SHARD = 8 << 20
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count`; `as_of_us` is set (with `as_of_known`) when a shard runs again, told the as-of."""
+
+    index: int
+    count: int
+    as_of_us: int | None = None
+    as_of_known: bool = False
+
+    def owns(self, key: str) -> bool:
+        # crc32, not hash(): string hashes differ from one process to the next.
+        return zlib.crc32(key.encode()) % self.count == self.index
+
+    @property
+    def reports_decoding(self) -> bool:
+        """Whether this shard reports what no key owns: decoding rejections and records read."""
+        return self.index == 0
+
+    def told(self, as_of_us: int | None) -> Shard:
+        return Shard(self.index, self.count, as_of_us, as_of_known=True)
+
+
+def shard_count(workers: int | None, new_bytes: int, local: bool) -> int:
+    """How many shards a run uses: `workers` when given, else one per core for a big local run."""
+    if workers is not None:
+        if workers < 1:
+            raise ValueError(f"--workers must be at least 1 (got {workers})")
+        return workers
+    if not local:
+        return 1  # a distributed runner spreads the keys itself
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, new_bytes // MIN_BYTES_PER_SHARD))

@@ -1,0 +1,64 @@
+"""A run whose keys are split over processes (fleet_goodput/shards.py) is one run with one process's results.
+
+One simulated fleet is run once in one process, and again as two runs (the
+second continuing the first's saved state) in two processes each. The first
+of those ends with an event its timeline rejects, so the shards' guess of the
+as-of time is wrong and they run again, told it; the input also holds a file
+that cannot be read, whose rejection must be counted once, not once a shard.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet_goodput.avro_io import split_by_time, write_events
+from fleet_goodput.batch import run_batch
+from fleet_goodput.config import load_settings
+from fleet_goodput.simulator import simulate
+from fleet_goodput.simulator.run import START_US
+from fleet_goodput.timeline import FIGURES
+from fleet_goodput.views import connect
+
+pytestmark = pytest.mark.slow  # each run starts two processes: scheduled first (tests/conftest.py)
+
+HOUR_US = 3600 * 1_000_000
+CUT_US = START_US + 3 * HOUR_US + 1_000_123_456  # not on a window edge, where capacity events fall
+
+
+def _rows(output, query: str) -> list[tuple]:
+    with connect(output) as connection:
+        return sorted(connection.execute(query).fetchall(), key=repr)
+
+
+def test_a_run_split_over_processes_equals_one_process(tmp_path):
+    simulate(tmp_path / "fleet", seed=7, hours=6, jobs=12)
+    # The first part's latest event: a job nobody submitted, which its timeline rejects.
+    write_events(tmp_path / "fleet" / "runtime" / "stray.avro", "runtime", [
+        {"event_id": "stray-1", "event_time": CUT_US, "job_id": "job-never-submitted", "type": "STEP_START",
+         "step": 1, "attempt": None}])
+    first, second = split_by_time(tmp_path / "fleet", [CUT_US], tmp_path / "parts")
+    for folder in (tmp_path / "fleet", first):
+        (folder / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
+    settings = load_settings()
+    whole = run_batch(str(tmp_path / "fleet"), str(tmp_path / "whole"), settings, build_views=False, workers=1)
+
+    progress = []
+    started = run_batch(str(first), str(tmp_path / "split"), settings, build_views=False, workers=2,
+                        progress=progress.append)
+    assert [line.split(" 20")[0].split(":")[0] for line in progress] == [
+        "  2 processes, each a share of the keys", "  again, to the as-of time", "  2 processes, each a share of the keys"]
+    assert started.manifest["as_of_us"] < CUT_US  # the stray event is not accepted, so the as-of is before it
+    last = run_batch(str(second), str(tmp_path / "split"), settings, build_views=False, workers=2)
+
+    assert last.run.run_id == 2 and last.manifest["as_of_us"] == whole.manifest["as_of_us"]
+    assert last.manifest["streams"] == whole.manifest["streams"]
+    figures = ", ".join(f"{f}_chip_s" for f in FIGURES)
+    for query in (f"select job_id, window_start, {figures}, ideal_chip_s from job_window",
+                  "select * exclude (version, date) from jobs",
+                  "select cluster, accelerator, window_start, capacity_chip_s from capacity_window",
+                  # The damaged file's path differs (fleet/ or parts/part-00/), not its name.
+                  "select stream, event_id, reason, regexp_extract(source, '[^/]*$'), records, provisional "
+                  "from rejected"):
+        expected = _rows(tmp_path / "whole", query)
+        assert expected and _rows(tmp_path / "split", query) == expected, query
+    assert _rows(tmp_path / "split", "select count(*) from rejected where source like '%damaged.avro'") == [(1,)]
