@@ -5,8 +5,10 @@ in DuckDB. The fastavro floor decodes every Avro record with fastavro; the
 columnar floor reads every file into columns with polars (all fields, but
 for scheduler files the nullable `workload` enum, which polars cannot read).
 Floors and runs are child processes of this command, one after the other,
-so their wall time and peak memory (max RSS) are measured the same way on
-the same files. `--baseline DIR` also runs `mpg run` from another checkout
+so their wall time and peak memory (the highest RSS summed over a child and
+its processes) are measured the same way on the same files. `mpg run` runs
+twice: in one process (`--workers 1`), and by default (on a big input, one
+process per core, each a share of the keys: fleet_goodput/shards.py). `--baseline DIR` also runs `mpg run` from another checkout
 of the code (e.g. `git archive main | tar -x -C DIR`) in the same command,
 for a before/after on the same machine minutes apart.
 
@@ -64,17 +66,44 @@ def columnar_floor(input_dir: str) -> int:
 
 
 def measure(command: list[str], cwd: str | None = None, env: dict | None = None) -> tuple[float, float, float]:
-    """Wall seconds, peak RSS in MiB and CPU seconds (user + system) of one child process.
+    """Wall seconds, peak RSS in MiB and CPU seconds (user + system) of one child process and its own children.
 
-    On a machine shared with other work, CPU seconds move less than wall time.
+    A sharded `mpg run` computes in processes forked from a server that the
+    run starts, which `wait4` does not report: the child runs in a session
+    of its own, and every process of that session is sampled from /proc
+    every 50 ms. Peak RSS is the highest sum over the session's processes;
+    CPU seconds sum each process's last sample (a lower bound by under 50 ms
+    a process). On a machine shared with other work, CPU seconds move less than wall time.
     """
     started = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=cwd, env=env)
-    _, status, usage = os.wait4(child.pid, 0)
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=cwd, env=env, start_new_session=True)
+    peak_kib, cpu_ticks = 0, {}
+    while child.poll() is None:
+        rss_kib = 0
+        for pid, ticks, kib in _session_processes(child.pid):
+            cpu_ticks[pid], rss_kib = ticks, rss_kib + kib
+        peak_kib = max(peak_kib, rss_kib)
+        time.sleep(0.05)
     seconds = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"benchmark step failed: {' '.join(command)}")
-    return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+    if child.returncode:
+        raise SystemExit(f"{' '.join(command)} exited with {child.returncode}")
+    return seconds, peak_kib / 1024, sum(cpu_ticks.values()) / os.sysconf("SC_CLK_TCK")
+
+
+def _session_processes(session: int):
+    """(pid, CPU ticks so far, RSS KiB) of every live process in `session`, from /proc."""
+    page_kib = os.sysconf("SC_PAGE_SIZE") // 1024
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone since listed
+            continue
+        # After the command's name: state is field 3, session 6, utime 14, stime 15, rss 24 (proc(5)).
+        if int(fields[3]) == session:
+            yield int(entry), int(fields[11]) + int(fields[12]), int(fields[21]) * page_kib
 
 
 MAPPED_FOLDERS = ("pipelines", "transforms", "schemas", "sql", "configs")  # pyproject's package-dir
@@ -120,8 +149,7 @@ def main() -> int:
     telemetry = Path(args.input) if args.input else work / "telemetry"
     if not args.input:
         print(f"simulating {args.hours:g} h (seed {args.seed}) into {work} ...", flush=True)
-        # In a child: a child's peak memory as wait4 reports it starts from its
-        # parent's, so this process must stay small for the figures below.
+        # In a child of its own, so that this process stays small while the others run.
         subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "simulate", "--out", str(telemetry),
                         "--seed", str(args.seed), "--hours", str(args.hours), "-q"], check=True)
     counts = {stream: count_records(telemetry, stream) for stream in ("scheduler", "runtime", "profiler")}
@@ -137,7 +165,9 @@ def main() -> int:
         rows["baseline mpg run (1 worker)"] = measure(
             [mpg, "run", "--input", str(telemetry), "--output", str(work / "results-baseline"), *beam_args],
             cwd=args.baseline, env=env)
-    rows["mpg run (FnApiRunner, 1 worker)"] = measure(
+    rows["mpg run --workers 1"] = measure(
+        [mpg, "run", "--input", str(telemetry), "--output", str(work / "results-1"), "--workers", "1", *beam_args])
+    rows["mpg run (default: a process per core)"] = measure(
         [mpg, "run", "--input", str(telemetry), "--output", str(work / "results"), *beam_args])
 
     print(f"\n{events:,} events ({', '.join(f'{n:,} {s}' for s, n in counts.items())}), {os.cpu_count()} cores\n")
