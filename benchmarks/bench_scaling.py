@@ -6,6 +6,16 @@ child process, measuring wall time and peak memory (max RSS). With chunks,
 time should grow linearly with the events and peak memory should follow one
 day of telemetry plus the open jobs, not the whole input.
 
+The inputs are simulated with `--steady`, so that 10 times the events is 10
+times the hours of the same fleet under the same load. By default a quarter
+of a simulation's jobs arrive in its first ten minutes, so the longer the
+input, the busier its first days: 24,400 events an hour over 32 h, 32,400
+over 323 h (46,600 in its first day), and a larger input was also a denser
+one. The table prints the events per simulated hour of each input: with
+`--steady` they differ by chance only, as each length draws its own jobs (by
+up to a tenth at these sizes: seed 11 has 34,800 an hour over 32 h, 32,200
+over 161 h).
+
     .venv/bin/python benchmarks/bench_scaling.py                 # 1M, 5M, 10M
     .venv/bin/python benchmarks/bench_scaling.py --millions 1 2  # a quick look
 
@@ -24,7 +34,9 @@ from pathlib import Path
 
 from bench_run import count_records  # benchmarks/ is on the path when a script in it runs
 
-EVENTS_PER_HOUR = 31_000  # the default fleet, measured on seed 11 (6,750,210 events in 217 h)
+# The default fleet with --steady, measured on seed 11: 5,179,905 events in 161 h
+# (its first 32 h alone held 34,800 an hour).
+EVENTS_PER_HOUR = 32_000
 
 
 def count_events(fleet: Path) -> int:
@@ -54,18 +66,19 @@ def main() -> None:
             # Simulated in a child of its own: a child's peak memory as wait4 reports
             # it starts from its parent's, so this process must stay small.
             subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "simulate", "--out", str(root / "fleet"),
-                            "--seed", str(args.seed), "--hours", str(hours), "-q"], check=True)
+                            "--seed", str(args.seed), "--hours", str(hours), "--steady", "-q"], check=True)
             events = count_events(root / "fleet")
             seconds, rss = measure([sys.executable, "-m", "fleet_goodput.cli", "run", "--input", str(root / "fleet"),
                                     "--output", str(root / "out"), f"--chunk_hours={args.chunk_hours}"])
-            rows.append((events, seconds, rss))
-            print(f"  {events:>11,} events ({hours} h): {seconds:7.1f} s  {events / seconds:9,.0f} events/s  "
-                  f"{rss:7.0f} MiB peak", flush=True)
+            rows.append((events, hours, seconds, rss))
+            print(f"  {events:>11,} events ({hours} h, {events / hours:,.0f} an hour): {seconds:7.1f} s  "
+                  f"{events / seconds:9,.0f} events/s  {rss:7.0f} MiB peak", flush=True)
             subprocess.run(["rm", "-rf", str(root)], check=True)
-    base_events, base_seconds, _ = rows[0]
-    print(f"\n{'events':>12} {'seconds':>8} {'x time':>7} {'x events':>9} {'peak MiB':>9}")
-    for events, seconds, rss in rows:
-        print(f"{events:>12,} {seconds:8.1f} {seconds / base_seconds:7.2f} {events / base_events:9.2f} {rss:9.0f}")
+    base_events, _, base_seconds, _ = rows[0]
+    print(f"\n{'events':>12} {'hours':>6} {'events/h':>9} {'seconds':>8} {'x time':>7} {'x events':>9} {'peak MiB':>9}")
+    for events, hours, seconds, rss in rows:
+        print(f"{events:>12,} {hours:>6} {events / hours:>9,.0f} {seconds:8.1f} {seconds / base_seconds:7.2f} "
+              f"{events / base_events:9.2f} {rss:9.0f}")
 
 
 if __name__ == "__main__":

@@ -108,7 +108,7 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
 
 
 def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int | None = None,
-             config: str | Path | None = None, overwrite: bool = False) -> SimulationSummary:
+             steady: bool = False, config: str | Path | None = None, overwrite: bool = False) -> SimulationSummary:
     """Write a simulated fleet's telemetry and its ground truth into `out`; as `mpg simulate`.
 
     `hours` of 3-5 clusters of TPUs and GPUs from 2026-01-01T00:00Z, with
@@ -117,6 +117,8 @@ def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int |
     Avro telemetry `run` reads; `out/truth/` the chip-seconds the pipeline
     should find (job_window, jobs and capacity_window as Parquet, and
     truth.json), computed from the simulated timeline, not from the events.
+    `steady=True` keeps the events per hour the same whatever `hours` is
+    (`mpg simulate --steady`), for comparing inputs of different lengths.
 
     Returns a `SimulationSummary` (`.jobs`, `.clusters`, `.events` per
     stream, `.as_of_us`, `.describe()`). Refuses (FileExistsError) an `out`
@@ -131,7 +133,8 @@ def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int |
             raise FileExistsError(f"{out} already holds telemetry; pass overwrite=True to replace it")
         clear_telemetry(out, also=("truth",))
     settings = load_settings(config)
-    return simulate_fleet(out, seed=seed, hours=hours, jobs=jobs, window_s=settings.window_s, settings=settings)
+    return simulate_fleet(out, seed=seed, hours=hours, jobs=jobs, steady=steady, window_s=settings.window_s,
+                          settings=settings)
 
 
 def _time_us(moment: datetime | str | None) -> int | None:

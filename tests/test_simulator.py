@@ -21,6 +21,7 @@ import pytest
 from fleet_goodput import schemas
 from fleet_goodput.commands import simulate as simulate_command
 from fleet_goodput.simulator import START_US, simulate
+from fleet_goodput.simulator.fleet import STEADY_BACKLOG_HOURS
 
 # A small fleet whose seed shows every feature the tests look for: partial
 # allocation, preemption with restore, terminal failure, jobs cut by the horizon.
@@ -93,6 +94,47 @@ def test_same_seed_writes_identical_bytes_and_another_seed_does_not(tmp_path):
                  if (tmp_path / "c" / name).exists() and (tmp_path / "a" / name).read_bytes() != (tmp_path / "c" / name).read_bytes()]
     assert Path("truth/job_window.parquet") in differing
     assert Path("runtime/part-00000.avro") in differing
+
+
+# What the default draws, counted before `steady` existed: adding it must not move
+# a default fleet's random draws, which the seeds chosen by these tests rely on.
+DEFAULT_FLEETS = [
+    # (name, simulate's arguments, jobs, events per stream)
+    ("the default rate for an hour", {"seed": 3, "hours": 1.0}, 54,
+     {"scheduler": 128, "runtime": 2720, "profiler": 102}),
+    ("20 jobs in two hours", {"seed": 3, "hours": 2.0, "jobs": 20}, 20,
+     {"scheduler": 58, "runtime": 1805, "profiler": 48}),
+]
+
+
+@pytest.mark.parametrize(("args", "jobs", "events"), [case[1:] for case in DEFAULT_FLEETS],
+                         ids=[case[0] for case in DEFAULT_FLEETS])
+def test_the_default_fleet_draws_what_it_always_drew(tmp_path, args, jobs, events):
+    summary = simulate(tmp_path, **args)
+    assert (summary.jobs, summary.events) == (jobs, events)
+
+
+# --- a steady fleet
+
+
+def test_a_steady_fleet_of_twice_the_hours_has_as_many_events_an_hour(tmp_path):
+    """What benchmarks/bench_scaling.py relies on: a longer steady input is more hours of the same fleet.
+
+    Both lengths start with the same backlog and take the same jobs an hour.
+    Their events an hour still differ by chance, the two lengths drawing
+    different jobs: over 20 seeds at this size the longer one had 0.83-1.08
+    times the shorter one's (a little under 1, as the backlog's first hours
+    are busier). The default, whose burst is a share of all the jobs, had
+    1.05-1.90 times, and 1.62 on this seed.
+    """
+    rate = 10
+    short, long = (simulate(tmp_path / f"{hours}h", seed=0, hours=hours, jobs=rate * hours, steady=True)
+                   for hours in (8, 16))
+    backlog = round(rate * STEADY_BACKLOG_HOURS)
+    assert (short.jobs, long.jobs) == (8 * rate + backlog, 16 * rate + backlog)
+    short_rate, long_rate = (sum(summary.events.values()) / summary.hours for summary in (short, long))
+    # Wide enough for chance, narrow enough for a burst that grows with the length.
+    assert 0.8 < long_rate / short_rate < 1.15
 
 
 # --- the files
@@ -307,6 +349,14 @@ def test_the_command_writes_a_fleet_and_says_where(tmp_path, capsys):
         assert f"{stream}: " in printed and str(tmp_path / "cli" / stream) in printed
     assert "jobs: 20" in printed
     assert (tmp_path / "cli" / "truth" / "job_window.parquet").exists()
+
+
+def test_the_command_keeps_a_steady_fleet_with_its_backlog_on_top_of_the_jobs(tmp_path, capsys):
+    parser = argparse.ArgumentParser(prog="mpg")
+    simulate_command.register(parser.add_subparsers())
+    args = parser.parse_args(["simulate", "--out", str(tmp_path), "--hours", "2", "--jobs", "20", "--steady"])
+    assert args.func(args) == 0
+    assert f"jobs: {20 + round(10 * STEADY_BACKLOG_HOURS)} " in capsys.readouterr().out
 
 
 def test_the_command_rejects_a_non_positive_horizon(tmp_path):

@@ -14,7 +14,7 @@ import sys
 from fleet_goodput.avro_io import clear_telemetry, telemetry_files
 from fleet_goodput.config import load_settings
 from fleet_goodput.console import say
-from fleet_goodput.simulator import simulate
+from fleet_goodput.simulator import fleet, simulate
 
 DESCRIPTION = """\
 Simulate an accelerator fleet (3-5 clusters of TPUs and GPUs, gang-scheduled
@@ -36,6 +36,7 @@ EPILOG = """\
 examples:
   mpg simulate --out out/day                       a default day (~1300 jobs, ~0.5M events)
   mpg simulate --out out/small --hours 4 --jobs 40  a small fleet for tests, about a second
+  mpg simulate --out out/week --hours 168 --steady  seven days, each as busy as the first (~5M events)
 """
 
 
@@ -50,6 +51,13 @@ def register(subparsers) -> None:
                         help="length of the simulated period, from 2026-01-01T00:00Z (default 24)")
     parser.add_argument("--jobs", type=_non_negative_int, default=None,
                         help="number of jobs to submit over the period (default: about 54 an hour)")
+    parser.add_argument("--steady", action="store_true",
+                        help="keep the fleet as busy at any --hours, so that inputs of different lengths compare "
+                             "like with like (benchmarks/bench_scaling.py). By default a quarter of all the jobs "
+                             "arrive in the first ten minutes: a longer period starts with a bigger backlog and has "
+                             "more events an hour. With --steady the jobs arrive evenly and the fleet starts with "
+                             f"{fleet.STEADY_BACKLOG_HOURS:g} hours' worth of them on top: twice the hours, about "
+                             "twice the events. --jobs then counts the even arrivals only")
     parser.add_argument("--config", metavar="YAML", default=None,
                         help="settings file overriding the defaults (window_s, accelerator catalogue)")
     parser.add_argument("--overwrite", action="store_true", help="replace the telemetry and truth already in --out")
@@ -63,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         clear_telemetry(args.out, also=("truth",))
     settings = load_settings(args.config)
-    summary = simulate(args.out, seed=args.seed, hours=args.hours, jobs=args.jobs,
+    summary = simulate(args.out, seed=args.seed, hours=args.hours, jobs=args.jobs, steady=args.steady,
                        window_s=settings.window_s, settings=settings)
     say(summary.describe())
     return 0

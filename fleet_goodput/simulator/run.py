@@ -52,13 +52,19 @@ class SimulationSummary:
         return "\n".join(lines)
 
 
-def simulate(out_dir, *, seed: int = 0, hours: float = 24.0, jobs: int | None = None, start_us: int = START_US,
-             window_s: int = 3600, settings: Settings | None = None) -> SimulationSummary:
+def simulate(out_dir, *, seed: int = 0, hours: float = 24.0, jobs: int | None = None, steady: bool = False,
+             start_us: int = START_US, window_s: int = 3600, settings: Settings | None = None) -> SimulationSummary:
     """Simulate `hours` of a fleet from `start_us` and write events and truth under `out_dir`.
 
     `jobs` fixes the number of jobs (otherwise `fleet.DEFAULT_JOBS_PER_HOUR` an hour). Jobs still
     running at the horizon are cut there: nothing is emitted after it, and a
     CAPACITY restatement lands exactly on it.
+
+    By default a quarter of the jobs arrive in the first ten minutes, so the
+    longer the simulation, the busier its first days. `steady=True` keeps the
+    fleet as busy at every length, for comparing inputs of different sizes:
+    the `jobs` arrive evenly, and `fleet.STEADY_BACKLOG_HOURS` hours' worth
+    of them (at the same hourly rate) come on top in the first ten minutes.
     """
     if hours <= 0:
         raise ValueError(f"hours must be positive (got {hours})")
@@ -70,7 +76,7 @@ def simulate(out_dir, *, seed: int = 0, hours: float = 24.0, jobs: int | None = 
     rng = random.Random(f"{seed}:fleet")
     clusters = fleet.make_clusters(rng, settings, fleet.jobs_per_hour(jobs, hours))
     capacity = fleet.make_capacity(rng, clusters, start_us, horizon_us)
-    specs = fleet.make_jobs(rng, clusters, settings, start_us, horizon_us, jobs)
+    specs = fleet.make_jobs(rng, clusters, settings, start_us, horizon_us, jobs, steady=steady)
     timeline = scheduler.run_fleet(seed, clusters, capacity, specs, start_us, horizon_us)
 
     streams = {"scheduler": emit.scheduler_events(timeline), "runtime": emit.runtime_events(timeline),
