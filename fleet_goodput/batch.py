@@ -253,13 +253,14 @@ def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSet
 
 
 def _process_context():
-    """Processes forked from a server that imported the pipeline once (a fresh process imports Beam
-    in about 1.5 s), not from this one, which may hold Delta Lake's threads."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    """Forked: a fresh process would spend about 2 s importing Beam before its first event.
+
+    Nothing this process started before the fork runs in the children: they
+    compute a pipeline (whose threads start after the fork) and write Parquet.
+    """
+    if "fork" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["fleet_goodput.pipelines.goodput"])
-    return context
+    return multiprocessing.get_context("fork")
 
 
 def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
