@@ -253,14 +253,14 @@ def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSet
 
 
 def _process_context():
-    """Forked: a fresh process would spend about 2 s importing Beam before its first event.
-
-    Nothing this process started before the fork runs in the children: they
-    compute a pipeline (whose threads start after the fork) and write Parquet.
-    """
-    if "fork" not in multiprocessing.get_all_start_methods():
+    """Processes forked from a server that imported the pipeline once, not from this one: a
+    child forked from a process that has run a pipeline (or holds Delta Lake's threads) can
+    deadlock on a lock some thread held at the fork, as tests/test_shards.py did."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
-    return multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["fleet_goodput.pipelines.goodput"])
+    return context
 
 
 def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
