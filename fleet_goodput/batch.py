@@ -289,7 +289,8 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     transaction = Transaction(store, plan.previous, plan.token)
     folders = staged_folders or [staging_folder(plan)]
     final = final_folders or folders[-1:]
-    staged = [read_staged_counts(folder) for folder in folders]
+    counts_of = {folder: read_staged_counts(folder) for folder in dict.fromkeys([*folders, *final])}
+    staged = [counts_of[folder] for folder in folders]
     previous = plan.previous
     as_of_us = staged[-1]["as_of_us"]
     run_id = previous.run_id + 1 if previous else 1
@@ -300,7 +301,7 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
         run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
         previous=previous.manifest if previous else None,
         counts=add_counts(*(counts_from_json(part["counts"]) for part in staged)),
-        pending=add_counts(*(counts_from_json(read_staged_counts(folder)["pending"]) for folder in final)),
+        pending=add_counts(*(counts_from_json(counts_of[folder]["pending"]) for folder in final)),
         extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us,
                "allowed_lateness_s": stream_settings.allowed_lateness_s, "files_applied": len(plan.files),
                "files_skipped": len(plan.skipped), "output": plan.output_dir})
