@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -31,7 +30,7 @@ from fleet_goodput.chunks import cut_into_chunks
 from fleet_goodput.config import Settings
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, write_manifest_copy
 from fleet_goodput.session import STATE_FORMAT
-from fleet_goodput.shards import Shard, shard_count
+from fleet_goodput.shards import Shard, process_context, shard_count
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
                                  Transaction, clear_staging, delta_schema, is_remote)
 from fleet_goodput.stream_settings import StreamSettings
@@ -232,7 +231,7 @@ def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSet
 
     def run_all(shards: list[Shard]) -> None:
         started = time.monotonic()
-        with ProcessPoolExecutor(count, mp_context=_process_context()) as pool:
+        with ProcessPoolExecutor(count, mp_context=process_context()) as pool:
             for done in [pool.submit(goodput.run, plan.files_by_stream, list(plan.state_files), folder, settings,
                                      stream_settings, plan.continuation, as_of_us, beam_args, shard=shard)
                          for folder, shard in zip(folders, shards)]:
@@ -250,17 +249,6 @@ def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSet
             shutil.rmtree(folder)
         run_all([shard.told(as_of) for shard in shards])
     return folders
-
-
-def _process_context():
-    """Processes forked from a server that imported the pipeline once, not from this one: a
-    child forked from a process that has run a pipeline (or holds Delta Lake's threads) can
-    deadlock on a lock some thread held at the fork, as tests/test_shards.py did."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["fleet_goodput.pipelines.goodput"])
-    return context
 
 
 def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:

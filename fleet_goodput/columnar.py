@@ -36,6 +36,7 @@ import io
 import json
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from itertools import repeat
 from typing import BinaryIO
 
@@ -72,13 +73,19 @@ MAX_IDEAL_FLOPS = 1e30
 _ORDER_OF_CODE = {code: same_instant_order(code) for code in (*RUNTIME_TYPES, PROFILE)}
 
 
-def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators) -> DecodedFile:
-    """What `decode_file(stream, source, handle, accelerators)` returns, in columns where provable."""
+def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators,
+                     keep: Callable[[str], bool] | None = None) -> DecodedFile:
+    """What `decode_file(stream, source, handle, accelerators)` returns, in columns where provable.
+
+    With `keep`, what `.keeping(keep)` of that returns: only the kept keys'
+    event tuples are built, the costliest part of a decode in columns.
+    """
     data = handle.read()
     columns = _clean_columns(stream, data) if stream in KNOWN_FIELDS else None
     if columns is None:
-        return decode_file(stream, source, io.BytesIO(data), accelerators)
-    return _events_from_columns(stream, columns)
+        decoded = decode_file(stream, source, io.BytesIO(data), accelerators)
+        return decoded.keeping(keep) if keep else decoded
+    return _events_from_columns(stream, columns, keep)
 
 
 def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:
@@ -166,14 +173,16 @@ def _bounded_positive(name: str, upper: float) -> pl.Expr:
     return (column.is_finite() & (column > 0) & (column <= upper)).fill_null(False)
 
 
-def _events_from_columns(stream: str, frame: pl.DataFrame) -> DecodedFile:
-    """Event tuples per job, in file order, as `decode_file` builds them from records.
+def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str], bool] | None) -> DecodedFile:
+    """Event tuples per job (per kept job), in file order, as `decode_file` builds them from records.
 
     The rows are first put in job order (jobs by first appearance, rows in file
     order within a job), so that every tuple is made by `zip` and every job's
     batch is one slice: no Python statement runs per row.
     """
-    height = frame.height
+    height, latest_us = frame.height, frame["event_time"].dt.epoch("us").max()
+    if keep is not None:
+        frame = frame.filter(pl.col("job_id").is_in([job for job in frame["job_id"].unique() if keep(job)]))
     frame = (frame.with_row_index("row")
              .with_columns(pl.col("row").min().over("job_id").alias("first_row"))
              .sort("first_row", "row"))
@@ -193,4 +202,4 @@ def _events_from_columns(stream: str, frame: pl.DataFrame) -> DecodedFile:
     end = 0
     for job_id, length in zip(jobs.struct.field("value").to_list(), jobs.struct.field("len").to_list()):
         batches[job_id], end = rows[end:end + length], end + length
-    return DecodedFile(batches=batches, rejected=[], read=height)
+    return DecodedFile(batches=batches, rejected=[], read=height, latest_us=latest_us)

@@ -19,7 +19,7 @@ import math
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import BinaryIO
@@ -331,12 +331,19 @@ def _describe(writer_schema) -> str:
 
 @dataclass
 class DecodedFile:
-    """One file's events grouped by key (slim tuples), its rejected rows, and
-    how many records it held."""
+    """One file's events grouped by key (slim tuples), its rejected rows, how
+    many records it held, and the latest time of its events."""
 
     batches: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
     rejected: list[dict] = field(default_factory=list)
     read: int = 0
+    latest_us: int | None = None  # of every key's events, also when `keeping` left some keys out
+
+    def keeping(self, keep: Callable[[str], bool]) -> DecodedFile:
+        """The same file with only the batches of the keys `keep` accepts (a shard's, fleet_goodput/shards.py)."""
+        return DecodedFile({key: batch for key, batch in self.batches.items() if keep(key)}, self.rejected,
+                           self.read, self.latest_us)
+
 
 
 def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> DecodedFile:
@@ -349,4 +356,5 @@ def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> Dec
         else:
             decoded.read += value["records"]
             decoded.rejected.append(value)
+    decoded.latest_us = max((event[0] for batch in decoded.batches.values() for event in batch), default=None)
     return decoded

@@ -21,9 +21,15 @@ Two things are not per key, and the shards agree on them:
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import zlib
+from multiprocessing import forkserver
+from pathlib import Path
 from dataclasses import dataclass
+
+# What the server that shard processes fork from imports once, before any shard starts.
+PRELOADED = ["fleet_goodput.pipelines.goodput"]
 
 # Below this much new Avro per shard (about 450k events of the simulator's
 # telemetry, 18 bytes each), a process's start-up and its read of every file
@@ -63,3 +69,34 @@ def shard_count(workers: int | None, new_bytes: int, local: bool) -> int:
         return 1  # a distributed runner spreads the keys itself
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(cores, new_bytes // MIN_BYTES_PER_SHARD))
+
+
+def process_context():
+    """Processes forked from a server that imported the pipeline once, not from the run's own: a
+    child forked from a process that has run a pipeline (or holds Delta Lake's threads) can
+    deadlock on a lock some thread held at the fork, as tests/test_shards.py did."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOADED)
+    return context
+
+
+def start_process_server(input_dir: str, workers: int | None) -> bool:
+    """Start the server shard processes fork from now, if a run over `input_dir` will likely use it.
+
+    The server spends about 2 s importing Beam and the pipeline; started as a
+    command begins, that import runs beside the command's own import of Beam
+    instead of after it. A guess from the input's size on disk: a run that
+    turns out to need no shards (most of the input applied already, say) only
+    leaves the server idle. Returns whether it started one.
+    """
+    if (workers is not None and workers < 2) or "://" in input_dir or not Path(input_dir).is_dir():
+        return False
+    size = sum(path.stat().st_size for path in Path(input_dir).glob("*/*.avro"))
+    if shard_count(workers, size, local=True) < 2:
+        return False
+    if process_context().get_start_method() != "forkserver":  # which also names what the server preloads
+        return False
+    forkserver.ensure_running()
+    return True

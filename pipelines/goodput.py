@@ -21,7 +21,8 @@ from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import TABLES
 from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job
 from fleet_goodput.transforms.goodput import ComputeGoodput
-from fleet_goodput.transforms.read import EVENTS, READ_COUNTS, REJECTED, ReadAvroFiles, ReadDecodedChunk
+from fleet_goodput.transforms.read import (EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles,
+                                           ReadDecodedChunk)
 from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
                                    WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
 from fleet_goodput.transforms.write import StageRows, StageTables
@@ -55,7 +56,10 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     events = [decoded[stream][EVENTS] for stream in decoded] | "AllEvents" >> beam.Flatten()
     if saved_state is None:
         saved_state = p | "NoSavedState" >> beam.Create([])
-    sessions = {"events": events, "state": saved_state} | "SessionizeKeys" >> SessionizeKeys(
+    inputs = {"events": events, "state": saved_state}
+    if shard is not None:  # a shard reads only its keys' events, and every file's latest time (transforms/read.py)
+        inputs["latest_times"] = [decoded[stream][LATEST_TIMES] for stream in decoded] | "AllLatest" >> beam.Flatten()
+    sessions = inputs | "SessionizeKeys" >> SessionizeKeys(
         key_rules(settings, stream_settings or StreamSettings()), continuation, as_of_us, shard)
     as_of_side = beam.pvalue.AsSingleton(sessions["as_of"])
 
@@ -102,8 +106,7 @@ def peak_flops(settings: Settings) -> dict[str, float]:
 def read_sources(p: beam.Pipeline, files: dict[str, list[str]], settings: Settings,
                  shard: Shard | None = None) -> dict:
     """The run's new Avro files of every stream, decoded and validated."""
-    reports_decoding = shard is None or shard.reports_decoding
-    return {"files": p | "ReadTelemetry" >> ReadAvroFiles(files, settings.accelerators, reports_decoding)}
+    return {"files": p | "ReadTelemetry" >> ReadAvroFiles(files, settings.accelerators, shard)}
 
 
 def read_saved_state(p: beam.Pipeline, state_files: list[str]):

@@ -2,7 +2,7 @@
 
 `decode_file_fast` must be indistinguishable from `decode_file`: the same
 batches per key in the same order, with event tuples equal in value and in
-type, the same rejected rows and the same read count. Checked on the
+type, the same rejected rows, read count and latest time, also for a shard's keys. Checked on the
 simulator's files (where the fast path must actually be taken, or the
 comparison would prove nothing) and on crafted files: bad rows of every
 kind next to good ones, a truncated file, a foreign schema, an older writer
@@ -23,6 +23,7 @@ from fleet_goodput.avro_io import write_events
 from fleet_goodput.columnar import _clean_columns, decode_file_fast
 from fleet_goodput.config import load_settings
 from fleet_goodput.decode import decode_file
+from fleet_goodput.shards import Shard
 from fleet_goodput.simulator import simulate
 
 ACCELERATORS = load_settings(None).accelerators
@@ -46,6 +47,12 @@ def _assert_same_as_reference(stream: str, data: bytes, source: str = "file.avro
     assert _typed(dict(fast.batches)) == _typed(dict(reference.batches))
     assert _typed(fast.rejected) == _typed(reference.rejected)
     assert fast.read == reference.read
+    assert fast.latest_us == reference.latest_us
+    # A shard's decode builds only its keys' events; the latest time still covers every key.
+    shard = Shard(1, 2)
+    kept = decode_file_fast(stream, source, io.BytesIO(data), ACCELERATORS, keep=shard.owns)
+    assert _typed(dict(kept.batches)) == _typed(dict(reference.keeping(shard.owns).batches))
+    assert (kept.read, kept.latest_us) == (reference.read, reference.latest_us)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import pytest
 from fleet_goodput.avro_io import split_by_time, write_events
 from fleet_goodput.batch import run_batch
 from fleet_goodput.config import load_settings
+from fleet_goodput.shards import start_process_server
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
 from fleet_goodput.timeline import FIGURES
@@ -40,6 +41,8 @@ def test_a_run_split_over_processes_equals_one_process(tmp_path):
     for folder in (tmp_path / "fleet", first):
         (folder / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
     settings = load_settings()
+    # As `mpg run` does before importing Beam; the sharded runs below then fork from this server.
+    assert start_process_server(str(first), workers=2)
     whole = run_batch(str(tmp_path / "fleet"), str(tmp_path / "whole"), settings, build_views=False, workers=1)
 
     progress = []
@@ -62,3 +65,12 @@ def test_a_run_split_over_processes_equals_one_process(tmp_path):
         expected = _rows(tmp_path / "whole", query)
         assert expected and _rows(tmp_path / "split", query) == expected, query
     assert _rows(tmp_path / "split", "select count(*) from rejected where source like '%damaged.avro'") == [(1,)]
+
+
+def test_the_process_server_starts_early_only_for_a_run_that_will_shard(tmp_path):
+    simulate(tmp_path / "fleet", seed=3, hours=1, jobs=2)  # far below 8 MiB a process
+    fleet = str(tmp_path / "fleet")
+    assert not start_process_server(fleet, workers=None)
+    assert not start_process_server(fleet, workers=1)
+    assert not start_process_server(str(tmp_path / "missing"), workers=2)
+    assert not start_process_server("gs://bucket/fleet", workers=2)

@@ -21,22 +21,26 @@ from fleet_goodput import chunks, schemas
 from fleet_goodput.columnar import decode_file_fast
 from fleet_goodput.decode import VALIDATORS, Invalid, contract_violation, rejected_row
 from fleet_goodput.events import pack
+from fleet_goodput.shards import Shard
 
-EVENTS, REJECTED, READ_COUNTS = "events", "rejected", "read_counts"
+EVENTS, REJECTED, READ_COUNTS, LATEST_TIMES = "events", "rejected", "read_counts", "latest_times"
 
 
 class _DecodeAvroFile(beam.DoFn):
-    def __init__(self, accelerators, reports_decoding: bool):
+    def __init__(self, accelerators, shard: Shard | None):
         self.accelerators = accelerators
-        self.reports_decoding = reports_decoding
+        self.shard = shard
 
     def process(self, stream_and_path):
         stream, path = stream_and_path
+        shard = self.shard
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-            decoded = decode_file_fast(stream, path, handle, self.accelerators)
+            decoded = decode_file_fast(stream, path, handle, self.accelerators, keep=shard and shard.owns)
         for key, batch in decoded.batches.items():
             yield key, pack(batch)
-        if self.reports_decoding:
+        if shard is not None and decoded.latest_us is not None:
+            yield beam.pvalue.TaggedOutput(LATEST_TIMES, decoded.latest_us)
+        if shard is None or shard.reports_decoding:
             for row in decoded.rejected:
                 yield beam.pvalue.TaggedOutput(REJECTED, row)
             yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), decoded.read))
@@ -51,12 +55,14 @@ class ReadAvroFiles(beam.PTransform):
     streaming run pays it each time), and a file says its stream anyway.
     """
 
-    def __init__(self, files: dict[str, list[str]], accelerators, reports_decoding: bool = True):
-        """`reports_decoding=False`: events only, for all but one of a run's shards (fleet_goodput/shards.py)."""
+    def __init__(self, files: dict[str, list[str]], accelerators, shard: Shard | None = None):
+        """With a `shard` (fleet_goodput/shards.py), events only of the shard's keys, and each file's
+        latest event time (of every key) in "latest_times"; rejected rows and read counts only
+        from the shard that reports decoding."""
         super().__init__()
         self.files = [(stream, path) for stream, paths in files.items() for path in paths]
         self.accelerators = accelerators
-        self.reports_decoding = reports_decoding
+        self.shard = shard
 
     def expand(self, pbegin):
         return (
@@ -64,8 +70,8 @@ class ReadAvroFiles(beam.PTransform):
             # One file is one unit of work: Create reshuffles its elements, so a
             # distributed runner spreads the files over workers.
             | "ListFiles" >> beam.Create(self.files)
-            | "DecodeAndValidate" >> beam.ParDo(_DecodeAvroFile(self.accelerators, self.reports_decoding))
-            .with_outputs(REJECTED, READ_COUNTS, main=EVENTS)
+            | "DecodeAndValidate" >> beam.ParDo(_DecodeAvroFile(self.accelerators, self.shard))
+            .with_outputs(REJECTED, READ_COUNTS, LATEST_TIMES, main=EVENTS)
         )
 
 

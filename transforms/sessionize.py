@@ -237,7 +237,7 @@ def _owned(keyed, shard: Shard) -> bool:
 
 
 class SessionizeKeys(beam.PTransform):
-    """{"events": (key, [events]), "state": (key, state blob)} → the outputs named above.
+    """{"events": (key, [events]), "state": (key, state blob)[, "latest_times": int]} → the outputs named above.
 
     `as_of_us` is the given as-of time, or None for the latest accepted event
     time; the as-of time used comes out as the "as_of" output, and the latest
@@ -251,8 +251,9 @@ class SessionizeKeys(beam.PTransform):
     time, and the first pass's outputs dropped.
 
     With a `shard` (fleet_goodput/shards.py), only the shard's keys are
-    sessionized, the guess still comes from every key's events, and the check
-    is the caller's: the outputs are the first pass's, "as_of" is the guess,
+    sessionized, the guess comes from every key's events through the input
+    "latest_times" (each file's latest event time: a shard reads only its
+    keys' events, transforms/read.py), and the check is the caller's: the outputs are the first pass's, "as_of" is the guess,
     and "reached" this shard's latest accepted event time.
     """
 
@@ -273,9 +274,9 @@ class SessionizeKeys(beam.PTransform):
         else:
             # Without new events the guess is what the combine would give for none,
             # as a side input's default: one Beam step less than CombineGlobally's own default.
-            guess = (events
-                     | "LatestTimeOfBatch" >> beam.Map(_latest_time)
-                     | "GuessAsOf" >> beam.CombineGlobally(as_of_fn).without_defaults())
+            latest_times = inputs["latest_times"] if shard is not None else (
+                events | "LatestTimeOfBatch" >> beam.Map(_latest_time))
+            guess = latest_times | "GuessAsOf" >> beam.CombineGlobally(as_of_fn).without_defaults()
             guess_side = beam.pvalue.AsSingleton(guess, default_value=as_of_fn.extract_output(
                 as_of_fn.create_accumulator()))
         if shard is not None:

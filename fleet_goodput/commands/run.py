@@ -79,7 +79,23 @@ def pipeline_options(command: str, args: argparse.Namespace):
     return parse_options(command, flags), flags
 
 
+def start_processes_early(args: argparse.Namespace) -> None:
+    """Start the server a big local run's shard processes fork from (fleet_goodput/shards.py) before
+    this process imports Beam, so that the server's import of it runs beside ours, not after."""
+    from fleet_goodput.config import ConfigError, beam_flags
+    from fleet_goodput.shards import start_process_server
+
+    try:
+        flags = beam_flags(args.config) + args.argv
+    except ConfigError:
+        return  # main() reports it
+    # Another runner computes elsewhere, and a dry run computes nothing.
+    if args.chunk_hours is None and not any(flag.startswith(("--runner", "--dry_run")) for flag in flags):
+        start_process_server(args.input, args.workers)
+
+
 def main(args: argparse.Namespace) -> int:
+    start_processes_early(args)
     from fleet_goodput.batch import InputError, ReconciliationError, is_dry_run, run_batch, translate_batch
     from fleet_goodput.config import ConfigError, load_settings
     from fleet_goodput.headline import render
