@@ -120,16 +120,16 @@ def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypat
     from fleet_goodput.store import Store
     from fleet_goodput.stream_settings import StreamSettings
 
-    monkeypatch.setattr(store_module, "COMPACT_ABOVE_FILES", 3)
+    monkeypatch.setattr(store_module, "COMPACT_ABOVE_FILES", 2)  # the third run finds three files
     _write(tmp_path / "in", worked_example.records())
-    cuts = [T0 + s * 1_000_000 for s in (120, 200, 300, 400, 500)]
+    cuts = [T0 + s * 1_000_000 for s in (200, 400)]
     keep_all = StreamSettings(retention_hours=1000)
     # Read through connect() and the store: goodput.duckdb is not read (build_views=False).
     for part in split_by_time(tmp_path / "in", cuts, tmp_path / "parts"):
         run_batch(str(part), str(tmp_path / "out"), load_settings(), stream_settings=keep_all, build_views=False)
     store = Store(tmp_path / "out")
     runs = store.runs()
-    assert len(runs) == 6 and len(store.files("job_window", runs[-1])) <= 3
+    assert len(runs) == 3 and len(store.files("job_window", runs[-1])) <= 2
     first = _job_window_at(tmp_path / "out", 1)
     assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
     removed = store.vacuum(retention_hours=0)  # keep only the latest run's files
