@@ -152,10 +152,12 @@ def _state_keys(output) -> int:
     return store.read("state_keys", store.latest()).num_rows
 
 
-def test_a_run_in_daily_chunks_equals_one_pass(fleet):
-    """A backfill computed chunk by chunk (memory bounded by a day) is one run with one pass's figures."""
+def test_a_run_in_chunks_equals_one_pass(fleet):
+    """A backfill computed chunk by chunk (memory bounded by a chunk) is one run with one pass's figures.
+    Two-day chunks: three of them, so that jobs cross two chunk edges (daily chunks are
+    test_a_chunked_run_rejects_and_counts_as_one_pass's)."""
     root, whole = fleet
-    chunked = run_batch(str(root / "fleet"), str(root / "out-chunked"), load_settings(), chunk_hours=24,
+    chunked = run_batch(str(root / "fleet"), str(root / "out-chunked"), load_settings(), chunk_hours=48,
                         build_views=False)
     assert chunked.run.run_id == 1 and chunked.manifest["as_of_us"] == whole.manifest["as_of_us"]
     _assert_same_job_windows(_job_windows(root / "out-chunked"), _job_windows(root / "whole"))
