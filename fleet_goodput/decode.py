@@ -345,7 +345,6 @@ class DecodedFile:
                            self.read, self.latest_us)
 
 
-
 def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> DecodedFile:
     decoded = DecodedFile()
     for outcome, value in read_avro_file(stream, source, handle, accelerators):

@@ -24,9 +24,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import zlib
+from dataclasses import dataclass
 from multiprocessing import forkserver
 from pathlib import Path
-from dataclasses import dataclass
 
 # What the server that shard processes fork from imports once, before any shard starts.
 PRELOADED = ["fleet_goodput.pipelines.goodput"]

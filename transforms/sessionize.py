@@ -253,8 +253,9 @@ class SessionizeKeys(beam.PTransform):
     With a `shard` (fleet_goodput/shards.py), only the shard's keys are
     sessionized, the guess comes from every key's events through the input
     "latest_times" (each file's latest event time: a shard reads only its
-    keys' events, transforms/read.py), and the check is the caller's: the outputs are the first pass's, "as_of" is the guess,
-    and "reached" this shard's latest accepted event time.
+    keys' events, transforms/read.py), and the check is the caller's: the
+    outputs are the first pass's, "as_of" is the guess, and "reached" this
+    shard's latest accepted event time.
     """
 
     def __init__(self, rules: KeyRules, continuation: Continuation, as_of_us: int | None,
