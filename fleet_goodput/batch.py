@@ -337,7 +337,7 @@ def is_dry_run(beam_args: list[str]) -> bool:
 
 def is_local(beam_args: list[str] | None) -> bool:
     """Whether the run computes in this machine's processes: no --runner, or one of Beam's local runners."""
-    runner = PipelineOptions(beam_args or []).view_as(StandardOptions).runner or "FnApiRunner"
+    runner = PipelineOptions(beam_args or []).view_as(StandardOptions).runner or goodput.DEFAULT_RUNNER
     return runner.lower().removesuffix("runner") in ("fnapi", "direct", "bundlebaseddirect", "switchingdirect")
 
 

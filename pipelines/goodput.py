@@ -28,6 +28,9 @@ from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, P
 from fleet_goodput.transforms.write import StageRows, StageTables
 
 COUNTS_FILE = "counts.json"
+# The runner of a run given no --runner: the default DirectRunner first tries to
+# fetch the Prism runner, which hangs offline; the in-process FnApiRunner needs nothing.
+DEFAULT_RUNNER = "FnApiRunner"
 
 
 def _partition_time(row: dict, as_of_us: int | None) -> dict:
@@ -169,9 +172,7 @@ def run(files: dict[str, list[str]], state_files: list[str], staging: str, setti
     With `chunk_files`, it reads one chunk's decoded files (fleet_goodput/chunks.py) instead of `files`."""
     args = list(beam_args or [])
     if not any(arg.startswith("--runner") for arg in args):
-        # The default DirectRunner first tries to fetch the Prism runner, which
-        # hangs offline; the in-process FnApiRunner needs nothing.
-        args.append("--runner=FnApiRunner")
+        args.append(f"--runner={DEFAULT_RUNNER}")
     if "--no_pipeline_type_check" not in args:
         # Beam infers each step's output type from its bytecode as the graph is built: a
         # third of building it (60 of 185 ms), paid by every run, for coders that these
