@@ -250,12 +250,12 @@ class SessionizeKeys(beam.PTransform):
     run's last events; only then are the keys advanced again, to the right
     time, and the first pass's outputs dropped.
 
-    With a `shard` (fleet_goodput/shards.py), only the shard's keys are
-    sessionized, the guess comes from every key's events through the input
-    "latest_times" (each file's latest event time: a shard reads only its
-    keys' events, transforms/read.py), and the check is the caller's: the
-    outputs are the first pass's, "as_of" is the guess, and "reached" this
-    shard's latest accepted event time.
+    With a `shard` (fleet_goodput/shards.py), "events" must hold only the
+    shard's keys (`ReadAvroFiles` with the shard reads them so), the saved
+    state is filtered to them here, the guess comes from every key's events
+    through the input "latest_times" (each file's latest event time), and
+    the check is the caller's: the outputs are the first pass's, "as_of" is
+    the guess, and "reached" this shard's latest accepted event time.
     """
 
     def __init__(self, rules: KeyRules, continuation: Continuation, as_of_us: int | None,
@@ -280,8 +280,7 @@ class SessionizeKeys(beam.PTransform):
             guess = latest_times | "GuessAsOf" >> beam.CombineGlobally(as_of_fn).without_defaults()
             guess_side = beam.pvalue.AsSingleton(guess, default_value=as_of_fn.extract_output(
                 as_of_fn.create_accumulator()))
-        if shard is not None:
-            events = events | "OwnKeys" >> beam.Filter(_owned, shard)
+        if shard is not None:  # its events come read for it (transforms/read.py); saved state holds every key
             state = state | "OwnState" >> beam.Filter(_owned, shard)
         grouped = {"events": events, "state": state} | "JoinSavedState" >> beam.CoGroupByKey()
         first = grouped | "AdvanceKeys" >> beam.ParDo(
