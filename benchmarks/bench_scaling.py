@@ -2,9 +2,12 @@
 
 Simulates the default fleet for long enough to hold about 1, 5 and 10 million
 events, and runs `mpg run` in daily chunks on each into a fresh output, as a
-child process, measuring wall time and peak memory (max RSS). With chunks,
-time should grow linearly with the events and peak memory should follow one
-day of telemetry plus the open jobs, not the whole input.
+child process, measuring wall time, CPU time and peak memory (the highest RSS
+summed over the run's processes: `bench_run.measure`). With chunks, time
+should grow linearly with the events and peak memory should follow one day of
+telemetry plus the open jobs, not the whole input. By default the run uses
+one process per core (decoding files, then sharing each chunk's keys);
+`--workers 1` measures one process.
 
 The inputs are simulated with `--steady`, so that 10 times the events is 10
 times the hours of the same fleet under the same load. By default a quarter
@@ -14,7 +17,10 @@ over 323 h (46,600 in its first day), and a larger input was also a denser
 one. The table prints the events per simulated hour of each input: with
 `--steady` they differ by chance only, as each length draws its own jobs (by
 up to a tenth at these sizes: seed 11 has 34,800 an hour over 32 h, 32,200
-over 161 h).
+over 161 h). Even steady, a fleet's first days are cheaper per event than
+its later ones: long jobs pile up until as many end as start, so a later
+day's events belong to more open jobs (measured at 10M, one process: 15.4
+µs an event on day 1, 17-19 from day 4 on).
 
     .venv/bin/python benchmarks/bench_scaling.py                 # 1M, 5M, 10M
     .venv/bin/python benchmarks/bench_scaling.py --millions 1 2  # a quick look
@@ -25,14 +31,12 @@ Not a test, nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench_run import count_records  # benchmarks/ is on the path when a script in it runs
+from bench_run import count_records, measure  # benchmarks/ is on the path when a script in it runs
 
 # The default fleet with --steady, measured on seed 11: 5,179,905 events in 161 h
 # (its first 32 h alone held 34,800 an hour).
@@ -43,20 +47,12 @@ def count_events(fleet: Path) -> int:
     return sum(count_records(fleet, stream) for stream in ("scheduler", "runtime", "profiler"))
 
 
-def measure(command: list[str]) -> tuple[float, float]:
-    started = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"benchmark step failed: {' '.join(command)}")
-    return time.perf_counter() - started, usage.ru_maxrss / 1024
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--millions", type=float, nargs="+", default=[1, 5, 10])
     parser.add_argument("--chunk_hours", type=int, default=24)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--workers", type=int, help="processes for `mpg run` (default: its own, one per core)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -68,11 +64,12 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "simulate", "--out", str(root / "fleet"),
                             "--seed", str(args.seed), "--hours", str(hours), "--steady", "-q"], check=True)
             events = count_events(root / "fleet")
-            seconds, rss = measure([sys.executable, "-m", "fleet_goodput.cli", "run", "--input", str(root / "fleet"),
-                                    "--output", str(root / "out"), f"--chunk_hours={args.chunk_hours}"])
+            command = [sys.executable, "-m", "fleet_goodput.cli", "run", "--input", str(root / "fleet"),
+                       "--output", str(root / "out"), f"--chunk_hours={args.chunk_hours}"]
+            seconds, rss, cpu = measure(command + ([f"--workers={args.workers}"] if args.workers else []))
             rows.append((events, hours, seconds, rss))
             print(f"  {events:>11,} events ({hours} h, {events / hours:,.0f} an hour): {seconds:7.1f} s  "
-                  f"{events / seconds:9,.0f} events/s  {rss:7.0f} MiB peak", flush=True)
+                  f"({cpu:.1f} s CPU)  {events / seconds:9,.0f} events/s  {rss:7.0f} MiB peak", flush=True)
             subprocess.run(["rm", "-rf", str(root)], check=True)
     base_events, _, base_seconds, _ = rows[0]
     print(f"\n{'events':>12} {'hours':>6} {'events/h':>9} {'seconds':>8} {'x time':>7} {'x events':>9} {'peak MiB':>9}")

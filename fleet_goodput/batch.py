@@ -30,7 +30,7 @@ from fleet_goodput.chunks import cut_into_chunks
 from fleet_goodput.config import Settings
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, write_manifest_copy
 from fleet_goodput.session import STATE_FORMAT
-from fleet_goodput.shards import Shard, process_context, shard_count
+from fleet_goodput.shards import MIN_CHUNK_EVENTS_PER_SHARD, Shard, process_context, shard_count
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
                                  Transaction, clear_staging, delta_schema, is_remote)
 from fleet_goodput.stream_settings import StreamSettings
@@ -158,9 +158,6 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     check_input(input_dir)
     if chunk_hours is not None and as_of_us is not None:
         raise ValueError("--chunk_hours computes up to each chunk's latest event; it does not take --as_of")
-    if chunk_hours is not None and workers not in (None, 1):
-        raise ValueError("--chunk_hours computes its chunks in one process, one after the other; "
-                         "it does not take --workers")
     stream_settings = stream_settings or StreamSettings()
     started = time.monotonic()
     store = Store(output_dir)
@@ -174,11 +171,11 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
             return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
         progress = progress or (lambda _: None)
-        shards = 1 if chunk_hours else shard_count(workers, sum(f.size for f in plan.files), is_local(beam_args))
+        shards = shard_count(workers, sum(f.size for f in plan.files), is_local(beam_args))
         final = None
         if chunk_hours:
-            staged = _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000,
-                                    progress)
+            staged, final = _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000,
+                                           shards, workers is not None, progress)
         elif shards > 1:
             staged = final = _run_in_shards(plan, settings, stream_settings, beam_args, as_of_us, shards, progress)
         else:
@@ -200,43 +197,66 @@ def staging_folder(plan: RunPlan) -> str:
 
 
 def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args,
-                   chunk_us: int, progress: Callable[[str], None]) -> list[str]:
-    """Run the pipeline once per chunk, each continuing the state the previous one staged."""
+                   chunk_us: int, shards: int, shard_every_chunk: bool,
+                   progress: Callable[[str], None]) -> tuple[list[str], list[str]]:
+    """Run the pipeline once per chunk, each continuing the state the previous one staged; a chunk
+    in `shards` processes when it is big enough (or `shard_every_chunk`: the user said how many).
+    Returns every staged folder, and the last chunk's."""
     staging = staging_folder(plan)
     started = time.monotonic()
     chunks = cut_into_chunks([(f.stream, f.path) for f in plan.files], chunk_us, Path(staging) / "input",
-                             settings.accelerators)
+                             settings.accelerators, shards)
     progress(f"Decoded {len(plan.files)} file(s) into {len(chunks)} chunk(s) of event time "
-             f"in {time.monotonic() - started:.1f} s")
-    continuation, state_files, staged = plan.continuation, list(plan.state_files), []
+             f"in {time.monotonic() - started:.1f} s" + (f" ({shards} processes)" if shards > 1 else ""))
+    continuation, state_files, staged, folders = plan.continuation, list(plan.state_files), [], []
     for number, chunk in enumerate(chunks):
         folder = f"{staging}/chunk-{number:04d}"
         started = time.monotonic()
-        goodput.run({}, state_files, folder, settings, stream_settings, continuation, None, beam_args,
-                    chunk_files=chunk.paths)
+        run = dict(files={}, state_files=state_files, settings=settings, stream_settings=stream_settings,
+                   continuation=continuation, beam_args=beam_args)
+        big = chunk.events >= shards * MIN_CHUNK_EVENTS_PER_SHARD or (shard_every_chunk and chunk.events > 0)
+        count = shards if big else 1
+        if count > 1:
+            folders = _run_agreeing_shards(
+                [f"{folder}/shard-{index}" for index in range(count)],
+                lambda shard_folder, shard: {**run, "staging": shard_folder, "chunk_files": chunk.files_of(shard)},
+                lambda line: progress(line) if line.startswith("  again") else None)
+        else:
+            goodput.run(staging=folder, chunk_files=chunk.files_of(None), **run)
+            folders = [folder]
         begins = format_time_us(chunk.start_us) if chunk.start_us is not None else "no readable event"
-        progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {chunk.events:,} events in "
+        in_processes = f" in {count} processes" if count > 1 else ""
+        progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {chunk.events:,} events{in_processes} in "
                  f"{time.monotonic() - started:.1f} s")
-        as_of_us = read_staged_counts(folder)["as_of_us"]
+        as_of_us = read_staged_counts(folders[0])["as_of_us"]
         if as_of_us is not None:
             continuation = continuation.after(as_of_us, stream_settings.allowed_lateness_s * 1_000_000)
-        state_files = [str(path) for path in Path(folder, "state_keys").glob("*.parquet")]
-        staged.append(folder)
+        state_files = [str(path) for shard_folder in folders for path in Path(shard_folder, "state_keys").glob("*.parquet")]
+        staged.extend(folders)
     shutil.rmtree(Path(staging) / "input", ignore_errors=True)
-    return staged
+    return staged, folders
 
 
 def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args,
                    as_of_us: int | None, count: int, progress: Callable[[str], None]) -> list[str]:
-    """Run one pipeline per shard of the keys, in `count` processes at once; again, told the
-    as-of time, when the shards' guess of it was wrong. Returns the shards' staging folders."""
-    folders = [f"{staging_folder(plan)}/shard-{index}" for index in range(count)]
+    """Run one pipeline per shard of the keys, in `count` processes at once. Returns their staging folders."""
+    run = dict(files=plan.files_by_stream, state_files=list(plan.state_files), settings=settings,
+               stream_settings=stream_settings, continuation=plan.continuation, as_of_us=as_of_us,
+               beam_args=beam_args)
+    return _run_agreeing_shards([f"{staging_folder(plan)}/shard-{index}" for index in range(count)],
+                                lambda folder, _: {**run, "staging": folder}, progress)
+
+
+def _run_agreeing_shards(folders: list[str], arguments: Callable[[str, Shard], dict],
+                         progress: Callable[[str], None] = lambda _: None) -> list[str]:
+    """Run `goodput.run(**arguments(folder, shard), shard=shard)` for each shard's folder, all
+    at once in as many processes; again, told the as-of time, when the shards' guess of it was wrong."""
+    count = len(folders)
 
     def run_all(shards: list[Shard]) -> None:
         started = time.monotonic()
         with ProcessPoolExecutor(count, mp_context=process_context()) as pool:
-            for done in [pool.submit(goodput.run, plan.files_by_stream, list(plan.state_files), folder, settings,
-                                     stream_settings, plan.continuation, as_of_us, beam_args, shard=shard)
+            for done in [pool.submit(goodput.run, **arguments(folder, shard), shard=shard)
                          for folder, shard in zip(folders, shards)]:
                 done.result()
         progress(f"  {count} processes, each a share of the keys: {time.monotonic() - started:.1f} s")

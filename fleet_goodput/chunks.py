@@ -4,14 +4,22 @@ A run over weeks of telemetry holds every event of the period in memory at
 once. With `--chunk_hours`, the run first decodes and validates its new files
 once, file by file, as a run's read step does (`decode_file_fast`), and files
 every event under its chunk of event time (UTC-aligned: 24 h chunks start at
-midnight) in one staging file per chunk. Records rejected while decoding,
-and the count of records read, go with the first chunk, so that every record
-is counted once. The run then computes the chunks one after the other, each
-pipeline reading its chunk's file (`ReadDecodedChunk` in transforms/read.py)
-and continuing the state the one before staged, and commits them together
-as one run. Cutting by event time gives the figures of one pass (the runs of
-a store are split-invariant, tests/test_split_invariance.py); memory then
-follows one chunk plus the jobs still open.
+midnight) and its shard of the keys (fleet_goodput/shards.py), in one
+staging file per chunk and shard. Records rejected while decoding, and the
+count of records read, go with the first chunk's first shard, so that every
+record is counted once. The run then computes the chunks one after the
+other, each pipeline reading its chunk's files (`ReadDecodedChunk` in
+transforms/read.py) and continuing the state the one before staged, and
+commits them together as one run. Cutting by event time gives the figures of
+one pass (the runs of a store are split-invariant,
+tests/test_split_invariance.py); memory then follows one chunk plus the jobs
+still open.
+
+With several shards, the files are decoded by as many processes at once (each
+a contiguous part of the file list, so the items keep the files' order), and
+each chunk is computed by one process per shard. Every chunk also gets a file
+holding its latest event time over all keys: the shards' common guess of the
+chunk's as-of time.
 
 A chunk file is a sequence of marshalled items, written as files are decoded
 and read back in order: marshal is the fastest serialiser for these plain
@@ -21,33 +29,81 @@ tuples, and the file lives only as long as the run's staging folder.
 from __future__ import annotations
 
 import marshal
+import os
 from collections import defaultdict
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet_goodput.columnar import decode_file_fast
 from fleet_goodput.events import pack
+from fleet_goodput.shards import Shard, process_context, shard_of
 from fleet_goodput.windows import window_start
 
-EVENTS, REJECTED, READ = "events", "rejected", "read"  # the kinds of item in a chunk file
+# The kinds of item in a chunk file.
+EVENTS, REJECTED, READ, LATEST = "events", "rejected", "read", "latest"
 
 
 @dataclass
 class Chunk:
     start_us: int | None  # None: a chunk of rejected records only (no event was readable)
-    paths: list[str] = field(default_factory=list)  # its files of decoded items, read in this order
+    # Per shard, its files of decoded items, read in this order.
+    paths: list[list[str]] = field(default_factory=lambda: [[]])
     events: int = 0
+    latest_path: str | None = None  # the file of the chunk's latest event time (a LATEST item)
+
+    def files_of(self, shard: Shard | None) -> list[str]:
+        """What a pipeline computing `shard` of the chunk reads (every shard's files without one)."""
+        if shard is None:
+            return [path for paths in self.paths for path in paths]
+        return [*self.paths[shard.index], *([self.latest_path] if self.latest_path else [])]
 
 
-def cut_into_chunks(files: list[tuple[str, str]], chunk_us: int, target: Path, accelerators) -> list[Chunk]:
-    """Decode (stream, path) files into one file of items per chunk under `target`; the chunks in time order."""
+@dataclass
+class _Part:
+    """What one process cut: per (chunk start, shard) its file and events, and the chunks' latest times."""
+
+    files: dict[tuple[int, int], str] = field(default_factory=dict)
+    events: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    latest_us: dict[int, int] = field(default_factory=dict)
+    extras: str = ""  # the file of rejected records and read counts
+
+
+def cut_into_chunks(files: list[tuple[str, str]], chunk_us: int, target: Path, accelerators,
+                    shards: int = 1) -> list[Chunk]:
+    """Decode (stream, path) files into files of items per chunk and shard under `target`;
+    the chunks in time order. With several shards, as many processes decode at once."""
+    groups = _contiguous_groups(files, shards)
+    if len(groups) < 2:
+        parts = [_cut(files, chunk_us, target / "part-0", accelerators, shards)]
+    else:
+        with ProcessPoolExecutor(len(groups), mp_context=process_context()) as pool:
+            parts = list(pool.map(_cut, groups, [chunk_us] * len(groups),
+                                  [target / f"part-{index}" for index in range(len(groups))],
+                                  [accelerators] * len(groups), [shards] * len(groups)))
+    return _merge(parts, shards, target)
+
+
+def _contiguous_groups(files: list[tuple[str, str]], count: int) -> list[list[tuple[str, str]]]:
+    """`files` in at most `count` runs of similar size on disk, in order."""
+    if count < 2 or len(files) < 2:
+        return [files]
+    sizes = [os.path.getsize(path) for _, path in files]
+    share, groups, size = sum(sizes) / count, [[]], 0
+    for item, item_size in zip(files, sizes):
+        if size >= share * len(groups) and len(groups) < count:
+            groups.append([])
+        groups[-1].append(item)
+        size += item_size
+    return groups
+
+
+def _cut(files: list[tuple[str, str]], chunk_us: int, target: Path, accelerators, shards: int) -> _Part:
     target.mkdir(parents=True, exist_ok=True)
-    sinks: dict[int, object] = {}
-    events: dict[int, int] = defaultdict(int)
-    extras_path = target / "decoding.marshal"  # rejected records and read counts
+    part, sinks = _Part(extras=str(target / "decoding.marshal")), {}
     try:
-        with open(extras_path, "wb") as extras:
+        with open(part.extras, "wb") as extras:
             for stream, path in files:
                 with open(path, "rb") as handle:
                     decoded = decode_file_fast(stream, path, handle, accelerators)
@@ -55,18 +111,36 @@ def cut_into_chunks(files: list[tuple[str, str]], chunk_us: int, target: Path, a
                     marshal.dump((REJECTED, row), extras)
                 marshal.dump((READ, stream, decoded.read), extras)
                 for key, batch in decoded.batches.items():
+                    shard = shard_of(key, shards)
                     for start_us, batch_part in _by_chunk(batch, chunk_us).items():
-                        if start_us not in sinks:
-                            sinks[start_us] = open(target / f"chunk-{start_us}.marshal", "wb")
+                        if (start_us, shard) not in sinks:
+                            part.files[start_us, shard] = str(target / f"chunk-{start_us}-{shard}.marshal")
+                            sinks[start_us, shard] = open(part.files[start_us, shard], "wb")
                         # Packed as the pipeline carries it, so reading the chunk unpacks nothing.
-                        marshal.dump((EVENTS, key, pack(batch_part)), sinks[start_us])
-                        events[start_us] += len(batch_part)
+                        marshal.dump((EVENTS, key, pack(batch_part)), sinks[start_us, shard])
+                        part.events[start_us] += len(batch_part)
+                        latest = max(event[0] for event in batch_part)
+                        part.latest_us[start_us] = max(latest, part.latest_us.get(start_us, latest))
     finally:
         for sink in sinks.values():
             sink.close()
-    chunks = [Chunk(start, [str(target / f"chunk-{start}.marshal")], events[start]) for start in sorted(sinks)]
-    chunks = chunks or [Chunk(None)]
-    chunks[0].paths.append(str(extras_path))
+    return part
+
+
+def _merge(parts: list[_Part], shards: int, target: Path) -> list[Chunk]:
+    starts = sorted({start for part in parts for start in part.events})
+    chunks = []
+    for start in starts:
+        chunk = Chunk(start, [[part.files[start, shard] for part in parts if (start, shard) in part.files]
+                              for shard in range(shards)], sum(part.events.get(start, 0) for part in parts))
+        if shards > 1:
+            chunk.latest_path = str(target / f"latest-{start}.marshal")
+            with open(chunk.latest_path, "wb") as handle:
+                marshal.dump((LATEST, max(part.latest_us[start] for part in parts if start in part.latest_us)),
+                             handle)
+        chunks.append(chunk)
+    chunks = chunks or [Chunk(None, [[] for _ in range(shards)])]
+    chunks[0].paths[0].extend(part.extras for part in parts)
     return chunks
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_goodput.avro_io import split_by_time
+from fleet_goodput.avro_io import split_by_time, write_events
 from fleet_goodput.batch import run_batch
 from fleet_goodput.config import load_settings
 from fleet_goodput.simulator import simulate
@@ -200,24 +200,32 @@ def test_a_first_run_that_accepts_nothing_loses_nothing(tmp_path):
 
 def test_a_chunked_run_rejects_and_counts_as_one_pass(tmp_path):
     """Chunks decode every file once up front: a file that cannot be read, and the
-    records rejected while decoding, land in the rejected table once, as in one pass."""
+    records rejected while decoding, land in the rejected table once, as in one pass.
+    In two processes, each chunk is shared by key; the first chunk ends with an
+    event its timeline rejects, so the shards' guess of its as-of time is wrong
+    and they compute it again, told it."""
     simulate(tmp_path / "fleet", seed=7, hours=50, jobs=12)
     (tmp_path / "fleet" / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
+    write_events(tmp_path / "fleet" / "runtime" / "stray.avro", "runtime", [
+        {"event_id": "stray-1", "event_time": START_US + 24 * HOUR_US - 1, "job_id": "job-never-submitted",
+         "type": "STEP_START", "step": 1, "attempt": None}])
     settings = load_settings()
     whole = run_batch(str(tmp_path / "fleet"), str(tmp_path / "whole"), settings, build_views=False)
     progress = []
     chunked = run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, chunk_hours=24,
-                        progress=progress.append,
-                        build_views=False)
+                        progress=progress.append, build_views=False, workers=2)
     assert chunked.manifest["streams"] == whole.manifest["streams"]
     # 50 hours from midnight are three days: the decoding step, then one line per day.
-    assert progress[0].startswith("Decoded ") and " into 3 chunk(s) " in progress[0]
-    assert [line.split(":")[0].strip() for line in progress[1:]] == ["chunk 1/3 (2026-01-01T00", "chunk 2/3 (2026-01-02T00",
-                                                                    "chunk 3/3 (2026-01-03T00"]
+    assert progress[0].startswith("Decoded ") and " into 3 chunk(s) " in progress[0] and "(2 processes)" in progress[0]
+    assert [line.split(":")[0].strip() for line in progress[1:]] == [
+        "again, to the as-of time 2026-01-01T23", "chunk 1/3 (2026-01-01T00", "chunk 2/3 (2026-01-02T00",
+        "chunk 3/3 (2026-01-03T00"]
+    assert all(" in 2 processes " in line for line in progress[2:])
     query = "select stream, reason, source, sum(records) from rejected group by all order by all"
     with connect(tmp_path / "whole") as connection:
         rejected = connection.execute(query).fetchall()
     with connect(tmp_path / "chunked") as connection:
         assert connection.execute(query).fetchall() == rejected
-    assert any(source.endswith("damaged.avro") for _, _, source, _ in rejected)
+    assert any(source and source.endswith("damaged.avro") for _, _, source, _ in rejected)
+    assert any("job-never-submitted" in reason or "SUBMIT" in reason for _, reason, source, _ in rejected if not source)
     _assert_same_job_windows(_job_windows(tmp_path / "chunked"), _job_windows(tmp_path / "whole"), min_rows=50)

@@ -82,13 +82,16 @@ def _chunk_items(path: str):
             yield key, packed
         elif item[0] == chunks.REJECTED:
             yield beam.pvalue.TaggedOutput(REJECTED, item[1])
+        elif item[0] == chunks.LATEST:
+            yield beam.pvalue.TaggedOutput(LATEST_TIMES, item[1])
         else:
             _, stream, records = item
             yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), records))
 
 
 class ReadDecodedChunk(beam.PTransform):
-    """The files of one chunk that `fleet_goodput.chunks` decoded → the outputs of `ReadAvroFiles`."""
+    """Files of one chunk that `fleet_goodput.chunks` decoded → the outputs of `ReadAvroFiles`
+    (with a shard's files, its chunk's latest event time in "latest_times")."""
 
     def __init__(self, paths: list[str]):
         super().__init__()
@@ -98,7 +101,8 @@ class ReadDecodedChunk(beam.PTransform):
         return (
             pbegin
             | "ListChunkFiles" >> beam.Create(self.paths)
-            | "ReadDecoded" >> beam.FlatMap(_chunk_items).with_outputs(REJECTED, READ_COUNTS, main=EVENTS)
+            | "ReadDecoded" >> beam.FlatMap(_chunk_items).with_outputs(REJECTED, READ_COUNTS, LATEST_TIMES,
+                                                                   main=EVENTS)
         )
 
 

@@ -90,7 +90,7 @@ def start_processes_early(args: argparse.Namespace) -> None:
     except ConfigError:
         return  # main() reports it
     # Another runner computes elsewhere, and a dry run computes nothing.
-    if args.chunk_hours is None and not any(flag.startswith(("--runner", "--dry_run")) for flag in flags):
+    if not any(flag.startswith(("--runner", "--dry_run")) for flag in flags):
         start_process_server(args.input, args.workers)
 
 
