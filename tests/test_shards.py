@@ -1,10 +1,12 @@
 """A run whose keys are split over processes (fleet_goodput/shards.py) is one run with one process's results.
 
-One simulated fleet is run once in one process, and again as two runs (the
-second continuing the first's saved state) in two processes each. The first
-of those ends with an event its timeline rejects, so the shards' guess of the
-as-of time is wrong and they run again, told it; the input also holds a file
-that cannot be read, whose rejection must be counted once, not once a shard.
+One simulated fleet is run once in one process; again as two runs (the
+second continuing the first's saved state) in two processes each; and again
+as one run in chunks of three hours, each shared by two processes. The
+first of the two runs, and the first chunk, end with an event its timeline
+rejects, so the shards' guess of the as-of time is wrong and they run again,
+told it; the input also holds a file that cannot be read, whose rejection
+must be counted once, not once a shard.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from fleet_goodput.config import load_settings
 from fleet_goodput.shards import start_process_server
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
+from fleet_goodput.store import Store
 from fleet_goodput.timeline import FIGURES
 from fleet_goodput.views import connect
 
@@ -34,9 +37,10 @@ def _rows(output, query: str) -> list[tuple]:
 def test_a_run_split_over_processes_equals_one_process(tmp_path):
     simulate(tmp_path / "fleet", seed=7, hours=6, jobs=12)
     # The first part's latest event: a job nobody submitted, which its timeline rejects.
+    # So is the first three-hour chunk's: the same job's, just before the chunk ends.
     write_events(tmp_path / "fleet" / "runtime" / "stray.avro", "runtime", [
-        {"event_id": "stray-1", "event_time": CUT_US, "job_id": "job-never-submitted", "type": "STEP_START",
-         "step": 1, "attempt": None}])
+        {"event_id": f"stray-{number}", "event_time": time_us, "job_id": "job-never-submitted", "type": "STEP_START",
+         "step": 1, "attempt": None} for number, time_us in enumerate([CUT_US, START_US + 3 * HOUR_US - 1])])
     first, second = split_by_time(tmp_path / "fleet", [CUT_US], tmp_path / "parts")
     for folder in (tmp_path / "fleet", first):
         (folder / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
@@ -52,19 +56,39 @@ def test_a_run_split_over_processes_equals_one_process(tmp_path):
         "  2 processes, each a share of the keys", "  again, to the as-of time", "  2 processes, each a share of the keys"]
     assert started.manifest["as_of_us"] < CUT_US  # the stray event is not accepted, so the as-of is before it
     last = run_batch(str(second), str(tmp_path / "split"), settings, build_views=False, workers=2)
-
     assert last.run.run_id == 2 and last.manifest["as_of_us"] == whole.manifest["as_of_us"]
-    assert last.manifest["streams"] == whole.manifest["streams"]
+
+    progress = []
+    chunked = run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, build_views=False,
+                        chunk_hours=3, workers=2, progress=progress.append)
+    assert progress[0].startswith("Decoded ") and progress[0].endswith("(2 processes)")
+    assert [line.split(" (")[0].split(" 20")[0] for line in progress[1:]] == [
+        "  again, to the as-of time", "  chunk 1/3", "  chunk 2/3", "  chunk 3/3"]  # 6 h: on the last edge too
+    assert all(" in 2 processes in " in line for line in progress[2:])
+    assert chunked.run.run_id == 1 and chunked.manifest["as_of_us"] == whole.manifest["as_of_us"]
+
+    for output in ("split", "chunked"):
+        _assert_same_tables(tmp_path / output, tmp_path / "whole")
+        assert _rows(tmp_path / output, "select count(*) from rejected where source like '%damaged.avro'") == [(1,)]
+
+
+def _assert_same_tables(output, expected_output) -> None:
+    assert Store(output).latest().manifest["streams"] == Store(expected_output).latest().manifest["streams"]
+    # Ideal chip-seconds are a ratio of FLOPs, shared between windows in float: a chunked
+    # run adds a window's shares in another order (as consecutive runs do: test_split_invariance.py).
+    ideal = "select job_id, window_start, coalesce(ideal_chip_s, -1) from job_window"
+    expected_ideal = {(job, window): value for job, window, value in _rows(expected_output, ideal)}
+    assert {(job, window): value for job, window, value in _rows(output, ideal)} == pytest.approx(expected_ideal,
+                                                                                                   rel=1e-9)
     figures = ", ".join(f"{f}_chip_s" for f in FIGURES)
-    for query in (f"select job_id, window_start, {figures}, ideal_chip_s from job_window",
+    for query in (f"select job_id, window_start, {figures} from job_window",
                   "select * exclude (version, date) from jobs",
                   "select cluster, accelerator, window_start, capacity_chip_s from capacity_window",
                   # The damaged file's path differs (fleet/ or parts/part-00/), not its name.
                   "select stream, event_id, reason, regexp_extract(source, '[^/]*$'), records, provisional "
                   "from rejected"):
-        expected = _rows(tmp_path / "whole", query)
-        assert expected and _rows(tmp_path / "split", query) == expected, query
-    assert _rows(tmp_path / "split", "select count(*) from rejected where source like '%damaged.avro'") == [(1,)]
+        expected = _rows(expected_output, query)
+        assert expected and _rows(output, query) == expected, (output, query)
 
 
 def test_the_process_server_starts_early_only_for_a_run_that_will_shard(tmp_path):

@@ -24,14 +24,14 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("replay")
     simulate(root / "fleet", seed=2, hours=4, jobs=40)
     settings = load_settings()
-    # Files land over ~6 s while the stream polls every 0.1 s, so it commits
-    # several runs (a continued run takes about a second), each over whatever
-    # slices had landed, as it would live.
-    feeder = threading.Thread(target=replay, args=(root / "fleet", root / "live", 2_400.0, 300, lambda _: None))
+    # Files land over ~4 s, a slice every 0.08 s, while the stream polls every
+    # 0.1 s, so it commits several runs (a continued run takes under a second:
+    # 6 runs, measured), each over whatever slices had landed, as it would live.
+    feeder = threading.Thread(target=replay, args=(root / "fleet", root / "live", 3_600.0, 300, lambda _: None))
     (root / "live").mkdir()
     feeder.start()
     streamed = run_stream(str(root / "live"), str(root / "streamed"), settings,
-                          StreamSettings(poll_s=0.1, allowed_lateness_s=3600), stop_after_idle_s=2)
+                          StreamSettings(poll_s=0.1, allowed_lateness_s=3600), stop_after_idle_s=1)
     feeder.join()
     # Read through connect(): goodput.duckdb is not read (build_views=False).
     batch = run_batch(str(root / "fleet"), str(root / "batch"), settings, build_views=False)
