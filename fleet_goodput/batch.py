@@ -15,8 +15,9 @@ import hashlib
 import json
 import shutil
 import time
-from concurrent.futures import ProcessPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
 from fleet_goodput import schemas
-from fleet_goodput.chunks import cut_into_chunks
+from fleet_goodput.chunks import Chunk, cut_into_chunks
 from fleet_goodput.config import Settings
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, write_manifest_copy
 from fleet_goodput.session import STATE_FORMAT
@@ -209,32 +210,39 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
     progress(f"Decoded {len(plan.files)} file(s) into {len(chunks)} chunk(s) of event time "
              f"in {time.monotonic() - started:.1f} s" + (f" ({shards} processes)" if shards > 1 else ""))
     continuation, state_files, staged, folders = plan.continuation, list(plan.state_files), [], []
-    for number, chunk in enumerate(chunks):
-        folder = f"{staging}/chunk-{number:04d}"
-        started = time.monotonic()
-        run = dict(files={}, state_files=state_files, settings=settings, stream_settings=stream_settings,
-                   continuation=continuation, beam_args=beam_args)
-        big = chunk.events >= shards * MIN_CHUNK_EVENTS_PER_SHARD or (shard_every_chunk and chunk.events > 0)
-        count = shards if big else 1
-        if count > 1:
-            folders = _run_agreeing_shards(
-                [f"{folder}/shard-{index}" for index in range(count)],
-                lambda shard_folder, shard: {**run, "staging": shard_folder, "chunk_files": chunk.files_of(shard)},
-                lambda line: progress(line) if line.startswith("  again") else None)
-        else:
-            goodput.run(staging=folder, chunk_files=chunk.files_of(None), **run)
-            folders = [folder]
-        begins = format_time_us(chunk.start_us) if chunk.start_us is not None else "no readable event"
-        in_processes = f" in {count} processes" if count > 1 else ""
-        progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {chunk.events:,} events{in_processes} in "
-                 f"{time.monotonic() - started:.1f} s")
-        as_of_us = read_staged_counts(folders[0])["as_of_us"]
-        if as_of_us is not None:
-            continuation = continuation.after(as_of_us, stream_settings.allowed_lateness_s * 1_000_000)
-        state_files = [str(path) for shard_folder in folders for path in Path(shard_folder, "state_keys").glob("*.parquet")]
-        staged.extend(folders)
+    # One set of processes computes every chunk: a process's first pipeline pays Beam's start-up.
+    with ProcessPoolExecutor(shards, mp_context=process_context()) if shards > 1 else nullcontext() as pool:
+        for number, chunk in enumerate(chunks):
+            started = time.monotonic()
+            big = chunk.events >= shards * MIN_CHUNK_EVENTS_PER_SHARD or (shard_every_chunk and chunk.events > 0)
+            count = shards if big else 1
+            run = dict(files={}, state_files=state_files, settings=settings, stream_settings=stream_settings,
+                       continuation=continuation, beam_args=beam_args)
+            folders = _compute_chunk(chunk, f"{staging}/chunk-{number:04d}", count, pool, run, progress)
+            begins = format_time_us(chunk.start_us) if chunk.start_us is not None else "no readable event"
+            in_processes = f" in {count} processes" if count > 1 else ""
+            progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {chunk.events:,} events{in_processes} in "
+                     f"{time.monotonic() - started:.1f} s")
+            as_of_us = read_staged_counts(folders[0])["as_of_us"]
+            if as_of_us is not None:
+                continuation = continuation.after(as_of_us, stream_settings.allowed_lateness_s * 1_000_000)
+            state_files = [str(path) for folder in folders for path in Path(folder, "state_keys").glob("*.parquet")]
+            staged.extend(folders)
     shutil.rmtree(Path(staging) / "input", ignore_errors=True)
     return staged, folders
+
+
+def _compute_chunk(chunk: Chunk, folder: str, count: int, pool: ProcessPoolExecutor | None, run: dict,
+                   progress: Callable[[str], None]) -> list[str]:
+    """Run `goodput.run(**run)` over one chunk, or over each of its `count` shards in `pool`;
+    returns the folders staged."""
+    if count == 1:
+        goodput.run(staging=folder, chunk_files=chunk.files_of(None), **run)
+        return [folder]
+    return _run_agreeing_shards(
+        [f"{folder}/shard-{index}" for index in range(count)],
+        lambda shard_folder, shard: {**run, "staging": shard_folder, "chunk_files": chunk.files_of(shard)},
+        pool, lambda line: progress(line) if line.startswith("  again") else None)
 
 
 def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args,
@@ -243,22 +251,22 @@ def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSet
     run = dict(files=plan.files_by_stream, state_files=list(plan.state_files), settings=settings,
                stream_settings=stream_settings, continuation=plan.continuation, as_of_us=as_of_us,
                beam_args=beam_args)
-    return _run_agreeing_shards([f"{staging_folder(plan)}/shard-{index}" for index in range(count)],
-                                lambda folder, _: {**run, "staging": folder}, progress)
+    with ProcessPoolExecutor(count, mp_context=process_context()) as pool:
+        return _run_agreeing_shards([f"{staging_folder(plan)}/shard-{index}" for index in range(count)],
+                                    lambda folder, _: {**run, "staging": folder}, pool, progress)
 
 
-def _run_agreeing_shards(folders: list[str], arguments: Callable[[str, Shard], dict],
-                         progress: Callable[[str], None] = lambda _: None) -> list[str]:
-    """Run `goodput.run(**arguments(folder, shard), shard=shard)` for each shard's folder, all
-    at once in as many processes; again, told the as-of time, when the shards' guess of it was wrong."""
+def _run_agreeing_shards(folders: list[str], arguments: Callable[[str, Shard], dict], pool: ProcessPoolExecutor,
+                         progress: Callable[[str], None]) -> list[str]:
+    """Run `goodput.run(**arguments(folder, shard), shard=shard)` for each shard's folder, all at
+    once in `pool`; again, told the as-of time, when the shards' guess of it was wrong."""
     count = len(folders)
 
     def run_all(shards: list[Shard]) -> None:
         started = time.monotonic()
-        with ProcessPoolExecutor(count, mp_context=process_context()) as pool:
-            for done in [pool.submit(goodput.run, **arguments(folder, shard), shard=shard)
-                         for folder, shard in zip(folders, shards)]:
-                done.result()
+        for done in [pool.submit(goodput.run, **arguments(folder, shard), shard=shard)
+                     for folder, shard in zip(folders, shards)]:
+            done.result()
         progress(f"  {count} processes, each a share of the keys: {time.monotonic() - started:.1f} s")
 
     shards = [Shard(index, count) for index in range(count)]

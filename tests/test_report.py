@@ -277,10 +277,11 @@ def _chromium(tmp_path: Path) -> list[str]:
             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,3000"]
 
 
-def _drawn(page: Path, tmp_path: Path) -> dict[str, int]:
-    """The draw check's findings, recorded on <body> by the page's script in a real browser."""
-    dom = subprocess.run([*_chromium(tmp_path), "--dump-dom", page.resolve().as_uri()], capture_output=True,
-                         text=True, timeout=120, check=True).stdout
+def _drawn(page: Path, tmp_path: Path, screenshot: Path) -> dict[str, int]:
+    """The draw check's findings, recorded on <body> by the page's script in a real browser,
+    which also takes a screenshot of the page (one launch: a second costs a second)."""
+    dom = subprocess.run([*_chromium(tmp_path), f"--screenshot={screenshot}", "--dump-dom", page.resolve().as_uri()],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
     body = re.search(r"<body([^>]*)>", dom).group(1)
     found = dict(re.findall(r'data-([\w-]+)="(\d+)"', body))
     assert "charts-drawn" in found, "the page's draw check did not run"
@@ -298,13 +299,11 @@ def test_pages_draw_in_headless_chromium(published, one_day, tmp_path, which):
         page = published.parent / re.search(r'<a href="(jobs/[^"]+)">', published.read_text()).group(1)
     else:
         page = published
-    drawn = _drawn(page, tmp_path)
+    screenshot = tmp_path / f"{which}.png"
+    drawn = _drawn(page, tmp_path, screenshot)
     assert drawn["charts"] >= {"period": 12, "one_day": 8, "job": 2}[which] and drawn["charts-drawn"] == drawn["charts"]
     assert drawn["narrowest-chart"] >= drawn["text-width"] * 0.45, "charts fill their column"
     assert drawn["labels-outside"] == 0 and drawn["labels-overlapping"] == 0
-    screenshot = tmp_path / f"{which}.png"
-    subprocess.run([*_chromium(tmp_path), f"--screenshot={screenshot}", page.resolve().as_uri()],
-                   capture_output=True, timeout=120, check=True)
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 30_000
 
 

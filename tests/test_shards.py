@@ -2,7 +2,7 @@
 
 One simulated fleet is run once in one process; again as two runs (the
 second continuing the first's saved state) in two processes each; and again
-as one run in chunks of three hours, each shared by two processes. The
+as one run in chunks of four hours, each shared by two processes. The
 first of the two runs, and the first chunk, end with an event its timeline
 rejects, so the shards' guess of the as-of time is wrong and they run again,
 told it; the input also holds a file that cannot be read, whose rejection
@@ -37,10 +37,10 @@ def _rows(output, query: str) -> list[tuple]:
 def test_a_run_split_over_processes_equals_one_process(tmp_path):
     simulate(tmp_path / "fleet", seed=7, hours=6, jobs=12)
     # The first part's latest event: a job nobody submitted, which its timeline rejects.
-    # So is the first three-hour chunk's: the same job's, just before the chunk ends.
+    # So is the first four-hour chunk's: the same job's, just before the chunk ends.
     write_events(tmp_path / "fleet" / "runtime" / "stray.avro", "runtime", [
         {"event_id": f"stray-{number}", "event_time": time_us, "job_id": "job-never-submitted", "type": "STEP_START",
-         "step": 1, "attempt": None} for number, time_us in enumerate([CUT_US, START_US + 3 * HOUR_US - 1])])
+         "step": 1, "attempt": None} for number, time_us in enumerate([CUT_US, START_US + 4 * HOUR_US - 1])])
     first, second = split_by_time(tmp_path / "fleet", [CUT_US], tmp_path / "parts")
     for folder in (tmp_path / "fleet", first):
         (folder / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
@@ -60,10 +60,10 @@ def test_a_run_split_over_processes_equals_one_process(tmp_path):
 
     progress = []
     chunked = run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, build_views=False,
-                        chunk_hours=3, workers=2, progress=progress.append)
+                        chunk_hours=4, workers=2, progress=progress.append)
     assert progress[0].startswith("Decoded ") and progress[0].endswith("(2 processes)")
     assert [line.split(" (")[0].split(" 20")[0] for line in progress[1:]] == [
-        "  again, to the as-of time", "  chunk 1/3", "  chunk 2/3", "  chunk 3/3"]  # 6 h: on the last edge too
+        "  again, to the as-of time", "  chunk 1/2", "  chunk 2/2"]
     assert all(" in 2 processes in " in line for line in progress[2:])
     assert chunked.run.run_id == 1 and chunked.manifest["as_of_us"] == whole.manifest["as_of_us"]
 
