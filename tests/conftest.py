@@ -13,6 +13,23 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+# Files that share a session fixture go to one worker, which builds it once: test_quality and
+# test_report both read build_outputs()'s pipeline outputs.
+SAME_WORKER = {"tests/test_report.py": "tests/test_quality.py"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's `--dist loadfile`, with the files of SAME_WORKER handed out as one."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedFixtureScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return SAME_WORKER.get(scope, scope)
+
+    return SharedFixtureScheduling(config, log)
+
+
 @pytest.fixture(scope="session")
 def worked_example_run(tmp_path_factory) -> tuple[Path, Path]:
     """The worked example's telemetry (MPG.md section 4) and `mpg run`'s output over it, once per test worker.
