@@ -18,16 +18,24 @@ def pytest_collection_modifyitems(config, items):
 SAME_WORKER = {"tests/test_report.py": "tests/test_quality.py"}
 
 
-def pytest_xdist_make_scheduler(config, log):
+class _SharedFixtureScheduling:
     """pytest-xdist's `--dist loadfile`, with the files of SAME_WORKER handed out as one."""
-    from xdist.scheduler import LoadFileScheduling
 
-    class SharedFixtureScheduling(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            scope = super()._split_scope(nodeid)
-            return SAME_WORKER.get(scope, scope)
+    @staticmethod
+    def pytest_xdist_make_scheduler(config, log):
+        from xdist.scheduler import LoadFileScheduling
 
-    return SharedFixtureScheduling(config, log)
+        class Scheduling(LoadFileScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                scope = super()._split_scope(nodeid)
+                return SAME_WORKER.get(scope, scope)
+
+        return Scheduling(config, log)
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist"):  # not under `-p no:xdist`, which knows no such hook
+        config.pluginmanager.register(_SharedFixtureScheduling())
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ import pytest
 
 from fleet_goodput.avro_io import split_by_time
 from fleet_goodput.batch import run_batch
+from fleet_goodput.cli import main
 from fleet_goodput.config import load_settings
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
@@ -106,14 +107,15 @@ def test_a_killed_run_leaves_a_whole_snapshot_and_its_rerun_equals_a_clean_run(f
     assert rerun.run.run_id == 2 and _snapshot(output) == clean
 
 
-def test_a_second_run_on_a_busy_output_fails_with_a_clear_message(fleet, tmp_path):
+def test_a_second_run_on_a_busy_output_fails_with_a_clear_message(fleet, tmp_path, capsys):
     root, parts = fleet
     output = tmp_path / "out"
     shutil.copytree(root / "after-first", output)
-    with Store(output).lock():  # what a run in progress holds
-        second = subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "run", "--input", str(parts[1]),
-                                 "--output", str(output)], capture_output=True, text=True)
-    assert second.returncode == 2 and "is in use by another run (pid" in second.stderr
+    # What a run in progress holds: an flock on the output's lock file, which a second
+    # open of the file cannot take, in this process or another.
+    with Store(output).lock():
+        assert main(["run", "--input", str(parts[1]), "--output", str(output)]) == 2
+    assert "is in use by another run (pid" in capsys.readouterr().err
     assert Store(output).latest().run_id == 1 and _snapshot(output) == _snapshot(root / "after-first")
 
 
