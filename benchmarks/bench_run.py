@@ -162,7 +162,7 @@ def main() -> int:
     }
     if args.baseline:
         env = {**os.environ, "PYTHONPATH": str(baseline_path(Path(args.baseline).resolve(), work))}
-        rows["baseline mpg run (1 worker)"] = measure(
+        rows["baseline mpg run (its defaults)"] = measure(
             [mpg, "run", "--input", str(telemetry), "--output", str(work / "results-baseline"), *beam_args],
             cwd=args.baseline, env=env)
     rows["mpg run --workers 1"] = measure(
