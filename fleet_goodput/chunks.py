@@ -17,9 +17,9 @@ still open.
 
 With several shards, the files are decoded by as many processes at once (each
 a contiguous part of the file list, so the items keep the files' order), and
-each chunk is computed by one process per shard. Every chunk also gets a file
-holding its latest event time over all keys: the shards' common guess of the
-chunk's as-of time.
+a big chunk is computed by one process per shard (the run decides which:
+fleet_goodput/batch.py). Every chunk also gets a file holding its latest
+event time over all keys: the shards' common guess of the chunk's as-of time.
 
 A chunk file is a sequence of marshalled items, written as files are decoded
 and read back in order: marshal is the fastest serialiser for these plain
