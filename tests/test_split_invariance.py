@@ -146,19 +146,43 @@ def _state_keys(output) -> int:
     return store.read("state_keys", store.latest()).num_rows
 
 
-def test_a_run_in_chunks_equals_one_pass(fleet):
+def test_a_run_in_chunks_equals_one_pass(fleet, tmp_path):
     """A backfill computed chunk by chunk (memory bounded by a chunk) is one run with one pass's figures.
-    Two-day chunks: three of them, so that jobs cross two chunk edges (daily chunks are
-    test_a_chunked_run_rejects_and_counts_as_one_pass's)."""
+    Two-day chunks: three of them, so that jobs cross two chunk edges. Chunks decode every file once up
+    front, so a file that cannot be read is rejected once, as in one pass. (Chunks shared by processes
+    are tests/test_shards.py's.)"""
     root, whole = fleet
-    chunked = run_batch(str(root / "fleet"), str(root / "out-chunked"), load_settings(), chunk_hours=48,
-                        build_views=False)
+    damaged = tmp_path / "fleet"  # the fleet's files, and one more that is not Avro
+    for path in (root / "fleet").glob("*/*.avro"):
+        (damaged / path.parent.name).mkdir(parents=True, exist_ok=True)
+        (damaged / path.parent.name / path.name).symlink_to(path)
+    (damaged / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
+    progress = []
+    chunked = run_batch(str(damaged), str(root / "out-chunked"), load_settings(), chunk_hours=48,
+                        build_views=False, progress=progress.append)
+    # 120 hours from midnight are three two-day chunks: the decoding step, then one line per chunk.
+    assert progress[0].startswith("Decoded ") and " into 3 chunk(s) " in progress[0]
+    assert [line.split(":")[0].strip() for line in progress[1:]] == [
+        "chunk 1/3 (2026-01-01T00", "chunk 2/3 (2026-01-03T00", "chunk 3/3 (2026-01-05T00"]
     assert chunked.run.run_id == 1 and chunked.manifest["as_of_us"] == whole.manifest["as_of_us"]
     _assert_same_job_windows(_job_windows(root / "out-chunked"), _job_windows(root / "whole"))
     assert _capacity(root / "out-chunked") == _capacity(root / "whole")
     assert _jobs(root / "out-chunked") == _jobs(root / "whole")
+
+    query = "select stream, reason, source, records from rejected order by all"
+    with connect(root / "whole") as connection:
+        rejected = connection.execute(query).fetchall()
+    with connect(root / "out-chunked") as connection:
+        chunked_rejected = connection.execute(query).fetchall()
+    unreadable = [row for row in chunked_rejected if (row[2] or "").endswith("damaged.avro")]
+    assert len(unreadable) == 1 and [row for row in chunked_rejected if row not in unreadable] == rejected
+    records = unreadable[0][3]
     for stream, counts in chunked.manifest["streams"].items():
-        assert counts == whole.manifest["streams"][stream]
+        expected = dict(whole.manifest["streams"][stream])
+        if stream == "runtime":
+            expected["read"] += records
+            expected["rejected"] += records
+        assert counts == expected
 
 
 def test_a_first_run_that_accepts_nothing_loses_nothing(tmp_path):
@@ -190,28 +214,3 @@ def test_a_first_run_that_accepts_nothing_loses_nothing(tmp_path):
     assert len(expected) > 10
     assert _job_windows(tmp_path / "out") == expected
     assert _jobs(tmp_path / "out") == _jobs(tmp_path / "whole")
-
-
-def test_a_chunked_run_rejects_and_counts_as_one_pass(tmp_path):
-    """Chunks decode every file once up front: a file that cannot be read, and the
-    records rejected while decoding, land in the rejected table once, as in one pass.
-    (Chunks shared by processes are tests/test_shards.py's.)"""
-    simulate(tmp_path / "fleet", seed=7, hours=50, jobs=12)
-    (tmp_path / "fleet" / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
-    settings = load_settings()
-    whole = run_batch(str(tmp_path / "fleet"), str(tmp_path / "whole"), settings, build_views=False)
-    progress = []
-    chunked = run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, chunk_hours=24,
-                        progress=progress.append, build_views=False)
-    assert chunked.manifest["streams"] == whole.manifest["streams"]
-    # 50 hours from midnight are three days: the decoding step, then one line per day.
-    assert progress[0].startswith("Decoded ") and " into 3 chunk(s) " in progress[0]
-    assert [line.split(":")[0].strip() for line in progress[1:]] == ["chunk 1/3 (2026-01-01T00", "chunk 2/3 (2026-01-02T00",
-                                                                    "chunk 3/3 (2026-01-03T00"]
-    query = "select stream, reason, source, sum(records) from rejected group by all order by all"
-    with connect(tmp_path / "whole") as connection:
-        rejected = connection.execute(query).fetchall()
-    with connect(tmp_path / "chunked") as connection:
-        assert connection.execute(query).fetchall() == rejected
-    assert any(source.endswith("damaged.avro") for _, _, source, _ in rejected)
-    _assert_same_job_windows(_job_windows(tmp_path / "chunked"), _job_windows(tmp_path / "whole"), min_rows=50)

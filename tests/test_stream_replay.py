@@ -74,7 +74,7 @@ def test_a_stop_request_ends_the_stream_cleanly(runs, tmp_path):
     """What the CLI's SIGINT/SIGTERM handler does: the stream finishes the run in hand and stops."""
     root, _, batch = runs
     stop = threading.Event()
-    threading.Timer(2.0, stop.set).start()
+    threading.Timer(1.0, stop.set).start()  # the stream's first run over the fleet is in hand by then
     stopped = run_stream(str(root / "fleet"), str(tmp_path / "out"), load_settings(),
                          StreamSettings(poll_s=0.1), stop_after_idle_s=None, stop=stop)
     assert stopped.manifest["reconciles"] and stopped.database.exists()
