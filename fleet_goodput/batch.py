@@ -159,6 +159,9 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     check_input(input_dir)
     if chunk_hours is not None and as_of_us is not None:
         raise ValueError("--chunk_hours computes up to each chunk's latest event; it does not take --as_of")
+    if chunk_hours is not None and is_remote(input_dir):
+        raise ValueError(f"--chunk_hours decodes the input on this machine: copy {input_dir} to a local folder, "
+                         "or run without it")
     stream_settings = stream_settings or StreamSettings()
     started = time.monotonic()
     store = Store(output_dir)

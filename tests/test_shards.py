@@ -98,3 +98,5 @@ def test_the_process_server_starts_early_only_for_a_run_that_will_shard(tmp_path
     assert not start_process_server(fleet, workers=1)
     assert not start_process_server(str(tmp_path / "missing"), workers=2)
     assert not start_process_server("gs://bucket/fleet", workers=2)
+    with pytest.raises(ValueError, match="--chunk_hours decodes the input on this machine"):
+        run_batch("gs://bucket/fleet", str(tmp_path / "out"), load_settings(), chunk_hours=24)
