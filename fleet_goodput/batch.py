@@ -245,7 +245,7 @@ def _compute_chunk(chunk: Chunk, folder: str, count: int, pool: ProcessPoolExecu
     return _run_agreeing_shards(
         [f"{folder}/shard-{index}" for index in range(count)],
         lambda shard_folder, shard: {**run, "staging": shard_folder, "chunk_files": chunk.files_of(shard)},
-        pool, lambda line: progress(line) if line.startswith("  again") else None)
+        pool, progress, time_each_pass=False)  # the chunk's own line gives its time
 
 
 def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args,
@@ -260,9 +260,10 @@ def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSet
 
 
 def _run_agreeing_shards(folders: list[str], arguments: Callable[[str, Shard], dict], pool: ProcessPoolExecutor,
-                         progress: Callable[[str], None]) -> list[str]:
+                         progress: Callable[[str], None], time_each_pass: bool = True) -> list[str]:
     """Run `goodput.run(**arguments(folder, shard), shard=shard)` for each shard's folder, all at
-    once in `pool`; again, told the as-of time, when the shards' guess of it was wrong."""
+    once in `pool`; again, told the as-of time, when the shards' guess of it was wrong (which
+    `progress` is told, and each pass's time unless not `time_each_pass`)."""
     count = len(folders)
 
     def run_all(shards: list[Shard]) -> None:
@@ -270,7 +271,8 @@ def _run_agreeing_shards(folders: list[str], arguments: Callable[[str, Shard], d
         for done in [pool.submit(goodput.run, **arguments(folder, shard), shard=shard)
                      for folder, shard in zip(folders, shards)]:
             done.result()
-        progress(f"  {count} processes, each a share of the keys: {time.monotonic() - started:.1f} s")
+        if time_each_pass:
+            progress(f"  {count} processes, each a share of the keys: {time.monotonic() - started:.1f} s")
 
     shards = [Shard(index, count) for index in range(count)]
     run_all(shards)
