@@ -55,3 +55,14 @@ def test_every_view_is_documented(connection):
     views = {row[0] for row in connection.execute("select view_name from duckdb_views() where not internal").fetchall()}
     documented = set(documented_columns()) | {f"goodput_by_{d}" for d in DIMENSIONS}
     assert views == documented
+
+
+def test_views_bound_at_first_read_are_the_views_bound_as_created(connection, tmp_path):
+    """connect() defers binding where DuckDB can (fleet_goodput/views.py): the same views, names and types."""
+    deferred = duckdb.connect()
+    create_views(deferred, tmp_path, load_settings(), defer_binding=True)
+    views = [row[0] for row in connection.execute("select view_name from duckdb_views() where not internal "
+                                                  "order by all").fetchall()]
+    assert len(views) > 20
+    for view in views:
+        assert deferred.execute(f"describe {view}").fetchall() == connection.execute(f"describe {view}").fetchall()

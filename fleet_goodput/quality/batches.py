@@ -27,7 +27,7 @@ def open_views(output_dir: str | Path, settings: Settings, run_id: int | None = 
     """An in-memory DuckDB connection with every view, and `stored_<table>` over every stored row."""
     connection = duckdb.connect()
     connection.execute("set timezone = 'UTC'")
-    create_views(connection, output_dir, settings, run_id=run_id, stored=True)
+    create_views(connection, output_dir, settings, run_id=run_id, stored=True, defer_binding=True)
     return connection
 
 
