@@ -19,7 +19,7 @@ import pytest
 
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
-from fleet_goodput.report.publish import spreadsheet_safe
+from fleet_goodput.report.spreadsheet import spreadsheet_safe
 from test_quality import _Fleet, _training
 
 PWN = "document.body.setAttribute('data-pwned','{}')"

@@ -1,10 +1,7 @@
 """Writing a period's report: OUTPUT/reports/<period>/index.html, a page per worst job
 under jobs/, and the figures as CSV.
 
-CSV cells are made safe for spreadsheets (OWASP "CSV Injection"): a text cell
-that starts with = + - @, a tab or a carriage return would be read as a
-formula, so it is written with a leading single quote. Numbers are written as
-numbers.
+CSV cells are made safe for spreadsheets (spreadsheet.py).
 
 The folder is built beside its final place and swapped in by renames, so a
 reader sees the old report or the new one, never half of either, and a rerun
@@ -14,7 +11,6 @@ which keeps two runs of one period from swapping at the same time.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
@@ -28,6 +24,7 @@ from fleet_goodput.report import figures as report_figures
 from fleet_goodput.report.figures import job_detail, previous_period
 from fleet_goodput.store import Store
 from fleet_goodput.report.render import job_page_name, render_job, render_report
+from fleet_goodput.report.spreadsheet import write_csv
 
 REPORTS_DIR = "reports"
 REPORT_FILE = "index.html"
@@ -35,24 +32,6 @@ REPORT_FILE = "index.html"
 
 def report_dir(output_dir: str | Path, period: Period) -> Path:
     return Path(output_dir) / REPORTS_DIR / period.name
-
-
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def spreadsheet_safe(value):
-    """A cell value a spreadsheet shows as text, never runs: text starting like a formula gets a leading quote."""
-    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
-        return "'" + value
-    return value
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        columns = list(rows[0]) if rows else []
-        writer.writerow([spreadsheet_safe(c) for c in columns])
-        writer.writerows([spreadsheet_safe(row[c]) for c in columns] for row in rows)
 
 
 def validate_and_publish(output_dir: str | Path, period: Period, settings: Settings,
