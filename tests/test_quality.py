@@ -227,33 +227,19 @@ def test_warnings_are_reported_but_do_not_fail(validated):
     assert "at most 1% of a stream's events are rejected" in warned
 
 
-def test_partial_period_warns_unless_required_complete(validated, outputs, capsys):
-    """The worked example ends at 00:09:40: the day is incomplete."""
+def test_a_period_past_the_data_fails_on_completeness_when_required_and_on_missing_days(validated, outputs,
+                                                                                        capsys):
+    """The worked example ends at 00:09:40 on its only day: a partial day only warns (the shared validation
+    passes), but a period that must be complete fails on it, and days with no data at all always fail."""
     assert validated("worked", "--date", "2026-01-01", period="2026-01-01").code == 0
-    assert main(["validate", "--output", str(outputs["worked"]), "--date", "2026-01-01", "--require-complete"]) == 1
-    assert "FAIL [critical] the data covers the whole period" in capsys.readouterr().out
-
-
-def test_conservation_break_fails_validation_and_is_named(outputs, tmp_path, capsys):
-    output = pristine_copy(outputs["fleet"], tmp_path / "out")
-
-    def add_lost_time(table):
-        lost = table.column("lost_chip_s").to_pylist()
-        lost[0] += 3600.0  # an hour of one chip appears from nowhere
-        return table.set_column(table.schema.get_field_index("lost_chip_s"), "lost_chip_s", [lost])
-
-    rewrite_partition(output, "job_window", "2026-01-02", add_lost_time)
-    assert main(["validate", "--output", str(output)]) == 1
+    assert main(["validate", "--output", str(outputs["worked"]), "--from", "2026-01-01", "--to", "2026-01-05",
+                 "--require-complete"]) == 1
     out = capsys.readouterr().out
-    assert "FAIL [critical] chip-seconds conserved: all_allocated = productive" in out
-    assert "1 of " in out
-
-
-def test_days_outside_the_data_fail_on_missing_partitions(outputs, capsys):
-    assert main(["validate", "--output", str(outputs["worked"]), "--date", "2026-01-05"]) == 1
-    out = capsys.readouterr().out
+    assert "FAIL [critical] the data covers the whole period" in out
     assert "FAIL [critical] job_window has a partition for every day of the period" in out
-    assert "missing: 2026-01-05" in out
+    assert "missing: 2026-01-02, 2026-01-03, 2026-01-04, 2026-01-05" in out
+
+
 
 
 def test_every_expectation_says_why_and_how_bad(outputs):
@@ -347,17 +333,36 @@ def test_chip_time_held_without_capacity_fails(outputs, tmp_path, capsys):
     assert "c1 / " not in out
 
 
-def test_zero_capacity_under_held_chips_fails(outputs, tmp_path, capsys):
+def test_a_conservation_break_and_zero_capacity_under_held_chips_both_fail_and_are_named(outputs, tmp_path, capsys):
+    """Two corruptions on other days of one output, so one validation (seconds of Great Expectations)
+    checks both: an hour of one chip appears from nowhere on day 2, and c1's capacity reads 0 on day 3."""
     output = pristine_copy(outputs["fleet"], tmp_path / "out")
+
+    def add_lost_time(table):
+        lost = table.column("lost_chip_s").to_pylist()
+        lost[0] += 3600.0
+        return table.set_column(table.schema.get_field_index("lost_chip_s"), "lost_chip_s", [lost])
 
     def zero_c1(table):
         capacity = [0.0 if cluster == "c1" else value for cluster, value in
                     zip(table.column("cluster").to_pylist(), table.column("capacity_chip_s").to_pylist())]
         return table.set_column(table.schema.get_field_index("capacity_chip_s"), "capacity_chip_s", [capacity])
 
+    rewrite_partition(output, "job_window", "2026-01-02", add_lost_time)
     rewrite_partition(output, "capacity_window", "2026-01-03", zero_c1)
-    assert main(["validate", "--output", str(output), "--date", "2026-01-03"]) == 1
-    assert "c1 / tpu-v5e / 2026-01-03T" in capsys.readouterr().out
+    assert main(["validate", "--output", str(output)]) == 1
+    out = capsys.readouterr().out
+    assert "1 of " in _observed(out, "FAIL [critical] chip-seconds conserved: all_allocated = productive")
+    held = _observed(out, "FAIL [critical] no chip-time is held where no capacity is online")
+    assert "c1 / tpu-v5e / 2026-01-03T" in held and "2026-01-01T" not in held and "2026-01-02T" not in held
+
+
+def _observed(printed: str, failure: str) -> str:
+    """What `mpg validate` printed it observed for a failure: the line under the failure's title."""
+    lines = printed.splitlines()
+    titles = [number for number, line in enumerate(lines) if failure in line]
+    assert titles, f"not named: {failure}"
+    return lines[titles[0] + 1]
 
 
 def _views_outcomes(rows: list[dict]) -> dict[str, bool]:

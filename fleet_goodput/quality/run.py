@@ -156,7 +156,8 @@ def _observed(config, result) -> str:
         return f"could not be evaluated: {result.exception_info.get('exception_message')}"
     found = result.result or {}
     if found.get("partial_missing_list"):
-        return f"missing: {', '.join(map(str, found['partial_missing_list']))}"
+        # GX lists them in set order: sorted, two runs print the same line.
+        return f"missing: {', '.join(sorted(map(str, found['partial_missing_list'])))}"
     if "unexpected_count" in found:
         examples = found.get("partial_unexpected_list") or []
         text = f"{found['unexpected_count']} of {found.get('element_count')} rows unexpected"
