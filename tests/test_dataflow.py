@@ -68,17 +68,23 @@ def test_dry_run_needs_the_dataflow_runner():
         translate_batch(f"{BUCKET}/fleet", f"{BUCKET}/goodput", load_settings(), beam_args=["--dry_run=True"])
 
 
-def test_mpg_run_takes_options_from_the_config_and_the_command_line_wins(capsys):
-    assert main(["run", "--config", CONFIG, "--input", f"{BUCKET}/fleet", "--output", f"{BUCKET}/goodput",
+def test_a_dry_run_takes_options_from_the_config_lets_the_command_line_win_and_warns_what_a_launch_lacks(capsys):
+    """One translation (seconds of Beam) for both: the options it would launch with, and what it would lack."""
+    assert main(["run", "--config", CONFIG, "--input", "fleet/", "--output", f"{BUCKET}/goodput",
                  "--project=override-project", "--max_num_workers=7", f"--temp_location={BUCKET}/tmp",
                  "--dry_run=True"]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "not submitted" in printed
     for line in ("runner: DataflowRunner", "project: override-project", "max_num_workers: 7",  # overridden
                  "region: us-central1", "machine_type: n2-standard-4", "autoscaling_algorithm: THROUGHPUT_BASED"):
         assert f"  {line}\n" in printed, line
     assert f"temp_location: {BUCKET}/tmp/" in printed
     assert "  SessionizeKeys\n" in printed
+    # The config names no image, and the input is local: workers could read neither.
+    assert "warning: --sdk_container_image is unset" in captured.err
+    assert "warning: --input fleet/ is not on gs://" in captured.err
+    assert "--output" not in captured.err and "--temp_location" not in captured.err
 
 
 def _plan() -> RunPlan:
@@ -137,15 +143,6 @@ def test_the_images_entry_file_is_copied_and_runs_the_launcher():
     run = subprocess.run([sys.executable, str(ROOT / entry), f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput",
                           "--as-of=2026-01-02T00:00:00Z"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and "launcher: error: unknown option --as-of; did you mean --as_of" in run.stderr
-
-
-def test_dry_run_warns_what_a_launch_would_lack(capsys):
-    assert main(["run", "--input", "fleet/", "--output", f"{BUCKET}/goodput"] + DATAFLOW_ARGS) == 0
-    captured = capsys.readouterr()
-    assert "not submitted" in captured.out
-    assert "warning: --sdk_container_image is unset" in captured.err
-    assert "warning: --input fleet/ is not on gs://" in captured.err
-    assert "--output" not in captured.err and "--temp_location" not in captured.err
 
 
 def test_dry_run_without_project_or_temp_location_stops_before_translating(capsys):
