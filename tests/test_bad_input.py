@@ -3,7 +3,8 @@
 The worked example is written shuffled across several files, then joined by
 duplicates, a job on an unknown accelerator, records with impossible values,
 a file of a foreign schema and a truncated file. The run must give the same
-job_window rows as the clean run, name every rejection, and reconcile.
+job_window rows as the clean run of the worked example (tests/conftest.py),
+name every rejection, and reconcile.
 """
 
 from __future__ import annotations
@@ -48,14 +49,6 @@ def _truncated_avro(stream: str, records: list[dict]) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def clean_output(tmp_path_factory) -> Path:
-    root, output = tmp_path_factory.mktemp("clean_in"), tmp_path_factory.mktemp("clean_out")
-    _write_shuffled(root, worked_example.records(), seed=1)
-    assert main(["run", "--input", str(root), "--output", str(output)]) == 0
-    return output
-
-
-@pytest.fixture(scope="module")
 def dirty(tmp_path_factory) -> tuple[Path, Path]:
     root, output = tmp_path_factory.mktemp("dirty_in"), tmp_path_factory.mktemp("dirty_out")
     records = worked_example.records()
@@ -82,8 +75,9 @@ def dirty(tmp_path_factory) -> tuple[Path, Path]:
     return root, output
 
 
-def test_good_results_do_not_move(clean_output, dirty):
-    assert _job_window(dirty[1]) == _job_window(clean_output)
+def test_good_results_do_not_move(worked_example_run, dirty):
+    """The same rows as the clean worked example's run (tests/conftest.py: one file, in order)."""
+    assert _job_window(dirty[1]) == _job_window(worked_example_run[1])
 
 
 def test_each_rejection_has_its_specific_reason(dirty):
