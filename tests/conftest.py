@@ -14,8 +14,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 # Files that share a session fixture go to one worker, which builds it once: test_quality and
-# test_report both read build_outputs()'s pipeline outputs.
-SAME_WORKER = {"tests/test_report.py": "tests/test_quality.py"}
+# test_report both read build_outputs()'s pipeline outputs. test_report_safety joins them for
+# what they share that costs as much: importing Great Expectations (2.5 s), once.
+SAME_WORKER = {"tests/test_report.py": "tests/test_quality.py", "tests/test_report_safety.py": "tests/test_quality.py"}
 
 
 class _SharedFixtureScheduling:
