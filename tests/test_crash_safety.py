@@ -130,6 +130,6 @@ def test_a_killed_stream_resumes_and_ends_equal_to_mpg_run(fleet, tmp_path):
         target = live / path.relative_to(parts[1]).parent / f"later-{path.name}"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, target)
-    restarted = _mpg("stream", "--input", live, "--output", output, "--stop_after_idle_s", "1")
-    assert restarted.wait(timeout=180) == 0, restarted.stderr.read().decode()[-2000:]
+    # The restart need not be killed: it runs here, as `mpg stream` (no second interpreter to start).
+    assert main(["stream", "--input", str(live), "--output", str(output), "--stop_after_idle_s", "1"]) == 0
     assert _snapshot(output) == _snapshot(root / "clean")

@@ -12,7 +12,7 @@ import pytest
 
 from fleet_goodput.batch import run_batch
 from fleet_goodput.cli import main
-from fleet_goodput.config import load_settings
+from fleet_goodput.config import Settings, load_settings
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.common import Options, SourceError, write_import
 from fleet_goodput.views import connect
@@ -33,9 +33,9 @@ def import_to(name: str, source: Path, out: Path, **overrides):
     return imported, write_import(imported, out)
 
 
-def run_and_read(input_dir: Path, output_dir: Path) -> tuple[dict, dict[str, dict]]:
+def run_and_read(input_dir: Path, output_dir: Path, settings: Settings = SETTINGS) -> tuple[dict, dict[str, dict]]:
     """Run the batch pipeline; returns (manifest, job_goodput rows by job_id)."""
-    outcome = run_batch(str(input_dir), str(output_dir), SETTINGS, build_views=False)  # read through connect()
+    outcome = run_batch(str(input_dir), str(output_dir), settings, build_views=False)  # read through connect()
     with connect(output_dir) as connection:
         cursor = connection.execute("select * from job_goodput")
         columns = [d[0] for d in cursor.description]

@@ -88,28 +88,21 @@ def test_sql_reads_an_earlier_run(worked, tmp_path, capsys):
     assert "no run 7" in capsys.readouterr().err
 
 
-def test_the_default_as_of_is_the_latest_accepted_event(tmp_path):
-    """An orphan event 30 days on is rejected, and does not move the as-of time (MPG.md section 3, Time)."""
+def test_the_default_as_of_is_the_latest_accepted_event_to_the_microsecond(tmp_path):
+    """An orphan event 30 days on is rejected, and does not move the as-of time (MPG.md section 3, Time);
+    a FINISH at 580 s and 175 µs is the job's end, not an event after a millisecond-rounded as-of."""
     records = worked_example.records()
     records["runtime"].append({**records["runtime"][0], "event_id": "orphan", "job_id": "nobody",
                                "event_time": T0 + 30 * DAY_US})
-    _write(tmp_path / "in", records)
-    outcome = run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings())
-    assert outcome.manifest["as_of_us"] == T0 + 580_000_000
-    assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
-
-
-def test_as_of_times_keep_their_microseconds(tmp_path):
-    """A FINISH at …613175 µs is the job's end, not an event after a millisecond-rounded as-of."""
-    records = worked_example.records()
     finish = next(r for r in records["scheduler"] if r["type"] == "FINISH")
-    finish["event_time"] += 175  # 580 s and 175 µs
+    finish["event_time"] += 175
     _write(tmp_path / "in", records)
     outcome = run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings())
     assert outcome.manifest["as_of_us"] == T0 + 580_000_175
+    assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
     with connect(tmp_path / "out") as connection:
         assert connection.execute("select status from jobs").fetchone() == ("FINISHED",)
-        assert connection.execute("select count(*) from rejected").fetchone() == (0,)
+        assert connection.execute("select event_id from rejected").fetchall() == [("orphan",)]
 
 
 def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypatch):
