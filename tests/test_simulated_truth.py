@@ -19,6 +19,8 @@ from fleet_goodput.simulator import simulate
 from fleet_goodput.timeline import CATEGORIES
 from fleet_goodput.views import connect
 
+pytestmark = pytest.mark.slow  # a pipeline run per fleet: scheduled first (tests/conftest.py)
+
 FIGURES = [*CATEGORIES, "ideal", "held"]
 RELATIVE = 1e-9
 FLEETS = {  # seed: (hours, jobs), small enough to run in a couple of seconds each

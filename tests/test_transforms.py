@@ -14,6 +14,8 @@ from fleet_goodput.config import load_settings
 from fleet_goodput.pipelines.goodput import build_goodput
 from fleet_goodput.transforms.read import DecodeRecords
 
+pytestmark = pytest.mark.slow  # six pipeline runs: scheduled first (tests/conftest.py)
+
 SETTINGS = load_settings()
 CHIPS = worked_example.CHIPS
 
