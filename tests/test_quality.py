@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import re
 import shutil
 from datetime import date
 from pathlib import Path
@@ -27,6 +28,7 @@ from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.quality.period import Period, PeriodBusy, period_lock
 from fleet_goodput.store import Store
+from fleet_goodput.views import connect
 
 pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
 
@@ -322,20 +324,11 @@ def test_whole_output_period_ends_the_day_before_a_midnight_as_of(outputs):
     assert whole_output_period(outputs["worked"]).name == "2026-01-01"
 
 
-def test_chip_time_held_without_capacity_fails(outputs, tmp_path, capsys):
-    """Drop cluster c2's capacity: its SG becomes null, which every bound passes; the coverage check names it."""
-    output = pristine_copy(outputs["fleet"], tmp_path / "out")
-    commit_change(output, "capacity_window", lambda data: data.filter(pc.not_equal(data.column("cluster"), "c2")))
-    assert main(["validate", "--output", str(output), "--date", "2026-01-02"]) == 1
-    out = capsys.readouterr().out
-    assert "FAIL [critical] no chip-time is held where no capacity is online" in out
-    assert "c2 / h100 / 2026-01-02T" in out
-    assert "c1 / " not in out
-
-
-def test_a_conservation_break_and_zero_capacity_under_held_chips_both_fail_and_are_named(outputs, tmp_path, capsys):
-    """Two corruptions on other days of one output, so one validation (seconds of Great Expectations)
-    checks both: an hour of one chip appears from nowhere on day 2, and c1's capacity reads 0 on day 3."""
+def test_a_conservation_break_and_chip_time_held_without_capacity_fail_and_are_named(outputs, tmp_path, capsys):
+    """Three corruptions on other days or tables of one output, so one validation (seconds of Great
+    Expectations) checks them all: on day 2 an hour of one chip appears from nowhere and cluster c2's
+    capacity rows are gone (its SG becomes null, which every bound passes); on day 3 c1's capacity reads 0.
+    The coverage check must name exactly the windows where jobs held chips on c2 on day 2 and on c1 on day 3."""
     output = pristine_copy(outputs["fleet"], tmp_path / "out")
 
     def add_lost_time(table):
@@ -349,12 +342,21 @@ def test_a_conservation_break_and_zero_capacity_under_held_chips_both_fail_and_a
         return table.set_column(table.schema.get_field_index("capacity_chip_s"), "capacity_chip_s", [capacity])
 
     rewrite_partition(output, "job_window", "2026-01-02", add_lost_time)
+    rewrite_partition(output, "capacity_window", "2026-01-02", lambda day: day.filter(pc.not_equal(day["cluster"], "c2")))
     rewrite_partition(output, "capacity_window", "2026-01-03", zero_c1)
     assert main(["validate", "--output", str(output)]) == 1
     out = capsys.readouterr().out
     assert "1 of " in _observed(out, "FAIL [critical] chip-seconds conserved: all_allocated = productive")
     held = _observed(out, "FAIL [critical] no chip-time is held where no capacity is online")
-    assert "c1 / tpu-v5e / 2026-01-03T" in held and "2026-01-01T" not in held and "2026-01-02T" not in held
+    with connect(outputs["fleet"]) as connection:  # the uncorrupted output: where jobs held chips
+        (expected,) = connection.execute("""
+            select count(distinct (jobs.cluster, window_start)) from job_window join jobs using (job_id)
+            where (held_chip_s > 0 or all_allocated_chip_s > 0)
+              and ((jobs.cluster = 'c2' and job_window.date = '2026-01-02')
+                   or (jobs.cluster = 'c1' and job_window.date = '2026-01-03'))""").fetchone()
+    assert expected > 4 and held.strip().startswith(f"{expected} of ")
+    named = set(re.findall(r"(c\d) / ([\w-]+) / (\d{4}-\d\d-\d\d)T", held))
+    assert named and named <= {("c2", "h100", "2026-01-02"), ("c1", "tpu-v5e", "2026-01-03")}
 
 
 def _observed(printed: str, failure: str) -> str:
