@@ -12,10 +12,10 @@ directory, then in `file_search_path`, which the file cannot carry: open it
 from inside the output folder).
 
 `connect` gives an in-memory connection with the views of the latest run (or
-of `run`), which DuckDB binds as queries first read them, where it can
-(a third of the time to open them); `build_database` also stores them in `OUTPUT/goodput.duckdb` for
-the DuckDB CLI and other tools (open it from inside the output folder, or set
-`file_search_path` to it).
+of `run`), which DuckDB binds as queries first read them, where it can (a
+third of the time to open them); `build_database` also stores them in
+`OUTPUT/goodput.duckdb` for the DuckDB CLI and other tools (open it from
+inside the output folder, or set `file_search_path` to it).
 """
 
 from __future__ import annotations
@@ -92,16 +92,16 @@ def _deferred_binding() -> str:
     """The clause that makes DuckDB create a view without binding it, or "" where this DuckDB has none.
 
     DuckDB binds a view as it creates it, and binding a view binds every view
-    it reads again: over the marts' chain that is nearly all the time it takes
-    to open the views (0.12 of 0.13 s on a small output, measured). A DuckDB
-    that can defer it (`WITH (DEFER_BINDING)`) binds each view at the first
-    query that reads it instead, at no extra cost to that query.
+    it reads again: over the marts' chain, two thirds of the time it takes to
+    open the views (0.15 s → 0.05 s, benchmarks/bench_open.py). A DuckDB that
+    can defer it (`WITH (DEFER_BINDING)`) binds each view at the first query
+    that reads it instead, at no extra cost to that query.
     """
     try:
         with duckdb.connect() as probe:
             probe.execute("create view probe with (defer_binding) as select 1")
         return " with (defer_binding)"
-    except duckdb.ParserException:
+    except duckdb.Error:  # a DuckDB that does not know the clause: bind as before
         return ""
 
 
