@@ -128,14 +128,18 @@ def _browser() -> str | None:
                  if shutil.which(name)), None)
 
 
+def _dom(page: Path, tmp_path: Path, *flags: str) -> str:
+    """The page's DOM after headless Chromium ran it, offline."""
+    return subprocess.run(
+        [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", *flags,
+         "--dump-dom", page.resolve().as_uri()], capture_output=True, text=True, timeout=120, check=True).stdout
+
+
 @pytest.mark.skipif(_browser() is None, reason="no headless Chromium installed (Debian package `chromium`)")
 def test_no_hostile_script_runs_in_a_browser(report, tmp_path):
-    flags = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}"]
     for path in _pages(report)[:3]:
-        dom = subprocess.run([*flags, "--dump-dom", path.resolve().as_uri()], capture_output=True, text=True,
-                             timeout=120, check=True).stdout
+        dom = _dom(path, tmp_path)
         body = re.search(r"<body[^>]*>", dom).group(0)
         assert "data-charts-drawn" in body and "data-pwned" not in body, (path.name, body)
 
@@ -228,10 +232,7 @@ def test_sanitize(name, page, kept, dropped):
 @pytest.mark.skipif(_browser() is None, reason="no headless Chromium installed (Debian package `chromium`)")
 def test_chromium_does_not_run_the_hostile_script_of_the_data_docs(quality, tmp_path):
     (page,) = quality.glob("gx/uncommitted/data_docs/local_site/validations/rejected/*/*/*.html")
-    dom = subprocess.run(
-        [_browser(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=2000", "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=True).stdout
+    dom = _dom(page, tmp_path, "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=2000")
     title = re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
     assert "PWNED" not in title
     assert "&lt;script&gt;document.title=" in dom
