@@ -66,7 +66,7 @@ class _Part:
 
     files: dict[tuple[int, int], str] = field(default_factory=dict)
     events: dict[int, int] = field(default_factory=lambda: defaultdict(int))
-    latest_us: dict[int, int] = field(default_factory=dict)
+    latest_us: dict[int, int] = field(default_factory=dict)  # with several shards only
     extras: str = ""  # the file of rejected records and read counts
 
 
@@ -119,8 +119,9 @@ def _cut(files: list[tuple[str, str]], chunk_us: int, target: Path, accelerators
                         # Packed as the pipeline carries it, so reading the chunk unpacks nothing.
                         marshal.dump((EVENTS, key, pack(batch_part)), sinks[start_us, shard])
                         part.events[start_us] += len(batch_part)
-                        latest = max(event[0] for event in batch_part)
-                        part.latest_us[start_us] = max(latest, part.latest_us.get(start_us, latest))
+                        if shards > 1:  # only shards need the chunk's latest time (_merge)
+                            latest = max(event[0] for event in batch_part)
+                            part.latest_us[start_us] = max(latest, part.latest_us.get(start_us, latest))
     finally:
         for sink in sinks.values():
             sink.close()
