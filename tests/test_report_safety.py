@@ -21,7 +21,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -33,6 +32,7 @@ from fleet_goodput.cli import main
 from fleet_goodput.quality.docs import sanitize
 from fleet_goodput.report.spreadsheet import spreadsheet_safe
 from test_quality import _Fleet, _training
+from test_report import _browser, _chromium
 
 PWN = "document.body.setAttribute('data-pwned','{}')"
 HOSTILE_JOBS = {
@@ -123,17 +123,10 @@ def test_spreadsheet_safe(value, written):
     assert spreadsheet_safe(value) == written
 
 
-def _browser() -> str | None:
-    return next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
-                 if shutil.which(name)), None)
-
-
 def _dom(page: Path, tmp_path: Path, *flags: str) -> str:
-    """The page's DOM after headless Chromium ran it, offline."""
-    return subprocess.run(
-        [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", *flags,
-         "--dump-dom", page.resolve().as_uri()], capture_output=True, text=True, timeout=120, check=True).stdout
+    """The page's DOM after headless Chromium ran it (test_report's flags: offline, no first-run work)."""
+    return subprocess.run([*_chromium(tmp_path), *flags, "--dump-dom", page.resolve().as_uri()],
+                          capture_output=True, text=True, timeout=120, check=True).stdout
 
 
 @pytest.mark.skipif(_browser() is None, reason="no headless Chromium installed (Debian package `chromium`)")
