@@ -118,8 +118,11 @@ class RunPlan:
     @property
     def continuation(self) -> Continuation:
         previous = self.previous
-        return Continuation(previous.as_of_us, previous.frontier_us, previous.manifest.get("version_us")) \
-            if previous else Continuation()
+        if previous is None:
+            return Continuation()
+        manifest = previous.manifest
+        return Continuation(previous.as_of_us, previous.frontier_us, manifest.get("version_us"),
+                            tuple(manifest.get("latest_times") or ()))
 
     @property
     def files_by_stream(self) -> dict[str, list[str]]:
@@ -226,9 +229,10 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
             in_processes = f" in {count} processes" if count > 1 else ""
             progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {chunk.events:,} events{in_processes} in "
                      f"{time.monotonic() - started:.1f} s")
-            as_of_us = read_staged_counts(folders[0])["as_of_us"]
-            if as_of_us is not None:
-                continuation = continuation.after(as_of_us, stream_settings.allowed_lateness_s * 1_000_000)
+            clock = read_staged_counts(folders[0])
+            if clock["as_of_us"] is not None:
+                continuation = continuation.after(clock["as_of_us"], stream_settings.allowed_lateness_s * 1_000_000,
+                                                  clock["latest_times"])
             state_files = [str(path) for folder in folders for path in Path(folder, "state_keys").glob("*.parquet")]
             staged.extend(folders)
     shutil.rmtree(Path(staging) / "input", ignore_errors=True)
@@ -242,7 +246,7 @@ def _compute_chunk(chunk: Chunk, folder: str, count: int, pool: ProcessPoolExecu
     if count == 1:
         goodput.run(staging=folder, chunk_files=chunk.files_of(None), **run)
         return [folder]
-    return _run_agreeing_shards(
+    return _run_shards(
         [f"{folder}/shard-{index}" for index in range(count)],
         lambda shard_folder, shard: {**run, "staging": shard_folder, "chunk_files": chunk.files_of(shard)},
         pool, progress, time_each_pass=False)  # the chunk's own line gives its time
@@ -255,35 +259,25 @@ def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSet
                stream_settings=stream_settings, continuation=plan.continuation, as_of_us=as_of_us,
                beam_args=beam_args)
     with ProcessPoolExecutor(count, mp_context=process_context()) as pool:
-        return _run_agreeing_shards([f"{staging_folder(plan)}/shard-{index}" for index in range(count)],
-                                    lambda folder, _: {**run, "staging": folder}, pool, progress)
+        return _run_shards([f"{staging_folder(plan)}/shard-{index}" for index in range(count)],
+                           lambda folder, _: {**run, "staging": folder}, pool, progress)
 
 
-def _run_agreeing_shards(folders: list[str], arguments: Callable[[str, Shard], dict], pool: ProcessPoolExecutor,
-                         progress: Callable[[str], None], time_each_pass: bool = True) -> list[str]:
+def _run_shards(folders: list[str], arguments: Callable[[str, Shard], dict], pool: ProcessPoolExecutor,
+                progress: Callable[[str], None], time_each_pass: bool = True) -> list[str]:
     """Run `goodput.run(**arguments(folder, shard), shard=shard)` for each shard's folder, all at
-    once in `pool`; again, told the as-of time, when the shards' guess of it was wrong (which
-    `progress` is told, and each pass's time unless not `time_each_pass`)."""
+    once in `pool` (`progress` is told the time unless not `time_each_pass`). Every shard reads
+    the clock from every file, so all reach one as-of time; a disagreement is a bug, never committed."""
     count = len(folders)
-
-    def run_all(shards: list[Shard]) -> None:
-        started = time.monotonic()
-        for done in [pool.submit(goodput.run, **arguments(folder, shard), shard=shard)
-                     for folder, shard in zip(folders, shards)]:
-            done.result()
-        if time_each_pass:
-            progress(f"  {count} processes, each a share of the keys: {time.monotonic() - started:.1f} s")
-
-    shards = [Shard(index, count) for index in range(count)]
-    run_all(shards)
-    staged = [read_staged_counts(folder) for folder in folders]
-    reached = [part["reached_us"] for part in staged if part["reached_us"] is not None]
-    as_of = max(reached, default=None)
-    if as_of != staged[0]["as_of_us"]:  # the run's last events were rejected: the as-of is earlier than the guess
-        progress(f"  again, to the as-of time {format_time_us(as_of) if as_of is not None else '(none)'}")
-        for folder in folders:
-            shutil.rmtree(folder)
-        run_all([shard.told(as_of) for shard in shards])
+    started = time.monotonic()
+    for done in [pool.submit(goodput.run, **arguments(folder, shard), shard=shard)
+                 for folder, shard in zip(folders, (Shard(index, count) for index in range(count)))]:
+        done.result()
+    if time_each_pass:
+        progress(f"  {count} processes, each a share of the keys: {time.monotonic() - started:.1f} s")
+    as_of = {read_staged_counts(folder)["as_of_us"] for folder in folders}
+    if len(as_of) != 1:
+        raise RuntimeError(f"the shards reached different as-of times {sorted(as_of, key=str)}: nothing was committed")
     return folders
 
 
@@ -316,17 +310,17 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     counts_of = {folder: read_staged_counts(folder) for folder in dict.fromkeys([*folders, *final])}
     staged = [counts_of[folder] for folder in folders]
     previous = plan.previous
-    as_of_us = staged[-1]["as_of_us"]
+    as_of_us, latest = staged[-1]["as_of_us"], staged[-1]["latest_times"]
     run_id = previous.run_id + 1 if previous else 1
     lateness_us = stream_settings.allowed_lateness_s * 1_000_000
-    reached = plan.continuation if as_of_us is None else plan.continuation.after(as_of_us, lateness_us)
+    reached = plan.continuation if as_of_us is None else plan.continuation.after(as_of_us, lateness_us, latest)
     frontier_us, version_us = (None, None) if as_of_us is None else (reached.frontier_us, reached.version_us)
     manifest = build_manifest(
         run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
         previous=previous.manifest if previous else None,
         counts=add_counts(*(counts_from_json(part["counts"]) for part in staged)),
         pending=add_counts(*(counts_from_json(counts_of[folder]["pending"]) for folder in final)),
-        extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us,
+        extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us, "latest_times": latest,
                "allowed_lateness_s": stream_settings.allowed_lateness_s, "files_applied": len(plan.files),
                "files_skipped": len(plan.skipped), "output": plan.output_dir})
     if not manifest["reconciles"]:

@@ -164,7 +164,7 @@ def dry_run(options, input_dir: str | None, output_dir: str | None, translate) -
 
 def summary(outcome) -> str:
     manifest = outcome.manifest
-    outcomes = ["read", "accepted", "duplicate", "rejected", "late"]
+    outcomes = ["read", "accepted", "duplicate", "rejected", "late", "waiting"]
     run = f"run {manifest['run_id']}" if manifest.get("run_id") else "run"
     lines = [f"Committed {run} in {outcome.seconds:.1f} s; as-of {manifest['as_of']}; "
              f"{manifest.get('files_applied', 0)} new file(s). Counts cover every run of the output:",

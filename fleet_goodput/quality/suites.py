@@ -281,11 +281,11 @@ def manifest_suite(inputs: SuiteInputs) -> list:
     return [
         expect(gxe.ExpectColumnValuesToBeBetween, severity=CRITICAL, column="unaccounted", min_value=0,
                max_value=0,
-               title="every event read is accepted, a duplicate or rejected (read = accepted + duplicate + rejected)",
+               title="every event read is accepted, a duplicate, rejected, late or waiting after the as-of time",
                why="The manifest's promise that nothing is lost silently; counts are integers, so exactly 0."),
         expect(gxe.ExpectColumnPairValuesToBeEqual, severity=CRITICAL, column_A="rejected",
                column_B="rejected_in_table",
-               title="the manifest's rejected counts match the rejected table",
+               title="the manifest's rejected counts match the rejected tables (settled and provisional)",
                why="The rejected table is where a rejection's reason is kept; a count without its rows (or rows "
                    "without a count) means a partition was lost or written twice."),
         expect(gxe.ExpectColumnValuesToBeInSet, severity=CRITICAL, column="stream", value_set=STREAMS,
