@@ -8,17 +8,19 @@ never move T, so a job's host with a wrong clock cannot drag the fleet
 forward; their events after T wait in their job's state and count in the
 run whose T reaches them (nothing after T is rejected for being after it).
 
-Within the scheduler stream, a few events far ahead of the rest, a
-clock gone wrong, do not move T either: T is the latest scheduler event
-time, except that a trailing group of at most `OUTLIER_EVENTS` events that
-follows a silence of more than `MAX_LEAD_US` is set aside (it waits, and
-counts once later events reach it). T never goes back from the store's last
-run. A run given `--as_of` uses that instead.
+Within the scheduler stream, a few events of one job far ahead of the rest,
+a clock gone wrong, do not move T either: T is the latest scheduler event
+time, except that a trailing group of at most `OUTLIER_EVENTS` events, all
+of one key, that follows a silence of the scheduler of more than
+`MAX_LEAD_US` is set aside (it waits, and counts once later events reach
+it). Events of several keys together, such as capacity levels restated at
+the end of an export, are the fleet's word and always count. T never goes
+back from the store's last run. A run given `--as_of` uses that instead.
 
-Because the rule reads only the store's latest `KEPT` scheduler event times,
-a store keeps them, and the as-of of a run over everything equals the last
-as-of of any sequence of runs over the same files: however the telemetry is
-cut, the figures are the same (tests/test_split_invariance.py).
+Because the rule reads only the store's latest `KEPT` scheduler events
+(time and key), a store keeps them, and the as-of of a run over everything
+equals the last as-of of any sequence of runs over the same files: however
+the telemetry is cut, the figures are the same (tests/test_split_invariance.py).
 """
 
 from __future__ import annotations
@@ -32,23 +34,24 @@ MAX_LEAD_US = 3600 * 1_000_000  # a silence longer than this before them marks t
 KEPT = OUTLIER_EVENTS + 1  # the latest event times the rule needs: the group and the event before it
 
 
-def latest_times(*parts: Iterable[int]) -> list[int]:
-    """The `KEPT` latest times of all `parts`, latest first: what a store keeps of its clock."""
-    return heapq.nlargest(KEPT, (time_us for part in parts for time_us in part))
+def latest_times(*parts: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The `KEPT` latest (time, key) of all `parts`, latest first: what a store keeps of its clock."""
+    return heapq.nlargest(KEPT, (tuple(item) for part in parts for item in part))
 
 
-def clock_time(latest: list[int]) -> int | None:
-    """The time the scheduler stream has reached, from its latest event times (latest first)."""
+def clock_time(latest: list[tuple[int, str]]) -> int | None:
+    """The time the scheduler stream has reached, from its latest (time, key) events, latest first."""
     if not latest:
         return None
-    reached = latest[0]
+    reached = latest[0][0]
     for index in range(min(OUTLIER_EVENTS, len(latest) - 1)):
-        if latest[index] - latest[index + 1] > MAX_LEAD_US:
-            reached = latest[index + 1]  # events 0..index came after a silence: a clock ahead
+        one_key = len({key for _, key in latest[:index + 1]}) == 1
+        if one_key and latest[index][0] - latest[index + 1][0] > MAX_LEAD_US:
+            reached = latest[index + 1][0]  # events 0..index, of one key, came after a silence: a clock ahead
     return reached
 
 
-def default_as_of(latest: list[int], previous_as_of_us: int | None) -> int | None:
+def default_as_of(latest: list[tuple[int, str]], previous_as_of_us: int | None) -> int | None:
     """A run's as-of time when none is given: the clock's time, never before the last run's."""
     reached = clock_time(latest)
     if reached is None or previous_as_of_us is None:

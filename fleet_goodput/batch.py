@@ -122,7 +122,7 @@ class RunPlan:
             return Continuation()
         manifest = previous.manifest
         return Continuation(previous.as_of_us, previous.frontier_us, manifest.get("version_us"),
-                            tuple(manifest.get("latest_times") or ()))
+                            tuple(map(tuple, manifest.get("latest_times") or ())))
 
     @property
     def files_by_stream(self) -> dict[str, list[str]]:

@@ -67,7 +67,7 @@ class _Part:
 
     files: dict[tuple[int, int], str] = field(default_factory=dict)
     events: dict[int, int] = field(default_factory=lambda: defaultdict(int))
-    latest_times: dict[int, list[int]] = field(default_factory=dict)
+    latest_times: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     extras: str = ""  # the file of rejected records and read counts
 
 
@@ -122,7 +122,7 @@ def _cut(files: list[tuple[str, str]], chunk_us: int, target: Path, accelerators
                         part.events[start_us] += len(batch_part)
                         if stream == CLOCK_STREAM:  # the chunk's as-of follows them (_merge)
                             part.latest_times[start_us] = latest_times(
-                                part.latest_times.get(start_us, ()), (event[0] for event in batch_part))
+                                part.latest_times.get(start_us, ()), ((event[0], key) for event in batch_part))
     finally:
         for sink in sinks.values():
             sink.close()

@@ -181,7 +181,8 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str],
     order within a job), so that every tuple is made by `zip` and every job's
     batch is one slice: no Python statement runs per row.
     """
-    height, latest = frame.height, latest_times(frame["event_time"].dt.epoch("us").top_k(KEPT).to_list())
+    latest = frame.select(pl.col("event_time").dt.epoch("us"), "job_id").top_k(KEPT, by=["event_time", "job_id"])
+    height, latest = frame.height, latest_times(latest.iter_rows())
     if keep is not None:
         frame = frame.filter(pl.col("job_id").is_in([job for job in frame["job_id"].unique() if keep(job)]))
     frame = (frame.with_row_index("row")

@@ -338,7 +338,7 @@ class DecodedFile:
     batches: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
     rejected: list[dict] = field(default_factory=list)
     read: int = 0
-    latest_times: list[int] = field(default_factory=list)  # of every key's events, also when `keeping` left some out
+    latest_times: list[tuple[int, str]] = field(default_factory=list)  # (time, key), also of keys `keeping` left out
 
     def keeping(self, keep: Callable[[str], bool]) -> DecodedFile:
         """The same file with only the batches of the keys `keep` accepts (a shard's, fleet_goodput/shards.py)."""
@@ -356,5 +356,5 @@ def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> Dec
         else:
             decoded.read += value["records"]
             decoded.rejected.append(value)
-    decoded.latest_times = latest_times(event[0] for batch in decoded.batches.values() for event in batch)
+    decoded.latest_times = latest_times((event[0], key) for key, batch in decoded.batches.items() for event in batch)
     return decoded

@@ -119,7 +119,7 @@ def _decode_record(record: dict, stream: str, source: str, accelerators):
     else:
         yield key, pack([tuple(event)])
         if stream == CLOCK_STREAM:
-            yield beam.pvalue.TaggedOutput(LATEST_TIMES, [event.time_us])
+            yield beam.pvalue.TaggedOutput(LATEST_TIMES, [(event.time_us, key)])
     yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), 1))
 
 

@@ -39,7 +39,7 @@ class Continuation:
     as_of_us: int | None = None
     frontier_us: int | None = None
     version_us: int | None = None
-    latest_times: tuple[int, ...] = ()  # the scheduler's latest event times so far (fleet_goodput/asof.py)
+    latest_times: tuple[tuple[int, str], ...] = ()  # the scheduler's latest (time, key) so far (fleet_goodput/asof.py)
 
     def after(self, as_of_us: int, lateness_us: int, latest: list[int] | None = None) -> Continuation:
         """Where a run that reached `as_of_us` (and the scheduler times `latest`) leaves off: its
@@ -50,7 +50,7 @@ class Continuation:
             frontier_us = max(frontier_us, self.frontier_us)
         version_us = as_of_us if self.version_us is None else max(as_of_us, self.version_us + 1)
         return Continuation(as_of_us, frontier_us, version_us,
-                            self.latest_times if latest is None else tuple(latest))
+                            self.latest_times if latest is None else tuple(map(tuple, latest)))
 
 
 @dataclass(frozen=True)
