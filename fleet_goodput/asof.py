@@ -11,10 +11,11 @@ run whose T reaches them (nothing after T is rejected for being after it).
 Within the scheduler stream, a few events of one job far ahead of the rest,
 a clock gone wrong, do not move T either: T is the latest scheduler event
 time, except that a trailing group of at most `OUTLIER_EVENTS` events, all
-of one key, that follows a silence of the scheduler of more than
+of one job, that follows a silence of the scheduler of more than
 `MAX_LEAD_US` is set aside (it waits, and counts once later events reach
-it). Events of several keys together, such as capacity levels restated at
-the end of an export, are the fleet's word and always count. T never goes
+it). Events of several jobs together, and capacity levels (which an
+exporter restates at the end of an export to say how far it has seen), are
+the fleet's word and always count. T never goes
 back from the store's last run. A run given `--as_of` uses that instead.
 
 Because the rule reads only the store's latest `KEPT` scheduler events
@@ -43,11 +44,14 @@ def clock_time(latest: list[tuple[int, str]]) -> int | None:
     """The time the scheduler stream has reached, from its latest (time, key) events, latest first."""
     if not latest:
         return None
+    from fleet_goodput.decode import is_capacity_key  # decoding imports this module
+
     reached = latest[0][0]
     for index in range(min(OUTLIER_EVENTS, len(latest) - 1)):
-        one_key = len({key for _, key in latest[:index + 1]}) == 1
-        if one_key and latest[index][0] - latest[index + 1][0] > MAX_LEAD_US:
-            reached = latest[index + 1][0]  # events 0..index, of one key, came after a silence: a clock ahead
+        keys = {key for _, key in latest[:index + 1]}
+        one_job = len(keys) == 1 and not is_capacity_key(next(iter(keys)))
+        if one_job and latest[index][0] - latest[index + 1][0] > MAX_LEAD_US:
+            reached = latest[index + 1][0]  # events 0..index, of one job, came after a silence: a clock ahead
     return reached
 
 
