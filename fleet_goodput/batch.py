@@ -27,6 +27,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
 from fleet_goodput import schemas
+from fleet_goodput.asof import default_as_of
 from fleet_goodput.chunks import Chunk, cut_into_chunks
 from fleet_goodput.config import Settings
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, write_manifest_copy
@@ -124,6 +125,17 @@ class RunPlan:
         return Continuation(previous.as_of_us, previous.frontier_us, manifest.get("version_us"),
                             tuple(map(tuple, manifest.get("latest_times") or ())))
 
+    def moves_no_time(self, as_of_us: int | None) -> bool:
+        """Whether a run with no new file would leave the store as it is: its as-of time (given, or
+        the scheduler's clock, which a run given an earlier --as_of left ahead) is the last run's."""
+        previous = self.previous
+        if previous is None:
+            return as_of_us is None
+        continuation = self.continuation
+        target = as_of_us if as_of_us is not None else default_as_of(list(continuation.latest_times),
+                                                                      continuation.as_of_us)
+        return target == previous.as_of_us
+
     @property
     def files_by_stream(self) -> dict[str, list[str]]:
         return {stream: [f.path for f in self.files if f.stream == stream] for stream in schemas.STREAMS}
@@ -173,7 +185,7 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
             store.replace()
         plan = plan_run(input_dir, output_dir, as_of_us)
         skipped = tuple(f.path for f in plan.skipped)
-        if not plan.files and (as_of_us is None or (plan.previous and as_of_us == plan.previous.as_of_us)):
+        if not plan.files and plan.moves_no_time(as_of_us):
             previous = plan.previous
             return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
