@@ -34,7 +34,8 @@ examples:
   mpg report --output out/
   mpg report --output out/ --date 2026-01-01
   mpg report --output out/ --from 2026-01-01 --to 2026-01-07
-  deploy/ has a cron line and systemd units that run it every day for yesterday.
+  deploy/ has a cron line and systemd units that run the daily routine:
+    mpg run --input IN --output OUT && mpg report --output OUT --date <yesterday> --require-complete
 """
 
 
