@@ -81,7 +81,7 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
 
     `as_of` ends still-running jobs and capacity there (a datetime, taken as
     UTC when it has no time zone, or an ISO-8601 string such as
-    "2026-01-01T12:00:00Z"); the default is the latest accepted event time.
+    "2026-01-01T12:00:00Z"); the default is how far the scheduler's clock has reached (docs/metric.md).
     `config` is a settings file overriding configs/default.yaml; `beam_args`
     are Beam pipeline flags (`["--runner=DataflowRunner", "--project=p"]`),
     after those of the config's `beam:` section, so they win. `workers` is

@@ -44,8 +44,8 @@ OPTIONS = {option.name: option for option in (
                     "`mpg stream` watches it and creates it if missing", "DIR", required=True),
     Option("output", "the output store (local or gs://): Delta Lake tables/, the runs and their state; "
                      "locally also manifest.json and goodput.duckdb", "DIR", required=True),
-    Option("as_of", "ISO-8601 time that ends still-running jobs and capacity; later events are rejected "
-                    "(default: the latest accepted event time)", "TIME"),
+    Option("as_of", "ISO-8601 time that ends still-running jobs and capacity; later events wait in the store "
+                    "for a later run (default: how far the scheduler's clock has reached)", "TIME"),
     Option("window_s", "window length in seconds, overriding the config's; must divide a day", "SECONDS", int),
     Option("config", "settings YAML overriding configs/default.yaml: window_s, accelerators, size_classes, "
                      "and the sections beam: (pipeline options) and streaming: (event-time settings, sources)", "FILE"),

@@ -53,8 +53,9 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     `decoded` maps each stream name to the tagged outputs of `ReadAvroFiles`
     or `DecodeRecords`; `saved_state` holds (key, state blob) pairs from the
     store's last run. `as_of_us` ends the lifetime of whatever is still
-    running; by default it is the latest accepted event time. With a `shard`,
-    only its keys are computed (fleet_goodput/shards.py).
+    running; by default it is how far the scheduler's clock has reached
+    (fleet_goodput/asof.py). With a `shard`, only its keys are computed
+    (fleet_goodput/shards.py).
     """
     events = [decoded[stream][EVENTS] for stream in decoded] | "AllEvents" >> beam.Flatten()
     if saved_state is None:
