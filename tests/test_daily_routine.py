@@ -4,18 +4,22 @@ Each day, the files that have landed are run into the store (`mpg run`), then
 the day is validated and published (`mpg report --date D --require-complete`).
 The day's files straddle midnight, as rotated files do: day D's last file runs
 to 03:00 the next morning. The first day also carries a clock a day ahead: a
-runtime event and a scheduler event of a job nobody else has heard of. The
-routine must pass every day, the stray clock must not move the as-of time, and
-after the third day the store must equal one run over every file. When the
+runtime event and a scheduler event of a job nobody else has heard of; and a
+stray STEP_END minutes before its as-of time, whose rejection is provisional
+(it is inside the allowed lateness). The routine must pass every day, the
+stray clock must not move the as-of time, the provisional rejection must not
+fail the gate, and after the third day the store must equal one run over
+every file. When the
 data stops early (the fourth day has only three hours), the report must fail
 and say why.
 """
 
 from __future__ import annotations
 
+import fastavro
 import pytest
 
-from fleet_goodput.avro_io import split_by_time, write_events
+from fleet_goodput.avro_io import micros_of, split_by_time, write_events
 from fleet_goodput.batch import run_batch
 from fleet_goodput.cli import main
 from fleet_goodput.config import load_settings
@@ -39,8 +43,13 @@ def routine(tmp_path_factory):
     root = tmp_path_factory.mktemp("routine")
     simulate(root / "fleet", seed=11, hours=3 * 24 + 3, jobs=40)
     deliveries = split_by_time(root / "fleet", CUTS, root / "days")
+    first_as_of_us = max(micros_of(record["event_time"]) for path in (deliveries[0] / "scheduler").glob("*.avro")
+                         for record in fastavro.reader(path.open("rb")))
     # The stray clock's files land with the first day's (and are in the fleet the single run reads).
     for folder in (root / "fleet", deliveries[0]):
+        write_events(folder / "runtime" / "stray-end.avro", "runtime", [
+            {"event_id": "stray-end", "event_time": first_as_of_us - 5 * 60_000_000, "job_id": "job-00000",
+             "type": "STEP_END", "step": 10**9, "attempt": None}])
         write_events(folder / "runtime" / "clock-ahead.avro", "runtime", [
             {"event_id": "ahead-step", "event_time": AHEAD_US, "job_id": "job-clock-ahead", "type": "STEP_START",
              "step": 1, "attempt": None}])
@@ -64,6 +73,12 @@ def test_every_day_of_the_routine_passes(routine):
     for (_, _, manifest), cut in zip(days, CUTS):  # past the day's midnight, within its last file
         assert format_time_us(cut - 3 * HOUR_US) < manifest["as_of"] <= format_time_us(cut)
         assert manifest["reconciles"]
+
+
+def test_a_provisional_rejection_does_not_fail_the_gate(routine):
+    _, _, days, _ = routine
+    ran, reported, first = days[0]
+    assert ["runtime", "rejected"] in [pair for pair, _ in first["pending_counts"]] and reported == 0
 
 
 def test_a_clock_a_day_ahead_waits_instead_of_moving_the_as_of(routine):
