@@ -136,7 +136,8 @@ class _AdvanceKeyFn(beam.DoFn):
     def process(self, grouped, clock):
         key, parts = grouped
         state = _load(key, list(parts["state"]), self.rules, self.continuation)
-        yield from admit(state, [event for batch in parts["events"] for event in unpack(batch)], self.rules)
+        events = [event for batch in parts["events"] for event in unpack(batch)]
+        yield from _as_pairs(admit(state, events, self.rules))
         yield from _as_pairs(self._advance(state, clock["as_of_us"]))
 
     def _advance(self, state: KeyState, as_of_us: int | None):
