@@ -11,8 +11,10 @@ with --dry_run, which checks and translates it offline.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -56,6 +58,12 @@ class InputFile:
     path: str
     sha256: str
     size: int
+    modified_us: int | None = None  # when it was last written, as listed
+
+    @property
+    def listed_as(self) -> tuple[str, int, int | None]:
+        """What identifies the file without reading it: a file listed the same is taken to hold the same."""
+        return self.path, self.size, self.modified_us
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,7 @@ class BatchOutcome:
     run: RunRecord | None = None
     skipped: tuple[str, ...] = ()  # input files an earlier run already applied
     committed: bool = True  # False when nothing was new: the latest run stands
+    deferred: tuple[str, ...] = ()  # input files that changed or vanished while read: left for the next run
 
 
 def check_input(input_dir: str) -> None:
@@ -79,28 +88,57 @@ def check_input(input_dir: str) -> None:
                          f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro (try `mpg simulate --out {input_dir}`)")
 
 
-def list_input(input_dir: str, applied: dict[tuple[str, int], str] | None = None) -> list[InputFile]:
+def list_input(input_dir: str, applied: dict[tuple, str] | None = None) -> list[InputFile]:
     """Every Avro file of every stream, with the hash of its content.
 
-    A file an earlier run applied under the same path and size is taken to be
-    the same file, so a daily run does not read a growing input's history
-    again; any other file is hashed, so a copy under another name is known.
+    A file an earlier run applied under the same path, size and modification
+    time is taken to be the same file, so a daily run does not read a growing
+    input's history again; any other file is hashed, so a copy under another
+    name is known, and a corrected file delivered again in place is new.
     """
     applied = applied or {}
     found = []
     for stream in schemas.STREAMS:
         pattern = f"{input_dir.rstrip('/')}/{stream}/*.avro"
         for metadata in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
-            known = applied.get((metadata.path, metadata.size_in_bytes))
-            found.append(InputFile(stream, metadata.path, known or _sha256(metadata.path), metadata.size_in_bytes))
+            listed_as = (metadata.path, metadata.size_in_bytes, _micros(metadata.last_updated_in_seconds))
+            sha256 = applied.get(listed_as) or _sha256(metadata.path)
+            found.append(InputFile(stream, metadata.path, sha256, *listed_as[1:]))
     return found
+
+
+def _micros(seconds: float | None) -> int | None:
+    return None if not seconds else round(seconds * 1_000_000)
+
+
+def changed_since_listed(files) -> list[InputFile]:
+    """The files whose size or modification time is not what was listed, or that are gone: a
+    producer still writing (or replacing) them while the run read them."""
+    changed = []
+    for item in files:
+        try:
+            if is_remote(item.path):
+                metadata = FileSystems.match([item.path])[0].metadata_list
+                now = (metadata[0].size_in_bytes, _micros(metadata[0].last_updated_in_seconds)) if metadata else None
+            else:
+                stat = os.stat(item.path)
+                now = (stat.st_size, _micros(stat.st_mtime))
+        except OSError:
+            now = None
+        if now != (item.size, item.modified_us):
+            changed.append(item)
+    return changed
 
 
 def _sha256(path: str) -> str:
     digest = hashlib.sha256()
-    with FileSystems.open(path) as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
+    try:
+        with FileSystems.open(path) as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise InputError(f"cannot read input file {path} ({exc.strerror or exc}): nothing was committed; "
+                         "fix its permissions, or move it out of the input folder") from None
     return digest.hexdigest()
 
 
@@ -190,17 +228,26 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
             return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
         progress = progress or (lambda _: None)
-        shards = shard_count(workers, sum(f.size for f in plan.files), is_local(beam_args))
-        final = None
-        if chunk_hours:
-            staged, final = _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000,
-                                           shards, workers is not None, progress)
-        elif shards > 1:
-            staged = final = _run_in_shards(plan, settings, stream_settings, beam_args, as_of_us, shards, progress)
+        deferred = []
+        for _ in range(MAX_ATTEMPTS):
+            staged, final = _compute(plan, settings, stream_settings, beam_args, as_of_us, chunk_hours, workers,
+                                     progress)
+            changed = changed_since_listed(plan.files)
+            if not changed:
+                break
+            deferred += [f.path for f in changed]
+            progress(f"{len(changed)} file(s) changed or vanished while the run read them (is a producer still "
+                     f"writing?); left for the next run: {', '.join(f.path for f in changed)}")
+            shutil.rmtree(staging_folder(plan), ignore_errors=True)
+            plan = dataclasses.replace(plan, files=tuple(f for f in plan.files if f not in changed))
+            if not plan.files and plan.moves_no_time(as_of_us):
+                previous = plan.previous
+                return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
+                                    seconds=time.monotonic() - started, run=previous, skipped=skipped,
+                                    committed=False, deferred=tuple(deferred))
         else:
-            goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
-                        stream_settings, plan.continuation, as_of_us, beam_args)
-            staged = [staging_folder(plan)]
+            raise InputError(f"input files kept changing while read, {MAX_ATTEMPTS} times: nothing was committed; "
+                             "producers should write a file under another name, then rename it into place")
         record = commit_run(plan, settings, stream_settings, mode, staged, final)
     manifest = record.manifest
     write_manifest_copy(output_dir, manifest)
@@ -208,7 +255,26 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
 
     database = build_database(output_dir, settings) if build_views and not is_remote(output_dir) else None
     return BatchOutcome(manifest=manifest, database=database, seconds=time.monotonic() - started, run=record,
-                        skipped=skipped)
+                        skipped=skipped, deferred=tuple(deferred))
+
+
+# A run whose input files change while it reads them computes again without them, this many times at most.
+MAX_ATTEMPTS = 3
+
+
+def _compute(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args, as_of_us: int | None,
+             chunk_hours: int | None, workers: int | None, progress: Callable[[str], None]):
+    """Compute the run's new files into its staging: (every staged folder, the final ones or None)."""
+    shards = shard_count(workers, sum(f.size for f in plan.files), is_local(beam_args))
+    if chunk_hours:
+        return _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000,
+                              shards, workers is not None, progress)
+    if shards > 1:
+        staged = _run_in_shards(plan, settings, stream_settings, beam_args, as_of_us, shards, progress)
+        return staged, staged
+    goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
+                stream_settings, plan.continuation, as_of_us, beam_args)
+    return [staging_folder(plan)], None
 
 
 def staging_folder(plan: RunPlan) -> str:
@@ -344,8 +410,8 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
                                  folders=final if replaced else folders)
     transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite", folders=final)
     transaction.write("state_files", pa.Table.from_pylist(
-        [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "size": f.size, "run_id": run_id}
-         for f in plan.files], schema=STATE_FILES_SCHEMA), STATE_FILES_SCHEMA)
+        [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "size": f.size, "run_id": run_id,
+          "modified_us": f.modified_us} for f in plan.files], schema=STATE_FILES_SCHEMA), STATE_FILES_SCHEMA)
     transaction.compact()
     record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode=mode, input=str(plan.input_dir),
                        as_of_us=as_of_us, frontier_us=frontier_us, files_applied=len(plan.files),
@@ -364,7 +430,7 @@ def read_staged_counts(staging: str) -> dict:
 
 def _reconciliation_message(manifest: dict) -> str:
     broken = [f"{name}: read {c['read']} != accepted {c['accepted']} + duplicate {c['duplicate']} "
-              f"+ rejected {c['rejected']} + late {c['late']}"
+              f"+ rejected {c['rejected']} + late {c['late']} + waiting {c['waiting']}"
               for name, c in manifest["streams"].items() if not c["reconciles"]]
     return f"counts do not reconcile ({'; '.join(broken)})"
 

@@ -106,8 +106,11 @@ def _cut(files: list[tuple[str, str]], chunk_us: int, target: Path, accelerators
     try:
         with open(part.extras, "wb") as extras:
             for stream, path in files:
-                with open(path, "rb") as handle:
-                    decoded = decode_file_fast(stream, path, handle, accelerators)
+                try:
+                    with open(path, "rb") as handle:
+                        decoded = decode_file_fast(stream, path, handle, accelerators)
+                except FileNotFoundError:
+                    continue  # gone since it was listed: the run computes again without it (batch.py)
                 for row in decoded.rejected:
                     marshal.dump((REJECTED, row), extras)
                 marshal.dump((READ, stream, decoded.read), extras)

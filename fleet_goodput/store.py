@@ -49,7 +49,7 @@ DEFAULT_RETENTION_HOURS = 7 * 24
 
 STATE_KEYS_SCHEMA = pa.schema([("key", pa.string()), ("blob", pa.binary())])
 STATE_FILES_SCHEMA = pa.schema([("sha256", pa.string()), ("path", pa.string()), ("stream", pa.string()),
-                                ("size", pa.int64()), ("run_id", pa.int64())])
+                                ("size", pa.int64()), ("run_id", pa.int64()), ("modified_us", pa.int64())])
 # A table with more data files than this in a run's snapshot is compacted by that run.
 COMPACT_ABOVE_FILES = 64
 RUNS_SCHEMA = pa.schema([
@@ -161,12 +161,13 @@ class Store:
             return None
         return self._delta(table_paths()[name], version).to_pyarrow_table()
 
-    def applied_files(self, record: RunRecord | None) -> dict[tuple[str, int], str]:
-        """(path, size) → content hash of every input file applied up to `record`."""
+    def applied_files(self, record: RunRecord | None) -> dict[tuple[str, int, int | None], str]:
+        """(path, size, modification time) → content hash of every input file applied up to `record`
+        (a store older than the modification time has None there, so its files are hashed again)."""
         table = self.read("state_files", record)
         if table is None:
             return {}
-        return {(row["path"], row["size"]): row["sha256"] for row in table.to_pylist()}
+        return {(row["path"], row["size"], row.get("modified_us")): row["sha256"] for row in table.to_pylist()}
 
     # ---- writing ----------------------------------------------------------------
     @contextlib.contextmanager
@@ -260,7 +261,9 @@ class Transaction:
             return  # nothing to add; a table never written reads as empty
         if not exists:
             mode = "overwrite"  # replaces whatever a killed first run left
-        write_deltalake(self.store.path(relative), data, mode=mode, partition_by=partition_by)
+        # A column added since the table was made (state/files' modified_us) joins it on append.
+        write_deltalake(self.store.path(relative), data, mode=mode, partition_by=partition_by,
+                        schema_mode="merge" if mode == "append" else None)
         self.versions[name] = DeltaTable(self.store.path(relative)).version()
 
     def write_staged(self, name: str, schema: pa.Schema, mode: str = "append", partition_by=None,

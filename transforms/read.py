@@ -34,9 +34,17 @@ class _DecodeAvroFile(beam.DoFn):
 
     def process(self, stream_and_path):
         stream, path = stream_and_path
+        try:
+            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+                decoded = decode_file_fast(stream, path, handle, self.accelerators,
+                                           keep=self.shard and self.shard.owns)
+        except FileNotFoundError:
+            decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
+        if decoded is not None:
+            yield from self._outputs(stream, decoded)
+
+    def _outputs(self, stream, decoded):
         shard = self.shard
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-            decoded = decode_file_fast(stream, path, handle, self.accelerators, keep=shard and shard.owns)
         for key, batch in decoded.batches.items():
             yield key, pack(batch)
         if stream == CLOCK_STREAM and decoded.latest_times:  # every shard needs them: the as-of is the run's
