@@ -83,6 +83,11 @@ def check_input(input_dir: str) -> None:
     root = Path(input_dir)
     if not root.is_dir():
         raise InputError(f"input folder {input_dir} does not exist")
+    for stream in schemas.STREAMS:  # a stream folder that cannot be listed would be read as empty
+        folder = root / stream
+        if folder.exists() and not (folder.is_dir() and os.access(folder, os.R_OK | os.X_OK)):
+            what = "is not a folder" if not folder.is_dir() else "cannot be listed (permission denied)"
+            raise InputError(f"{folder} {what}: the run would miss the {stream} stream; nothing was committed")
     if not any(root.glob("*/*.avro")):
         raise InputError(f"no telemetry in {input_dir}: expected {input_dir}/scheduler/*.avro, "
                          f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro (try `mpg simulate --out {input_dir}`)")

@@ -18,7 +18,7 @@ import fastavro
 import pytest
 
 from fleet_goodput.avro_io import split_by_time, write_events
-from fleet_goodput.batch import run_batch
+from fleet_goodput.batch import InputError, run_batch
 from fleet_goodput.config import load_settings
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
@@ -118,3 +118,15 @@ def test_a_corrected_file_delivered_again_in_place_is_read(fleet, tmp_path):
     assert counts["accepted"] == before["accepted"] + 1 and counts["late"] > 0 and counts["duplicate"] > 0
     with connect(tmp_path / "out") as connection:
         assert connection.execute("select count(*) from late").fetchone() == (counts["late"],)
+
+
+def test_a_stream_folder_that_cannot_be_listed_fails_the_run(fleet, tmp_path):
+    root, _ = fleet
+    live = tmp_path / "live"
+    (live / "scheduler").mkdir(parents=True)
+    for path in (root / "fleet" / "scheduler").glob("*.avro"):
+        (live / "scheduler" / path.name).write_bytes(path.read_bytes())
+    (live / "runtime").write_text("not a folder")
+    with pytest.raises(InputError, match="runtime is not a folder: the run would miss the runtime stream"):
+        run_batch(str(live), str(tmp_path / "out"), SETTINGS, build_views=False)
+    assert Store(tmp_path / "out").latest() is None
