@@ -180,10 +180,11 @@ def settings_for_run(store: Store, previous: RunRecord | None, config: str | Pat
     _refuse_conflicts(store, previous, kept, document(settings, stream_settings.allowed_lateness_s))
     note = None
     if previous is not None and "accelerators" not in kept:
-        known = "window_s and allowed_lateness_s as its manifests record them, " if kept else ""
-        note = (f"{store.root} was written before the store kept its settings: this run stores those it computes "
-                f"with ({known}size classes and accelerator catalogue from {config or 'the defaults'}), and every "
-                "later run and reader uses them. If its earlier runs used others, start it afresh with --replace.")
+        recorded = f"{' and '.join(kept)} as its manifests record them, " if kept else ""
+        given = f"{config} and " if config else ""
+        note = (f"{store.root} was written before outputs kept their settings: this run stores those it computes "
+                f"with ({recorded}the rest from {given}the defaults), and every later run and reader uses them. "
+                "If its earlier runs used others, start it afresh with --replace.")
     return RunSettings(settings, stream_settings, note)
 
 
@@ -212,9 +213,9 @@ def _refuse_conflicts(store: Store, previous: RunRecord | None, kept: dict, give
         raise SettingsConflict(
             f"{store.root} holds figures computed with other settings (run {previous.run_id}'s); this run's differ:\n"
             + "".join(f"  {d}\n" for d in conflicts)
-            + "A run adds to the stored figures, so it computes them the same way: run without the differing "
-              "settings to use the store's (`mpg sql --output OUTPUT \"select * from settings\"` shows them), "
-              "or start the output afresh with --replace.")
+            + "A run adds to the stored figures, so it must compute them the same way: leave the differing "
+              f"settings out to use the output's (`mpg sql --output {store.root} \"select * from settings\"` "
+              "shows them), or start the output afresh with --replace.")
 
 
 # ---- readers ------------------------------------------------------------------

@@ -227,7 +227,9 @@ def test_an_output_from_before_settings_were_kept(worked_example_run, tmp_path, 
     more = _more_input(tmp_path)
     assert main(["run", "--input", str(more), "--output", str(output), "--config", str(window)]) == 2
     assert main(["run", "--input", str(more), "--output", str(output), "--config", str(classes)]) == 0
-    assert "was written before the store kept its settings" in capsys.readouterr().err
+    assert (f"{output} was written before outputs kept their settings: this run stores those it computes with "
+            f"(window_s and allowed_lateness_s as its manifests record them, the rest from {classes} and the "
+            "defaults)") in capsys.readouterr().err
     assert _mpg_sql(capsys, output, "select bool_and(stored) from settings") == [["True"]]
     assert _mpg_sql(capsys, output, CLASS_QUERY) == [["big"]]
 
