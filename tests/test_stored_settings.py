@@ -170,6 +170,17 @@ def test_a_run_that_would_change_stored_figures_is_refused_naming_each_differenc
     assert [run.run_id for run in Store(output).runs()] == [1]  # nothing was committed
 
 
+def test_a_flex_template_launch_is_refused_at_launch_as_a_run_is(custom, tmp_path):
+    from fleet_goodput import launcher
+    from fleet_goodput.batch import plan_run
+
+    output = _copy(custom[1], tmp_path)
+    more = _more_input(tmp_path)
+    plan = plan_run(str(more), str(output), None)  # what the launcher plans before it submits
+    with pytest.raises(SettingsConflict, match="window_s: stored 3600, given 1800"):
+        launcher.run([f"--input={more}", f"--output={output}", "--window_s=1800"], plan=plan)
+
+
 def test_a_run_may_add_an_accelerator_and_stores_it_with_the_run(custom, tmp_path, capsys):
     output = _copy(custom[1], tmp_path)
 
