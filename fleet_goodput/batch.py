@@ -37,6 +37,7 @@ from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.shards import MIN_CHUNK_EVENTS_PER_SHARD, Shard, process_context, shard_count
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
                                  Transaction, clear_staging, delta_schema, is_remote)
+from fleet_goodput.stored_settings import check_run, commit_settings
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.timeutil import format_time_us
@@ -227,6 +228,7 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
         if replace:
             store.replace()
         plan = plan_run(input_dir, output_dir, as_of_us)
+        check_run(store, plan.previous, settings, stream_settings)  # before computing: commit_run checks again
         skipped = tuple(f.path for f in plan.skipped)
         if not plan.files and plan.moves_no_time(as_of_us):
             previous = plan.previous
@@ -408,6 +410,7 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
                "files_skipped": len(plan.skipped), "output": plan.output_dir})
     if not manifest["reconciles"]:
         raise ReconciliationError(_reconciliation_message(manifest) + "; the run was not committed")
+    commit_settings(transaction, run_id, settings, stream_settings)
     for name, table in TABLES.items():
         replaced = name in REPLACED_EACH_RUN
         transaction.write_staged(name, delta_schema(table), partition_by=["date"],

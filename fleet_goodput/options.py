@@ -48,7 +48,9 @@ OPTIONS = {option.name: option for option in (
                     "for a later run (default: how far the scheduler's clock has reached)", "TIME"),
     Option("window_s", "window length in seconds, overriding the config's; must divide a day", "SECONDS", int),
     Option("config", "settings YAML overriding configs/default.yaml: window_s, accelerators, size_classes, "
-                     "and the sections beam: (pipeline options) and streaming: (event-time settings, sources)", "FILE"),
+                     "and the sections beam: (pipeline options) and streaming: (event-time settings, sources); "
+                     "an output keeps the settings of its first run, and a run whose settings would change its "
+                     "figures is refused", "FILE"),
     Option("replace", "remove OUTPUT's earlier runs and start it afresh", is_switch=True),
     Option("chunk_hours", "compute a long input in chunks of this much event time (24: a day), one after the "
                           "other, so memory follows one chunk; still one committed run", "HOURS", int),

@@ -4,6 +4,7 @@
       tables/<table>/   Delta tables people read (fleet_goodput/tables.py)
       state/keys/       the open keys' saved state (fleet_goodput/session.py)
       state/files/      the input files already applied, by content hash
+      settings/         the settings the figures were computed with (fleet_goodput/stored_settings.py)
       runs/             one row per committed run: what it read, its as-of time,
                         the version of every table it left, its manifest
       goodput.duckdb    DuckDB views over the latest run (fleet_goodput/views.py)
@@ -42,6 +43,7 @@ from fleet_goodput.tables import TABLES, Table
 
 STATE_KEYS = "state/keys"
 STATE_FILES = "state/files"
+SETTINGS = "settings"
 RUNS = "runs"
 STAGING = "_staging"
 LOCK_FILE = ".lock"
@@ -71,7 +73,7 @@ def is_remote(path: str | Path) -> bool:
 def table_paths() -> dict[str, str]:
     """Every Delta table of a run, by name → its path under the output."""
     paths = {name: f"tables/{name}" for name in TABLES}
-    paths.update({"state_keys": STATE_KEYS, "state_files": STATE_FILES})
+    paths.update({"state_keys": STATE_KEYS, "state_files": STATE_FILES, SETTINGS: SETTINGS})
     return paths
 
 
@@ -210,7 +212,7 @@ class Store:
         """Remove every run, table and saved state (`--replace`)."""
         if is_remote(self.root):
             raise StoreError("--replace removes a local output only; delete a gs:// output with gcloud storage rm -r")
-        for name in ("tables", "state", RUNS, STAGING, "goodput.duckdb", "manifest.json", "_run"):
+        for name in ("tables", "state", SETTINGS, RUNS, STAGING, "goodput.duckdb", "manifest.json", "_run"):
             target = Path(self.root, name)
             if target.is_dir():
                 shutil.rmtree(target)

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 from fleet_goodput.commands.validate import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, add_quality_arguments
-from fleet_goodput.config import ConfigError, load_settings
+from fleet_goodput.config import ConfigError
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
+from fleet_goodput.stored_settings import settings_for_reading
 
 DESCRIPTION = """\
 Validate an output folder for a period (the checks of `mpg validate`), then
@@ -51,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.report.publish import validate_and_publish  # imports GX, which takes a few seconds
 
     try:
-        settings = load_settings(args.config)
+        settings = settings_for_reading(args.output, config=args.config)
         period = period_from_args(args, args.output)
         print(f"Validating {Path(args.output)} for {period.name} ...", flush=True)
         quality, path = validate_and_publish(args.output, period, settings, args.require_complete)
