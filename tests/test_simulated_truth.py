@@ -28,6 +28,8 @@ FLEETS = {  # seed: (hours, jobs), small enough to run in a couple of seconds ea
     2: (4, 40),
     20: (6, 80),  # the simulator's own test fleet: partial allocation, restore and FAIL all occur
 }
+# Fleets where a profiled job has no productive time (its ideal is 0, not null) beside unprofiled jobs.
+WITH_EMPTY_PROFILED_JOBS = {1, 20}
 
 
 @pytest.fixture(scope="module", params=sorted(FLEETS))
@@ -56,6 +58,34 @@ def test_chip_seconds_per_job_window_and_category_equal_the_truth(fleet):
     columns = [f"{figure}_chip_s" for figure in FIGURES]
     assert _mismatches(root / "telemetry/truth/job_window.parquet", root / "results", "job_window",
                        ["job_id", "window_start"], columns) == []
+
+
+def test_ideal_is_null_only_without_a_profile_and_0_with_one_and_nothing_productive(fleet, request):
+    """MPG.md section 3, "Unknown and empty factors", per window (job_window_enriched, what every mart sums)
+    and per job (job_goodput): null and 0 are different answers, so they are compared as such."""
+    _, _, root = fleet
+    truth = root / "telemetry/truth/job_window.parquet"
+    expected = {(job, window): ideal for job, window, ideal in duckdb.sql(
+        f"select job_id, epoch_us(window_start), ideal_chip_s from read_parquet('{truth}')").fetchall()}
+    expected_jobs = dict(duckdb.sql(f"""
+        select job_id, sum(ideal_chip_s) from read_parquet('{truth}') group by job_id""").fetchall())
+    with connect(root / "results") as connection:
+        got = {(job, window): ideal for job, window, ideal in connection.execute(
+            "select job_id, epoch_us(window_start), ideal_chip_s from job_window_enriched").fetchall()}
+        got_jobs = dict(connection.execute("select job_id, ideal_chip_s from job_goodput").fetchall())
+        (profiled_without_productive,) = connection.execute(
+            "select count(*) from job_goodput where productive_chip_s = 0 and ideal_chip_s = 0").fetchone()
+
+    def same(truth_value, got_value) -> bool:
+        if truth_value is None or got_value is None:
+            return truth_value is got_value
+        return abs(truth_value - got_value) <= RELATIVE * max(abs(truth_value), 1e-6)
+
+    assert got.keys() == expected.keys()
+    assert [key for key in expected if not same(expected[key], got[key])] == []
+    assert [job for job in expected_jobs if not same(expected_jobs[job], got_jobs[job])] == []
+    if request.node.callspec.params["fleet"] in WITH_EMPTY_PROFILED_JOBS:
+        assert None in expected_jobs.values() and profiled_without_productive > 0, "both cases must occur"
 
 
 def test_capacity_per_window_equals_the_truth(fleet):
