@@ -38,7 +38,7 @@ from fleet_goodput.windows import window_start
 NEVER = -(2**62)
 # Bump when the pickled layout of KeyState or the timelines changes: a store
 # written by another layout must be started afresh (`mpg run --replace`).
-STATE_FORMAT = 2
+STATE_FORMAT = 3
 
 
 def clone(obj):

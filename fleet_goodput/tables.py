@@ -102,10 +102,13 @@ JOBS = Table(
         Column("submit_time", TIMESTAMP, "SUBMIT event time", "submit_time_us"),
         Column("end_time", TIMESTAMP, "FINISH/FAIL/CANCEL time; null while running", "end_time_us"),
         Column("status", pa.string(), "FINISHED, FAILED, CANCELLED, or RUNNING at the as-of time"),
-        Column("allocations", pa.int32(), "ALLOCATE events (a restart re-allocates)"),
+        Column("allocations", pa.int32(), "ALLOCATE events (completing a partial allocation counts, as does a restart: "
+               "not a restart count, see disruptions)"),
         Column("profiler_samples", pa.int32(), "profiler samples accepted for the job"),
         Column("implicitly_closed_spans", pa.int32(), "runtime spans closed without their END (data quality)"),
         Column("checkpoint_saves", pa.int32(), "checkpoint saves completed (CHECKPOINT_SAVE_END closing an open save)"),
+        Column("disruptions", pa.int32(), "running attempts cut by a PREEMPT below the request or a FAIL, "
+               "and runtime restarts inside an allocation after steps ran"),
         VERSION,
     ),
     date_from="submit_time_us",

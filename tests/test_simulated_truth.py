@@ -28,8 +28,13 @@ FLEETS = {  # seed: (hours, jobs), small enough to run in a couple of seconds ea
     2: (4, 40),
     20: (6, 80),  # the simulator's own test fleet: partial allocation, restore and FAIL all occur
 }
-# Fleets where a profiled job has no productive time (its ideal is 0, not null) beside unprofiled jobs.
-WITH_EMPTY_PROFILED_JOBS = {1, 20}
+# What a check below must see at least once in a fleet, so that it can fail there.
+EMPTY_PROFILED_JOB, DISRUPTION = "a profiled job with nothing productive beside unprofiled jobs", "a disruption"
+OCCURS = {1: {EMPTY_PROFILED_JOB}, 2: {DISRUPTION}, 20: {EMPTY_PROFILED_JOB, DISRUPTION}}
+
+
+def _occurs(request, case: str) -> bool:
+    return case in OCCURS[request.node.callspec.params["fleet"]]
 
 
 @pytest.fixture(scope="module", params=sorted(FLEETS))
@@ -84,8 +89,8 @@ def test_ideal_is_null_only_without_a_profile_and_0_with_one_and_nothing_product
     assert got.keys() == expected.keys()
     assert [key for key in expected if not same(expected[key], got[key])] == []
     assert [job for job in expected_jobs if not same(expected_jobs[job], got_jobs[job])] == []
-    if request.node.callspec.params["fleet"] in WITH_EMPTY_PROFILED_JOBS:
-        assert None in expected_jobs.values() and profiled_without_productive > 0, "both cases must occur"
+    if _occurs(request, EMPTY_PROFILED_JOB):
+        assert None in expected_jobs.values() and profiled_without_productive > 0
 
 
 def test_capacity_per_window_equals_the_truth(fleet):
@@ -100,6 +105,19 @@ def test_job_states_equal_the_truth(fleet):
         select job_id, t.status, p.status from read_parquet('{root}/telemetry/truth/jobs.parquet') t
         full outer join read_parquet('{root}/results/tables/jobs/*/*.parquet') p using (job_id)
         where t.status is distinct from p.status or t.requested_chips is distinct from p.requested_chips""").fetchall() == []
+
+
+def test_disruptions_per_job_equal_the_truth(fleet, request):
+    """Preemptions and failures of running attempts, as the simulator decided them; the old count
+    (allocations − 1 + failed) was −1 for a job never allocated and counted partial allocations."""
+    _, _, root = fleet
+    assert duckdb.sql(f"""
+        select job_id, t.disruptions, p.disruptions from read_parquet('{root}/telemetry/truth/jobs.parquet') t
+        full outer join read_parquet('{root}/results/tables/jobs/*/*.parquet') p using (job_id)
+        where t.disruptions is distinct from p.disruptions""").fetchall() == []
+    [(disrupted,)] = duckdb.sql(f"""
+        select count(*) from read_parquet('{root}/telemetry/truth/jobs.parquet') where disruptions > 0""").fetchall()
+    assert (disrupted > 0) == _occurs(request, DISRUPTION)
 
 
 def test_checkpoint_saves_per_job_equal_the_save_ends_in_the_avro_files(fleet):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fleet_goodput.simulator.timeline import PRODUCTIVE, STEP, FleetTimeline, JobTimeline
+from fleet_goodput.simulator.timeline import FAILED, PRODUCTIVE, STEP, FleetTimeline, JobTimeline
 
 CATEGORIES = ("queued", "partial", "productive", "pending", "lost", "data_wait", "compile",
               "checkpoint_save", "checkpoint_restore", "init", "idle")
@@ -128,7 +128,18 @@ def jobs_table(fleet: FleetTimeline) -> pa.Table:
         "submit_time": pa.array([j.spec.submit_us for j in jobs], _TIMESTAMP),
         "end_time": pa.array([j.end_us for j in jobs], _TIMESTAMP),
         "status": pa.array([j.status for j in jobs], pa.string()),
+        "disruptions": pa.array([_disruptions(j) for j in jobs], pa.int32()),
     })
+
+
+def _disruptions(job: JobTimeline) -> int:
+    """Running attempts the scheduler cut short: preempted off the chips or failed while holding them all.
+    (The simulated runtime never restarts inside an allocation.)"""
+    requested, held, count = job.spec.requested_chips, 0, 0
+    for change in job.levels:
+        count += change.kind == "PREEMPT" and held >= requested > change.chips
+        held = change.chips
+    return count + (job.status == FAILED and held >= requested)
 
 
 def capacity_window_table(fleet: FleetTimeline, window_us: int) -> pa.Table:
