@@ -18,8 +18,8 @@ restarted server, not work that can be redone):
 
 - The preserved step is the highest step made durable by a
   CHECKPOINT_SAVE_END or ending a productive step span.
-- A step span that started with its last step (its first, when its end is
-  unknown) at or below the preserved step only redoes preserved work: where
+- A step span whose last step (its first, when its end is unknown) is at or
+  below the step preserved when it started only redoes preserved work: where
   it would become productive, it is `lost`. A span reaching past it is
   productive, and its ideal counts only its steps past the highest step
   already counted productive, so no step's ideal is counted twice.
