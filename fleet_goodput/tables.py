@@ -53,7 +53,8 @@ _FIGURE_DOCS = {
     "partial": "lifetime holding fewer chips than requested, × requested chips",
     "productive": "step time preserved by a checkpoint or the job's finish (serving: answered), × requested chips",
     "pending": "step time not yet preserved or lost at the as-of time, × requested chips",
-    "lost": "step time thrown away by a preemption, failure, cancel or restore, × requested chips",
+    "lost": "step time thrown away by a preemption, failure, cancel or restore, or redoing steps already "
+            "preserved, × requested chips",
     "data_wait": "all-allocated time waiting for input data, × requested chips",
     "compile": "all-allocated time compiling, × requested chips",
     "checkpoint_save": "all-allocated time saving checkpoints, × requested chips",
