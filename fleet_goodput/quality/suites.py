@@ -217,6 +217,10 @@ def jobs_suite(inputs: SuiteInputs) -> list:
                min_value=0, title="implicitly_closed_spans is not negative",
                why="A count of runtime spans closed without their END; below zero the writer mixed up counters. "
                    "Zero is the only bound the contract gives: how many are too many depends on the emitters."),
+        expect(gxe.ExpectColumnValuesToBeBetween, severity=CRITICAL, column="disruptions",
+               min_value=0, title="disruptions is not negative",
+               why="A count of events that cut or restarted a running attempt; the checkpoint advice divides by "
+                   "its sum. It once came out at -1 for every job that never got its chips (allocations - 1)."),
         expect(gxe.ExpectColumnProportionOfNonNullValuesToBeBetween, severity=WARNING, column="team",
                min_value=TEAM_COVERAGE_WARNING,
                title=f"at least {TEAM_COVERAGE_WARNING:.0%} of jobs name their team",
