@@ -215,11 +215,10 @@ class Store:
         self.undo_killed_run()
         return Transaction(self, self.latest(), uuid.uuid4().hex[:12])
 
-    def undo_killed_run(self) -> list[str]:
-        """Put every table a killed run moved back as the latest committed run left it; returns their
-        names. A table no committed run wrote is emptied. The caller holds the lock."""
+    def undo_killed_run(self) -> None:
+        """Put every table a killed run moved back as the latest committed run left it (a table no
+        committed run wrote is emptied). The caller holds the lock."""
         latest = self.latest()
-        moved = []
         for name, relative in table_paths().items():
             recorded = latest.versions.get(name) if latest else None
             table = self._delta(relative)
@@ -229,8 +228,6 @@ class Store:
                 write_deltalake(table, pa.schema(table.schema().to_arrow()).empty_table(), mode="overwrite")
             else:
                 table.restore(recorded)
-            moved.append(name)
-        return moved
 
     def undo_killed_run_if_idle(self) -> None:
         """For readers: if a killed run left tables ahead of the latest committed run and no run
