@@ -103,6 +103,27 @@ def test_every_table_exists_with_its_schema_from_the_first_run(worked):
         assert (frame.height == 0) == (name in ("rejected", "rejected_pending", "late")), name
 
 
+def test_a_reader_undoes_what_a_killed_run_left_but_leaves_a_run_in_progress_alone(worked, tmp_path):
+    """A run killed after committing job_window leaves that table a version ahead of its last run: the
+    next reader puts it back, so polars reads the committed rows; while a run holds the output, it waits."""
+    import polars as pl
+    from deltalake import DeltaTable, write_deltalake
+
+    from fleet_goodput.store import Store
+
+    output = tmp_path / "out"
+    shutil.copytree(worked / "out", output)
+    path = str(output / "tables" / "job_window")
+    committed = DeltaTable(path).to_pyarrow_table()
+    write_deltalake(path, committed, mode="append")  # what the killed run committed: every row again
+    with Store(output).lock():  # a run in progress
+        connect(output).close()
+        assert pl.read_delta(path).height == 2 * committed.num_rows
+    connect(output).close()
+    assert pl.read_delta(path).height == committed.num_rows
+    assert DeltaTable(path).version() > Store(output).latest().versions["job_window"]  # restored: a new version
+
+
 def test_sql_reads_an_earlier_run(worked, tmp_path, capsys):
     output = tmp_path / "out"
     shutil.copytree(worked / "out", output)
