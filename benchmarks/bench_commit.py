@@ -161,6 +161,10 @@ def main() -> None:
                 print(f"{table.name:<16} {way:<8} {len(files):>6} {mib:>7.2f} {rows:>8} {seconds:>18.3f}")
             replaced, merged = (pl.read_delta(str(root / way / table.name)).sort(list(table.key)) for way in WAYS[:2])
             assert replaced.equals(merged.select(replaced.columns)), f"{table.name}: replace and merge disagree"
+        current, appended = (pl.read_delta(str(root / way / "job_window"))["productive_chip_s"].sum()
+                             for way in ("replace", "append"))
+        print(f"\na plain sum of job_window.productive_chip_s over the appended table is "
+              f"{appended / current - 1:+.2%} off the latest figures")
 
 
 if __name__ == "__main__":
