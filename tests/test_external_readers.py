@@ -2,7 +2,8 @@
 
 A 3-day fleet arrives as three daily runs into one store, with late data: the
 runtime events of each day's last 40 minutes arrive with the next day's files
-(inside the allowed hour, so they revise windows an earlier run wrote).
+(inside the allowed hour, so they revise windows an earlier run wrote), and
+those of one earlier hour arrive a day late (beyond it: the `late` table).
 The latest version of every table is then read with `pl.read_delta` and with
 `deltalake.DeltaTable(...).to_pyarrow_table()`, and its row count and sums
 compared with the DuckDB views `mpg sql` reads; an earlier run's versions
@@ -34,13 +35,15 @@ pytestmark = pytest.mark.slow
 HOUR_US = 3600 * 1_000_000
 MIDNIGHTS = [START_US + d * 24 * HOUR_US for d in (1, 2)]
 ARRIVES_LATE_US = 40 * 60 * 1_000_000  # within the allowed lateness (1 h)
+TOO_LATE = [(m - 4 * HOUR_US, m - 3 * HOUR_US) for m in MIDNIGHTS]  # an hour delivered a day late
 
 
 def _delivery(stream: str, time_us: int) -> int:
     """Which daily run receives an event."""
     day = bisect.bisect_left(MIDNIGHTS, time_us)
-    if stream == "runtime" and day < len(MIDNIGHTS) and time_us > MIDNIGHTS[day] - ARRIVES_LATE_US:
-        return day + 1
+    if stream == "runtime" and day < len(MIDNIGHTS):
+        if time_us > MIDNIGHTS[day] - ARRIVES_LATE_US or TOO_LATE[day][0] < time_us <= TOO_LATE[day][1]:
+            return day + 1
     return day
 
 
@@ -90,9 +93,10 @@ def _assert_same(actual: dict, expected: dict) -> None:
         assert actual[column] == pytest.approx(value, rel=1e-12), column
 
 
-def test_late_data_revised_windows_an_earlier_run_wrote(store):
+def test_late_data_revised_earlier_windows_and_filled_the_late_table(store):
     output, outcomes = store
     assert [o.run.run_id for o in outcomes] == [1, 2, 3]
+    assert outcomes[-1].manifest["streams"]["runtime"]["late"] > 0
     path = f"{output}/tables/job_window"
     first, last = (pl.read_delta(path, version=o.run.versions["job_window"]) for o in (outcomes[0], outcomes[-1]))
     revised = first.join(last, on=["job_id", "window_start"], suffix="_now").filter(
