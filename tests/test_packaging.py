@@ -11,7 +11,7 @@ ROOT = Path(__file__).parents[1]
 
 # Installed for the views, the checks, the report and the importers, which
 # run where an output is read, never on a Dataflow worker or the launcher.
-NOT_ON_WORKERS = ("duckdb", "great_expectations", "scipy", "tqdm", "jinja2")
+NOT_ON_WORKERS = ("duckdb", "great_expectations", "scipy", "tqdm", "jinja2", "mistune")
 # What the launcher and the workers load: the launcher module (whose CommitRun
 # step runs on a worker), both pipelines and every transform.
 WORKER_MODULES = ("fleet_goodput.launcher", "fleet_goodput.pipelines.goodput", "fleet_goodput.pipelines.streaming", "fleet_goodput.transforms.read",

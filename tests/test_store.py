@@ -89,7 +89,7 @@ def test_sql_reads_an_earlier_run(worked, tmp_path, capsys):
 
 
 def test_the_default_as_of_is_the_latest_accepted_event_to_the_microsecond(tmp_path):
-    """An orphan event 30 days on is rejected, and does not move the as-of time (MPG.md section 3, Time);
+    """An orphan event 30 days on is rejected, and does not move the as-of time (docs/metric.md section 3, "Time and the as-of time");
     a FINISH at 580 s and 175 µs is the job's end, not an event after a millisecond-rounded as-of."""
     records = worked_example.records()
     records["runtime"].append({**records["runtime"][0], "event_id": "orphan", "job_id": "nobody",

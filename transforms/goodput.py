@@ -20,7 +20,7 @@ def to_job_window_row(result) -> dict:
     Ideal chip-time is only ever added with the profiled productive time it
     belongs to, so a window without any is one whose ideal is unknown (the job
     has no profiler sample, or nothing productive here has one): null, not 0
-    (MPG.md section 3, "Unknown and empty factors").
+    (docs/metric.md section 1, "Unknown and empty factors").
     """
     job_id, window_start_us, version_us, vector = result
     row = {"job_id": job_id, "window_start_us": window_start_us, "version_us": version_us}

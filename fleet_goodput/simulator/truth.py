@@ -1,4 +1,4 @@
-"""Ground truth: the chip-seconds MPG.md section 3 expects, from the simulated timeline.
+"""Ground truth: the chip-seconds docs/metric.md section 3 expects, from the simulated timeline.
 
 Computed from what the simulator decided (held chips over time, the runtime
 spans and their outcomes, the profiler samples), never from the events it
@@ -92,7 +92,7 @@ def _add_job(rows: dict, job: JobTimeline, horizon_us: int, peak: float, window_
 
 
 def _ideal(span, job: JobTimeline, peak: float) -> float:
-    """Ideal chip-seconds of a productive step span (MPG.md section 3).
+    """Ideal chip-seconds of a productive step span (docs/metric.md section 3).
 
     The pipeline takes ideal_flops from the job's latest sample at or before
     the span (else its first); the simulator gives every sample of a job the
