@@ -1,10 +1,13 @@
-"""What the Dataflow image installs: only what the launcher and the workers import, pinned like constraints.txt."""
+"""What the Dataflow image installs: only what the launcher and the workers import, pinned like constraints.txt;
+and what a wheel carries for a pip-installed user: the metric's specification that every report links."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
@@ -45,3 +48,28 @@ def test_the_worker_requirements_leave_out_what_workers_never_use():
 def test_the_worker_pins_agree_with_the_constraints():
     workers, everything = pins(ROOT / "requirements-dataflow.txt"), pins(ROOT / "constraints.txt")
     assert {name: version for name, version in workers.items() if everything.get(name) != version} == {}
+
+
+def test_the_wheel_carries_the_specification_its_reports_link(tmp_path):
+    """Built from a copy of the sources (a build writes beside them), installed by unpacking: the
+    installed package renders docs/metric.md, byte for byte the repository's, as the report's metric.html."""
+    source = tmp_path / "source"
+    for folder in ("fleet_goodput", "pipelines", "transforms", "schemas", "sql", "configs", "docs"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"),
+                            str(source)], capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("fleet_goodput-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("fleet_goodput/docs/metric.md") == (ROOT / "docs" / "metric.md").read_bytes()
+        archive.extractall(tmp_path / "installed")
+    code = ("import fleet_goodput; from fleet_goodput.report.render import render_specification; "
+            "print(fleet_goodput.__file__); print(render_specification(period_name='p'))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                         env={"PYTHONPATH": str(tmp_path / "installed"), "PATH": ""})
+    assert run.returncode == 0, run.stderr[-2000:]
+    location, page = run.stdout.split("\n", 1)
+    assert location.startswith(str(tmp_path / "installed")), "the unpacked wheel, not the checkout"
+    assert '<h2 id="6-what-each-loss-points-to">6. What each loss points to</h2>' in page
