@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -73,3 +74,15 @@ def test_the_wheel_carries_the_specification_its_reports_link(tmp_path):
     location, page = run.stdout.split("\n", 1)
     assert location.startswith(str(tmp_path / "installed")), "the unpacked wheel, not the checkout"
     assert '<h2 id="6-what-each-loss-points-to">6. What each loss points to</h2>' in page
+
+
+
+def test_the_image_copies_every_folder_the_package_is_built_from():
+    """`pip install .` in the Dockerfile fails on a package folder it was not given, and ships none of its data."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    copies = [line.split()[1:] for line in (ROOT / "Dockerfile").read_text().splitlines()
+              if line.startswith("COPY ") and "--from" not in line]
+    sources = {source for *from_paths, _destination in copies for source in from_paths}
+    for package, folder in {"fleet_goodput": "fleet_goodput", **setuptools["package-dir"]}.items():
+        needed = ["__init__.py", *setuptools["package-data"].get(package, [])]
+        assert folder in sources or all(f"{folder}/{name}" in sources for name in needed), package
