@@ -74,6 +74,8 @@ def test_the_wheel_carries_the_specification_its_reports_link(tmp_path):
     location, page = run.stdout.split("\n", 1)
     assert location.startswith(str(tmp_path / "installed")), "the unpacked wheel, not the checkout"
     assert '<h2 id="6-what-each-loss-points-to">6. What each loss points to</h2>' in page
+    project_version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert f"fleet-goodput {project_version}, the version that made the report" in page
 
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import timezone
+from importlib.metadata import version
 
 import jinja2
 import markupsafe
 
-from fleet_goodput import __version__
 from fleet_goodput.report import charts
 from fleet_goodput.report.figures import BADPUT, DIMENSIONS, FACTORS
 from fleet_goodput.report.specification import LEVERS_SECTION, MODEL_SECTION, SPECIFICATION_PAGE, specification_html
@@ -253,4 +253,4 @@ def render_job(detail: dict, *, period_name: str, window_s: int) -> str:
 def render_specification(*, period_name: str) -> str:
     """docs/metric.md as the page the report's links point to (specification.py)."""
     return _ENVIRONMENT.get_template("specification.html.j2").render(
-        period_name=period_name, version=__version__, body=markupsafe.Markup(specification_html()))
+        period_name=period_name, version=version("fleet-goodput"), body=markupsafe.Markup(specification_html()))
