@@ -37,6 +37,7 @@ COPY transforms transforms
 COPY schemas schemas
 COPY configs configs
 COPY sql sql
+COPY docs/__init__.py docs/metric.md docs/
 COPY templates/launch.py templates/launch.py
 # --no-deps: everything the launcher and the workers need is pinned above; a
 # resolver here could drift. (pip check would now flag the project's own

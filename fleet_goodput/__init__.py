@@ -1,4 +1,4 @@
-"""fleet-goodput: ML Productivity Goodput for accelerator fleets (see shared MPG.md).
+"""fleet-goodput: ML Productivity Goodput for accelerator fleets (specified in docs/metric.md).
 
 The command line is `mpg` (fleet_goodput/cli.py). From Python, for example in
 a notebook (fleet_goodput/api.py):

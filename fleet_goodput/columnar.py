@@ -116,7 +116,8 @@ def _records_in_whole_blocks(stream: str, data: bytes) -> int | None:
     try:
         header = fastavro.schemaless_reader(handle, HEADER_SCHEMA)
         writer = fastavro.parse_schema(json.loads(header["meta"]["avro.schema"]), named_schemas={})
-        if writer != schemas.load(stream) or tuple(f["name"] for f in writer["fields"]) != KNOWN_FIELDS[stream]:
+        if _without_docs(writer) != _without_docs(schemas.load(stream)) \
+                or tuple(f["name"] for f in writer["fields"]) != KNOWN_FIELDS[stream]:
             return None
         records, position = 0, handle.tell()
         while position < len(data):
@@ -129,6 +130,16 @@ def _records_in_whole_blocks(stream: str, data: bytes) -> int | None:
     except Exception:  # noqa: BLE001 - an unreadable header or block is the reference path's to describe
         return None
     return records
+
+
+def _without_docs(schema):
+    """A parsed schema without its `doc` strings. No byte of a record depends on them, and a
+    writer's copy of the contract may word them differently (an older copy, another language)."""
+    if isinstance(schema, dict):
+        return {key: _without_docs(value) for key, value in schema.items() if key != "doc"}
+    if isinstance(schema, list):
+        return [_without_docs(item) for item in schema]
+    return schema
 
 
 def _read_long(data: bytes, position: int) -> tuple[int, int]:

@@ -20,7 +20,7 @@ class ConfigError(ValueError):
 
 
 # Precisions a catalogue entry may give a peak for, and a profiler sample may
-# name. A sample that names none ran in bf16 (MPG.md section 2).
+# name. A sample that names none ran in bf16 (docs/metric.md section 2).
 PRECISIONS = ("bf16", "fp8", "fp4")
 DEFAULT_PRECISION = "bf16"
 

@@ -2,7 +2,7 @@
 
 Decoded Avro records are validated and reduced to `Event` tuples right after
 reading: Beam's cost is per element and per byte, so what is shuffled is kept
-to what the timeline needs. Field meanings follow MPG.md section 2.
+to what the timeline needs. Field meanings follow docs/metric.md section 2.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""From one job's events to chip-seconds per category and window (MPG.md section 3).
+"""From one job's events to chip-seconds per category and window (docs/metric.md section 3).
 
 `JobTimeline` is a state machine fed with a job's events in event-time order. It
 sweeps time forward, attributing each stretch between two events to exactly
@@ -59,13 +59,13 @@ CATEGORIES = (
 ALL_ALLOCATED = CATEGORIES[2:]
 # Further integer chip-microsecond figures carried in the same vector. The two
 # totals are accumulated on their own, not summed from the categories, so that
-# conservation (MPG.md section 3) is a check with teeth rather than a tautology.
+# conservation (docs/metric.md section 3) is a check with teeth rather than a tautology.
 EXTRA_FIGURES = ("lifetime", "all_allocated", "held", "partial_held", "clipped_runtime", "profiled_productive")
 FIGURES = CATEGORIES + EXTRA_FIGURES
 IDEAL = len(FIGURES)  # index of ideal chip-seconds, the one float in the vector
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
 
-# Runtime span kinds, in the precedence MPG.md gives for overlapping spans.
+# Runtime span kinds, in the precedence docs/metric.md section 3 gives for overlapping spans.
 SPAN_PRECEDENCE = ("data_wait", "compile", "step", "checkpoint_save", "checkpoint_restore", "init")
 _SPAN_OF_NAME = {
     "DATA_WAIT": "data_wait", "COMPILE": "compile", "STEP": "step",
@@ -275,7 +275,7 @@ class JobTimeline:
         self.held = chips
         if code == "PREEMPT" and chips < requested:
             self._resolve_all("lost")
-            self._close_open_spans()  # a disruption ends every span left open (MPG.md section 3)
+            self._close_open_spans()  # a disruption ends every span left open (docs/metric.md section 3)
         elif chips == 0:
             self._close_open_spans()  # the attempt is over: nothing runs on zero chips
         return None
@@ -466,7 +466,7 @@ class JobTimeline:
         step time so far is reported as pending (to be moved when it resolves).
 
         Until the job has a profiler sample, productive pieces keep their ideal
-        back: a later first sample still applies to them (MPG.md section 3,
+        back: a later first sample still applies to them (docs/metric.md section 3,
         "the first sample for spans before it"). Closing settles them.
         """
         if provisional:

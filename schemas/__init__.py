@@ -1,4 +1,4 @@
-"""Avro schemas of the telemetry contract (MPG.md section 2), version 1.
+"""Avro schemas of the telemetry contract (docs/metric.md section 2), version 1.
 
 `load(stream)` returns the parsed schema, used both to write and (as the
 reader schema) to read, so a file written with an incompatible schema fails

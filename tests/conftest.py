@@ -41,7 +41,7 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def worked_example_run(tmp_path_factory) -> tuple[Path, Path]:
-    """The worked example's telemetry (MPG.md section 4) and `mpg run`'s output over it, once per test worker.
+    """The worked example's telemetry (docs/metric.md section 4) and `mpg run`'s output over it, once per test worker.
 
     Several files need exactly this output: each works on its own copy (`shutil.copytree`), so the pipeline
     runs once per worker instead of once per file."""

@@ -89,7 +89,7 @@ def test_each_rejection_has_its_specific_reason(dirty):
     assert reasons[("scheduler", "neg")] == "negative chips (-8) on ALLOCATE"
     assert reasons[("profiler", "zero")] == "duration_s must be a positive finite number, got 0.0"
     file_level = sorted((reason.split(" (")[0].split(":")[0], records) for stream, event_id, reason, records in rows if event_id == "-")
-    assert file_level == [("truncated Avro block at byte 1250", 2),
+    assert file_level == [("truncated Avro block at byte 1258", 2),
                           ("written with a schema that does not resolve to the runtime v1 schema", 3)]
 
 

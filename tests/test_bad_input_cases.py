@@ -1,7 +1,7 @@
 """Hostile and careless input, case by case (issue 10): each case a crafted Avro file.
 
 Every case owns a prefix (`c01`, …): its good job is the worked example of
-MPG.md section 4 under job id `c01`, on its own cluster `c01` with its own
+docs/metric.md section 4 under job id `c01`, on its own cluster `c01` with its own
 CAPACITY, and its bad records carry ids starting `c01-`. All cases' files
 go into ONE input folder and one `mpg run` (one pipeline run keeps the suite
 fast); a clean run of the worked example alone is the baseline. For every case:
@@ -557,7 +557,7 @@ def test_a_job_id_spelling_a_capacity_key_is_just_a_job(dirty):
     (0.0, 0.0, 0.0, 0.0, None),  # no base at all
 ], ids=["unknown", "empty", "empty-profiled", "covered", "half-covered", "no-base"])
 def test_mpg_of_unknown_and_empty_groups(ideal, productive, profiled, base, expected):
-    """MPG.md section 3, "Unknown and empty factors", as the views' mpg() macro computes it."""
+    """docs/metric.md section 1, "Unknown and empty factors", as the views' mpg() macro computes it."""
     connection = duckdb.connect()
     connection.execute(view_sql("derived/macros.sql"))
     (got,) = connection.execute("select mpg(?::double, ?::double, ?::double, ?::double)",

@@ -202,6 +202,17 @@ def test_an_older_writer_schema_is_resolved_by_the_reference():
     _assert_same_as_reference("runtime", data)
 
 
+def test_a_writer_schema_worded_differently_takes_the_fast_path():
+    """Docs are no part of the bytes: a writer whose copy of the contract words them differently
+    (an older copy of this project's schemas, say) is read by the fast path all the same."""
+    reworded = schemas.schema_json("profiler")
+    reworded = {**reworded, "doc": "a writer's own wording",
+                "fields": [{**field, "doc": f"about {field['name']}"} for field in reworded["fields"]]}
+    data = _file("profiler", [_profile(n) for n in range(10)], schema=fastavro.parse_schema(reworded, named_schemas={}))
+    assert _clean_columns("profiler", data) is not None
+    _assert_same_as_reference("profiler", data)
+
+
 def test_empty_file_and_garbage():
     _assert_same_as_reference("runtime", _file("runtime", []))
     _assert_same_as_reference("profiler", b"not an avro file at all")

@@ -17,9 +17,9 @@ from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.common import Options, SourceError, write_import
 from fleet_goodput.views import connect
 
-# The real public samples (see shared/data/README.md); CI has shared/ beside the checkout.
-SHARED_DATA = Path(__file__).parents[2] / "shared" / "data"
 FIXTURES = Path(__file__).parent / "data"
+# The real public samples, each with its licence and source (tests/data/public/README.md).
+PUBLIC_DATA = FIXTURES / "public"
 SETTINGS = load_settings()
 
 
@@ -62,10 +62,10 @@ MGM_FLAGS = {"accelerator": "tpu-v5e", "chips": 16}
 
 
 @pytest.mark.parametrize("name, source, flags", [
-    ("philly", SHARED_DATA / "philly", {"limit": 200}),
-    ("openb", SHARED_DATA / "openb", {"limit": 500}),
-    ("mlperf", SHARED_DATA / "mlperf", {}),
-    ("kineto", SHARED_DATA / "kineto", {}),
+    ("philly", PUBLIC_DATA / "philly", {"limit": 200}),
+    ("openb", PUBLIC_DATA / "openb", {"limit": 500}),
+    ("mlperf", PUBLIC_DATA / "mlperf", {}),
+    ("kineto", PUBLIC_DATA / "kineto", {}),
     ("mgm", MGM_LOG, MGM_FLAGS),
 ])
 def test_same_input_gives_byte_identical_output(tmp_path, name, source, flags):
@@ -124,10 +124,10 @@ def _corrupt_mgm(root):
 
 
 @pytest.mark.parametrize("name, source, corrupt, flags", [
-    ("philly", SHARED_DATA / "philly", _corrupt_philly, {}),
-    ("openb", SHARED_DATA / "openb", _corrupt_openb, {}),
-    ("mlperf", SHARED_DATA / "mlperf", _corrupt_mlperf, {}),
-    ("kineto", SHARED_DATA / "kineto", _corrupt_kineto, {}),
+    ("philly", PUBLIC_DATA / "philly", _corrupt_philly, {}),
+    ("openb", PUBLIC_DATA / "openb", _corrupt_openb, {}),
+    ("mlperf", PUBLIC_DATA / "mlperf", _corrupt_mlperf, {}),
+    ("kineto", PUBLIC_DATA / "kineto", _corrupt_kineto, {}),
     ("mgm", MGM_LOG, _corrupt_mgm, MGM_FLAGS),
 ])
 def test_truncated_source_names_file_and_line_and_writes_nothing(tmp_path, name, source, corrupt, flags):
@@ -144,7 +144,7 @@ def test_truncated_source_names_file_and_line_and_writes_nothing(tmp_path, name,
 
 
 def test_cli_reports_a_corrupt_source_and_leaves_no_output(tmp_path, capsys):
-    root = _copy(SHARED_DATA / "philly", tmp_path)
+    root = _copy(PUBLIC_DATA / "philly", tmp_path)
     _corrupt_philly(root)
     assert main(["import", "philly", str(root), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
@@ -170,8 +170,8 @@ def test_mgm_requires_accelerator_and_chips(tmp_path):
 
 
 @pytest.mark.parametrize("name, folder, file_name", [
-    ("philly", SHARED_DATA / "philly", "jobs.json"),
-    ("openb", SHARED_DATA / "openb", "openb_pod_list_default.csv"),
+    ("philly", PUBLIC_DATA / "philly", "jobs.json"),
+    ("openb", PUBLIC_DATA / "openb", "openb_pod_list_default.csv"),
 ])
 def test_cli_accepts_the_main_file_as_well_as_its_folder(tmp_path, capsys, name, folder, file_name):
     """`mpg import philly PATH/jobs.json` once failed with `…/jobs.json/jobs.json: missing`."""

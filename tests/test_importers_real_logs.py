@@ -1,6 +1,6 @@
 """Real logs as they come (issue 10, "Real logs"): a run that died, blocks whose
 counts repeat, FP8 runs, Kineto metadata at ts 0, CPU-only traces, OpenB GPU
-constraints. Each case is a small source cut from the shared samples at test
+constraints. Each case is a small source cut from the public samples at test
 time (MLPerf: Apache-2.0, Kineto: MIT) or written by hand."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 
 from fleet_goodput.importers.common import CAVEATS_FILE
 from fleet_goodput.importers.mlperf import _precision, _records
-from test_importers_common import SHARED_DATA, by_job, import_to, rejected_rows, run_and_read
+from test_importers_common import PUBLIC_DATA, by_job, import_to, rejected_rows, run_and_read
 
-MLPERF = SHARED_DATA / "mlperf"
+MLPERF = PUBLIC_DATA / "mlperf"
 MI300X_SYSTEM = "AMD__MI300X_EPYC_9575F_pytorch_llama2_70b"
 MI300X_RUN = f"{MI300X_SYSTEM}__llama2_70b_lora__result_0"
 DELL_SYSTEM = "Dell__1xXE9680Lx8B200-SXM-180GB"
@@ -214,7 +214,7 @@ def test_kineto_cpu_only_trace_is_rejected_even_with_an_accelerator_flag(tmp_pat
 def test_openb_gpu_spec_maps_to_catalogue_keys_and_reports_what_cannot(tmp_path):
     source = tmp_path / "openb"
     source.mkdir()
-    shutil.copy(SHARED_DATA / "openb" / "openb_node_list_gpu_node.csv", source)
+    shutil.copy(PUBLIC_DATA / "openb" / "openb_node_list_gpu_node.csv", source)
     header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
     pods = ["p-any,1000,1024,1,1000,,LS,Succeeded,0,100,10",
             "p-nan,1000,1024,1,1000,nan,LS,Succeeded,0,100,10",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from test_importers_common import FIXTURES, SHARED_DATA, by_job, import_to, rejected_rows, run_and_read
+from test_importers_common import FIXTURES, PUBLIC_DATA, by_job, import_to, rejected_rows, run_and_read
 
-MLPERF, KINETO = SHARED_DATA / "mlperf", SHARED_DATA / "kineto"
+MLPERF, KINETO = PUBLIC_DATA / "mlperf", PUBLIC_DATA / "kineto"
 MI300X_RUN = "AMD__MI300X_EPYC_9575F_pytorch_llama2_70b__llama2_70b_lora__result_0"
 LLAMA_405B_RUN = "NVIDIA__hsg_ngpu2560_ngc25.09_nemo__llama31_405b__result_0"
 V100_TRACE = "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace"

@@ -9,9 +9,9 @@ import pytest
 
 from fleet_goodput.importers.common import MICROS, utc_us
 from fleet_goodput.timeutil import parse_time_us
-from test_importers_common import SETTINGS, SHARED_DATA, by_job, import_to, rejected_rows, run_and_read
+from test_importers_common import PUBLIC_DATA, SETTINGS, by_job, import_to, rejected_rows, run_and_read
 
-PHILLY, OPENB = SHARED_DATA / "philly", SHARED_DATA / "openb"
+PHILLY, OPENB = PUBLIC_DATA / "philly", PUBLIC_DATA / "openb"
 PHILLY_JOB = "application_1506638472019_14164"  # 4 GPUs, three attempts (second record of jobs.json)
 TRACE_START = parse_time_us("2023-01-01T00:00:00Z")
 

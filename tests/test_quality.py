@@ -1,7 +1,7 @@
 """`mpg validate`: the suites pass on real pipeline output and name what breaks.
 
 Outputs come from the real pipeline on small data: the worked example of
-MPG.md section 4, and a three-day fleet written here (two clusters, training
+docs/metric.md section 4, and a three-day fleet written here (two clusters, training
 with checkpoints and a preemption, serving across midnight, a job without a
 team, an event on an unknown accelerator). Corruptions are made on copies.
 `build_outputs` is shared with test_report.py so the pipeline runs once.

@@ -26,6 +26,7 @@ from fleet_goodput.quality.batches import open_views
 from fleet_goodput.quality.period import Period
 from fleet_goodput.report.figures import checkpoint_advice
 from fleet_goodput.report.advice import ClassMeasures, advise, best_interval, model_rg
+from fleet_goodput.report.specification import SPECIFICATION_PAGE, section_id
 from test_quality import build_outputs, commit_change, pristine_copy, rewrite_partition
 
 pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
@@ -204,6 +205,26 @@ def test_data_quality_summary_is_in_the_report(published):
     assert quality["passed"]
     link = re.search(r'href="([^"]+)">data-quality index', page).group(1)
     assert (published.parent / link).resolve().exists()
+
+
+def test_every_link_of_the_report_resolves_in_its_folder(published):
+    """The pages link each other, the CSVs, the Data Docs and the metric's specification,
+    which the report carries (metric.html, from the installed package's docs/metric.md)."""
+    folder = published.parent
+    pages = [published, folder / SPECIFICATION_PAGE, *sorted((folder / "jobs").glob("*.html"))]
+    specification_links = 0
+    for page in pages:
+        for link in re.findall(r'href="([^"]+)"', page.read_text()):
+            path, _, anchor = link.partition("#")
+            target = (page.parent / path).resolve() if path else page
+            assert target.is_file(), f"{page.name}: {link}"
+            if anchor:
+                assert f'id="{anchor}"' in target.read_text(), f"{page.name}: {link}"
+            specification_links += path.endswith(SPECIFICATION_PAGE)
+    assert specification_links >= 3 + 10, "the report links the specification three times, each job page once"
+    specification = (folder / SPECIFICATION_PAGE).read_text()
+    for heading in re.findall(r"^## (.+)$", (Path(__file__).parents[1] / "docs" / "metric.md").read_text(), re.M):
+        assert f'<h2 id="{section_id(heading)}">{heading}</h2>' in specification
 
 
 def test_rerun_replaces_the_period_report(published, outputs):

@@ -1,4 +1,4 @@
-"""`mpg run` end to end on the worked example of MPG.md section 4, as Avro files."""
+"""`mpg run` end to end on the worked example of docs/metric.md section 4, as Avro files."""
 
 from __future__ import annotations
 

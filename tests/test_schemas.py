@@ -54,7 +54,7 @@ def test_every_stream_has_passing_and_failing_examples():
 
 @pytest.mark.parametrize("stream", schemas.STREAMS)
 def test_new_fields_have_defaults_so_version_1_readers_keep_working(stream):
-    """Schemas evolve only by adding fields with defaults (MPG.md section 2):
+    """Schemas evolve only by adding fields with defaults (docs/metric.md section 2):
     every optional field of v1 carries a default."""
     for field in schemas.schema_json(stream)["fields"]:
         if isinstance(field["type"], list) and "null" in field["type"]:
@@ -62,7 +62,7 @@ def test_new_fields_have_defaults_so_version_1_readers_keep_working(stream):
 
 
 def test_profiler_files_written_before_the_precision_field_still_read_as_bf16(tmp_path):
-    """`precision` was added to the profiler schema with a default (MPG.md section 2):
+    """`precision` was added to the profiler schema with a default (docs/metric.md section 2):
     a file written with the schema as it was before reads, each sample with precision None."""
     old_schema = fastavro.parse_schema(json.loads((FIXTURES / "profiler_event.v1-before-precision.avsc").read_text()))
     assert "precision" not in {field["name"] for field in old_schema["fields"]}

@@ -66,7 +66,7 @@ def test_chip_seconds_per_job_window_and_category_equal_the_truth(fleet):
 
 
 def test_ideal_is_null_only_without_a_profile_and_0_with_one_and_nothing_productive(fleet, request):
-    """MPG.md section 3, "Unknown and empty factors", per window (job_window_enriched, what every mart sums)
+    """docs/metric.md section 1, "Unknown and empty factors", per window (job_window_enriched, what every mart sums)
     and per job (job_goodput): null and 0 are different answers, so they are compared as such."""
     _, _, root = fleet
     truth = root / "telemetry/truth/job_window.parquet"

@@ -1,6 +1,6 @@
 """An output remembers its settings: every reader and every later run uses those its first run stored.
 
-The worked example (MPG.md section 4) runs once with custom size classes; job j1
+The worked example (docs/metric.md section 4) runs once with custom size classes; job j1
 asks for 8 chips, so it is `big` there and `1-8` under the defaults, which is
 what every reader is checked for. Runs that must be refused are refused before
 any pipeline starts; the few that commit add one capacity event to it.

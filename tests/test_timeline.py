@@ -1,4 +1,4 @@
-"""The timeline arithmetic (MPG.md section 3) without Beam: one job at a time."""
+"""The timeline arithmetic (docs/metric.md section 3) without Beam: one job at a time."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ CASES = {
     "a still-running job ends at the as-of time": (
         lambda: [submit(), ev(100, "ALLOCATE", 8)],
         250, {"queued": 100, "idle": 150}),
-    # MPG.md section 3: a span left open is closed by the first disruption.
+    # docs/metric.md section 3: a span left open is closed by the first disruption.
     # Here a PREEMPT to partial closes the open step span (its time is lost)
     # and the init span; back on all chips, nothing is reported: idle.
     "a PREEMPT below the request closes the spans left open": (
@@ -227,7 +227,7 @@ def test_an_event_id_carried_by_two_events_is_a_conflict_whatever_the_order(shuf
 
 
 def test_unknown_ideal_is_null_and_empty_productive_time_is_zero():
-    """MPG.md section 3, "Unknown and empty factors", on job_window rows."""
+    """docs/metric.md section 1, "Unknown and empty factors", on job_window rows."""
     from fleet_goodput.transforms.goodput import to_job_window_row
 
     steps = [ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 1), ev(10, "FINISH")]

@@ -1,4 +1,4 @@
-"""MPG.md section 4, the worked example, as events (shared by several tests).
+"""docs/metric.md section 4, the worked example, as events (shared by several tests).
 
 Job j1, TRAINING, 8 chips of tpu-v5e (197 TFLOP/s); times in seconds after T0.
 """
@@ -33,7 +33,7 @@ TIMELINE = [
     (580, "scheduler", "FINISH", {}),
 ]
 
-# Wall-clock seconds per category, from MPG.md section 4 (chip-seconds are these x 8).
+# Wall-clock seconds per category, from docs/metric.md section 4 (chip-seconds are these x 8).
 EXPECTED_SECONDS = {
     "lifetime": 580, "queued": 200, "partial": 0, "all_allocated": 380,
     "init": 30, "compile": 60, "checkpoint_save": 10, "checkpoint_restore": 20,

@@ -32,12 +32,12 @@ caveats per format: docs/importers.md.
 """
 
 EPILOG = """\
-examples:
-  mpg import philly ../shared/data/philly --out philly/ && mpg run --input philly/ --output philly-out/
-  mpg import openb ../shared/data/openb --out openb/ --limit 500
-  mpg import mlperf ../shared/data/mlperf --out mlperf/
-  mpg import kineto ../shared/data/kineto --out kineto/
-  mpg import mgm goodput-log.jsonl --out mgm/ --accelerator tpu-v5p --chips 256
+examples, from a checkout of fleet-goodput (public samples with their licences in tests/data/public):
+  mpg import philly tests/data/public/philly --out philly/ && mpg run --input philly/ --output philly-out/
+  mpg import openb tests/data/public/openb --out openb/ --limit 500
+  mpg import mlperf tests/data/public/mlperf --out mlperf/
+  mpg import kineto tests/data/public/kineto --out kineto/
+  mpg import mgm tests/data/mgm_goodput_log.jsonl --out mgm/ --accelerator tpu-v5e --chips 16
 """
 
 

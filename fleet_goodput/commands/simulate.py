@@ -22,7 +22,7 @@ training, serving and batch-inference jobs with queueing, partial allocation,
 preemption, failures and checkpoints) and write what a real fleet would emit:
 
   DIR/scheduler/part-*.avro, DIR/runtime/part-*.avro, DIR/profiler/part-*.avro
-      telemetry per MPG.md section 2, shuffled across files (not in time order);
+      telemetry per docs/metric.md section 2, shuffled across files (not in time order);
   DIR/truth/job_window.parquet, jobs.parquet, capacity_window.parquet, truth.json
       the chip-seconds the pipeline should compute, derived from the simulated
       timeline rather than from the events, for testing the pipeline against.

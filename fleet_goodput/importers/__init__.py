@@ -1,4 +1,4 @@
-"""Importers of public telemetry into the Avro streams of the contract (MPG.md section 2).
+"""Importers of public telemetry into the Avro streams of the contract (docs/metric.md section 2).
 
 Each module reads one source format into an `Imported` (common.py) with
 `read(source, options)`; `mpg import FORMAT SOURCE --out DIR` writes it with

@@ -9,7 +9,7 @@ Each expectation says what it checks (`description`, shown in Data Docs and in
 - warning: the numbers hold but a reader should know (printed, and shown in
   the report's data-quality section).
 
-Thresholds come from the metric's definition (MPG.md) and float arithmetic,
+Thresholds come from the metric's definition (docs/metric.md) and float arithmetic,
 never from profiling one run. The frames validated here are built in
 batches.py; the derived columns they carry are named in the expectations.
 """
@@ -149,14 +149,14 @@ def job_window_suite(inputs: SuiteInputs) -> list:
         expect(gxe.ExpectColumnValuesToBeBetween, severity=CRITICAL, column="lifetime_conservation_error",
                min_value=0, max_value=FLOAT_TOLERANCE,
                title="chip-seconds conserved: lifetime = queued + partial + all_allocated",
-               why="MPG.md section 3: every instant of a job's life is in exactly one scheduling state. The "
+               why="docs/metric.md section 3: every instant of a job's life is in exactly one scheduling state. The "
                    "tolerance (relative to the row's lifetime) covers float64 rounding of exact integer "
                    "chip-microseconds, see FLOAT_TOLERANCE."),
         expect(gxe.ExpectColumnValuesToBeBetween, severity=CRITICAL, column="all_allocated_conservation_error",
                min_value=0, max_value=FLOAT_TOLERANCE,
                title="chip-seconds conserved: all_allocated = productive + pending + lost + data_wait + compile "
                      "+ checkpoint_save + checkpoint_restore + init + idle",
-               why="MPG.md section 3: every all-allocated instant is in exactly one runtime category, so RG's "
+               why="docs/metric.md section 3: every all-allocated instant is in exactly one runtime category, so RG's "
                    "numerator and the badput breakdown add up to its denominator. Same float tolerance as above."),
         *non_negative,
         expect(gxe.ExpectColumnPairValuesAToBeGreaterThanB, severity=CRITICAL, column_A="productive_chip_s",
@@ -187,14 +187,14 @@ def jobs_suite(inputs: SuiteInputs) -> list:
         _one_row_per_key(JOBS),
         expect(gxe.ExpectColumnValuesToBeInSet, severity=CRITICAL, column="status", value_set=STATUSES,
                title="status is FINISHED, FAILED, CANCELLED or RUNNING",
-               why="The job states MPG.md section 2 defines; anything else is a writer bug."),
+               why="The job states docs/metric.md section 2 defines; anything else is a writer bug."),
         expect(gxe.ExpectColumnValuesToBeInSet, severity=CRITICAL, column="workload", value_set=WORKLOADS,
                title="workload is one of the contract's enum values (or null)",
                why="The telemetry contract's enum; the by-workload section would show a bogus segment."),
         expect(gxe.ExpectColumnValuesToBeInSet, severity=CRITICAL, column="accelerator",
                value_set=list(inputs.accelerators),
                title="accelerator is in the catalogue",
-               why="Events naming an unknown accelerator are rejected upstream (MPG.md section 2); one here "
+               why="Events naming an unknown accelerator are rejected upstream (docs/metric.md section 2); one here "
                    "means a job's ideal chip-time used no known peak."),
         expect(gxe.ExpectColumnValuesToBeBetween, severity=CRITICAL, column="requested_chips", min_value=1,
                title="requested_chips is at least 1",
@@ -295,7 +295,7 @@ def manifest_suite(inputs: SuiteInputs) -> list:
                why="The rejected table is where a rejection's reason is kept; a count without its rows (or rows "
                    "without a count) means a partition was lost or written twice."),
         expect(gxe.ExpectColumnValuesToBeInSet, severity=CRITICAL, column="stream", value_set=STREAMS,
-               title="the manifest covers the contract's streams", why="The three streams of MPG.md section 2."),
+               title="the manifest covers the contract's streams", why="The three streams of docs/metric.md section 2."),
         expect(gxe.ExpectColumnValuesToBeInSet, severity=CRITICAL, column="schema_version", value_set=[1],
                title="the telemetry schema version is 1",
                why="The suites and views are written for version 1; a new major version needs its own review."),
@@ -318,7 +318,7 @@ def views_suite(inputs: SuiteInputs) -> list:
         expect(gxe.ExpectColumnValuesToBeBetween, severity=CRITICAL, column=factor, min_value=0,
                max_value=1 + FLOAT_TOLERANCE,
                title=f"{factor.upper()} is in [0, 1] on every view row",
-               why="Each factor is a ratio of a part to its whole (MPG.md section 1); above 1 means the whole "
+               why="Each factor is a ratio of a part to its whole (docs/metric.md section 1); above 1 means the whole "
                    "is missing chip-time (e.g. capacity below the chips jobs held) or ideal FLOPs exceed the "
                    "peak. The upper bound allows 1e-9 relative (FLOAT_TOLERANCE): the sums are float64 added "
                    "in no fixed order, so a full cluster's SG can be 1 plus a few ulps; SG = 1.01 still fails. "

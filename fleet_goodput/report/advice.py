@@ -1,4 +1,4 @@
-"""Checkpoint-interval advice from measured chip-time (MPG.md section 5).
+"""Checkpoint-interval advice from measured chip-time (docs/metric.md section 5).
 
 With checkpoint interval C, blocking save cost s, mean run time between
 disruptions M and time to resume t_rm, Young/Daly's steady state gives
@@ -65,7 +65,7 @@ class Advice:
 
 
 def model_rg(interval_s: float, save_cost_s: float, mtbf_s: float, resume_s: float) -> float:
-    """MPG.md section 5's steady-state RG (the checkpoint-related part), 0 where the model breaks down."""
+    """docs/metric.md section 5's steady-state RG (the checkpoint-related part), 0 where the model breaks down."""
     if interval_s <= 0 or interval_s >= 2 * mtbf_s:
         return 0.0
     return max(0.0, (1 - save_cost_s / interval_s) * (mtbf_s - interval_s / 2) / (mtbf_s + resume_s))

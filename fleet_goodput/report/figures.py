@@ -2,7 +2,7 @@
 
 The factors have one definition, the `goodput_factors` macro of
 sql/derived/macros.sql. A period's factors are that macro applied to the sums
-of the marts' chip-seconds over the period's days (ratios of sums, MPG.md
+of the marts' chip-seconds over the period's days (ratios of sums, docs/metric.md
 section 1); per-day and per-window rows are the marts' own rows. Fleet and
 cluster figures use the capacity base (fleet_daily, fleet_by_window,
 badput_daily's capacity rows), segment and job figures the demand base

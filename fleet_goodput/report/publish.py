@@ -1,5 +1,5 @@
 """Writing a period's report: OUTPUT/reports/<period>/index.html, a page per worst job
-under jobs/, and the figures as CSV.
+under jobs/, the figures as CSV, and the metric's specification (metric.html) the pages link to.
 
 CSV cells are made safe for spreadsheets (spreadsheet.py).
 
@@ -24,7 +24,8 @@ from fleet_goodput.report import figures as report_figures
 from fleet_goodput.report.figures import job_detail, previous_period
 from fleet_goodput.store import Store
 from fleet_goodput.stored_settings import settings_of
-from fleet_goodput.report.render import job_page_name, render_job, render_report
+from fleet_goodput.report.render import job_page_name, render_job, render_report, render_specification
+from fleet_goodput.report.specification import SPECIFICATION_PAGE
 from fleet_goodput.report.spreadsheet import write_csv
 
 REPORTS_DIR = "reports"
@@ -79,6 +80,7 @@ def publish_report(output_dir: str | Path, period: Period, settings: Settings, q
                          output=str(output_dir), quality=json.loads(summary_path.read_text()),
                          quality_link=os.path.relpath(quality.docs_index, final), csv_files=csv_files)
     (staging / REPORT_FILE).write_text(page, encoding="utf-8")
+    (staging / SPECIFICATION_PAGE).write_text(render_specification(period_name=period.name), encoding="utf-8")
     _swap_in(staging, final)
     return final / REPORT_FILE
 

@@ -1,6 +1,7 @@
 """The report's pages from jinja2 templates (templates/), with autoescaping on.
 
-`render_report` lays out the period's figures; `render_job` one job's page.
+`render_report` lays out the period's figures; `render_job` one job's page;
+`render_specification` the metric's specification that both link to.
 Both only arrange rows and chart geometry (charts.py) for the templates:
 every string from the data reaches the page through autoescaping, so a job id
 or team like `<script>` shows as text. Pages are self-contained: inline CSS,
@@ -12,14 +13,17 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import timezone
+from importlib.metadata import version
 
 import jinja2
+import markupsafe
 
 from fleet_goodput.report import charts
 from fleet_goodput.report.figures import BADPUT, DIMENSIONS, FACTORS
+from fleet_goodput.report.specification import LEVERS_SECTION, MODEL_SECTION, SPECIFICATION_PAGE, specification_html
 from fleet_goodput.timeline import CATEGORIES
 
-LEVERS = {  # MPG.md section 6
+LEVERS = {  # docs/metric.md section 6
     "queued": "reservations and hot spares; topology-aware packing and defragmentation; preemption policy by job size",
     "partial": "reservations and hot spares; topology-aware packing and defragmentation; preemption policy by job size",
     "idle_capacity": "packing small jobs into fragments; capacity planning per accelerator generation",
@@ -152,7 +156,7 @@ def _breakdown_sections(figures: dict) -> dict:
                                             [r["category"] for r in shown], legend=False),
         "demand_rows": demand,
         "demand_columns": [("category", "category", "text"), ("chip_h", "chip-hours", "num"),
-                           ("share", "share of demand", "pct"), ("lever", "levers (MPG.md §6)", "wide")],
+                           ("share", "share of demand", "pct"), ("lever", "levers (§6)", "wide")],
         "capacity_chart": charts.stacked_bars(
             "capacity_breakdown", "Chips online by cluster: held and idle capacity (capacity base)",
             [f"{r['cluster']} / {r['accelerator']}" for r in capacity],
@@ -162,7 +166,7 @@ def _breakdown_sections(figures: dict) -> dict:
         "capacity_columns": [("cluster", "cluster", "text"), ("accelerator", "accelerator", "text"),
                              ("capacity_chip_h", "capacity chip-h", "num"), ("held_chip_h", "held chip-h", "num"),
                              ("idle_capacity_chip_h", "idle capacity chip-h", "num"), ("idle_share", "idle share", "pct"),
-                             ("lever", "levers (MPG.md §6)", "wide")],
+                             ("lever", "levers (§6)", "wide")],
     }
 
 
@@ -213,6 +217,8 @@ def render_report(figures: dict[str, list[dict]], *, period_name: str, previous_
         "period_name": period_name, "previous_name": previous_name, "as_of": as_of, "complete": complete,
         "run_id": run_id,
         "output": output, "quality": quality, "quality_link": quality_link, "csv_files": csv_files,
+        "levers_link": f"{SPECIFICATION_PAGE}#{LEVERS_SECTION}", "model_link": f"{SPECIFICATION_PAGE}#{MODEL_SECTION}",
+        "specification_link": SPECIFICATION_PAGE,
         "total": figures["fleet_total"][0],
         "pg_coverage": figures["pg_coverage"],
         "pg_coverage_columns": [("accelerator", "accelerator", "text"), ("workload", "workload", "text"),
@@ -233,7 +239,7 @@ def render_job(detail: dict, *, period_name: str, window_s: int) -> str:
     where = [{"category": c, "chip_h": spent[c], "share": spent[c] / demand if demand else None,
               "lever": LEVERS.get(c, "")} for c in sorted(CATEGORIES, key=lambda c: -spent[c]) if spent[c] > 0]
     context = {
-        "job": life, "period_name": period_name,
+        "job": life, "period_name": period_name, "levers_link": f"../{SPECIFICATION_PAGE}#{LEVERS_SECTION}",
         "window_label": f"{window_s // 60}-minute" if window_s % 3600 else f"{window_s // 3600}-hour",
         "timeline": charts.timeline("job_timeline", "Categories over time (UTC)", detail["windows"], list(CATEGORIES)),
         "where_chart": charts.stacked_bars("job_where", "Chip-hours by category in the period",
@@ -242,3 +248,9 @@ def render_job(detail: dict, *, period_name: str, window_s: int) -> str:
         "where_rows": where,
     }
     return _ENVIRONMENT.get_template("job.html.j2").render(context)
+
+
+def render_specification(*, period_name: str) -> str:
+    """docs/metric.md as the page the report's links point to (specification.py)."""
+    return _ENVIRONMENT.get_template("specification.html.j2").render(
+        period_name=period_name, version=version("fleet-goodput"), body=markupsafe.Markup(specification_html()))

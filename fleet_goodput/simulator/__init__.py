@@ -1,8 +1,8 @@
 """A deterministic accelerator-fleet simulator with independent ground truth.
 
 `simulate(out_dir, seed=..., hours=..., jobs=...)` writes the three telemetry
-streams as Avro (MPG.md section 2) and, beside them, the chip-seconds the
-pipeline should find (MPG.md section 3), computed from the simulated timeline
+streams as Avro (docs/metric.md section 2) and, beside them, the chip-seconds the
+pipeline should find (docs/metric.md section 3), computed from the simulated timeline
 rather than from the events. The modules, in the order data flows:
 
 - `fleet`: draws clusters, capacity drains and jobs from the seed;

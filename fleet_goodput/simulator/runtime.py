@@ -4,7 +4,7 @@ An attempt is planned forward from its full allocation (init, compile,
 restore, then step / data-wait / checkpoint spans one after another, never
 overlapping) up to the first instant it might be stopped, then cut where the
 scheduler actually stopped it. Cutting also decides the fate of every step
-span (MPG.md section 3): productive once preserved, lost on a disruption,
+span (docs/metric.md section 3): productive once preserved, lost on a disruption,
 pending at the horizon.
 
 Same-instant rule, which the pipeline applies too: at one timestamp runtime

@@ -20,7 +20,7 @@ DATA_WAIT = "DATA_WAIT"
 CHECKPOINT_SAVE = "CHECKPOINT_SAVE"
 CHECKPOINT_RESTORE = "CHECKPOINT_RESTORE"
 
-# What became of the time of a step span (MPG.md section 3).
+# What became of the time of a step span (docs/metric.md section 3).
 PRODUCTIVE = "productive"
 LOST = "lost"
 PENDING = "pending"

@@ -1,4 +1,4 @@
-"""Ground truth: the chip-seconds MPG.md section 3 expects, from the simulated timeline.
+"""Ground truth: the chip-seconds docs/metric.md section 3 expects, from the simulated timeline.
 
 Computed from what the simulator decided (held chips over time, the runtime
 spans and their outcomes, the profiler samples), never from the events it
@@ -40,7 +40,7 @@ def job_window_table(fleet: FleetTimeline, peak_flops: dict[str, float], window_
     for category in CATEGORIES:
         columns[f"{category}_chip_s"] = pa.array(
             [r["us"][category] * chips_of[k[0]] / 1e6 for k, r in ordered], pa.float64())
-    # Unknown is not zero (MPG.md section 3): a job without a profiler sample has a null ideal in
+    # Unknown is not zero (docs/metric.md section 1): a job without a profiler sample has a null ideal in
     # every window; a profiled job's windows have one, 0 where nothing productive ran.
     profiled = {job.spec.job_id for job in fleet.jobs if job.samples}
     columns["ideal_chip_s"] = pa.array([r["ideal"] if k[0] in profiled else None for k, r in ordered], pa.float64())
@@ -95,7 +95,7 @@ def _add_job(rows: dict, job: JobTimeline, horizon_us: int, peak: float, window_
 
 
 def _ideal(span, job: JobTimeline, peak: float) -> float:
-    """Ideal chip-seconds of a productive step span (MPG.md section 3), for a job with a profile.
+    """Ideal chip-seconds of a productive step span (docs/metric.md section 3), for a job with a profile.
 
     The pipeline takes ideal_flops from the job's latest sample at or before
     the span (else its first); the simulator gives every sample of a job the

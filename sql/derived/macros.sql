@@ -1,9 +1,9 @@
 -- Ratio helpers shared by every mart. Every factor is a ratio of sums of
--- chip-seconds (MPG.md section 1); an empty denominator gives null, not 0.
+-- chip-seconds (docs/metric.md section 1); an empty denominator gives null, not 0.
 create or replace macro ratio(numerator, denominator) as
     case when denominator > 0 then numerator / denominator end;
 
--- Ideal chip-seconds as the metric reads them (MPG.md section 3, "Unknown and
+-- Ideal chip-seconds as the metric reads them (docs/metric.md section 1, "Unknown and
 -- empty factors"). job_window keeps ideal only beside profiled productive
 -- time, null elsewhere; for a job with a profiler sample, productive time of
 -- 0 has an ideal of 0 (known and empty), and without a sample ideal stays
@@ -17,7 +17,7 @@ create or replace macro known_ideal(ideal, productive, profiled) as
 -- three factor columns is a check on this column, not its definition. With
 -- full PG coverage it is ideal / base. A group with no productive time has
 -- MPG 0, profiled or not; one with productive time but no profile has an
--- unknown PG and so an unknown MPG (MPG.md section 3, "Unknown and empty
+-- unknown PG and so an unknown MPG (docs/metric.md section 1, "Unknown and empty
 -- factors").
 create or replace macro mpg(ideal, productive, profiled_productive, base) as
     case
