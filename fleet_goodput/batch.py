@@ -78,7 +78,8 @@ def check_input(input_dir: str) -> None:
                          f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro (try `mpg simulate --out {input_dir}`)")
 
 
-def list_input(input_dir: str, applied: dict[tuple[str, int], str] | None = None) -> list[InputFile]:
+def list_input(input_dir: str, applied: dict[tuple[str, int], str] | None = None,
+               progress: Callable[[str], None] = lambda _: None) -> list[InputFile]:
     """Every Avro file of every stream, with the hash of its content.
 
     A file an earlier run applied under the same path and size is taken to be
@@ -86,13 +87,19 @@ def list_input(input_dir: str, applied: dict[tuple[str, int], str] | None = None
     again; any other file is hashed, so a copy under another name is known.
     """
     applied = applied or {}
-    found = []
-    for stream in schemas.STREAMS:
-        pattern = f"{input_dir.rstrip('/')}/{stream}/*.avro"
-        for metadata in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
-            known = applied.get((metadata.path, metadata.size_in_bytes))
-            found.append(InputFile(stream, metadata.path, known or _sha256(metadata.path), metadata.size_in_bytes))
-    return found
+    listed = [(stream, metadata) for stream in schemas.STREAMS
+              for metadata in sorted(FileSystems.match([f"{input_dir.rstrip('/')}/{stream}/*.avro"])[0].metadata_list,
+                                     key=lambda m: m.path)]
+    unknown = [m for _, m in listed if (m.path, m.size_in_bytes) not in applied]
+    hashing = (f"hashing the {len(unknown):,} no earlier run applied ({_mib(m.size_in_bytes for m in unknown)})"
+               if unknown else "every one known from an earlier run by path and size")
+    progress(f"Listed {len(listed):,} input file(s), {_mib(m.size_in_bytes for _, m in listed)}; {hashing}")
+    return [InputFile(stream, m.path, applied.get((m.path, m.size_in_bytes)) or _sha256(m.path), m.size_in_bytes)
+            for stream, m in listed]
+
+
+def _mib(sizes) -> str:
+    return f"{sum(sizes) / 2**20:,.1f} MiB"
 
 
 def _sha256(path: str) -> str:
@@ -126,7 +133,8 @@ class RunPlan:
         return {stream: [f.path for f in self.files if f.stream == stream] for stream in schemas.STREAMS}
 
 
-def plan_run(input_dir: str, output_dir: str, as_of_us: int | None) -> RunPlan:
+def plan_run(input_dir: str, output_dir: str, as_of_us: int | None,
+             progress: Callable[[str], None] = lambda _: None) -> RunPlan:
     """Undo what a killed run left, check the continuation, and pick the input files no run applied."""
     store = Store(output_dir)
     clear_staging(output_dir)
@@ -136,7 +144,7 @@ def plan_run(input_dir: str, output_dir: str, as_of_us: int | None) -> RunPlan:
     applied = store.applied_files(previous)
     hashes = set(applied.values())
     files, skipped = [], []
-    for item in list_input(input_dir, applied):
+    for item in list_input(input_dir, applied, progress):
         (skipped if item.sha256 in hashes else files).append(item)
         hashes.add(item.sha256)
     state_files = tuple(store.path(f) for f in store.files("state_keys", previous))
@@ -168,30 +176,40 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     with store.lock():
         if replace:
             store.replace()
-        plan = plan_run(input_dir, output_dir, as_of_us)
+        progress = progress or (lambda _: None)
+        plan = plan_run(input_dir, output_dir, as_of_us, progress)
         skipped = tuple(f.path for f in plan.skipped)
         if not plan.files and (as_of_us is None or (plan.previous and as_of_us == plan.previous.as_of_us)):
             previous = plan.previous
             return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
-        progress = progress or (lambda _: None)
         shards = shard_count(workers, sum(f.size for f in plan.files), is_local(beam_args))
         final = None
+        new = f"{len(plan.files):,} new file(s), {_mib(f.size for f in plan.files)}"
         if chunk_hours:
+            progress(f"Decoding {new} into chunks of {chunk_hours} h of event time")
             staged, final = _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000,
                                            shards, workers is not None, progress)
         elif shards > 1:
+            progress(f"Decoding and computing {new} in {shards} processes, each a share of the keys")
             staged = final = _run_in_shards(plan, settings, stream_settings, beam_args, as_of_us, shards, progress)
         else:
+            progress(f"Decoding and computing {new} in one Beam pipeline")
+            computing = time.monotonic()
             goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
                         stream_settings, plan.continuation, as_of_us, beam_args)
+            progress(f"  computed in {time.monotonic() - computing:.1f} s")
             staged = [staging_folder(plan)]
+        progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")
         record = commit_run(plan, settings, stream_settings, mode, staged, final)
     manifest = record.manifest
     write_manifest_copy(output_dir, manifest)
     from fleet_goodput.views import build_database  # DuckDB: not installed on Dataflow workers, which commit here
 
-    database = build_database(output_dir, settings) if build_views and not is_remote(output_dir) else None
+    database = None
+    if build_views and not is_remote(output_dir):
+        progress("Building the DuckDB views")
+        database = build_database(output_dir, settings)
     return BatchOutcome(manifest=manifest, database=database, seconds=time.monotonic() - started, run=record,
                         skipped=skipped)
 
