@@ -91,15 +91,18 @@ def list_input(input_dir: str, applied: dict[tuple[str, int], str] | None = None
               for metadata in sorted(FileSystems.match([f"{input_dir.rstrip('/')}/{stream}/*.avro"])[0].metadata_list,
                                      key=lambda m: m.path)]
     unknown = [m for _, m in listed if (m.path, m.size_in_bytes) not in applied]
-    hashing = (f"hashing the {len(unknown):,} no earlier run applied ({_mib(m.size_in_bytes for m in unknown)})"
+    hashing = (f"hashing the {len(unknown):,} no earlier run applied ({_size(m.size_in_bytes for m in unknown)})"
                if unknown else "every one known from an earlier run by path and size")
-    progress(f"Listed {len(listed):,} input file(s), {_mib(m.size_in_bytes for _, m in listed)}; {hashing}")
+    progress(f"Listed {len(listed):,} input file(s), {_size(m.size_in_bytes for _, m in listed)}; {hashing}")
     return [InputFile(stream, m.path, applied.get((m.path, m.size_in_bytes)) or _sha256(m.path), m.size_in_bytes)
             for stream, m in listed]
 
 
-def _mib(sizes) -> str:
-    return f"{sum(sizes) / 2**20:,.1f} MiB"
+def _size(sizes) -> str:
+    """A total size in bytes as people read it (KiB, MiB or GiB)."""
+    total = sum(sizes)
+    unit = next(unit for unit in (3, 2, 1) if total >= 1024**unit or unit == 1)
+    return f"{total / 1024**unit:,.1f} {'KMG'[unit - 1]}iB"
 
 
 def _sha256(path: str) -> str:
@@ -185,7 +188,7 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
         shards = shard_count(workers, sum(f.size for f in plan.files), is_local(beam_args))
         final = None
-        new = f"{len(plan.files):,} new file(s), {_mib(f.size for f in plan.files)}"
+        new = f"{len(plan.files):,} new file(s), {_size(f.size for f in plan.files)}"
         if chunk_hours:
             progress(f"Decoding {new} into chunks of {chunk_hours} h of event time")
             staged, final = _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000,

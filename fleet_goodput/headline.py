@@ -101,9 +101,8 @@ def coverage_lines(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunReco
     before = [run for run in runs if run.run_id < first]
     days = changed_days(connection, before[-1].manifest.get("version_us") if before else None)
     read = sum(counts.get("read", 0) for run in part for counts in run.manifest.get("this_run", {}).values())
-    accepted = sum(counts.get("accepted", 0) for run in part for counts in run.manifest.get("this_run", {}).values())
     label = f"This run (run {first})" if first == latest.run_id else f"These runs ({first} .. {latest.run_id})"
-    lines.append(f"  {label} read {read:,} events ({accepted:,} accepted) and changed {_days_text(days)}"
+    lines.append(f"  {label} read {read:,} new events and changed {_days_text(days)}"
                  + (":" if days and days != store_days else (" (the whole store, above)" if days else ".")))
     if days == store_days:
         return lines
@@ -168,7 +167,7 @@ def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = ()
         f"By workload (demand base{unmeasured})",
         *segment_table(connection, "workload", bool(runtime_days)),
         "",
-        "Top badput (chip-hours)",
+        "Top badput (chip-hours)" + ("" if runtime_days else ": with no runtime event, all-allocated time is idle"),
         *badput_lines(connection),
     ]
     return "\n".join(lines)

@@ -50,12 +50,12 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.report.publish import validate_and_publish  # imports GX, which takes a few seconds
-
     try:
         settings = load_settings(args.config)
         period = period_from_args(args, args.output)
         progress(f"Validating {Path(args.output)} for {period.name}, then publishing its report ...")
+        from fleet_goodput.report.publish import validate_and_publish  # imports GX, which takes a few seconds
+
         quality, path = validate_and_publish(args.output, period, settings, args.require_complete)
     except (ConfigError, PeriodError, FileNotFoundError) as exc:
         print(f"mpg report: {exc}", file=sys.stderr)

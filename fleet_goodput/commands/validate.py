@@ -57,13 +57,13 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.quality.run import validate_output  # imports GX, which takes a few seconds
-
     try:
         settings = load_settings(args.config)
         period = period_from_args(args, args.output)
         with period_lock(args.output, period):
             progress(f"Validating {Path(args.output)} for {period.name} ...")
+            from fleet_goodput.quality.run import validate_output  # imports GX, which takes a few seconds
+
             result = validate_output(args.output, period, settings, args.require_complete)
     except (ConfigError, PeriodError, FileNotFoundError) as exc:
         print(f"mpg validate: {exc}", file=sys.stderr)
