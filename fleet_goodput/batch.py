@@ -14,10 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,12 +196,14 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
                                            shards, workers is not None, progress)
         elif shards > 1:
             progress(f"Decoding and computing {new} in {shards} processes, each a share of the keys")
-            staged = final = _run_in_shards(plan, settings, stream_settings, beam_args, as_of_us, shards, progress)
+            with heartbeat(progress, "decoding and computing"):
+                staged = final = _run_in_shards(plan, settings, stream_settings, beam_args, as_of_us, shards, progress)
         else:
             progress(f"Decoding and computing {new} in one Beam pipeline")
             computing = time.monotonic()
-            goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
-                        stream_settings, plan.continuation, as_of_us, beam_args)
+            with heartbeat(progress, "decoding and computing"):
+                goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
+                            stream_settings, plan.continuation, as_of_us, beam_args)
             progress(f"  computed in {time.monotonic() - computing:.1f} s")
             staged = [staging_folder(plan)]
         progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")
@@ -215,6 +218,25 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
         database = build_database(output_dir, settings)
     return BatchOutcome(manifest=manifest, database=database, seconds=time.monotonic() - started, run=record,
                         skipped=skipped)
+
+
+@contextmanager
+def heartbeat(progress: Callable[[str], None], doing: str, every_s: float = 30.0):
+    """Tell `progress` every `every_s` seconds that `doing` goes on, until the block ends: a
+    pipeline over a big input computes for minutes without a word otherwise."""
+    done, started = threading.Event(), time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            progress(f"  still {doing}: {time.monotonic() - started:.0f} s so far")
+
+    thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def staging_folder(plan: RunPlan) -> str:

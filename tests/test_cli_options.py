@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from google.cloud.dataflow import Job
 
 import worked_example
 from fleet_goodput.avro_io import write_events
+from fleet_goodput.batch import heartbeat
 from fleet_goodput.cli import main
 from fleet_goodput.options import console_url, unknown_flag_message
 from fleet_goodput.pipelines.options import announce_job, parse_options
@@ -116,6 +118,16 @@ def test_a_run_tells_what_it_is_doing_on_stderr_with_elapsed_times(telemetry, tm
     assert seconds == sorted(seconds)
     assert captured.out.startswith("Committed run 1 to ")  # the result, then the summary and headline
     assert "Fleet ML Productivity Goodput" in captured.out and "[" not in captured.out.splitlines()[0]
+
+
+def test_long_work_says_every_so_often_that_it_goes_on():
+    told = []
+    with heartbeat(told.append, "computing", every_s=0.02):
+        time.sleep(0.15)
+    count = len(told)
+    time.sleep(0.05)
+    assert count >= 3 and len(told) == count  # and not a word once the work is done
+    assert re.fullmatch(r"  still computing: \d+ s so far", told[0])
 
 
 def test_quiet_run_prints_its_result_line_only_and_the_as_of_is_used(telemetry, tmp_path, capsys):
