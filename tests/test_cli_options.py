@@ -159,7 +159,6 @@ def test_verbosity_flags_are_not_taken_for_beams(telemetry, tmp_path, argv):
 
     assert main([*argv, "--input", str(telemetry), "--output", str(tmp_path / "out")]) == 0
     assert console.verbosity() == argv.count("-v") + argv.count("--verbose") + 2 * argv.count("-vv")
-    console.configure(console.NORMAL)
 
 
 def test_a_submitted_dataflow_job_prints_its_id_and_console_url(capsys):

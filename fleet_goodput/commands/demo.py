@@ -36,7 +36,6 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.batch import run_batch
     from fleet_goodput.config import load_settings
     from fleet_goodput.quality.period import PeriodBusy
     from fleet_goodput.simulator import simulate
@@ -47,8 +46,10 @@ def main(args: argparse.Namespace) -> int:
     shutil.rmtree(telemetry, ignore_errors=True)  # a fresh fleet each time, into a fresh store
     progress(f"[1/3] Simulating {args.hours:g} h of a fleet (seed {args.seed}) into {telemetry} ...")
     simulation = simulate(telemetry, seed=args.seed, hours=args.hours)
-    say(f"      {simulation}")
+    say(f"Simulated {simulation}")
     progress(f"[2/3] Running the goodput pipeline (Apache Beam, local runner) into {results} ...")
+    from fleet_goodput.batch import run_batch  # imports Beam, which takes a few seconds
+
     try:
         outcome = run_batch(str(telemetry), str(results), load_settings(), replace=True, progress=progress)
     except StoreBusy as exc:
