@@ -185,7 +185,7 @@ def _cells(columns: list[str], rows: list[tuple]) -> tuple[list[list[str]], list
     formats, numeric = [], []
     for i in range(len(columns)):
         values = [row[i] for row in rows if row[i] is not None]
-        numbers = all(_is_number(v) for v in values) and bool(values)
+        numbers = bool(rows) and all(_is_number(v) for v in values)  # all NULL: a number column too
         finite = [float(v) for v in values if numbers and math.isfinite(v)]
         decimals = max((_decimals(v) for v in values if isinstance(v, float) and math.isfinite(v)), default=0)
         group = "," if any(abs(v) >= GROUP_FROM for v in finite) else ""
