@@ -14,6 +14,7 @@ Beam and the simulator load when a function first needs them.
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,16 +55,20 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
     trusted not to write them. `confined=False` gives DuckDB's defaults (any
     file, the network, extensions), like `mpg sql --unsafe-allow-writes-and-files`.
 
-    `config` is the settings file of the run (its size classes name the
-    `size_class` column). Raises FileNotFoundError when `output` holds no
-    committed run, and fleet_goodput.store.StoreError for a run that does not
-    exist or an output on gs:// (query a local copy).
+    The views use the settings the output keeps, those its figures were
+    computed with (the `settings` view shows them). `config` is not needed: a
+    settings file given is checked against them, and one that differs raises
+    fleet_goodput.stored_settings.SettingsConflict naming each difference (for
+    an output written before outputs kept their settings, it gives the size
+    classes, as the defaults do without it). Raises FileNotFoundError when
+    `output` holds no committed run, and fleet_goodput.store.StoreError for a
+    run that does not exist or an output on gs:// (query a local copy).
     """
-    from fleet_goodput.config import load_settings
     from fleet_goodput.sql_guard import lock_down
+    from fleet_goodput.stored_settings import settings_for_reading
     from fleet_goodput.views import connect
 
-    connection = connect(output, run=run, settings=load_settings(config))
+    connection = connect(output, run=run, settings=settings_for_reading(output, run, config))
     if confined:
         lock_down(connection, [output])
     return connection
@@ -81,8 +86,9 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
 
     `as_of` ends still-running jobs and capacity there (a datetime, taken as
     UTC when it has no time zone, or an ISO-8601 string such as
-    "2026-01-01T12:00:00Z"); the default is the latest accepted event time.
-    `config` is a settings file overriding configs/default.yaml; `beam_args`
+    "2026-01-01T12:00:00Z"); the default is how far the scheduler's clock has reached (docs/metric.md).
+    `config` is a settings file overriding configs/default.yaml, or on an
+    output with runs, the settings it keeps (the first run stores them); `beam_args`
     are Beam pipeline flags (`["--runner=DataflowRunner", "--project=p"]`),
     after those of the config's `beam:` section, so they win. `workers` is
     how many processes share the run's keys (by default one per core for a
@@ -94,16 +100,22 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     applied), `.committed` (False when nothing was new and the latest run
     stands) and `.seconds`. Raises fleet_goodput.batch.InputError for a
     missing or empty input, fleet_goodput.store.StoreError for an as-of
-    before the last run's or an output another run holds, and
-    fleet_goodput.batch.ReconciliationError (nothing committed) when counts
-    do not add up.
+    before the last run's or an output another run holds,
+    fleet_goodput.stored_settings.SettingsConflict when `config` would change
+    the figures the output holds (naming each difference; `replace=True`
+    starts afresh), and fleet_goodput.batch.ReconciliationError (nothing
+    committed) when counts do not add up. On an output written before outputs
+    kept their settings, warns (UserWarning) what this run stores.
     """
     from fleet_goodput.batch import run_batch
-    from fleet_goodput.config import beam_flags, load_settings
-    from fleet_goodput.stream_settings import load_stream_settings
+    from fleet_goodput.config import beam_flags
+    from fleet_goodput.stored_settings import settings_for_output
 
-    return run_batch(str(input), str(output), load_settings(config), _time_us(as_of),
-                     beam_flags(config) + list(beam_args), stream_settings=load_stream_settings(config),
+    chosen = settings_for_output(output, config, replace=replace)
+    if chosen.note:
+        warnings.warn(chosen.note, stacklevel=2)
+    return run_batch(str(input), str(output), chosen.settings, _time_us(as_of),
+                     beam_flags(config) + list(beam_args), stream_settings=chosen.stream_settings,
                      replace=replace, workers=workers)
 
 

@@ -11,8 +11,10 @@ with --dry_run, which checks and translates it offline.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import threading
 import time
@@ -28,6 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
 from fleet_goodput import schemas
+from fleet_goodput.asof import default_as_of
 from fleet_goodput.chunks import Chunk, cut_into_chunks
 from fleet_goodput.config import Settings
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, write_manifest_copy
@@ -35,6 +38,7 @@ from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.shards import MIN_CHUNK_EVENTS_PER_SHARD, Shard, process_context, shard_count
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
                                  Transaction, clear_staging, delta_schema, is_remote)
+from fleet_goodput.stored_settings import check_run, commit_settings
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.timeutil import format_time_us
@@ -56,6 +60,12 @@ class InputFile:
     path: str
     sha256: str
     size: int
+    modified_us: int | None = None  # when it was last written, as listed
+
+    @property
+    def listed_as(self) -> tuple[str, int, int | None]:
+        """What identifies the file without reading it: a file listed the same is taken to hold the same."""
+        return self.path, self.size, self.modified_us
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,7 @@ class BatchOutcome:
     run: RunRecord | None = None
     skipped: tuple[str, ...] = ()  # input files an earlier run already applied
     committed: bool = True  # False when nothing was new: the latest run stands
+    deferred: tuple[str, ...] = ()  # input files that changed or vanished while read: left for the next run
 
 
 def check_input(input_dir: str) -> None:
@@ -74,29 +85,36 @@ def check_input(input_dir: str) -> None:
     root = Path(input_dir)
     if not root.is_dir():
         raise InputError(f"input folder {input_dir} does not exist")
+    for stream in schemas.STREAMS:  # a stream folder that cannot be listed would be read as empty
+        folder = root / stream
+        if folder.exists() and not (folder.is_dir() and os.access(folder, os.R_OK | os.X_OK)):
+            what = "is not a folder" if not folder.is_dir() else "cannot be listed (permission denied)"
+            raise InputError(f"{folder} {what}: the run would miss the {stream} stream; nothing was committed")
     if not any(root.glob("*/*.avro")):
         raise InputError(f"no telemetry in {input_dir}: expected {input_dir}/scheduler/*.avro, "
                          f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro (try `mpg simulate --out {input_dir}`)")
 
 
-def list_input(input_dir: str, applied: dict[tuple[str, int], str] | None = None,
+def list_input(input_dir: str, applied: dict[tuple, str] | None = None,
                progress: Callable[[str], None] = lambda _: None) -> list[InputFile]:
     """Every Avro file of every stream, with the hash of its content.
 
-    A file an earlier run applied under the same path and size is taken to be
-    the same file, so a daily run does not read a growing input's history
-    again; any other file is hashed, so a copy under another name is known.
+    A file an earlier run applied under the same path, size and modification
+    time is taken to be the same file, so a daily run does not read a growing
+    input's history again; any other file is hashed, so a copy under another
+    name is known, and a corrected file delivered again in place is new.
     """
     applied = applied or {}
-    listed = [(stream, metadata) for stream in schemas.STREAMS
+    listed = [(stream, (metadata.path, metadata.size_in_bytes, _micros(metadata.last_updated_in_seconds)))
+              for stream in schemas.STREAMS
               for metadata in sorted(FileSystems.match([f"{input_dir.rstrip('/')}/{stream}/*.avro"])[0].metadata_list,
                                      key=lambda m: m.path)]
-    unknown = [m for _, m in listed if (m.path, m.size_in_bytes) not in applied]
-    hashing = (f"hashing the {len(unknown):,} no earlier run applied ({_size(m.size_in_bytes for m in unknown)})"
-               if unknown else "every one known from an earlier run by path and size")
-    progress(f"Listed {len(listed):,} input file(s), {_size(m.size_in_bytes for _, m in listed)}; {hashing}")
-    return [InputFile(stream, m.path, applied.get((m.path, m.size_in_bytes)) or _sha256(m.path), m.size_in_bytes)
-            for stream, m in listed]
+    unknown = [listed_as for _, listed_as in listed if listed_as not in applied]
+    hashing = (f"hashing the {len(unknown):,} no earlier run applied ({_size(size for _, size, _ in unknown)})"
+               if unknown else "every one known from an earlier run by path, size and time")
+    progress(f"Listed {len(listed):,} input file(s), {_size(size for _, (_, size, _) in listed)}; {hashing}")
+    return [InputFile(stream, listed_as[0], applied.get(listed_as) or _sha256(listed_as[0]), *listed_as[1:])
+            for stream, listed_as in listed]
 
 
 def _size(sizes) -> str:
@@ -106,11 +124,38 @@ def _size(sizes) -> str:
     return f"{total / 1024**unit:,.1f} {'KMG'[unit - 1]}iB"
 
 
+def _micros(seconds: float | None) -> int | None:
+    return None if not seconds else round(seconds * 1_000_000)
+
+
+def changed_since_listed(files) -> list[InputFile]:
+    """The files whose size or modification time is not what was listed, or that are gone: a
+    producer still writing (or replacing) them while the run read them."""
+    changed = []
+    for item in files:
+        try:
+            if is_remote(item.path):
+                metadata = FileSystems.match([item.path])[0].metadata_list
+                now = (metadata[0].size_in_bytes, _micros(metadata[0].last_updated_in_seconds)) if metadata else None
+            else:
+                stat = os.stat(item.path)
+                now = (stat.st_size, _micros(stat.st_mtime))
+        except OSError:
+            now = None
+        if now != (item.size, item.modified_us):
+            changed.append(item)
+    return changed
+
+
 def _sha256(path: str) -> str:
     digest = hashlib.sha256()
-    with FileSystems.open(path) as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
+    try:
+        with FileSystems.open(path) as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise InputError(f"cannot read input file {path} ({exc.strerror or exc}): nothing was committed; "
+                         "fix its permissions, or move it out of the input folder") from None
     return digest.hexdigest()
 
 
@@ -129,8 +174,22 @@ class RunPlan:
     @property
     def continuation(self) -> Continuation:
         previous = self.previous
-        return Continuation(previous.as_of_us, previous.frontier_us, previous.manifest.get("version_us")) \
-            if previous else Continuation()
+        if previous is None:
+            return Continuation()
+        manifest = previous.manifest
+        return Continuation(previous.as_of_us, previous.frontier_us, manifest.get("version_us"),
+                            tuple(map(tuple, manifest.get("latest_times") or ())))
+
+    def moves_no_time(self, as_of_us: int | None) -> bool:
+        """Whether a run with no new file would leave the store as it is: its as-of time (given, or
+        the scheduler's clock, which a run given an earlier --as_of left ahead) is the last run's."""
+        previous = self.previous
+        if previous is None:
+            return as_of_us is None
+        continuation = self.continuation
+        target = as_of_us if as_of_us is not None else default_as_of(list(continuation.latest_times),
+                                                                      continuation.as_of_us)
+        return target == previous.as_of_us
 
     @property
     def files_by_stream(self) -> dict[str, list[str]]:
@@ -182,30 +241,32 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
             store.replace()
         progress = progress or (lambda _: None)
         plan = plan_run(input_dir, output_dir, as_of_us, progress)
+        check_run(store, plan.previous, settings, stream_settings)  # before computing: commit_run checks again
         skipped = tuple(f.path for f in plan.skipped)
-        if not plan.files and (as_of_us is None or (plan.previous and as_of_us == plan.previous.as_of_us)):
+        if not plan.files and plan.moves_no_time(as_of_us):
             previous = plan.previous
             return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
-        shards = shard_count(workers, sum(f.size for f in plan.files), is_local(beam_args))
-        final = None
-        new = f"{len(plan.files):,} new file(s), {_size(f.size for f in plan.files)}"
-        if chunk_hours:
-            progress(f"Decoding {new} into chunks of {chunk_hours} h of event time")
-            staged, final = _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000,
-                                           shards, workers is not None, progress)
-        elif shards > 1:
-            progress(f"Decoding and computing {new} in {shards} processes, each a share of the keys")
-            with heartbeat(progress, "decoding and computing"):
-                staged = final = _run_in_shards(plan, settings, stream_settings, beam_args, as_of_us, shards, progress)
+        deferred = []
+        for _ in range(MAX_ATTEMPTS):
+            staged, final = _compute(plan, settings, stream_settings, beam_args, as_of_us, chunk_hours, workers,
+                                     progress)
+            changed = changed_since_listed(plan.files)
+            if not changed:
+                break
+            deferred += [f.path for f in changed]
+            progress(f"{len(changed)} file(s) changed or vanished while the run read them (is a producer still "
+                     f"writing?); left for the next run: {', '.join(f.path for f in changed)}")
+            shutil.rmtree(staging_folder(plan), ignore_errors=True)
+            plan = dataclasses.replace(plan, files=tuple(f for f in plan.files if f not in changed))
+            if not plan.files and plan.moves_no_time(as_of_us):
+                previous = plan.previous
+                return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
+                                    seconds=time.monotonic() - started, run=previous, skipped=skipped,
+                                    committed=False, deferred=tuple(deferred))
         else:
-            progress(f"Decoding and computing {new} in one Beam pipeline")
-            computing = time.monotonic()
-            with heartbeat(progress, "decoding and computing"):
-                goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
-                            stream_settings, plan.continuation, as_of_us, beam_args)
-            progress(f"  computed in {time.monotonic() - computing:.1f} s")
-            staged = [staging_folder(plan)]
+            raise InputError(f"input files kept changing while read, {MAX_ATTEMPTS} times: nothing was committed; "
+                             "producers should write a file under another name, then rename it into place")
         progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")
         record = commit_run(plan, settings, stream_settings, mode, staged, final)
     manifest = record.manifest
@@ -217,7 +278,34 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
         progress("Building the DuckDB views")
         database = build_database(output_dir, settings)
     return BatchOutcome(manifest=manifest, database=database, seconds=time.monotonic() - started, run=record,
-                        skipped=skipped)
+                        skipped=skipped, deferred=tuple(deferred))
+
+
+# A run whose input files change while it reads them computes again without them, this many times at most.
+MAX_ATTEMPTS = 3
+
+
+def _compute(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args, as_of_us: int | None,
+             chunk_hours: int | None, workers: int | None, progress: Callable[[str], None]):
+    """Compute the run's new files into its staging: (every staged folder, the final ones or None)."""
+    shards = shard_count(workers, sum(f.size for f in plan.files), is_local(beam_args))
+    new = f"{len(plan.files):,} new file(s), {_size(f.size for f in plan.files)}"
+    if chunk_hours:
+        progress(f"Decoding {new} into chunks of {chunk_hours} h of event time")
+        return _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000,
+                              shards, workers is not None, progress)
+    if shards > 1:
+        progress(f"Decoding and computing {new} in {shards} processes, each a share of the keys")
+        with heartbeat(progress, "decoding and computing"):
+            staged = _run_in_shards(plan, settings, stream_settings, beam_args, as_of_us, shards, progress)
+        return staged, staged
+    progress(f"Decoding and computing {new} in one Beam pipeline")
+    computing = time.monotonic()
+    with heartbeat(progress, "decoding and computing"):
+        goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
+                    stream_settings, plan.continuation, as_of_us, beam_args)
+    progress(f"  computed in {time.monotonic() - computing:.1f} s")
+    return [staging_folder(plan)], None
 
 
 @contextmanager
@@ -269,9 +357,10 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
             in_processes = f" in {count} processes" if count > 1 else ""
             progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {chunk.events:,} events{in_processes} in "
                      f"{time.monotonic() - started:.1f} s")
-            as_of_us = read_staged_counts(folders[0])["as_of_us"]
-            if as_of_us is not None:
-                continuation = continuation.after(as_of_us, stream_settings.allowed_lateness_s * 1_000_000)
+            clock = read_staged_counts(folders[0])
+            if clock["as_of_us"] is not None:
+                continuation = continuation.after(clock["as_of_us"], stream_settings.allowed_lateness_s * 1_000_000,
+                                                  clock["latest_times"])
             state_files = [str(path) for folder in folders for path in Path(folder, "state_keys").glob("*.parquet")]
             staged.extend(folders)
     shutil.rmtree(Path(staging) / "input", ignore_errors=True)
@@ -285,7 +374,7 @@ def _compute_chunk(chunk: Chunk, folder: str, count: int, pool: ProcessPoolExecu
     if count == 1:
         goodput.run(staging=folder, chunk_files=chunk.files_of(None), **run)
         return [folder]
-    return _run_agreeing_shards(
+    return _run_shards(
         [f"{folder}/shard-{index}" for index in range(count)],
         lambda shard_folder, shard: {**run, "staging": shard_folder, "chunk_files": chunk.files_of(shard)},
         pool, progress, time_each_pass=False)  # the chunk's own line gives its time
@@ -298,35 +387,25 @@ def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSet
                stream_settings=stream_settings, continuation=plan.continuation, as_of_us=as_of_us,
                beam_args=beam_args)
     with ProcessPoolExecutor(count, mp_context=process_context()) as pool:
-        return _run_agreeing_shards([f"{staging_folder(plan)}/shard-{index}" for index in range(count)],
-                                    lambda folder, _: {**run, "staging": folder}, pool, progress)
+        return _run_shards([f"{staging_folder(plan)}/shard-{index}" for index in range(count)],
+                           lambda folder, _: {**run, "staging": folder}, pool, progress)
 
 
-def _run_agreeing_shards(folders: list[str], arguments: Callable[[str, Shard], dict], pool: ProcessPoolExecutor,
-                         progress: Callable[[str], None], time_each_pass: bool = True) -> list[str]:
+def _run_shards(folders: list[str], arguments: Callable[[str, Shard], dict], pool: ProcessPoolExecutor,
+                progress: Callable[[str], None], time_each_pass: bool = True) -> list[str]:
     """Run `goodput.run(**arguments(folder, shard), shard=shard)` for each shard's folder, all at
-    once in `pool`; again, told the as-of time, when the shards' guess of it was wrong (which
-    `progress` is told, and each pass's time unless not `time_each_pass`)."""
+    once in `pool` (`progress` is told the time unless not `time_each_pass`). Every shard reads
+    the clock from every file, so all reach one as-of time; a disagreement is a bug, never committed."""
     count = len(folders)
-
-    def run_all(shards: list[Shard]) -> None:
-        started = time.monotonic()
-        for done in [pool.submit(goodput.run, **arguments(folder, shard), shard=shard)
-                     for folder, shard in zip(folders, shards)]:
-            done.result()
-        if time_each_pass:
-            progress(f"  {count} processes, each a share of the keys: {time.monotonic() - started:.1f} s")
-
-    shards = [Shard(index, count) for index in range(count)]
-    run_all(shards)
-    staged = [read_staged_counts(folder) for folder in folders]
-    reached = [part["reached_us"] for part in staged if part["reached_us"] is not None]
-    as_of = max(reached, default=None)
-    if as_of != staged[0]["as_of_us"]:  # the run's last events were rejected: the as-of is earlier than the guess
-        progress(f"  again, to the as-of time {format_time_us(as_of) if as_of is not None else '(none)'}")
-        for folder in folders:
-            shutil.rmtree(folder)
-        run_all([shard.told(as_of) for shard in shards])
+    started = time.monotonic()
+    for done in [pool.submit(goodput.run, **arguments(folder, shard), shard=shard)
+                 for folder, shard in zip(folders, (Shard(index, count) for index in range(count)))]:
+        done.result()
+    if time_each_pass:
+        progress(f"  {count} processes, each a share of the keys: {time.monotonic() - started:.1f} s")
+    as_of = {read_staged_counts(folder)["as_of_us"] for folder in folders}
+    if len(as_of) != 1:
+        raise RuntimeError(f"the shards reached different as-of times {sorted(as_of, key=str)}: nothing was committed")
     return folders
 
 
@@ -359,21 +438,22 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     counts_of = {folder: read_staged_counts(folder) for folder in dict.fromkeys([*folders, *final])}
     staged = [counts_of[folder] for folder in folders]
     previous = plan.previous
-    as_of_us = staged[-1]["as_of_us"]
+    as_of_us, latest = staged[-1]["as_of_us"], staged[-1]["latest_times"]
     run_id = previous.run_id + 1 if previous else 1
     lateness_us = stream_settings.allowed_lateness_s * 1_000_000
-    reached = plan.continuation if as_of_us is None else plan.continuation.after(as_of_us, lateness_us)
+    reached = plan.continuation if as_of_us is None else plan.continuation.after(as_of_us, lateness_us, latest)
     frontier_us, version_us = (None, None) if as_of_us is None else (reached.frontier_us, reached.version_us)
     manifest = build_manifest(
         run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
         previous=previous.manifest if previous else None,
         counts=add_counts(*(counts_from_json(part["counts"]) for part in staged)),
         pending=add_counts(*(counts_from_json(counts_of[folder]["pending"]) for folder in final)),
-        extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us,
+        extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us, "latest_times": latest,
                "allowed_lateness_s": stream_settings.allowed_lateness_s, "files_applied": len(plan.files),
                "files_skipped": len(plan.skipped), "output": plan.output_dir})
     if not manifest["reconciles"]:
         raise ReconciliationError(_reconciliation_message(manifest) + "; the run was not committed")
+    commit_settings(transaction, run_id, settings, stream_settings)
     for name, table in TABLES.items():
         replaced = name in REPLACED_EACH_RUN
         transaction.write_staged(name, delta_schema(table), partition_by=["date"],
@@ -381,8 +461,8 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
                                  folders=final if replaced else folders)
     transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite", folders=final)
     transaction.write("state_files", pa.Table.from_pylist(
-        [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "size": f.size, "run_id": run_id}
-         for f in plan.files], schema=STATE_FILES_SCHEMA), STATE_FILES_SCHEMA)
+        [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "size": f.size, "run_id": run_id,
+          "modified_us": f.modified_us} for f in plan.files], schema=STATE_FILES_SCHEMA), STATE_FILES_SCHEMA)
     transaction.compact()
     record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode=mode, input=str(plan.input_dir),
                        as_of_us=as_of_us, frontier_us=frontier_us, files_applied=len(plan.files),
@@ -401,7 +481,7 @@ def read_staged_counts(staging: str) -> dict:
 
 def _reconciliation_message(manifest: dict) -> str:
     broken = [f"{name}: read {c['read']} != accepted {c['accepted']} + duplicate {c['duplicate']} "
-              f"+ rejected {c['rejected']} + late {c['late']}"
+              f"+ rejected {c['rejected']} + late {c['late']} + waiting {c['waiting']}"
               for name, c in manifest["streams"].items() if not c["reconciles"]]
     return f"counts do not reconcile ({'; '.join(broken)})"
 

@@ -19,7 +19,8 @@ With several shards, the files are decoded by as many processes at once (each
 a contiguous part of the file list, so the items keep the files' order), and
 a big chunk is computed by one process per shard (the run decides which:
 fleet_goodput/batch.py). Every chunk also gets a file holding its latest
-event time over all keys: the shards' common guess of the chunk's as-of time.
+scheduler event times over all keys, from which every shard finds the same
+as-of time for the chunk (fleet_goodput/asof.py).
 
 A chunk file is a sequence of marshalled items, written as files are decoded
 and read back in order: marshal is the fastest serialiser for these plain
@@ -36,6 +37,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleet_goodput.asof import CLOCK_STREAM, latest_times
 from fleet_goodput.columnar import decode_file_fast
 from fleet_goodput.events import pack
 from fleet_goodput.shards import Shard, process_context, shard_of
@@ -51,22 +53,21 @@ class Chunk:
     # Per shard, its files of decoded items, read in this order.
     paths: list[list[str]] = field(default_factory=lambda: [[]])
     events: int = 0
-    latest_path: str | None = None  # the file of the chunk's latest event time (a LATEST item)
+    latest_path: str | None = None  # the file of the chunk's latest scheduler event times (a LATEST item)
 
     def files_of(self, shard: Shard | None) -> list[str]:
         """What a pipeline computing `shard` of the chunk reads (every shard's files without one)."""
-        if shard is None:
-            return [path for paths in self.paths for path in paths]
-        return [*self.paths[shard.index], *([self.latest_path] if self.latest_path else [])]
+        own = [path for paths in self.paths for path in paths] if shard is None else self.paths[shard.index]
+        return [*own, *([self.latest_path] if self.latest_path else [])]
 
 
 @dataclass
 class _Part:
-    """What one process cut: per (chunk start, shard) its file and events, and the chunks' latest times."""
+    """What one process cut: per (chunk start, shard) its file and events, and the chunks' latest scheduler times."""
 
     files: dict[tuple[int, int], str] = field(default_factory=dict)
     events: dict[int, int] = field(default_factory=lambda: defaultdict(int))
-    latest_us: dict[int, int] = field(default_factory=dict)  # with several shards only
+    latest_times: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     extras: str = ""  # the file of rejected records and read counts
 
 
@@ -105,8 +106,11 @@ def _cut(files: list[tuple[str, str]], chunk_us: int, target: Path, accelerators
     try:
         with open(part.extras, "wb") as extras:
             for stream, path in files:
-                with open(path, "rb") as handle:
-                    decoded = decode_file_fast(stream, path, handle, accelerators)
+                try:
+                    with open(path, "rb") as handle:
+                        decoded = decode_file_fast(stream, path, handle, accelerators)
+                except FileNotFoundError:
+                    continue  # gone since it was listed: the run computes again without it (batch.py)
                 for row in decoded.rejected:
                     marshal.dump((REJECTED, row), extras)
                 marshal.dump((READ, stream, decoded.read), extras)
@@ -119,9 +123,9 @@ def _cut(files: list[tuple[str, str]], chunk_us: int, target: Path, accelerators
                         # Packed as the pipeline carries it, so reading the chunk unpacks nothing.
                         marshal.dump((EVENTS, key, pack(batch_part)), sinks[start_us, shard])
                         part.events[start_us] += len(batch_part)
-                        if shards > 1:  # only shards need the chunk's latest time (_merge)
-                            latest = max(event[0] for event in batch_part)
-                            part.latest_us[start_us] = max(latest, part.latest_us.get(start_us, latest))
+                        if stream == CLOCK_STREAM:  # the chunk's as-of follows them (_merge)
+                            part.latest_times[start_us] = latest_times(
+                                part.latest_times.get(start_us, ()), ((event[0], key) for event in batch_part))
     finally:
         for sink in sinks.values():
             sink.close()
@@ -134,11 +138,11 @@ def _merge(parts: list[_Part], shards: int, target: Path) -> list[Chunk]:
     for start in starts:
         chunk = Chunk(start, [[part.files[start, shard] for part in parts if (start, shard) in part.files]
                               for shard in range(shards)], sum(part.events.get(start, 0) for part in parts))
-        if shards > 1:
+        times = latest_times(*(part.latest_times.get(start, ()) for part in parts))
+        if times:
             chunk.latest_path = str(target / f"latest-{start}.marshal")
             with open(chunk.latest_path, "wb") as handle:
-                marshal.dump((LATEST, max(part.latest_us[start] for part in parts if start in part.latest_us)),
-                             handle)
+                marshal.dump((LATEST, times), handle)
         chunks.append(chunk)
     chunks = chunks or [Chunk(None, [[] for _ in range(shards)])]
     chunks[0].paths[0].extend(part.extras for part in parts)

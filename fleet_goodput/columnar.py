@@ -45,6 +45,7 @@ import polars as pl
 from fastavro.read import HEADER_SCHEMA
 
 from fleet_goodput import schemas
+from fleet_goodput.asof import KEPT, latest_times
 from fleet_goodput.config import PRECISIONS
 from fleet_goodput.decode import EARLIEST_PLAUSIBLE_US, DecodedFile, decode_file
 from fleet_goodput.events import PROFILE, RUNTIME_TYPES, same_instant_order
@@ -180,7 +181,8 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str],
     order within a job), so that every tuple is made by `zip` and every job's
     batch is one slice: no Python statement runs per row.
     """
-    height, latest_us = frame.height, frame["event_time"].dt.epoch("us").max()
+    latest = frame.select(pl.col("event_time").dt.epoch("us"), "job_id").top_k(KEPT, by=["event_time", "job_id"])
+    height, latest = frame.height, latest_times(latest.iter_rows())
     if keep is not None:
         frame = frame.filter(pl.col("job_id").is_in([job for job in frame["job_id"].unique() if keep(job)]))
     frame = (frame.with_row_index("row")
@@ -202,4 +204,4 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str],
     end = 0
     for job_id, length in zip(jobs.struct.field("value").to_list(), jobs.struct.field("len").to_list()):
         batches[job_id], end = rows[end:end + length], end + length
-    return DecodedFile(batches=batches, rejected=[], read=height, latest_us=latest_us)
+    return DecodedFile(batches=batches, rejected=[], read=height, latest_times=latest)

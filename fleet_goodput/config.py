@@ -130,25 +130,35 @@ def peak_of(table: dict[str, float], accelerator: str, precision: str | None) ->
     return table.get(f"{accelerator}/{precision}")
 
 
-def load_settings(path: str | Path | None = None) -> Settings:
-    """The defaults, with the keys of `path` (if given) replacing theirs."""
-    raw = _read_yaml(DEFAULT_CONFIG)
-    base_dir = Path(str(DEFAULT_CONFIG)).parent
-    if path is not None:
-        override = _read_yaml(path)
-        raw.update(override)
-        if "accelerators" in override:
-            base_dir = Path(path).parent
-    unknown = set(raw) - {"window_s", "accelerators", "size_classes"} - _FOREIGN_KEYS
+def load_settings(path: str | Path | None = None, base: Settings | None = None) -> Settings:
+    """`base` (by default the bundled defaults), with the keys of `path` (if given) replacing its.
+
+    A store passes the settings it keeps as `base` (fleet_goodput/stored_settings.py),
+    so a file that names only some keys changes only those."""
+    if base is None:
+        base = _overlay(_read_yaml(DEFAULT_CONFIG), Path(str(DEFAULT_CONFIG)).parent, None, DEFAULT_CONFIG)
+    if path is None:
+        return base
+    return _overlay(_read_yaml(path), Path(path).parent, base, path)
+
+
+def _overlay(raw: dict, folder: Path, base: Settings | None, path) -> Settings:
+    """The settings `raw` names (a catalogue path relative to `folder`), the rest from `base`."""
+    unknown = set(raw) - set(SETTING_KEYS) - _FOREIGN_KEYS
     if unknown:
-        raise ConfigError(f"unknown setting(s) {', '.join(sorted(unknown))}; known: window_s, accelerators, size_classes")
-    window_s = check_window_s(int(raw["window_s"]))
-    catalogue_path = Path(raw["accelerators"])
-    if not catalogue_path.is_absolute():
-        catalogue_path = base_dir / catalogue_path
-    size_classes = tuple(SizeClass(str(c["name"]), None if c.get("max_chips") is None else int(c["max_chips"]))
-                         for c in raw["size_classes"])
-    return Settings(window_s=window_s, accelerators=load_catalogue(catalogue_path), size_classes=size_classes)
+        raise ConfigError(f"unknown setting(s) {', '.join(sorted(unknown))} in {path}; known: {', '.join(SETTING_KEYS)}")
+    window_s = check_window_s(int(raw["window_s"])) if "window_s" in raw else base.window_s
+    if "accelerators" in raw:
+        catalogue_path = Path(raw["accelerators"])
+        accelerators = load_catalogue(catalogue_path if catalogue_path.is_absolute() else folder / catalogue_path)
+    else:
+        accelerators = base.accelerators
+    if "size_classes" in raw:
+        size_classes = tuple(SizeClass(str(c["name"]), None if c.get("max_chips") is None else int(c["max_chips"]))
+                             for c in raw["size_classes"])
+    else:
+        size_classes = base.size_classes
+    return Settings(window_s=window_s, accelerators=accelerators, size_classes=size_classes)
 
 
 def check_window_s(window_s: int) -> int:
@@ -157,6 +167,8 @@ def check_window_s(window_s: int) -> int:
     return window_s
 
 
+# The pipeline settings a file may name; the defaults name them all.
+SETTING_KEYS = ("window_s", "accelerators", "size_classes")
 # Sections that other commands read from the same file (runner options, sources);
 # the pipeline settings ignore them rather than reject them.
 _FOREIGN_KEYS = {"runner", "beam", "dataflow", "streaming", "sources", "report"}

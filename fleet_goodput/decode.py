@@ -27,6 +27,7 @@ from typing import BinaryIO
 import fastavro
 
 from fleet_goodput import schemas
+from fleet_goodput.asof import latest_times
 from fleet_goodput.avro_blocks import AvroBlocks, Damage
 from fleet_goodput.config import PRECISIONS
 from fleet_goodput.events import PROFILE, Event, make_event
@@ -332,17 +333,17 @@ def _describe(writer_schema) -> str:
 @dataclass
 class DecodedFile:
     """One file's events grouped by key (slim tuples), its rejected rows, how
-    many records it held, and the latest time of its events."""
+    many records it held, and the latest times of its events (fleet_goodput/asof.py)."""
 
     batches: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
     rejected: list[dict] = field(default_factory=list)
     read: int = 0
-    latest_us: int | None = None  # of every key's events, also when `keeping` left some keys out
+    latest_times: list[tuple[int, str]] = field(default_factory=list)  # (time, key), also of keys `keeping` left out
 
     def keeping(self, keep: Callable[[str], bool]) -> DecodedFile:
         """The same file with only the batches of the keys `keep` accepts (a shard's, fleet_goodput/shards.py)."""
         return DecodedFile({key: batch for key, batch in self.batches.items() if keep(key)}, self.rejected,
-                           self.read, self.latest_us)
+                           self.read, self.latest_times)
 
 
 def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> DecodedFile:
@@ -355,5 +356,5 @@ def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> Dec
         else:
             decoded.read += value["records"]
             decoded.rejected.append(value)
-    decoded.latest_us = max((event[0] for batch in decoded.batches.values() for event in batch), default=None)
+    decoded.latest_times = latest_times((event[0], key) for key, batch in decoded.batches.items() for event in batch)
     return decoded

@@ -28,16 +28,17 @@ so the workers unpickle it by reference from the installed package.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 
 import apache_beam as beam
 
 from fleet_goodput.batch import RunPlan, commit_run, plan_run, staging_folder
-from fleet_goodput.config import Settings, check_window_s, load_settings
+from fleet_goodput.config import Settings
 from fleet_goodput.options import OptionsError
-from fleet_goodput.stream_settings import StreamSettings, load_stream_settings
+from fleet_goodput.store import Store
+from fleet_goodput.stored_settings import settings_for_run
+from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.timeutil import parse_time_us
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.pipelines.options import GoodputOptions, announce_job, parse_options
@@ -64,13 +65,14 @@ def run(argv: list[str] | None = None, plan: RunPlan | None = None) -> beam.runn
     """Plan and submit the job; `argv` holds the template's parameters and the launch's pipeline options."""
     options = parse_options("launcher", sys.argv[1:] if argv is None else argv)
     launch = options.view_as(GoodputOptions)
-    settings = load_settings(launch.config)
-    if launch.window_s:
-        settings = dataclasses.replace(settings, window_s=check_window_s(launch.window_s))
     as_of_us = parse_time_us(launch.as_of) if launch.as_of else None
     plan = plan or plan_run(launch.input, launch.output, as_of_us)
+    # The store's settings, with the config's and --window_s replacing them where that is allowed.
+    chosen = settings_for_run(Store(plan.output_dir), plan.previous, launch.config, window_s=launch.window_s)
+    if chosen.note:
+        logging.warning(chosen.note)
     p = beam.Pipeline(options=options)
-    build(p, plan, settings, load_stream_settings(launch.config), as_of_us)
+    build(p, plan, chosen.settings, chosen.stream_settings, as_of_us)
     # No wait_until_finish: it would block the Flex Template launch.
     result = p.run()
     announce_job(result, options)

@@ -1,14 +1,16 @@
 """The run manifest: what was read, and what became of every event.
 
 Reconciliation is the promise that nothing is lost: for every stream,
-read = accepted + duplicate + rejected + late, with each count taken where the
-event's fate was decided (decoding, the job timelines, the rejected table,
-and the `late` table of events behind the allowed lateness).
+read = accepted + duplicate + rejected + late + waiting, with each count taken
+where the event's fate was decided (decoding, the job timelines, the rejected
+table, the `late` table of events behind the allowed lateness, and the state
+that holds events after the as-of time until a run's as-of time reaches them).
 
 A manifest covers the whole store, not only its run: the counts of a run that
 continues earlier runs add to theirs. Events still inside the allowed
-lateness of the as-of time have a provisional fate (`pending` below): the next
-run settles them, and counts them then, so they are never counted twice.
+lateness of the as-of time, or after it, have a provisional fate (`pending`
+below; `waiting` for those after it): the run that settles them counts them
+then, so they are never counted twice.
 The manifest is kept in the store's `runs` table; `manifest.json` is a copy of
 the latest one for people and scripts.
 """
@@ -24,7 +26,7 @@ from fleet_goodput import schemas
 from fleet_goodput.timeutil import format_time_us
 
 MANIFEST_FILE = "manifest.json"
-OUTCOMES = ("read", "accepted", "duplicate", "rejected", "late")
+OUTCOMES = ("read", "accepted", "duplicate", "rejected", "late", "waiting")
 
 
 @dataclass(frozen=True)
@@ -34,10 +36,11 @@ class StreamCounts:
     duplicate: int
     rejected: int
     late: int = 0
+    waiting: int = 0  # after the as-of time: held in the state until a run's as-of time reaches them
 
     @property
     def reconciles(self) -> bool:
-        return self.read == self.accepted + self.duplicate + self.rejected + self.late
+        return self.read == self.accepted + self.duplicate + self.rejected + self.late + self.waiting
 
 
 def stream_counts(counts: dict[tuple[str, str], int]) -> dict[str, StreamCounts]:

@@ -44,11 +44,13 @@ OPTIONS = {option.name: option for option in (
                     "`mpg stream` watches it and creates it if missing", "DIR", required=True),
     Option("output", "the output store (local or gs://): Delta Lake tables/, the runs and their state; "
                      "locally also manifest.json and goodput.duckdb", "DIR", required=True),
-    Option("as_of", "ISO-8601 time that ends still-running jobs and capacity; later events are rejected "
-                    "(default: the latest accepted event time)", "TIME"),
+    Option("as_of", "ISO-8601 time that ends still-running jobs and capacity; later events wait in the store "
+                    "for a later run (default: how far the scheduler's clock has reached)", "TIME"),
     Option("window_s", "window length in seconds, overriding the config's; must divide a day", "SECONDS", int),
     Option("config", "settings YAML overriding configs/default.yaml: window_s, accelerators, size_classes, "
-                     "and the sections beam: (pipeline options) and streaming: (event-time settings, sources)", "FILE"),
+                     "and the sections beam: (pipeline options) and streaming: (event-time settings, sources); "
+                     "an output keeps the settings of its first run, and a run whose settings would change its "
+                     "figures is refused", "FILE"),
     Option("replace", "remove OUTPUT's earlier runs and start it afresh", is_switch=True),
     Option("chunk_hours", "compute a long input in chunks of this much event time (24: a day), one after the "
                           "other, so memory follows one chunk; still one committed run", "HOURS", int),

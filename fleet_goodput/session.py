@@ -4,7 +4,8 @@ A key is a job, or a cluster's capacity for one accelerator. Its state is
 
 - `timeline`: every event up to the *frontier* applied, time attributed up to it;
 - `waiting`: events after the frontier, held so that an event arriving late but
-  within the allowed lateness can still be placed in order;
+  within the allowed lateness can still be placed in order, and events after
+  the as-of time, held until a run's as-of time reaches them;
 - `totals`: the settled figures per window; `emitted`: the figures last written.
 
 Advancing a key to an as-of time T with frontier F (T minus the allowed
@@ -36,9 +37,10 @@ from fleet_goodput.timeline import JobTimeline
 from fleet_goodput.windows import window_start
 
 NEVER = -(2**62)
+WAITING = "waiting"  # the outcome of an event after the as-of time, until a run's as-of reaches it
 # Bump when the pickled layout of KeyState or the timelines changes: a store
 # written by another layout must be started afresh (`mpg run --replace`).
-STATE_FORMAT = 2
+STATE_FORMAT = 3
 
 
 def clone(obj):
@@ -125,6 +127,10 @@ class KeyState:
             result.provisional_rejections = [(r.event, r.reason) for r in provisional.rejections]
             result.provisional_counts = {k: n - counted.get(k, 0) for k, n in provisional.counts().items()
                                          if n != counted.get(k, 0)}
+            for event in self.waiting:  # after the as-of time: they wait for a run whose as-of reaches them
+                if event.time_us > as_of_us:
+                    outcome = (stream_of(event.code), WAITING)
+                    result.provisional_counts[outcome] = result.provisional_counts.get(outcome, 0) + 1
         self._emit(values, _summary_of(provisional), result)
         self._compact(retention_us)
         return result

@@ -10,13 +10,9 @@ keys (by a hash of the key), and commits what they staged as one run.
 Two things are not per key, and the shards agree on them:
 - *Records rejected while decoding, and the count of records read*, belong
   to no key: only shard 0 reports them, so each is counted once.
-- *The as-of time.* By default it is the latest accepted event of the whole
-  run, which no shard knows alone. Every shard advances its keys to the same
-  guess, the latest new event time over all files (each shard reads them
-  all), and reports the latest event its keys accepted. The guess holds when
-  the latest of those equals it; otherwise every shard runs again, told the
-  as-of time. This is the one pipeline's own guess-and-check
-  (transforms/sessionize.py), made across processes.
+- *The as-of time.* By default it follows the scheduler's latest event
+  times (fleet_goodput/asof.py), which every shard reads from every file
+  (or from a chunk's file of them), so every shard finds the same one.
 """
 
 from __future__ import annotations
@@ -42,12 +38,10 @@ MIN_CHUNK_EVENTS_PER_SHARD = 100_000
 
 @dataclass(frozen=True)
 class Shard:
-    """Shard `index` of `count`; `as_of_us` is set (with `as_of_known`) when a shard runs again, told the as-of."""
+    """Shard `index` of `count`."""
 
     index: int
     count: int
-    as_of_us: int | None = None
-    as_of_known: bool = False
 
     def owns(self, key: str) -> bool:
         return shard_of(key, self.count) == self.index
@@ -56,9 +50,6 @@ class Shard:
     def reports_decoding(self) -> bool:
         """Whether this shard reports what no key owns: decoding rejections and records read."""
         return self.index == 0
-
-    def told(self, as_of_us: int | None) -> Shard:
-        return Shard(self.index, self.count, as_of_us, as_of_known=True)
 
 
 def shard_of(key: str, count: int) -> int:

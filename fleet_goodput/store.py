@@ -4,6 +4,7 @@
       tables/<table>/   Delta tables people read (fleet_goodput/tables.py)
       state/keys/       the open keys' saved state (fleet_goodput/session.py)
       state/files/      the input files already applied, by content hash
+      settings/         the settings the figures were computed with (fleet_goodput/stored_settings.py)
       runs/             one row per committed run: what it read, its as-of time,
                         the version of every table it left, its manifest
       goodput.duckdb    DuckDB views over the latest run (fleet_goodput/views.py)
@@ -42,6 +43,7 @@ from fleet_goodput.tables import TABLES, Table
 
 STATE_KEYS = "state/keys"
 STATE_FILES = "state/files"
+SETTINGS = "settings"
 RUNS = "runs"
 STAGING = "_staging"
 LOCK_FILE = ".lock"
@@ -49,7 +51,7 @@ DEFAULT_RETENTION_HOURS = 7 * 24
 
 STATE_KEYS_SCHEMA = pa.schema([("key", pa.string()), ("blob", pa.binary())])
 STATE_FILES_SCHEMA = pa.schema([("sha256", pa.string()), ("path", pa.string()), ("stream", pa.string()),
-                                ("size", pa.int64()), ("run_id", pa.int64())])
+                                ("size", pa.int64()), ("run_id", pa.int64()), ("modified_us", pa.int64())])
 # A table with more data files than this in a run's snapshot is compacted by that run.
 COMPACT_ABOVE_FILES = 64
 RUNS_SCHEMA = pa.schema([
@@ -75,7 +77,7 @@ def is_remote(path: str | Path) -> bool:
 def table_paths() -> dict[str, str]:
     """Every Delta table of a run, by name → its path under the output."""
     paths = {name: f"tables/{name}" for name in TABLES}
-    paths.update({"state_keys": STATE_KEYS, "state_files": STATE_FILES})
+    paths.update({"state_keys": STATE_KEYS, "state_files": STATE_FILES, SETTINGS: SETTINGS})
     return paths
 
 
@@ -165,12 +167,13 @@ class Store:
             return None
         return self._delta(table_paths()[name], version).to_pyarrow_table()
 
-    def applied_files(self, record: RunRecord | None) -> dict[tuple[str, int], str]:
-        """(path, size) → content hash of every input file applied up to `record`."""
+    def applied_files(self, record: RunRecord | None) -> dict[tuple[str, int, int | None], str]:
+        """(path, size, modification time) → content hash of every input file applied up to `record`
+        (a store older than the modification time has None there, so its files are hashed again)."""
         table = self.read("state_files", record)
         if table is None:
             return {}
-        return {(row["path"], row["size"]): row["sha256"] for row in table.to_pylist()}
+        return {(row["path"], row["size"], row.get("modified_us")): row["sha256"] for row in table.to_pylist()}
 
     # ---- writing ----------------------------------------------------------------
     @contextlib.contextmanager
@@ -213,7 +216,7 @@ class Store:
         """Remove every run, table and saved state (`--replace`)."""
         if is_remote(self.root):
             raise StoreError("--replace removes a local output only; delete a gs:// output with gcloud storage rm -r")
-        for name in ("tables", "state", RUNS, STAGING, "goodput.duckdb", "manifest.json", "_run"):
+        for name in ("tables", "state", SETTINGS, RUNS, STAGING, "goodput.duckdb", "manifest.json", "_run"):
             target = Path(self.root, name)
             if target.is_dir():
                 shutil.rmtree(target)
@@ -264,7 +267,9 @@ class Transaction:
             return  # nothing to add; a table never written reads as empty
         if not exists:
             mode = "overwrite"  # replaces whatever a killed first run left
-        write_deltalake(self.store.path(relative), data, mode=mode, partition_by=partition_by)
+        # A column added since the table was made (state/files' modified_us) joins it on append.
+        write_deltalake(self.store.path(relative), data, mode=mode, partition_by=partition_by,
+                        schema_mode="merge" if mode == "append" else None)
         self.versions[name] = DeltaTable(self.store.path(relative)).version()
 
     def write_staged(self, name: str, schema: pa.Schema, mode: str = "append", partition_by=None,

@@ -48,8 +48,11 @@ class StreamSettings:
             raise ConfigError("streaming.poll_s must be positive")
 
 
-def load_stream_settings(path: str | Path | None = None, **overrides) -> StreamSettings:
-    raw = {}
+def load_stream_settings(path: str | Path | None = None, base: StreamSettings | None = None,
+                         **overrides) -> StreamSettings:
+    """`base` (by default StreamSettings()), with the `streaming:` keys of `path` and then
+    `overrides` (those not None) replacing its."""
+    raw = {f.name: getattr(base, f.name) for f in fields(StreamSettings)} if base is not None else {}
     if path is not None:
         section = (yaml.safe_load(Path(path).read_text()) or {}).get("streaming") or {}
         if not isinstance(section, dict):

@@ -53,7 +53,8 @@ _FIGURE_DOCS = {
     "partial": "lifetime holding fewer chips than requested, × requested chips",
     "productive": "step time preserved by a checkpoint or the job's finish (serving: answered), × requested chips",
     "pending": "step time not yet preserved or lost at the as-of time, × requested chips",
-    "lost": "step time thrown away by a preemption, failure, cancel or restore, × requested chips",
+    "lost": "step time thrown away by a preemption, failure, cancel or restore, or redoing steps already "
+            "preserved, × requested chips",
     "data_wait": "all-allocated time waiting for input data, × requested chips",
     "compile": "all-allocated time compiling, × requested chips",
     "checkpoint_save": "all-allocated time saving checkpoints, × requested chips",
@@ -102,10 +103,13 @@ JOBS = Table(
         Column("submit_time", TIMESTAMP, "SUBMIT event time", "submit_time_us"),
         Column("end_time", TIMESTAMP, "FINISH/FAIL/CANCEL time; null while running", "end_time_us"),
         Column("status", pa.string(), "FINISHED, FAILED, CANCELLED, or RUNNING at the as-of time"),
-        Column("allocations", pa.int32(), "ALLOCATE events (a restart re-allocates)"),
+        Column("allocations", pa.int32(), "ALLOCATE events (completing a partial allocation counts, as does a restart: "
+               "not a restart count, see disruptions)"),
         Column("profiler_samples", pa.int32(), "profiler samples accepted for the job"),
         Column("implicitly_closed_spans", pa.int32(), "runtime spans closed without their END (data quality)"),
         Column("checkpoint_saves", pa.int32(), "checkpoint saves completed (CHECKPOINT_SAVE_END closing an open save)"),
+        Column("disruptions", pa.int32(), "running attempts cut by a PREEMPT below the request or a FAIL, "
+               "and runtime restarts inside an allocation after steps ran"),
         VERSION,
     ),
     date_from="submit_time_us",

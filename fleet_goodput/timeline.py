@@ -11,6 +11,33 @@ about Beam, so the metric arithmetic is tested by plain unit tests.
 Durations are integer microseconds and chip-time integer chip-microseconds, so
 sums are exact whatever the order they are added in; only ideal chip-seconds
 (a ratio of FLOPs) are floating point.
+
+Progress is counted once: a step already preserved is never productive again.
+For every workload but SERVING (whose steps are requests, numbered afresh by a
+restarted server, not work that can be redone):
+
+- The preserved step is the highest step made durable by a
+  CHECKPOINT_SAVE_END or ending a productive step span.
+- A step span whose last step (its first, when its end is unknown) is at or
+  below the step preserved when it started only redoes preserved work: where
+  it would become productive, it is `lost`. A span reaching past it is
+  productive, and its ideal counts only its steps past the highest step
+  already counted productive, so no step's ideal is counted twice.
+- Steps that go back are an implicit restore: a STEP_START below the step
+  the runtime last reported (the last step of the span before, the first of
+  one left open, or the step a CHECKPOINT_RESTORE_END resumed from), or at
+  the first step of a span it left open (it restarted that step). The runtime
+  restarted without restoring, so every step span not yet preserved is
+  `lost`, as on a disruption. A STEP_START at the step that the span before
+  ENDed at continues that step (an emitter may split a step around a pause).
+
+Disruptions (`disruptions` in the job's summary, for the checkpoint advice)
+are counted from the events: a running attempt (the job holding all its
+chips) cut by a PREEMPT below the request or by a FAIL, and a restart of the
+runtime inside an allocation after steps ran in it (a CHECKPOINT_RESTORE_END,
+or steps going back). A restore at the start of a new allocation is part of
+the disruption that ended the one before, not another; a CANCEL is the
+owner's decision, not a failure the checkpoint interval guards against.
 """
 
 from __future__ import annotations
@@ -75,12 +102,16 @@ class StepSpan:
     closed: bool = False
     pieces: list = field(default_factory=list)  # [start_us, end_us, reported_as_pending]
     total_us: int = 0  # every piece it ever had, resolved or not: the base for sharing its ideal
+    preserved_before: int | None = None  # the job's preserved step when the span started
+    new_from_step: int | None = None  # when productive: the first step no productive span counted before
 
     @property
     def steps(self) -> int | None:
+        """The steps its ideal counts: its own from `new_from_step` on (None: unknown)."""
         if self.first_step is None or self.last_step is None or self.last_step < self.first_step:
             return None
-        return self.last_step - self.first_step + 1
+        first = self.first_step if self.new_from_step is None else max(self.first_step, self.new_from_step)
+        return max(0, self.last_step - first + 1)
 
 
 DUPLICATE = "duplicate"
@@ -124,6 +155,10 @@ def _implausible_step_end(span: StepSpan, last_step: int | None, time_us: int) -
     return None
 
 
+def _highest(step: int | None, other: int | None) -> int | None:
+    return step if other is None else other if step is None else max(step, other)
+
+
 @dataclass
 class Rejection:
     event: Event
@@ -154,6 +189,11 @@ class JobTimeline:
         self.accepted = defaultdict(int)  # stream -> events accepted
         self.implicitly_closed_spans = 0
         self.checkpoint_saves = 0  # CHECKPOINT_SAVE_ENDs that closed an open save: the saves completed
+        self.disruptions = 0  # running attempts cut short or restarted (module docstring)
+        self.attempt_ran_steps = False  # a STEP_START since the job last got all its chips
+        self.durable_step: int | None = None  # the highest step a CHECKPOINT_SAVE_END made durable
+        self.counted_step: int | None = None  # the highest last step of a productive step span
+        self.reported_step: int | None = None  # the step the runtime last reported being at
         self.rejections: list[Rejection] = []
         self.closed = False
         self._deltas: dict[int, list] = defaultdict(zero_vector)
@@ -227,6 +267,11 @@ class JobTimeline:
             return f"{code} of {chips} chips is above the {requested} requested: a job holds at most its request"
         if code == "ALLOCATE":
             self.allocations += 1
+        running = self.held >= requested
+        if running and chips < requested:
+            self.disruptions += code == "PREEMPT"
+        elif not running and chips >= requested:
+            self.attempt_ran_steps = False  # a new attempt begins
         self.held = chips
         if code == "PREEMPT" and chips < requested:
             self._resolve_all("lost")
@@ -236,6 +281,7 @@ class JobTimeline:
         return None
 
     def _on_end(self, code: str, time_us: int) -> None:
+        self.disruptions += code == "FAIL" and self.held >= self.submit.chips
         self._resolve_all("productive" if code == "FINISH" else "lost")
         self._close_open_spans()
         self.held = 0
@@ -246,12 +292,15 @@ class JobTimeline:
         name, kind, starts = _RUNTIME_EDGES[code]
         step = event.payload[0] if event.payload else None
         if starts:
-            if kind in self.open_spans:
+            left_open = kind in self.open_spans
+            if left_open:
                 self.implicitly_closed_spans += 1  # the runtime restarted without ending it
                 self._close_span(kind, None)
             self.open_spans[kind] = event.time_us
             if kind == "step":
-                self.open_step = StepSpan(start_us=event.time_us, first_step=step)
+                self._on_step_start(step, left_open)
+                self.open_step = StepSpan(start_us=event.time_us, first_step=step,
+                                          preserved_before=self._preserved_step())
             return None
         if kind not in self.open_spans:
             return f"{code} without an open {name}_START"
@@ -263,9 +312,36 @@ class JobTimeline:
         if kind == "checkpoint_save":
             self.checkpoint_saves += 1
             self._resolve_durable(step)
+            if step is not None:
+                self.durable_step = _highest(self.durable_step, step)
         elif kind == "checkpoint_restore" and step is not None:
             self._resolve_restored(step)
+            self._runtime_restarted(step)
         return None
+
+    def _on_step_start(self, first_step: int | None, left_open: bool) -> None:
+        """Steps going back without a restore are an implicit restore (module docstring)."""
+        reported = self.reported_step
+        went_back = (first_step is not None and reported is not None and self._redone_steps_are_not_progress()
+                     and (first_step < reported or (first_step == reported and left_open)))
+        if went_back:
+            self._resolve_all("lost")
+            self._runtime_restarted(first_step)
+        self.attempt_ran_steps = True
+        if first_step is not None:
+            self.reported_step = first_step
+
+    def _runtime_restarted(self, step: int) -> None:
+        """The runtime resumed at `step` (restored to it, or went back to it) inside its allocation."""
+        self.disruptions += self.attempt_ran_steps
+        self.attempt_ran_steps = False
+        self.reported_step = step
+
+    def _redone_steps_are_not_progress(self) -> bool:
+        return self.submit.workload != "SERVING"
+
+    def _preserved_step(self) -> int | None:
+        return _highest(self.durable_step, self.counted_step)
 
     def _close_span(self, kind: str, step: int | None) -> None:
         del self.open_spans[kind]
@@ -274,6 +350,8 @@ class JobTimeline:
         span, self.open_step = self.open_step, None
         span.last_step = step
         span.closed = True
+        if step is not None:
+            self.reported_step = step
         if self.submit.workload in ("SERVING", "BULK_INFERENCE"):
             self._resolve(span, "productive")  # a served request is progress once answered
         else:
@@ -286,11 +364,11 @@ class JobTimeline:
 
     # ---- resolving step time ---------------------------------------------
     def _resolve_all(self, category: str) -> None:
-        if self.open_step is not None:
-            self._resolve(self.open_step, category)
         for span in self.unresolved:
             self._resolve(span, category)
         self.unresolved = []
+        if self.open_step is not None:
+            self._resolve(self.open_step, category)
 
     def _resolve_durable(self, durable_step: int | None) -> None:
         """A checkpoint made `durable_step` durable: spans up to it are preserved."""
@@ -310,6 +388,8 @@ class JobTimeline:
         self.unresolved = []
 
     def _resolve(self, span: StepSpan, category: str) -> None:
+        if category == "productive" and span.pieces and self._redone_steps_are_not_progress():
+            category = self._count_new_progress(span)
         chips = self.submit.chips
         for start_us, end_us, reported_pending in span.pieces:
             if reported_pending:
@@ -318,6 +398,18 @@ class JobTimeline:
             if category == "productive":
                 self._productive.append((start_us, end_us, span))
         span.pieces = []
+
+    def _count_new_progress(self, span: StepSpan) -> str:
+        """`lost` for a span that only redid steps preserved when it started; else
+        `productive`, its ideal counting the steps no productive span counted before."""
+        reached = span.last_step if span.last_step is not None else span.first_step
+        if span.preserved_before is not None and reached is not None and reached <= span.preserved_before:
+            return "lost"
+        if self.counted_step is not None:
+            span.new_from_step = self.counted_step + 1
+        if span.last_step is not None:
+            self.counted_step = _highest(self.counted_step, span.last_step)
+        return "productive"
 
     # ---- attributing time --------------------------------------------------
     def advance_to(self, time_us: int) -> None:
@@ -435,4 +527,5 @@ class JobTimeline:
             "profiler_samples": self.accepted.get("profiler", 0),  # samples may be compacted away; the count stays
             "implicitly_closed_spans": self.implicitly_closed_spans,
             "checkpoint_saves": self.checkpoint_saves,
+            "disruptions": self.disruptions,
         }

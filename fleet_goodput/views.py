@@ -3,11 +3,12 @@
 `create_views` builds the `raw` layer over the exact Parquet files of a
 committed run's table versions (fleet_goodput/store.py), so a view never sees
 a half-written run, and reading run N gives run N's figures whatever came
-after. Then the `size_classes` lookup from the settings, then every SQL file
-of the registry in order. The views `connect` makes name their files by
-absolute path, found from wherever the output is now; those stored in
-`goodput.duckdb` name them relative to the output, so a moved or copied
-output keeps working (DuckDB looks a relative name up in the working
+after. Then the `settings` the run was computed with, which the store keeps
+(fleet_goodput/stored_settings.py), and the `size_classes` lookup from them,
+then every SQL file of the registry in order. The views `connect` makes name
+their files by absolute path, found from wherever the output is now; those
+stored in `goodput.duckdb` name them relative to the output, so a moved or
+copied output keeps working (DuckDB looks a relative name up in the working
 directory, then in `file_search_path`, which the file cannot carry: open it
 from inside the output folder).
 
@@ -21,6 +22,7 @@ inside the output folder, or set `file_search_path` to it).
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from pathlib import Path
@@ -30,6 +32,7 @@ import duckdb
 from fleet_goodput import sql
 from fleet_goodput.config import Settings, load_settings
 from fleet_goodput.store import RunRecord, Store, StoreError, is_remote
+from fleet_goodput.stored_settings import KEYS, apply, document, kept_settings
 from fleet_goodput.tables import TABLES, Table
 
 DATABASE_FILE = "goodput.duckdb"
@@ -87,6 +90,16 @@ def _size_classes_sql(settings: Settings) -> str:
             + ") as t(ordinal, size_class, min_chips, max_chips)")
 
 
+def _settings_sql(settings: Settings, kept: dict) -> str:
+    """One row per setting, its value as JSON, and whether the store keeps it (else it is the
+    settings file's or the default, for a store from before settings were kept)."""
+    values = document(settings, kept.get("allowed_lateness_s"))
+    rows = ", ".join(f"({ordinal}, '{key}', '{_quote(json.dumps(values[key]))}', {str(key in kept).lower()})"
+                     for ordinal, key in enumerate(KEYS))
+    return (f"create or replace view settings as select setting, value, stored from (values {rows}) "
+            "as t(ordinal, setting, value, stored) order by ordinal")
+
+
 @functools.cache
 def _deferred_binding() -> str:
     """The clause that makes DuckDB create a view without binding it, or "" where this DuckDB has none.
@@ -115,10 +128,13 @@ def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, 
     a duplicated row). With `defer_binding`, DuckDB binds each view when a query
     first reads it, where it can (`_deferred_binding`); views stored in a file
     are bound as they are created, so the oldest DuckDB declared can read them
-    and their relative file names resolve then.
+    and their relative file names resolve then. The views use the settings the
+    store keeps for the run; `settings` only where it keeps none (an older store).
     """
     store = Store(output_dir)
     record = store.run(run_id) if run_id is not None else store.latest()
+    kept = kept_settings(store, record)
+    settings = apply(kept, settings)
     prefix = f"{schema}." if schema else ""
     deferred = _deferred_binding() if defer_binding else ""
     statements = [f"create or replace view {prefix}{name}{deferred} as {select}"
@@ -128,6 +144,7 @@ def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, 
             files = _files(store, name, record, relative)
             select = f"select * from {_source(files)}" if files else _empty(table)
             statements.append(f"create or replace view {prefix}stored_{name}{deferred} as {select}")
+    statements.append(_settings_sql(settings, kept).replace("view settings", f"view {prefix}settings"))
     statements.append(_size_classes_sql(settings).replace("view size_classes", f"view {prefix}size_classes"))
     if schema:
         connection.execute(f"use {schema}")
@@ -140,6 +157,8 @@ def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, 
 
 def build_database(output_dir: str | Path, settings: Settings) -> Path:
     """(Re)create `OUTPUT/goodput.duckdb` with the latest run's views; returns its path.
+
+    The views use the settings the store keeps (`settings` only where it keeps none).
 
     Written beside and renamed into place, so a reader never opens half a file.
     """
@@ -158,7 +177,8 @@ def build_database(output_dir: str | Path, settings: Settings) -> Path:
 
 
 def connect(output_dir: str | Path, run: int | None = None, settings: Settings | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the views of run `run` (default: the latest committed run)."""
+    """An in-memory DuckDB connection with the views of run `run` (default: the latest committed run),
+    with the settings the store keeps for it (`settings`, by default the defaults, where it keeps none)."""
     if is_remote(output_dir):
         raise StoreError(f"{output_dir} is remote: query a local copy (docs/dataflow.md, 'Querying a gs:// output')")
     store = Store(output_dir)

@@ -48,20 +48,20 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
                   stream_settings: StreamSettings | None = None, continuation: Continuation = Continuation(),
                   saved_state=None, shard: Shard | None = None) -> dict:
     """Decoded streams (+ saved state) → {job_window, jobs, capacity_window, rejected,
-    rejected_pending, late, counts, pending_counts, state, as_of, reached} PCollections.
+    rejected_pending, late, counts, pending_counts, state, as_of, clock} PCollections.
 
     `decoded` maps each stream name to the tagged outputs of `ReadAvroFiles`
     or `DecodeRecords`; `saved_state` holds (key, state blob) pairs from the
     store's last run. `as_of_us` ends the lifetime of whatever is still
-    running; by default it is the latest accepted event time. With a `shard`,
-    only its keys are computed (fleet_goodput/shards.py).
+    running; by default it is how far the scheduler's clock has reached
+    (fleet_goodput/asof.py). With a `shard`, only its keys are computed
+    (fleet_goodput/shards.py).
     """
     events = [decoded[stream][EVENTS] for stream in decoded] | "AllEvents" >> beam.Flatten()
     if saved_state is None:
         saved_state = p | "NoSavedState" >> beam.Create([])
-    inputs = {"events": events, "state": saved_state}
-    if shard is not None:  # a shard reads only its keys' events, and every file's latest time (transforms/read.py)
-        inputs["latest_times"] = [decoded[stream][LATEST_TIMES] for stream in decoded] | "AllLatest" >> beam.Flatten()
+    latest = [decoded[stream][LATEST_TIMES] for stream in decoded] | "AllLatestTimes" >> beam.Flatten()
+    inputs = {"events": events, "state": saved_state, "latest_times": latest}
     sessions = inputs | "SessionizeKeys" >> SessionizeKeys(
         key_rules(settings, stream_settings or StreamSettings()), continuation, as_of_us, shard)
     as_of_side = beam.pvalue.AsSingleton(sessions["as_of"])
@@ -98,7 +98,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
         "pending_counts": pending_counts,
         "state": sessions[STATE],
         "as_of": sessions["as_of"],
-        "reached": sessions["reached"],
+        "clock": sessions["clock"],
     }
 
 
@@ -129,9 +129,9 @@ def _saved_state_of_file(path: str):
     yield from zip(table.column("key").to_pylist(), table.column("blob").to_pylist())
 
 
-def _write_counts(as_of_us: int | None, reached_us: int | None, counts, pending, staging: str) -> str:
+def _write_counts(clock: dict, counts, pending, staging: str) -> str:
     with beam.io.filesystems.FileSystems.create(f"{staging}/{COUNTS_FILE}") as out:
-        out.write(json.dumps({"as_of_us": as_of_us, "reached_us": reached_us,
+        out.write(json.dumps({"as_of_us": clock["as_of_us"], "latest_times": clock["latest_times"],
                               "counts": sorted([list(k), v] for k, v in counts),
                               "pending": sorted([list(k), v] for k, v in pending)}).encode())
     return staging
@@ -142,10 +142,9 @@ def stage_outputs(outputs: dict, staging: str) -> dict:
     returns each write's output, complete once that write is done."""
     staged = {"tables": {name: outputs[name] for name in TABLES} | "StageTables" >> StageTables(TABLES, staging)}
     staged["state_keys"] = outputs["state"] | "StageState" >> StageRows(STATE_KEYS_SCHEMA, f"{staging}/state_keys")
-    # The as-of output always holds one element, so it carries the one write.
-    staged["counts"] = outputs["as_of"] | "WriteCounts" >> beam.Map(
-        _write_counts, reached_us=beam.pvalue.AsSingleton(outputs["reached"]),
-        counts=beam.pvalue.AsList(outputs["counts"]),
+    # The clock output always holds one element, so it carries the one write.
+    staged["counts"] = outputs["clock"] | "WriteCounts" >> beam.Map(
+        _write_counts, counts=beam.pvalue.AsList(outputs["counts"]),
         pending=beam.pvalue.AsList(outputs["pending_counts"]), staging=staging)
     return staged
 

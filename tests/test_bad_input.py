@@ -101,7 +101,7 @@ def test_the_manifest_reconciles_every_event(dirty):
     # The truncated file held 10 records: 8 in complete blocks (duplicates of
     # clean ones), 2 in the block it cuts, which its header declares.
     assert runtime == {"read": 14 + 4 + 1 + 3 + 10, "accepted": 14, "duplicate": 4 + 8,
-                       "rejected": 1 + 3 + 2, "late": 0, "reconciles": True}
+                       "rejected": 1 + 3 + 2, "late": 0, "waiting": 0, "reconciles": True}
     assert manifest["streams"]["scheduler"]["rejected"] == 2
     assert manifest["streams"]["profiler"] == {"read": 2, "accepted": 1, "duplicate": 0, "rejected": 1, "late": 0,
-                                               "reconciles": True}
+                                               "waiting": 0, "reconciles": True}

@@ -47,12 +47,12 @@ def _assert_same_as_reference(stream: str, data: bytes, source: str = "file.avro
     assert _typed(dict(fast.batches)) == _typed(dict(reference.batches))
     assert _typed(fast.rejected) == _typed(reference.rejected)
     assert fast.read == reference.read
-    assert fast.latest_us == reference.latest_us
+    assert fast.latest_times == reference.latest_times
     # A shard's decode builds only its keys' events; the latest time still covers every key.
     shard = Shard(1, 2)
     kept = decode_file_fast(stream, source, io.BytesIO(data), ACCELERATORS, keep=shard.owns)
     assert _typed(dict(kept.batches)) == _typed(dict(reference.keeping(shard.owns).batches))
-    assert (kept.read, kept.latest_us) == (reference.read, reference.latest_us)
+    assert (kept.read, kept.latest_times) == (reference.read, reference.latest_times)
 
 
 @pytest.fixture(scope="module")

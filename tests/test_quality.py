@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import html
 import io
 import json
 import logging
@@ -379,6 +380,34 @@ def test_a_conservation_break_and_chip_time_held_without_capacity_fail_and_are_n
     assert expected > 4 and held.strip().startswith(f"{expected} of ")
     named = set(re.findall(r"(c\d) / ([\w-]+) / (\d{4}-\d\d-\d\d)T", held))
     assert named and named <= {("c2", "h100", "2026-01-02"), ("c1", "tpu-v5e", "2026-01-03")}
+    _assert_data_docs_show_each_status(output / "quality" / "2026-01-01_2026-01-03", {"job_window", "capacity_coverage"})
+
+
+def _status_cells(page: Path) -> list[tuple[str, str]]:
+    """(Status, Expectation) as text, for every row of a Data Docs validation page."""
+    def text(cell: str) -> str:
+        return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", cell)).split())
+    # A check's row: Status, Expectation (which may hold a table of unexpected values), Observed Value.
+    rows = re.findall(r'<td id="(section-\d+-content-block-\d+-cell-\d+)-1">(.*?)</td>'
+                      r'<td id="\1-2">(.*?)</td><td id="\1-3">', page.read_text(), re.S)
+    return [(text(status), text(expectation)) for _, status, expectation in rows]
+
+
+def _assert_data_docs_show_each_status(quality: Path, failing_suites: set[str]) -> None:
+    """Every check's row in its suite's Data Docs validation page says passed or failed and its severity in
+    words (GX's status icon is empty offline), and the suites named have a critical check shown failed."""
+    checks = json.loads((quality / "summary.json").read_text())["checks"]
+    site = quality / "gx" / "uncommitted" / "data_docs" / "local_site" / "validations"
+    for suite in {c["suite"] for c in checks}:
+        (page,) = site.glob(f"{suite}/*/*/*.html")
+        shown = _status_cells(page)
+        expected = [(f"{'passed' if c['success'] else 'failed'} ({c['severity']})", c["title"])
+                    for c in checks if c["suite"] == suite]
+        assert len(shown) == len(expected), suite
+        for status, title in expected:  # a failed check's Expectation cell goes on with its unexpected values
+            assert any(s == status and e.startswith(title) for s, e in shown), (suite, status, title)
+        if suite in failing_suites:
+            assert ("failed (critical)" in {status for status, _ in expected}), suite
 
 
 def _observed(printed: str, failure: str) -> str:

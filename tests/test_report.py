@@ -189,6 +189,8 @@ def test_checkpoint_advice_uses_the_save_counts_the_pipeline_measured(outputs):
     big, small = advice[("tpu-v5e", "9-64")], advice[("tpu-v5e", "1-8")]
     assert big["interval_source"] == small["interval_source"] == "measured saves"
     assert (big["saves"], small["saves"]) == (3 * 6, 3 * 4)
+    # One preemption of a running attempt per train-<day> job and of gpu-train-1 (jobs.disruptions).
+    assert (big["disruptions"], small["disruptions"], advice[("h100", "9-64")]["disruptions"]) == (3, 0, 1)
     assert big["interval_s"] == pytest.approx(1200) and big["save_cost_s"] == pytest.approx(40)
     assert small["interval_s"] == pytest.approx(1200) and small["save_cost_s"] == pytest.approx(20)
     assert big["best_interval_s"] == pytest.approx(math.sqrt(2 * 40 * big["mtbf_s"]))

@@ -41,7 +41,7 @@ def test_manifest_reconciles_and_records_the_as_of_time(worked_example_output):
     manifest = json.loads((worked_example_output / "manifest.json").read_text())
     assert manifest["reconciles"] is True
     assert manifest["as_of"] == "2026-01-01T00:09:40Z"  # the latest event time, t0 + 580 s
-    assert manifest["streams"]["runtime"] == {"read": 14, "accepted": 14, "duplicate": 0, "rejected": 0, "late": 0, "reconciles": True}
+    assert manifest["streams"]["runtime"] == {"read": 14, "accepted": 14, "duplicate": 0, "rejected": 0, "late": 0, "waiting": 0, "reconciles": True}
 
 
 def test_rerun_replaces_its_partitions_byte_for_byte(worked_example_input, worked_example_output, tmp_path):

@@ -28,6 +28,13 @@ FLEETS = {  # seed: (hours, jobs), small enough to run in a couple of seconds ea
     2: (4, 40),
     20: (6, 80),  # the simulator's own test fleet: partial allocation, restore and FAIL all occur
 }
+# What a check below must see at least once in a fleet, so that it can fail there.
+EMPTY_PROFILED_JOB, DISRUPTION = "a profiled job with nothing productive beside unprofiled jobs", "a disruption"
+OCCURS = {1: {EMPTY_PROFILED_JOB}, 2: {DISRUPTION}, 20: {EMPTY_PROFILED_JOB, DISRUPTION}}
+
+
+def _occurs(request, case: str) -> bool:
+    return case in OCCURS[request.node.callspec.params["fleet"]]
 
 
 @pytest.fixture(scope="module", params=sorted(FLEETS))
@@ -58,6 +65,34 @@ def test_chip_seconds_per_job_window_and_category_equal_the_truth(fleet):
                        ["job_id", "window_start"], columns) == []
 
 
+def test_ideal_is_null_only_without_a_profile_and_0_with_one_and_nothing_productive(fleet, request):
+    """MPG.md section 3, "Unknown and empty factors", per window (job_window_enriched, what every mart sums)
+    and per job (job_goodput): null and 0 are different answers, so they are compared as such."""
+    _, _, root = fleet
+    truth = root / "telemetry/truth/job_window.parquet"
+    expected = {(job, window): ideal for job, window, ideal in duckdb.sql(
+        f"select job_id, epoch_us(window_start), ideal_chip_s from read_parquet('{truth}')").fetchall()}
+    expected_jobs = dict(duckdb.sql(f"""
+        select job_id, sum(ideal_chip_s) from read_parquet('{truth}') group by job_id""").fetchall())
+    with connect(root / "results") as connection:
+        got = {(job, window): ideal for job, window, ideal in connection.execute(
+            "select job_id, epoch_us(window_start), ideal_chip_s from job_window_enriched").fetchall()}
+        got_jobs = dict(connection.execute("select job_id, ideal_chip_s from job_goodput").fetchall())
+        (profiled_without_productive,) = connection.execute(
+            "select count(*) from job_goodput where productive_chip_s = 0 and ideal_chip_s = 0").fetchone()
+
+    def same(truth_value, got_value) -> bool:
+        if truth_value is None or got_value is None:
+            return truth_value is got_value
+        return abs(truth_value - got_value) <= RELATIVE * max(abs(truth_value), 1e-6)
+
+    assert got.keys() == expected.keys()
+    assert [key for key in expected if not same(expected[key], got[key])] == []
+    assert [job for job in expected_jobs if not same(expected_jobs[job], got_jobs[job])] == []
+    if _occurs(request, EMPTY_PROFILED_JOB):
+        assert None in expected_jobs.values() and profiled_without_productive > 0
+
+
 def test_capacity_per_window_equals_the_truth(fleet):
     _, _, root = fleet
     assert _mismatches(root / "telemetry/truth/capacity_window.parquet", root / "results", "capacity_window",
@@ -70,6 +105,19 @@ def test_job_states_equal_the_truth(fleet):
         select job_id, t.status, p.status from read_parquet('{root}/telemetry/truth/jobs.parquet') t
         full outer join read_parquet('{root}/results/tables/jobs/*/*.parquet') p using (job_id)
         where t.status is distinct from p.status or t.requested_chips is distinct from p.requested_chips""").fetchall() == []
+
+
+def test_disruptions_per_job_equal_the_truth(fleet, request):
+    """Preemptions and failures of running attempts, as the simulator decided them; the old count
+    (allocations − 1 + failed) was −1 for a job never allocated and counted partial allocations."""
+    _, _, root = fleet
+    assert duckdb.sql(f"""
+        select job_id, t.disruptions, p.disruptions from read_parquet('{root}/telemetry/truth/jobs.parquet') t
+        full outer join read_parquet('{root}/results/tables/jobs/*/*.parquet') p using (job_id)
+        where t.disruptions is distinct from p.disruptions""").fetchall() == []
+    [(disrupted,)] = duckdb.sql(f"""
+        select count(*) from read_parquet('{root}/telemetry/truth/jobs.parquet') where disruptions > 0""").fetchall()
+    assert (disrupted > 0) == _occurs(request, DISRUPTION)
 
 
 def test_checkpoint_saves_per_job_equal_the_save_ends_in_the_avro_files(fleet):

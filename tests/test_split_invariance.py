@@ -97,6 +97,26 @@ def test_consecutive_runs_equal_one_run_over_everything(fleet, consecutive):
         assert counts["accepted"] == whole.manifest["streams"][stream]["accepted"]
 
 
+def test_as_of_cuts_inside_files_lose_nothing(fleet):
+    """`--as_of` at cuts that fall inside files (every file of the fleet spans its five days): each
+    run rejects nothing for being after its as-of time; those events wait in the store's state, and
+    a last run with no new file, whose as-of is the scheduler's clock again, equals one run over
+    everything."""
+    root, whole = fleet
+    output = root / "out-as-of-cuts"
+    for cut in (START_US + int(40.25 * HOUR_US), START_US + int(80.5 * HOUR_US)):
+        outcome = run_batch(str(root / "fleet"), str(output), load_settings(), as_of_us=cut, build_views=False)
+        assert outcome.committed and outcome.manifest["as_of_us"] == cut and outcome.manifest["reconciles"]
+        assert all(c["waiting"] > 0 for name, c in outcome.manifest["streams"].items() if name != "profiler")
+    last = run_batch(str(root / "fleet"), str(output), load_settings(), build_views=False)
+    assert last.committed and last.run.files_applied == 0
+    assert last.manifest["as_of_us"] == whole.manifest["as_of_us"]
+    assert last.manifest["streams"] == whole.manifest["streams"]
+    _assert_same_job_windows(_job_windows(output), _job_windows(root / "whole"))
+    assert _capacity(output) == _capacity(root / "whole")
+    assert _jobs(output) == _jobs(root / "whole")
+
+
 def test_a_checkpoint_in_a_later_run_turns_earlier_pending_into_productive(consecutive):
     output, _ = consecutive
     with connect(output) as connection:

@@ -72,9 +72,10 @@ def test_goodput_duckdb_opens_from_inside_the_output_with_the_oldest_declared_st
 def test_sql_reads_an_earlier_run(worked, tmp_path, capsys):
     output = tmp_path / "out"
     shutil.copytree(worked / "out", output)
-    extra = {**worked_example.records()["runtime"][0], "event_id": "r-next", "event_time": T0 + 600_000_000,
-             "job_id": "j9"}
-    write_events(tmp_path / "next" / "runtime" / "part-1.avro", "runtime", [extra])
+    # An ALLOCATE of a job never submitted: it moves the scheduler's clock, and is rejected.
+    allocate = next(r for r in worked_example.records()["scheduler"] if r["type"] == "ALLOCATE")
+    extra = {**allocate, "event_id": "s-next", "event_time": T0 + 600_000_000, "job_id": "j9"}
+    write_events(tmp_path / "next" / "scheduler" / "part-1.avro", "scheduler", [extra])
     run_batch(str(tmp_path / "next"), str(output), load_settings())
     assert main(["runs", "--output", str(output)]) == 0
     listed = capsys.readouterr().out.splitlines()
@@ -88,21 +89,28 @@ def test_sql_reads_an_earlier_run(worked, tmp_path, capsys):
     assert "no run 7" in capsys.readouterr().err
 
 
-def test_the_default_as_of_is_the_latest_accepted_event_to_the_microsecond(tmp_path):
-    """An orphan event 30 days on is rejected, and does not move the as-of time (MPG.md section 3, Time);
-    a FINISH at 580 s and 175 µs is the job's end, not an event after a millisecond-rounded as-of."""
+def test_the_default_as_of_follows_the_scheduler_to_the_microsecond(tmp_path):
+    """Orphan events 30 days on, one of the runtime and one of the scheduler (a clock far ahead),
+    do not move the as-of time (docs/metric.md, "Time and the as-of time"): they wait, counted,
+    rejected by no one. A FINISH at 580 s and 175 µs is the job's end, not an event after a
+    millisecond-rounded as-of."""
     records = worked_example.records()
     records["runtime"].append({**records["runtime"][0], "event_id": "orphan", "job_id": "nobody",
                                "event_time": T0 + 30 * DAY_US})
+    records["scheduler"].append({**records["scheduler"][0], "event_id": "orphan-submit", "job_id": "nobody",
+                                 "event_time": T0 + 30 * DAY_US})
     finish = next(r for r in records["scheduler"] if r["type"] == "FINISH")
     finish["event_time"] += 175
     _write(tmp_path / "in", records)
     outcome = run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings())
     assert outcome.manifest["as_of_us"] == T0 + 580_000_175
+    assert {stream: counts["waiting"] for stream, counts in outcome.manifest["streams"].items()} == \
+        {"scheduler": 1, "runtime": 1, "profiler": 0}
+    assert outcome.manifest["reconciles"]
     assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
     with connect(tmp_path / "out") as connection:
-        assert connection.execute("select status from jobs").fetchone() == ("FINISHED",)
-        assert connection.execute("select event_id from rejected").fetchall() == [("orphan",)]
+        assert connection.execute("select job_id, status from jobs").fetchall() == [("j1", "FINISHED")]
+        assert connection.execute("select count(*) from rejected").fetchone() == (0,)
 
 
 def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypatch):

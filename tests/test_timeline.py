@@ -254,3 +254,118 @@ def test_checkpoint_saves_count_the_saves_completed():
     assert timeline.checkpoint_saves == 2 and timeline.summary()["checkpoint_saves"] == 2
     assert [r.reason for r in timeline.rejections] == ["CHECKPOINT_SAVE_END without an open CHECKPOINT_SAVE_START"]
     assert dict(timeline.duplicates) == {"runtime": 1}
+
+
+def steps(start_s, first, last, seconds_per_step=10):
+    """A STEP span of steps first..last, from start_s at seconds_per_step each."""
+    return [ev(start_s, "STEP_START", first), ev(start_s + (last - first + 1) * seconds_per_step, "STEP_END", last)]
+
+
+def save(start_s, step, seconds=10):
+    return [ev(start_s, "CHECKPOINT_SAVE_START"), ev(start_s + seconds, "CHECKPOINT_SAVE_END", step)]
+
+
+# Progress is counted once (the timeline's docstring): a step already preserved is never productive
+# again. One step is 10 s, and the sample makes its ideal 8 chip-s, so 1 s per step in `ideal` below.
+REDONE_STEPS = {
+    "steps going back to 1 after a checkpoint: the unpreserved steps and the redone ones are lost": (
+        lambda: [*steps(0, 1, 10), *save(100, 10), *steps(110, 11, 16),
+                 *steps(170, 1, 10), *steps(270, 11, 20), *save(370, 20), ev(380, "FINISH")],
+        380, {"productive": 200, "lost": 60 + 100, "checkpoint_save": 20}, 20),
+    "a span reaching past the preserved step is productive, its ideal only the new steps": (
+        lambda: [*steps(0, 1, 10), *save(100, 10), *steps(110, 6, 15), ev(210, "FINISH")],
+        210, {"productive": 200, "checkpoint_save": 10}, 15),
+    "a restore to an older checkpoint: steps redone up to the latest one are lost": (
+        lambda: [*steps(0, 1, 10), *save(100, 10), *steps(110, 11, 20), *save(210, 20),
+                 ev(220, "CHECKPOINT_RESTORE_START"), ev(230, "CHECKPOINT_RESTORE_END", 10),
+                 *steps(230, 11, 20), ev(330, "FINISH")],
+        330, {"productive": 200, "lost": 100, "checkpoint_save": 20, "checkpoint_restore": 10}, 20),
+    "a step span restarted without its END: the runtime restarted, its time is lost": (
+        lambda: [*steps(0, 1, 10), *save(100, 10), ev(110, "STEP_START", 11), *steps(130, 11, 12),
+                 ev(150, "FINISH")],
+        150, {"productive": 100 + 20, "lost": 20, "checkpoint_save": 10}, 12),
+    "a step split around a pause continues: productive, its ideal counted once": (
+        lambda: [*steps(0, 1, 5), ev(50, "STEP_START", 6), ev(55, "STEP_END", 6), ev(60, "STEP_START", 6),
+                 ev(65, "STEP_END", 6), *save(65, 6), ev(75, "FINISH")],
+        75, {"productive": 60, "checkpoint_save": 10, "idle": 5}, 6),
+    "finishing while redoing preserved steps preserves nothing new": (
+        lambda: [*steps(0, 1, 10), *save(100, 10), *steps(110, 1, 5), ev(160, "FINISH")],
+        160, {"productive": 100, "lost": 50, "checkpoint_save": 10}, 10),
+    "batch inference redoing finished steps: lost": (
+        lambda: [*steps(0, 1, 5), *steps(50, 1, 5), *steps(100, 6, 7), ev(120, "FINISH")],
+        120, {"productive": 70, "lost": 50}, 7),
+    "serving steps numbered afresh are new requests: productive": (
+        lambda: [*steps(0, 1, 5), *steps(50, 1, 5), ev(100, "FINISH")],
+        100, {"productive": 100}, 10),
+}
+_WORKLOAD_OF_CASE = {"batch inference redoing finished steps: lost": "BULK_INFERENCE",
+                     "serving steps numbered afresh are new requests: productive": "SERVING"}
+
+
+def _redone_case(name):
+    make_events, as_of_s, expected, ideal_steps = REDONE_STEPS[name]
+    head = [submit(workload=_WORKLOAD_OF_CASE.get(name, "TRAINING")), ev(0, "ALLOCATE", 8), sample(1, 8 * 197e12)]
+    return [*head, *make_events()], as_of_s, expected, ideal_steps
+
+
+@pytest.mark.parametrize("name", REDONE_STEPS)
+def test_a_step_already_preserved_is_never_productive_again(name):
+    events, as_of_s, expected, ideal_steps = _redone_case(name)
+    timeline, deltas = run(events, as_of_s)
+    got = seconds_by_category(deltas)
+    assert not timeline.rejections
+    for figure in CATEGORIES:
+        assert got[figure] == pytest.approx(expected.get(figure, 0)), figure
+    assert got["all_allocated"] == pytest.approx(sum(got[c] for c in ALL_ALLOCATED))
+    assert got["ideal"] == pytest.approx(ideal_steps)
+
+
+@pytest.mark.parametrize("name", REDONE_STEPS)
+def test_redone_steps_do_not_depend_on_where_the_input_is_cut(name):
+    """Fed in two parts at every instant an event happens, with a provisional flush and a pickled
+    timeline between (as a run that continues an earlier one): the same figures as one feed."""
+    import pickle
+
+    events, as_of_s, _, _ = _redone_case(name)
+    _, whole = run(events, as_of_s)
+    whole_seconds = seconds_by_category(whole)
+    for cut in sorted({e.time_us for e in events}):
+        timeline = JobTimeline("j", HOUR_US, PEAK)
+        timeline.feed([e for e in events if e.time_us <= cut])
+        timeline.advance_to(cut)
+        first = seconds_by_category(timeline.flush(provisional=True))
+        timeline = pickle.loads(pickle.dumps(timeline))
+        timeline.feed([e for e in events if e.time_us > cut])
+        timeline.close(T0 + int(as_of_s * 1_000_000))
+        second = seconds_by_category(timeline.flush())
+        for figure in (*FIGURES, "ideal"):
+            assert first[figure] + second[figure] == pytest.approx(whole_seconds[figure]), (cut, figure)
+
+
+DISRUPTIONS = {
+    # name: (events after SUBMIT, disruptions)
+    "never allocated (was -1: allocations - 1)": ([ev(50, "CANCEL")], 0),
+    "partial, then all its chips (was 1)": ([ev(10, "ALLOCATE", 4), ev(30, "ALLOCATE", 8), ev(40, "FINISH")], 0),
+    "preempted while running, restored on the next allocation": (
+        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(30, "PREEMPT", 0), ev(40, "ALLOCATE", 8),
+         ev(40, "CHECKPOINT_RESTORE_START"), ev(45, "CHECKPOINT_RESTORE_END", 0), ev(50, "FINISH")], 1),
+    "preempted while partial: nothing was running": (
+        [ev(0, "ALLOCATE", 4), ev(10, "PREEMPT", 0), ev(20, "ALLOCATE", 8), ev(30, "FINISH")], 0),
+    "a PREEMPT to fewer chips while running": ([ev(0, "ALLOCATE", 8), ev(10, "PREEMPT", 4), ev(20, "FAIL")], 1),
+    "failed while running": ([ev(0, "ALLOCATE", 8), ev(10, "FAIL")], 1),
+    "failed while queued": ([ev(10, "FAIL")], 0),
+    "cancelled while running: the owner's decision": ([ev(0, "ALLOCATE", 8), ev(10, "CANCEL")], 0),
+    "restored inside its allocation after steps ran": (
+        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(20, "CHECKPOINT_RESTORE_START"),
+         ev(25, "CHECKPOINT_RESTORE_END", 0), *steps(25, 1, 2), ev(45, "FINISH")], 1),
+    "steps going back inside its allocation, twice": (
+        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), *steps(20, 1, 3), *steps(50, 2, 2), ev(60, "FINISH")], 2),
+}
+
+
+@pytest.mark.parametrize("name", DISRUPTIONS)
+def test_disruptions_count_the_events_that_cut_or_restarted_a_running_attempt(name):
+    events, expected = DISRUPTIONS[name]
+    timeline, _ = run([submit(), *events], as_of_s=100)
+    assert not timeline.rejections
+    assert timeline.disruptions == expected and timeline.summary()["disruptions"] == expected

@@ -85,13 +85,17 @@ def test_bad_records_are_rejected_with_reasons_and_the_rest_is_unchanged():
         ]), label="Counts")
 
 
-def test_as_of_before_the_end_cuts_lifetimes_and_rejects_later_events():
+def test_as_of_before_the_end_cuts_lifetimes_and_later_events_wait():
+    """Events after a given as-of time are not rejected: they wait in their key's state, counted
+    `waiting` per stream, for the run whose as-of time reaches them."""
     records = worked_example.records()
     as_of_us = worked_example.T0_US + 300_000_000
-    later = sum(1 for stream in records.values() for r in stream if r["event_time"] > as_of_us)
+    later = {stream: sum(1 for r in rows if r["event_time"] > as_of_us) for stream, rows in records.items()}
+    assert later["scheduler"] and later["runtime"]
     with beam_pipeline() as p:
         outputs = build_goodput(p, _decoded(p, records), SETTINGS, as_of_us=as_of_us)
         assert_that(outputs["job_window"] | beam.Map(lambda r: (r["lifetime_chip_s"], r["productive_chip_s"], r["pending_chip_s"])),
                     equal_to([(300.0 * CHIPS, 100.0 * CHIPS, 0.0)]), label="CutAtAsOf")
-        assert_that(_all_rejected(outputs, "C") | beam.Map(lambda r: r["reason"].split(" (")[0]),
-                    equal_to(["after the as-of time"] * later), label="Later")
+        assert_that(_all_rejected(outputs, "C"), equal_to([]), label="NothingRejected")
+        assert_that(outputs["pending_counts"] | beam.Filter(lambda kv: kv[0][1] == "waiting"),
+                    equal_to([((stream, "waiting"), n) for stream, n in later.items() if n]), label="Waiting")

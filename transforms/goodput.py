@@ -20,7 +20,10 @@ def to_job_window_row(result) -> dict:
     Ideal chip-time is only ever added with the profiled productive time it
     belongs to, so a window without any is one whose ideal is unknown (the job
     has no profiler sample, or nothing productive here has one): null, not 0
-    (MPG.md section 3, "Unknown and empty factors").
+    (MPG.md section 3, "Unknown and empty factors"). Whether the job has a
+    sample at all is the job's, not the window's (it may arrive after the
+    window was written): the views make the ideal of a profiled job's window
+    without productive time 0 from `jobs.profiler_samples` (`known_ideal`).
     """
     job_id, window_start_us, version_us, vector = result
     row = {"job_id": job_id, "window_start_us": window_start_us, "version_us": version_us}

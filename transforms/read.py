@@ -18,6 +18,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from fleet_goodput import chunks, schemas
+from fleet_goodput.asof import CLOCK_STREAM
 from fleet_goodput.columnar import decode_file_fast
 from fleet_goodput.decode import VALIDATORS, Invalid, contract_violation, rejected_row
 from fleet_goodput.events import pack
@@ -33,13 +34,21 @@ class _DecodeAvroFile(beam.DoFn):
 
     def process(self, stream_and_path):
         stream, path = stream_and_path
+        try:
+            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+                decoded = decode_file_fast(stream, path, handle, self.accelerators,
+                                           keep=self.shard and self.shard.owns)
+        except FileNotFoundError:
+            decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
+        if decoded is not None:
+            yield from self._outputs(stream, decoded)
+
+    def _outputs(self, stream, decoded):
         shard = self.shard
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-            decoded = decode_file_fast(stream, path, handle, self.accelerators, keep=shard and shard.owns)
         for key, batch in decoded.batches.items():
             yield key, pack(batch)
-        if shard is not None and decoded.latest_us is not None:
-            yield beam.pvalue.TaggedOutput(LATEST_TIMES, decoded.latest_us)
+        if stream == CLOCK_STREAM and decoded.latest_times:  # every shard needs them: the as-of is the run's
+            yield beam.pvalue.TaggedOutput(LATEST_TIMES, decoded.latest_times)
         if shard is None or shard.reports_decoding:
             for row in decoded.rejected:
                 yield beam.pvalue.TaggedOutput(REJECTED, row)
@@ -56,9 +65,9 @@ class ReadAvroFiles(beam.PTransform):
     """
 
     def __init__(self, files: dict[str, list[str]], accelerators, shard: Shard | None = None):
-        """With a `shard` (fleet_goodput/shards.py), events only of the shard's keys, and each file's
-        latest event time (of every key) in "latest_times"; rejected rows and read counts only
-        from the shard that reports decoding."""
+        """Each scheduler file's latest event times (of every key) come out in "latest_times", for the
+        run's as-of time (fleet_goodput/asof.py). With a `shard` (fleet_goodput/shards.py), events only
+        of the shard's keys; rejected rows and read counts only from the shard that reports decoding."""
         super().__init__()
         self.files = [(stream, path) for stream, paths in files.items() for path in paths]
         self.accelerators = accelerators
@@ -91,7 +100,7 @@ def _chunk_items(path: str):
 
 class ReadDecodedChunk(beam.PTransform):
     """Files of one chunk that `fleet_goodput.chunks` decoded → the outputs of `ReadAvroFiles`
-    (with a shard's files, its chunk's latest event time in "latest_times")."""
+    (the chunk's latest scheduler event times in "latest_times")."""
 
     def __init__(self, paths: list[str]):
         super().__init__()
@@ -117,6 +126,8 @@ def _decode_record(record: dict, stream: str, source: str, accelerators):
         yield beam.pvalue.TaggedOutput(REJECTED, rejected_row(stream, str(exc), source, record))
     else:
         yield key, pack([tuple(event)])
+        if stream == CLOCK_STREAM:
+            yield beam.pvalue.TaggedOutput(LATEST_TIMES, [(event.time_us, key)])
     yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), 1))
 
 
@@ -132,4 +143,4 @@ class DecodeRecords(beam.PTransform):
     def expand(self, records):
         return records | "DecodeAndValidate" >> beam.FlatMap(
             _decode_record, stream=self.stream, source=self.source, accelerators=self.accelerators
-        ).with_outputs(REJECTED, READ_COUNTS, main=EVENTS)
+        ).with_outputs(REJECTED, READ_COUNTS, LATEST_TIMES, main=EVENTS)

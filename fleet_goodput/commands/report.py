@@ -8,9 +8,10 @@ from pathlib import Path
 
 from fleet_goodput import exits
 from fleet_goodput.commands.validate import add_quality_arguments, print_quality
-from fleet_goodput.config import ConfigError, load_settings
+from fleet_goodput.config import ConfigError
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
+from fleet_goodput.stored_settings import settings_for_reading
 
 DESCRIPTION = """\
 Validate an output folder for a period (the checks of `mpg validate`), then
@@ -33,12 +34,13 @@ examples:
   mpg report --output out/
   mpg report --output out/ --date 2026-01-01
   mpg report --output out/ --from 2026-01-01 --to 2026-01-07
-  deploy/ has a cron line and systemd units that run it every day for yesterday.
+  deploy/ has a cron line and systemd units that run the daily routine:
+    mpg run --input IN --output OUT && mpg report --output OUT --date <yesterday> --require-complete
 
 -q prints the verdict, the critical failures and the report's path only.
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(
     failed="a critical check failed: nothing was published (0: published)",
-    busy="another validation or report of the same period holds its lock; deploy/mpg-report.service retries it")
+    busy="another validation or report of the same period holds its lock; deploy/ retries it")
 
 
 def register(subparsers) -> None:
@@ -51,7 +53,7 @@ def register(subparsers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        settings = load_settings(args.config)
+        settings = settings_for_reading(args.output, config=args.config)
         period = period_from_args(args, args.output)
         progress(f"Validating {Path(args.output)} for {period.name}, then publishing its report ...")
         from fleet_goodput.report.publish import validate_and_publish  # imports GX, which takes a few seconds

@@ -25,6 +25,12 @@ before the last run's as-of time minus the allowed lateness go to the `late`
 table. --replace starts OUTPUT afresh. A run that fails or is killed leaves
 the previous run as it was.
 
+OUTPUT keeps the settings its figures were computed with (window_s, allowed
+lateness, size classes, accelerator catalogue), stored by its first run: a
+later run uses them, and --config changes only what it names. A run whose
+settings would change the stored figures is refused, naming each difference;
+adding an accelerator to the catalogue is allowed.
+
 Every event ends up accepted, dropped as a duplicate event_id, late, or in the
 `rejected` table with its reason; a run whose counts do not add up is not
 committed.
@@ -106,21 +112,24 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.batch import InputError, ReconciliationError, is_dry_run, run_batch, translate_batch
     from fleet_goodput.config import ConfigError, load_settings
     from fleet_goodput.store import StoreBusy, StoreError
-    from fleet_goodput.stream_settings import load_stream_settings
+    from fleet_goodput.stored_settings import settings_for_output
     from fleet_goodput.timeutil import parse_time_us
     from fleet_goodput.pipelines.options import GoodputOptions
 
     try:
         options, flags = pipeline_options("run", args)
         goodput = options.view_as(GoodputOptions)
-        settings = load_settings(goodput.config)
         as_of_us = parse_time_us(goodput.as_of) if goodput.as_of else None
         if is_dry_run(flags):
+            settings = load_settings(goodput.config)
             return dry_run(options, goodput.input, goodput.output,
                            lambda: translate_batch(goodput.input, goodput.output, settings, as_of_us, flags))
-        stream_settings = load_stream_settings(goodput.config)
+        chosen = settings_for_output(goodput.output, goodput.config, replace=goodput.replace)
+        if chosen.note:
+            print(f"mpg run: note: {chosen.note}", file=sys.stderr)
         progress(f"Running the goodput pipeline on {goodput.input} into {goodput.output}")
-        outcome = run_batch(goodput.input, goodput.output, settings, as_of_us, flags, stream_settings=stream_settings,
+        outcome = run_batch(goodput.input, goodput.output, chosen.settings, as_of_us, flags,
+                            stream_settings=chosen.stream_settings,
                             replace=goodput.replace, chunk_hours=goodput.chunk_hours, workers=goodput.workers,
                             progress=progress)
     except OptionsError as exc:
@@ -193,7 +202,7 @@ def result_line(outcome) -> str:
 def summary(outcome) -> str:
     """What became of the events, stream by stream, over every run of the output."""
     manifest = outcome.manifest
-    outcomes = ["read", "accepted", "duplicate", "rejected", "late"]
+    outcomes = ["read", "accepted", "duplicate", "rejected", "late", "waiting"]
     lines = ["Counts cover every run of the output:",
              f"  {'stream':<10}" + "".join(f" {name:>10}" for name in outcomes)]
     for name, counts in manifest["streams"].items():

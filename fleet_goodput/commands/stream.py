@@ -27,6 +27,10 @@ change it. The views show the latest version; `mpg sql` reads the latest
 committed run while the stream goes on. Events later than the allowed
 lateness go to the `late` table and are counted in the manifest.
 
+Locally, OUTPUT keeps the settings its figures were computed with, as for
+`mpg run`: a stream continuing it uses them, and one whose --config or
+--allowed_lateness_s would change the stored figures is refused.
+
 It stops on Ctrl-C / SIGTERM or after --stop_after_idle_s seconds without a new
 file. Killed any other way (even SIGKILL), it loses nothing committed: start
 it again on the same folders and it resumes from its last run, ending equal to
@@ -68,6 +72,7 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.batch import ReconciliationError, is_dry_run
     from fleet_goodput.config import ConfigError, load_settings
     from fleet_goodput.store import StoreBusy, StoreError
+    from fleet_goodput.stored_settings import settings_for_output
     from fleet_goodput.stream_run import run_stream, translate_stream
     from fleet_goodput.stream_settings import load_stream_settings
     from fleet_goodput.pipelines.options import GoodputOptions
@@ -77,6 +82,12 @@ def main(args: argparse.Namespace) -> int:
         goodput = options.view_as(GoodputOptions)
         settings = load_settings(goodput.config)
         stream_settings = load_stream_settings(goodput.config, allowed_lateness_s=goodput.allowed_lateness_s)
+        if stream_settings.source == "directory":  # the runs commit to the store: its settings
+            chosen = settings_for_output(goodput.output, goodput.config, replace=goodput.replace,
+                                         allowed_lateness_s=goodput.allowed_lateness_s)
+            settings, stream_settings = chosen.settings, chosen.stream_settings
+            if chosen.note:
+                print(f"mpg stream: note: {chosen.note}", file=sys.stderr)
     except OptionsError as exc:
         print(f"mpg stream: error: {exc}", file=sys.stderr)
         return exits.USAGE
@@ -109,7 +120,7 @@ def main(args: argparse.Namespace) -> int:
     except StoreBusy as exc:
         print(f"mpg stream: {exc}", file=sys.stderr)
         return exits.BUSY
-    except StoreError as exc:
+    except (StoreError, ConfigError) as exc:
         print(f"mpg stream: {exc}", file=sys.stderr)
         return exits.USAGE
     except ReconciliationError as exc:

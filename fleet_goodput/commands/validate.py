@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 from fleet_goodput import console, exits
-from fleet_goodput.config import ConfigError, load_settings
+from fleet_goodput.config import ConfigError
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, add_period_arguments, period_from_args, period_lock
+from fleet_goodput.stored_settings import settings_for_reading
 
 DESCRIPTION = """\
 Check an output folder of `mpg run` with Great Expectations before anyone reads it.
@@ -45,7 +46,9 @@ def add_quality_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--require-complete", action="store_true",
                         help="fail (not just warn) when the data's as-of time is before the end of the period; "
                              "for scheduled runs, so late upstream data alerts")
-    parser.add_argument("--config", metavar="FILE", help="the settings file the output was computed with")
+    parser.add_argument("--config", metavar="FILE",
+                        help="not needed: the output keeps the settings it was computed with; a settings file "
+                             "given is checked against them, and one that differs is refused")
 
 
 def register(subparsers) -> None:
@@ -58,7 +61,7 @@ def register(subparsers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        settings = load_settings(args.config)
+        settings = settings_for_reading(args.output, config=args.config)
         period = period_from_args(args, args.output)
         with period_lock(args.output, period):
             progress(f"Validating {Path(args.output)} for {period.name} ...")

@@ -131,15 +131,24 @@ def rejected_frame(connection, period: Period) -> pd.DataFrame:
 
 
 def manifest_frame(connection, manifest: dict) -> pd.DataFrame:
-    """One row per stream: the manifest's counts beside what the rejected table holds (whole run)."""
-    in_table = dict(connection.execute("select stream, sum(records) from stored_rejected group by stream").fetchall())
+    """One row per stream: the manifest's counts beside what the rejected tables hold (whole run).
+
+    The manifest counts every rejection, settled or provisional (an event still
+    inside the allowed lateness), so it is compared with both tables' rows.
+    """
+    in_table = dict(connection.execute("""
+        select stream, sum(records) from (
+            select stream, records from stored_rejected
+            union all select stream, records from stored_rejected_pending)
+        group by stream""").fetchall())
     rows = []
     for stream, counts in manifest.get("streams", {}).items():
+        fates = {k: counts.get(k, 0) for k in ("accepted", "duplicate", "rejected", "late", "waiting")}
         rows.append({
             "stream": stream,
-            **{k: counts.get(k) for k in ("read", "accepted", "duplicate", "rejected")},
-            "late": counts.get("late", 0),
-            "unaccounted": counts["read"] - counts["accepted"] - counts["duplicate"] - counts["rejected"] - counts.get("late", 0),
+            "read": counts.get("read"),
+            **fates,
+            "unaccounted": counts["read"] - sum(fates.values()),
             "rejected_in_table": int(in_table.get(stream) or 0),
             "rejected_share": counts["rejected"] / counts["read"] if counts["read"] else 0.0,
             "schema_version": manifest.get("schema_version"),

@@ -15,6 +15,10 @@ treatment:
 - a plain value in a table cell is HTML-escaped, so it shows as text;
 - two templates are replaced: `js_script_imports.j2` (no CDN scripts or
   stylesheets) and `bootstrap_table.j2` (a static table, the status as text);
+- a validation page's Status column says `passed` or `failed` and the
+  check's severity in words (`StatusAsTextTable`): GX draws it as a Font
+  Awesome icon, an empty element once the icon font is not loaded, so a
+  failed check looked like a passed one;
 - every rendered page goes through `docs.sanitize`: no script, no event
   handler, no external URL, whatever a renderer let through.
 """
@@ -23,6 +27,8 @@ from __future__ import annotations
 
 import html
 
+from great_expectations.render.components import RenderedStringTemplateContent
+from great_expectations.render.renderer.content_block import ValidationResultsTableContentBlockRenderer
 from great_expectations.render.view.view import DefaultJinjaIndexPageView, DefaultJinjaPageView
 from jinja2 import BytecodeCache, ChoiceLoader, DictLoader, pass_context
 
@@ -103,6 +109,41 @@ class OfflineIndexPageView(OfflinePageView):
     _template = DefaultJinjaIndexPageView._template
 
 
+def status_text(result) -> tuple[str, str]:
+    """(text, style class) of one validation result: its outcome and its expectation's severity."""
+    severity = getattr(result.expectation_config.severity, "value", result.expectation_config.severity)
+    if any(info.get("raised_exception") for info in _exception_infos(result)):
+        return f"error ({severity})", "fail"
+    if result.success:
+        return f"passed ({severity})", "pass"
+    return f"failed ({severity})", "fail" if severity == "critical" else "warn"
+
+
+def _exception_infos(result) -> list[dict]:
+    # GX keeps one exception_info, or one per metric when several were computed.
+    info = result.exception_info or {}
+    return [info] if "raised_exception" in info else [v for v in info.values() if isinstance(v, dict)]
+
+
+class StatusAsTextTable(ValidationResultsTableContentBlockRenderer):
+    """GX's table of a validation page, its Status cell the outcome and severity in words."""
+
+    @classmethod
+    def _get_content_block_fn(cls, expectation_type, expectation_config=None):
+        row_fn = super()._get_content_block_fn(expectation_type, expectation_config)
+
+        def row_with_status_text(configuration=None, result=None, runtime_configuration=None, **kwargs):
+            rows = row_fn(configuration=configuration, result=result, runtime_configuration=runtime_configuration,
+                          **kwargs)
+            text, style = status_text(result)
+            rows[0][0] = RenderedStringTemplateContent(content_block_type="string_template", string_template={
+                "template": "$status", "params": {"status": text},
+                "styling": {"params": {"status": {"classes": [style]}}}})
+            return rows
+
+        return row_with_status_text
+
+
 def _view(class_name: str) -> dict:
     return {"module_name": __name__, "class_name": class_name}
 
@@ -113,6 +154,13 @@ DATA_DOCS_SITE = {
     "store_backend": {"class_name": "TupleFilesystemStoreBackend",
                       "base_directory": "uncommitted/data_docs/local_site/"},
     "site_index_builder": {"class_name": "DefaultSiteIndexBuilder", "view": _view("OfflineIndexPageView")},
-    "site_section_builders": {section: {"view": _view("OfflinePageView")}
-                              for section in ("expectations", "validations", "profiling")},
+    "site_section_builders": {
+        "expectations": {"view": _view("OfflinePageView")},
+        # GX merges this into its default section: the same page renderer, with our table.
+        "validations": {"view": _view("OfflinePageView"), "renderer": {
+            "class_name": "ValidationResultsPageRenderer",
+            "column_section_renderer": {"class_name": "ValidationResultsColumnSectionRenderer",
+                                        "table_renderer": _view("StatusAsTextTable")}}},
+        "profiling": {"view": _view("OfflinePageView")},
+    },
 }

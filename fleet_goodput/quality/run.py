@@ -35,6 +35,7 @@ from fleet_goodput.quality.gx_views import DATA_DOCS_SITE
 from fleet_goodput.quality.period import Period
 from fleet_goodput.quality.suites import CRITICAL, SuiteInputs, build_suites
 from fleet_goodput.store import Store
+from fleet_goodput.stored_settings import settings_of
 from fleet_goodput.timeutil import format_time_us
 
 QUALITY_DIR = "quality"
@@ -101,10 +102,12 @@ def quality_dir(output_dir: str | Path, period: Period) -> Path:
 def validate_output(output_dir: str | Path, period: Period, settings: Settings,
                     require_complete: bool = False, run_id: int | None = None) -> QualityResult:
     """Run every suite on OUTPUT's run `run_id` (default: the latest) for the period;
-    write GX results, Data Docs and summary.json."""
-    record = Store(output_dir).run(run_id)
-    manifest, run_id = record.manifest, record.run_id
-    window_s = int(manifest.get("window_s") or settings.window_s)
+    write GX results, Data Docs and summary.json. The run is checked against the
+    settings the store keeps for it; `settings` serve where it keeps none."""
+    store = Store(output_dir)
+    record = store.run(run_id)
+    settings = settings_of(store, record, settings)
+    manifest, run_id, window_s = record.manifest, record.run_id, settings.window_s
     inputs = SuiteInputs(period=period, as_of_s=(manifest.get("as_of_us") or 0) / 1e6, window_s=window_s,
                          accelerators=tuple(sorted(settings.accelerators)), require_complete=require_complete)
     with batches.open_views(output_dir, settings, run_id) as connection:

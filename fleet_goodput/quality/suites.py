@@ -217,6 +217,10 @@ def jobs_suite(inputs: SuiteInputs) -> list:
                min_value=0, title="implicitly_closed_spans is not negative",
                why="A count of runtime spans closed without their END; below zero the writer mixed up counters. "
                    "Zero is the only bound the contract gives: how many are too many depends on the emitters."),
+        expect(gxe.ExpectColumnValuesToBeBetween, severity=CRITICAL, column="disruptions",
+               min_value=0, title="disruptions is not negative",
+               why="A count of events that cut or restarted a running attempt; the checkpoint advice divides by "
+                   "its sum. It once came out at -1 for every job that never got its chips (allocations - 1)."),
         expect(gxe.ExpectColumnProportionOfNonNullValuesToBeBetween, severity=WARNING, column="team",
                min_value=TEAM_COVERAGE_WARNING,
                title=f"at least {TEAM_COVERAGE_WARNING:.0%} of jobs name their team",
@@ -281,11 +285,11 @@ def manifest_suite(inputs: SuiteInputs) -> list:
     return [
         expect(gxe.ExpectColumnValuesToBeBetween, severity=CRITICAL, column="unaccounted", min_value=0,
                max_value=0,
-               title="every event read is accepted, a duplicate or rejected (read = accepted + duplicate + rejected)",
+               title="every event read is accepted, a duplicate, rejected, late or waiting after the as-of time",
                why="The manifest's promise that nothing is lost silently; counts are integers, so exactly 0."),
         expect(gxe.ExpectColumnPairValuesToBeEqual, severity=CRITICAL, column_A="rejected",
                column_B="rejected_in_table",
-               title="the manifest's rejected counts match the rejected table",
+               title="the manifest's rejected counts match the rejected tables (settled and provisional)",
                why="The rejected table is where a rejection's reason is kept; a count without its rows (or rows "
                    "without a count) means a partition was lost or written twice."),
         expect(gxe.ExpectColumnValuesToBeInSet, severity=CRITICAL, column="stream", value_set=STREAMS,

@@ -168,21 +168,22 @@ def checkpoint_advice(connection, period: Period) -> list[dict]:
     """Checkpoint-interval advice per training class (accelerator x size class), see advice.py.
 
     Uses whole job lives (job_goodput and jobs) of the training jobs alive in
-    the period: disruptions are counted per job, not per day. The failure
-    interval M is measured (all-allocated time per disruption), and so is the
-    save count (`jobs.checkpoint_saves`, counted by the job's timeline). Wall
-    seconds are chip-seconds / requested chips.
+    the period: disruptions are counted per job, not per day, by the job's
+    timeline from the events that cut or restarted a running attempt
+    (`jobs.disruptions`). The failure interval M is measured (all-allocated
+    time per disruption), and so is the save count (`jobs.checkpoint_saves`).
+    Wall seconds are chip-seconds / requested chips.
     """
     step = " + ".join(f"{c}_chip_s" for c in ("productive", "lost", "pending"))
     rows = _rows(connection, f"""
         select accelerator, size_class, count(*) as jobs,
-               sum(allocations - 1) + count(*) filter (where status = 'FAILED') as disruptions,
+               sum(disruptions) as disruptions,
                sum(checkpoint_saves) as saves,
                {_wall_s('checkpoint_save')} as save_s, {_wall_s('lost')} as lost_s,
                sum(({step}) / requested_chips) as step_s, {_wall_s('productive')} as productive_s,
                {_wall_s('checkpoint_restore')} as restore_s,
                {_wall_s('all_allocated')} as all_allocated_s, sum(all_allocated_chip_s) as all_allocated_chip_s
-        from job_goodput join (select job_id, allocations, checkpoint_saves from jobs) using (job_id)
+        from job_goodput join (select job_id, disruptions, checkpoint_saves from jobs) using (job_id)
         where workload = 'TRAINING'
           and job_goodput.submit_time < make_timestamptz(?::bigint * 1000000)
           and (job_goodput.end_time is null or job_goodput.end_time >= make_timestamptz(?::bigint * 1000000))

@@ -23,6 +23,7 @@ from fleet_goodput.quality.run import SUMMARY_FILE, QualityResult, quality_dir, 
 from fleet_goodput.report import figures as report_figures
 from fleet_goodput.report.figures import job_detail, previous_period
 from fleet_goodput.store import Store
+from fleet_goodput.stored_settings import settings_of
 from fleet_goodput.report.render import job_page_name, render_job, render_report
 from fleet_goodput.report.spreadsheet import write_csv
 
@@ -46,10 +47,13 @@ def validate_and_publish(output_dir: str | Path, period: Period, settings: Setti
 def publish_report(output_dir: str | Path, period: Period, settings: Settings, quality: QualityResult,
                    run_id: int | None = None) -> Path:
     """Compute the figures of run `run_id` (default: the latest), write the page and CSVs to a
-    temporary folder, swap it in; returns the page."""
+    temporary folder, swap it in; returns the page. The figures use the settings the store
+    keeps for the run; `settings` serve where it keeps none."""
     if not quality.passed:
         raise ValueError("refusing to publish a report whose data failed validation")
-    record = Store(output_dir).run(run_id)
+    store = Store(output_dir)
+    record = store.run(run_id)
+    settings = settings_of(store, record, settings)
     manifest, run_id = record.manifest, record.run_id
     final = report_dir(output_dir, period)
     final.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fleet_goodput.simulator.timeline import PRODUCTIVE, STEP, FleetTimeline, JobTimeline
+from fleet_goodput.simulator.timeline import FAILED, PRODUCTIVE, STEP, FleetTimeline, JobTimeline
 
 CATEGORIES = ("queued", "partial", "productive", "pending", "lost", "data_wait", "compile",
               "checkpoint_save", "checkpoint_restore", "init", "idle")
@@ -40,7 +40,10 @@ def job_window_table(fleet: FleetTimeline, peak_flops: dict[str, float], window_
     for category in CATEGORIES:
         columns[f"{category}_chip_s"] = pa.array(
             [r["us"][category] * chips_of[k[0]] / 1e6 for k, r in ordered], pa.float64())
-    columns["ideal_chip_s"] = pa.array([r["ideal"] for _, r in ordered], pa.float64())
+    # Unknown is not zero (MPG.md section 3): a job without a profiler sample has a null ideal in
+    # every window; a profiled job's windows have one, 0 where nothing productive ran.
+    profiled = {job.spec.job_id for job in fleet.jobs if job.samples}
+    columns["ideal_chip_s"] = pa.array([r["ideal"] if k[0] in profiled else None for k, r in ordered], pa.float64())
     columns["held_chip_s"] = pa.array([r["held_chip_us"] / 1e6 for _, r in ordered], pa.float64())
     return pa.table(columns)
 
@@ -92,14 +95,12 @@ def _add_job(rows: dict, job: JobTimeline, horizon_us: int, peak: float, window_
 
 
 def _ideal(span, job: JobTimeline, peak: float) -> float:
-    """Ideal chip-seconds of a productive step span (MPG.md section 3).
+    """Ideal chip-seconds of a productive step span (MPG.md section 3), for a job with a profile.
 
     The pipeline takes ideal_flops from the job's latest sample at or before
     the span (else its first); the simulator gives every sample of a job the
-    same ideal_flops, so any sample gives the same answer, and no sample none.
+    same ideal_flops, so any sample gives the same answer.
     """
-    if not job.samples:
-        return 0.0
     return (span.last_step - span.first_step + 1) * job.spec.ideal_flops / peak
 
 
@@ -127,7 +128,18 @@ def jobs_table(fleet: FleetTimeline) -> pa.Table:
         "submit_time": pa.array([j.spec.submit_us for j in jobs], _TIMESTAMP),
         "end_time": pa.array([j.end_us for j in jobs], _TIMESTAMP),
         "status": pa.array([j.status for j in jobs], pa.string()),
+        "disruptions": pa.array([_disruptions(j) for j in jobs], pa.int32()),
     })
+
+
+def _disruptions(job: JobTimeline) -> int:
+    """Running attempts the scheduler cut short: preempted off the chips or failed while holding them all.
+    (The simulated runtime never restarts inside an allocation.)"""
+    requested, held, count = job.spec.requested_chips, 0, 0
+    for change in job.levels:
+        count += change.kind == "PREEMPT" and held >= requested > change.chips
+        held = change.chips
+    return count + (job.status == FAILED and held >= requested)
 
 
 def capacity_window_table(fleet: FleetTimeline, window_us: int) -> pa.Table:

@@ -11,6 +11,10 @@ attributes as (
     select * from job_attributes
 ),
 
+profiles as (
+    select job_id, profiler_samples > 0 as profiled from jobs
+),
+
 final as (
     select
         windows.date as day,
@@ -18,8 +22,10 @@ final as (
         windows.job_id,
         attributes.* exclude (job_id, submit_time, end_time),
         windows.* exclude (date, window_start, job_id, version)
+            replace (known_ideal(windows.ideal_chip_s, windows.productive_chip_s, profiles.profiled) as ideal_chip_s)
     from windows
     join attributes using (job_id)
+    join profiles using (job_id)
 )
 
 select * from final

@@ -3,6 +3,15 @@
 create or replace macro ratio(numerator, denominator) as
     case when denominator > 0 then numerator / denominator end;
 
+-- Ideal chip-seconds as the metric reads them (MPG.md section 3, "Unknown and
+-- empty factors"). job_window keeps ideal only beside profiled productive
+-- time, null elsewhere; for a job with a profiler sample, productive time of
+-- 0 has an ideal of 0 (known and empty), and without a sample ideal stays
+-- null (unknown). Row by row, with the job's profile from `jobs`, so the
+-- answer does not depend on when the job's first sample arrived.
+create or replace macro known_ideal(ideal, productive, profiled) as
+    case when ideal is null and productive = 0 and profiled then 0.0 else ideal end;
+
 -- MPG = SG x RG x PG = (all_allocated / base) x (productive / all_allocated)
 -- x (ideal / profiled_productive), written out so that the product of the
 -- three factor columns is a check on this column, not its definition. With

@@ -11,6 +11,10 @@ windows as (
     select * from job_window
 ),
 
+profiles as (
+    select job_id, profiler_samples > 0 as profiled from jobs
+),
+
 totals as (
     select
         job_id,
@@ -27,11 +31,12 @@ totals as (
         sum(checkpoint_restore_chip_s) as checkpoint_restore_chip_s,
         sum(init_chip_s) as init_chip_s,
         sum(idle_chip_s) as idle_chip_s,
-        sum(ideal_chip_s) as ideal_chip_s,
+        known_ideal(sum(ideal_chip_s), sum(productive_chip_s), any_value(profiled)) as ideal_chip_s,
         sum(profiled_productive_chip_s) as profiled_productive_chip_s,
         sum(held_chip_s) as held_chip_s,
         sum(clipped_runtime_chip_s) as clipped_runtime_chip_s
     from windows
+    join profiles using (job_id)
     group by job_id
 ),
 
@@ -51,7 +56,7 @@ final as (
         coalesce(totals.checkpoint_restore_chip_s, 0) as checkpoint_restore_chip_s,
         coalesce(totals.init_chip_s, 0) as init_chip_s,
         coalesce(totals.idle_chip_s, 0) as idle_chip_s,
-        totals.ideal_chip_s,  -- null when the job has no profile: unknown, not 0
+        totals.ideal_chip_s,  -- null when the job has no profile: unknown, not 0; 0 when profiled and nothing productive
         coalesce(totals.profiled_productive_chip_s, 0) as profiled_productive_chip_s,
         coalesce(totals.held_chip_s, 0) as held_chip_s,
         coalesce(totals.clipped_runtime_chip_s, 0) as clipped_runtime_chip_s,

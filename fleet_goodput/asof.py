@@ -1,0 +1,63 @@
+"""The default as-of time of a run: how far the fleet's clock has reached.
+
+A run reports every job as of one time T. By default T follows the
+*scheduler* stream: the scheduler sees every job and every cluster, and its
+events (a SUBMIT, an ALLOCATE, a FINISH, a CAPACITY level restated) are the
+fleet's statement of what happened up to when. Runtime and profiler events
+never move T, so a job's host with a wrong clock cannot drag the fleet
+forward; their events after T wait in their job's state and count in the
+run whose T reaches them (nothing after T is rejected for being after it).
+
+Within the scheduler stream, a few events of one job far ahead of the rest,
+a clock gone wrong, do not move T either: T is the latest scheduler event
+time, except that a trailing group of at most `OUTLIER_EVENTS` events, all
+of one job, that follows a silence of the scheduler of more than
+`MAX_LEAD_US` is set aside (it waits, and counts once later events reach
+it). Events of several jobs together, and capacity levels (which an
+exporter restates at the end of an export to say how far it has seen), are
+the fleet's word and always count. T never goes
+back from the store's last run. A run given `--as_of` uses that instead.
+
+Because the rule reads only the store's latest `KEPT` scheduler events
+(time and key), a store keeps them, and the as-of of a run over everything
+equals the last as-of of any sequence of runs over the same files: however
+the telemetry is cut, the figures are the same (tests/test_split_invariance.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+
+CLOCK_STREAM = "scheduler"
+OUTLIER_EVENTS = 10  # at most this many trailing events after a silence are taken for a wrong clock
+MAX_LEAD_US = 3600 * 1_000_000  # a silence longer than this before them marks them
+KEPT = OUTLIER_EVENTS + 1  # the latest event times the rule needs: the group and the event before it
+
+
+def latest_times(*parts: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The `KEPT` latest (time, key) of all `parts`, latest first: what a store keeps of its clock."""
+    return heapq.nlargest(KEPT, (tuple(item) for part in parts for item in part))
+
+
+def clock_time(latest: list[tuple[int, str]]) -> int | None:
+    """The time the scheduler stream has reached, from its latest (time, key) events, latest first."""
+    if not latest:
+        return None
+    from fleet_goodput.decode import is_capacity_key  # decoding imports this module
+
+    reached = latest[0][0]
+    for index in range(min(OUTLIER_EVENTS, len(latest) - 1)):
+        keys = {key for _, key in latest[:index + 1]}
+        one_job = len(keys) == 1 and not is_capacity_key(next(iter(keys)))
+        if one_job and latest[index][0] - latest[index + 1][0] > MAX_LEAD_US:
+            reached = latest[index + 1][0]  # events 0..index, of one job, came after a silence: a clock ahead
+    return reached
+
+
+def default_as_of(latest: list[tuple[int, str]], previous_as_of_us: int | None) -> int | None:
+    """A run's as-of time when none is given: the clock's time, never before the last run's."""
+    reached = clock_time(latest)
+    if reached is None or previous_as_of_us is None:
+        return reached if reached is not None else previous_as_of_us
+    return max(reached, previous_as_of_us)
