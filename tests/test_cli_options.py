@@ -154,11 +154,12 @@ def test_quiet_replay_prints_its_result_line_only(telemetry, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv", [["-v", "run"], ["run", "--verbose", "-vv"]], ids=" ".join)
-def test_verbosity_flags_are_not_taken_for_beams(telemetry, tmp_path, argv):
+def test_verbosity_flags_are_not_taken_for_beams_and_v_adds_the_runs_detail(telemetry, tmp_path, argv, capsys):
     from fleet_goodput import console
 
     assert main([*argv, "--input", str(telemetry), "--output", str(tmp_path / "out")]) == 0
     assert console.verbosity() == argv.count("-v") + argv.count("--verbose") + 2 * argv.count("-vv")
+    assert "\nEvent time: as of 2026-01-01T00:09:40Z; " in capsys.readouterr().out
 
 
 def test_a_submitted_dataflow_job_prints_its_id_and_console_url(capsys):

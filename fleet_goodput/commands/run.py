@@ -113,7 +113,7 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.config import ConfigError, load_settings
     from fleet_goodput.store import StoreBusy, StoreError
     from fleet_goodput.stored_settings import settings_for_output
-    from fleet_goodput.timeutil import parse_time_us
+    from fleet_goodput.timeutil import format_time_us, parse_time_us
     from fleet_goodput.pipelines.options import GoodputOptions
 
     try:
@@ -146,12 +146,18 @@ def main(args: argparse.Namespace) -> int:
         return exits.FAILED
     if outcome.skipped:
         say(f"Skipped {len(outcome.skipped)} input file(s) an earlier run already applied (same content).")
+        for path in outcome.skipped:
+            console.detail(f"  skipped {path}")
     if not outcome.committed:
         latest = f"run {outcome.run.run_id} stays the latest" if outcome.run else "the output holds no run"
         print(f"Nothing new in {goodput.input}: {latest}.")
         return exits.OK
     print(result_line(outcome))
     say(summary(outcome))
+    manifest = outcome.manifest
+    console.detail(f"Event time: as of {manifest['as_of']}; results versioned {format_time_us(manifest.get('version_us'))}; "
+                   f"a later run's events at or before {format_time_us(manifest.get('frontier_us'))} go to `late` "
+                   f"(allowed lateness {manifest.get('allowed_lateness_s')} s)")
     accepted = sum(counts["accepted"] for counts in outcome.manifest.get("this_run", {}).values())
     if outcome.manifest.get("as_of_us") is None or accepted == 0:
         print(f"mpg run: no event of this run was accepted, so it adds no figure; see why with\n"
