@@ -455,10 +455,12 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
         raise ReconciliationError(_reconciliation_message(manifest) + "; the run was not committed")
     commit_settings(transaction, run_id, settings, stream_settings)
     for name, table in TABLES.items():
-        replaced = name in REPLACED_EACH_RUN
-        transaction.write_staged(name, delta_schema(table), partition_by=["date"],
-                                 mode="overwrite" if replaced else "append",
-                                 folders=final if replaced else folders)
+        if name in REPLACED_EACH_RUN:
+            transaction.write_staged(name, delta_schema(table), partition_by=["date"], mode="overwrite", folders=final)
+        elif table.key:  # one row per key: the latest figures (fleet_goodput/keyed_tables.py)
+            transaction.write_keyed(table, folders)
+        else:  # each event once: what a run rejects or finds late is new
+            transaction.write_staged(name, delta_schema(table), partition_by=["date"], folders=folders)
     transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite", folders=final)
     transaction.write("state_files", pa.Table.from_pylist(
         [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "size": f.size, "run_id": run_id,

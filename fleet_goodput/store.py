@@ -14,9 +14,14 @@
 A run becomes visible in one step: the commit of its row to `runs`. Readers
 take the table versions that row names (Delta time travel), so a run killed
 before that commit leaves the previous snapshot exactly as it was, whatever it
-wrote; the next run first restores any table a killed run moved. Runs on one
+wrote; the next command that opens the store (a run, or a reader that finds
+the output idle) first restores any table a killed run moved. Runs on one
 local output are serialised by a lock file; on gs:// a run that finds a newer
 run committed under it fails instead of overwriting it.
+
+Every table exists, with its full schema, from the first run. A keyed
+table's latest version holds one row per key (fleet_goodput/keyed_tables.py);
+`rejected` and `late` are appended to, each event once.
 
 Delta tables work on local disk and gs:// alike (delta-rs); DuckDB, polars,
 Spark and BigQuery read them.
@@ -31,6 +36,7 @@ import os
 import shutil
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +45,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from fleet_goodput.keyed_tables import commit_keyed
 from fleet_goodput.tables import TABLES, Table
 
 STATE_KEYS = "state/keys"
@@ -152,12 +159,18 @@ class Store:
                 return record
         raise StoreError(f"no run {run_id} in {self.root}; `mpg runs --output {self.root}` lists them")
 
+    def snapshot(self, name: str, record: RunRecord | None) -> DeltaTable | None:
+        """Table `name` as `record` left it (None: that run had not written it)."""
+        version = record.versions.get(name) if record else None
+        return None if version is None else self._delta(table_paths()[name], version)
+
     def files(self, name: str, record: RunRecord | None) -> list[str]:
         """The data files of table `name` in `record`'s snapshot, as paths relative to the output."""
-        version = record.versions.get(name) if record else None
-        if version is None:
+        return self.relative_files(self.snapshot(name, record))
+
+    def relative_files(self, table: DeltaTable | None) -> list[str]:
+        if table is None:
             return []
-        table = self._delta(table_paths()[name], version)
         prefix = f"{self.root}/"
         return sorted(uri.removeprefix("file://").removeprefix(prefix) for uri in table.file_uris())
 
@@ -203,14 +216,50 @@ class Store:
 
     def begin(self) -> Transaction:
         """Start a run: undo what a killed run left in the tables, then stage."""
+        self.undo_killed_run()
+        return Transaction(self, self.latest(), uuid.uuid4().hex[:12])
+
+    def undo_killed_run(self) -> None:
+        """Put every table a killed run moved back as the latest committed run left it (a table no
+        committed run wrote is emptied). The caller holds the lock."""
         latest = self.latest()
         for name, relative in table_paths().items():
             recorded = latest.versions.get(name) if latest else None
             table = self._delta(relative)
-            if table is None or recorded is None or table.version() == recorded:
+            if table is None or table.version() == recorded or (recorded is None and not table.file_uris()):
                 continue
-            table.restore(recorded)
-        return Transaction(self, latest, uuid.uuid4().hex[:12])
+            if recorded is None:
+                write_deltalake(table, pa.schema(table.schema().to_arrow()).empty_table(), mode="overwrite")
+            else:
+                table.restore(recorded)
+
+    def undo_killed_run_if_idle(self) -> None:
+        """For readers: if a killed run left tables ahead of the latest committed run and no run
+        holds the output, undo it now, so that readers of the Delta tables themselves (polars,
+        Spark…) see the committed run again. `mpg sql` and the views read the committed versions
+        whatever the tables' latest ones are; a run in progress is left alone."""
+        if is_remote(self.root) or not self._moved_by_a_killed_run():
+            return
+        try:
+            with self.lock():
+                self.undo_killed_run()
+        except StoreError:
+            return  # a run holds the output: its tables are ahead until it commits (or is killed and undone)
+        except OSError as error:  # a read-only copy of the output, say
+            warnings.warn(f"{self.root}: a killed run left tables ahead of the last committed run, and they could not "
+                          f"be restored ({error}); readers of the Delta tables themselves see that run's rows until "
+                          "the next `mpg run` on this output", stacklevel=2)
+
+    def _moved_by_a_killed_run(self) -> bool:
+        """Whether some table's latest Delta version (from its log's file names) differs from what
+        the latest committed run recorded."""
+        latest = self.latest()
+        for name, relative in table_paths().items():
+            commits = [int(p.stem) for p in Path(self.path(relative), "_delta_log").glob("*.json") if p.stem.isdigit()]
+            recorded = latest.versions.get(name) if latest else None
+            if commits and max(commits) != recorded and (recorded is not None or self._delta(relative).file_uris()):
+                return True
+        return False
 
     def replace(self) -> None:
         """Remove every run, table and saved state (`--replace`)."""
@@ -260,11 +309,12 @@ class Transaction:
         return self.store.path(f"{STAGING}/{self.token}")
 
     def write(self, name: str, data, schema: pa.Schema, mode: str = "append", partition_by=None) -> None:
-        """Append (or overwrite) table `name` with `data` (an Arrow table or reader)."""
+        """Append (or overwrite) table `name` with `data` (an Arrow table or reader); a table no
+        run wrote yet is created, with `schema`, even with nothing to add."""
         relative = table_paths()[name]
         exists = self.versions.get(name) is not None
-        if isinstance(data, pa.Table) and data.num_rows == 0 and (mode == "append" or not exists):
-            return  # nothing to add; a table never written reads as empty
+        if isinstance(data, pa.Table) and data.num_rows == 0 and mode == "append" and exists:
+            return  # nothing to add
         if not exists:
             mode = "overwrite"  # replaces whatever a killed first run left
         # A column added since the table was made (state/files' modified_us) joins it on append.
@@ -275,13 +325,19 @@ class Transaction:
     def write_staged(self, name: str, schema: pa.Schema, mode: str = "append", partition_by=None,
                      folders: list[str] | None = None) -> None:
         """Commit the Parquet files a pipeline staged for `name` (in this run's staging, or in `folders`)."""
-        files = [f for folder in (folders or [self.staging]) for f in _staged_files(f"{folder}/{name}")]
-        if not files:
-            if mode == "overwrite":
-                self.write(name, schema.empty_table(), schema, mode="overwrite", partition_by=partition_by)
-            return
-        reader = ds.dataset(files, schema=schema, format="parquet").scanner().to_reader()
-        self.write(name, reader, schema, mode=mode, partition_by=partition_by)
+        files = self._staged(name, folders)
+        data = ds.dataset(files, schema=schema, format="parquet").scanner().to_reader() if files else schema.empty_table()
+        self.write(name, data, schema, mode=mode, partition_by=partition_by)
+
+    def write_keyed(self, table: Table, folders: list[str] | None = None) -> None:
+        """Commit the rows staged for keyed `table` so that its latest version holds one row per key."""
+        path = self.store.path(table_paths()[table.name])
+        commit_keyed(path, self._staged(table.name, folders), table, delta_schema(table),
+                     exists=self.versions.get(table.name) is not None)
+        self.versions[table.name] = DeltaTable(path).version()
+
+    def _staged(self, name: str, folders: list[str] | None) -> list[str]:
+        return [f for folder in (folders or [self.staging]) for f in _staged_files(f"{folder}/{name}")]
 
     def compact(self) -> None:
         """Rewrite the small files of a table that has gathered many (a stream's frequent runs)

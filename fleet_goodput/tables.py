@@ -1,9 +1,11 @@
 """The tables the pipeline writes: their columns, types and meaning.
 
 Every table is a Delta Lake table partitioned by `date` (UTC day, YYYY-MM-DD)
-under `OUTPUT/tables/<table>/` (fleet_goodput/store.py). Results are appended
-as new versions of their rows (the `version` column); the views keep the
-latest version of each row.
+under `OUTPUT/tables/<table>/` (fleet_goodput/store.py). A table with a `key`
+holds one row per key, the latest `version` of its figures: a run replaces
+the rows it changes (fleet_goodput/keyed_tables.py), and earlier figures live
+in the table's earlier Delta versions. Tables without a key (`rejected`,
+`late`) are appended to, each event once.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class Table:
     columns: tuple[Column, ...]
     date_from: str  # the row key whose UTC day is the partition
     sort_by: tuple[str, ...]  # columns that order a partition's rows, so reruns write identical files
-    key: tuple[str, ...] = ()  # what identifies a row; with `version`, the views keep the latest per key
+    key: tuple[str, ...] = ()  # what identifies a row: the table holds one row per key, the latest version
 
     @property
     def schema(self) -> pa.Schema:
@@ -70,7 +72,7 @@ _FIGURE_DOCS = {
 }
 
 VERSION = Column("version", TIMESTAMP, "event time of the result: the as-of time in batch, the firing time in "
-                 "streaming; a later version of a row replaces an earlier one", "version_us")
+                 "streaming; a later version of a row replaces an earlier one in the table", "version_us")
 
 JOB_WINDOW = Table(
     name="job_window",

@@ -3,20 +3,26 @@
 `create_views` builds the `raw` layer over the exact Parquet files of a
 committed run's table versions (fleet_goodput/store.py), so a view never sees
 a half-written run, and reading run N gives run N's figures whatever came
-after. Then the `settings` the run was computed with, which the store keeps
-(fleet_goodput/stored_settings.py), and the `size_classes` lookup from them,
-then every SQL file of the registry in order. The views `connect` makes name
-their files by absolute path, found from wherever the output is now; those
-stored in `goodput.duckdb` name them relative to the output, so a moved or
-copied output keeps working (DuckDB looks a relative name up in the working
-directory, then in `file_search_path`, which the file cannot carry: open it
-from inside the output folder).
+after. A keyed table holds one row per key (fleet_goodput/keyed_tables.py), so
+its view is its rows as they are; only a snapshot written before that rule
+keeps the latest version of each key here. Then the `settings` the run was
+computed with, which the store keeps (fleet_goodput/stored_settings.py), and
+the `size_classes` lookup from them, then every SQL file of the registry in
+order.
+
+The views `connect` makes name their files by absolute path, found from
+wherever the output is now. Those stored in `goodput.duckdb` name them
+relative to the output, through the macro `goodput_file`, so a moved or copied
+output keeps working: opened directly (the DuckDB CLI, `duckdb.connect`), the
+file knows its own folder from DuckDB's default `temp_directory`
+(`<database>.tmp`), so it reads from any working directory; attached to
+another database, or with `temp_directory` set, it reads relative to the
+working directory (and `file_search_path`), so open it from inside the output.
 
 `connect` gives an in-memory connection with the views of the latest run (or
 of `run`), which DuckDB binds as queries first read them, where it can (a
 third of the time to open them); `build_database` also stores them in
-`OUTPUT/goodput.duckdb` for the DuckDB CLI and other tools (open it from
-inside the output folder, or set `file_search_path` to it).
+`OUTPUT/goodput.duckdb` for the DuckDB CLI and other tools.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import duckdb
 
 from fleet_goodput import sql
 from fleet_goodput.config import Settings, load_settings
+from fleet_goodput.keyed_tables import holds_one_row_per_key
 from fleet_goodput.store import RunRecord, Store, StoreError, is_remote
 from fleet_goodput.stored_settings import KEYS, apply, document, kept_settings
 from fleet_goodput.tables import TABLES, Table
@@ -46,8 +53,17 @@ _DUCKDB_TYPES = {"string": "varchar", "double": "double", "int64": "bigint", "in
                  "timestamp[us, tz=UTC]": "timestamptz"}
 
 
-def _source(files: list[str]) -> str:
-    listed = ", ".join(f"'{name}'" for name in files)
+# A stored view's file, relative to the output: from the database file's own folder where
+# DuckDB's default temp_directory (`<database>.tmp`) tells it, else from the working directory.
+# Table function arguments are folded when a query binds, so this works inside read_parquet.
+_GOODPUT_FILE_MACRO = r"""create or replace macro {prefix}goodput_file(relative) as
+    case when regexp_matches(current_setting('temp_directory'), '\.duckdb\.tmp$')
+         then regexp_replace(current_setting('temp_directory'), '[^/]*\.tmp$', '') || relative
+         else relative end"""
+
+
+def _source(files: list[str], relative: bool) -> str:
+    listed = ", ".join(f"goodput_file('{_quote(name)}')" if relative else f"'{_quote(name)}'" for name in files)
     return (f"read_parquet([{listed}], hive_partitioning = true, hive_types = {{'date': date}}, "
             "union_by_name = true)")
 
@@ -57,23 +73,22 @@ def _empty(table: Table) -> str:
     return f"select {columns}, cast(null as date) as date where false"
 
 
-def _raw_select(table: Table, files: list[str]) -> str:
+def _raw_select(store: Store, name: str, record: RunRecord | None, relative: bool) -> str:
+    table = TABLES[name]
+    snapshot = store.snapshot(name, record)
+    files = store.relative_files(snapshot)
     if not files:
         return _empty(table)
-    if not table.key:
-        return f"select * from {_source(files)}"
-    # Each run writes the rows it changed as new versions; a query sees the latest.
-    return (f"select * from {_source(files)} "
+    source = _source(files if relative else [store.path(f) for f in files], relative)
+    if not table.key or holds_one_row_per_key(snapshot):
+        return f"select * from {source}"
+    # Written before keyed tables held one row per key: every version of a row is stored.
+    return (f"select * from {source} "
             f"qualify row_number() over (partition by {', '.join(table.key)} order by version desc) = 1")
 
 
-def _files(store: Store, name: str, record: RunRecord | None, relative: bool) -> list[str]:
-    files = store.files(name, record)
-    return files if relative else [store.path(f) for f in files]
-
-
 def _raw_views(store: Store, record: RunRecord | None, relative: bool) -> dict[str, str]:
-    selects = {name: _raw_select(table, _files(store, name, record, relative)) for name, table in TABLES.items()}
+    selects = {name: _raw_select(store, name, record, relative) for name in TABLES}
     # Rejections of events still inside the lateness are provisional: shown, and marked.
     selects["rejected"] = (f"select *, false as provisional from ({selects['rejected']}) "
                            f"union all by name select *, true as provisional from ({selects.pop('rejected_pending')})")
@@ -119,17 +134,15 @@ def _deferred_binding() -> str:
 
 
 def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, settings: Settings,
-                 run_id: int | None = None, schema: str | None = None, stored: bool = False,
+                 run_id: int | None = None, schema: str | None = None,
                  relative: bool = False, defer_binding: bool = False) -> RunRecord | None:
     """Create every view of run `run_id` (default: the latest) in `connection`; returns that run.
 
-    With `stored`, also `stored_<table>`: every row version the snapshot holds
-    (data-quality checks read those, since the latest-version views would hide
-    a duplicated row). With `defer_binding`, DuckDB binds each view when a query
-    first reads it, where it can (`_deferred_binding`); views stored in a file
-    are bound as they are created, so the oldest DuckDB declared can read them
-    and their relative file names resolve then. The views use the settings the
-    store keeps for the run; `settings` only where it keeps none (an older store).
+    With `defer_binding`, DuckDB binds each view when a query first reads it,
+    where it can (`_deferred_binding`); views stored in a file are bound as
+    they are created, so the oldest DuckDB declared can read them and their
+    relative file names resolve then. The views use the settings the store
+    keeps for the run; `settings` only where it keeps none (an older store).
     """
     store = Store(output_dir)
     record = store.run(run_id) if run_id is not None else store.latest()
@@ -137,13 +150,9 @@ def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, 
     settings = apply(kept, settings)
     prefix = f"{schema}." if schema else ""
     deferred = _deferred_binding() if defer_binding else ""
-    statements = [f"create or replace view {prefix}{name}{deferred} as {select}"
-                  for name, select in _raw_views(store, record, relative).items()]
-    if stored:
-        for name, table in TABLES.items():
-            files = _files(store, name, record, relative)
-            select = f"select * from {_source(files)}" if files else _empty(table)
-            statements.append(f"create or replace view {prefix}stored_{name}{deferred} as {select}")
+    statements = [_GOODPUT_FILE_MACRO.format(prefix=prefix)] if relative else []
+    statements += [f"create or replace view {prefix}{name}{deferred} as {select}"
+                   for name, select in _raw_views(store, record, relative).items()]
     statements.append(_settings_sql(settings, kept).replace("view settings", f"view {prefix}settings"))
     statements.append(_size_classes_sql(settings).replace("view size_classes", f"view {prefix}size_classes"))
     if schema:
@@ -182,6 +191,7 @@ def connect(output_dir: str | Path, run: int | None = None, settings: Settings |
     if is_remote(output_dir):
         raise StoreError(f"{output_dir} is remote: query a local copy (docs/dataflow.md, 'Querying a gs:// output')")
     store = Store(output_dir)
+    store.undo_killed_run_if_idle()
     if store.latest() is None:
         raise FileNotFoundError(f"no committed run in {output_dir}: run `mpg run --input DIR --output {output_dir}` "
                                 "(or `mpg stream`) first")

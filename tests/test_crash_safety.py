@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from fleet_goodput.avro_io import split_by_time
 from fleet_goodput.batch import run_batch
@@ -24,7 +25,7 @@ from fleet_goodput.cli import main
 from fleet_goodput.config import load_settings
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
-from fleet_goodput.store import Store
+from fleet_goodput.store import Store, table_paths
 from fleet_goodput.timeline import FIGURES
 from fleet_goodput.views import connect
 
@@ -82,8 +83,9 @@ def _staging_started(output: Path):
 
 
 def _first_table_committed(output: Path):
-    # Run 1 created each table (version 0); run 2's first append is version 1.
-    return lambda: (output / "tables" / "job_window" / "_delta_log" / f"{1:020d}.json").exists()
+    # The first table run 2 commits is job_window, one version past what run 1 left.
+    version = Store(output).latest().versions["job_window"] + 1
+    return lambda: (output / "tables" / "job_window" / "_delta_log" / f"{version:020d}.json").exists()
 
 
 def _runs_committed(output: Path):
@@ -98,11 +100,17 @@ def test_a_killed_run_leaves_a_whole_snapshot_and_its_rerun_equals_a_clean_run(f
     shutil.copytree(root / "after-first", output)
     before, clean = _snapshot(root / "after-first"), _snapshot(root / "clean")
 
-    _kill_when(_mpg("run", "--input", parts[1], "--output", output), kill_point(output))
+    ready = kill_point(output)
+    _kill_when(_mpg("run", "--input", parts[1], "--output", output), ready)
 
     seen = _snapshot(output)
-    committed = Store(output).latest().run_id
-    assert seen == (clean if committed == 2 else before)
+    latest = Store(output).latest()
+    assert seen == (clean if latest.run_id == 2 else before)
+    # Reading undid what the killed run left: the tables' latest versions, which polars or Spark
+    # read, are the committed run's again.
+    for name, relative in table_paths().items():
+        table = DeltaTable(str(output / relative))
+        assert set(table.file_uris()) == set(DeltaTable(str(output / relative), version=latest.versions[name]).file_uris())
     rerun = run_batch(str(parts[1]), str(output), load_settings(), build_views=False)
     assert rerun.run.run_id == 2 and _snapshot(output) == clean
 

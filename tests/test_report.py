@@ -248,7 +248,7 @@ def _lose_rejections(output: Path) -> None:
 # Each in another table or day, so that one output can hold them all.
 CORRUPTIONS = [
     (_corrupt_conservation, "[job_window] chip-seconds conserved: all_allocated = productive"),
-    (_duplicate_key, "[job_window] one stored row per job_id, window_start and version"),
+    (_duplicate_key, "[job_window] one row per job_id, window_start"),
     (_drop_partition, "[capacity_window] capacity_window has a partition for every day of the period: missing: 2026-01-02"),
     (_inflate_ideal, "[views] PG is in [0, 1] on every view row"),
     (_lose_rejections, "[manifest] the manifest's rejected counts match the rejected table"),

@@ -9,7 +9,10 @@ and capacity row.
 
 from __future__ import annotations
 
+import duckdb
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 from fleet_goodput.avro_io import split_by_time
 from fleet_goodput.batch import run_batch
@@ -118,15 +121,17 @@ def test_as_of_cuts_inside_files_lose_nothing(fleet):
 
 
 def test_a_checkpoint_in_a_later_run_turns_earlier_pending_into_productive(consecutive):
-    output, _ = consecutive
-    with connect(output) as connection:
-        moved = connection.execute(f"""
-            select count(*) from (
-                select job_id, window_start,
-                       arg_min(pending_chip_s, version) as first_pending, arg_max(pending_chip_s, version) as last_pending,
-                       arg_max(productive_chip_s, version) - arg_min(productive_chip_s, version) as gained
-                from read_parquet('{output}/tables/job_window/*/*.parquet') group by all)
-            where first_pending > 0 and last_pending = 0 and gained > 0""").fetchone()[0]
+    """Each run's figures of a window are the table's Delta version that run left (the table holds the latest)."""
+    output, outcomes = consecutive
+    versions = pa.concat_tables(DeltaTable(f"{output}/tables/job_window", version=o.run.versions["job_window"])
+                                .to_pyarrow_table() for o in outcomes)
+    moved = duckdb.sql("""
+        select count(*) from (
+            select job_id, window_start,
+                   arg_min(pending_chip_s, version) as first_pending, arg_max(pending_chip_s, version) as last_pending,
+                   arg_max(productive_chip_s, version) - arg_min(productive_chip_s, version) as gained
+            from versions group by all)
+        where first_pending > 0 and last_pending = 0 and gained > 0""").fetchall()[0][0]
     assert moved > 0
 
 

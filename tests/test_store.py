@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 import worked_example
@@ -67,6 +69,59 @@ def test_goodput_duckdb_opens_from_inside_the_output_with_the_oldest_declared_st
     assert sg == pytest.approx(380 / 580)
     # Written in the storage format DuckDB 1.0 and later read (pyproject.toml declares duckdb>=1.1).
     assert storage == ({"storage_version": "v1.0.0+"},)
+
+
+def test_goodput_duckdb_reads_from_any_working_directory(worked, tmp_path):
+    """Opened by its path from elsewhere (the DuckDB CLI's `duckdb OUT/goodput.duckdb` is this open),
+    the file finds its tables in its own folder, moved or not; no "No files found"."""
+    moved = tmp_path / "moved"
+    shutil.copytree(worked / "out", moved)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        for database in (worked / "out" / DATABASE_FILE, Path("moved") / DATABASE_FILE):
+            with duckdb.connect(str(database), read_only=True) as connection:
+                (sg,) = connection.execute("select sg from job_goodput").fetchone()
+            assert sg == pytest.approx(380 / 580), database
+    finally:
+        os.chdir(cwd)
+
+
+def test_every_table_exists_with_its_schema_from_the_first_run(worked):
+    """The worked example rejects nothing and has nothing late: those tables exist all the same, empty."""
+    import polars as pl
+    from deltalake import DeltaTable
+
+    from fleet_goodput.store import delta_schema
+    from fleet_goodput.tables import TABLES
+
+    for name, table in TABLES.items():
+        path = str(worked / "out" / "tables" / name)
+        assert pa.schema(DeltaTable(path).schema().to_arrow()) == delta_schema(table), name
+        frame = pl.read_delta(path)
+        assert frame.columns == delta_schema(table).names
+        assert (frame.height == 0) == (name in ("rejected", "rejected_pending", "late")), name
+
+
+def test_a_reader_undoes_what_a_killed_run_left_but_leaves_a_run_in_progress_alone(worked, tmp_path):
+    """A run killed after committing job_window leaves that table a version ahead of its last run: the
+    next reader puts it back, so polars reads the committed rows; while a run holds the output, it waits."""
+    import polars as pl
+    from deltalake import DeltaTable, write_deltalake
+
+    from fleet_goodput.store import Store
+
+    output = tmp_path / "out"
+    shutil.copytree(worked / "out", output)
+    path = str(output / "tables" / "job_window")
+    committed = DeltaTable(path).to_pyarrow_table()
+    write_deltalake(path, committed, mode="append")  # what the killed run committed: every row again
+    with Store(output).lock():  # a run in progress
+        connect(output).close()
+        assert pl.read_delta(path).height == 2 * committed.num_rows
+    connect(output).close()
+    assert pl.read_delta(path).height == committed.num_rows
+    assert DeltaTable(path).version() > Store(output).latest().versions["job_window"]  # restored: a new version
 
 
 def test_sql_reads_an_earlier_run(worked, tmp_path, capsys):

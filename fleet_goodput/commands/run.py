@@ -20,7 +20,8 @@ OUTPUT/goodput.duckdb (query them with `mpg sql`; list runs with `mpg runs`).
 
 An OUTPUT that holds earlier runs is continued: only input files whose
 content no earlier run applied are read, running jobs carry on from their
-saved state, and windows that new events change get new versions. Events
+saved state, and the rows that new events change are replaced (a table
+holds one row per key; earlier figures stay in its Delta versions). Events
 before the last run's as-of time minus the allowed lateness go to the `late`
 table. --replace starts OUTPUT afresh. A run that fails or is killed leaves
 the previous run as it was.

@@ -36,8 +36,9 @@ views: job_goodput, fleet_daily, goodput_by_workload, goodput_by_size_class,
        goodput_by_accelerator, goodput_by_team, goodput_by_framework,
        goodput_by_segment, badput_breakdown, job_window_enriched;
        settings (what the figures were computed with: the output keeps them);
-tables: job_window, jobs, capacity_window, rejected, late (latest versions;
-        OUTPUT/tables/<table>/ are Delta Lake tables holding every version).
+tables: job_window, jobs, capacity_window, rejected, late (OUTPUT/tables/<table>/
+        are Delta Lake tables holding the latest row of each key; --run ID
+        reads the Delta versions that run left).
 
 examples:
   mpg sql --output out/ "select * from fleet_daily"

@@ -23,7 +23,7 @@ output store, exactly as `mpg run` continues an output: results are per
 event-time window, with in-flight step time as `pending`, and a window gets a
 new version whenever new events, late events (within --allowed_lateness_s) or
 later resolutions (a checkpoint: pending → productive; a disruption: → lost)
-change it. The views show the latest version; `mpg sql` reads the latest
+change it. The tables hold the latest version; `mpg sql` reads the latest
 committed run while the stream goes on. Events later than the allowed
 lateness go to the `late` table and are counted in the manifest.
 

@@ -1,10 +1,10 @@
 """The data each suite validates: one pandas frame per suite, read with DuckDB.
 
-Table suites see every row version of the run's snapshot (`stored_<table>`),
-not the views, which keep only the latest version of each key
-and so would hide a duplicated file. The views suite and the joins use the
-same views `mpg sql` uses, rebuilt in memory so validation never touches
-OUTPUT/goodput.duckdb. Frames carry derived check columns. A derived column turns a
+Every suite reads the views `mpg sql` uses, rebuilt in memory so validation
+never touches OUTPUT/goodput.duckdb. A keyed table's view is the table's rows
+as stored (one per key: fleet_goodput/keyed_tables.py), so a duplicated key
+or file shows in them; the table suites of `rejected` read its settled rows
+(the table `rejected`, not the provisional `rejected_pending`). Frames carry derived check columns. A derived column turns a
 rule GX has no built-in expectation for (conservation within a tolerance, a
 row's day matching its partition) into a plain column expectation, so the rule
 reads in SQL here and its threshold and reason in suites.py.
@@ -19,15 +19,17 @@ import pandas as pd
 
 from fleet_goodput.config import Settings
 from fleet_goodput.quality.period import Period
+from fleet_goodput.store import Store
 from fleet_goodput.timeline import ALL_ALLOCATED
 from fleet_goodput.views import create_views
 
 
 def open_views(output_dir: str | Path, settings: Settings, run_id: int | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with every view, and `stored_<table>` over every stored row."""
+    """An in-memory DuckDB connection with every view (a killed run's tables undone first, as `connect` does)."""
+    Store(output_dir).undo_killed_run_if_idle()
     connection = duckdb.connect()
     connection.execute("set timezone = 'UTC'")
-    create_views(connection, output_dir, settings, run_id=run_id, stored=True, defer_binding=True)
+    create_views(connection, output_dir, settings, run_id=run_id, defer_binding=True)
     return connection
 
 
@@ -55,7 +57,7 @@ def job_window_frame(connection, period: Period, window_s: int) -> pd.DataFrame:
             {_LIFETIME_ERROR} as lifetime_conservation_error,
             {_ALL_ALLOCATED_ERROR} as all_allocated_conservation_error,
             known_job_id
-        from stored_job_window as job_window
+        from job_window
         left join known_jobs on job_window.job_id = known_jobs.known_job_id
         where job_window.date between ? and ?
     """, [period.first, period.last]).df()
@@ -71,7 +73,7 @@ def jobs_frame(connection, period: Period) -> pd.DataFrame:
             (end_time is null) = (status = 'RUNNING') as end_matches_status,
             epoch_us(end_time) / 1e6 as end_time_s,
             job_goodput.job_id as goodput_job_id
-        from stored_jobs as jobs
+        from jobs
         left join (select job_id from job_goodput) as job_goodput using (job_id)
         where submit_time < make_timestamptz(?::bigint * 1000000)
           and (end_time is null or end_time >= make_timestamptz(?::bigint * 1000000))
@@ -86,7 +88,7 @@ def capacity_window_frame(connection, period: Period, window_s: int) -> pd.DataF
             strftime(make_timestamp(epoch_us(window_start)), '%Y-%m-%d') as window_date,
             epoch_us(window_start) // 1000000 as window_start_s,
             (epoch_us(window_start) // 1000000) % {int(window_s)} as window_offset_s
-        from stored_capacity_window
+        from capacity_window
         where date between ? and ?
     """, [period.first, period.last]).df()
 
@@ -124,9 +126,9 @@ def capacity_coverage_frame(connection, period: Period) -> pd.DataFrame:
 
 def rejected_frame(connection, period: Period) -> pd.DataFrame:
     return connection.execute("""
-        select * exclude (date), strftime(date, '%Y-%m-%d') as partition_date
-        from stored_rejected
-        where date between ? and ?
+        select * exclude (date, provisional), strftime(date, '%Y-%m-%d') as partition_date
+        from rejected
+        where not provisional and date between ? and ?
     """, [period.first, period.last]).df()
 
 
@@ -134,13 +136,10 @@ def manifest_frame(connection, manifest: dict) -> pd.DataFrame:
     """One row per stream: the manifest's counts beside what the rejected tables hold (whole run).
 
     The manifest counts every rejection, settled or provisional (an event still
-    inside the allowed lateness), so it is compared with both tables' rows.
+    inside the allowed lateness), so it is compared with the view `rejected`,
+    which shows both tables' rows.
     """
-    in_table = dict(connection.execute("""
-        select stream, sum(records) from (
-            select stream, records from stored_rejected
-            union all select stream, records from stored_rejected_pending)
-        group by stream""").fetchall())
+    in_table = dict(connection.execute("select stream, sum(records) from rejected group by stream").fetchall())
     rows = []
     for stream, counts in manifest.get("streams", {}).items():
         fates = {k: counts.get(k, 0) for k in ("accepted", "duplicate", "rejected", "late", "waiting")}
