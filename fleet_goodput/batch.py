@@ -16,10 +16,11 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,7 +95,8 @@ def check_input(input_dir: str) -> None:
                          f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro (try `mpg simulate --out {input_dir}`)")
 
 
-def list_input(input_dir: str, applied: dict[tuple, str] | None = None) -> list[InputFile]:
+def list_input(input_dir: str, applied: dict[tuple, str] | None = None,
+               progress: Callable[[str], None] = lambda _: None) -> list[InputFile]:
     """Every Avro file of every stream, with the hash of its content.
 
     A file an earlier run applied under the same path, size and modification
@@ -103,14 +105,23 @@ def list_input(input_dir: str, applied: dict[tuple, str] | None = None) -> list[
     name is known, and a corrected file delivered again in place is new.
     """
     applied = applied or {}
-    found = []
-    for stream in schemas.STREAMS:
-        pattern = f"{input_dir.rstrip('/')}/{stream}/*.avro"
-        for metadata in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
-            listed_as = (metadata.path, metadata.size_in_bytes, _micros(metadata.last_updated_in_seconds))
-            sha256 = applied.get(listed_as) or _sha256(metadata.path)
-            found.append(InputFile(stream, metadata.path, sha256, *listed_as[1:]))
-    return found
+    listed = [(stream, (metadata.path, metadata.size_in_bytes, _micros(metadata.last_updated_in_seconds)))
+              for stream in schemas.STREAMS
+              for metadata in sorted(FileSystems.match([f"{input_dir.rstrip('/')}/{stream}/*.avro"])[0].metadata_list,
+                                     key=lambda m: m.path)]
+    unknown = [listed_as for _, listed_as in listed if listed_as not in applied]
+    hashing = (f"hashing the {len(unknown):,} no earlier run applied ({_size(size for _, size, _ in unknown)})"
+               if unknown else "every one known from an earlier run by path, size and time")
+    progress(f"Listed {len(listed):,} input file(s), {_size(size for _, (_, size, _) in listed)}; {hashing}")
+    return [InputFile(stream, listed_as[0], applied.get(listed_as) or _sha256(listed_as[0]), *listed_as[1:])
+            for stream, listed_as in listed]
+
+
+def _size(sizes) -> str:
+    """A total size in bytes as people read it (KiB, MiB or GiB)."""
+    total = sum(sizes)
+    unit = next(unit for unit in (3, 2, 1) if total >= 1024**unit or unit == 1)
+    return f"{total / 1024**unit:,.1f} {'KMG'[unit - 1]}iB"
 
 
 def _micros(seconds: float | None) -> int | None:
@@ -185,7 +196,8 @@ class RunPlan:
         return {stream: [f.path for f in self.files if f.stream == stream] for stream in schemas.STREAMS}
 
 
-def plan_run(input_dir: str, output_dir: str, as_of_us: int | None) -> RunPlan:
+def plan_run(input_dir: str, output_dir: str, as_of_us: int | None,
+             progress: Callable[[str], None] = lambda _: None) -> RunPlan:
     """Undo what a killed run left, check the continuation, and pick the input files no run applied."""
     store = Store(output_dir)
     clear_staging(output_dir)
@@ -195,7 +207,7 @@ def plan_run(input_dir: str, output_dir: str, as_of_us: int | None) -> RunPlan:
     applied = store.applied_files(previous)
     hashes = set(applied.values())
     files, skipped = [], []
-    for item in list_input(input_dir, applied):
+    for item in list_input(input_dir, applied, progress):
         (skipped if item.sha256 in hashes else files).append(item)
         hashes.add(item.sha256)
     state_files = tuple(store.path(f) for f in store.files("state_keys", previous))
@@ -227,14 +239,14 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     with store.lock():
         if replace:
             store.replace()
-        plan = plan_run(input_dir, output_dir, as_of_us)
+        progress = progress or (lambda _: None)
+        plan = plan_run(input_dir, output_dir, as_of_us, progress)
         check_run(store, plan.previous, settings, stream_settings)  # before computing: commit_run checks again
         skipped = tuple(f.path for f in plan.skipped)
         if not plan.files and plan.moves_no_time(as_of_us):
             previous = plan.previous
             return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
-        progress = progress or (lambda _: None)
         deferred = []
         for _ in range(MAX_ATTEMPTS):
             staged, final = _compute(plan, settings, stream_settings, beam_args, as_of_us, chunk_hours, workers,
@@ -255,12 +267,16 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
         else:
             raise InputError(f"input files kept changing while read, {MAX_ATTEMPTS} times: nothing was committed; "
                              "producers should write a file under another name, then rename it into place")
+        progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")
         record = commit_run(plan, settings, stream_settings, mode, staged, final)
     manifest = record.manifest
     write_manifest_copy(output_dir, manifest)
     from fleet_goodput.views import build_database  # DuckDB: not installed on Dataflow workers, which commit here
 
-    database = build_database(output_dir, settings) if build_views and not is_remote(output_dir) else None
+    database = None
+    if build_views and not is_remote(output_dir):
+        progress("Building the DuckDB views")
+        database = build_database(output_dir, settings)
     return BatchOutcome(manifest=manifest, database=database, seconds=time.monotonic() - started, run=record,
                         skipped=skipped, deferred=tuple(deferred))
 
@@ -273,15 +289,42 @@ def _compute(plan: RunPlan, settings: Settings, stream_settings: StreamSettings,
              chunk_hours: int | None, workers: int | None, progress: Callable[[str], None]):
     """Compute the run's new files into its staging: (every staged folder, the final ones or None)."""
     shards = shard_count(workers, sum(f.size for f in plan.files), is_local(beam_args))
+    new = f"{len(plan.files):,} new file(s), {_size(f.size for f in plan.files)}"
     if chunk_hours:
+        progress(f"Decoding {new} into chunks of {chunk_hours} h of event time")
         return _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000,
                               shards, workers is not None, progress)
     if shards > 1:
-        staged = _run_in_shards(plan, settings, stream_settings, beam_args, as_of_us, shards, progress)
+        progress(f"Decoding and computing {new} in {shards} processes, each a share of the keys")
+        with heartbeat(progress, "decoding and computing"):
+            staged = _run_in_shards(plan, settings, stream_settings, beam_args, as_of_us, shards, progress)
         return staged, staged
-    goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
-                stream_settings, plan.continuation, as_of_us, beam_args)
+    progress(f"Decoding and computing {new} in one Beam pipeline")
+    computing = time.monotonic()
+    with heartbeat(progress, "decoding and computing"):
+        goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
+                    stream_settings, plan.continuation, as_of_us, beam_args)
+    progress(f"  computed in {time.monotonic() - computing:.1f} s")
     return [staging_folder(plan)], None
+
+
+@contextmanager
+def heartbeat(progress: Callable[[str], None], doing: str, every_s: float = 30.0):
+    """Tell `progress` every `every_s` seconds that `doing` goes on, until the block ends: a
+    pipeline over a big input computes for minutes without a word otherwise."""
+    done, started = threading.Event(), time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            progress(f"  still {doing}: {time.monotonic() - started:.0f} s so far")
+
+    thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def staging_folder(plan: RunPlan) -> str:

@@ -12,14 +12,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import re
 import sys
 
-from fleet_goodput import __version__, commands, console
+from fleet_goodput import __version__, commands, console, exits
 from fleet_goodput.options import unknown_flag_message
 
 # Command modules whose command is not their module's name.
 _MODULE_OF = {"import": "importer"}
-_VERBOSITY_FLAGS = {"-v", "--verbose", "-q", "--quiet"}
+_VERBOSITY_FLAG = re.compile(r"-v+|--verbose|-q|--quiet")
 
 
 def _command_modules(argv: list[str]) -> list[str]:
@@ -32,10 +33,16 @@ def _command_modules(argv: list[str]) -> list[str]:
 
 def _add_verbosity(parser: argparse.ArgumentParser, default) -> None:
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1, default=default,
-                       help="show Beam's and Dataflow's INFO logs")
-    group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1, default=default,
-                       help="no progress or summaries: errors, warnings, answers and a Dataflow job's id only")
+    group.add_argument("-v", "--verbose", dest="verbosity", action="count", default=default,
+                       help="more detail: -v this project's, -vv also the INFO logs of Beam, Dataflow, Great "
+                            "Expectations and other libraries (which otherwise log warnings at most)")
+    group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=console.QUIET, default=default,
+                       help="errors and the result line(s) only: no progress or summaries")
+
+
+_EXIT_CODES = exits.describe(failed="failed: the data did not pass, or nothing could be committed (each command's "
+                                     "--help says when)",
+                              busy="another process holds the output or the period")
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -43,6 +50,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         prog="mpg",
         description="ML Productivity Goodput (MPG = Scheduling x Runtime x Program Goodput) for accelerator fleets. "
                     "Start with `mpg demo`: it simulates a fleet-day, runs the pipeline and prints the headline.",
+        epilog=f"{console.VERBOSITY_HELP}\n\n{_EXIT_CODES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"fleet-goodput {__version__}")
     _add_verbosity(parser, default=0)
@@ -84,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra and not getattr(args, "accepts_beam_args", False):
         parser.commands[args.command].error(f"unexpected argument(s): {' '.join(extra)}")
     # The command's own words, which `mpg run` and `mpg stream` parse again as pipeline options.
-    args.argv = [arg for arg in argv[argv.index(args.command) + 1:] if arg not in _VERBOSITY_FLAGS]
+    args.argv = [arg for arg in argv[argv.index(args.command) + 1:] if not _VERBOSITY_FLAG.fullmatch(arg)]
     return args.func(args)
 
 

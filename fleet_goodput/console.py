@@ -1,29 +1,64 @@
-"""How loud the `mpg` commands are: --verbose shows Beam's and Dataflow's logs, --quiet only problems.
+"""How loud the `mpg` commands are: one meaning of -q, -v and -vv for every command.
 
-By default Beam logs only errors: its warnings are about itself, not about
-the user's data. `mpg run`, `stream`, `simulate` and `replay` print their
-progress and summaries with `say`, which --quiet silences; errors, warnings
-and a submitted Dataflow job's id always print, and so do the answers of
-`mpg sql` and `mpg runs`.
+    -q    errors, and each command's result line(s): the committed run, the
+          validation verdict and its failures, the report's path, the answer
+          of `mpg sql` and `mpg runs`, a submitted Dataflow job's id
+    (default)  also progress on stderr (what a command is doing, with the
+          time since it started) and summaries on stdout (counts, headline)
+    -v    also the project's own detail (what each stage read and decided)
+    -vv   also the INFO logs of the libraries underneath: Beam's stages,
+          Dataflow's job messages, Great Expectations, urllib3
+
+Without -vv those libraries log warnings at most (errors only, unless -v):
+their messages are about themselves, not about the user's data, and Great
+Expectations alone writes hundreds of lines a validation.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import time
 
-_quiet = False
+QUIET, NORMAL, VERBOSE, LIBRARIES = -1, 0, 1, 2
+
+VERBOSITY_HELP = """\
+output: -q prints errors and the result line(s) only; by default progress goes
+to stderr (with the seconds since the command started) and summaries to stdout;
+-v adds this project's detail; -vv adds the INFO logs of Beam, Dataflow, Great
+Expectations and other libraries (otherwise they log warnings at most)."""
+
+_verbosity = NORMAL
+_started = time.monotonic()
 
 
 def configure(verbosity: int) -> None:
-    """-1 quiet, 0 default, 1 verbose (INFO logs: Beam's stages, Dataflow's job messages)."""
-    global _quiet
-    _quiet = verbosity < 0
-    logging.basicConfig()
-    logging.getLogger().setLevel(logging.INFO if verbosity > 0 else logging.ERROR)
+    """Set the level for the rest of the command (QUIET, NORMAL, VERBOSE or LIBRARIES and above)."""
+    global _verbosity, _started
+    _verbosity, _started = verbosity, time.monotonic()
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    libraries = logging.INFO if verbosity >= LIBRARIES else logging.WARNING if verbosity >= VERBOSE else logging.ERROR
+    logging.getLogger().setLevel(libraries)
+    logging.getLogger("fleet_goodput").setLevel(logging.INFO if verbosity >= VERBOSE else logging.WARNING)
+
+
+def verbosity() -> int:
+    return _verbosity
 
 
 def say(*parts, file=None, **kwargs) -> None:
-    """Print a progress or summary line, unless --quiet."""
-    if not _quiet:
+    """Print a summary line (stdout), unless -q."""
+    if _verbosity > QUIET:
         print(*parts, file=file or sys.stdout, **kwargs)
+
+
+def detail(*parts) -> None:
+    """Print the project's detail (stdout), only with -v."""
+    if _verbosity >= VERBOSE:
+        print(*parts, flush=True)
+
+
+def progress(line: str) -> None:
+    """Tell what a command is doing now, on stderr with the seconds since it started, unless -q."""
+    if _verbosity > QUIET:
+        print(f"[{time.monotonic() - _started:6.1f} s] {line}", file=sys.stderr, flush=True)

@@ -73,6 +73,10 @@ class StoreError(RuntimeError):
     """The output cannot be used as asked (busy, older as-of, foreign state…)."""
 
 
+class StoreBusy(StoreError):
+    """Another run holds the output, or committed to it meanwhile: the same run later is right."""
+
+
 def is_remote(path: str | Path) -> bool:
     return "://" in str(path)
 
@@ -198,7 +202,7 @@ class Store:
             except BlockingIOError:
                 handle.seek(0)
                 holder = handle.read().strip() or "another process"
-                raise StoreError(f"{self.root} is in use by another run ({holder}); wait for it to finish "
+                raise StoreBusy(f"{self.root} is in use by another run ({holder}); wait for it to finish "
                                  "(runs on one output are serialised)") from None
             handle.seek(0)
             handle.truncate()
@@ -350,7 +354,7 @@ class Transaction:
         latest = self.store.latest()
         previous_id = self.previous.run_id if self.previous else None
         if (latest.run_id if latest else None) != previous_id:
-            raise StoreError(f"run {latest.run_id} was committed to {self.store.root} while this run worked; "
+            raise StoreBusy(f"run {latest.run_id} was committed to {self.store.root} while this run worked; "
                              "this run's results were not committed: run it again")
         write_deltalake(self.store.path(RUNS), record.to_arrow(), mode="append")
         return record

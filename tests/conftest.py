@@ -1,3 +1,4 @@
+import logging
 import sys
 from pathlib import Path
 
@@ -37,6 +38,19 @@ class _SharedFixtureScheduling:
 def pytest_configure(config):
     if config.pluginmanager.hasplugin("xdist"):  # not under `-p no:xdist`, which knows no such hook
         config.pluginmanager.register(_SharedFixtureScheduling())
+
+
+@pytest.fixture(autouse=True)
+def _console_as_it_was():
+    """`mpg -q …` and `mpg -vv …` set how loud the process is: a test after them in the same worker,
+    calling a command's function without `main`, must not inherit it."""
+    from fleet_goodput import console
+
+    root = logging.getLogger()
+    level, verbosity = root.level, console.verbosity()
+    yield
+    console.configure(verbosity)
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")

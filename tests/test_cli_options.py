@@ -6,8 +6,10 @@ The Dataflow side (the launcher's options, the dry run's warnings) is in test_da
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from google.cloud.dataflow import Job
 
 import worked_example
 from fleet_goodput.avro_io import write_events
+from fleet_goodput.batch import heartbeat
 from fleet_goodput.cli import main
 from fleet_goodput.options import console_url, unknown_flag_message
 from fleet_goodput.pipelines.options import announce_job, parse_options
@@ -99,22 +102,64 @@ def test_help_lists_the_projects_options_then_points_to_beams(capsys):
     assert "--temp_location" in beam_help and "--sdk_container_image" in beam_help and "--as_of" not in beam_help
 
 
-def test_quiet_run_prints_nothing_but_the_as_of_is_used(telemetry, tmp_path, capsys):
+PROGRESS_LINE = re.compile(r"\[ *\d+\.\d s\] +\S")  # the seconds since the command started, then what it does
+
+
+def test_a_run_tells_what_it_is_doing_on_stderr_with_elapsed_times(telemetry, tmp_path, capsys):
+    assert main(["run", "--input", str(telemetry), "--output", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert lines and all(PROGRESS_LINE.match(line) for line in lines), captured.err
+    stages = ["Running the goodput pipeline on", "Listed 3 input file(s)", "hashing the 3 no earlier run applied",
+              "Decoding and computing 3 new file(s)", "computed in", "Committing run 1 to", "Building the DuckDB views"]
+    positions = [captured.err.find(stage) for stage in stages]
+    assert -1 not in positions and positions == sorted(positions), captured.err
+    seconds = [float(line[1:line.index(" s]")]) for line in lines]
+    assert seconds == sorted(seconds)
+    assert captured.out.startswith("Committed run 1 to ")  # the result, then the summary and headline
+    assert "Fleet ML Productivity Goodput" in captured.out and "[" not in captured.out.splitlines()[0]
+
+
+def test_long_work_says_every_so_often_that_it_goes_on():
+    told = []
+    with heartbeat(told.append, "computing", every_s=0.02):
+        time.sleep(0.15)
+    count = len(told)
+    time.sleep(0.05)
+    assert count >= 3 and len(told) == count  # and not a word once the work is done
+    assert re.fullmatch(r"  still computing: \d+ s so far", told[0])
+
+
+def test_quiet_run_prints_its_result_line_only_and_the_as_of_is_used(telemetry, tmp_path, capsys):
     output = tmp_path / "out"
     assert main(["run", "--quiet", "--input", str(telemetry), "--output", str(output),
                  "--as_of", "2026-01-01T12:00:00Z"]) == 0
-    assert capsys.readouterr().out == ""
+    captured = capsys.readouterr()
+    assert captured.err == ""  # no progress
+    assert re.fullmatch(rf"Committed run 1 to {re.escape(str(output.resolve()))} in \d+\.\d s: 3 new file\(s\), "
+                        r"21 events read; as of 2026-01-01T12:00:00Z\n", captured.out), captured.out
+    assert main(["-q", "run", "--input", str(telemetry), "--output", str(output)]) == 0
+    assert capsys.readouterr() == (f"Nothing new in {telemetry}: run 1 stays the latest.\n", "")
     assert main(["runs", "--output", str(output), "--format", "json"]) == 0
     assert '"as_of": "2026-01-01T12:00:00Z"' in capsys.readouterr().out
 
 
-def test_quiet_replay_prints_nothing_but_replays(telemetry, tmp_path, capsys):
+def test_quiet_replay_prints_its_result_line_only(telemetry, tmp_path, capsys):
     assert main(["replay", "--quiet", "--from", str(telemetry), "--to", str(tmp_path / "live"), "--speed", "0"]) == 0
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr() == (f"replayed 21 events into {tmp_path / 'live'}\n", "")
     assert {path.parent.name for path in (tmp_path / "live").glob("*/*.avro")} == \
         {path.parent.name for path in telemetry.glob("*/*.avro")}
     assert main(["replay", "--replace", "--from", str(telemetry), "--to", str(tmp_path / "live"), "--speed", "0"]) == 0
-    assert "replayed slice 1/" in capsys.readouterr().out
+    assert "replayed slice 1/" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["-v", "run"], ["run", "--verbose", "-vv"]], ids=" ".join)
+def test_verbosity_flags_are_not_taken_for_beams_and_v_adds_the_runs_detail(telemetry, tmp_path, argv, capsys):
+    from fleet_goodput import console
+
+    assert main([*argv, "--input", str(telemetry), "--output", str(tmp_path / "out")]) == 0
+    assert console.verbosity() == argv.count("-v") + argv.count("--verbose") + 2 * argv.count("-vv")
+    assert "\nEvent time: as of 2026-01-01T00:09:40Z; " in capsys.readouterr().out
 
 
 def test_a_submitted_dataflow_job_prints_its_id_and_console_url(capsys):

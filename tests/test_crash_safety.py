@@ -115,15 +115,17 @@ def test_a_killed_run_leaves_a_whole_snapshot_and_its_rerun_equals_a_clean_run(f
     assert rerun.run.run_id == 2 and _snapshot(output) == clean
 
 
-def test_a_second_run_on_a_busy_output_fails_with_a_clear_message(fleet, tmp_path, capsys):
+def test_a_second_run_or_stream_on_a_busy_output_fails_with_a_clear_message_and_the_retry_code(fleet, tmp_path, capsys):
     root, parts = fleet
     output = tmp_path / "out"
     shutil.copytree(root / "after-first", output)
     # What a run in progress holds: an flock on the output's lock file, which a second
     # open of the file cannot take, in this process or another.
     with Store(output).lock():
-        assert main(["run", "--input", str(parts[1]), "--output", str(output)]) == 2
-    assert "is in use by another run (pid" in capsys.readouterr().err
+        assert main(["run", "--input", str(parts[1]), "--output", str(output)]) == 75  # EX_TEMPFAIL: retry later
+        assert main(["stream", "--input", str(parts[1]), "--output", str(output), "--stop_after_idle_s", "0"]) == 75
+    err = capsys.readouterr().err
+    assert err.count("is in use by another run (pid") == 2, err
     assert Store(output).latest().run_id == 1 and _snapshot(output) == _snapshot(root / "after-first")
 
 

@@ -14,6 +14,7 @@ import dataclasses
 import html
 import io
 import json
+import logging
 import re
 import shutil
 from datetime import date
@@ -301,11 +302,32 @@ def test_a_locked_period_is_refused_with_a_retry_code(outputs, capsys):
     period = Period(date(2026, 1, 1), date(2026, 1, 1))
     with period_lock(outputs["worked"], period):
         assert main(["validate", "--output", str(outputs["worked"]), "--date", "2026-01-01"]) == 75
+        assert main(["report", "--output", str(outputs["worked"]), "--date", "2026-01-01"]) == 75
         with pytest.raises(PeriodBusy):
             with period_lock(outputs["worked"], period):
                 pass
-    assert "is being validated or reported by pid" in capsys.readouterr().err
+    assert capsys.readouterr().err.count("is being validated or reported by pid") == 2
 
+
+def test_quiet_prints_the_verdict_verbose_every_check_and_only_vv_the_libraries_logs(outputs, tmp_path, capsys,
+                                                                                     caplog):
+    output = pristine_copy(outputs["worked"], tmp_path / "out")
+    argv = ["validate", "--output", str(output), "--date", "2026-01-01"]
+    assert main(["-q", *argv]) == 0
+    quiet = capsys.readouterr()
+    assert re.fullmatch(r"Data quality for 2026-01-01: PASSED \(\d+ checks, 0 critical failure\(s\), "
+                        r"\d+ warning\(s\)\)\n", quiet.out) and quiet.err == "", quiet
+    checks = int(re.search(r"\((\d+) checks", quiet.out).group(1))
+
+    assert main(["-v", *argv]) == 0
+    verbose = capsys.readouterr().out
+    assert verbose.startswith(quiet.out) and verbose.count("\n  pass [") > checks // 2
+    libraries = [r for r in caplog.records if not r.name.startswith("fleet_goodput")]
+    assert all(r.levelno >= logging.WARNING for r in libraries), libraries[:3]
+
+    caplog.clear()
+    assert main(["-vv", *argv]) == 0
+    assert any(r.name.startswith("great_expectations") and r.levelno == logging.INFO for r in caplog.records)
 
 @pytest.mark.parametrize("argv, message", [
     (["--date", "2026-02-30"], "not a date"),

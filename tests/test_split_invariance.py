@@ -186,6 +186,10 @@ def test_a_run_in_chunks_equals_one_pass(fleet, tmp_path):
     chunked = run_batch(str(damaged), str(root / "out-chunked"), load_settings(), chunk_hours=48,
                         build_views=False, progress=progress.append)
     # 120 hours from midnight are three two-day chunks: the decoding step, then one line per chunk.
+    assert progress[1].startswith(f"Decoding {len(list(damaged.glob('*/*.avro')))} new file(s), ")
+    assert progress[1].endswith(" into chunks of 48 h of event time")
+    assert progress[-1].startswith("Committing run 1 to ")
+    progress = progress[2:-1]
     assert progress[0].startswith("Decoded ") and " into 3 chunk(s) " in progress[0]
     assert [line.split(":")[0].strip() for line in progress[1:]] == [
         "chunk 1/3 (2026-01-01T00", "chunk 2/3 (2026-01-03T00", "chunk 3/3 (2026-01-05T00"]

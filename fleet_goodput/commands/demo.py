@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 from pathlib import Path
 
-from fleet_goodput.commands.run import summary
+from fleet_goodput import exits
+from fleet_goodput.commands.run import result_line, say_headline, summary
+from fleet_goodput.console import VERBOSITY_HELP, progress, say
 
 DESCRIPTION = """\
 Simulate a heterogeneous accelerator fleet for a day (several clusters and
@@ -21,7 +24,10 @@ no server.
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("demo", help="simulate a fleet-day and show its goodput (start here)",
-                                   description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                   description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   epilog=VERBOSITY_HELP + "\n\n" + exits.describe(
+                                       failed="a critical data-quality check failed: no report was published",
+                                       busy="another run holds DIR/results or the period"))
     parser.add_argument("--dir", default="demo-output", metavar="DIR",
                         help="where to put the simulated telemetry (DIR/telemetry) and results (DIR/results); default: demo-output")
     parser.add_argument("--seed", type=int, default=7, help="simulation seed (default: 7)")
@@ -30,31 +36,41 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.batch import run_batch
     from fleet_goodput.config import load_settings
-    from fleet_goodput.headline import render
+    from fleet_goodput.quality.period import PeriodBusy
     from fleet_goodput.simulator import simulate
-    from fleet_goodput.views import connect
+    from fleet_goodput.store import StoreBusy
 
     root = Path(args.dir)
     telemetry, results = root / "telemetry", root / "results"
     shutil.rmtree(telemetry, ignore_errors=True)  # a fresh fleet each time, into a fresh store
-    print(f"[1/3] Simulating {args.hours:g} h of a fleet (seed {args.seed}) into {telemetry} ...", flush=True)
+    progress(f"[1/3] Simulating {args.hours:g} h of a fleet (seed {args.seed}) into {telemetry} ...")
     simulation = simulate(telemetry, seed=args.seed, hours=args.hours)
-    print(f"      {simulation}", flush=True)
-    print(f"[2/3] Running the goodput pipeline (Apache Beam, local runner) into {results} ...", flush=True)
-    outcome = run_batch(str(telemetry), str(results), load_settings(), replace=True)
-    print(summary(outcome))
-    print("[3/3] Headline\n", flush=True)
-    with connect(results) as connection:
-        print(render(connection))
-    print(f"\nOutputs: tables {results}/tables/, views {outcome.database}, manifest {results}/manifest.json")
-    print(f"Try:     mpg sql --output {results} \"select * from job_goodput order by lost_chip_s desc limit 5\"")
+    say(f"Simulated {simulation}")
+    progress(f"[2/3] Running the goodput pipeline (Apache Beam, local runner) into {results} ...")
+    from fleet_goodput.batch import run_batch  # imports Beam, which takes a few seconds
+
+    try:
+        outcome = run_batch(str(telemetry), str(results), load_settings(), replace=True, progress=progress)
+    except StoreBusy as exc:
+        print(f"mpg demo: {exc}", file=sys.stderr)
+        return exits.BUSY
+    say(result_line(outcome))
+    say(summary(outcome))
+    say_headline(str(results), outcome.run.run_id)
+    say(f"\nOutputs: tables {results}/tables/, views {outcome.database}, manifest {results}/manifest.json")
+    say(f"Try:     mpg sql --output {results} \"select * from job_goodput order by lost_chip_s desc limit 5\"")
+    progress("[3/3] Validating the results (Great Expectations) and publishing the report ...")
     from fleet_goodput.quality.period import whole_output_period  # the report imports GX: only load it here
     from fleet_goodput.report.publish import validate_and_publish
 
-    quality, report = validate_and_publish(results, whole_output_period(results), load_settings())
-    print(f"Report:  {report} (data quality checked: {quality.docs_index})" if report else quality.describe())
-    return 0 if report else 1
-
-
+    try:
+        quality, report = validate_and_publish(results, whole_output_period(results), load_settings())
+    except PeriodBusy as exc:
+        print(f"mpg demo: {exc}", file=sys.stderr)
+        return exits.BUSY
+    if not report:
+        print(quality.describe(), file=sys.stderr)
+        return exits.FAILED
+    print(f"Report:  {report} (data quality checked: {quality.docs_index})")
+    return exits.OK

@@ -9,7 +9,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from fleet_goodput import exits
 from fleet_goodput.config import ConfigError, load_settings
+from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.common import CAVEATS_FILE, REJECTED_FILE, SOURCE_FILE, Options, SourceError, write_import
 from fleet_goodput.timeutil import parse_time_us
@@ -38,7 +40,8 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
   mpg import mlperf tests/data/public/mlperf --out mlperf/
   mpg import kineto tests/data/public/kineto --out kineto/
   mpg import mgm tests/data/mgm_goodput_log.jsonl --out mgm/ --accelerator tpu-v5e --chips 16
-"""
+
+""" + VERBOSITY_HELP + "\n\n" + exits.describe(failed="the source cannot be read as FORMAT: nothing was written")
 
 
 def register(subparsers) -> None:
@@ -73,29 +76,31 @@ def main(args: argparse.Namespace) -> int:
         options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
                           accelerator=args.accelerator, chips=args.chips, cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None)
-        print(f"Importing {args.format} from {args.source} ...", file=sys.stderr, flush=True)
+        progress(f"Importing {args.format} from {args.source} ...")
         imported = module.read(Path(args.source), options)
         result = write_import(imported, args.out, overwrite=args.overwrite)
     except SourceError as exc:
         print(f"mpg import: {exc}\nmpg import: nothing was written to {args.out}", file=sys.stderr)
-        return 1
+        return exits.FAILED
     except (ConfigError, ValueError, FileExistsError) as exc:
         print(f"mpg import: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     events = result["events"]
     print(f"Imported {result['jobs']:,} jobs into {args.out}: {events['scheduler']:,} scheduler, "
           f"{events['runtime']:,} runtime and {events['profiler']:,} profiler events.")
+    if not events["runtime"]:
+        say("No runtime events: goodput from this import measures SG only; RG, PG and MPG need the runtime stream.")
     rejected = result["rejected"]
     if rejected:
-        print(f"Rejected {sum(rejected.values()):,} (listed in {Path(args.out) / REJECTED_FILE}):")
+        say(f"Rejected {sum(rejected.values()):,} (listed in {Path(args.out) / REJECTED_FILE}):")
         for reason, count in sorted(rejected.items(), key=lambda item: -item[1]):
-            print(f"  {count:>8,}  {reason}")
+            say(f"  {count:>8,}  {reason}")
     else:
-        print("Rejected nothing.")
+        say("Rejected nothing.")
     caveats = result["caveats"]
     if caveats:
-        print(f"Caveats on {sum(caveats.values()):,} imported items (listed in {Path(args.out) / CAVEATS_FILE}):")
+        say(f"Caveats on {sum(caveats.values()):,} imported items (listed in {Path(args.out) / CAVEATS_FILE}):")
         for caveat, count in sorted(caveats.items(), key=lambda item: -item[1]):
-            print(f"  {count:>8,}  {caveat}")
-    print(f"Provenance and mapping: {Path(args.out) / SOURCE_FILE}. Next: mpg run --input {args.out} --output OUT")
-    return 0
+            say(f"  {count:>8,}  {caveat}")
+    say(f"Provenance and mapping: {Path(args.out) / SOURCE_FILE}. Next: mpg run --input {args.out} --output OUT")
+    return exits.OK

@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from fleet_goodput import exits
 from fleet_goodput.avro_io import clear_telemetry, telemetry_files
-from fleet_goodput.console import say
+from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.replay import replay
 
 DESCRIPTION = """\
@@ -23,7 +24,8 @@ watch a simulated fleet fill the tables, in two terminals:
   mpg replay --from fleet --to live --speed 600      # 10 event-minutes per second
 then, while it runs (each window appears when the watermark passes its end):
   mpg sql --output live-out "select day, cluster, sg, rg, pg, mpg from fleet_daily"
-"""
+
+""" + VERBOSITY_HELP + "\n\n" + exits.describe()
 
 
 def register(subparsers) -> None:
@@ -42,20 +44,20 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     if not Path(args.source).is_dir():
         print(f"mpg replay: {args.source} does not exist", file=sys.stderr)
-        return 2
+        return exits.USAGE
     if not telemetry_files(args.source):
         print(f"mpg replay: no telemetry in {args.source}: expected {args.source}/<stream>/*.avro "
               f"(try `mpg simulate --out {args.source}`)", file=sys.stderr)
-        return 2
+        return exits.USAGE
     if args.speed < 0 or args.slice_s <= 0:
         print("mpg replay: --speed must be >= 0 and --slice-s > 0", file=sys.stderr)
-        return 2
+        return exits.USAGE
     if telemetry_files(args.target):
         if not args.replace:
             print(f"mpg replay: {args.target} already holds telemetry, which a stream would mix with the replay; "
                   "pass --replace to clear it", file=sys.stderr)
-            return 2
+            return exits.USAGE
         clear_telemetry(args.target)
-    written = replay(args.source, args.target, args.speed, args.slice_s, report=lambda line: say(line, flush=True))
-    say(f"replayed {written:,} events into {args.target}")
-    return 0
+    written = replay(args.source, args.target, args.speed, args.slice_s, report=progress)
+    print(f"replayed {written:,} events into {args.target}")
+    return exits.OK

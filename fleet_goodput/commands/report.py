@@ -6,8 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from fleet_goodput.commands.validate import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, add_quality_arguments
+from fleet_goodput import exits
+from fleet_goodput.commands.validate import add_quality_arguments, print_quality
 from fleet_goodput.config import ConfigError
+from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
 from fleet_goodput.stored_settings import settings_for_reading
 
@@ -28,16 +30,17 @@ same period replaces its report; two runs of one period cannot interleave.
 """
 
 EPILOG = """\
-exit codes: 0 published, 1 a critical check failed (nothing published),
-            2 bad arguments or no output, 75 the period is locked by another run
-
 examples:
   mpg report --output out/
   mpg report --output out/ --date 2026-01-01
   mpg report --output out/ --from 2026-01-01 --to 2026-01-07
   deploy/ has a cron line and systemd units that run the daily routine:
     mpg run --input IN --output OUT && mpg report --output OUT --date <yesterday> --require-complete
-"""
+
+-q prints the verdict, the critical failures and the report's path only.
+""" + VERBOSITY_HELP + "\n\n" + exits.describe(
+    failed="a critical check failed: nothing was published (0: published)",
+    busy="another validation or report of the same period holds its lock; deploy/ retries it")
 
 
 def register(subparsers) -> None:
@@ -49,25 +52,25 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.report.publish import validate_and_publish  # imports GX, which takes a few seconds
-
     try:
         settings = settings_for_reading(args.output, config=args.config)
         period = period_from_args(args, args.output)
-        print(f"Validating {Path(args.output)} for {period.name} ...", flush=True)
+        progress(f"Validating {Path(args.output)} for {period.name}, then publishing its report ...")
+        from fleet_goodput.report.publish import validate_and_publish  # imports GX, which takes a few seconds
+
         quality, path = validate_and_publish(args.output, period, settings, args.require_complete)
     except (ConfigError, PeriodError, FileNotFoundError) as exc:
         print(f"mpg report: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exits.USAGE
     except PeriodBusy as exc:
         print(f"mpg report: {exc}", file=sys.stderr)
-        return EXIT_BUSY
-    print(quality.describe(), flush=True)
+        return exits.BUSY
+    print_quality(quality)
     if path is None:
         print(f"mpg report: NOT published: {len(quality.failures)} critical data-quality check(s) failed:",
               file=sys.stderr)
         for check in quality.failures:
             print(f"  [{check.suite}] {check.title}: {check.observed}", file=sys.stderr)
-        return EXIT_FAILED
+        return exits.FAILED
     print(f"Report: {path}")
-    return 0
+    return exits.OK

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fleet_goodput.console import say
+from fleet_goodput import console, exits
+from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.options import BEAM_HELP, OptionsError, add_options, launch_problems
 
 DESCRIPTION = """\
@@ -49,7 +50,13 @@ examples:
   mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml
   mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml \\
       --project=my-project --temp_location=gs://bucket/tmp --dry_run=True
-"""
+
+The headline printed at the end covers the whole store (its days and as-of
+time), then the days this run changed, each on its own line.
+
+""" + VERBOSITY_HELP + "\n\n" + exits.describe(
+    failed="the counts did not reconcile, or no event of the run was accepted (nothing committed)",
+    busy="another run or stream holds the output")
 
 
 class BeamHelp(argparse.Action):
@@ -105,11 +112,9 @@ def main(args: argparse.Namespace) -> int:
     start_processes_early(args)
     from fleet_goodput.batch import InputError, ReconciliationError, is_dry_run, run_batch, translate_batch
     from fleet_goodput.config import ConfigError, load_settings
-    from fleet_goodput.headline import render
-    from fleet_goodput.store import StoreError
+    from fleet_goodput.store import StoreBusy, StoreError
     from fleet_goodput.stored_settings import settings_for_output
-    from fleet_goodput.timeutil import parse_time_us
-    from fleet_goodput.views import connect
+    from fleet_goodput.timeutil import format_time_us, parse_time_us
     from fleet_goodput.pipelines.options import GoodputOptions
 
     try:
@@ -123,41 +128,62 @@ def main(args: argparse.Namespace) -> int:
         chosen = settings_for_output(goodput.output, goodput.config, replace=goodput.replace)
         if chosen.note:
             print(f"mpg run: note: {chosen.note}", file=sys.stderr)
-        say(f"Running the goodput pipeline on {goodput.input} ...", flush=True)
+        progress(f"Running the goodput pipeline on {goodput.input} into {goodput.output}")
         outcome = run_batch(goodput.input, goodput.output, chosen.settings, as_of_us, flags,
                             stream_settings=chosen.stream_settings,
                             replace=goodput.replace, chunk_hours=goodput.chunk_hours, workers=goodput.workers,
-                            progress=lambda line: say(line, flush=True))
+                            progress=progress)
     except OptionsError as exc:
         print(f"mpg run: error: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
+    except StoreBusy as exc:
+        print(f"mpg run: {exc}", file=sys.stderr)
+        return exits.BUSY
     except (ConfigError, InputError, StoreError, ValueError) as exc:
         print(f"mpg run: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     except ReconciliationError as exc:
         print(f"mpg run: FAILED: {exc}", file=sys.stderr)
-        return 1
+        return exits.FAILED
     if outcome.skipped:
         say(f"Skipped {len(outcome.skipped)} input file(s) an earlier run already applied (same content).")
+        for path in outcome.skipped:
+            console.detail(f"  skipped {path}")
     if not outcome.committed:
         latest = f"run {outcome.run.run_id} stays the latest" if outcome.run else "the output holds no run"
-        say(f"Nothing new in {goodput.input}: {latest}.")
-        return 0
+        print(f"Nothing new in {goodput.input}: {latest}.")
+        return exits.OK
+    print(result_line(outcome))
     say(summary(outcome))
+    manifest = outcome.manifest
+    console.detail(f"Event time: as of {manifest['as_of']}; results versioned {format_time_us(manifest.get('version_us'))}; "
+                   f"a later run's events at or before {format_time_us(manifest.get('frontier_us'))} go to `late` "
+                   f"(allowed lateness {manifest.get('allowed_lateness_s')} s)")
     accepted = sum(counts["accepted"] for counts in outcome.manifest.get("this_run", {}).values())
     if outcome.manifest.get("as_of_us") is None or accepted == 0:
         print(f"mpg run: no event of this run was accepted, so it adds no figure; see why with\n"
               f"  mpg sql --output {goodput.output} \"select provisional, reason, sum(records) from rejected group by all\"\n"
               f"(a provisional rejection waits for an event that lets it in, such as a SUBMIT not yet landed)",
               file=sys.stderr)
-        return 1
+        return exits.FAILED
     if outcome.database is None:
         say(REMOTE_NOTE.format(output=goodput.output.rstrip("/")))
-        return 0
-    with connect(goodput.output) as connection:
+        return exits.OK
+    say_headline(goodput.output, outcome.run.run_id)
+    return exits.OK
+
+
+def say_headline(output: str, since_run: int) -> None:
+    """The headline of the output's latest run, with the runs from `since_run` as this run's part; not under -q."""
+    from fleet_goodput.headline import render
+    from fleet_goodput.store import Store
+    from fleet_goodput.views import connect
+
+    if console.verbosity() == console.QUIET:
+        return
+    with connect(output) as connection:
         say()
-        say(render(connection))
-    return 0
+        say(render(connection, Store(output).runs(), since_run))
 
 
 def dry_run(options, input_dir: str | None, output_dir: str | None, translate) -> int:
@@ -167,17 +193,24 @@ def dry_run(options, input_dir: str | None, output_dir: str | None, translate) -
         print(f"warning: {problem}", file=sys.stderr)
     if missing:
         print("Dry run: the job was not translated: Beam needs the options above.", file=sys.stderr)
-        return 2
+        return exits.USAGE
     print(describe_job(translate()))
-    return 0
+    return exits.OK
+
+
+def result_line(outcome) -> str:
+    """What a run committed, in one line: what `mpg run -q` prints."""
+    manifest = outcome.manifest
+    read = sum(counts["read"] for counts in manifest.get("this_run", {}).values())
+    return (f"Committed run {manifest['run_id']} to {manifest['output']} in {outcome.seconds:.1f} s: "
+            f"{manifest.get('files_applied', 0)} new file(s), {read:,} events read; as of {manifest['as_of']}")
 
 
 def summary(outcome) -> str:
+    """What became of the events, stream by stream, over every run of the output."""
     manifest = outcome.manifest
     outcomes = ["read", "accepted", "duplicate", "rejected", "late", "waiting"]
-    run = f"run {manifest['run_id']}" if manifest.get("run_id") else "run"
-    lines = [f"Committed {run} in {outcome.seconds:.1f} s; as-of {manifest['as_of']}; "
-             f"{manifest.get('files_applied', 0)} new file(s). Counts cover every run of the output:",
+    lines = ["Counts cover every run of the output:",
              f"  {'stream':<10}" + "".join(f" {name:>10}" for name in outcomes)]
     for name, counts in manifest["streams"].items():
         lines.append(f"  {name:<10}" + "".join(f" {counts[outcome]:>10,}" for outcome in outcomes))

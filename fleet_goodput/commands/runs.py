@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from fleet_goodput import exits
 from fleet_goodput.store import Store, StoreError
 from fleet_goodput.timeutil import format_time_us
 
@@ -14,7 +15,8 @@ Each run is one consistent snapshot of every table. Read an earlier one with
   mpg sql --output OUT --run ID "select * from fleet_daily"
 Versions older than the retention (7 days by default) are vacuumed and can no
 longer be read; the latest run always can.
-"""
+
+""" + exits.describe(failed="the output holds no committed run")
 
 
 def register(subparsers) -> None:
@@ -47,17 +49,17 @@ def main(args: argparse.Namespace) -> int:
         runs = rows(args.output)
     except StoreError as exc:
         print(f"mpg runs: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     if not runs:
         print(f"mpg runs: {args.output} holds no committed run", file=sys.stderr)
-        return 1
+        return exits.FAILED
     if args.format == "json":
         print(json.dumps(runs, indent=2))
-        return 0
+        return exits.OK
     columns = list(runs[0])
     cells = [[str(run[c]) if run[c] is not None else "-" for c in columns] for run in runs]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
     for row in cells:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
-    return 0
+    return exits.OK

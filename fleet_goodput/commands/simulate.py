@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fleet_goodput import exits
 from fleet_goodput.avro_io import clear_telemetry, telemetry_files
 from fleet_goodput.config import load_settings
-from fleet_goodput.console import say
+from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.simulator import fleet, simulate
 
 DESCRIPTION = """\
@@ -37,7 +38,8 @@ examples:
   mpg simulate --out out/day                       a default day (~1300 jobs, ~0.5M events)
   mpg simulate --out out/small --hours 4 --jobs 40  a small fleet for tests, about a second
   mpg simulate --out out/week --hours 168 --steady  seven days, each as busy as the first (~5M events)
-"""
+
+""" + VERBOSITY_HELP + "\n\n" + exits.describe()
 
 
 def register(subparsers) -> None:
@@ -68,13 +70,16 @@ def run(args: argparse.Namespace) -> int:
     if telemetry_files(args.out):
         if not args.overwrite:
             print(f"mpg simulate: {args.out} already holds telemetry; pass --overwrite to replace it", file=sys.stderr)
-            return 2
+            return exits.USAGE
         clear_telemetry(args.out, also=("truth",))
     settings = load_settings(args.config)
+    progress(f"Simulating {args.hours:g} h of a fleet (seed {args.seed}) into {args.out} ...")
     summary = simulate(args.out, seed=args.seed, hours=args.hours, jobs=args.jobs, steady=args.steady,
                        window_s=settings.window_s, settings=settings)
-    say(summary.describe())
-    return 0
+    first, *rest = summary.describe().splitlines()
+    print(first)
+    say("\n".join(rest))
+    return exits.OK
 
 
 def _positive_float(text: str) -> float:

@@ -14,11 +14,15 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import sys
+from decimal import Decimal
+from functools import partial
 from pathlib import Path
 
 import duckdb
 
+from fleet_goodput import exits
 from fleet_goodput.sql_guard import QueryRefused, lock_down, read_only_statements
 from fleet_goodput.store import StoreError
 from fleet_goodput.views import connect
@@ -49,7 +53,13 @@ install/load off, configuration locked); COPY, EXPORT, ATTACH, INSTALL, SET,
 CREATE and other statements are refused. --unsafe-allow-writes-and-files runs
 the SQL with DuckDB's defaults instead: any statement, any file the user can
 reach, the network, extension installs. See docs/threat-model.md.
-"""
+
+numbers: the table and markdown formats print integers whole and floats in
+fixed decimals per column (as many as the column's values need, up to 6: a
+chip-second is a whole number of chip-microseconds), thousands grouped in
+columns that reach 10,000; csv and json print every digit, ungrouped.
+
+""" + exits.describe()
 
 
 def register(subparsers) -> None:
@@ -79,30 +89,30 @@ def main(args: argparse.Namespace) -> int:
         query = read_query(args.query, args.file)
     except QueryError as exc:
         print(f"mpg sql: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     try:
         statements = duckdb.extract_statements(query) if args.unsafe else read_only_statements(query)
         if not statements:
             print("mpg sql: no SQL statement given", file=sys.stderr)
-            return 2
+            return exits.USAGE
         with connect(args.output, run=args.run) as connection:
             if not args.unsafe:
                 lock_down(connection, [args.output])
             for statement in statements:
                 cursor = connection.execute(statement)
             if cursor.description is None:
-                return 0
+                return exits.OK
             columns, rows = [d[0] for d in cursor.description], cursor.fetchall()
     except QueryRefused as exc:
         print(f"mpg sql: {exc}. {UNSAFE_FLAG} lifts this.", file=sys.stderr)
-        return 2
+        return exits.USAGE
     except duckdb.PermissionException as exc:
         print(f"mpg sql: refused: {exc}\n(mpg sql reads files under {args.output} only, with no network and no "
               f"extensions; {UNSAFE_FLAG} lifts this.)", file=sys.stderr)
-        return 2
+        return exits.USAGE
     except (FileNotFoundError, StoreError, duckdb.Error) as exc:
         print(f"mpg sql: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     if args.format == "csv":
         writer = csv.writer(sys.stdout)
         writer.writerow(columns)
@@ -113,7 +123,7 @@ def main(args: argparse.Namespace) -> int:
         print(_markdown(columns, rows))
     else:
         print(_table(columns, rows))
-    return 0
+    return exits.OK
 
 
 class QueryError(ValueError):
@@ -137,42 +147,76 @@ def read_query(query: str | None, file: str | None) -> str:
 
 
 def _table(columns: list[str], rows: list[tuple]) -> str:
-    cells = [[_cell(value) for value in row] for row in rows]
+    cells, numeric = _cells(columns, rows)
     widths = [max([len(name)] + [len(row[i]) for row in cells]) for i, name in enumerate(columns)]
-    lines = ["  ".join(name.ljust(width) for name, width in zip(columns, widths)),
+    lines = ["  ".join(name.rjust(width) if right else name.ljust(width)
+                       for name, width, right in zip(columns, widths, numeric)),
              "  ".join("-" * width for width in widths)]
-    lines += ["  ".join(cell.rjust(width) if _numeric(cell) else cell.ljust(width) for cell, width in zip(row, widths))
-              for row in cells]
+    lines += ["  ".join(cell.rjust(width) if right else cell.ljust(width)
+                        for cell, width, right in zip(row, widths, numeric)) for row in cells]
     lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     return "\n".join(lines)
 
 
 def _markdown(columns: list[str], rows: list[tuple]) -> str:
     """A GitHub-flavoured Markdown table; numeric columns align right."""
-    cells = [[_markdown_cell(value) for value in row] for row in rows]
-    numeric = [bool(cells) and all(_numeric(row[i]) or row[i] == "NULL" for row in cells) for i in range(len(columns))]
+    cells, numeric = _cells(columns, rows)
     lines = ["| " + " | ".join(_markdown_cell(name) for name in columns) + " |",
              "|" + "|".join("---:" if right else "---" for right in numeric) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    lines += ["| " + " | ".join(_markdown_cell(cell) for cell in row) + " |" for row in cells]
     return "\n".join(lines)
 
 
-def _markdown_cell(value) -> str:
+def _markdown_cell(text: str) -> str:
     # A pipe would end the cell and a line break the row.
-    return _cell(value).replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
 
 
-def _cell(value) -> str:
+# Floats print with as many decimals as the column's values need, up to this many: a chip-second
+# is an integer number of chip-microseconds, so six decimals show it exactly, and what lies below
+# is the rounding of sums. CSV and JSON print every digit.
+MAX_DECIMALS = 6
+# Integer parts group their thousands in a column that holds a value this big (not in one of years).
+GROUP_FROM = 10_000
+
+
+def _cells(columns: list[str], rows: list[tuple]) -> tuple[list[list[str]], list[bool]]:
+    """Every value as text, and which columns are numeric (they align right). Numbers read exactly:
+    integers whole, floats in fixed decimals chosen per column, thousands grouped; never an exponent
+    but for a value too small for the column's decimals."""
+    formats, numeric = [], []
+    for i in range(len(columns)):
+        values = [row[i] for row in rows if row[i] is not None]
+        numbers = bool(rows) and all(_is_number(v) for v in values)  # all NULL: a number column too
+        finite = [float(v) for v in values if numbers and math.isfinite(v)]
+        decimals = max((_decimals(v) for v in values if isinstance(v, float) and math.isfinite(v)), default=0)
+        group = "," if any(abs(v) >= GROUP_FROM for v in finite) else ""
+        formats.append(partial(_number, decimals=decimals, group=group) if numbers else _text)
+        numeric.append(numbers)
+    return [[fmt(value) for fmt, value in zip(formats, row)] for row in rows], numeric
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+
+
+def _decimals(value: float) -> int:
+    """The decimals `value` needs, up to MAX_DECIMALS."""
+    exponent = Decimal(repr(round(value, MAX_DECIMALS))).normalize().as_tuple().exponent
+    return max(0, -exponent)
+
+
+def _number(value, decimals: int, group: str) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+        if not math.isfinite(value):
+            return str(value)
+        if value != 0 and round(value, decimals) == 0:
+            return repr(value)  # too small for the column's decimals: show it, not 0
+        return f"{value:{group}.{decimals}f}"
+    return f"{value:{group}}" if isinstance(value, int) else f"{value:{group}f}"
 
 
-def _numeric(cell: str) -> bool:
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
+def _text(value) -> str:
+    return "NULL" if value is None else str(value)

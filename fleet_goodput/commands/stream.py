@@ -8,8 +8,9 @@ import sys
 import threading
 from pathlib import Path
 
-from fleet_goodput.commands.run import BeamHelp, dry_run, pipeline_options, summary
-from fleet_goodput.console import say
+from fleet_goodput import exits
+from fleet_goodput.commands.run import BeamHelp, dry_run, pipeline_options, say_headline, summary
+from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.options import BEAM_HELP, OptionsError, add_options
 
 DESCRIPTION = """\
@@ -40,7 +41,10 @@ EPILOG = """\
 examples:
   mpg stream --input live/ --output live-out/ --stop_after_idle_s 60
   mpg replay --from fleet/ --to live/ --speed 600      (in another terminal)
-"""
+
+""" + VERBOSITY_HELP + "\n\n" + exits.describe(
+    failed="the counts did not reconcile (that run was not committed), or no telemetry arrived",
+    busy="another run or stream holds the output")
 
 
 def register(subparsers) -> None:
@@ -52,10 +56,14 @@ def register(subparsers) -> None:
     parser.set_defaults(func=main, accepts_beam_args=True)
 
 
-def _progress(progress, outcome) -> None:
-    manifest = outcome.manifest
-    say(f"  run {manifest['run_id']}: {manifest['files_applied']} new file(s) in {outcome.seconds:.1f} s; "
-          f"as-of {manifest['as_of']}", file=sys.stderr, flush=True)
+def _progress(committed: list[int]):
+    """Tell each committed run, and keep its id in `committed`."""
+    def committed_run(_, outcome) -> None:
+        manifest = outcome.manifest
+        committed.append(manifest["run_id"])
+        progress(f"run {manifest['run_id']}: {manifest['files_applied']} new file(s) in {outcome.seconds:.1f} s; "
+                 f"as-of {manifest['as_of']}")
+    return committed_run
 
 
 def main(args: argparse.Namespace) -> int:
@@ -63,12 +71,10 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.avro_io import telemetry_files
     from fleet_goodput.batch import ReconciliationError, is_dry_run
     from fleet_goodput.config import ConfigError, load_settings
-    from fleet_goodput.headline import render
-    from fleet_goodput.store import StoreError
+    from fleet_goodput.store import StoreBusy, StoreError
     from fleet_goodput.stored_settings import settings_for_output
     from fleet_goodput.stream_run import run_stream, translate_stream
     from fleet_goodput.stream_settings import load_stream_settings
-    from fleet_goodput.views import connect
     from fleet_goodput.pipelines.options import GoodputOptions
 
     try:
@@ -84,42 +90,51 @@ def main(args: argparse.Namespace) -> int:
                 print(f"mpg stream: note: {chosen.note}", file=sys.stderr)
     except OptionsError as exc:
         print(f"mpg stream: error: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     except (ConfigError, ValueError) as exc:
         print(f"mpg stream: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     if stream_settings.source == "pubsub":
         if not is_dry_run(flags):
             print("mpg stream: a Pub/Sub source runs on Dataflow: submit it with the Flex Template (docs/dataflow.md), "
                   "or check it here with --dry_run=True", file=sys.stderr)
-            return 2
+            return exits.USAGE
         return dry_run(options, None, goodput.output,
                        lambda: translate_stream(goodput.output, settings, stream_settings, flags))
     for stream in schemas.STREAMS:
         Path(goodput.input, stream).mkdir(parents=True, exist_ok=True)
     waiting = len(telemetry_files(goodput.input))
     if waiting:
-        say(f"{waiting} files already in {goodput.input}; those no earlier run applied are read first.")
+        progress(f"{waiting} files already in {goodput.input}; those no earlier run applied are read first.")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     idle_s = goodput.stop_after_idle_s
     idle = f"; stops after {idle_s:g} s without new files" if idle_s else "; Ctrl-C stops"
-    say(f"Watching {goodput.input} (window {settings.window_s} s, allowed lateness "
-        f"{stream_settings.allowed_lateness_s} s{idle}) ...", flush=True)
+    progress(f"Watching {goodput.input} (window {settings.window_s} s, allowed lateness "
+             f"{stream_settings.allowed_lateness_s} s{idle}) ...")
+    committed: list[int] = []
     try:
-        outcome = run_stream(goodput.input, goodput.output, settings, stream_settings, idle_s, flags, replace=goodput.replace, progress=_progress, stop=stop)
+        outcome = run_stream(goodput.input, goodput.output, settings, stream_settings, idle_s, flags,
+                             replace=goodput.replace, progress=_progress(committed), stop=stop)
+    except StoreBusy as exc:
+        print(f"mpg stream: {exc}", file=sys.stderr)
+        return exits.BUSY
     except (StoreError, ConfigError) as exc:
         print(f"mpg stream: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     except ReconciliationError as exc:
         print(f"mpg stream: FAILED: {exc}", file=sys.stderr)
-        return 1
+        return exits.FAILED
     if outcome.run is None:
         print(f"mpg stream: no telemetry arrived in {goodput.input}; nothing was computed", file=sys.stderr)
-        return 1
+        return exits.FAILED
+    latest = outcome.manifest
+    if not committed:
+        print(f"Nothing new in {goodput.input}: run {latest['run_id']} stays the latest.")
+        return exits.OK
+    runs = f"run {committed[0]}" if len(committed) == 1 else f"runs {committed[0]} .. {committed[-1]}"
+    print(f"Stream stopped: committed {runs} to {goodput.output}; as of {latest['as_of']}")
     say(summary(outcome))
-    with connect(goodput.output) as connection:
-        say()
-        say(render(connection))
-    return 0
+    say_headline(goodput.output, committed[0])
+    return exits.OK

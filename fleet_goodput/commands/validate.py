@@ -6,14 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from fleet_goodput import console, exits
 from fleet_goodput.config import ConfigError
+from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, add_period_arguments, period_from_args, period_lock
 from fleet_goodput.stored_settings import settings_for_reading
-
-# Exit codes a scheduler can tell apart: 1 the data failed a critical check,
-# 2 the command could not run as asked, 75 (EX_TEMPFAIL) another run of the
-# same period holds the lock, so retrying later is right.
-EXIT_FAILED, EXIT_USAGE, EXIT_BUSY = 1, 2, 75
 
 DESCRIPTION = """\
 Check an output folder of `mpg run` with Great Expectations before anyone reads it.
@@ -32,14 +29,15 @@ was observed), GX Data Docs readable offline, summary.json.
 """
 
 EPILOG = """\
-exit codes: 0 passed (maybe with warnings), 1 a critical check failed,
-            2 bad arguments or no output, 75 the period is locked by another run
-
 examples:
   mpg validate --output out/
   mpg validate --output out/ --date 2026-01-01
   mpg validate --output out/ --from 2026-01-01 --to 2026-01-07 --require-complete
-"""
+
+-q prints the verdict and the critical failures only; -v also every check that passed.
+""" + VERBOSITY_HELP + "\n\n" + exits.describe(
+    failed="a critical check failed (0: passed, maybe with warnings)",
+    busy="another validation or report of the same period holds its lock")
 
 
 def add_quality_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,19 +60,32 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.quality.run import validate_output  # imports GX, which takes a few seconds
-
     try:
         settings = settings_for_reading(args.output, config=args.config)
         period = period_from_args(args, args.output)
         with period_lock(args.output, period):
-            print(f"Validating {Path(args.output)} for {period.name} ...", flush=True)
+            progress(f"Validating {Path(args.output)} for {period.name} ...")
+            from fleet_goodput.quality.run import validate_output  # imports GX, which takes a few seconds
+
             result = validate_output(args.output, period, settings, args.require_complete)
     except (ConfigError, PeriodError, FileNotFoundError) as exc:
         print(f"mpg validate: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exits.USAGE
     except PeriodBusy as exc:
         print(f"mpg validate: {exc}", file=sys.stderr)
-        return EXIT_BUSY
-    print(result.describe())
-    return 0 if result.passed else EXIT_FAILED
+        return exits.BUSY
+    print_quality(result)
+    return exits.OK if result.passed else exits.FAILED
+
+
+def print_quality(result) -> None:
+    """The verdict with the critical failures (-q), every check that did not pass (default), or every check (-v)."""
+    if console.verbosity() == console.QUIET:
+        print(result.verdict)
+        for check in result.failures:
+            print(f"  FAIL [{check.suite}] {check.title}: {check.observed}")
+        return
+    print(result.describe(), flush=True)
+    for check in result.checks:
+        if check.success:
+            console.detail(f"  pass [{check.suite}] {check.title}: {check.observed}")

@@ -75,10 +75,14 @@ class QualityResult:
     def passed(self) -> bool:
         return not self.failures
 
+    @property
+    def verdict(self) -> str:
+        return (f"Data quality for {self.period}: {'PASSED' if self.passed else 'FAILED'} ({len(self.checks)} checks, "
+                f"{len(self.failures)} critical failure(s), {len(self.warnings)} warning(s))")
+
     def describe(self) -> str:
         suites = sorted({c.suite for c in self.checks}, key=[c.suite for c in self.checks].index)
-        lines = [f"Data quality for {self.period}: {'PASSED' if self.passed else 'FAILED'} "
-                 f"({len(self.checks)} checks, {len(self.failures)} critical failure(s), {len(self.warnings)} warning(s))"]
+        lines = [self.verdict]
         for suite in suites:
             checks = [c for c in self.checks if c.suite == suite]
             bad = [c for c in checks if not c.success]

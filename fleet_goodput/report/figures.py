@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from fleet_goodput.headline import days_with_runtime
 from fleet_goodput.quality.period import Period
 from fleet_goodput.report.advice import ClassMeasures, advise
 from fleet_goodput.timeline import CATEGORIES
@@ -219,15 +220,27 @@ def collect(connection, period: Period) -> dict[str, list[dict]]:
     figures["top_jobs"] = top_jobs(connection, period)
     figures["checkpoint_advice"] = checkpoint_advice(connection, period)
     figures["pg_coverage"] = pg_coverage(connection, period)
-    _add_changes(figures, connection, previous_period(period))
+    runtime_days = days_with_runtime(connection)
+    figures["fleet_total"][0]["runtime_measured"] = _runtime_measured(runtime_days, period)
+    _add_changes(figures, connection, previous_period(period), runtime_days)
     return figures
 
 
-def _add_changes(figures: dict[str, list[dict]], connection, previous: Period) -> None:
-    """Each factor's change against the previous period of the same length (None where either is unknown)."""
+def _runtime_measured(runtime_days: set, period: Period) -> bool:
+    """Whether a runtime span covers chip-time in the period: without one RG, PG and MPG cannot be
+    measured (every all-allocated second is idle), though the figures say 0."""
+    return any(period.first <= day <= period.last for day in runtime_days)
+
+
+def _add_changes(figures: dict[str, list[dict]], connection, previous: Period, runtime_days: set) -> None:
+    """Each factor's change against the previous period of the same length (None where either is unknown,
+    or for RG, PG and MPG, not measured)."""
+    total = figures["fleet_total"][0]
     before_total = fleet_total(connection, previous)
-    figures["fleet_total"][0].update(_change(figures["fleet_total"][0], before_total))
-    figures["fleet_total"][0]["previous_period"] = previous.name
+    if not (total["runtime_measured"] and _runtime_measured(runtime_days, previous)):
+        before_total.update(rg=None, pg=None, mpg=None)
+    total.update(_change(total, before_total))
+    total["previous_period"] = previous.name
     earlier = {"by_cluster": ({(r["cluster"], r["accelerator"]): r for r in clusters(connection, previous)},
                               ("cluster", "accelerator"))}
     for dimension in DIMENSIONS:
