@@ -16,6 +16,9 @@ and say why.
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import fastavro
 import pytest
 
@@ -58,17 +61,19 @@ def routine(tmp_path_factory):
              "cluster": "nowhere", "accelerator": "tpu-v5e", "chips": 8, "workload": "TRAINING",
              "framework": None, "team": None, "topology": None, "priority": None}])
     store = root / "store"
-    days = []
+    days, said = [], []
     for day, delivery in zip(DAYS, deliveries):
-        ran = main(["run", "--input", str(delivery), "--output", str(store)])
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            ran = main(["run", "--input", str(delivery), "--output", str(store)])
+        said.append(printed.getvalue())
         reported = main(["report", "--output", str(store), "--date", day, "--require-complete"])
         days.append((ran, reported, Store(store).latest().manifest))
     whole = run_batch(str(root / "fleet"), str(root / "whole"), load_settings(), build_views=False)
-    return store, root / "whole", days, whole
+    return store, root / "whole", days, whole, said
 
 
 def test_every_day_of_the_routine_passes(routine):
-    _, _, days, _ = routine
+    _, _, days, _, _ = routine
     assert [(ran, reported) for ran, reported, _ in days] == [(0, 0)] * len(DAYS)
     for (_, _, manifest), cut in zip(days, CUTS):  # past the day's midnight, within its last file
         assert format_time_us(cut - 3 * HOUR_US) < manifest["as_of"] <= format_time_us(cut)
@@ -76,21 +81,23 @@ def test_every_day_of_the_routine_passes(routine):
 
 
 def test_a_provisional_rejection_does_not_fail_the_gate(routine):
-    _, _, days, _ = routine
+    _, _, days, _, _ = routine
     ran, reported, first = days[0]
     assert ["runtime", "rejected"] in [pair for pair, _ in first["pending_counts"]] and reported == 0
 
 
 def test_a_clock_a_day_ahead_waits_instead_of_moving_the_as_of(routine):
-    _, _, days, _ = routine
+    _, _, days, _, _ = routine
     first = days[0][2]
     assert first["as_of_us"] < CUTS[0] < AHEAD_US
     assert first["streams"]["scheduler"]["waiting"] >= 1 and first["streams"]["runtime"]["waiting"] >= 1
+    waiting = sum(counts["waiting"] for counts in first["streams"].values())
+    assert f"{waiting:,} event(s) after the as-of time wait in the store" in routine[4][0]
     assert all(counts["late"] == 0 for _, _, manifest in days for counts in manifest["streams"].values())
 
 
 def test_three_daily_runs_equal_one_run_over_everything(routine):
-    store, whole_output, days, whole = routine
+    store, whole_output, days, whole, _ = routine
     last = days[-1][2]
     assert last["as_of_us"] == whole.manifest["as_of_us"]
     assert last["streams"] == whole.manifest["streams"]
@@ -100,7 +107,7 @@ def test_three_daily_runs_equal_one_run_over_everything(routine):
 
 
 def test_a_day_whose_data_stops_early_fails_and_says_why(routine, capsys):
-    store, _, days, _ = routine
+    store, _, days, _, _ = routine
     capsys.readouterr()
     assert main(["report", "--output", str(store), "--date", "2026-01-04", "--require-complete"]) == 1
     err = capsys.readouterr().err

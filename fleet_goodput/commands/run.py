@@ -149,6 +149,11 @@ def main(args: argparse.Namespace) -> int:
         say(f"Skipped {len(outcome.skipped)} input file(s) an earlier run already applied (same content).")
         for path in outcome.skipped:
             console.detail(f"  skipped {path}")
+    if outcome.deferred:
+        print(f"mpg run: warning: {len(outcome.deferred)} input file(s) changed or vanished while the run read them "
+              "(a producer still writing?); they were not applied, and the next run reads them:", file=sys.stderr)
+        for path in outcome.deferred:
+            print(f"  {path}", file=sys.stderr)
     if not outcome.committed:
         latest = f"run {outcome.run.run_id} stays the latest" if outcome.run else "the output holds no run"
         print(f"Nothing new in {goodput.input}: {latest}.")
@@ -214,6 +219,10 @@ def summary(outcome) -> str:
              f"  {'stream':<10}" + "".join(f" {name:>10}" for name in outcomes)]
     for name, counts in manifest["streams"].items():
         lines.append(f"  {name:<10}" + "".join(f" {counts[outcome]:>10,}" for outcome in outcomes))
+    waiting = sum(counts.get("waiting", 0) for counts in manifest["streams"].values())
+    if waiting:
+        lines.append(f"{waiting:,} event(s) after the as-of time wait in the store and count in the run whose as-of "
+                     "reaches them (docs/metric.md, \"Time and the as-of time\").")
     views = outcome.database or "none (remote output)"
     lines.append(f"Counts reconcile. Tables: {manifest['output']}/tables/ (Delta Lake)  Views: {views}")
     return "\n".join(lines)
