@@ -30,6 +30,7 @@ from fleet_goodput import schemas
 from fleet_goodput.asof import default_as_of
 from fleet_goodput.chunks import Chunk, cut_into_chunks
 from fleet_goodput.config import Settings
+from fleet_goodput.input_files import NotARegularFile, open_regular_file
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, write_manifest_copy
 from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.shards import MIN_CHUNK_EVENTS_PER_SHARD, Shard, process_context, shard_count
@@ -85,6 +86,9 @@ def list_input(input_dir: str, applied: dict[tuple[str, int], str] | None = None
     A file an earlier run applied under the same path and size is taken to be
     the same file, so a daily run does not read a growing input's history
     again; any other file is hashed, so a copy under another name is known.
+    A local path that is not a regular file (a pipe, a device: never read,
+    fleet_goodput/input_files.py) is listed under the hash of its path, so
+    the run rejects it with the reason and the next one knows it applied.
     """
     applied = applied or {}
     found = []
@@ -97,8 +101,15 @@ def list_input(input_dir: str, applied: dict[tuple[str, int], str] | None = None
 
 
 def _sha256(path: str) -> str:
+    if is_remote(path):
+        opened = FileSystems.open(path)
+    else:
+        try:
+            opened = open_regular_file(path)
+        except NotARegularFile:
+            return hashlib.sha256(f"not a regular file: {path}".encode()).hexdigest()
     digest = hashlib.sha256()
-    with FileSystems.open(path) as handle:
+    with opened as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
