@@ -76,9 +76,32 @@ def overclaiming_block(record: dict, stream: str = "runtime") -> bytes:
 
 
 def truncated_overclaiming_block(record: dict, stream: str = "runtime") -> bytes:
-    """A file that ends inside a block declaring 2^31 records (and 1 MiB), one record's bytes into it."""
+    """A file that ends inside a block declaring 2^31 records (and 1 MiB), 12 bytes (of `record`) into it."""
     data = container(schemas.schema_json(stream), [])
-    return data + zigzag(DECLARED) + zigzag(1 << 20) + encoded(stream, record)
+    return data + zigzag(DECLARED) + zigzag(1 << 20) + encoded(stream, record)[:12]
+
+
+# ---- the reasons they are rejected with, word for word -----------------------------------------------
+REFUSED = "Avro file refused unread: its writer schema"
+UNKNOWABLE = "so the number of records lost is unknowable"
+ZERO_BYTE_ARRAY_REASON = (f'{REFUSED} has an array of items that take no bytes ("null"): such an array can claim '
+                          "any number of items without the file holding them; the number of records in it is unknowable")
+RECURSIVE_REASON = (f"{REFUSED}'s type Node contains itself: a value of a recursive type nests as deep as the "
+                    "file's bytes go, deeper than a decoder can follow; the number of records in it is unknowable")
+# What follows the one record of `overclaiming_block` (a runtime record takes 6 bytes or more).
+OVERCLAIM_REASON = (f"Avro block whose records 2 to {DECLARED} do not decode: EOFError: ; the block declares "
+                    f"{DECLARED - 1} records from there, more than its 0 bytes can hold (at most 0: a record takes "
+                    f"6 bytes or more), {UNKNOWABLE}")
+
+TRUNCATED_OVERCLAIM_REASON = (
+    f"truncated Avro block at byte {len(container(schemas.schema_json('runtime'), []))}: the file ends inside it; "
+    f"its header declares {DECLARED} records, more than its 12 bytes can hold (at most 2: a record takes 6 bytes "
+    f"or more), {UNKNOWABLE} (EOFError: Expected {1 << 20} bytes, read 12)")
+
+
+def not_a_regular_file_reason(kind: str) -> str:
+    return (f"not a regular file but {kind}: skipped unread, since reading it could wait forever or never end "
+            "(counted as one record, the number in it being unknowable)")
 
 
 def run_bounded(code: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
