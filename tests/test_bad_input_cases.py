@@ -418,6 +418,8 @@ CASES = [
          [(None, re.escape(hostile_avro.not_a_regular_file_reason("a named pipe (FIFO)")), 1)]),
     Case("symbolic link to /dev/zero", not_a_file(lambda path: path.symlink_to("/dev/zero")),
          [(None, re.escape(hostile_avro.not_a_regular_file_reason("a symbolic link to a character device (/dev/zero)")), 1)]),
+    Case("symbolic link to nothing", not_a_file(lambda path: path.symlink_to("/nonexistent/telemetry.avro")),
+         [(None, re.escape(hostile_avro.link_to_nothing_reason("/nonexistent/telemetry.avro")), 1)]),
     # ---- values that would corrupt figures
     Case("ALLOCATE of 1e9 chips for a 1-chip job", bad_job(lambda p: scheduler(p, "huge", "ALLOCATE", 10, chips=10**9)),
          [("huge", r"ALLOCATE of 1000000000 chips is above the 1 requested: a job holds at most its request", 1)]),
@@ -557,9 +559,9 @@ def test_the_manifest_reconciles_with_the_true_record_counts(dirty):
     assert {stream: counts["read"] for stream, counts in manifest["streams"].items()} == given.countable
     assert manifest["reconciles"]
     # Only the stretches whose count is unknowable (said so in their reason) differ from the truth: a
-    # block of 4 counted as 1; two files and a pipe and a device holding none, each counted as 1; and the
-    # block declaring 2^31 records, whose one record is counted and the rest as 1.
-    assert given.true_records["runtime"] - given.countable["runtime"] == (4 - 1) + (0 - 1) * 4 + (1 - 2)
+    # block of 4 counted as 1; two files, a pipe, a device and a link to nothing holding none, each
+    # counted as 1; and the block declaring 2^31 records, whose one record is counted and the rest as 1.
+    assert given.true_records["runtime"] - given.countable["runtime"] == (4 - 1) + (0 - 1) * 5 + (1 - 2)
     assert all(given.true_records[s] == given.countable[s] for s in ("scheduler", "profiler"))
 
 
