@@ -98,8 +98,8 @@ class AvroBlocks:
                                 f"next block (byte {resume}) is unknowable ({detail})"), resume
         if count > most_records(size, *self.bounds):
             return Damage(None, f"Avro block at byte {start} that does not decode; its header declares {count} "
-                                f"records, {records_beyond(size, *self.bounds)}, so the number of records lost is unknowable "
-                                f"({detail})"), resume
+                                f"records, {records_beyond(size, *self.bounds)}, so the number of records lost "
+                                f"is unknowable ({detail})"), resume
         return Damage(count, f"Avro block at byte {start} that does not decode; its header declares "
                              f"{count} records ({detail})"), resume
 

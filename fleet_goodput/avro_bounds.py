@@ -72,7 +72,8 @@ def records_beyond(available_bytes: int, record_bytes: int, codec: str = "null")
     """Why a declared count is not believed: what `available_bytes` of block data can hold."""
     most = most_records(available_bytes, record_bytes, codec)
     if codec == "null":
-        return f"more than its {available_bytes} bytes can hold (at most {most}: a record takes {record_bytes} bytes or more)"
+        return (f"more than its {available_bytes} bytes can hold (at most {most}: a record takes {record_bytes} "
+                "bytes or more)")
     return (f"more than its {available_bytes} bytes of {codec} data can hold (at most {most}: a record takes "
             f"{record_bytes} bytes or more, and {codec} makes {MAX_EXPANSION.get(codec, DEFAULT_MAX_EXPANSION)} "
             "bytes of one at most)")

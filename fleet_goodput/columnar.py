@@ -144,7 +144,7 @@ def _records_in_whole_blocks(stream: str, data: bytes) -> int | None:
                     or data[position:position + 16] != header["sync"]):
                 return None
             records, position = records + count, position + 16
-    except Exception:  # noqa: BLE001 - an unreadable header or block, an unsafe schema: the reference path's to describe
+    except Exception:  # noqa: BLE001 - an unreadable header or block, an unsafe schema: the reference describes it
         return None
     return records
 

@@ -237,7 +237,6 @@ def _one_by_one(stream: str, source: str, blocks: AvroBlocks, block, validate, a
     time_unit = _event_time_unit(writer)
     data = block.bytes_
     data.seek(0)
-    size = len(data.getbuffer())
     for index in range(block.num_records):
         start = data.tell()
         try:
@@ -245,7 +244,7 @@ def _one_by_one(stream: str, source: str, blocks: AvroBlocks, block, validate, a
         except Exception as exc:  # noqa: BLE001 - the rest of the block is unreadable bytes
             reason = (f"Avro block whose records {index + 1} to {block.num_records} do not decode: "
                       f"{type(exc).__name__}: {str(exc)[:200]}")
-            yield _rest_of_block(stream, source, reason, block.num_records - index, block, size - start, blocks.bounds)
+            yield _rest_of_block(stream, source, reason, block, index, start, blocks.bounds)
             return
         try:
             record = fastavro.schemaless_reader(io.BytesIO(data.getbuffer()[start:data.tell()]), plain_writer, plain_reader)
@@ -253,7 +252,7 @@ def _one_by_one(stream: str, source: str, blocks: AvroBlocks, block, validate, a
             problem = contract_violation(raw, schemas.schema_json(stream))
             if problem is None:  # nothing record-specific: the writer schema itself does not resolve
                 reason = f"written with a schema that does not resolve to the {stream} v1 schema ({_describe(blocks.writer_schema)})"
-                yield _rest_of_block(stream, source, reason, block.num_records - index, block, size - start, blocks.bounds)
+                yield _rest_of_block(stream, source, reason, block, index, start, blocks.bounds)
                 return
             yield "rejected", rejected_row(stream, problem, source, raw)
             continue
@@ -262,13 +261,14 @@ def _one_by_one(stream: str, source: str, blocks: AvroBlocks, block, validate, a
         yield _validated(stream, source, record, validate, accelerators)
 
 
-def _rest_of_block(stream: str, source: str, reason: str, records: int, block, remaining: int,
+def _rest_of_block(stream: str, source: str, reason: str, block, index: int, start: int,
                    bounds: tuple[int, str]) -> tuple[str, dict]:
-    """The rejected row of a `block`'s last `records` records, which its last `remaining` bytes
-    (decompressed) hold: as many as the block declares, when those bytes can hold them, or,
-    the block being compressed, its bytes in the file can (data that decompressed to garbage
-    says nothing of what the block held)."""
+    """The rejected row of a `block`'s records from `index` on, whose bytes start at `start` of its
+    decompressed data: as many records as the block declares, when those bytes can hold them or,
+    the block being compressed, when its bytes in the file can (data that decompressed to
+    garbage says nothing of what the block held); else 1, the number being unknowable."""
     record_bytes, codec = bounds
+    records, remaining = block.num_records - index, len(block.bytes_.getbuffer()) - start
     room = [(remaining, "null")] + ([(block.size, codec)] if codec != "null" else [])
     available, coded = max(room, key=lambda item: most_records(item[0], record_bytes, item[1]))
     if records > most_records(available, record_bytes, coded):
