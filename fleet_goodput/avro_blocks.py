@@ -86,22 +86,22 @@ class AvroBlocks:
                 return Damage(None, f"truncated Avro file at byte {start}: the block header is unreadable, "
                                     f"so the number of records lost is unknowable ({detail})"), None
             present = min(size, len(self.data) - after_size)
-            if count > most_records(present, *self.bounds):
-                return Damage(None, f"truncated Avro block at byte {start}: the file ends inside it; its header "
-                                    f"declares {count} records, {records_beyond(present, *self.bounds)}, so the number "
-                                    f"of records lost is unknowable ({detail})"), None
-            return Damage(count, f"truncated Avro block at byte {start}: the file ends inside it; "
-                                 f"its header declares {count} records ({detail})"), None
+            return self._declared(f"truncated Avro block at byte {start}: the file ends inside it", count, present,
+                                  detail), None
         resume = next_sync + SYNC_SIZE
         if not header_ok or next_sync != after_size + size:
             return Damage(None, f"corrupt Avro block header at byte {start}: the number of records before the "
                                 f"next block (byte {resume}) is unknowable ({detail})"), resume
-        if count > most_records(size, *self.bounds):
-            return Damage(None, f"Avro block at byte {start} that does not decode; its header declares {count} "
-                                f"records, {records_beyond(size, *self.bounds)}, so the number of records lost "
-                                f"is unknowable ({detail})"), resume
-        return Damage(count, f"Avro block at byte {start} that does not decode; its header declares "
-                             f"{count} records ({detail})"), resume
+        return self._declared(f"Avro block at byte {start} that does not decode", count, size, detail), resume
+
+    def _declared(self, what: str, count: int, available: int, detail: str) -> Damage:
+        """The damage `what` with its header's `count`, believed when the block's `available` bytes
+        can hold that many records."""
+        if count > most_records(available, *self.bounds):
+            return Damage(None, f"{what}; its header declares {count} records, "
+                                f"{records_beyond(available, *self.bounds)}, so the number of records lost is "
+                                f"unknowable ({detail})")
+        return Damage(count, f"{what}; its header declares {count} records ({detail})")
 
 
 def read_long(data: bytes, position: int) -> tuple[int | None, int]:

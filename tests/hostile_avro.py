@@ -81,6 +81,12 @@ def truncated_overclaiming_block(record: dict, stream: str = "runtime") -> bytes
     return data + zigzag(DECLARED) + zigzag(1 << 20) + encoded(stream, record)[:12]
 
 
+def undecompressable_overclaiming_block(record: dict, stream: str = "runtime") -> bytes:
+    """A deflate file whose one block declares 2^31 records in 40 bytes that do not decompress
+    (`record` taken as by the other files: this one holds none)."""
+    return container(schemas.schema_json(stream), [(DECLARED, b"\xff" * 40)], codec="deflate")
+
+
 # ---- the reasons they are rejected with, word for word -----------------------------------------------
 REFUSED = "Avro file refused unread: its writer schema"
 UNKNOWABLE = "so the number of records lost is unknowable"
@@ -97,6 +103,12 @@ TRUNCATED_OVERCLAIM_REASON = (
     f"truncated Avro block at byte {len(container(schemas.schema_json('runtime'), []))}: the file ends inside it; "
     f"its header declares {DECLARED} records, more than its 12 bytes can hold (at most 2: a record takes 6 bytes "
     f"or more), {UNKNOWABLE} (EOFError: Expected {1 << 20} bytes, read 12)")
+
+UNDECOMPRESSABLE_OVERCLAIM_REASON = (
+    f"Avro block at byte {len(container(schemas.schema_json('runtime'), [], codec='deflate'))} that does not "
+    f"decode; its header declares {DECLARED} records, more than its 40 bytes of deflate data can hold (at most "
+    f"{40 * 1032 // 6}: a record takes 6 bytes or more, and deflate makes 1032 bytes of one at most), {UNKNOWABLE} "
+    "(error: Error -3 while decompressing data: invalid block type)")
 
 
 def not_a_regular_file_reason(kind: str) -> str:

@@ -228,12 +228,12 @@ def raw_file(data: bytes, stream: str = "runtime"):
     return build
 
 
-def hostile(build: Callable[[dict], bytes], countable: int):
+def hostile(build: Callable[[dict], bytes], records: int, countable: int):
     """The good job, plus a file `build` crafts around a redelivered copy of its first runtime record
-    (tests/hostile_avro.py): one record truly written, `countable` the pipeline can know of."""
+    (tests/hostile_avro.py): `records` truly written, `countable` the pipeline can know of."""
     def build_case(given: Input, prefix: str) -> None:
-        records = given.good_job(prefix)
-        given.write(prefix, "hostile", "runtime", build(records["runtime"][0]), 1, countable=countable)
+        good = given.good_job(prefix)
+        given.write(prefix, "hostile", "runtime", build(good["runtime"][0]), records, countable=countable)
     return build_case
 
 
@@ -406,14 +406,16 @@ CASES = [
          [(None, r"written with a schema that does not resolve to the runtime v1 schema \(record Other with fields x\)", 3)]),
     Case("header without blocks", header_only),
     # ---- files whose own numbers would run a decoder out of time, memory or stack (bounded decoding)
-    Case("array of 2^40 null items", hostile(hostile_avro.zero_byte_array, 1),
+    Case("array of 2^40 null items", hostile(hostile_avro.zero_byte_array, 1, 1),
          [(None, re.escape(hostile_avro.ZERO_BYTE_ARRAY_REASON), 1)]),
-    Case("record nested 500,000 deep", hostile(hostile_avro.deeply_nested, 1),
+    Case("record nested 500,000 deep", hostile(hostile_avro.deeply_nested, 1, 1),
          [(None, re.escape(hostile_avro.RECURSIVE_REASON), 1)]),
-    Case("block declaring 2^31 records, holding one", hostile(hostile_avro.overclaiming_block, 2),  # 1 duplicate
+    Case("block declaring 2^31 records, holding one", hostile(hostile_avro.overclaiming_block, 1, 2),  # 1 duplicate
          [(None, re.escape(hostile_avro.OVERCLAIM_REASON), 1)]),
-    Case("file ending inside a block declaring 2^31 records", hostile(hostile_avro.truncated_overclaiming_block, 1),
+    Case("file ending inside a block declaring 2^31 records", hostile(hostile_avro.truncated_overclaiming_block, 1, 1),
          [(None, re.escape(hostile_avro.TRUNCATED_OVERCLAIM_REASON), 1)]),
+    Case("deflate block declaring 2^31 records in 40 bytes", hostile(hostile_avro.undecompressable_overclaiming_block, 0, 1),
+         [(None, re.escape(hostile_avro.UNDECOMPRESSABLE_OVERCLAIM_REASON), 1)]),
     Case("named pipe", not_a_file(os.mkfifo),
          [(None, re.escape(hostile_avro.not_a_regular_file_reason("a named pipe (FIFO)")), 1)]),
     Case("symbolic link to /dev/zero", not_a_file(lambda path: path.symlink_to("/dev/zero")),
@@ -559,9 +561,9 @@ def test_the_manifest_reconciles_with_the_true_record_counts(dirty):
     assert {stream: counts["read"] for stream, counts in manifest["streams"].items()} == given.countable
     assert manifest["reconciles"]
     # Only the stretches whose count is unknowable (said so in their reason) differ from the truth: a
-    # block of 4 counted as 1; two files, a pipe, a device and a link to nothing holding none, each
+    # block of 4 counted as 1; three files, a pipe, a device and a link to nothing holding none, each
     # counted as 1; and the block declaring 2^31 records, whose one record is counted and the rest as 1.
-    assert given.true_records["runtime"] - given.countable["runtime"] == (4 - 1) + (0 - 1) * 5 + (1 - 2)
+    assert given.true_records["runtime"] - given.countable["runtime"] == (4 - 1) + (0 - 1) * 6 + (1 - 2)
     assert all(given.true_records[s] == given.countable[s] for s in ("scheduler", "profiler"))
 
 

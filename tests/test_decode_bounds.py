@@ -54,6 +54,8 @@ HOSTILE = {
                                                   [(hostile_avro.OVERCLAIM_REASON, 1)]),
     "file ending inside a block declaring 2^31 records": (hostile_avro.truncated_overclaiming_block, 1, 0,
                                                           [(hostile_avro.TRUNCATED_OVERCLAIM_REASON, 1)]),
+    "deflate block declaring 2^31 records that does not decompress": (
+        hostile_avro.undecompressable_overclaiming_block, 1, 0, [(hostile_avro.UNDECOMPRESSABLE_OVERCLAIM_REASON, 1)]),
 }
 
 
