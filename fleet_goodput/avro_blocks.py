@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import fastavro
+from fastavro.read import HEADER_SCHEMA
 
 from fleet_goodput.avro_bounds import most_records, record_bytes_at_least, records_beyond
 
@@ -34,18 +35,19 @@ class AvroBlocks:
 
     Construction reads the header and raises (any exception of fastavro's)
     when the file is not a readable Avro file at all, or `UnsafeSchema` when
-    its writer schema is not safe to decode (before any block is read).
+    its writer schema is not safe to decode (before fastavro parses it).
     """
 
     def __init__(self, data: bytes, reader_schema):
         self.data = data
         self.reader_schema = reader_schema
+        record_bytes = record_bytes_at_least(_writer_schema_text(data))  # before fastavro parses the schema
         stream = io.BytesIO(data)
         self._blocks = fastavro.block_reader(stream, reader_schema=reader_schema)  # reads the header only
         self.writer_schema = self._blocks.writer_schema
         self.metadata = self._blocks.metadata
         # What bounds the records a block can hold: the fewest bytes a record takes, and the codec.
-        self.bounds = (record_bytes_at_least(self.metadata["avro.schema"]), self._blocks.codec)
+        self.bounds = (record_bytes, self._blocks.codec)
         self.header_end = stream.tell()
         self.sync = data[self.header_end - SYNC_SIZE:self.header_end]
 
@@ -102,6 +104,14 @@ class AvroBlocks:
                                 f"{records_beyond(available, *self.bounds)}, so the number of records lost is "
                                 f"unknowable ({detail})")
         return Damage(count, f"{what}; its header declares {count} records ({detail})")
+
+
+def _writer_schema_text(data: bytes) -> bytes:
+    """The writer schema in the file's header; empty where the header is unreadable (fastavro says why)."""
+    try:
+        return fastavro.schemaless_reader(io.BytesIO(data), HEADER_SCHEMA)["meta"]["avro.schema"]
+    except Exception:  # noqa: BLE001 - any failure here is fastavro's to describe
+        return b""
 
 
 def read_long(data: bytes, position: int) -> tuple[int | None, int]:
