@@ -30,7 +30,7 @@ from fleet_goodput import schemas
 from fleet_goodput.asof import default_as_of
 from fleet_goodput.chunks import Chunk, cut_into_chunks
 from fleet_goodput.config import Settings
-from fleet_goodput.input_files import NotARegularFile, broken_links, open_regular_file
+from fleet_goodput.input_files import NotARegularFile, broken_links
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, write_manifest_copy
 from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.shards import MIN_CHUNK_EVENTS_PER_SHARD, Shard, process_context, shard_count
@@ -40,6 +40,7 @@ from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.timeutil import format_time_us
 from fleet_goodput.pipelines import goodput
+from fleet_goodput.transforms.read import open_input
 from fleet_goodput.transforms.sessionize import Continuation
 
 
@@ -104,13 +105,10 @@ def list_input(input_dir: str, applied: dict[tuple[str, int], str] | None = None
 
 
 def _sha256(path: str) -> str:
-    if is_remote(path):
-        opened = FileSystems.open(path)
-    else:
-        try:
-            opened = open_regular_file(path)
-        except NotARegularFile:
-            return hashlib.sha256(f"not a regular file: {path}".encode()).hexdigest()
+    try:
+        opened = open_input(path)
+    except NotARegularFile:
+        return hashlib.sha256(f"not a regular file: {path}".encode()).hexdigest()
     digest = hashlib.sha256()
     with opened as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):

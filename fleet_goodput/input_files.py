@@ -32,7 +32,7 @@ class NotARegularFile(Exception):
     """An input path that is not a regular file; the message is the rejection reason."""
 
 
-def not_a_regular_file(path: str) -> str | None:
+def _not_regular(path: str) -> str | None:
     """Why the local file at `path` must not be read, or None when it is a regular file."""
     try:
         mode = os.stat(path).st_mode
@@ -46,7 +46,7 @@ def not_a_regular_file(path: str) -> str | None:
 
 def open_regular_file(path: str) -> BinaryIO:
     """The local file at `path` opened for reading; raises `NotARegularFile` for anything but a regular file."""
-    reason = not_a_regular_file(path)
+    reason = _not_regular(path)
     if reason:
         raise NotARegularFile(reason)
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a pipe swapped in since does not block the open

@@ -38,7 +38,7 @@ class _DecodeAvroFile(beam.DoFn):
     def process(self, stream_and_path):
         stream, path = stream_and_path
         shard = self.shard
-        decoded = decode_input_file(stream, path, self.accelerators, keep=shard and shard.owns, open_file=_open)
+        decoded = decode_input_file(stream, path, self.accelerators, keep=shard and shard.owns, open_file=open_input)
         for key, batch in decoded.batches.items():
             yield key, pack(batch)
         if stream == CLOCK_STREAM and decoded.latest_times:  # every shard needs them: the as-of is the run's
@@ -49,8 +49,9 @@ class _DecodeAvroFile(beam.DoFn):
             yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), decoded.read))
 
 
-def _open(path: str):
-    """A remote file through Beam's file systems; a local one only if it is a regular file."""
+def open_input(path: str):
+    """A remote input file through Beam's file systems; a local one only if it is a regular file
+    (else `NotARegularFile`, fleet_goodput/input_files.py)."""
     if "://" in path:
         return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     return open_regular_file(path)
