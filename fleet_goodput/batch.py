@@ -30,7 +30,7 @@ from fleet_goodput import schemas
 from fleet_goodput.asof import default_as_of
 from fleet_goodput.chunks import Chunk, cut_into_chunks
 from fleet_goodput.config import Settings
-from fleet_goodput.input_files import NotARegularFile, broken_links
+from fleet_goodput.input_files import NotARegularFile
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, write_manifest_copy
 from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.shards import MIN_CHUNK_EVENTS_PER_SHARD, Shard, process_context, shard_count
@@ -87,24 +87,21 @@ def list_input(input_dir: str, applied: dict[tuple[str, int], str] | None = None
     A file an earlier run applied under the same path and size is taken to be
     the same file, so a daily run does not read a growing input's history
     again; any other file is hashed, so a copy under another name is known.
-    A local path that is not a regular file (a pipe, a device, a link to
-    nothing: never read, fleet_goodput/input_files.py) is listed, with size 0,
-    under the hash of its path, so the run rejects it with the reason and the
-    next one knows it applied.
     """
     applied = applied or {}
     found = []
     for stream in schemas.STREAMS:
         pattern = f"{input_dir.rstrip('/')}/{stream}/*.avro"
-        matched = [(m.path, m.size_in_bytes) for m in FileSystems.match([pattern])[0].metadata_list]
-        if not is_remote(pattern):  # Beam's listing leaves them out: a file whose target is gone is no silent loss
-            matched += [(path, 0) for path in broken_links(pattern)]
-        for path, size in sorted(matched):
-            found.append(InputFile(stream, path, applied.get((path, size)) or _sha256(path), size))
+        for metadata in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
+            known = applied.get((metadata.path, metadata.size_in_bytes))
+            found.append(InputFile(stream, metadata.path, known or _sha256(metadata.path), metadata.size_in_bytes))
     return found
 
 
 def _sha256(path: str) -> str:
+    """The hash of the file's content. A local path that is not a regular file (a pipe, a device:
+    never read, fleet_goodput/input_files.py) has the hash of its path instead, so the run rejects
+    it with the reason once, and the next run, finding it listed the same, knows it applied."""
     try:
         opened = open_input(path)
     except NotARegularFile:

@@ -2,8 +2,7 @@
 
 A name matching `*.avro` in the input folder may be a named pipe (reading it
 waits forever for a writer), a device such as /dev/zero (reading it never
-ends), a socket, or a symbolic link to any of them, or to nothing (its
-target gone, an unmounted disk say). Such a file is never
+ends), a socket, or a symbolic link to any of them. Such a file is never
 read: listing it takes no hash of its content (fleet_goodput/batch.py), and
 decoding it gives one rejected row saying what it is, counted as one record
 read and rejected, as a file whose number of records is unknowable always is
@@ -14,7 +13,6 @@ listed is caught too.
 
 from __future__ import annotations
 
-import glob
 import os
 import stat
 from typing import BinaryIO
@@ -23,24 +21,13 @@ _KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character de
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
 
 
-def broken_links(pattern: str) -> list[str]:
-    """The symbolic links to nothing that the glob `pattern` names (listings leave them out)."""
-    return [path for path in glob.glob(pattern) if os.path.islink(path) and not os.path.exists(path)]
-
-
 class NotARegularFile(Exception):
     """An input path that is not a regular file; the message is the rejection reason."""
 
 
 def _not_regular(path: str) -> str | None:
     """Why the local file at `path` must not be read, or None when it is a regular file."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        if os.path.islink(path):
-            return (f"not a regular file but a symbolic link to nothing ({os.readlink(path)}): skipped, as there "
-                    "is nothing to read (counted as one record, the number in it being unknowable)")
-        raise
+    mode = os.stat(path).st_mode
     return None if stat.S_ISREG(mode) else _reason(_kind(path, mode))
 
 

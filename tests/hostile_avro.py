@@ -116,11 +116,6 @@ def not_a_regular_file_reason(kind: str) -> str:
             "(counted as one record, the number in it being unknowable)")
 
 
-def link_to_nothing_reason(target) -> str:
-    return (f"not a regular file but a symbolic link to nothing ({target}): skipped, as there is nothing to read "
-            "(counted as one record, the number in it being unknowable)")
-
-
 def run_bounded(code: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
     """Run `code` in a fresh Python, failing clearly (not hanging, not crashing the tests) when it
     does not finish within `timeout_s` or dies of a signal."""
