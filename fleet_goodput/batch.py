@@ -102,14 +102,13 @@ def _sha256(path: str) -> str:
     """The hash of the file's content. A local path that is not a regular file (a pipe, a device:
     never read, fleet_goodput/input_files.py) has the hash of its path instead, so the run rejects
     it with the reason once, and the next run, finding it listed the same, knows it applied."""
+    digest = hashlib.sha256()
     try:
-        opened = open_input(path)
+        with open_input(path) as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
     except NotARegularFile:
         return hashlib.sha256(f"not a regular file: {path}".encode()).hexdigest()
-    digest = hashlib.sha256()
-    with opened as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
     return digest.hexdigest()
 
 
