@@ -4,7 +4,8 @@ fastavro stops at the first block it cannot frame or decompress. The container
 format ends every block with the file's 16-byte sync marker so that a reader
 can find the next block after a damaged one; `AvroBlocks` does that, and says
 for each damaged stretch how many records it held: the count its block header
-declares when the header is intact, or None when it is truly unknowable.
+declares when the header is intact and the block's bytes can hold that many
+records (fleet_goodput/avro_bounds.py), or None when it is unknowable.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import fastavro
+from fastavro.read import HEADER_SCHEMA
+
+from fleet_goodput.avro_bounds import most_records, record_bytes_at_least, records_beyond
 
 SYNC_SIZE = 16
-# A block header declaring more records than this is itself corrupt.
-MAX_PLAUSIBLE_BLOCK_RECORDS = 2**31
 
 
 @dataclass(frozen=True)
@@ -32,16 +34,20 @@ class AvroBlocks:
     """The blocks of one Avro file held in memory, and a `Damage` for each broken stretch.
 
     Construction reads the header and raises (any exception of fastavro's)
-    when the file is not a readable Avro file at all.
+    when the file is not a readable Avro file at all, or `UnsafeSchema` when
+    its writer schema is not safe to decode (before fastavro parses it).
     """
 
     def __init__(self, data: bytes, reader_schema):
         self.data = data
         self.reader_schema = reader_schema
+        record_bytes = record_bytes_at_least(_writer_schema_text(data))  # before fastavro parses the schema
         stream = io.BytesIO(data)
-        self._blocks = fastavro.block_reader(stream, reader_schema=reader_schema)
+        self._blocks = fastavro.block_reader(stream, reader_schema=reader_schema)  # reads the header only
         self.writer_schema = self._blocks.writer_schema
         self.metadata = self._blocks.metadata
+        # What bounds the records a block can hold: the fewest bytes a record takes, and the codec.
+        self.bounds = (record_bytes, self._blocks.codec)
         self.header_end = stream.tell()
         self.sync = data[self.header_end - SYNC_SIZE:self.header_end]
 
@@ -66,25 +72,46 @@ class AvroBlocks:
             yield block
 
     def _assess(self, start: int, exc: Exception) -> tuple[Damage, int | None]:
-        """What the broken block at `start` declared, and where reading can go on."""
+        """What the broken block at `start` declared, and where reading can go on.
+
+        The count its header declares is believed only when the block's bytes
+        in the file (up to the end of the file, for a truncated one) can hold
+        that many records; otherwise the number lost is unknowable.
+        """
         detail = f"{type(exc).__name__}: {str(exc)[:200]}"
         count, after_count = read_long(self.data, start)
         size, after_size = read_long(self.data, after_count) if count is not None else (None, after_count)
         next_sync = self.data.find(self.sync, start)
-        header_ok = (count is not None and 0 < count <= MAX_PLAUSIBLE_BLOCK_RECORDS
-                     and size is not None and size >= 0)
+        header_ok = count is not None and count > 0 and size is not None and size >= 0
         if next_sync < 0:
-            if header_ok:
-                return Damage(count, f"truncated Avro block at byte {start}: the file ends inside it; "
-                                     f"its header declares {count} records ({detail})"), None
-            return Damage(None, f"truncated Avro file at byte {start}: the block header is unreadable, "
-                                f"so the number of records lost is unknowable ({detail})"), None
+            if not header_ok:
+                return Damage(None, f"truncated Avro file at byte {start}: the block header is unreadable, "
+                                    f"so the number of records lost is unknowable ({detail})"), None
+            present = min(size, len(self.data) - after_size)
+            return self._declared(f"truncated Avro block at byte {start}: the file ends inside it", count, present,
+                                  detail), None
         resume = next_sync + SYNC_SIZE
-        if header_ok and next_sync == after_size + size:
-            return Damage(count, f"Avro block at byte {start} that does not decode; its header declares "
-                                 f"{count} records ({detail})"), resume
-        return Damage(None, f"corrupt Avro block header at byte {start}: the number of records before the "
-                            f"next block (byte {resume}) is unknowable ({detail})"), resume
+        if not header_ok or next_sync != after_size + size:
+            return Damage(None, f"corrupt Avro block header at byte {start}: the number of records before the "
+                                f"next block (byte {resume}) is unknowable ({detail})"), resume
+        return self._declared(f"Avro block at byte {start} that does not decode", count, size, detail), resume
+
+    def _declared(self, what: str, count: int, available: int, detail: str) -> Damage:
+        """The damage `what` with its header's `count`, believed when the block's `available` bytes
+        can hold that many records."""
+        if count > most_records(available, *self.bounds):
+            return Damage(None, f"{what}; its header declares {count} records, "
+                                f"{records_beyond(available, *self.bounds)}, so the number of records lost is "
+                                f"unknowable ({detail})")
+        return Damage(count, f"{what}; its header declares {count} records ({detail})")
+
+
+def _writer_schema_text(data: bytes) -> bytes:
+    """The writer schema in the file's header; empty where the header is unreadable (fastavro says why)."""
+    try:
+        return fastavro.schemaless_reader(io.BytesIO(data), HEADER_SCHEMA)["meta"]["avro.schema"]
+    except Exception:  # noqa: BLE001 - any failure here is fastavro's to describe
+        return b""
 
 
 def read_long(data: bytes, position: int) -> tuple[int | None, int]:

@@ -33,6 +33,7 @@ from fleet_goodput import schemas
 from fleet_goodput.asof import default_as_of
 from fleet_goodput.chunks import Chunk, cut_into_chunks
 from fleet_goodput.config import Settings
+from fleet_goodput.input_files import NotARegularFile
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, write_manifest_copy
 from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.shards import MIN_CHUNK_EVENTS_PER_SHARD, Shard, process_context, shard_count
@@ -43,6 +44,7 @@ from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.timeutil import format_time_us
 from fleet_goodput.pipelines import goodput
+from fleet_goodput.transforms.read import open_input
 from fleet_goodput.transforms.sessionize import Continuation
 
 
@@ -148,11 +150,16 @@ def changed_since_listed(files) -> list[InputFile]:
 
 
 def _sha256(path: str) -> str:
+    """The hash of the file's content. A local path that is not a regular file (a pipe, a device:
+    never read, fleet_goodput/input_files.py) has the hash of its path instead, so the run rejects
+    it with the reason once, and the next run, finding it listed the same, knows it applied."""
     digest = hashlib.sha256()
     try:
-        with FileSystems.open(path) as handle:
+        with open_input(path) as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
+    except NotARegularFile:
+        return hashlib.sha256(f"not a regular file: {path}".encode()).hexdigest()
     except OSError as exc:
         raise InputError(f"cannot read input file {path} ({exc.strerror or exc}): nothing was committed; "
                          "fix its permissions, or move it out of the input folder") from None

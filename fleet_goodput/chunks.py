@@ -2,7 +2,7 @@
 
 A run over weeks of telemetry holds every event of the period in memory at
 once. With `--chunk_hours`, the run first decodes and validates its new files
-once, file by file, as a run's read step does (`decode_file_fast`), and files
+once, file by file, as a run's read step does (`decode_input_file`), and files
 every event under its chunk of event time (UTC-aligned: 24 h chunks start at
 midnight) and its shard of the keys (fleet_goodput/shards.py), in one
 staging file per chunk and shard. Records rejected while decoding, and the
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet_goodput.asof import CLOCK_STREAM, latest_times
-from fleet_goodput.columnar import decode_file_fast
+from fleet_goodput.columnar import decode_input_file
 from fleet_goodput.events import pack
 from fleet_goodput.shards import Shard, process_context, shard_of
 from fleet_goodput.windows import window_start
@@ -107,8 +107,7 @@ def _cut(files: list[tuple[str, str]], chunk_us: int, target: Path, accelerators
         with open(part.extras, "wb") as extras:
             for stream, path in files:
                 try:
-                    with open(path, "rb") as handle:
-                        decoded = decode_file_fast(stream, path, handle, accelerators)
+                    decoded = decode_input_file(stream, path, accelerators)
                 except FileNotFoundError:
                     continue  # gone since it was listed: the run computes again without it (batch.py)
                 for row in decoded.rejected:

@@ -46,9 +46,11 @@ from fastavro.read import HEADER_SCHEMA
 
 from fleet_goodput import schemas
 from fleet_goodput.asof import KEPT, latest_times
+from fleet_goodput.avro_bounds import most_records, record_bytes_at_least
 from fleet_goodput.config import PRECISIONS
-from fleet_goodput.decode import EARLIEST_PLAUSIBLE_US, DecodedFile, decode_file
+from fleet_goodput.decode import EARLIEST_PLAUSIBLE_US, DecodedFile, decode_file, rejected_row
 from fleet_goodput.events import PROFILE, RUNTIME_TYPES, same_instant_order
+from fleet_goodput.input_files import NotARegularFile, open_regular_file
 
 # The fields each fast-path stream is written for, in schema order. A schema
 # that gains a field sends its files to the reference path until this module
@@ -89,6 +91,18 @@ def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators,
     return _events_from_columns(stream, columns, keep)
 
 
+def decode_input_file(stream: str, path: str, accelerators, keep: Callable[[str], bool] | None = None,
+                      open_file: Callable[[str], BinaryIO] = open_regular_file) -> DecodedFile:
+    """`decode_file_fast` of the input file at `path`, opened with `open_file`. A file that is not a
+    regular one (fleet_goodput/input_files.py) is not read: it is one record read and rejected."""
+    try:
+        handle = open_file(path)
+    except NotARegularFile as exc:
+        return DecodedFile(rejected=[rejected_row(stream, str(exc), path)], read=1)
+    with handle:
+        return decode_file_fast(stream, path, handle, accelerators, keep)
+
+
 def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:
     """The file's rows as columns when every one of them is provably clean, else None."""
     records = _records_in_whole_blocks(stream, data)
@@ -110,11 +124,14 @@ def _records_in_whole_blocks(stream: str, data: bytes) -> int | None:
 
     polars reads past some damage that fastavro reports (trailing bytes after
     the last block, for one), so the framing is checked here, as fastavro
-    checks it, before polars is trusted with the contents.
+    checks it, before polars is trusted with the contents; and so are the
+    counts, which no block may declare beyond what its bytes can hold.
     """
     handle = io.BytesIO(data)
     try:
         header = fastavro.schemaless_reader(handle, HEADER_SCHEMA)
+        record_bytes = record_bytes_at_least(header["meta"]["avro.schema"])
+        codec = header["meta"].get("avro.codec", b"null").decode()
         writer = fastavro.parse_schema(json.loads(header["meta"]["avro.schema"]), named_schemas={})
         if _without_docs(writer) != _without_docs(schemas.load(stream)) \
                 or tuple(f["name"] for f in writer["fields"]) != KNOWN_FIELDS[stream]:
@@ -124,10 +141,11 @@ def _records_in_whole_blocks(stream: str, data: bytes) -> int | None:
             count, position = _read_long(data, position)
             size, position = _read_long(data, position)
             position += size
-            if count <= 0 or size < 0 or data[position:position + 16] != header["sync"]:
+            if (count <= 0 or size < 0 or count > most_records(size, record_bytes, codec)
+                    or data[position:position + 16] != header["sync"]):
                 return None
             records, position = records + count, position + 16
-    except Exception:  # noqa: BLE001 - an unreadable header or block is the reference path's to describe
+    except Exception:  # noqa: BLE001 - an unreadable header or block, an unsafe schema: the reference describes it
         return None
     return records
 

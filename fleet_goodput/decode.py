@@ -29,6 +29,7 @@ import fastavro
 from fleet_goodput import schemas
 from fleet_goodput.asof import latest_times
 from fleet_goodput.avro_blocks import AvroBlocks, Damage
+from fleet_goodput.avro_bounds import UnsafeSchema, most_records, records_beyond
 from fleet_goodput.config import PRECISIONS
 from fleet_goodput.events import PROFILE, Event, make_event
 from fleet_goodput.timeutil import EPOCH, ONE_MICROSECOND
@@ -186,11 +187,17 @@ def read_avro_file(stream: str, source: str, handle: BinaryIO, accelerators) -> 
     `records` is the count its block header declares (1, with the reason
     saying so, where that count is unknowable). A block that fastavro cannot
     read as a whole is read again record by record, so one bad record does not
-    take its neighbours down with it.
+    take its neighbours down with it. No count the file declares is believed
+    beyond what its bytes can hold, and a file whose writer schema is unsafe
+    to decode (fleet_goodput/avro_bounds.py) is refused unread.
     """
     validate = VALIDATORS[stream]
     try:
         blocks = AvroBlocks(handle.read(), schemas.load(stream))
+    except UnsafeSchema as exc:
+        reason = f"Avro file refused unread: {exc}; the number of records in it is unknowable"
+        yield "rejected", rejected_row(stream, reason, source)
+        return
     except Exception as exc:  # noqa: BLE001 - any header failure means the file is unreadable
         reason = (f"not a readable Avro file of the {stream} schema, so the number of records in it "
                   f"is unknowable: {type(exc).__name__}: {str(exc)[:200]}")
@@ -237,7 +244,7 @@ def _one_by_one(stream: str, source: str, blocks: AvroBlocks, block, validate, a
         except Exception as exc:  # noqa: BLE001 - the rest of the block is unreadable bytes
             reason = (f"Avro block whose records {index + 1} to {block.num_records} do not decode: "
                       f"{type(exc).__name__}: {str(exc)[:200]}")
-            yield "rejected", rejected_row(stream, reason, source, records=block.num_records - index)
+            yield _rest_of_block(stream, source, reason, block, index, start, blocks.bounds)
             return
         try:
             record = fastavro.schemaless_reader(io.BytesIO(data.getbuffer()[start:data.tell()]), plain_writer, plain_reader)
@@ -245,13 +252,30 @@ def _one_by_one(stream: str, source: str, blocks: AvroBlocks, block, validate, a
             problem = contract_violation(raw, schemas.schema_json(stream))
             if problem is None:  # nothing record-specific: the writer schema itself does not resolve
                 reason = f"written with a schema that does not resolve to the {stream} v1 schema ({_describe(blocks.writer_schema)})"
-                yield "rejected", rejected_row(stream, reason, source, records=block.num_records - index)
+                yield _rest_of_block(stream, source, reason, block, index, start, blocks.bounds)
                 return
             yield "rejected", rejected_row(stream, problem, source, raw)
             continue
         if isinstance(record.get("event_time"), int):
             record["event_time"] *= time_unit
         yield _validated(stream, source, record, validate, accelerators)
+
+
+def _rest_of_block(stream: str, source: str, reason: str, block, index: int, start: int,
+                   bounds: tuple[int, str]) -> tuple[str, dict]:
+    """The rejected row of a `block`'s records from `index` on, whose bytes start at `start` of its
+    decompressed data: as many records as the block declares, when those bytes can hold them or,
+    the block being compressed, when its bytes in the file can (data that decompressed to
+    garbage says nothing of what the block held); else 1, the number being unknowable."""
+    record_bytes, codec = bounds
+    records, remaining = block.num_records - index, len(block.bytes_.getbuffer()) - start
+    room = [(remaining, "null")] + ([(block.size, codec)] if codec != "null" else [])
+    available, coded = max(room, key=lambda item: most_records(item[0], record_bytes, item[1]))
+    if records > most_records(available, record_bytes, coded):
+        reason = (f"{reason}; the block declares {records} records from there, "
+                  f"{records_beyond(available, record_bytes, coded)}, so the number of records lost is unknowable")
+        records = 1
+    return "rejected", rejected_row(stream, reason, source, records=records)
 
 
 def _plain(schema):

@@ -92,7 +92,9 @@ def start_process_server(input_dir: str, workers: int | None) -> bool:
     """
     if (workers is not None and workers < 2) or "://" in input_dir or not Path(input_dir).is_dir():
         return False
-    size = sum(path.stat().st_size for path in Path(input_dir).glob("*/*.avro"))
+    # Regular files only: a pipe or a device is never read (fleet_goodput/input_files.py), a link to nothing
+    # cannot be (Beam's listing leaves it out).
+    size = sum(path.stat().st_size for path in Path(input_dir).glob("*/*.avro") if path.is_file())
     if shard_count(workers, size, local=True) < 2:
         return False
     if process_context().get_start_method() != "forkserver":  # which also names what the server preloads

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,9 +29,9 @@ import fastavro
 import pytest
 
 from fleet_goodput import schemas
+import hostile_avro
 import worked_example
 from fleet_goodput.avro_blocks import read_long
-from fleet_goodput.cli import main
 from fleet_goodput.decode import contract_violation
 from fleet_goodput.headline import fleet_totals, render
 from fleet_goodput.views import connect
@@ -99,6 +100,13 @@ class Input:
         path.write_bytes(data)
         self.true_records[stream] += records
         self.countable[stream] += records if countable is None else countable
+
+    def special(self, prefix: str, name: str, stream: str, make: Callable[[Path], None]) -> None:
+        """A `*.avro` that `make` creates as something other than a regular file (one unknowable row)."""
+        path = self.root / stream / f"{prefix}-{name}.avro"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        make(path)
+        self.countable[stream] += 1
 
     def records(self, prefix: str, name: str, stream: str, records: list[dict], **options) -> None:
         self.write(prefix, name, stream, avro_bytes(stream, records, **options), len(records))
@@ -218,6 +226,30 @@ def raw_file(data: bytes, stream: str = "runtime"):
         given.good_job(prefix)
         given.write(prefix, "raw", stream, data, 0, countable=1)
     return build
+
+
+def hostile(build: Callable[[dict], bytes], records: int, countable: int):
+    """The good job, plus a file `build` crafts around a redelivered copy of its first runtime record
+    (tests/hostile_avro.py): `records` truly written, `countable` the pipeline can know of."""
+    def build_case(given: Input, prefix: str) -> None:
+        good = given.good_job(prefix)
+        given.write(prefix, "hostile", "runtime", build(good["runtime"][0]), records, countable=countable)
+    return build_case
+
+
+def not_a_file(make: Callable[[Path], None]):
+    """The good job, plus a runtime `*.avro` that `make` creates as a pipe, a device or a link to one."""
+    def build(given: Input, prefix: str) -> None:
+        given.good_job(prefix)
+        given.special(prefix, "special", "runtime", make)
+    return build
+
+
+def link_to_nothing(given: Input, prefix: str) -> None:
+    """The good job, plus a runtime `*.avro` linking to nothing: not listed, as a deleted file is not
+    (it holds nothing), and no crash where the run sizes its input."""
+    given.good_job(prefix)
+    (given.root / "runtime" / f"{prefix}-gone.avro").symlink_to("/nonexistent/telemetry.avro")
 
 
 def foreign_schema(given: Input, prefix: str) -> None:
@@ -380,6 +412,22 @@ CASES = [
     Case("foreign schema", foreign_schema,
          [(None, r"written with a schema that does not resolve to the runtime v1 schema \(record Other with fields x\)", 3)]),
     Case("header without blocks", header_only),
+    # ---- files whose own numbers would run a decoder out of time, memory or stack (bounded decoding)
+    Case("array of 2^40 null items", hostile(hostile_avro.zero_byte_array, 1, 1),
+         [(None, re.escape(hostile_avro.ZERO_BYTE_ARRAY_REASON), 1)]),
+    Case("record nested 500,000 deep", hostile(hostile_avro.deeply_nested, 1, 1),
+         [(None, re.escape(hostile_avro.RECURSIVE_REASON), 1)]),
+    Case("block declaring 2^31 records, holding one", hostile(hostile_avro.overclaiming_block, 1, 2),  # 1 duplicate
+         [(None, re.escape(hostile_avro.OVERCLAIM_REASON), 1)]),
+    Case("file ending inside a block declaring 2^31 records", hostile(hostile_avro.truncated_overclaiming_block, 1, 1),
+         [(None, re.escape(hostile_avro.TRUNCATED_OVERCLAIM_REASON), 1)]),
+    Case("deflate block declaring 2^31 records in 40 bytes", hostile(hostile_avro.undecompressable_overclaiming_block, 0, 1),
+         [(None, re.escape(hostile_avro.UNDECOMPRESSABLE_OVERCLAIM_REASON), 1)]),
+    Case("named pipe", not_a_file(os.mkfifo),
+         [(None, re.escape(hostile_avro.not_a_regular_file_reason("a named pipe (FIFO)")), 1)]),
+    Case("symbolic link to /dev/zero", not_a_file(lambda path: path.symlink_to("/dev/zero")),
+         [(None, re.escape(hostile_avro.not_a_regular_file_reason("a symbolic link to a character device (/dev/zero)")), 1)]),
+    Case("symbolic link to nothing", link_to_nothing),
     # ---- values that would corrupt figures
     Case("ALLOCATE of 1e9 chips for a 1-chip job", bad_job(lambda p: scheduler(p, "huge", "ALLOCATE", 10, chips=10**9)),
          [("huge", r"ALLOCATE of 1000000000 chips is above the 1 requested: a job holds at most its request", 1)]),
@@ -449,8 +497,16 @@ def dirty(tmp_path_factory) -> tuple[Input, Path]:
     for case in CASES:
         case.build(given, PREFIXES[case.name])
     output = tmp_path_factory.mktemp("dirty_out")
-    assert main(["run", "--input", str(given.root), "--output", str(output)]) == 0
+    run(given.root, output)
     return given, output
+
+
+def run(input_dir: Path, output: Path) -> None:
+    """`mpg run` in a fresh process with a time limit: a file that hangs or crashes a decoder fails
+    these tests in minutes instead of hanging or killing the suite."""
+    hostile_avro.run_bounded("from fleet_goodput.cli import main; "
+                             f"raise SystemExit(main(['run', '--input', {str(input_dir)!r}, '--output', {str(output)!r}]))",
+                             timeout_s=300)
 
 
 def job_windows(output: Path) -> dict[str, list[tuple]]:
@@ -510,8 +566,10 @@ def test_the_manifest_reconciles_with_the_true_record_counts(dirty):
     manifest = json.loads((output / "manifest.json").read_text())
     assert {stream: counts["read"] for stream, counts in manifest["streams"].items()} == given.countable
     assert manifest["reconciles"]
-    # Only the stretches whose count is unknowable (said so in their reason) differ from the truth.
-    assert given.true_records["runtime"] - given.countable["runtime"] == (4 - 1) + (0 - 1) * 2
+    # Only the stretches whose count is unknowable (said so in their reason) differ from the truth: a
+    # block of 4 counted as 1; three files, a pipe and a device holding none, each counted as 1; and
+    # the block declaring 2^31 records, whose one record is counted and the rest as 1.
+    assert given.true_records["runtime"] - given.countable["runtime"] == (4 - 1) + (0 - 1) * 5 + (1 - 2)
     assert all(given.true_records[s] == given.countable[s] for s in ("scheduler", "profiler"))
 
 
@@ -579,3 +637,13 @@ def test_records_given_as_dicts_are_checked_against_the_contract(record, reason)
     missing = {key: value for key, value in good.items() if key != "type"}
     assert contract_violation(missing, schemas.schema_json("runtime"), missing_is_a_violation=True) == \
         "type: missing, and the contract requires it"
+
+
+def test_a_second_run_reads_no_file_again(dirty):
+    """Every file is known as applied, the pipe and the device among them (listed under the hash of
+    their path, never read): a second run over the same input has nothing new and commits nothing,
+    so the rejected pipe and device are counted once. Last in the file: it runs on the dirty store."""
+    given, output = dirty
+    before = (output / "manifest.json").read_text()
+    run(given.root, output)
+    assert (output / "manifest.json").read_text() == before

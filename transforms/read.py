@@ -1,9 +1,11 @@
 """Reading telemetry into validated, keyed event batches.
 
-`ReadAvroFiles` reads the streams' Avro files with Beam's file systems (local
-paths or gs://) and decodes each file with `decode_file_fast`: in columns where it
-can prove every row clean, else record by record with fastavro (the reference
-path, which names every rejection). Events
+`ReadAvroFiles` reads the streams' Avro files (local paths, or gs:// with
+Beam's file systems; a local path that is not a regular file is rejected
+unread, fleet_goodput/input_files.py) and decodes each file with
+`decode_file_fast`: in columns where it can prove every row clean, else
+record by record with fastavro (the reference path, which names every
+rejection). Events
 leave grouped per (file, key) as packed lists of slim tuples
 (`fleet_goodput.events.pack`): Beam's cost is per element and per decoded
 object, and a job's events of one file travel together to the same key
@@ -19,9 +21,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from fleet_goodput import chunks, schemas
 from fleet_goodput.asof import CLOCK_STREAM
-from fleet_goodput.columnar import decode_file_fast
+from fleet_goodput.columnar import decode_input_file
 from fleet_goodput.decode import VALIDATORS, Invalid, contract_violation, rejected_row
 from fleet_goodput.events import pack
+from fleet_goodput.input_files import open_regular_file
 from fleet_goodput.shards import Shard
 
 EVENTS, REJECTED, READ_COUNTS, LATEST_TIMES = "events", "rejected", "read_counts", "latest_times"
@@ -35,9 +38,8 @@ class _DecodeAvroFile(beam.DoFn):
     def process(self, stream_and_path):
         stream, path = stream_and_path
         try:
-            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-                decoded = decode_file_fast(stream, path, handle, self.accelerators,
-                                           keep=self.shard and self.shard.owns)
+            decoded = decode_input_file(stream, path, self.accelerators, keep=self.shard and self.shard.owns,
+                                        open_file=open_input)
         except FileNotFoundError:
             decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
         if decoded is not None:
@@ -53,6 +55,14 @@ class _DecodeAvroFile(beam.DoFn):
             for row in decoded.rejected:
                 yield beam.pvalue.TaggedOutput(REJECTED, row)
             yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), decoded.read))
+
+
+def open_input(path: str):
+    """A remote input file through Beam's file systems; a local one only if it is a regular file
+    (else `NotARegularFile`, fleet_goodput/input_files.py)."""
+    if "://" in path:
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return open_regular_file(path)
 
 
 class ReadAvroFiles(beam.PTransform):

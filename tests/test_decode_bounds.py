@@ -1,0 +1,161 @@
+"""Bounded decoding: no count, length, depth or size a file states is acted on before it is checked.
+
+Each hostile file is decoded in a fresh Python with a time limit
+(`hostile_avro.run_bounded`), so a decoder that loops for hours or overflows
+its stack fails this test in seconds instead of hanging or killing the suite.
+The same files, in one run with everything else, are named cases of
+tests/test_bad_input_cases.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import hostile_avro
+import worked_example
+from fleet_goodput import schemas
+from fleet_goodput.avro_bounds import MAX_SCHEMA_DEPTH, UnsafeSchema, record_bytes_at_least
+
+RECORD = worked_example.records()["runtime"][0]
+ACCELERATORS = ("tpu-v5e",)
+
+
+def decode_in_a_fresh_process(path: Path) -> list[dict]:
+    """What both decoders (the columnar fast path, as a run reads a file, and fastavro's reference
+    path) make of the file at `path`: read count, events, rejected (reason, records)."""
+    code = f"""
+import json
+from fleet_goodput.columnar import decode_input_file
+from fleet_goodput.decode import decode_file
+
+def outcome(decoded):
+    events = sum(len(batch) for batch in decoded.batches.values())
+    return {{"read": decoded.read, "events": events,
+             "rejected": [[row["reason"], row["records"]] for row in decoded.rejected]}}
+
+fast = decode_input_file("runtime", {str(path)!r}, {ACCELERATORS!r})
+with open({str(path)!r}, "rb") as handle:
+    reference = decode_file("runtime", {str(path)!r}, handle, {ACCELERATORS!r})
+print(json.dumps([outcome(fast), outcome(reference)]))
+"""
+    return json.loads(hostile_avro.run_bounded(code).stdout)
+
+
+# name: (the file, what decoding it gives: records read, events, rejected (reason, records))
+HOSTILE = {
+    "array of 2^40 null items": (hostile_avro.zero_byte_array, 1, 0, [(hostile_avro.ZERO_BYTE_ARRAY_REASON, 1)]),
+    "record nested 500,000 deep": (hostile_avro.deeply_nested, 1, 0, [(hostile_avro.RECURSIVE_REASON, 1)]),
+    # The one record it holds is read; the 2^31 - 1 it only declares are one unknowable stretch.
+    "block declaring 2^31 records, holding one": (hostile_avro.overclaiming_block, 2, 1,
+                                                  [(hostile_avro.OVERCLAIM_REASON, 1)]),
+    "file ending inside a block declaring 2^31 records": (hostile_avro.truncated_overclaiming_block, 1, 0,
+                                                          [(hostile_avro.TRUNCATED_OVERCLAIM_REASON, 1)]),
+    "deflate block declaring 2^31 records that does not decompress": (
+        hostile_avro.undecompressable_overclaiming_block, 1, 0, [(hostile_avro.UNDECOMPRESSABLE_OVERCLAIM_REASON, 1)]),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_hostile_file_is_rejected_with_its_reason_in_bounded_time(tmp_path, name):
+    build, read, events, rejected = HOSTILE[name]
+    path = tmp_path / "hostile.avro"
+    path.write_bytes(build(RECORD))
+    fast, reference = decode_in_a_fresh_process(path)
+    assert fast == reference == {"read": read, "events": events, "rejected": [list(row) for row in rejected]}
+
+
+def test_a_pipe_or_a_device_is_never_read(tmp_path):
+    """Listing, decoding (as a run and as a chunked run do) a FIFO, /dev/zero and a link to the FIFO
+    returns at once: each is one rejected record saying what it is, and listing takes the hash of its path."""
+    folder = tmp_path / "input" / "runtime"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "a-pipe.avro")
+    (folder / "b-zero.avro").symlink_to("/dev/zero")
+    (folder / "c-link-to-pipe.avro").symlink_to(folder / "a-pipe.avro")
+    code = f"""
+import json
+from pathlib import Path
+from fleet_goodput.batch import list_input
+from fleet_goodput.chunks import cut_into_chunks, read_chunk_file
+from fleet_goodput.columnar import decode_input_file
+
+listed = list_input({str(tmp_path / "input")!r})
+decoded = [decode_input_file(f.stream, f.path, ()) for f in listed]
+chunks = cut_into_chunks([(f.stream, f.path) for f in listed], 3_600_000_000, Path({str(tmp_path / "chunks")!r}), ())
+items = [item for path in chunks[0].files_of(None) for item in read_chunk_file(path)]
+print(json.dumps({{"listed": [[f.path, f.size, f.sha256] for f in listed],
+                  "decoded": [[d.read, [[r["reason"], r["records"], r["source"]] for r in d.rejected]] for d in decoded],
+                  "chunked": [[item[0], item[1]["reason"] if item[0] == "rejected" else item[2]] for item in items]}}))
+"""
+    got = json.loads(hostile_avro.run_bounded(code).stdout)
+    reasons = [hostile_avro.not_a_regular_file_reason(kind) for kind in (
+        "a named pipe (FIFO)", "a symbolic link to a character device (/dev/zero)",
+        f"a symbolic link to a named pipe (FIFO) ({folder / 'a-pipe.avro'})")]
+    paths = [str(folder / name) for name in ("a-pipe.avro", "b-zero.avro", "c-link-to-pipe.avro")]
+    assert [(path, size) for path, size, _ in got["listed"]] == [(path, 0) for path in paths]
+    assert len({sha for _, _, sha in got["listed"]}) == 3  # each its own: none is taken for a copy of another
+    assert got["decoded"] == [[1, [[reason, 1, path]]] for reason, path in zip(reasons, paths)]
+    assert got["chunked"] == [item for reason in reasons for item in (["rejected", reason], ["read", 1])]
+
+
+# ---- the writer-schema checks, in this process (they walk a schema's JSON, never a file's data) ----------
+def schema_with(avro_type) -> str:
+    return json.dumps(hostile_avro.with_extra_field("runtime", avro_type))
+
+
+def nested_arrays(depth: int) -> dict:
+    schema = "long"
+    for _ in range(depth):
+        schema = {"type": "array", "items": schema}
+    return schema
+
+
+def test_the_contract_schemas_give_the_fewest_bytes_a_record_takes():
+    """Runtime: four 1-byte values and two union indexes; scheduler: twelve 1-byte values (a union's
+    index, an int, a string's length, an enum's index); profiler: two doubles and eight 1-byte values."""
+    assert {stream: record_bytes_at_least(json.dumps(schemas.schema_json(stream))) for stream in schemas.STREAMS} == \
+        {"scheduler": 12, "runtime": 6, "profiler": 24}
+
+
+@pytest.mark.parametrize("avro_type, bytes_", [
+    (nested_arrays(MAX_SCHEMA_DEPTH - 2), 1),  # as deep as may be: record, field, then the arrays
+    ({"type": "map", "values": "null"}, 1),  # a map's entries each take a key's byte
+    ({"type": "array", "items": {"type": "record", "name": "Pair", "fields": [{"name": "a", "type": "null"},
+                                                                           {"name": "b", "type": "int"}]}}, 1),
+    ({"type": "fixed", "name": "Digest", "size": 32}, 32),
+    ({"type": "record", "name": "Outer", "fields": [
+        {"name": "first", "type": {"type": "record", "name": "Leaf", "fields": [{"name": "x", "type": "double"}]}},
+        {"name": "second", "type": "Leaf"}]}, 16),  # a named type used twice is no recursion
+], ids=["deepest-allowed", "map-of-null", "array-of-records", "fixed", "named-type-reused"])
+def test_a_schema_that_bounds_its_values_is_accepted(avro_type, bytes_):
+    assert record_bytes_at_least(schema_with(avro_type)) == 6 + bytes_
+
+
+@pytest.mark.parametrize("avro_type, problem", [
+    (nested_arrays(MAX_SCHEMA_DEPTH), f"its writer schema nests deeper than {MAX_SCHEMA_DEPTH} levels"),
+    ({"type": "array", "items": {"type": "record", "name": "Empty", "fields": []}},
+     'its writer schema has an array of items that take no bytes ({"type": "record", "name": "Empty", "fields": []})'),
+    ({"type": "array", "items": {"type": "fixed", "name": "Nothing", "size": 0}},
+     "its writer schema has an array of items that take no bytes"),
+    ({"type": "record", "name": "A", "namespace": "x.y", "fields": [{"name": "b", "type": {
+        "type": "record", "name": "B", "fields": [{"name": "a", "type": ["null", "x.y.A"]}]}}]},
+     "its writer schema's type x.y.A contains itself"),
+    ({"type": "record", "name": "Tree", "fields": [{"name": "children", "type": {"type": "array", "items": "Tree"}}]},
+     "its writer schema's type Tree contains itself"),
+], ids=["too-deep", "array-of-empty-records", "array-of-empty-fixed", "recursion-through-another-type",
+        "recursion-through-an-array"])
+def test_a_schema_that_bounds_nothing_is_refused(avro_type, problem):
+    with pytest.raises(UnsafeSchema) as refused:
+        record_bytes_at_least(schema_with(avro_type))
+    assert str(refused.value).startswith(problem)
+
+
+def test_a_zero_byte_record_and_a_schema_nested_past_the_json_parser_are_refused():
+    with pytest.raises(UnsafeSchema, match="a record of its writer schema can take no bytes at all"):
+        record_bytes_at_least(json.dumps({"type": "record", "name": "Nothing", "fields": [{"name": "n", "type": "null"}]}))
+    with pytest.raises(UnsafeSchema, match=f"nests deeper than {MAX_SCHEMA_DEPTH} levels"):
+        record_bytes_at_least("[" * 500_000 + "]" * 500_000)
