@@ -11,7 +11,6 @@ one continued batch run per batch of new files instead (fleet_goodput/stream_run
 from __future__ import annotations
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from fleet_goodput import schemas
 from fleet_goodput.config import Settings

@@ -195,7 +195,7 @@ def checkpoint_advice(connection, period: Period) -> list[dict]:
 
 def pg_coverage(connection, period: Period) -> list[dict]:
     """Share of productive chip-time with a profile, per accelerator and workload (PG covers only that share)."""
-    return _rows(connection, f"""
+    return _rows(connection, """
         select accelerator, workload, jobs, productive_chip_h, profiled_chip_h, factors.pg_coverage, factors.pg
         from (
             select accelerator, workload, count(distinct job_id) as jobs,
