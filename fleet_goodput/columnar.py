@@ -46,6 +46,7 @@ from fastavro.read import HEADER_SCHEMA
 
 from fleet_goodput import schemas
 from fleet_goodput.asof import KEPT, latest_times
+from fleet_goodput.avro_codecs import check_block
 from fleet_goodput.avro_bounds import most_records, record_bytes_at_least
 from fleet_goodput.config import PRECISIONS
 from fleet_goodput.decode import EARLIEST_PLAUSIBLE_US, DecodedFile, decode_file, rejected_row
@@ -125,7 +126,8 @@ def _records_in_whole_blocks(stream: str, data: bytes) -> int | None:
     polars reads past some damage that fastavro reports (trailing bytes after
     the last block, for one), so the framing is checked here, as fastavro
     checks it, before polars is trusted with the contents; and so are the
-    counts, which no block may declare beyond what its bytes can hold.
+    counts, which no block may declare beyond what its bytes can hold, and the
+    size each block decompresses to (fleet_goodput/avro_codecs.py).
     """
     handle = io.BytesIO(data)
     try:
@@ -144,6 +146,7 @@ def _records_in_whole_blocks(stream: str, data: bytes) -> int | None:
             if (count <= 0 or size < 0 or count > most_records(size, record_bytes, codec)
                     or data[position:position + 16] != header["sync"]):
                 return None
+            check_block(codec, data[position - size:position])  # polars would decompress it unbounded
             records, position = records + count, position + 16
     except Exception:  # noqa: BLE001 - an unreadable header or block, an unsafe schema: the reference describes it
         return None

@@ -26,13 +26,16 @@ from typing import BinaryIO
 
 import fastavro
 
-from fleet_goodput import schemas
+from fleet_goodput import avro_codecs, schemas
 from fleet_goodput.asof import latest_times
 from fleet_goodput.avro_blocks import AvroBlocks, Damage
 from fleet_goodput.avro_bounds import UnsafeSchema, most_records, records_beyond
 from fleet_goodput.config import PRECISIONS
 from fleet_goodput.events import PROFILE, Event, make_event
 from fleet_goodput.timeutil import EPOCH, ONE_MICROSECOND
+
+# Every block fastavro decompresses in this process is bounded (a decompression bomb is a damaged block).
+avro_codecs.install()
 
 # U+001F (unit separator) cannot appear in an accepted job_id or cluster.
 _KEY_SEPARATOR = "\x1f"

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import zlib
 
 import fastavro
 
@@ -87,6 +88,17 @@ def undecompressable_overclaiming_block(record: dict, stream: str = "runtime") -
     return container(schemas.schema_json(stream), [(DECLARED, b"\xff" * 40)], codec="deflate")
 
 
+def deflate_bomb(record: dict, stream: str = "runtime") -> bytes:
+    """A deflate file whose one block declares one record, and holds it followed by 80 MiB of zeros
+    (80 KiB compressed): a decompression bomb."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    data = compressor.compress(encoded(stream, record) + bytes(BOMB_BYTES)) + compressor.flush()
+    return container(schemas.schema_json(stream), [(1, data)], codec="deflate")
+
+
+BOMB_BYTES = 80 << 20
+
+
 # ---- the reasons they are rejected with, word for word -----------------------------------------------
 REFUSED = "Avro file refused unread: its writer schema"
 UNKNOWABLE = "so the number of records lost is unknowable"
@@ -109,6 +121,12 @@ UNDECOMPRESSABLE_OVERCLAIM_REASON = (
     f"decode; its header declares {DECLARED} records, more than its 40 bytes of deflate data can hold (at most "
     f"{40 * 1032 // 6}: a record takes 6 bytes or more, and deflate makes 1032 bytes of one at most), {UNKNOWABLE} "
     "(error: Error -3 while decompressing data: invalid block type)")
+
+
+def bomb_reason(record: dict) -> str:
+    start = len(container(schemas.schema_json("runtime"), [], codec="deflate"))
+    return (f"Avro block at byte {start} that does not decode; its header declares 1 records (BlockTooLarge: a "
+            "deflate block that decompresses to more than 64 MiB (a decompression bomb?): not decompressed further)")
 
 
 def not_a_regular_file_reason(kind: str) -> str:

@@ -56,6 +56,8 @@ HOSTILE = {
                                                           [(hostile_avro.TRUNCATED_OVERCLAIM_REASON, 1)]),
     "deflate block declaring 2^31 records that does not decompress": (
         hostile_avro.undecompressable_overclaiming_block, 1, 0, [(hostile_avro.UNDECOMPRESSABLE_OVERCLAIM_REASON, 1)]),
+    "deflate block of one record that decompresses to 80 MiB": (
+        hostile_avro.deflate_bomb, 1, 0, [(hostile_avro.bomb_reason(RECORD), 1)]),
 }
 
 
@@ -159,3 +161,28 @@ def test_a_zero_byte_record_and_a_schema_nested_past_the_json_parser_are_refused
         record_bytes_at_least(json.dumps({"type": "record", "name": "Nothing", "fields": [{"name": "n", "type": "null"}]}))
     with pytest.raises(UnsafeSchema, match=f"nests deeper than {MAX_SCHEMA_DEPTH} levels"):
         record_bytes_at_least("[" * 500_000 + "]" * 500_000)
+
+
+@pytest.mark.parametrize("codec", ["deflate", "bzip2", "xz", "zstandard", "snappy", "lz4"])
+def test_every_codec_stops_at_the_bound(monkeypatch, codec):
+    """Each codec's block reader decompresses what fits under the bound and refuses what does not,
+    as fastavro frames its blocks (a round trip through fastavro with the bounded readers installed)."""
+    import io
+
+    import fastavro
+
+    import fleet_goodput.decode  # noqa: F401 - importing the decoder bounds fastavro's block readers
+    from fleet_goodput import avro_codecs
+
+    monkeypatch.setattr(avro_codecs, "MAX_BLOCK_BYTES", 1 << 20)
+    schema = {"type": "record", "name": "r", "fields": [{"name": "s", "type": "string"}]}
+
+    def file_of(text_bytes: int) -> io.BytesIO:
+        buffer = io.BytesIO()
+        fastavro.writer(buffer, schema, [{"s": "x" * text_bytes}], codec=codec, sync_interval=1 << 30)
+        buffer.seek(0)
+        return buffer
+
+    assert [r["s"] for r in fastavro.reader(file_of(512 << 10))] == ["x" * (512 << 10)]
+    with pytest.raises(avro_codecs.BlockTooLarge, match=f"a {codec} block that decompresses to more than 1 MiB"):
+        list(fastavro.reader(file_of(2 << 20)))
