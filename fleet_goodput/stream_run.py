@@ -7,8 +7,13 @@ SIGKILL) and started again on the same folders resumes from its last commit
 and ends equal to `mpg run` over the same files. Results are per event-time
 window as in any run: in-flight step time is `pending` until a checkpoint or
 a disruption resolves it, and changed windows get new versions; events behind
-the allowed lateness go to `late`. Every run's as-of time is its latest
-accepted event, so stopping closes every job exactly as a batch run would.
+the allowed lateness go to `late`. Every run's as-of time is how far the
+scheduler's clock has reached (fleet_goodput/asof.py), as in a batch run.
+
+The stream shares its output with other runs, such as a daily `mpg run` from
+cron: when one holds the output, the stream waits (telling `on_busy`) and
+tries again at its next poll, with the files it has not applied yet; it never
+stops for it.
 
 On Dataflow the stream is the Beam streaming pipeline on Pub/Sub
 (pipelines/streaming.py), whose state the runner keeps.
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +33,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from fleet_goodput.avro_io import telemetry_files
 from fleet_goodput.batch import BatchOutcome, is_dry_run, run_batch
 from fleet_goodput.config import Settings
-from fleet_goodput.store import Store
+from fleet_goodput.store import Store, StoreBusy
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.views import build_database
 from fleet_goodput.pipelines import streaming
@@ -47,9 +53,11 @@ def _listing(root: Path) -> tuple:
 
 def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_settings: StreamSettings,
                stop_after_idle_s: float | None = None, beam_args: list[str] | None = None,
-               replace: bool = False, progress=None, stop: threading.Event | None = None) -> BatchOutcome:
+               replace: bool = False, progress=None, stop: threading.Event | None = None,
+               on_busy: Callable[[str], None] | None = None) -> BatchOutcome:
     """Watch `input_dir` until `stop` is set or nothing new arrived for `stop_after_idle_s`;
-    returns the last run's outcome (the output's latest run if nothing new came)."""
+    returns the last run's outcome (the output's latest run if nothing new came). While another
+    run holds the output, `on_busy` is told why at each poll, and new files wait."""
     stop = stop or threading.Event()
     root = Path(input_dir)
     if replace:
@@ -60,9 +68,16 @@ def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_setti
     while True:
         listing = _listing(root)
         if listing != seen and listing:
+            try:
+                outcome = run_batch(input_dir, output_dir, settings, beam_args=beam_args,
+                                    stream_settings=stream_settings, mode="stream", build_views=False)
+            except StoreBusy as exc:
+                if on_busy:
+                    on_busy(str(exc))
+                last_new = time.monotonic()  # files are waiting: the stream is not idle
+                stop.wait(stream_settings.poll_s)
+                continue  # the listing is not marked seen: the next poll tries again
             seen = listing
-            outcome = run_batch(input_dir, output_dir, settings, beam_args=beam_args, stream_settings=stream_settings,
-                                mode="stream", build_views=False)
             last_new = time.monotonic()  # idle time counts from when the stream caught up
             if outcome.committed:
                 state.runs += 1

@@ -80,3 +80,30 @@ def test_a_stop_request_ends_the_stream_cleanly(runs, tmp_path):
     assert stopped.manifest["reconciles"] and stopped.database.exists()
     assert {name: c["accepted"] for name, c in stopped.manifest["streams"].items()} == \
         {name: c["accepted"] for name, c in batch.manifest["streams"].items()}
+
+
+def test_a_stream_waits_while_another_run_holds_the_output(runs, tmp_path):
+    """A daily `mpg run` (here: this test holding the output's lock, as a run does) and a stream on one
+    output: the stream does not stop, it waits, says so, and applies the files once the lock is free."""
+    from fleet_goodput.store import Store
+
+    root, _, batch = runs
+    busy, release = [], threading.Event()
+    holder_ready = threading.Event()
+
+    def hold_the_output():
+        with Store(tmp_path / "out").lock():
+            holder_ready.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_the_output)
+    holder.start()
+    holder_ready.wait(10)
+    threading.Timer(1.0, release.set).start()  # the "daily run" ends after a few of the stream's polls
+    waited = run_stream(str(root / "fleet"), str(tmp_path / "out"), load_settings(), StreamSettings(poll_s=0.1),
+                        stop_after_idle_s=0.5, on_busy=busy.append)
+    holder.join()
+    assert len(busy) >= 3 and all("in use by another run" in reason for reason in busy)
+    assert waited.committed and waited.run.run_id == 1
+    assert {name: c["accepted"] for name, c in waited.manifest["streams"].items()} == \
+        {name: c["accepted"] for name, c in batch.manifest["streams"].items()}

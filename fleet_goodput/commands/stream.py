@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from fleet_goodput import exits
@@ -66,6 +67,19 @@ def _progress(committed: list[int]):
     return committed_run
 
 
+def _busy_notice(poll_s: float):
+    """Say that the output is held and the stream waits for it: at once, then every ten minutes
+    (the stream tries at every poll)."""
+    said = {"at": None}
+
+    def notice(reason: str) -> None:
+        now = time.monotonic()
+        if said["at"] is None or now - said["at"] > 10 * 60:
+            progress(f"{reason}: the stream waits, and tries again every {poll_s:g} s with the files not yet applied")
+            said["at"] = now
+    return notice
+
+
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput import schemas
     from fleet_goodput.avro_io import telemetry_files
@@ -116,7 +130,8 @@ def main(args: argparse.Namespace) -> int:
     committed: list[int] = []
     try:
         outcome = run_stream(goodput.input, goodput.output, settings, stream_settings, idle_s, flags,
-                             replace=goodput.replace, progress=_progress(committed), stop=stop)
+                             replace=goodput.replace, progress=_progress(committed), stop=stop,
+                             on_busy=_busy_notice(stream_settings.poll_s))
     except StoreBusy as exc:
         print(f"mpg stream: {exc}", file=sys.stderr)
         return exits.BUSY
