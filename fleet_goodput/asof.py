@@ -18,10 +18,18 @@ exporter restates at the end of an export to say how far it has seen), are
 the fleet's word and always count. T never goes
 back from the store's last run. A run given `--as_of` uses that instead.
 
-Because the rule reads only the store's latest `KEPT` scheduler events
-(time and key), a store keeps them, and the as-of of a run over everything
-equals the last as-of of any sequence of runs over the same files: however
-the telemetry is cut, the figures are the same (tests/test_split_invariance.py).
+Clocks also reset into the past (a host back at a default date): a leading
+group of at most `OUTLIER_EVENTS` scheduler events that the rest of the
+fleet's history follows only after more than `MAX_PAST_GAP_US` is rejected
+with that reason (`history_start`), so no capacity or lifetime is stretched
+over the years between. An event dated before the history of a store that
+already has runs is late anyway (fleet_goodput/session.py).
+
+Because the rules read only the store's latest and earliest `KEPT`
+scheduler events (time and key), a store keeps them, and the as-of of a run
+over everything equals the last as-of of any sequence of runs over the same
+files: however the telemetry is cut, the figures are the same
+(tests/test_split_invariance.py).
 """
 
 from __future__ import annotations
@@ -33,11 +41,15 @@ CLOCK_STREAM = "scheduler"
 OUTLIER_EVENTS = 10  # at most this many trailing events after a silence are taken for a wrong clock
 MAX_LEAD_US = 3600 * 1_000_000  # a silence longer than this before them marks them
 KEPT = OUTLIER_EVENTS + 1  # the latest event times the rule needs: the group and the event before it
+MAX_PAST_GAP_US = 30 * 86_400 * 1_000_000  # a silence this long after the first events: a clock reset
 
 
 def latest_times(*parts: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
-    """The `KEPT` latest (time, key) of all `parts`, latest first: what a store keeps of its clock."""
-    return heapq.nlargest(KEPT, (tuple(item) for part in parts for item in part))
+    """What a store keeps of the scheduler's clock: the `KEPT` latest and the `KEPT` earliest distinct
+    (time, key) of all `parts`, latest first. Each part may itself be such a list: the latest (and
+    earliest) of a union are among its parts' latest (and earliest)."""
+    items = {tuple(item) for part in parts for item in part}
+    return sorted(set(heapq.nlargest(KEPT, items)) | set(heapq.nsmallest(KEPT, items)), reverse=True)
 
 
 def clock_time(latest: list[tuple[int, str]]) -> int | None:
@@ -46,6 +58,7 @@ def clock_time(latest: list[tuple[int, str]]) -> int | None:
         return None
     from fleet_goodput.decode import is_capacity_key  # decoding imports this module
 
+    latest = latest[:KEPT]
     reached = latest[0][0]
     for index in range(min(OUTLIER_EVENTS, len(latest) - 1)):
         keys = {key for _, key in latest[:index + 1]}
@@ -53,6 +66,18 @@ def clock_time(latest: list[tuple[int, str]]) -> int | None:
         if one_job and latest[index][0] - latest[index + 1][0] > MAX_LEAD_US:
             reached = latest[index + 1][0]  # events 0..index, of one job, came after a silence: a clock ahead
     return reached
+
+
+def history_start(kept: list[tuple[int, str]]) -> int | None:
+    """The time the fleet's history starts at, when a few scheduler events come before it: a clock
+    reset to a default date. A leading group of at most `OUTLIER_EVENTS` events followed by more than
+    `MAX_PAST_GAP_US` without any is set aside (None: nothing is)."""
+    earliest = sorted(kept)[:KEPT]
+    start = None
+    for index in range(min(OUTLIER_EVENTS, len(earliest) - 1)):
+        if earliest[index + 1][0] - earliest[index][0] > MAX_PAST_GAP_US:
+            start = earliest[index + 1][0]
+    return start
 
 
 def default_as_of(latest: list[tuple[int, str]], previous_as_of_us: int | None) -> int | None:

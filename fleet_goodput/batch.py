@@ -30,7 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
 from fleet_goodput import schemas
-from fleet_goodput.asof import default_as_of
+from fleet_goodput.asof import default_as_of, history_start, latest_times
 from fleet_goodput.chunks import Chunk, cut_into_chunks
 from fleet_goodput.config import Settings
 from fleet_goodput.input_files import NotARegularFile
@@ -351,6 +351,9 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
     progress(f"Decoded {len(plan.files)} file(s) into {len(chunks)} chunk(s) of event time "
              f"in {time.monotonic() - started:.1f} s" + (f" ({shards} processes)" if shards > 1 else ""))
     continuation, state_files, staged, folders = plan.continuation, list(plan.state_files), [], []
+    # Where the fleet's history starts is the whole input's, not the first chunk's (fleet_goodput/asof.py).
+    kept = latest_times(continuation.latest_times, *(chunk.clock() for chunk in chunks))
+    continuation = dataclasses.replace(continuation, history_start_us=history_start(kept))
     # One set of processes computes every chunk: a process's first pipeline pays Beam's start-up.
     with ProcessPoolExecutor(shards, mp_context=process_context()) if shards > 1 else nullcontext() as pool:
         for number, chunk in enumerate(chunks):

@@ -55,6 +55,13 @@ class Chunk:
     events: int = 0
     latest_path: str | None = None  # the file of the chunk's latest scheduler event times (a LATEST item)
 
+    def clock(self) -> list[tuple[int, str]]:
+        """The chunk's latest and earliest scheduler (time, key) (fleet_goodput/asof.py)."""
+        if self.latest_path is None:
+            return []
+        _, times = next(read_chunk_file(self.latest_path))
+        return times
+
     def files_of(self, shard: Shard | None) -> list[str]:
         """What a pipeline computing `shard` of the chunk reads (every shard's files without one)."""
         own = [path for paths in self.paths for path in paths] if shard is None else self.paths[shard.index]

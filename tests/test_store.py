@@ -221,3 +221,36 @@ def test_replay_and_stream_on_an_empty_folder_say_so(tmp_path, capsys):
     assert main(["stream", "--input", str(tmp_path / "empty"), "--output", str(tmp_path / "out"),
                  "--stop_after_idle_s", "0.2"]) == 1
     assert "no telemetry arrived" in capsys.readouterr().err
+
+
+Y2001_US = 978_307_200_000_000  # 2001-01-01T00:00:00Z: where a host's clock lands when it resets
+
+
+@pytest.mark.parametrize("chunk_hours", [None, 24])
+def test_events_from_a_clock_reset_into_the_past_are_rejected_and_cost_nothing(tmp_path, chunk_hours):
+    """A CAPACITY level dated 2001 for the worked example's cluster, and a SUBMIT dated 2001 of a job whose
+    other events are in 2026: they come 25 years before the rest of the fleet's history, so they are
+    rejected with that reason (docs/metric.md, "Time and the as-of time"), no capacity or lifetime is
+    stretched over the years between, and every other figure is the clean run's. A backfill in daily
+    chunks (the 2001 events a chunk of their own) decides the same."""
+    records = worked_example.records()
+    allocate = next(r for r in records["scheduler"] if r["type"] == "ALLOCATE")
+    capacity = next(r for r in records["scheduler"] if r["type"] == "CAPACITY")
+    records["scheduler"] += [
+        {**capacity, "event_id": "reset-capacity", "event_time": Y2001_US, "chips": 4096},
+        {**records["scheduler"][0], "event_id": "reset-submit", "job_id": "j2", "event_time": Y2001_US + 60_000_000},
+        {**allocate, "event_id": "j2-allocate", "job_id": "j2", "event_time": T0 + 200_000_000},
+    ]
+    _write(tmp_path / "in", records)
+    outcome = run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings(), chunk_hours=chunk_hours)
+    assert outcome.manifest["reconciles"] and outcome.manifest["as_of_us"] == T0 + 580_000_000
+    with connect(tmp_path / "out") as connection:
+        rejected = dict(connection.execute("select event_id, reason from rejected").fetchall())
+        windows = connection.execute("select count(*), sum(capacity_chip_s) from capacity_window").fetchone()
+        jobs = connection.execute("select job_id from jobs").fetchall()
+    reset = ("dated 9,131 days before the fleet's history, which starts at 2026-01-01T00:00:00Z (a clock reset to "
+             "a default date?): no figure rests on it")
+    assert rejected["reset-capacity"] == rejected["reset-submit"] == reset
+    assert "SUBMIT" in rejected["j2-allocate"] and len(rejected) == 3
+    assert windows == (1, 580.0 * worked_example.CHIPS) and jobs == [("j1",)]
+    assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))

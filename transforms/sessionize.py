@@ -21,11 +21,12 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from fleet_goodput.asof import default_as_of, latest_times
+from fleet_goodput.asof import CLOCK_STREAM, default_as_of, history_start, latest_times
 from fleet_goodput.decode import is_capacity_key, parse_capacity_key
 from fleet_goodput.events import Event, stream_of, unpack
 from fleet_goodput.session import KeyState, late_row, make_timeline, new_state
 from fleet_goodput.shards import Shard
+from fleet_goodput.timeutil import format_time_us
 
 WINDOW_VECTORS, JOBS, REJECTED, PENDING_REJECTED = "window_vectors", "jobs", "rejected", "rejected_pending"
 COUNTS, PENDING_COUNTS, CAPACITY, LATE, STATE = "counts", "pending_counts", "capacity", "late", "state"
@@ -39,7 +40,8 @@ class Continuation:
     as_of_us: int | None = None
     frontier_us: int | None = None
     version_us: int | None = None
-    latest_times: tuple[tuple[int, str], ...] = ()  # the scheduler's latest (time, key) so far (fleet_goodput/asof.py)
+    latest_times: tuple[tuple[int, str], ...] = ()  # the scheduler's latest and earliest (time, key) (asof.py)
+    history_start_us: int | None = None  # a run's own: where a chunked run found the history to start (asof.py)
 
     def after(self, as_of_us: int, lateness_us: int, latest: list[int] | None = None) -> Continuation:
         """Where a run that reached `as_of_us` (and the scheduler times `latest`) leaves off: its
@@ -50,7 +52,7 @@ class Continuation:
             frontier_us = max(frontier_us, self.frontier_us)
         version_us = as_of_us if self.version_us is None else max(as_of_us, self.version_us + 1)
         return Continuation(as_of_us, frontier_us, version_us,
-                            self.latest_times if latest is None else tuple(map(tuple, latest)))
+                            self.latest_times if latest is None else tuple(map(tuple, latest)), self.history_start_us)
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,20 @@ def admit(state: KeyState, events, rules: KeyRules):
                                                       rules.allowed_lateness_s * 1_000_000))
 
 
+def reject_before_history(state: KeyState, start_us: int | None):
+    """Reject the key's waiting scheduler events dated before the fleet's history (a clock reset)."""
+    if start_us is None:
+        return
+    before = [e for e in state.waiting if e.time_us < start_us and stream_of(e.code) == CLOCK_STREAM]
+    if before:
+        state.waiting = [e for e in state.waiting if e not in before]
+        for event in before:
+            days = (start_us - event.time_us) / 86_400e6
+            yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(job_of(state.key), event, (
+                f"dated {days:,.0f} days before the fleet's history, which starts at {format_time_us(start_us)} "
+                "(a clock reset to a default date?): no figure rests on it")))
+
+
 class ClockFn(beam.CombineFn):
     """The scheduler's latest event times, the store's and the run's → the run's clock:
     {"as_of_us": the given as-of time or the default (fleet_goodput/asof.py), "latest_times": ...}."""
@@ -119,7 +135,9 @@ class ClockFn(beam.CombineFn):
 
     def extract_output(self, latest):
         as_of_us = self.given_us if self.given_us is not None else default_as_of(latest, self.continuation.as_of_us)
-        return {"as_of_us": as_of_us, "latest_times": latest}
+        start_us = self.continuation.history_start_us
+        return {"as_of_us": as_of_us, "latest_times": latest,
+                "history_start_us": start_us if start_us is not None else history_start(latest)}
 
 
 def _as_of_of(clock: dict) -> int | None:
@@ -138,6 +156,7 @@ class _AdvanceKeyFn(beam.DoFn):
         state = _load(key, list(parts["state"]), self.rules, self.continuation)
         events = [event for batch in parts["events"] for event in unpack(batch)]
         yield from _as_pairs(admit(state, events, self.rules))
+        yield from _as_pairs(reject_before_history(state, clock["history_start_us"]))
         yield from _as_pairs(self._advance(state, clock["as_of_us"]))
 
     def _advance(self, state: KeyState, as_of_us: int | None):
