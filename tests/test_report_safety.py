@@ -31,11 +31,14 @@ import io
 import json
 import re
 import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import duckdb
 import pytest
 
+from fleet_goodput import console, headline
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.quality.docs import sanitize
@@ -414,3 +417,25 @@ def test_mpg_sql_shows_the_rejected_job_id_and_its_reason_with_control_character
     printed = capsys.readouterr().out
     assert _control_characters(printed) == []
     assert "job\\x07\\x9b2J" in printed and "holds control characters" in printed
+
+
+def test_printable_streams_show_control_characters_and_give_the_streams_back(capsys):
+    with console.printable_streams():
+        print(f"a{CLEAR_SCREEN}b\tc\rd")
+        print(f"x{C1_CSI}y{DEL}", file=sys.stderr)
+        console.unescaped(sys.stdout).write(f"meant{BEL}\n")
+    print(f"after{BEL}")
+    printed = capsys.readouterr()
+    assert printed.out == f"a\\x1b[2J\\x1b[Hb\\x09c\\x0dd\nmeant{BEL}\nafter{BEL}\n"
+    assert printed.err == "x\\x9by\\x7f\n"
+
+
+def test_the_headline_shows_control_characters_in_segment_and_cluster_names():
+    connection = duckdb.connect()
+    connection.execute("create table goodput_by_team as select $1 as team, 2 as jobs, 0.5 as sg, 0.5 as rg, 0.5 as pg, "
+                       "0.125 as mpg, 1.0 as pg_coverage, 7200.0 as lifetime_chip_s", [f"{CLEAR_SCREEN}t"])
+    connection.execute("create table capacity_gaps as select $1 as cluster, 'tpu-v5e' as accelerator, "
+                       "'no_capacity' as problem, 3 as windows, 3600.0 as held_chip_s", [f"c{C1_CSI}2J"])
+    lines = headline.segment_table(connection, "team") + headline.capacity_gap_lines(connection)
+    assert lines[1] == "  \\x1b[2J\\x1b[Ht        2  50.0%  50.0%  50.0%  12.5% 100.0%          2"
+    assert lines[3] == "  c\\x9b2J/tpu-v5e: no CAPACITY level in 3 window(s), 1.0 chip-h held"
