@@ -11,6 +11,9 @@ is enough to defuse the whole sequence: what follows it is printable text.
 
 Escaped are C0 (U+0000..U+001F), DEL (U+007F) and C1 (U+0080..U+009F); a
 newline stays where the output can hold one (a CSV cell, a page's text).
+So are lone surrogates: Python reads a file name's bytes that are not UTF-8
+as U+DC80..U+DCFF, which show as the byte they stand for (`\\x9b` again),
+and which a UTF-8 stream could not write at all.
 The form is for people to read: a value that spells `\\x1b` itself looks the
 same, so `mpg sql --format json` (JSON's own escapes) or `--csv-raw` give the
 exact value.
@@ -26,13 +29,16 @@ from __future__ import annotations
 import json
 import re
 
-_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
-_CONTROL_OR_NEWLINE = re.compile("[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_CONTROL_OR_NEWLINE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _shown(match: re.Match) -> str:
-    return f"\\x{ord(match.group()):02x}"
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte of a file name (surrogateescape)
+        code -= 0xDC00
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def printable(text: str, keep_newlines: bool = False) -> str:

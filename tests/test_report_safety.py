@@ -186,6 +186,8 @@ def test_spreadsheet_safe(value, written):
     ("newline", "a\nb", "a\\x0ab", "a\nb"),
     ("printable text stays", "équipe ✓ <b> \\x1b", "équipe ✓ <b> \\x1b", "équipe ✓ <b> \\x1b"),
     ("U+00A0 is past C1", "a\u00a0b", "a\u00a0b", "a\u00a0b"),
+    ("a file name's byte that is not UTF-8", "in\udc9b", "in\\x9b", "in\\x9b"),
+    ("another lone surrogate", "a\ud800", "a\\ud800", "a\\ud800"),
 ])
 def test_printable(name, text, shown, shown_keeping_newlines):
     assert printable(text) == shown, name
@@ -401,6 +403,8 @@ def test_mpg_sql_csv_raw_goes_with_csv_only(hostile_run, capsys):
     ("a format argparse refuses", ["sql", "--output", "{output}", "--format", f"csv{CLEAR_SCREEN}", "select 1"],
      "csv\\x1b[2J\\x1b[H"),
     ("mpg runs of a missing output", ["runs", "--output", f"/nonexistent/{C1_CSI}2J"], "/nonexistent/\\x9b2J"),
+    ("a file name whose bytes are not UTF-8", ["sql", "--output", "{output}", "-f", "/nonexistent/\udc9b2J.sql"],
+     "cannot read the SQL file /nonexistent/\\x9b2J.sql"),
 ])
 def test_an_error_that_echoes_input_shows_its_control_characters(hostile_run, capsys, name, argv, shown):
     argv = [arg.replace("{output}", str(hostile_run[0])) for arg in argv]
