@@ -82,6 +82,12 @@ def _refuse_unknown_flags(parser: argparse.ArgumentParser, argv: list[str]) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run `mpg ARGV`; whatever it prints shows control characters, never obeys them (console.py)."""
+    with console.printable_streams():
+        return _run(argv)
+
+
+def _run(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     _refuse_unknown_flags(parser, argv)

@@ -12,13 +12,24 @@
 Without -vv those libraries log warnings at most (errors only, unless -v):
 their messages are about themselves, not about the user's data, and Great
 Expectations alone writes hundreds of lines a validation.
+
+Whatever a command prints (results, progress, logs, an error that echoes a
+path or a query) reaches the terminal through `printable_streams`: control
+characters show as `\\xNN` (safe_text.py), so a team or a file name holding
+a terminal escape sequence cannot clear the screen, hide a link or rewrite a
+line. The one output meant to carry them, `mpg sql --csv-raw`, writes past it
+(`unescaped`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
+from collections.abc import Iterator
+
+from fleet_goodput.safe_text import printable
 
 QUIET, NORMAL, VERBOSE, LIBRARIES = -1, 0, 1, 2
 
@@ -62,3 +73,38 @@ def progress(line: str) -> None:
     """Tell what a command is doing now, on stderr with the seconds since it started, unless -q."""
     if _verbosity > QUIET:
         print(f"[{time.monotonic() - _started:6.1f} s] {line}", file=sys.stderr, flush=True)
+
+
+class _PrintableStream:
+    """A text stream that writes control characters (but newlines) visibly, as `\\xNN`."""
+
+    def __init__(self, stream) -> None:
+        self.unescaped = stream
+
+    def write(self, text: str) -> int:
+        self.unescaped.write(printable(text, keep_newlines=True))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self.unescaped, name)  # flush, isatty, fileno, encoding, ...
+
+
+def unescaped(stream):
+    """The stream under `printable_streams`' escaping, for an output whose control characters are meant."""
+    return stream.unescaped if isinstance(stream, _PrintableStream) else stream
+
+
+@contextlib.contextmanager
+def printable_streams() -> Iterator[None]:
+    """While inside, sys.stdout and sys.stderr show control characters instead of passing them to the terminal."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (stream if isinstance(stream, _PrintableStream) else _PrintableStream(stream)
+                              for stream in saved)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved

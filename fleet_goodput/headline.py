@@ -5,7 +5,8 @@ then the part a run (or a stream's runs) changed, day by day, so a daily run
 shows the day it just added. Where no runtime span covers the chip-time held,
 RG is 0 only because nothing was reported: the headline says that RG, PG and
 MPG cannot be measured instead of printing 0.0% (imports of scheduler traces
-such as Philly and OpenB have no runtime stream).
+such as Philly and OpenB have no runtime stream). Names from the telemetry
+(segments, clusters) show their control characters as \\xNN (safe_text.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import date
 
 import duckdb
 
+from fleet_goodput.safe_text import printable
 from fleet_goodput.store import RunRecord
 from fleet_goodput.timeutil import format_time_us
 
@@ -124,7 +126,7 @@ def capacity_gap_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
         return []
     problems = {"no_capacity": "no CAPACITY level", "over_capacity": "more chips held than online"}
     return ["Left out of the fleet figures (chips held that capacity does not cover):"] + [
-        f"  {cluster}/{accelerator}: {problems[problem]} in {windows} window(s), {chip_hours:,.1f} chip-h held"
+        f"  {printable(str(cluster))}/{printable(str(accelerator))}: {problems[problem]} in {windows} window(s), {chip_hours:,.1f} chip-h held"
         for cluster, accelerator, problem, windows, chip_hours in rows
     ]
 
@@ -138,7 +140,7 @@ def segment_table(connection: duckdb.DuckDBPyConnection, dimension: str, runtime
     lines = [f"  {dimension:<16} {'jobs':>6} {'SG':>7} {'RG':>7} {'PG':>7} {'MPG':>7} {'PG cov':>7} {'chip-h':>10}"]
     for name, jobs, sg, *runtime_factors, chip_hours in rows:
         measured = " ".join(_fmt(value) if runtime else f"{'-':>6}" for value in runtime_factors)
-        lines.append(f"  {str(name):<16} {jobs:>6} {_fmt(sg)} {measured} {chip_hours:>10,.0f}")
+        lines.append(f"  {printable(str(name)):<16} {jobs:>6} {_fmt(sg)} {measured} {chip_hours:>10,.0f}")
     return lines
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from fleet_goodput import exits
+from fleet_goodput.safe_text import json_text, printable
 from fleet_goodput.store import Store, StoreError
 from fleet_goodput.timeutil import format_time_us
 
@@ -54,10 +54,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"mpg runs: {args.output} holds no committed run", file=sys.stderr)
         return exits.FAILED
     if args.format == "json":
-        print(json.dumps(runs, indent=2))
+        print(json_text(runs, indent=2))
         return exits.OK
     columns = list(runs[0])
-    cells = [[str(run[c]) if run[c] is not None else "-" for c in columns] for run in runs]
+    # An input path can hold control characters: shown as \xNN before the columns are measured.
+    cells = [[printable(str(run[c])) if run[c] is not None else "-" for c in columns] for run in runs]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
     for row in cells:

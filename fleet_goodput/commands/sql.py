@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import sys
 from decimal import Decimal
@@ -22,12 +21,14 @@ from pathlib import Path
 
 import duckdb
 
-from fleet_goodput import exits
+from fleet_goodput import console, exits
+from fleet_goodput.safe_text import csv_cell, json_text, printable
 from fleet_goodput.sql_guard import QueryRefused, lock_down, read_only_statements
 from fleet_goodput.store import StoreError
 from fleet_goodput.views import connect
 
 UNSAFE_FLAG = "--unsafe-allow-writes-and-files"
+CSV_RAW_FLAG = "--csv-raw"
 FORMATS = ("table", "csv", "json", "markdown")
 STDIN = "-"
 
@@ -59,6 +60,13 @@ fixed decimals per column (as many as the column's values need, up to 6: a
 chip-second is a whole number of chip-microseconds), thousands grouped in
 columns that reach 10,000; csv and json print every digit, ungrouped.
 
+text: control characters in values (a terminal escape sequence in a team or
+a file name) print as \\xNN, e.g. ESC as \\x1b, in every format but json,
+which keeps JSON's own escapes (\\u001b): json gives the exact value. csv
+cells that start like a spreadsheet formula (= + - @) get a leading ', as in
+the report's CSVs; --csv-raw writes every value as it is (for a program, not
+a terminal or a spreadsheet).
+
 """ + exits.describe()
 
 
@@ -72,6 +80,9 @@ def register(subparsers) -> None:
     parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
     parser.add_argument("--format", choices=FORMATS, default="table",
                         help="how to print rows: an aligned table (default), csv, json, or a markdown table")
+    parser.add_argument(CSV_RAW_FLAG, action="store_true",
+                        help="with --format csv: write values exactly as stored, without showing control characters "
+                             "as \\xNN or quoting cells that start like a spreadsheet formula (= + - @)")
     parser.add_argument("--run", type=int, metavar="ID",
                         help="read the snapshot of an earlier run (`mpg runs` lists them; default: the latest)")
     parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true",
@@ -85,6 +96,9 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.csv_raw and args.format != "csv":
+        print(f"mpg sql: {CSV_RAW_FLAG} goes with --format csv only", file=sys.stderr)
+        return exits.USAGE
     try:
         query = read_query(args.query, args.file)
     except QueryError as exc:
@@ -114,11 +128,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"mpg sql: {exc}", file=sys.stderr)
         return exits.USAGE
     if args.format == "csv":
-        writer = csv.writer(sys.stdout)
-        writer.writerow(columns)
-        writer.writerows(rows)
+        _write_csv(columns, rows, raw=args.csv_raw)
     elif args.format == "json":
-        print(json.dumps([dict(zip(columns, row)) for row in rows], default=str, indent=2))
+        print(json_text([dict(zip(columns, row)) for row in rows], default=str, indent=2))
     elif args.format == "markdown":
         print(_markdown(columns, rows))
     else:
@@ -146,8 +158,18 @@ def read_query(query: str | None, file: str | None) -> str:
         raise QueryError(f"cannot read the SQL file {file}: {exc}") from exc
 
 
+def _write_csv(columns: list[str], rows: list[tuple], raw: bool) -> None:
+    cell = (lambda value: value) if raw else csv_cell
+    # Past console's escaping stream: it would show the CR of CSV's CRLF, and --csv-raw means what it writes.
+    writer = csv.writer(console.unescaped(sys.stdout))
+    writer.writerow([cell(name) for name in columns])
+    writer.writerows([cell(value) for value in row] for row in rows)
+
+
 def _table(columns: list[str], rows: list[tuple]) -> str:
     cells, numeric = _cells(columns, rows)
+    columns = [printable(name) for name in columns]
+    cells = [[printable(cell) for cell in row] for row in cells]
     widths = [max([len(name)] + [len(row[i]) for row in cells]) for i, name in enumerate(columns)]
     lines = ["  ".join(name.rjust(width) if right else name.ljust(width)
                        for name, width, right in zip(columns, widths, numeric)),
@@ -168,8 +190,9 @@ def _markdown(columns: list[str], rows: list[tuple]) -> str:
 
 
 def _markdown_cell(text: str) -> str:
-    # A pipe would end the cell and a line break the row.
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
+    # A pipe would end the cell and a line break the row; other control characters show as \xNN.
+    text = printable(text.replace("\r\n", "\n"), keep_newlines=True)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
 
 
 # Floats print with as many decimals as the column's values need, up to this many: a chip-second

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from fleet_goodput import schemas
+from fleet_goodput import console, schemas
 from fleet_goodput.avro_io import write_events
+from fleet_goodput.safe_text import printable
 
 REJECTED_FILE = "import_rejected.jsonl"
 CAVEATS_FILE = "import_caveats.jsonl"
@@ -176,7 +177,9 @@ def subtract(start_us: int, end_us: int, holes: list[tuple[int, int]]) -> list[t
 
 def progress(iterable, description: str, total: int | None = None, unit: str = "rec"):
     """A progress bar on stderr; silent when stderr is not a terminal (tests, pipes)."""
-    return tqdm(iterable, desc=description, total=total, unit=unit, file=sys.stderr, disable=None, leave=False)
+    # tqdm redraws its bar with carriage returns, which console's escaping stream would show as \x0d.
+    return tqdm(iterable, desc=printable(description), total=total, unit=unit, file=console.unescaped(sys.stderr),
+                disable=None, leave=False)
 
 
 def utc_us(text: str, fmt: str = "%Y-%m-%d %H:%M:%S") -> int:

@@ -5,7 +5,9 @@ what GX renders): it re-writes the page through an HTML parser, keeping text
 and markup but dropping every script, event handler, embedded object and
 reference to anything outside the site (stylesheets, images, CSS `url()`,
 links to the web). A hostile value that a renderer left unescaped therefore
-cannot run or fetch anything; it stays inert.
+cannot run or fetch anything; it stays inert. Control characters in the text
+and attributes (a terminal escape sequence in an event id) are written visibly
+as `\\xNN` (safe_text.py), as in every other output of `mpg`.
 
 `write_index` writes OUTPUT/quality/<period>/index.html, our own static page
 (no scripts) listing every check with its severity, outcome and reason, with
@@ -19,6 +21,8 @@ import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+
+from fleet_goodput.safe_text import printable
 
 OFFLINE_STYLE = """<style>
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -55,7 +59,7 @@ class _Sanitiser(HTMLParser):
                 continue
             if name == "style" and _CSS_REMOTE.search(unquoted):
                 continue
-            kept.append(f' {name}="{html.escape(unquoted, quote=True)}"')
+            kept.append(f' {name}="{html.escape(printable(unquoted, keep_newlines=True), quote=True)}"')
         return "".join(kept)
 
     @staticmethod
@@ -94,7 +98,7 @@ class _Sanitiser(HTMLParser):
         if self.in_style:
             self.out.append(_CSS_REMOTE.sub("", data).replace("</", "<\\/"))
         else:
-            self.out.append(html.escape(data, quote=False))
+            self.out.append(html.escape(printable(data, keep_newlines=True), quote=False))
 
     def handle_entityref(self, name) -> None:
         if not self.skipping:
@@ -117,25 +121,30 @@ def sanitize(page: str) -> str:
     return "".join(parser.out)
 
 
+def _text(value: str) -> str:
+    """A value as HTML text: escaped, its control characters shown."""
+    return html.escape(printable(value, keep_newlines=True))
+
+
 def write_index(result, path: Path, site_dir: Path) -> None:
     """A static page: the verdict, every check, and links to GX's validation and suite pages."""
     def link(target: Path, text: str) -> str:
-        return f'<a href="{html.escape(os.path.relpath(target, path.parent))}">{html.escape(text)}</a>'
+        return f'<a href="{html.escape(os.path.relpath(target, path.parent))}">{_text(text)}</a>'
 
     rows = []
     for check in result.checks:
         outcome = "pass" if check.success else ("fail" if check.severity == "critical" else "warn")
         rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in (
-            html.escape(check.suite), f'<span class="{outcome}">{outcome.upper()}</span>', html.escape(check.severity),
-            html.escape(check.title), html.escape(check.observed), html.escape(check.why))) + "</tr>")
+            _text(check.suite), f'<span class="{outcome}">{outcome.upper()}</span>', _text(check.severity),
+            _text(check.title), _text(check.observed), _text(check.why))) + "</tr>")
     pages = [link(page, f"{page.parent.parent.parent.name} validation")
              for page in sorted(site_dir.glob("validations/*/*/*/*.html"))]
     pages += [link(page, f"{page.stem} suite") for page in sorted(site_dir.glob("expectations/*.html"))]
     verdict = "PASSED" if result.passed else "FAILED"
     path.write_text(f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Data quality {html.escape(result.period)}: {verdict}</title>{OFFLINE_STYLE}</head>
+<html lang="en"><head><meta charset="utf-8"><title>Data quality {_text(result.period)}: {verdict}</title>{OFFLINE_STYLE}</head>
 <body>
-<h1>Data quality for {html.escape(result.period)}: <span class="{'pass' if result.passed else 'fail'}">{verdict}</span></h1>
+<h1>Data quality for {_text(result.period)}: <span class="{'pass' if result.passed else 'fail'}">{verdict}</span></h1>
 <p>{len(result.checks)} checks, {len(result.failures)} critical failure(s), {len(result.warnings)} warning(s).
 A critical failure stops <code>mpg report</code> from publishing; a warning is shown in the report.</p>
 <p>Great Expectations Data Docs: {' · '.join(pages)}</p>

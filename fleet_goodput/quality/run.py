@@ -18,7 +18,6 @@ them, and summary.json keeps every check's outcome for the report.
 
 from __future__ import annotations
 
-import json
 import numbers
 import shutil
 from dataclasses import asdict, dataclass
@@ -34,6 +33,7 @@ from fleet_goodput.quality.docs import write_index
 from fleet_goodput.quality.gx_views import DATA_DOCS_SITE
 from fleet_goodput.quality.period import Period
 from fleet_goodput.quality.suites import CRITICAL, SuiteInputs, build_suites
+from fleet_goodput.safe_text import json_text
 from fleet_goodput.store import Store
 from fleet_goodput.stored_settings import settings_of
 from fleet_goodput.timeutil import format_time_us
@@ -144,7 +144,7 @@ def validate_output(output_dir: str | Path, period: Period, settings: Settings,
     context.build_data_docs()
     result = QualityResult(period=period.name, checks=tuple(checks), docs_index=root / INDEX_FILE)
     write_index(result, root / INDEX_FILE, root / GX_SITE)
-    (root / SUMMARY_FILE).write_text(json.dumps(
+    (root / SUMMARY_FILE).write_text(json_text(
         {"period": period.name, "passed": result.passed, "docs_index": str(result.docs_index),
          "checks": [asdict(c) for c in checks]}, indent=2) + "\n")
     return result

@@ -5,7 +5,9 @@
 Both only arrange rows and chart geometry (charts.py) for the templates:
 every string from the data reaches the page through autoescaping, so a job id
 or team like `<script>` shows as text. Pages are self-contained: inline CSS,
-inline SVG, a few lines of inline script, nothing fetched.
+inline SVG, a few lines of inline script, nothing fetched. Autoescaping
+leaves control characters alone, so every value first shows them as `\\xNN`
+(safe_text.py): the page's text and its source, read in a terminal, obey none.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import markupsafe
 from fleet_goodput.report import charts
 from fleet_goodput.report.figures import BADPUT, DIMENSIONS, FACTORS
 from fleet_goodput.report.specification import LEVERS_SECTION, MODEL_SECTION, SPECIFICATION_PAGE, specification_html
+from fleet_goodput.safe_text import printable
 from fleet_goodput.timeline import CATEGORIES
 
 LEVERS = {  # docs/metric.md section 6
@@ -64,8 +67,15 @@ def _num(value, digits: int = 1) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, (int, float)) else str(value)
 
 
+def _shown(value):
+    """Every value a template prints (jinja2's `finalize`), its control characters shown; markup stays markup."""
+    if isinstance(value, markupsafe.Markup):
+        return markupsafe.Markup(printable(value, keep_newlines=True))
+    return printable(value) if isinstance(value, str) else value
+
+
 _ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("fleet_goodput.report", "templates"),
-                                  autoescape=True, undefined=jinja2.StrictUndefined,
+                                  autoescape=True, undefined=jinja2.StrictUndefined, finalize=_shown,
                                   trim_blocks=True, lstrip_blocks=True)
 _ENVIRONMENT.filters.update(pct=_pct, pp=_pp, trend=_trend, num=_num, utc=_utc)
 
