@@ -54,8 +54,15 @@ class Settings:
         return self.accelerators[accelerator].peak_bf16_flops
 
 
-# libyaml's safe loader where installed: the same documents, parsed several times faster.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """libyaml's safe loader where installed (the same documents, parsed several times faster),
+    reading `275.0e12` and `1e15` as numbers, as YAML 1.2 does: PyYAML's YAML 1.1 rules want a
+    sign in the exponent (`275.0e+12`) and would leave them text, which settings refuse."""
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float",
+                              re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+                              list("-+0123456789."))
 
 
 def read_yaml(path) -> dict:
@@ -66,11 +73,11 @@ def read_yaml(path) -> dict:
     exhaust memory, and no setting needs one."""
     try:
         text = Path(str(path)).read_text(encoding="utf-8")
-        for event in yaml.parse(text, Loader=_LOADER):  # events stream: nothing is expanded here
+        for event in yaml.parse(text, Loader=_Loader):  # events stream: nothing is expanded here
             if isinstance(event, yaml.AliasEvent):
                 raise ConfigError(f"config file {path}, line {event.start_mark.line + 1}: YAML aliases "
                                   f"(*{event.anchor}) are not accepted in settings; write the value out")
-        data = yaml.load(text, Loader=_LOADER)
+        data = yaml.load(text, Loader=_Loader)
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {path}") from exc
     except UnicodeDecodeError as exc:

@@ -26,7 +26,7 @@ def expected(where: str, what: str, value) -> SettingError:
 
 
 def shown(value) -> str:
-    """A value as a message shows it: containers by kind, a string that reads as a number with the fix."""
+    """A value as a message shows it: containers by kind, a quoted number with the fix."""
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
@@ -38,8 +38,7 @@ def shown(value) -> str:
             float(value)
         except ValueError:
             return repr(value)
-        return (f"the string {value!r} (YAML read it as text: write numbers without quotes, "
-                "and exponents with a dot, as 1.0e15)")
+        return f"the string {value!r} (quoted, so it is text: write the number without quotes)"
     return repr(value)
 
 
