@@ -65,18 +65,17 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float",
                               list("-+0123456789."))
 
 
-def read_yaml(path) -> dict:
-    """The mapping a settings file holds, parsed safely.
+# Values a settings file may hold once its aliases are expanded: the bundled catalogue holds a
+# few thousand; nested aliases ("billion laughs") reach billions in a few lines.
+MAX_VALUES = 100_000
 
-    Aliases (`*name`) are refused before anything is built: a few lines of
-    nested aliases expand to billions of nodes ("billion laughs") and would
-    exhaust memory, and no setting needs one."""
+
+def read_yaml(path) -> dict:
+    """The mapping a settings file holds, parsed safely: its values are counted, aliases
+    expanded, before anything is built, and a file past MAX_VALUES is refused."""
     try:
         text = Path(str(path)).read_text(encoding="utf-8")
-        for event in yaml.parse(text, Loader=_Loader):  # events stream: nothing is expanded here
-            if isinstance(event, yaml.AliasEvent):
-                raise ConfigError(f"config file {path}, line {event.start_mark.line + 1}: YAML aliases "
-                                  f"(*{event.anchor}) are not accepted in settings; write the value out")
+        _count_values(text, path)
         data = yaml.load(text, Loader=_Loader)
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {path}") from exc
@@ -89,6 +88,31 @@ def read_yaml(path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping of settings, not {type(data).__name__}")
     return data
+
+
+def _count_values(text: str, path) -> None:
+    """Count the values of `text` as loading would build them, an alias counting as all it
+    stands for, from the parser's events: nothing is built, so a bomb costs nothing to find."""
+    sizes: dict[str, int] = {}  # anchor -> values it stands for
+    open_collections: list[list] = [[None, 0]]  # [anchor, values so far]; the first holds the documents
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            open_collections.append([event.anchor, 1])
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, size = open_collections.pop()
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, size = event.anchor, 1
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, size = None, sizes.get(event.anchor, 1)  # an undefined one: the loader says so
+        else:
+            continue
+        if anchor is not None:
+            sizes[anchor] = size
+        open_collections[-1][1] += size
+        if open_collections[-1][1] > MAX_VALUES:
+            raise ConfigError(f"config file {path}, line {event.start_mark.line + 1}: more than {MAX_VALUES:,} "
+                              "values once its aliases (*name) are expanded; settings need far fewer")
 
 
 def _peaks(key: str, spec: dict) -> dict[str, float]:

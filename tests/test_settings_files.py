@@ -36,12 +36,20 @@ def _laughs(levels: int) -> str:
 
 
 def test_a_billion_laughs_in_the_beam_section_is_refused_before_it_expands(tmp_path):
-    """Nine levels expand to 10**9 strings (6 GB and more); six are enough to show the refusal."""
+    """Nine levels stand for 10**9 strings (6 GB and more); six, a million, are enough to show the refusal."""
     path = _settings_file(tmp_path, _laughs(6))
-    message = f"config file {path}, line 3: YAML aliases (*a0) are not accepted in settings; write the value out"
+    message = (f"config file {path}, line 7: more than 100,000 values once its aliases (*name) are expanded; "
+               "settings need far fewer")
     assert _refusal(beam_flags, path) == message
     assert _refusal(load_settings, path) == message
     assert _refusal(load_stream_settings, path) == message
+
+
+def test_a_few_aliases_are_still_accepted(tmp_path):
+    """PyYAML's own dump writes an alias for a value used twice (a part's peaks copied to another)."""
+    path = _settings_file(tmp_path, "beam:\n  experiments: &shared [a, b]\n  dataflow_service_options: *shared\n")
+    assert beam_flags(path) == ["--experiments=a", "--experiments=b", "--dataflow_service_options=a",
+                                "--dataflow_service_options=b"]
 
 
 # ---- window_s -------------------------------------------------------------------

@@ -21,7 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    Imported, JobEmitter, Options, SourceError, Unmappable, capacity, file_digest, load_json, progress, require_file, utc_us,
+    Imported, JobEmitter, Options, SourceError, Unmappable, capacity, chip_count, file_digest, load_json, progress,
+    require_file, utc_us,
 )
 
 NAME = "philly"
@@ -99,7 +100,7 @@ def read(source: Path, options: Options) -> Imported:
     machines_path = require_file(folder / "cluster_machine_list",
                                  "the Philly machine list cluster_machine_list beside the jobs file")
     gpus_by_memory = _read_machines(machines_path)
-    jobs = load_json(jobs_path)
+    jobs = load_json(jobs_path, options.max_expanded_bytes)
     if not isinstance(jobs, list):
         raise SourceError(jobs_path, None, f"expected a JSON array of jobs, found {type(jobs).__name__}")
     if options.limit is not None:
@@ -118,7 +119,7 @@ def read(source: Path, options: Options) -> Imported:
                 raise Unmappable("not a JSON object")
             if not isinstance(job.get("num_gpus"), int) or job["num_gpus"] <= 0:
                 raise Unmappable("num_gpus is not a positive integer", repr(job.get("num_gpus")))
-            chips = job["num_gpus"]
+            chips = chip_count(job["num_gpus"], "num_gpus")
             submit_us = utc_us(job["submitted_time"])
             attempts = _attempt_times(job)
             if attempts[0][0] < submit_us:
