@@ -30,8 +30,8 @@ import json
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, decode_json, event_time_us, file_digest, progress,
-    seconds_to_us, subtract,
+    LATEST_US, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, decode_json, event_time_us,
+    file_digest, progress, seconds_to_us, subtract,
 )
 
 NAME = "mgm"
@@ -151,7 +151,9 @@ class _Job:
         if start_key not in entry or not isinstance(entry.get(duration_key), (int, float)):
             raise Unmappable(f"checkpoint record without {start_key} and {duration_key}")
         start = _time(entry, start_key)
-        end = event_time_us(start + entry[duration_key] * MICROS, f"{start_key} + {duration_key}")
+        if entry[duration_key] * MICROS >= LATEST_US:  # finite: decode_json refuses the rest
+            raise Unmappable(f"{duration_key} is more seconds than from 1970 to 2100", repr(entry[duration_key]))
+        end = event_time_us(start + seconds_to_us(entry[duration_key]), f"{start_key} + {duration_key}")
         self.checkpoints.append(("CHECKPOINT_SAVE" if save else "CHECKPOINT_RESTORE", start, end, entry["step"]))
 
 
