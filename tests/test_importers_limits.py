@@ -127,6 +127,17 @@ def test_mgm_log_lines_past_a_limit_are_rejected_and_the_job_imported_unchanged(
     assert len(rows) == len(before) + 4 and imported.streams == unchanged.streams
 
 
+def test_an_mgm_log_line_longer_than_the_limit_is_rejected_unread(tmp_path):
+    unchanged, _ = import_to("mgm", MGM_LOG, tmp_path / "unchanged", **MGM_FLAGS)
+    log = tmp_path / MGM_LOG.name
+    log.write_text(MGM_LOG.read_text() + '{"job_name": "' + "x" * (3 << 20) + '"}\n')
+    imported, _ = import_to("mgm", log, tmp_path / "out", max_expanded_bytes=1 << 20, **MGM_FLAGS)
+    rows, before = rejected_rows(tmp_path / "out"), rejected_rows(tmp_path / "unchanged")
+    assert [row for row in rows if row not in before] == [
+        _row(log.name, "a line longer than 1 MiB", "--max-expanded-mib raises the limit", where="line 39", item="")]
+    assert imported.streams == unchanged.streams
+
+
 def test_a_philly_job_with_more_gpus_than_an_event_holds_is_rejected(tmp_path):
     source = tmp_path / "philly"
     shutil.copytree(PUBLIC_DATA / "philly", source)

@@ -73,15 +73,18 @@ PROVENANCE = {
 
 def _entries(path: Path, limit: int) -> tuple[list[tuple[int, dict]], list[tuple[int, Unmappable]]]:
     """(line number, entry) of every log entry, and (line number, why) of the lines refused:
-    NaN or Infinity, nesting too deep (common.decode_json). A line longer than `limit` bytes is
-    no log entry: the file is refused, and never held whole."""
+    NaN or Infinity, nesting too deep (common.decode_json), or longer than `limit` bytes (never
+    held whole)."""
     entries, refused = [], []
     with open(path, encoding="utf-8") as handle:
         try:
             for number, line in enumerate(iter(lambda: handle.readline(limit + 1), ""), start=1):
                 if len(line) > limit:
-                    raise SourceError(path, f"line {number}", f"longer than {limit >> 20:,} MiB: not a log entry "
-                                                              "(--max-expanded-mib raises the limit)")
+                    while line and not line.endswith("\n"):  # the rest of it, in bounded pieces
+                        line = handle.readline(limit + 1)
+                    refused.append((number, Unmappable(f"a line longer than {limit >> 20:,} MiB",
+                                                       "--max-expanded-mib raises the limit")))
+                    continue
                 if not line.strip():
                     continue
                 try:
