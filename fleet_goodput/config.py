@@ -65,8 +65,8 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float",
                               list("-+0123456789."))
 
 
-# Values a settings file may hold once its aliases are expanded: the bundled catalogue holds a
-# few thousand; nested aliases ("billion laughs") reach billions in a few lines.
+# Values a settings file may hold once its aliases are expanded: the bundled catalogue holds
+# about 500; nested aliases ("billion laughs") reach billions in a few lines.
 MAX_VALUES = 100_000
 
 

@@ -105,6 +105,18 @@ def test_an_mlperf_run_with_a_time_that_is_no_time_is_rejected_and_the_others_im
     assert not {nan_run, far_run} & {r["job_id"] for r in imported.streams["scheduler"] if r["job_id"]}
 
 
+def test_an_mlperf_run_whose_system_description_is_nested_too_deep_is_rejected(tmp_path):
+    source, _ = _mlperf_with(tmp_path, {})
+    run = sorted((source / "results").glob("*.txt"))[0].stem
+    system = "__".join(run.split("__")[:2])
+    (source / "systems" / f"{system}.json").write_text(DEEP)
+    _, summary = import_to("mlperf", source, tmp_path / "out")
+    rejected = [row for row in rejected_rows(tmp_path / "out")]
+    assert rejected[0] == _row(f"results/{run}.txt", TOO_DEEP, f"systems/{system}.json: {DEEP_DETAIL}", item=run)
+    assert all(row["reason"] == TOO_DEEP for row in rejected)  # every run of that system, and no other
+    assert summary["jobs"] == 17 - len(rejected)
+
+
 def test_mgm_log_lines_past_a_limit_are_rejected_and_the_job_imported_unchanged(tmp_path):
     unchanged, _ = import_to("mgm", MGM_LOG, tmp_path / "unchanged", **MGM_FLAGS)
     log = tmp_path / MGM_LOG.name

@@ -237,7 +237,10 @@ def _system(source: Path, result: Path, limit: int) -> tuple[str, dict]:
     path = source / "systems" / f"{name}.json"
     if not path.is_file():
         raise Unmappable("no matching system description", f"systems/{name}.json")
-    return name, load_json(path, limit)
+    try:
+        return name, load_json(path, limit)
+    except Refused as exc:  # this run's system: the run is rejected, naming it
+        raise Unmappable(exc.reason, f"systems/{name}.json{f': {exc.detail}' if exc.detail else ''}") from None
 
 
 def _import_run(imported: Imported, source: Path, result: Path, options: Options) -> tuple[str, str, int, int, int]:
@@ -368,7 +371,7 @@ def read(source: Path, options: Options) -> Imported:
     for result in progress(results, "mlperf runs", unit="run"):
         try:
             runs.append(_import_run(imported, source, result, options))
-        except (Unmappable, Refused) as exc:  # this run only; the others are imported
+        except Unmappable as exc:  # this run only; the others are imported
             imported.reject(f"results/{result.name}", "file", result.stem, exc.reason, exc.detail)
     _capacity(imported, runs)
     return imported

@@ -25,8 +25,8 @@ from collections import Counter
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    LATEST_US, MAX_CHIPS, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, capacity, chip_count, file_digest,
-    progress, require_file,
+    LATEST_US, MAX_CHIPS, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, capacity, chip_count,
+    file_digest, progress, require_file,
 )
 from fleet_goodput.timeutil import format_time_us, parse_time_us
 
@@ -139,10 +139,11 @@ def _seconds(row: dict, column: str, required: bool = True) -> int | None:
 
 
 def _last_instant(rows: list[tuple[int, dict]]) -> int:
-    """The trace's last instant: the latest deletion_time that is a time at all."""
+    """The trace's last instant: the latest deletion_time that is a time at all (a pod whose
+    deletion_time is not is rejected on its own line)."""
     offsets = (row["deletion_time"].strip() for _, row in rows)
     return max((int(text) for text in offsets if text.isdigit() and len(text) < 20 and int(text) < MAX_OFFSET_S),
-               default=0)
+               default=0)  # 20 digits are past any offset: no need to read a longer one
 
 
 def _pod(row: dict) -> tuple[int, int, int | None, int]:
