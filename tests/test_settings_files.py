@@ -3,6 +3,7 @@ with its key path and what it expects, before anything runs (fleet_goodput/setti
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,11 @@ def test_a_size_class_named_with_a_quote_works_end_to_end(worked_example_run, tm
         assert connection.execute("select size_class from goodput_by_size_class").fetchall() == [("o'clock",)]
         assert connection.execute("select size_class, max_chips from size_classes").fetchall() == [
             ("o'clock", 2**62)]
+    assert main(["report", "--output", str(output), "--date", "2026-01-01"]) == 0
+    report = output / "reports" / "2026-01-01"
+    with open(report / "by_size_class.csv", newline="") as handle:
+        assert [row["size_class"] for row in csv.DictReader(handle)] == ["o'clock"]
+    assert "o&#39;clock" in (report / "index.html").read_text()  # escaped where it is shown
 
 
 def test_mpg_run_refuses_a_bad_settings_file_before_it_writes(tmp_path, capsys):
