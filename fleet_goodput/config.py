@@ -68,17 +68,26 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float",
 # Values a settings file may hold once its aliases are expanded: the bundled catalogue holds
 # about 500; nested aliases ("billion laughs") reach billions in a few lines.
 MAX_VALUES = 100_000
+# Bytes a settings file may hold: the bundled catalogue is 25 kB, and a device or a
+# mistaken path (a data file) is not read to its end.
+MAX_BYTES = 4 << 20
 
 
 def read_yaml(path) -> dict:
-    """The mapping a settings file holds, parsed safely: its values are counted, aliases
-    expanded, before anything is built, and a file past MAX_VALUES is refused."""
+    """The mapping a settings file holds, parsed safely: at most MAX_BYTES are read, and its
+    values are counted, aliases expanded, before anything is built (at most MAX_VALUES)."""
     try:
-        text = Path(str(path)).read_text(encoding="utf-8")
+        with open(str(path), "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise ConfigError(f"config file {path} is larger than {MAX_BYTES >> 20} MiB: is it a settings file?")
+        text = data.decode("utf-8")
         _count_values(text, path)
         data = yaml.load(text, Loader=_Loader)
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {path}") from exc
+    except OSError as exc:  # a folder, no permission
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})") from exc
     except yaml.YAMLError as exc:

@@ -53,6 +53,22 @@ def test_a_few_aliases_are_still_accepted(tmp_path):
                                 "--dataflow_service_options=b"]
 
 
+def test_a_settings_file_larger_than_any_settings_is_not_read_to_its_end(tmp_path):
+    path = _settings_file(tmp_path, "# " + "x" * (4 << 20) + "\nwindow_s: 3600\n")
+    assert _refusal(load_settings, path) == f"config file {path} is larger than 4 MiB: is it a settings file?"
+
+
+def test_a_folder_given_as_settings_file_is_refused(tmp_path):
+    assert _refusal(load_settings, tmp_path) == f"config file {tmp_path} cannot be read: Is a directory"
+
+
+def test_a_settings_file_nested_too_deep_is_refused(tmp_path):
+    """libyaml stops at 1,000 levels: a guard that it still does."""
+    path = _settings_file(tmp_path, "beam: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert _refusal(beam_flags, path).startswith(f"config file {path} is not valid YAML: while increasing flow level\n"
+                                                 "exceeded maximum nesting depth")
+
+
 # ---- window_s -------------------------------------------------------------------
 @pytest.mark.parametrize("written, got", [
     ("1.5", "1.5"),
