@@ -105,6 +105,18 @@ def test_an_mlperf_run_with_a_time_that_is_no_time_is_rejected_and_the_others_im
     assert not {nan_run, far_run} & {r["job_id"] for r in imported.streams["scheduler"] if r["job_id"]}
 
 
+def test_an_mlperf_log_line_longer_than_the_limit_rejects_its_run_unread(tmp_path):
+    source, _ = _mlperf_with(tmp_path, {})
+    log = sorted((source / "results").glob("*.txt"))[0]
+    log.write_text(log.read_text() + "x" * (2 << 20) + "\n")
+    lines = log.read_text().count("\n")
+    _, summary = import_to("mlperf", source, tmp_path / "out", max_expanded_bytes=1 << 20)
+    assert rejected_rows(tmp_path / "out") == [
+        _row(f"results/{log.name}", "a line longer than 1 MiB", f"line {lines}: --max-expanded-mib raises the limit",
+             item=log.stem)]
+    assert summary["jobs"] == 17 - 1
+
+
 def test_an_mlperf_run_whose_system_description_is_nested_too_deep_is_rejected(tmp_path):
     source, _ = _mlperf_with(tmp_path, {})
     run = sorted((source / "results").glob("*.txt"))[0].stem

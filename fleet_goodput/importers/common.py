@@ -39,6 +39,7 @@ MICROS = 1_000_000
 # Limits on what one input may make an import hold or emit (docs/importers.md, "Limits").
 # A JSON document takes several times its size in memory once parsed.
 DEFAULT_MAX_EXPANDED_MIB = 512
+DEFAULT_MAX_EXPANDED_BYTES = DEFAULT_MAX_EXPANDED_MIB << 20
 # Event times: 1970 up to 2100. A clock outside is corrupt or hostile (and past ±2**63 µs
 # no Avro long could hold it).
 LATEST_US = 4_102_444_800 * MICROS  # 2100-01-01T00:00:00Z
@@ -84,7 +85,7 @@ class Options:
     chips: int | None = None
     cluster: str | None = None
     start_us: int | None = None
-    max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_MIB << 20  # what one file may hold, decompressed
+    max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES  # what one file (or line) may hold, decompressed
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,24 @@ def read_text(path: Path, limit: int) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SourceError(path, f"byte {exc.start}", "not UTF-8 text") from exc
+
+
+def bounded_lines(handle, limit: int):
+    """(line number, line) of a file open for reading (text or bytes), never holding more than
+    `limit` of one line: a longer line is read past in pieces and given as None."""
+    number = 0
+    while line := handle.readline(limit + 1):
+        number += 1
+        if len(line) <= limit:
+            yield number, line
+            continue
+        while line and line[-1:] not in ("\n", b"\n"):
+            line = handle.readline(limit + 1)
+        yield number, None
+
+
+def too_long(limit: int) -> Unmappable:
+    return Unmappable(f"a line longer than {limit >> 20:,} MiB", "--max-expanded-mib raises the limit")
 
 
 class _NotFinite(ValueError):

@@ -30,8 +30,8 @@ import json
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    LATEST_US, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, decode_json, event_time_us,
-    file_digest, progress, seconds_to_us, subtract,
+    LATEST_US, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, bounded_lines, decode_json,
+    event_time_us, file_digest, progress, seconds_to_us, subtract, too_long,
 )
 
 NAME = "mgm"
@@ -78,12 +78,9 @@ def _entries(path: Path, limit: int) -> tuple[list[tuple[int, dict]], list[tuple
     entries, refused = [], []
     with open(path, encoding="utf-8") as handle:
         try:
-            for number, line in enumerate(iter(lambda: handle.readline(limit + 1), ""), start=1):
-                if len(line) > limit:
-                    while line and not line.endswith("\n"):  # the rest of it, in bounded pieces
-                        line = handle.readline(limit + 1)
-                    refused.append((number, Unmappable(f"a line longer than {limit >> 20:,} MiB",
-                                                       "--max-expanded-mib raises the limit")))
+            for number, line in bounded_lines(handle, limit):
+                if line is None:
+                    refused.append((number, too_long(limit)))
                     continue
                 if not line.strip():
                     continue

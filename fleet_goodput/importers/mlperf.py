@@ -33,8 +33,8 @@ import re
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    Imported, JobEmitter, Options, Refused, SourceError, Unmappable, capacity, chip_count, decode_json,
-    event_time_us, file_digest, load_json, progress, subtract,
+    DEFAULT_MAX_EXPANDED_BYTES, Imported, JobEmitter, Options, Refused, SourceError, Unmappable, bounded_lines,
+    capacity, chip_count, decode_json, event_time_us, file_digest, load_json, progress, subtract, too_long,
 )
 
 NAME = "mlperf"
@@ -105,12 +105,15 @@ PRECISION_NOTE = re.compile(r"\b(?:NV)?(FP8|FP4)\b", re.IGNORECASE)
 PRECISION_FIELDS = ("sw_notes", "hw_notes", "framework")
 
 
-def _records(path: Path) -> tuple[list[tuple[int, dict]], dict[str, str]]:
+def _records(path: Path, limit: int = DEFAULT_MAX_EXPANDED_BYTES) -> tuple[list[tuple[int, dict]], dict[str, str]]:
     """(line number, record) of every `:::MLLOG` line, and the low precisions the
     other lines (the framework's own output) switch on: {precision: evidence}."""
     records, precisions = [], {}
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in bounded_lines(handle, limit):
+            if raw is None:
+                exc = too_long(limit)
+                raise Unmappable(exc.reason, f"line {number}: {exc.detail}")
             position = raw.find(MARKER.encode())
             if position < 0:
                 setting = PRECISION_SETTING.match(raw)
@@ -255,7 +258,7 @@ def _import_run(imported: Imported, source: Path, result: Path, options: Options
     except (KeyError, TypeError, ValueError) as exc:
         raise Unmappable("system description without integer number_of_nodes and accelerators_per_node") from exc
     chip_count(chips, "number_of_nodes × accelerators_per_node")
-    records, log_precisions = _records(result)
+    records, log_precisions = _records(result, options.max_expanded_bytes)
     run = _Run(records)
     init_start, run_start, run_stop = run.time_us("init_start"), run.time_us("run_start"), run.time_us("run_stop")
     if init_start is None or run_start is None:
