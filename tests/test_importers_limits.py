@@ -26,7 +26,7 @@ def _row(file: str, reason: str, detail: str, where: str = "file", item: str | N
     return {"file": file, "where": where, "item": file if item is None else item, "reason": reason, "detail": detail}
 
 
-def _amd_trace_with(tmp_path: Path, change) -> str:
+def _amd_trace_with(change) -> str:
     """The AMD sample trace as JSON text, its events changed by `change(events)`."""
     trace = json.loads(gzip.decompress(AMD_TRACE.read_bytes()))
     change([e for e in trace["traceEvents"] if e.get("ph") != "M" and "ts" in e])
@@ -34,9 +34,10 @@ def _amd_trace_with(tmp_path: Path, change) -> str:
 
 
 def _last_event_at(literal: str):
+    """The AMD sample trace as JSON text, its last event's time written as the literal."""
     def change(events):
         events[-1]["ts"] = "__TS__"
-    return lambda tmp_path: _amd_trace_with(tmp_path, change).replace('"__TS__"', literal)
+    return lambda: _amd_trace_with(change).replace('"__TS__"', literal)
 
 
 def _kineto_source(tmp_path: Path, name: str, content: bytes | str | None) -> Path:
@@ -57,22 +58,22 @@ def amd_alone(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name, content, reason, detail", [
-    ("bomb.json.gz", lambda _: gzip.compress(b'{"traceEvents": [' + b" " * (64 << 20) + b"]}", 9),
+    ("bomb.json.gz", lambda: gzip.compress(b'{"traceEvents": [' + b" " * (64 << 20) + b"]}", 9),
      "larger than 16 MiB once decompressed", "--max-expanded-mib raises the limit"),
-    ("big.json", lambda _: '{"traceEvents": [' + " " * (17 << 20) + "]}",
+    ("big.json", lambda: '{"traceEvents": [' + " " * (17 << 20) + "]}",
      "larger than 16 MiB", "--max-expanded-mib raises the limit"),
-    ("deep.json", lambda _: DEEP, TOO_DEEP, DEEP_DETAIL),
+    ("deep.json", lambda: DEEP, TOO_DEEP, DEEP_DETAIL),
     ("nan.json", _last_event_at("NaN"), NOT_FINITE, "NaN"),
     ("infinity.json", _last_event_at("-Infinity"), NOT_FINITE, "-Infinity"),
     ("overflow.json", _last_event_at("1e400"), NOT_FINITE, "1e400"),
     ("far.json", _last_event_at("1e308"), "the trace's last timestamp is not a time from 1970 up to 2100", "1e+308"),
-    ("crowd.json", lambda tmp_path: _amd_trace_with(tmp_path, lambda events: None).replace(
+    ("crowd.json", lambda: _amd_trace_with(lambda events: None).replace(
         '"traceEvents"', '"distributedInfo": {"world_size": 1e40}, "traceEvents"', 1),
      "distributedInfo.world_size is not a whole number of chips from 1 to 2,147,483,647", "1e+40"),
 ])
 def test_a_kineto_trace_past_a_limit_is_rejected_and_the_others_imported(tmp_path, amd_alone, name, content,
                                                                           reason, detail):
-    source = _kineto_source(tmp_path, name, content(tmp_path))
+    source = _kineto_source(tmp_path, name, content())
     imported, summary = import_to("kineto", source, tmp_path / "out", max_expanded_bytes=16 << 20)
     assert rejected_rows(tmp_path / "out") == [_row(name, reason, detail)]
     assert summary["jobs"] == 1 and imported.streams == amd_alone  # the sample trace, as imported alone
@@ -123,7 +124,7 @@ def test_an_mlperf_run_whose_system_description_is_nested_too_deep_is_rejected(t
     system = "__".join(run.split("__")[:2])
     (source / "systems" / f"{system}.json").write_text(DEEP)
     _, summary = import_to("mlperf", source, tmp_path / "out")
-    rejected = [row for row in rejected_rows(tmp_path / "out")]
+    rejected = rejected_rows(tmp_path / "out")
     assert rejected[0] == _row(f"results/{run}.txt", TOO_DEEP, f"systems/{system}.json: {DEEP_DETAIL}", item=run)
     assert all(row["reason"] == TOO_DEEP for row in rejected)  # every run of that system, and no other
     assert summary["jobs"] == 17 - len(rejected)
