@@ -6,17 +6,16 @@ its own parts passes one file and the whole pipeline sees the same catalogue.
 
 from __future__ import annotations
 
-import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from fleet_goodput.configs import DEFAULT_CONFIG
-
-
-class ConfigError(ValueError):
-    """A settings file that cannot be used, with the reason."""
+from fleet_goodput.setting_types import (
+    ConfigError, SettingError, expected, known_keys, listing, mapping, positive, text, whole,
+)
 
 
 # Precisions a catalogue entry may give a peak for, and a profiler sample may
@@ -55,12 +54,42 @@ class Settings:
         return self.accelerators[accelerator].peak_bf16_flops
 
 
-def _read_yaml(path) -> dict:
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """libyaml's safe loader where installed (the same documents, parsed several times faster),
+    reading `275.0e12` and `1e15` as numbers, as YAML 1.2 does: PyYAML's YAML 1.1 rules want a
+    sign in the exponent (`275.0e+12`) and would leave them text, which settings refuse."""
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float",
+                              re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+                              list("-+0123456789."))
+
+
+# Values a settings file may hold once its aliases are expanded: the bundled catalogue holds
+# about 500; nested aliases ("billion laughs") reach billions in a few lines.
+MAX_VALUES = 100_000
+# Bytes a settings file may hold: the bundled catalogue is 25 kB, and a device or a
+# mistaken path (a data file) is not read to its end.
+MAX_BYTES = 4 << 20
+
+
+def read_yaml(path) -> dict:
+    """The mapping a settings file holds, parsed safely: at most MAX_BYTES are read, and its
+    values are counted, aliases expanded, before anything is built (at most MAX_VALUES)."""
     try:
-        # libyaml's safe loader where installed: the same documents, parsed several times faster.
-        data = yaml.load(Path(str(path)).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        with open(str(path), "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise ConfigError(f"config file {path} is larger than {MAX_BYTES >> 20} MiB: is it a settings file?")
+        text = data.decode("utf-8")
+        _count_values(text, path)
+        data = yaml.load(text, Loader=_Loader)
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {path}") from exc
+    except OSError as exc:  # a folder, no permission
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
     if data is None:
@@ -70,44 +99,71 @@ def _read_yaml(path) -> dict:
     return data
 
 
-def _peaks(key: str, spec: dict, path) -> dict[str, float]:
+def _count_values(text: str, path) -> None:
+    """Count the values of `text` as loading would build them, an alias counting as all it
+    stands for, from the parser's events: nothing is built, so a bomb costs nothing to find."""
+    sizes: dict[str, int] = {}  # anchor -> values it stands for
+    open_collections: list[list] = [[None, 0]]  # [anchor, values so far]; the first holds the documents
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            open_collections.append([event.anchor, 1])
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, size = open_collections.pop()
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, size = event.anchor, 1
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, size = None, sizes.get(event.anchor, 1)  # an undefined one: the loader says so
+        else:
+            continue
+        if anchor is not None:
+            sizes[anchor] = size
+        open_collections[-1][1] += size
+        if open_collections[-1][1] > MAX_VALUES:
+            raise ConfigError(f"config file {path}, line {event.start_mark.line + 1}: more than {MAX_VALUES:,} "
+                              "values once its aliases (*name) are expanded; settings need far fewer")
+
+
+def _peaks(key: str, spec: dict) -> dict[str, float]:
     """{precision: peak} of one entry: `peak_flops: {bf16: …, fp8: …}`, or the
     older single `peak_bf16_flops`, which user catalogues may still use."""
-    raw = spec["peak_flops"] if "peak_flops" in spec else {DEFAULT_PRECISION: spec["peak_bf16_flops"]}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"accelerator {key!r} in {path}: peak_flops must map precisions to FLOP/s")
+    if "peak_flops" in spec:
+        raw = mapping(spec["peak_flops"], f"{key}.peak_flops", "a mapping of precisions to FLOP/s")
+    else:
+        raw = {DEFAULT_PRECISION: spec["peak_bf16_flops"]}
     unknown = set(raw) - set(PRECISIONS)
     if unknown:
-        raise ConfigError(f"accelerator {key!r} in {path}: unknown precision(s) {', '.join(sorted(map(str, unknown)))}; "
-                          f"known: {', '.join(PRECISIONS)}")
+        raise SettingError(f"{key}.peak_flops: unknown precision(s) {', '.join(sorted(map(str, unknown)))}; "
+                           f"known: {', '.join(PRECISIONS)}")
     if DEFAULT_PRECISION not in raw:
-        raise ConfigError(f"accelerator {key!r} in {path}: peak_flops needs a {DEFAULT_PRECISION} peak")
-    peaks = {precision: float(raw[precision]) for precision in PRECISIONS if precision in raw}
-    for precision, peak in peaks.items():
-        if not math.isfinite(peak) or peak <= 0:
-            raise ConfigError(f"accelerator {key!r} in {path}: {precision} peak must be a positive finite number")
-    return peaks
+        raise SettingError(f"{key}.peak_flops: needs a {DEFAULT_PRECISION} peak")
+    return {precision: positive(raw[precision], f"{key}.peak_flops.{precision}", "FLOP/s per chip")
+            for precision in PRECISIONS if precision in raw}
+
+
+CATALOGUE_FIELDS = ("hbm_bytes_per_s", "source")
+CATALOGUE_OPTIONAL = ("peak_flops", "peak_bf16_flops", "vendor", "url")
+
+
+def _accelerator(key, spec) -> Accelerator:
+    key = text(key, f"{key!r}", "an accelerator key that is a non-empty string")
+    spec = mapping(spec, key, "a mapping with peak_flops, hbm_bytes_per_s and source")
+    known_keys(spec, key, CATALOGUE_FIELDS, CATALOGUE_OPTIONAL)
+    if "peak_flops" not in spec and "peak_bf16_flops" not in spec:
+        raise SettingError(f"{key}: lacks peak_flops (or the older peak_bf16_flops)")
+    return Accelerator(key=key, peak_flops=_peaks(key, spec),
+                       hbm_bytes_per_s=positive(spec["hbm_bytes_per_s"], f"{key}.hbm_bytes_per_s", "bytes/s"),
+                       vendor=text(spec.get("vendor", ""), f"{key}.vendor", "a string") if "vendor" in spec else "",
+                       source=text(spec["source"], f"{key}.source"),
+                       url=text(spec.get("url", ""), f"{key}.url", "a string") if "url" in spec else "")
 
 
 def load_catalogue(path) -> dict[str, Accelerator]:
-    raw = _read_yaml(path)
-    catalogue = {}
-    for key, spec in raw.items():
-        try:
-            catalogue[key] = Accelerator(
-                key=key,
-                peak_flops=_peaks(key, spec, path),
-                hbm_bytes_per_s=float(spec["hbm_bytes_per_s"]),
-                vendor=str(spec.get("vendor", "")),
-                source=str(spec["source"]),
-                url=str(spec.get("url", "")),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, ConfigError):
-                raise
-            raise ConfigError(f"accelerator {key!r} in {path}: needs peak_flops (or peak_bf16_flops), "
-                              f"hbm_bytes_per_s and source ({exc})") from exc
-    return catalogue
+    try:
+        return {accelerator.key: accelerator
+                for accelerator in (_accelerator(key, spec) for key, spec in read_yaml(path).items())}
+    except SettingError as exc:
+        raise ConfigError(f"accelerator catalogue {path}: {exc}") from None
 
 
 def peak_table(accelerators: dict[str, Accelerator]) -> dict[str, float]:
@@ -136,35 +192,60 @@ def load_settings(path: str | Path | None = None, base: Settings | None = None) 
     A store passes the settings it keeps as `base` (fleet_goodput/stored_settings.py),
     so a file that names only some keys changes only those."""
     if base is None:
-        base = _overlay(_read_yaml(DEFAULT_CONFIG), Path(str(DEFAULT_CONFIG)).parent, None, DEFAULT_CONFIG)
+        base = _overlay(read_yaml(DEFAULT_CONFIG), Path(str(DEFAULT_CONFIG)).parent, None, DEFAULT_CONFIG)
     if path is None:
         return base
-    return _overlay(_read_yaml(path), Path(path).parent, base, path)
+    return _overlay(read_yaml(path), Path(path).parent, base, path)
 
 
 def _overlay(raw: dict, folder: Path, base: Settings | None, path) -> Settings:
     """The settings `raw` names (a catalogue path relative to `folder`), the rest from `base`."""
     unknown = set(raw) - set(SETTING_KEYS) - _FOREIGN_KEYS
     if unknown:
-        raise ConfigError(f"unknown setting(s) {', '.join(sorted(unknown))} in {path}; known: {', '.join(SETTING_KEYS)}")
-    window_s = check_window_s(int(raw["window_s"])) if "window_s" in raw else base.window_s
-    if "accelerators" in raw:
-        catalogue_path = Path(raw["accelerators"])
-        accelerators = load_catalogue(catalogue_path if catalogue_path.is_absolute() else folder / catalogue_path)
-    else:
+        raise ConfigError(f"unknown setting(s) {', '.join(sorted(map(str, unknown)))} in {path}; "
+                          f"known: {', '.join(SETTING_KEYS)}")
+    try:
+        window_s = check_window_s(raw["window_s"]) if "window_s" in raw else base.window_s
+        size_classes = size_classes_of(raw["size_classes"]) if "size_classes" in raw else base.size_classes
+        catalogue_path = Path(text(raw["accelerators"], "accelerators", "the path of a catalogue file")
+                              ) if "accelerators" in raw else None
+    except SettingError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    if catalogue_path is None:
         accelerators = base.accelerators
-    if "size_classes" in raw:
-        size_classes = tuple(SizeClass(str(c["name"]), None if c.get("max_chips") is None else int(c["max_chips"]))
-                             for c in raw["size_classes"])
     else:
-        size_classes = base.size_classes
+        accelerators = load_catalogue(catalogue_path if catalogue_path.is_absolute() else folder / catalogue_path)
     return Settings(window_s=window_s, accelerators=accelerators, size_classes=size_classes)
 
 
-def check_window_s(window_s: int) -> int:
-    if window_s <= 0 or 86400 % window_s:
-        raise ConfigError(f"window_s must divide a day evenly (got {window_s})")
+def check_window_s(window_s) -> int:
+    """A whole number of seconds that divides a day, so windows line up with days."""
+    if isinstance(window_s, bool) or not isinstance(window_s, int) or window_s <= 0 or 86400 % window_s:
+        raise expected("window_s", "a whole number of seconds that divide a day (86400) evenly, such as 3600",
+                       window_s)
     return window_s
+
+
+def size_classes_of(raw) -> tuple[SizeClass, ...]:
+    """The size classes a settings file lists, checked: each a `{name, max_chips}` with a unique
+    name and a limit above the one before; a `max_chips: null` (no limit) only last."""
+    classes = []
+    for index, entry in enumerate(listing(raw, "size_classes", "a list of {name, max_chips}")):
+        where = f"size_classes[{index}]"
+        known_keys(mapping(entry, where, "a mapping {name, max_chips}"), where, ("name", "max_chips"))
+        name = text(entry["name"], f"{where}.name")
+        limit = None if entry["max_chips"] is None else whole(entry["max_chips"], f"{where}.max_chips", "chips", 1)
+        if any(c.name == name for c in classes):
+            raise SettingError(f"{where}.name: {name!r} names an earlier class too; names must be unique")
+        if classes and classes[-1].max_chips is None:
+            raise SettingError(f"{where}: follows a class with no limit (max_chips: null), so no job could be in it")
+        if classes and limit is not None and limit <= classes[-1].max_chips:
+            raise SettingError(f"{where}.max_chips: expected more than the {classes[-1].max_chips} chips of the "
+                               f"class before, got {limit}")
+        classes.append(SizeClass(name, limit))
+    if not classes:
+        raise SettingError("size_classes: expected at least one class, got an empty list")
+    return tuple(classes)
 
 
 # The pipeline settings a file may name; the defaults name them all.
@@ -174,6 +255,11 @@ SETTING_KEYS = ("window_s", "accelerators", "size_classes")
 _FOREIGN_KEYS = {"runner", "beam", "dataflow", "streaming", "sources", "report"}
 
 
+# A Beam pipeline option's name, as Beam's argument parser accepts it.
+_OPTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OPTION_VALUE = "a string, number or true/false, or a list of them"
+
+
 def beam_flags(path: str | Path | None) -> list[str]:
     """Pipeline options from the `beam:` section of a settings file, as flags.
 
@@ -181,15 +267,21 @@ def beam_flags(path: str | Path | None) -> list[str]:
     """
     if path is None:
         return []
-    section = _read_yaml(path).get("beam") or {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"`beam:` in {path} must be a mapping of pipeline options")
-    flags = []
-    for name, value in section.items():
-        if isinstance(value, bool):
-            flags.append(f"--{name}" if value else f"--no_{name}")
-        elif isinstance(value, list):
-            flags.extend(f"--{name}={item}" for item in value)
-        else:
-            flags.append(f"--{name}={value}")
-    return flags
+    section = read_yaml(path).get("beam") or {}
+    try:
+        return [flag for name, value in mapping(section, "beam", "a mapping of pipeline options").items()
+                for flag in _beam_flag(name, value)]
+    except SettingError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+
+
+def _beam_flag(name, value) -> list[str]:
+    if not isinstance(name, str) or not _OPTION_NAME.fullmatch(name):
+        raise expected("beam", "option names of letters, digits and _", name)
+    if isinstance(value, bool):
+        return [f"--{name}" if value else f"--no_{name}"]
+    if isinstance(value, list) and all(isinstance(item, (str, int, float)) for item in value):
+        return [f"--{name}={item}" for item in value]
+    if not isinstance(value, (str, int, float)):
+        raise expected(f"beam.{name}", _OPTION_VALUE, value)
+    return [f"--{name}={value}"]

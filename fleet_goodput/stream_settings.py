@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-import yaml
-
-from fleet_goodput.config import ConfigError
+from fleet_goodput.config import read_yaml
+from fleet_goodput.setting_types import ConfigError, SettingError, mapping, positive, text, whole
 
 SOURCES = ("directory", "pubsub")
 
@@ -48,19 +47,36 @@ class StreamSettings:
             raise ConfigError("streaming.poll_s must be positive")
 
 
+# How each setting of the `streaming:` section is checked (fleet_goodput/setting_types.py).
+_CHECKS = {
+    "allowed_lateness_s": lambda value, where: whole(value, where, "seconds", 0),
+    "watermark_lag_s": lambda value, where: whole(value, where, "seconds", 0),
+    "max_silence_s": lambda value, where: whole(value, where, "seconds", 0),
+    "retention_hours": lambda value, where: whole(value, where, "hours", 0),
+    "poll_s": lambda value, where: positive(value, where, "seconds"),
+    "source": lambda value, where: text(value, where, f"one of {', '.join(SOURCES)}"),
+    "subscriptions": lambda value, where: {
+        text(stream, where, "stream names"): text(name, f"{where}.{stream}", "a Pub/Sub subscription path")
+        for stream, name in mapping(value, where, "a mapping of stream to subscription").items()},
+}
+
+
 def load_stream_settings(path: str | Path | None = None, base: StreamSettings | None = None,
                          **overrides) -> StreamSettings:
     """`base` (by default StreamSettings()), with the `streaming:` keys of `path` and then
     `overrides` (those not None) replacing its."""
     raw = {f.name: getattr(base, f.name) for f in fields(StreamSettings)} if base is not None else {}
     if path is not None:
-        section = (yaml.safe_load(Path(path).read_text()) or {}).get("streaming") or {}
+        section = read_yaml(path).get("streaming") or {}
         if not isinstance(section, dict):
             raise ConfigError(f"`streaming:` in {path} must be a mapping")
-        known = {f.name for f in fields(StreamSettings)}
-        unknown = set(section) - known
+        unknown = set(section) - set(_CHECKS)
         if unknown:
-            raise ConfigError(f"unknown streaming setting(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
-        raw.update(section)
+            raise ConfigError(f"unknown streaming setting(s) {', '.join(sorted(map(str, unknown)))}; "
+                              f"known: {', '.join(sorted(_CHECKS))}")
+        try:
+            raw.update({key: _CHECKS[key](value, f"streaming.{key}") for key, value in section.items()})
+        except SettingError as exc:
+            raise ConfigError(f"config file {path}: {exc}") from None
     raw.update({key: value for key, value in overrides.items() if value is not None})
     return StreamSettings(**raw)

@@ -99,7 +99,7 @@ def _size_classes_sql(settings: Settings) -> str:
     rows, lower = [], 1
     for ordinal, size_class in enumerate(settings.size_classes):
         upper = size_class.max_chips if size_class.max_chips is not None else 2**62
-        rows.append(f"({ordinal}, '{size_class.name}', {lower}, {upper})")
+        rows.append(f"({ordinal}, '{_quote(size_class.name)}', {lower}, {upper})")  # a name may hold a quote
         lower = upper + 1
     return ("create or replace view size_classes as select * from (values " + ", ".join(rows)
             + ") as t(ordinal, size_class, min_chips, max_chips)")

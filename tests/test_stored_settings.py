@@ -24,7 +24,7 @@ import fleet_goodput as fg
 import worked_example
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
-from fleet_goodput.config import load_settings
+from fleet_goodput.config import load_settings, read_yaml
 from fleet_goodput.configs import DEFAULT_CONFIG
 from fleet_goodput.store import SETTINGS, Store
 from fleet_goodput.stored_settings import (SettingsConflict, apply, commit_settings, differences, document,
@@ -62,7 +62,7 @@ def _default_classes(folder: Path) -> Path:
 def _catalogue(folder: Path, change) -> Path:
     """A settings file naming a copy of the bundled catalogue changed by `change(parts)`, in `folder`."""
     folder.mkdir()
-    parts = yaml.safe_load((Path(str(DEFAULT_CONFIG)).parent / "accelerators.yaml").read_text())
+    parts = read_yaml(Path(str(DEFAULT_CONFIG)).parent / "accelerators.yaml")  # its numbers as the settings read them
     change(parts)
     (folder / "catalogue.yaml").write_text(yaml.safe_dump(parts))
     return _config(folder, "catalogue-settings.yaml", f"accelerators: {folder / 'catalogue.yaml'}\n")

@@ -13,8 +13,13 @@ from fleet_goodput import exits
 from fleet_goodput.config import ConfigError, load_settings
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.importers import IMPORTERS
-from fleet_goodput.importers.common import CAVEATS_FILE, REJECTED_FILE, SOURCE_FILE, Options, SourceError, write_import
+from fleet_goodput.importers.common import (
+    CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options, SourceError, summary, write_import,
+)
 from fleet_goodput.timeutil import parse_time_us
+
+# Rejections listed when nothing is left to import; the rest are counted.
+MAX_LISTED = 20
 
 DESCRIPTION = """\
 Convert real telemetry into DIR/scheduler/*.avro, DIR/runtime/*.avro and
@@ -62,6 +67,10 @@ def register(subparsers) -> None:
     parser.add_argument("--cluster", metavar="NAME", help="cluster name (mgm, kineto; default: the format's name)")
     parser.add_argument("--start", metavar="TIME", help="openb: ISO-8601 time of the trace start (default 2023-01-01T00:00:00Z)")
     parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
+    parser.add_argument("--max-expanded-mib", type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
+                        help="refuse an input file (a JSON trace, a .json.gz once decompressed, a log line) larger "
+                             f"than this (default {DEFAULT_MAX_EXPANDED_MIB} MiB): parsed JSON takes several times "
+                             "its size in memory")
     parser.set_defaults(func=main)
 
 
@@ -73,11 +82,16 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError("--limit must be positive")
         if args.chips is not None and args.chips <= 0:
             raise ValueError("--chips must be positive")
+        if args.max_expanded_mib <= 0:
+            raise ValueError("--max-expanded-mib must be positive")
         options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
                           accelerator=args.accelerator, chips=args.chips, cluster=args.cluster,
-                          start_us=parse_time_us(args.start) if args.start else None)
+                          start_us=parse_time_us(args.start) if args.start else None,
+                          max_expanded_bytes=args.max_expanded_mib << 20)
         progress(f"Importing {args.format} from {args.source} ...")
         imported = module.read(Path(args.source), options)
+        if not summary(imported)["jobs"]:
+            return _nothing_usable(args, imported)
         result = write_import(imported, args.out, overwrite=args.overwrite)
     except SourceError as exc:
         print(f"mpg import: {exc}\nmpg import: nothing was written to {args.out}", file=sys.stderr)
@@ -104,3 +118,16 @@ def main(args: argparse.Namespace) -> int:
             say(f"  {count:>8,}  {caveat}")
     say(f"Provenance and mapping: {Path(args.out) / SOURCE_FILE}. Next: mpg run --input {args.out} --output OUT")
     return exits.OK
+
+
+def _nothing_usable(args: argparse.Namespace, imported) -> int:
+    """No job is left to import: say why, each rejected input with its reason, and write nothing."""
+    lines = [f"mpg import: nothing usable in {args.source}: no job could be imported"
+             + (", every input was rejected:" if imported.rejections else ".")]
+    lines += [f"  {r.file}{f' ({r.where})' if r.where != 'file' else ''}: {r.reason}"
+              + (f" ({r.detail})" if r.detail else "") for r in imported.rejections[:MAX_LISTED]]
+    if len(imported.rejections) > MAX_LISTED:
+        lines.append(f"  ... and {len(imported.rejections) - MAX_LISTED:,} more")
+    lines.append(f"mpg import: nothing was written to {args.out}")
+    print("\n".join(lines), file=sys.stderr)
+    return exits.FAILED

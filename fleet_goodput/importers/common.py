@@ -12,12 +12,15 @@ nothing that looks like a finished one.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+import math
 import os
 import shutil
 import sys
 import tempfile
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -34,6 +37,14 @@ CAVEATS_FILE = "import_caveats.jsonl"
 SOURCE_FILE = "SOURCE.json"
 RECORDS_PER_PART = 200_000
 MICROS = 1_000_000
+# Limits on what one input may make an import hold or emit (docs/importers.md, "Limits").
+# A JSON document takes several times its size in memory once parsed.
+DEFAULT_MAX_EXPANDED_MIB = 512
+DEFAULT_MAX_EXPANDED_BYTES = DEFAULT_MAX_EXPANDED_MIB << 20
+# Event times: 1970 up to 2100. A clock outside is corrupt or hostile (and past ±2**63 µs
+# no Avro long could hold it).
+LATEST_US = 4_102_444_800 * MICROS  # 2100-01-01T00:00:00Z
+MAX_CHIPS = 2**31 - 1  # the contract's `chips` is an Avro int
 
 
 class SourceError(ValueError):
@@ -45,6 +56,16 @@ class SourceError(ValueError):
     def __init__(self, path: Path | str, where: str | None, problem: str):
         self.path, self.where, self.problem = str(path), where, problem
         super().__init__(f"{path}{f':{where}' if where else ''}: {problem}")
+
+
+class Refused(SourceError):
+    """An input past one of the limits: it expands past the cap, is nested too deep, or holds
+    numbers that are not finite. An importer of many inputs (traces, runs, log lines) rejects it
+    and goes on; where it is the only input, the import stops with it."""
+
+    def __init__(self, path: Path | str, where: str | None, reason: str, detail: str = ""):
+        self.reason, self.detail = reason, detail
+        super().__init__(path, where, f"{reason}{f' ({detail})' if detail else ''}")
 
 
 class Unmappable(ValueError):
@@ -65,6 +86,7 @@ class Options:
     chips: int | None = None
     cluster: str | None = None
     start_us: int | None = None
+    max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES  # what one file (or line) may hold, decompressed
 
 
 @dataclass(frozen=True)
@@ -195,6 +217,22 @@ def seconds_to_us(seconds: float) -> int:
     return int(round(seconds * MICROS))
 
 
+def event_time_us(value, what: str, unit_us: int = 1) -> int:
+    """`value` (in units of `unit_us` µs since the epoch) as µs: a finite number from 1970 up to
+    2100, else Unmappable showing `value` as the source gives it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value * unit_us) and 0 <= value * unit_us < LATEST_US):
+        raise Unmappable(f"{what} is not a time from 1970 up to 2100", repr(value))
+    return int(value * unit_us)
+
+
+def chip_count(value, what: str) -> int:
+    """`value` as a count of chips: a whole number from 1 up to what the contract holds, else Unmappable."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHIPS:
+        raise Unmappable(f"{what} is not a whole number of chips from 1 to {MAX_CHIPS:,}", repr(value))
+    return value
+
+
 def file_digest(path: Path) -> dict:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -203,14 +241,79 @@ def file_digest(path: Path) -> dict:
     return {"file": path.name, "bytes": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
-def load_json(path: Path, text: str | None = None):
-    """Parse a JSON document; a syntax error (a truncated file, say) names the line and column."""
+def read_text(path: Path, limit: int) -> str:
+    """The UTF-8 text of `path`, gunzipped (streamed) if its name ends in .gz; Refused once it
+    passes `limit` bytes, so a small file that expands to gigabytes is never held."""
     try:
-        return json.loads(path.read_text(encoding="utf-8") if text is None else text)
-    except json.JSONDecodeError as exc:
-        raise SourceError(path, f"{exc.lineno}:{exc.colno}", f"not valid JSON ({exc.msg}); is the file truncated?") from exc
+        with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise SourceError(path, None, f"corrupt or truncated gzip stream ({exc})") from exc
+    if len(data) > limit:
+        unpacked = " once decompressed" if path.name.endswith(".gz") else ""
+        raise Refused(path, None, f"larger than {limit >> 20:,} MiB{unpacked}", "--max-expanded-mib raises the limit")
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SourceError(path, f"byte {exc.start}", "not UTF-8 text") from exc
+
+
+def bounded_lines(handle, limit: int):
+    """(line number, line) of a file open for reading (text or bytes), never holding more than
+    `limit` of one line: a longer line is read past in pieces and given as None."""
+    number = 0
+    while line := handle.readline(limit + 1):
+        number += 1
+        if len(line) <= limit:
+            yield number, line
+            continue
+        while line and line[-1:] not in ("\n", b"\n"):
+            line = handle.readline(limit + 1)
+        yield number, None
+
+
+def too_long(limit: int) -> Unmappable:
+    return Unmappable(f"a line longer than {limit >> 20:,} MiB", "--max-expanded-mib raises the limit")
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str):
+    raise _NotFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 reads as inf
+        raise _NotFinite(text)
+    return value
+
+
+def decode_json(text: str):
+    """Parse JSON refusing what no telemetry holds: NaN, Infinity and numbers too large for a float
+    (Unmappable), and nesting deeper than the parser's recursion limit (Unmappable, not a crash).
+    A syntax error raises json.JSONDecodeError as json.loads does."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except _NotFinite as exc:
+        raise Unmappable("a number that is not finite (NaN, Infinity or too large)", str(exc)[:40]) from None
+    except RecursionError:
+        raise Unmappable("JSON nested too deeply to read",
+                         f"more than about {sys.getrecursionlimit():,} levels") from None
+
+
+def load_json(path: Path, limit: int):
+    """The JSON document in `path` (gunzipped if .gz), at most `limit` bytes of text: a syntax
+    error (a truncated file, say) names the line and column; a document past a limit is Refused."""
+    text = read_text(path, limit)
+    try:
+        return decode_json(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(path, f"{exc.lineno}:{exc.colno}", f"not valid JSON ({exc.msg}); is the file truncated?") from exc
+    except Unmappable as exc:
+        raise Refused(path, None, exc.reason, exc.detail) from None
 
 
 def require_file(path: Path, what: str) -> Path:

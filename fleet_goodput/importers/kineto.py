@@ -20,13 +20,12 @@ stays unknown (the profiler schema needs ideal_flops > 0). See docs/importers.md
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    Imported, JobEmitter, Options, SourceError, Unmappable, file_digest, load_json, progress,
+    Imported, JobEmitter, Options, Refused, SourceError, Unmappable, chip_count, event_time_us, file_digest,
+    load_json, progress,
 )
 
 NAME = "kineto"
@@ -78,17 +77,8 @@ def _device_key(device: dict) -> str | None:
     return None
 
 
-def _load(path: Path) -> dict:
-    try:
-        if path.name.endswith(".gz"):
-            text = gzip.decompress(path.read_bytes()).decode("utf-8")
-        else:
-            text = path.read_text(encoding="utf-8")
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise SourceError(path, None, f"corrupt or truncated gzip stream ({exc})") from exc
-    except UnicodeDecodeError as exc:
-        raise SourceError(path, f"byte {exc.start}", "not UTF-8 text") from exc
-    trace = load_json(path, text)
+def _load(path: Path, limit: int) -> dict:
+    trace = load_json(path, limit)
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         raise SourceError(path, None, "not a Chrome trace: no traceEvents list")
     return trace
@@ -112,7 +102,7 @@ def _accelerator(trace: dict, options: Options) -> str:
 
 
 def _import_trace(imported: Imported, path: Path, options: Options) -> None:
-    trace = _load(path)
+    trace = _load(path, options.max_expanded_bytes)
     # Metadata events (ph "M": process and thread names) carry ts = 0 on a trace
     # whose clock is relative (baseTimeNanoseconds): they are no activity and
     # would stretch the job back to the clock's zero.
@@ -128,22 +118,30 @@ def _import_trace(imported: Imported, path: Path, options: Options) -> None:
     accelerator = _accelerator(trace, options)
     if accelerator not in options.accelerators:
         raise Unmappable("accelerator not in the catalogue", accelerator)
-    base_us = int(trace.get("baseTimeNanoseconds") or 0) // 1000
+    base_ns = trace.get("baseTimeNanoseconds") or 0
+    if isinstance(base_ns, bool) or not isinstance(base_ns, int):
+        raise Unmappable("baseTimeNanoseconds is not a whole number", repr(base_ns)[:40])
+    base_us = base_ns // 1000
 
     def at(ts: float) -> int:
         """µs of the trace clock → µs since the epoch."""
         return base_us + int(ts)
 
-    chips = int((trace.get("distributedInfo") or {}).get("world_size") or 1)
+    chips = chip_count((trace.get("distributedInfo") or {}).get("world_size") or 1, "distributedInfo.world_size")
+    if any(not isinstance(e.get("dur", 0), (int, float)) for e in events):
+        raise Unmappable("an event whose dur is not a number")
     start = min(e["ts"] for e in events)
-    end = max(e["ts"] + float(e.get("dur") or 0) for e in events)
+    end = max(e["ts"] + (e.get("dur") or 0) for e in events)
+    # Every time the job emits lies in [start, end]: both in range, all are.
+    event_time_us(base_us + start, "the trace's first timestamp")
+    event_time_us(base_us + end, "the trace's last timestamp")
     job_id = path.name.removesuffix(".gz").removesuffix(".json")
     emit = JobEmitter(imported, PREFIX, job_id, options.cluster or CLUSTER, accelerator)
     emit.scheduler("SUBMIT", at(start), chips, workload="TRAINING", framework="pytorch")
     emit.scheduler("ALLOCATE", at(start), chips)
     flop_events = [e for e in events if isinstance((e.get("args") or {}).get("flops"), (int, float))]
     for number, step in steps:
-        step_start, step_end = step["ts"], step["ts"] + float(step.get("dur") or 0)
+        step_start, step_end = step["ts"], step["ts"] + (step.get("dur") or 0)
         emit.span("STEP", at(step_start), at(step_end), number, number)
         flops = sum(e["args"]["flops"] for e in flop_events if step_start <= e["ts"] < step_end)
         if flops > 0 and step_end > step_start:
@@ -167,6 +165,6 @@ def read(source: Path, options: Options) -> Imported:
     for path in progress(paths, "kineto traces", unit="trace"):
         try:
             _import_trace(imported, path, options)
-        except Unmappable as exc:
+        except (Unmappable, Refused) as exc:  # this trace only; the others are imported
             imported.reject(path.name, "file", path.name, exc.reason, exc.detail)
     return imported

@@ -30,7 +30,8 @@ import json
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    Imported, JobEmitter, Options, SourceError, Unmappable, file_digest, progress, seconds_to_us, subtract,
+    LATEST_US, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, bounded_lines, decode_json,
+    event_time_us, file_digest, progress, seconds_to_us, subtract, too_long,
 )
 
 NAME = "mgm"
@@ -70,17 +71,26 @@ PROVENANCE = {
 }
 
 
-def _entries(path: Path) -> list[tuple[int, dict]]:
-    entries = []
+def _entries(path: Path, limit: int) -> tuple[list[tuple[int, dict]], list[tuple[int, Unmappable]]]:
+    """(line number, entry) of every log entry, and (line number, why) of the lines refused:
+    NaN or Infinity, nesting too deep (common.decode_json), or longer than `limit` bytes (never
+    held whole)."""
+    entries, refused = [], []
     with open(path, encoding="utf-8") as handle:
         try:
-            for number, line in enumerate(handle, start=1):
+            for number, line in bounded_lines(handle, limit):
+                if line is None:
+                    refused.append((number, too_long(limit)))
+                    continue
                 if not line.strip():
                     continue
                 try:
-                    entry = json.loads(line)
+                    entry = decode_json(line)
                 except json.JSONDecodeError as exc:
                     raise SourceError(path, f"line {number}", f"not a JSON log entry; is the file truncated? ({exc.msg})") from exc
+                except Unmappable as exc:
+                    refused.append((number, exc))
+                    continue
                 if isinstance(entry, dict) and isinstance(entry.get("jsonPayload"), dict):
                     entry = entry["jsonPayload"]
                 if not isinstance(entry, dict):
@@ -88,13 +98,14 @@ def _entries(path: Path) -> list[tuple[int, dict]]:
                 entries.append((number, entry))
         except UnicodeDecodeError as exc:
             raise SourceError(path, None, f"not UTF-8 text at byte {exc.start}") from exc
-    return entries
+    return entries, refused
 
 
 def _time(entry: dict, key: str) -> int:
     value = entry[key]
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise Unmappable(f"{key} is not a number of seconds", repr(value))
+    event_time_us(value, key, MICROS)
     return seconds_to_us(value)
 
 
@@ -140,8 +151,10 @@ class _Job:
         if start_key not in entry or not isinstance(entry.get(duration_key), (int, float)):
             raise Unmappable(f"checkpoint record without {start_key} and {duration_key}")
         start = _time(entry, start_key)
-        self.checkpoints.append(("CHECKPOINT_SAVE" if save else "CHECKPOINT_RESTORE", start,
-                                 start + seconds_to_us(entry[duration_key]), entry["step"]))
+        if entry[duration_key] * MICROS >= LATEST_US:  # finite: decode_json refuses the rest
+            raise Unmappable(f"{duration_key} is more seconds than from 1970 to 2100", repr(entry[duration_key]))
+        end = event_time_us(start + seconds_to_us(entry[duration_key]), f"{start_key} + {duration_key}")
+        self.checkpoints.append(("CHECKPOINT_SAVE" if save else "CHECKPOINT_RESTORE", start, end, entry["step"]))
 
 
 def _pairs(edges: list[tuple[str, int]]) -> tuple[list[tuple[int, int | None]], int]:
@@ -226,7 +239,10 @@ def read(source: Path, options: Options) -> Imported:
     jobs: dict[str, _Job] = {}
     first_seen: dict[str, tuple[str, str]] = {}
     for path in paths:
-        for number, entry in progress(_entries(path), f"mgm {path.name}", unit="entry"):
+        entries, refused = _entries(path, options.max_expanded_bytes)
+        for number, exc in refused:
+            imported.reject(path.name, f"line {number}", "", exc.reason, exc.detail)
+        for number, entry in progress(entries, f"mgm {path.name}", unit="entry"):
             name = entry.get("job_name")
             if not isinstance(name, str) or not name:
                 imported.reject(path.name, f"line {number}", "", "entry without a job_name")

@@ -33,7 +33,8 @@ import re
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    Imported, JobEmitter, Options, SourceError, Unmappable, capacity, file_digest, load_json, progress, subtract,
+    DEFAULT_MAX_EXPANDED_BYTES, Imported, JobEmitter, Options, Refused, SourceError, Unmappable, bounded_lines,
+    capacity, chip_count, decode_json, event_time_us, file_digest, load_json, progress, subtract, too_long,
 )
 
 NAME = "mlperf"
@@ -104,12 +105,15 @@ PRECISION_NOTE = re.compile(r"\b(?:NV)?(FP8|FP4)\b", re.IGNORECASE)
 PRECISION_FIELDS = ("sw_notes", "hw_notes", "framework")
 
 
-def _records(path: Path) -> tuple[list[tuple[int, dict]], dict[str, str]]:
+def _records(path: Path, limit: int = DEFAULT_MAX_EXPANDED_BYTES) -> tuple[list[tuple[int, dict]], dict[str, str]]:
     """(line number, record) of every `:::MLLOG` line, and the low precisions the
     other lines (the framework's own output) switch on: {precision: evidence}."""
     records, precisions = [], {}
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in bounded_lines(handle, limit):
+            if raw is None:
+                exc = too_long(limit)
+                raise Unmappable(exc.reason, f"line {number}: {exc.detail}")
             position = raw.find(MARKER.encode())
             if position < 0:
                 setting = PRECISION_SETTING.match(raw)
@@ -118,12 +122,18 @@ def _records(path: Path) -> tuple[list[tuple[int, dict]], dict[str, str]]:
                                           f"line {number}: {raw.decode('utf-8', 'replace').strip()[:80]}")
                 continue
             try:
-                record = json.loads(raw[position + len(MARKER):].decode("utf-8"))
+                record = decode_json(raw[position + len(MARKER):].decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise SourceError(path, f"line {number}", f"`{MARKER}` line that is not valid JSON; is the file "
                                                           f"truncated? ({exc})") from exc
+            except Unmappable as exc:
+                raise Unmappable(exc.reason, f"line {number}: {exc.detail}") from None
             if not isinstance(record, dict) or "key" not in record or not isinstance(record.get("time_ms"), (int, float)):
                 raise SourceError(path, f"line {number}", f"`{MARKER}` record without a key or a numeric time_ms")
+            try:
+                event_time_us(record["time_ms"], "time_ms", MILLIS)
+            except Unmappable as exc:
+                raise Unmappable(exc.reason, f"line {number}: {exc.detail}") from None
             records.append((number, record))
     return records, precisions
 
@@ -222,7 +232,7 @@ def _block_steps(run: _Run, block_stop_us: int, start_meta: dict, stop_meta: dic
     return total - steps, total
 
 
-def _system(source: Path, result: Path) -> tuple[str, dict]:
+def _system(source: Path, result: Path, limit: int) -> tuple[str, dict]:
     parts = result.stem.split("__")
     if len(parts) != 4:
         raise Unmappable("result file name is not <org>__<system>__<benchmark>__result_<n>.txt")
@@ -230,12 +240,15 @@ def _system(source: Path, result: Path) -> tuple[str, dict]:
     path = source / "systems" / f"{name}.json"
     if not path.is_file():
         raise Unmappable("no matching system description", f"systems/{name}.json")
-    return name, load_json(path)
+    try:
+        return name, load_json(path, limit)
+    except Refused as exc:  # this run's system: the run is rejected, naming it
+        raise Unmappable(exc.reason, f"systems/{name}.json{f': {exc.detail}' if exc.detail else ''}") from None
 
 
 def _import_run(imported: Imported, source: Path, result: Path, options: Options) -> tuple[str, str, int, int, int]:
     """Emit one run's events; returns (cluster, accelerator, chips, start µs, end µs) for capacity."""
-    system_name, system = _system(source, result)
+    system_name, system = _system(source, result, options.max_expanded_bytes)
     model = str(system.get("accelerator_model_name", ""))
     accelerator = accelerator_key(model)
     if accelerator is None or accelerator not in options.accelerators:
@@ -244,7 +257,8 @@ def _import_run(imported: Imported, source: Path, result: Path, options: Options
         chips = int(system["number_of_nodes"]) * int(system["accelerators_per_node"])
     except (KeyError, TypeError, ValueError) as exc:
         raise Unmappable("system description without integer number_of_nodes and accelerators_per_node") from exc
-    records, log_precisions = _records(result)
+    chip_count(chips, "number_of_nodes × accelerators_per_node")
+    records, log_precisions = _records(result, options.max_expanded_bytes)
     run = _Run(records)
     init_start, run_start, run_stop = run.time_us("init_start"), run.time_us("run_start"), run.time_us("run_stop")
     if init_start is None or run_start is None:
@@ -360,7 +374,7 @@ def read(source: Path, options: Options) -> Imported:
     for result in progress(results, "mlperf runs", unit="run"):
         try:
             runs.append(_import_run(imported, source, result, options))
-        except Unmappable as exc:
+        except Unmappable as exc:  # this run only; the others are imported
             imported.reject(f"results/{result.name}", "file", result.stem, exc.reason, exc.detail)
     _capacity(imported, runs)
     return imported

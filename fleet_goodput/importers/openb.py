@@ -25,7 +25,8 @@ from collections import Counter
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, capacity, file_digest, progress, require_file,
+    LATEST_US, MAX_CHIPS, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, capacity, chip_count,
+    file_digest, progress, require_file,
 )
 from fleet_goodput.timeutil import format_time_us, parse_time_us
 
@@ -46,6 +47,8 @@ PRIORITY = {"Guaranteed": 3, "LS": 2, "Burstable": 1, "BE": 0}
 # G1, G2 and G3 are undisclosed internal codes (UPSTREAM_README.md): no key.
 GPU_MODELS = {"P100": "p100", "T4": "t4", "V100M16": "v100", "V100M32": "v100", "A10": "a10"}
 NO_CONSTRAINT = ("", "nan")
+# An offset past this is no time of the trace (and could pass what an Avro long holds).
+MAX_OFFSET_S = LATEST_US // MICROS
 
 PROVENANCE = {
     "source": "Alibaba cluster-trace-gpu-v2023 (openb), alibaba/clusterdata",
@@ -112,6 +115,9 @@ def _gpus_by_model(path: Path) -> dict[str, int]:
             gpus[row["model"]] = gpus.get(row["model"], 0) + count
     if not gpus:
         raise SourceError(path, None, "no GPU nodes listed")
+    if sum(gpus.values()) > MAX_CHIPS:
+        raise SourceError(path, None, f"{sum(gpus.values()):,} GPUs in all: more than the {MAX_CHIPS:,} chips "
+                                      "an event can hold")
     return dict(sorted(gpus.items()))
 
 
@@ -127,7 +133,17 @@ def _seconds(row: dict, column: str, required: bool = True) -> int | None:
         raise Unmappable(f"{column} is not an integer number of seconds", repr(text)) from exc
     if value < 0:
         raise Unmappable(f"negative {column}", text)
+    if value >= MAX_OFFSET_S:
+        raise Unmappable(f"{column} is more seconds than from 1970 to 2100", text)
     return value
+
+
+def _last_instant(rows: list[tuple[int, dict]]) -> int:
+    """The trace's last instant: the latest deletion_time that is a time at all (a pod whose
+    deletion_time is not is rejected on its own line)."""
+    offsets = (row["deletion_time"].strip() for _, row in rows)
+    return max((int(text) for text in offsets if text.isdigit() and len(text) < 20 and int(text) < MAX_OFFSET_S),
+               default=0)  # 20 digits are past any offset: no need to read a longer one
 
 
 def _pod(row: dict) -> tuple[int, int, int | None, int]:
@@ -140,6 +156,7 @@ def _pod(row: dict) -> tuple[int, int, int | None, int]:
         raise Unmappable("CPU-only pod (num_gpu = 0): no accelerator demand")
     if num_gpu < 0:
         raise Unmappable("negative num_gpu")
+    chip_count(num_gpu, "num_gpu")
     created, scheduled, deleted = (_seconds(row, "creation_time"), _seconds(row, "scheduled_time", required=False),
                                    _seconds(row, "deletion_time"))
     phase = row["pod_phase"]
@@ -183,8 +200,7 @@ def read(source: Path, options: Options) -> Imported:
     gpus_by_model = _gpus_by_model(nodes_path)
     rows = list(_csv_rows(pods_path, POD_COLUMNS))  # whole file first: a truncated tail fails before any output
     # The trace's last instant, over the whole file even when --limit takes a few pods.
-    last_instant = max((int(row["deletion_time"]) for _, row in rows if row["deletion_time"].strip().isdigit()),
-                       default=0)
+    last_instant = _last_instant(rows)
     if options.limit is not None:
         rows = rows[:options.limit]
 

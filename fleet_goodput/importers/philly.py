@@ -21,7 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    Imported, JobEmitter, Options, SourceError, Unmappable, capacity, file_digest, load_json, progress, require_file, utc_us,
+    Imported, JobEmitter, Options, SourceError, Unmappable, capacity, chip_count, file_digest, load_json, progress,
+    read_text, require_file, utc_us,
 )
 
 NAME = "philly"
@@ -53,10 +54,10 @@ PROVENANCE = {
 }
 
 
-def _read_machines(path: Path) -> dict[str, int]:
+def _read_machines(path: Path, limit: int) -> dict[str, int]:
     """GPUs online per GPU memory size, from the machine list (a CSV with a header line)."""
     gpus: dict[str, int] = {}
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = read_text(path, limit).splitlines()
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
@@ -98,8 +99,8 @@ def read(source: Path, options: Options) -> Imported:
     jobs_path = require_file(folder / jobs_name, "the Philly jobs file jobs.json")
     machines_path = require_file(folder / "cluster_machine_list",
                                  "the Philly machine list cluster_machine_list beside the jobs file")
-    gpus_by_memory = _read_machines(machines_path)
-    jobs = load_json(jobs_path)
+    gpus_by_memory = _read_machines(machines_path, options.max_expanded_bytes)
+    jobs = load_json(jobs_path, options.max_expanded_bytes)
     if not isinstance(jobs, list):
         raise SourceError(jobs_path, None, f"expected a JSON array of jobs, found {type(jobs).__name__}")
     if options.limit is not None:
@@ -118,7 +119,7 @@ def read(source: Path, options: Options) -> Imported:
                 raise Unmappable("not a JSON object")
             if not isinstance(job.get("num_gpus"), int) or job["num_gpus"] <= 0:
                 raise Unmappable("num_gpus is not a positive integer", repr(job.get("num_gpus")))
-            chips = job["num_gpus"]
+            chips = chip_count(job["num_gpus"], "num_gpus")
             submit_us = utc_us(job["submitted_time"])
             attempts = _attempt_times(job)
             if attempts[0][0] < submit_us:
