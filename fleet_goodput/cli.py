@@ -129,10 +129,10 @@ _AFTER_FAULT = {
     "stream": "nothing was lost: the output keeps the stream's last committed run, and the stream resumes from it "
               "when started again",
     "demo": "run `mpg demo` again",
-    "validate": "the store is unchanged; the period's quality results are incomplete until it is validated again",
+    "validate": "the store is unchanged: validate again once fixed",
     "report": "the store and the period's published report are unchanged",
     "import": "nothing was written",
-    "simulate": "its telemetry is incomplete: simulate again with --overwrite",
+    "simulate": "what it wrote is incomplete: simulate again with --overwrite",
     "replay": "the files written so far stay: replay again with --replace",
     None: "the store is unchanged",
 }
