@@ -148,6 +148,40 @@ def test_a_read_only_output_stops_mpg_run_with_one_line_and_exit_73(fleet, capsy
         assert_a_rerun_commits_run_2(part, output)
 
 
+# Every other command that writes, on a read-only disk holding the store: (arguments, the path its line names,
+# what stands). Each stops at its first write, before any pipeline or Great Expectations starts.
+WRITERS = {
+    "stream": (["--input", "{part}", "--output", "{out}", "--stop_after_idle_s", "0"], "{out}/.lock",
+               "nothing was lost: the output keeps the stream's last committed run, and the stream resumes from it "
+               "when started again"),
+    "validate": (["--output", "{out}"], "{out}/locks", "the store is unchanged: validate again once fixed"),
+    "report": (["--output", "{out}"], "{out}/locks", "the store and the period's published report are unchanged"),
+    "demo": (["--dir", "{disk}/demo"], "{disk}/demo", "run `mpg demo` again"),
+    "import": (["philly", "{public}/philly", "--out", "{disk}/imported"], "{disk}/.imported.importing-\\w+",
+               "nothing was written"),
+    "simulate": (["--out", "{disk}/sim"], "{disk}/sim", "what it wrote is incomplete: simulate again with --overwrite"),
+    "replay": (["--from", "{part}", "--to", "{disk}/live"], "{disk}/live",
+               "the files written so far stay: replay again with --replace"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(WRITERS))
+def test_every_command_that_writes_stops_on_a_read_only_disk_with_one_line_and_exit_73(fleet, capsys, command):
+    first, part = fleet
+    arguments, path, stands = WRITERS[command]
+    with tmpfs() as disk:
+        output = disk / "out"
+        shutil.copytree(first, output)
+        remount(disk, "ro")
+        named = {"part": part, "out": output, "disk": disk, "public": Path(__file__).parent / "data" / "public"}
+        assert main([command, *(argument.format(**named) for argument in arguments)]) == exits.CANNOT_WRITE
+        line = capsys.readouterr().err.splitlines()[-1]
+        assert re.fullmatch(rf"mpg {command}: the output cannot be written, its file system is read-only: "
+                            rf"{path.format(**{k: re.escape(str(v)) for k, v in named.items()})}; {re.escape(stands)}",
+                            line), line
+        assert_store_keeps_run_1(output, first)
+
+
 def test_deltalakes_read_only_error_is_found_in_its_message_with_the_path(fleet):
     """deltalake raises DeltaError, the OS error only as "… (os error 30)" in its text."""
     first, _ = fleet
