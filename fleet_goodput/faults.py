@@ -78,10 +78,11 @@ class Fault:
 def fault_of(error: BaseException, outputs: list[str], inputs: list[str]) -> Fault | None:
     """The fault `error` is (or wraps), or None when it is not one of the machine's.
 
-    `outputs` are the folders the command writes, `inputs` those it reads: a
-    permission denied under an output means the output cannot be written, and
-    elsewhere an input cannot be read.
+    `outputs` are the folders the command writes, `inputs` those it reads (None
+    for one it was not given): a permission denied under an output means the
+    output cannot be written, and elsewhere an input cannot be read.
     """
+    outputs, inputs = _absolute(outputs), _absolute(inputs)
     chain = list(_chain(error))
     # Beam re-raises a Ctrl-C that lands in a step as a RuntimeError, the interrupt its context.
     stopped = next((current for current in chain if isinstance(current, KeyboardInterrupt)), None)
@@ -101,11 +102,14 @@ def fault_of(error: BaseException, outputs: list[str], inputs: list[str]) -> Fau
         return Fault(exits.CANNOT_WRITE, f"the output cannot be written, its file system is read-only{where}")
     if path and not _under(path, outputs) and (_under(path, inputs) or not outputs):
         return Fault(exits.NO_PERMISSION, f"an input cannot be read, permission denied{where}")
-    return Fault(exits.CANNOT_WRITE, f"the output cannot be written, permission denied{where or ' (' + ', '.join(outputs) + ')'}")
+    if not path and outputs:  # a library's message that names no file: at least the folder
+        where = f": {outputs[0]}"
+    return Fault(exits.CANNOT_WRITE, f"the output cannot be written, permission denied{where}")
 
 
 def _chain(error: BaseException):
-    """`error` and every exception it was raised from or while handling, each once."""
+    """`error` and every exception it was raised from or while handling, each once (not the one
+    that a `raise … from None` says the error replaces: its own message tells what happened)."""
     seen, pending = set(), [error]
     while pending:
         current = pending.pop(0)
@@ -113,7 +117,8 @@ def _chain(error: BaseException):
             continue
         seen.add(id(current))
         yield current
-        pending += [current.__cause__, current.__context__, *getattr(current, "exceptions", ())]
+        context = None if current.__suppress_context__ else current.__context__
+        pending += [current.__cause__, context, *getattr(current, "exceptions", ())]
 
 
 def _os_error_in(chain: list[BaseException]) -> tuple[int, str | None] | None:
@@ -137,20 +142,21 @@ def _os_error_in(chain: list[BaseException]) -> tuple[int, str | None] | None:
 def _path_in(error: BaseException, roots: list[str]) -> str | None:
     """The first path under one of `roots` that a message of `error`'s chain names."""
     for current in _chain(error):
-        for root in _absolute(roots):
+        for root in roots:
             match = re.search(re.escape(root) + _PATH_REST, str(current))
             if match:
                 return match.group(0)
     return None
 
 
-def _absolute(roots: list[str]) -> list[str]:
-    return [str(Path(root).resolve()) for root in roots if root and "://" not in root]
+def _absolute(roots: list[str | None]) -> list[str]:
+    """The local folders among `roots`, absolute (as the libraries' messages name their files)."""
+    return [str(Path(root).resolve()) for root in roots if root and "://" not in str(root)]
 
 
 def _under(path: str, roots: list[str]) -> bool:
     resolved = Path(path).resolve()
-    return any(resolved == Path(root) or Path(root) in resolved.parents for root in _absolute(roots))
+    return any(resolved == Path(root) or Path(root) in resolved.parents for root in roots)
 
 
 class _HideLoggedFaults(logging.Filter):

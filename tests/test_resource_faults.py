@@ -42,6 +42,7 @@ from fleet_goodput.store import STAGING, Store, table_paths
 pytestmark = pytest.mark.slow
 
 HOUR_US = 3600 * 1_000_000
+PUBLIC = Path(__file__).parent / "data" / "public"
 # What ends a fault's line in `mpg run` (fleet_goodput/cli.py).
 RUN_STANDS = ("nothing was lost: the output keeps its last committed run, and the same command run again continues "
               "from it")
@@ -173,7 +174,7 @@ def test_every_command_that_writes_stops_on_a_read_only_disk_with_one_line_and_e
         output = disk / "out"
         shutil.copytree(first, output)
         remount(disk, "ro")
-        named = {"part": part, "out": output, "disk": disk, "public": Path(__file__).parent / "data" / "public"}
+        named = {"part": part, "out": output, "disk": disk, "public": PUBLIC}
         assert main([command, *(argument.format(**named) for argument in arguments)]) == exits.CANNOT_WRITE
         line = capsys.readouterr().err.splitlines()[-1]
         assert re.fullmatch(rf"mpg {command}: the output cannot be written, its file system is read-only: "
@@ -203,11 +204,21 @@ def test_an_error_is_a_fault_only_by_its_errno_or_the_os_wording_from_a_library(
     assert fault_of(RuntimeError("upload failed (os error 122)"), ["/out"], []).code == exits.NO_SPACE  # EDQUOT
     assert fault_of(ValueError("[Errno 13] Permission denied: '/in/a.avro'"), ["/out"], ["/in"]) == fault_of(
         PermissionError(errno.EACCES, "Permission denied", "/in/a.avro"), ["/out"], ["/in"])
+    # A permission denied no message places is the output's, named by its folder.
+    assert fault_of(RuntimeError("Permission denied (os error 13)"), [None, "/out"], [None]).reason == (
+        "the output cannot be written, permission denied: /out")
     # Not faults: another errno, this project's own message quoting the wording, an error in no chain.
     assert fault_of(OSError(errno.EIO, "Input/output error"), ["/out"], []) is None
     assert fault_of(ValueError("(os error 2)"), ["/out"], []) is None
     from fleet_goodput.store import StoreError
     assert fault_of(StoreError("job 'No space left on device' is odd"), ["/out"], []) is None
+    try:
+        try:
+            raise PermissionError(errno.EACCES, "Permission denied", "/out/x")
+        except OSError:
+            raise StoreError("the output is not one of ours") from None  # its own message says what happened
+    except StoreError as replaced:
+        assert fault_of(replaced, ["/out"], []) is None
     # Found through the chain an exception was raised from, or while handling.
     try:
         try:
@@ -215,7 +226,8 @@ def test_an_error_is_a_fault_only_by_its_errno_or_the_os_wording_from_a_library(
         except OSError as error:
             raise RuntimeError("step failed") from error
     except RuntimeError as wrapped:
-        assert fault_of(wrapped, ["/out"], []).reason == "the output cannot be written, its file system is read-only: /out/t"
+        assert fault_of(wrapped, ["/out"], []).reason == (
+            "the output cannot be written, its file system is read-only: /out/t")
 
 
 @pytest.fixture
@@ -244,7 +256,8 @@ def test_an_output_the_user_may_not_write_stops_mpg_run_with_exit_73(fleet, unpr
         run = mpg("run", "--input", part, "--output", output, prefix=unprivileged)
         _, stderr = run.communicate(timeout=300)
         assert run.returncode == exits.CANNOT_WRITE, stderr
-        assert one_line(stderr) == f"mpg run: the output cannot be written, permission denied: {output}/.lock; {RUN_STANDS}"
+        assert one_line(stderr) == (
+            f"mpg run: the output cannot be written, permission denied: {output}/.lock; {RUN_STANDS}")
         assert_store_keeps_run_1(output, first)
 
 
