@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError
@@ -38,6 +40,7 @@ from fleet_goodput.faults import fault_of
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
 from fleet_goodput.store import STAGING, Store, table_paths
+from fleet_goodput.views import connect
 
 pytestmark = pytest.mark.slow
 
@@ -310,3 +313,25 @@ def test_a_signal_stops_mpg_run_with_one_line_its_code_and_nothing_staged(fleet,
     assert one_line(stderr) == f"mpg run: {reason}; {RUN_STANDS}"
     assert_store_keeps_run_1(output, first)
     assert_a_rerun_commits_run_2(part, output)
+
+
+def test_a_run_stopped_after_its_commit_has_its_views_and_manifest_written_by_the_next_run(fleet, tmp_path):
+    """Stopped between its commit and its views (a full disk at goodput.duckdb, Ctrl-C), a run leaves
+    the run committed, manifest.json still the previous run's and the views missing or stale: the
+    next run, finding nothing new, writes both."""
+    first, part = fleet
+    output = tmp_path / "out"
+    shutil.copytree(first, output)
+    run_batch(str(part), str(output), load_settings(), build_views=False)
+    (output / "manifest.json").write_text((first / "manifest.json").read_text())  # as the stop left it
+    assert not (output / "goodput.duckdb").exists()
+
+    again = run_batch(str(part), str(output), load_settings())
+    assert not again.committed and again.run.run_id == 2
+    assert json.loads((output / "manifest.json").read_text())["run_id"] == 2
+    # The stored views read run 2's rows: as the views of run 2, and not as run 1's.
+    windows = "select count(*), max(window_start) from job_window"
+    with duckdb.connect(str(output / "goodput.duckdb"), read_only=True) as stored:
+        seen = stored.execute(windows).fetchall()
+    with connect(output) as latest, connect(output, run=1) as earlier:
+        assert seen == latest.execute(windows).fetchall() != earlier.execute(windows).fetchall()
