@@ -264,20 +264,21 @@ def test_an_output_the_user_may_not_write_stops_mpg_run_with_exit_73(fleet, unpr
         assert_store_keeps_run_1(output, first)
 
 
-def test_an_input_the_user_may_not_read_stops_mpg_run_with_exit_77(fleet, unprivileged):
+@pytest.mark.parametrize("unreadable", ["a file", "a stream's folder"])
+def test_an_input_the_user_may_not_read_stops_mpg_run_with_exit_77(fleet, unprivileged, unreadable):
     first, part = fleet
     with tmpfs(size="16m") as disk:
         output, telemetry = disk / "out", disk / "in"
         shutil.copytree(first, output)
         shutil.copytree(part, telemetry)
-        unreadable = sorted(telemetry.glob("runtime/*.avro"))[0]
+        unreadable = sorted(telemetry.glob("runtime/*.avro"))[0] if unreadable == "a file" else telemetry / "runtime"
         unreadable.chmod(0)
         run = mpg("run", "--input", telemetry, "--output", output, prefix=unprivileged)
         _, stderr = run.communicate(timeout=300)
         assert run.returncode == exits.NO_PERMISSION == 77, stderr
         assert one_line(stderr) == f"mpg run: an input cannot be read, permission denied: {unreadable}; {RUN_STANDS}"
         assert_store_keeps_run_1(output, first)
-        unreadable.chmod(0o644)
+        unreadable.chmod(0o755)
         assert_a_rerun_commits_run_2(telemetry, output)
 
 
