@@ -75,7 +75,7 @@ class Fault:
     reason: str  # what happened, as one phrase: "no space left on device: /out/tables/…"
 
 
-def fault_of(error: BaseException, outputs: list[str], inputs: list[str]) -> Fault | None:
+def fault_of(error: BaseException, outputs: list[str | None], inputs: list[str | None]) -> Fault | None:
     """The fault `error` is (or wraps), or None when it is not one of the machine's.
 
     `outputs` are the folders the command writes, `inputs` those it reads (None
