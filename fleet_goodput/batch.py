@@ -12,6 +12,7 @@ with --dry_run, which checks and translates it offline.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import os
@@ -28,13 +29,14 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
+from deltalake.exceptions import DeltaError
 
 from fleet_goodput import schemas
 from fleet_goodput.asof import default_as_of, history_start, latest_times
 from fleet_goodput.chunks import Chunk, cut_into_chunks
 from fleet_goodput.config import Settings
 from fleet_goodput.input_files import NotARegularFile
-from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, write_manifest_copy
+from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, manifest_path, write_manifest_copy
 from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.shards import MIN_CHUNK_EVENTS_PER_SHARD, Shard, process_context, shard_count
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
@@ -89,9 +91,10 @@ def check_input(input_dir: str) -> None:
         raise InputError(f"input folder {input_dir} does not exist")
     for stream in schemas.STREAMS:  # a stream folder that cannot be listed would be read as empty
         folder = root / stream
-        if folder.exists() and not (folder.is_dir() and os.access(folder, os.R_OK | os.X_OK)):
-            what = "is not a folder" if not folder.is_dir() else "cannot be listed (permission denied)"
-            raise InputError(f"{folder} {what}: the run would miss the {stream} stream; nothing was committed")
+        if folder.exists() and not folder.is_dir():
+            raise InputError(f"{folder} is not a folder: the run would miss the {stream} stream; nothing was committed")
+        if folder.exists() and not os.access(folder, os.R_OK | os.X_OK):  # a fault: fleet_goodput/faults.py
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(folder))
     if not any(root.glob("*/*.avro")):
         raise InputError(f"no telemetry in {input_dir}: expected {input_dir}/scheduler/*.avro, "
                          f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro (try `mpg simulate --out {input_dir}`)")
@@ -160,6 +163,8 @@ def _sha256(path: str) -> str:
                 digest.update(chunk)
     except NotARegularFile:
         return hashlib.sha256(f"not a regular file: {path}".encode()).hexdigest()
+    except PermissionError:
+        raise  # a fault with an exit code of its own (fleet_goodput/faults.py), not a bad input
     except OSError as exc:
         raise InputError(f"cannot read input file {path} ({exc.strerror or exc}): nothing was committed; "
                          "fix its permissions, or move it out of the input folder") from None
@@ -243,7 +248,7 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     stream_settings = stream_settings or StreamSettings()
     started = time.monotonic()
     store = Store(output_dir)
-    with store.lock():
+    with store.lock(), _undone_if_stopped(store):
         if replace:
             store.replace()
         progress = progress or (lambda _: None)
@@ -252,6 +257,8 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
         skipped = tuple(f.path for f in plan.skipped)
         if not plan.files and plan.moves_no_time(as_of_us):
             previous = plan.previous
+            if previous and _published_run(output_dir) != previous.run_id:  # a run stopped after its commit
+                _publish(output_dir, previous, settings, build_views, progress)
             return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
         deferred = []
@@ -276,16 +283,52 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
                              "producers should write a file under another name, then rename it into place")
         progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")
         record = commit_run(plan, settings, stream_settings, mode, staged, final)
-    manifest = record.manifest
-    write_manifest_copy(output_dir, manifest)
+    database = _publish(output_dir, record, settings, build_views, progress)
+    return BatchOutcome(manifest=record.manifest, database=database, seconds=time.monotonic() - started, run=record,
+                        skipped=skipped, deferred=tuple(deferred))
+
+
+def _publish(output_dir: str, record: RunRecord, settings: Settings, build_views: bool,
+             progress: Callable[[str], None]) -> Path | None:
+    """Build the committed run's DuckDB views (locally), then write its manifest.json: last, so a
+    manifest.json of the latest run says its views are built too. A run stopped in between (a full
+    disk, Ctrl-C) leaves both behind, and the next run, finding nothing new, publishes them."""
     from fleet_goodput.views import build_database  # DuckDB: not installed on Dataflow workers, which commit here
 
     database = None
     if build_views and not is_remote(output_dir):
         progress("Building the DuckDB views")
         database = build_database(output_dir, settings)
-    return BatchOutcome(manifest=manifest, database=database, seconds=time.monotonic() - started, run=record,
-                        skipped=skipped, deferred=tuple(deferred))
+    write_manifest_copy(output_dir, record.manifest)
+    return database
+
+
+def _published_run(output_dir: str) -> int | None:
+    """The run whose manifest.json the output holds (a remote output: taken to be the latest)."""
+    if is_remote(output_dir):
+        return Store(output_dir).latest().run_id
+    try:
+        return json.loads(Path(manifest_path(output_dir)).read_text())["run_id"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+@contextmanager
+def _undone_if_stopped(store: Store):
+    """If the block stops before its run is committed (a full disk, Ctrl-C, SIGTERM, a failed step),
+    remove what it staged (on a full disk, the space back) and put back any table it moved. What
+    cannot be done here (on a read-only disk) the next run does first, and readers never see it
+    meanwhile (fleet_goodput/store.py). The caller holds the lock."""
+    try:
+        yield
+    except BaseException:
+        if not is_remote(store.root):
+            clear_staging(store.root)
+            try:
+                store.undo_killed_run()
+            except (OSError, DeltaError):
+                pass  # the original error says why
+        raise
 
 
 # A run whose input files change while it reads them computes again without them, this many times at most.

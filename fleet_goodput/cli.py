@@ -15,7 +15,7 @@ import pkgutil
 import re
 import sys
 
-from fleet_goodput import __version__, commands, console, exits
+from fleet_goodput import __version__, commands, console, exits, faults
 from fleet_goodput.options import unknown_flag_message
 
 # Command modules whose command is not their module's name.
@@ -89,19 +89,59 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv)
-    _refuse_unknown_flags(parser, argv)
-    args, extra = parser.parse_known_args(argv)
-    console.configure(args.verbosity)
-    if args.command is None:
-        parser.print_help()
-        return 2
-    if extra and not getattr(args, "accepts_beam_args", False):
-        parser.commands[args.command].error(f"unexpected argument(s): {' '.join(extra)}")
-    # The command's own words, which `mpg run` and `mpg stream` parse again as pipeline options.
-    args.argv = [arg for arg in argv[argv.index(args.command) + 1:] if not _VERBOSITY_FLAG.fullmatch(arg)]
-    return args.func(args)
+    args = None
+    try:
+        with faults.sigterm_stops():
+            parser = build_parser(argv)
+            _refuse_unknown_flags(parser, argv)
+            args, extra = parser.parse_known_args(argv)
+            console.configure(args.verbosity)
+            if args.verbosity < console.LIBRARIES:  # -vv shows the libraries' own logs whole
+                faults.hide_logged_faults()
+            if args.command is None:
+                parser.print_help()
+                return exits.USAGE
+            if extra and not getattr(args, "accepts_beam_args", False):
+                parser.commands[args.command].error(f"unexpected argument(s): {' '.join(extra)}")
+            # The command's own words, which `mpg run` and `mpg stream` parse again as pipeline options.
+            args.argv = [arg for arg in argv[argv.index(args.command) + 1:] if not _VERBOSITY_FLAG.fullmatch(arg)]
+            return args.func(args)
+    except BaseException as error:  # Ctrl-C and SIGTERM too: KeyboardInterrupt is no Exception
+        return _end_on_fault(error, args)
 
+
+def _end_on_fault(error: BaseException, args: argparse.Namespace | None) -> int:
+    """Say in one line which fault of the machine stopped the command and what stands, and return
+    its exit code; re-raise anything else (SystemExit from argparse, a bug)."""
+    named = vars(args) if args else {}
+    fault = faults.fault_of(error, outputs=[named.get(name) for name in _OUTPUTS],
+                            inputs=[named.get(name) for name in _INPUTS])
+    if fault is None:
+        raise error
+    command = named.get("command")
+    print(f"mpg{' ' + command if command else ''}: {fault.reason}; {_AFTER_FAULT.get(command, _AFTER_FAULT[None])}",
+          file=sys.stderr)
+    return fault.code
+
+
+# The arguments that name what a command writes, and what it reads: a permission denied under
+# the first is an output that cannot be written, elsewhere an input that cannot be read.
+_OUTPUTS = ("output", "out", "dir", "target")
+_INPUTS = ("input", "source", "config")
+# What stands when a fault (fleet_goodput/faults.py) stops a command: the end of its one line.
+_AFTER_FAULT = {
+    "run": "nothing was lost: the output keeps its last committed run, and the same command run again continues "
+           "from it",
+    "stream": "nothing was lost: the output keeps the stream's last committed run, and the stream resumes from it "
+              "when started again",
+    "demo": "run `mpg demo` again",
+    "validate": "the store is unchanged: validate again once fixed",
+    "report": "the store and the period's published report are unchanged",
+    "import": "nothing was written",
+    "simulate": "what it wrote is incomplete: simulate again with --overwrite",
+    "replay": "the files written so far stay: replay again with --replace",
+    None: "the store is unchanged",
+}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,19 +4,41 @@ EX_TEMPFAIL (75, from sysexits.h) means "busy, retry later": another process
 holds the output (`mpg run`, `mpg stream`, `mpg demo`) or the period
 (`mpg validate`, `mpg report`), so the same command run again later is
 right. deploy/mpg-report.service retries on it (RestartForceExitStatus=75).
+
+Every command ends a fault of the machine rather than of the data with a code
+of its own (fleet_goodput/faults.py), the store left as its last committed run
+left it: 73 (EX_CANTCREAT) an output that cannot be written (a read-only file
+system, permission denied), 74 (EX_IOERR) no space left on a device, 77
+(EX_NOPERM) an input that cannot be read (permission denied), and 128 + the
+signal for a command stopped by one, as shells report it: 130 for Ctrl-C
+(SIGINT), 143 for SIGTERM (systemd stopping it, a scheduler's timeout).
 """
 
 from __future__ import annotations
 
+import signal
+
 OK, FAILED, USAGE, BUSY = 0, 1, 2, 75
+CANNOT_WRITE, NO_SPACE, NO_PERMISSION = 73, 74, 77
+INTERRUPTED, TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
+
+_FAULTS = [
+    (CANNOT_WRITE, "(EX_CANTCREAT) the output cannot be written: its file system is read-only, or permission denied"),
+    (NO_SPACE, "(EX_IOERR) no space left on a device (or a disk quota reached): free some, then run again"),
+    (NO_PERMISSION, "(EX_NOPERM) an input cannot be read: permission denied"),
+    (INTERRUPTED, "interrupted (Ctrl-C, SIGINT)"),
+    (TERMINATED, "stopped by SIGTERM (systemd stopping it, a scheduler's timeout)"),
+]
 
 
 def describe(failed: str | None = None, busy: str | None = None) -> str:
-    """The exit codes of a command, for its --help epilog: `failed` says what 1 means, `busy` what 75 means."""
-    codes = [f"{OK} done"]
+    """The exit codes of a command, for its --help epilog: `failed` says what 1 means, `busy` what 75 means.
+    The faults' codes (73, 74, 77, 130, 143) are every command's."""
+    codes = [(OK, "done"), (USAGE, "bad arguments, settings or input"), *_FAULTS]
     if failed:
-        codes.append(f"{FAILED} {failed}")
-    codes.append(f"{USAGE} bad arguments, settings or input")
+        codes.append((FAILED, failed))
     if busy:
-        codes.append(f"{BUSY} (EX_TEMPFAIL) {busy}: retry later")
-    return "exit codes:\n" + "\n".join(f"  {code}" for code in codes) + "\n"
+        codes.append((BUSY, f"(EX_TEMPFAIL) {busy}: retry later"))
+    return ("exit codes:\n" + "".join(f"  {code} {meaning}\n" for code, meaning in sorted(codes)) +
+            "  (on 73, 74, 77, 130 and 143 nothing committed or published is lost: the error's one line says what "
+            "stands)\n")

@@ -94,9 +94,12 @@ def write_manifest_copy(output_dir: str | Path, manifest: dict) -> None:
             out.write(text)
         return
     tmp = f"{path}.tmp"
-    with open(tmp, "wb") as out:
-        out.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    finally:  # on a full disk, say: give the space back
+        Path(tmp).unlink(missing_ok=True)
 
 
 def manifest_path(output_dir: str | Path) -> str:

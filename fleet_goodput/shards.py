@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import zlib
 from dataclasses import dataclass
 from multiprocessing import forkserver
 from pathlib import Path
 
-# What the server that shard processes fork from imports once, before any shard starts.
-PRELOADED = ["fleet_goodput.pipelines.goodput"]
+# What the server that shard processes fork from imports once, before any shard starts (first:
+# what makes it and its shards end quietly on Ctrl-C).
+PRELOADED = ["fleet_goodput.quiet_shards", "fleet_goodput.pipelines.goodput"]
 
 # Below this much new Avro per shard (about 450k events of the simulator's
 # telemetry, 18 bytes each), a process's start-up and its read of every file
@@ -99,5 +101,11 @@ def start_process_server(input_dir: str, workers: int | None) -> bool:
         return False
     if process_context().get_start_method() != "forkserver":  # which also names what the server preloads
         return False
-    forkserver.ensure_running()
+    # Started deaf to Ctrl-C (a disposition a new process keeps) until fleet_goodput/quiet_shards.py
+    # makes it end quietly: a traceback of its start-up would otherwise follow the command's line.
+    hearing = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, hearing)
     return True

@@ -59,7 +59,8 @@ def publish_report(output_dir: str | Path, period: Period, settings: Settings, q
     final = report_dir(output_dir, period)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = final.parent / f".{period.name}.tmp-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
+    for stopped in final.parent.glob(f".{period.name}.tmp-*"):  # left by a report stopped (a full disk, Ctrl-C)
+        shutil.rmtree(stopped, ignore_errors=True)
     (staging / "jobs").mkdir(parents=True)
     # The report is made from one committed run, named on the page, so it can be made again.
     with open_views(output_dir, settings, run_id=run_id) as connection:
