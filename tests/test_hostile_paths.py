@@ -1,0 +1,74 @@
+"""Paths are data, never code: any legal folder name works for the input and the output.
+
+Each hostile name below is both the input folder's and the output folder's
+name. One `mpg run` per name over the worked example (tests/worked_example.py),
+then `mpg sql`, `mpg report` for its day and the stored `goodput.duckdb`; the
+figures must equal those of the plain-path run (tests/conftest.py). A name
+pasted into SQL breaks on `'`; one read as a glob reads nothing under `[1]`;
+one taken from a percent-encoded file URI finds no file under a space, `%`,
+`#` or a letter outside ASCII.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import worked_example
+from fleet_goodput.avro_io import write_events
+from fleet_goodput.cli import main
+
+pytestmark = pytest.mark.slow  # one pipeline run and one report per name
+
+DAY = "2026-01-01"
+# A handful of (input folder, output folder) names, each combining characters a path may hold and code
+# must not interpret. An output's path cannot hold `[`, `]`, `?` or `%` and two hex digits (Delta Lake and
+# DuckDB cannot keep a table or a database there): `mpg run` refuses it before writing anything (below).
+HOSTILE_NAMES = {
+    "quotes and spaces": ("it's a \"quoted\" run", "it's a \"quoted\" run"),
+    "glob characters": ("fleet[1] *?", "fleet * {a,b}"),
+    "unicode, shell, percent and hash": ("ünï cødé $(echo x) 100% #1 %41", "ünï cødé $(echo x) `id` 100% #1 %zz"),
+}
+QUERY = "select job_id, sg, rg, pg, mpg, lifetime_chip_s, productive_chip_s from job_goodput order by job_id"
+
+
+def _sql(output: Path, capsys) -> str:
+    capsys.readouterr()
+    assert main(["sql", "--output", str(output), "--format", "csv", QUERY]) == 0
+    return capsys.readouterr().out
+
+
+def _database(output: Path) -> list[tuple]:
+    """The figures as the stored goodput.duckdb gives them, opened directly as the DuckDB CLI would."""
+    with duckdb.connect(str(output / "goodput.duckdb"), read_only=True) as connection:
+        return connection.execute(QUERY).fetchall() + connection.execute(
+            "select * from fleet_daily order by all").fetchall()
+
+
+def _report(output: Path) -> dict[str, str]:
+    """The report's CSV figures, file by file."""
+    assert main(["report", "--output", str(output), "--date", DAY]) == 0
+    return {path.name: path.read_text() for path in sorted((output / "reports" / DAY).glob("*.csv"))}
+
+
+@pytest.fixture(scope="module")
+def plain(worked_example_run, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A copy of the plain-path run's output, and its report's figures."""
+    output = tmp_path_factory.mktemp("plain") / "out"
+    shutil.copytree(worked_example_run[1], output)
+    return output, _report(output)
+
+
+@pytest.mark.parametrize("names", HOSTILE_NAMES.values(), ids=HOSTILE_NAMES.keys())
+def test_any_folder_name_gives_the_plain_paths_figures(names, plain, tmp_path, capsys):
+    source, output = tmp_path / names[0] / "in" / names[0], tmp_path / names[1] / "out" / names[1]
+    for stream, records in worked_example.records().items():
+        write_events(source / stream / "part-0.avro", stream, records)
+    assert main(["run", "--input", str(source), "--output", str(output)]) == 0
+    plain_output, plain_report = plain
+    assert _sql(output, capsys) == _sql(plain_output, capsys)
+    assert _database(output) == _database(plain_output)
+    assert _report(output) == plain_report
