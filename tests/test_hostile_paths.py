@@ -72,3 +72,18 @@ def test_any_folder_name_gives_the_plain_paths_figures(names, plain, tmp_path, c
     assert _sql(output, capsys) == _sql(plain_output, capsys)
     assert _database(output) == _database(plain_output)
     assert _report(output) == plain_report
+
+
+def test_an_output_delta_lake_or_duckdb_cannot_keep_is_refused_before_anything_is_written(
+        worked_example_run, tmp_path, capsys):
+    output = tmp_path / "fleet[1]?"
+    reason = (f"{output} cannot hold the output: its path contains '?' '[' ']' (the Delta Lake library cannot keep a "
+              "table under a path with [ ] ^ | \\, a control character or % and two hex digits, and DuckDB reads a ? "
+              "in a database file's path as its options); choose another output folder")
+    assert main(["run", "--input", str(worked_example_run[0]), "--output", str(output)]) == 2
+    assert capsys.readouterr().err.strip() == f"mpg run: {reason}"
+    assert not output.exists()
+    for command in (["sql", "select 1"], ["report", "--date", DAY], ["validate", "--date", DAY], ["runs"]):
+        assert main([command[0], "--output", str(output), *command[1:]]) == 2
+        assert capsys.readouterr().err.strip() == f"mpg {command[0]}: {reason}"
+    assert not output.exists()
