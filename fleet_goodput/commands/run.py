@@ -7,6 +7,7 @@ import sys
 
 from fleet_goodput import console, exits
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
+from fleet_goodput.quoting import literal_pattern, sql_string
 from fleet_goodput.options import BEAM_HELP, OptionsError, add_options, launch_problems
 
 DESCRIPTION = """\
@@ -172,7 +173,9 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return exits.FAILED
     if outcome.database is None:
-        say(REMOTE_NOTE.format(output=goodput.output.rstrip("/")))
+        output = goodput.output.rstrip("/")
+        say(REMOTE_NOTE.format(output=output,
+                               job_window_files=sql_string(f"{literal_pattern(output)}/tables/job_window/*/*.parquet")))
         return exits.OK
     say_headline(goodput.output, outcome.run.run_id)
     return exits.OK
@@ -233,7 +236,7 @@ No goodput.duckdb for a remote output: the DuckDB views are built over local Par
   - copy the tables down and build the views there (docs/dataflow.md, "Querying a gs:// output"):
       gcloud storage cp -r {output}/tables DIR/
   - or read them in place with DuckDB's httpfs extension and a GCS secret:
-      select * from read_parquet('{output}/tables/job_window/*/*.parquet', hive_partitioning = true)"""
+      select * from read_parquet({job_window_files}, hive_partitioning = true)"""
 
 
 # The options that decide where and on what a Dataflow job runs, in print order.
