@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import threading
 import time
@@ -95,7 +96,8 @@ def check_input(input_dir: str) -> None:
             raise InputError(f"{folder} {what}: the run would miss the {stream} stream; nothing was committed")
     if not any(root.glob("*/*.avro")):
         raise InputError(f"no telemetry in {input_dir}: expected {input_dir}/scheduler/*.avro, "
-                         f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro (try `mpg simulate --out {input_dir}`)")
+                         f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro "
+                         f"(try `mpg simulate --out {shlex.quote(input_dir)}`)")
 
 
 def list_input(input_dir: str, applied: dict[tuple, str] | None = None,

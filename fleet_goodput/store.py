@@ -34,6 +34,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
 import time
 import uuid
@@ -165,13 +166,14 @@ class Store:
     def run(self, run_id: int | None = None) -> RunRecord:
         runs = self.runs()
         if not runs:
-            raise StoreError(f"{self.root} holds no committed run: run `mpg run --input DIR --output {self.root}` first")
+            raise StoreError(f"{self.root} holds no committed run: "
+                             f"run `mpg run --input DIR --output {shlex.quote(self.root)}` first")
         if run_id is None:
             return runs[-1]
         for record in runs:
             if record.run_id == run_id:
                 return record
-        raise StoreError(f"no run {run_id} in {self.root}; `mpg runs --output {self.root}` lists them")
+        raise StoreError(f"no run {run_id} in {self.root}; `mpg runs --output {shlex.quote(self.root)}` lists them")
 
     def snapshot(self, name: str, record: RunRecord | None) -> DeltaTable | None:
         """Table `name` as `record` left it (None: that run had not written it)."""

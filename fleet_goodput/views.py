@@ -34,6 +34,7 @@ import re
 from pathlib import Path
 
 import duckdb
+import shlex
 
 from fleet_goodput import sql
 from fleet_goodput.config import Settings, load_settings
@@ -201,7 +202,8 @@ def connect(output_dir: str | Path, run: int | None = None, settings: Settings |
     store = Store(output_dir)
     store.undo_killed_run_if_idle()
     if store.latest() is None:
-        raise FileNotFoundError(f"no committed run in {output_dir}: run `mpg run --input DIR --output {output_dir}` "
+        raise FileNotFoundError(f"no committed run in {output_dir}: "
+                                f"run `mpg run --input DIR --output {shlex.quote(str(output_dir))}` "
                                 "(or `mpg stream`) first")
     connection = duckdb.connect()
     create_views(connection, output_dir, settings or load_settings(), run_id=run, defer_binding=True)
