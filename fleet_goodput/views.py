@@ -31,10 +31,10 @@ import functools
 import json
 import os
 import re
+import shlex
 from pathlib import Path
 
 import duckdb
-import shlex
 
 from fleet_goodput import sql
 from fleet_goodput.config import Settings, load_settings
@@ -116,8 +116,8 @@ def _settings_sql(settings: Settings, kept: dict) -> str:
     """One row per setting, its value as JSON, and whether the store keeps it (else it is the
     settings file's or the default, for a store from before settings were kept)."""
     values = document(settings, kept.get("allowed_lateness_s"))
-    rows = ", ".join(f"({ordinal}, {sql_string(key)}, {sql_string(json.dumps(values[key]))}, {str(key in kept).lower()})"
-                     for ordinal, key in enumerate(KEYS))
+    rows = ", ".join(f"({ordinal}, {sql_string(key)}, {sql_string(json.dumps(values[key]))}, "
+                     f"{str(key in kept).lower()})" for ordinal, key in enumerate(KEYS))
     return (f"create or replace view settings as select setting, value, stored from (values {rows}) "
             "as t(ordinal, setting, value, stored) order by ordinal")
 
@@ -208,5 +208,3 @@ def connect(output_dir: str | Path, run: int | None = None, settings: Settings |
     connection = duckdb.connect()
     create_views(connection, output_dir, settings or load_settings(), run_id=run, defer_binding=True)
     return connection
-
-

@@ -8,8 +8,8 @@ import sys
 
 from fleet_goodput import console, exits
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
-from fleet_goodput.quoting import literal_pattern, sql_string
 from fleet_goodput.options import BEAM_HELP, OptionsError, add_options, launch_problems
+from fleet_goodput.quoting import literal_pattern, sql_string
 
 DESCRIPTION = """\
 Compute ML Productivity Goodput from Avro telemetry with Apache Beam.
