@@ -12,10 +12,12 @@ one taken from a percent-encoded file URI finds no file under a space, `%`,
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 from pathlib import Path
 
 import duckdb
+import markupsafe
 import pytest
 from apache_beam.io.filesystem import FileSystem
 
@@ -75,6 +77,8 @@ def test_any_folder_name_gives_the_plain_paths_figures(names, plain, tmp_path, c
     assert _sql(output, capsys) == _sql(plain_output, capsys)
     assert _database(output) == _database(plain_output)
     assert _report(output) == plain_report
+    page = (output / "reports" / DAY / "index.html").read_text()
+    assert markupsafe.escape(f"mpg sql --output {shlex.quote(str(output))} --run 1") in page  # a command to copy
 
 
 def test_an_output_delta_lake_or_duckdb_cannot_keep_is_refused_before_anything_is_written(
