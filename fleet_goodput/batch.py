@@ -16,6 +16,7 @@ import errno
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import threading
 import time
@@ -37,6 +38,7 @@ from fleet_goodput.chunks import Chunk, cut_into_chunks
 from fleet_goodput.config import Settings
 from fleet_goodput.input_files import NotARegularFile
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, manifest_path, write_manifest_copy
+from fleet_goodput.quoting import literal_pattern
 from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.shards import MIN_CHUNK_EVENTS_PER_SHARD, Shard, process_context, shard_count
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
@@ -97,7 +99,8 @@ def check_input(input_dir: str) -> None:
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(folder))
     if not any(root.glob("*/*.avro")):
         raise InputError(f"no telemetry in {input_dir}: expected {input_dir}/scheduler/*.avro, "
-                         f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro (try `mpg simulate --out {input_dir}`)")
+                         f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro "
+                         f"(try `mpg simulate --out {shlex.quote(input_dir)}`)")
 
 
 def list_input(input_dir: str, applied: dict[tuple, str] | None = None,
@@ -110,16 +113,36 @@ def list_input(input_dir: str, applied: dict[tuple, str] | None = None,
     name is known, and a corrected file delivered again in place is new.
     """
     applied = applied or {}
-    listed = [(stream, (metadata.path, metadata.size_in_bytes, _micros(metadata.last_updated_in_seconds)))
-              for stream in schemas.STREAMS
-              for metadata in sorted(FileSystems.match([f"{input_dir.rstrip('/')}/{stream}/*.avro"])[0].metadata_list,
-                                     key=lambda m: m.path)]
+    listed = [(stream, listed_as) for stream in schemas.STREAMS
+              for listed_as in sorted(_avro_files(f"{input_dir.rstrip('/')}/{stream}"))]
     unknown = [listed_as for _, listed_as in listed if listed_as not in applied]
     hashing = (f"hashing the {len(unknown):,} no earlier run applied ({_size(size for _, size, _ in unknown)})"
                if unknown else "every one known from an earlier run by path, size and time")
     progress(f"Listed {len(listed):,} input file(s), {_size(size for _, (_, size, _) in listed)}; {hashing}")
     return [InputFile(stream, listed_as[0], applied.get(listed_as) or _sha256(listed_as[0]), *listed_as[1:])
             for stream, listed_as in listed]
+
+
+def _avro_files(folder: str) -> list[tuple[str, int, int | None]]:
+    """(path, size, modification time) of each `.avro` file in `folder`. The folder's name is data:
+    a local one is listed, not matched, and a remote one is matched with its pattern characters quoted."""
+    if is_remote(folder):
+        return [(m.path, m.size_in_bytes, _micros(m.last_updated_in_seconds))
+                for m in FileSystems.match([f"{literal_pattern(folder)}/*.avro"])[0].metadata_list]
+    try:
+        entries = [entry for entry in os.scandir(folder) if entry.name.endswith(".avro")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []  # a stream with no folder has no files (check_input refused one that cannot be listed)
+    listed = []
+    for entry in entries:
+        path = os.path.join(folder, entry.name)
+        try:
+            if not entry.is_dir():  # a pipe or a device is listed, and rejected with its reason when decoded
+                status = os.stat(path)
+                listed.append((path, status.st_size, _micros(status.st_mtime)))
+        except OSError:
+            continue  # vanished since listed, or a broken link: not there to read
+    return listed
 
 
 def _size(sizes) -> str:
@@ -140,7 +163,7 @@ def changed_since_listed(files) -> list[InputFile]:
     for item in files:
         try:
             if is_remote(item.path):
-                metadata = FileSystems.match([item.path])[0].metadata_list
+                metadata = FileSystems.match([literal_pattern(item.path)])[0].metadata_list
                 now = (metadata[0].size_in_bytes, _micros(metadata[0].last_updated_in_seconds)) if metadata else None
             else:
                 stat = os.stat(item.path)

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 
+from fleet_goodput.quoting import sql_string
 from fleet_goodput.tables import Table
 
 ONE_ROW_PER_KEY = "fleet_goodput.one_row_per_key"
@@ -74,7 +75,7 @@ def commit_keyed(path: str, staged_files: list[str], table: Table, schema: pa.Sc
     if current is None:
         write_deltalake(path, reader, mode="overwrite", partition_by=["date"])
     else:
-        listed = ", ".join(f"'{day}'" for day in sorted(days))
+        listed = ", ".join(sql_string(day) for day in sorted(days))
         write_deltalake(path, reader, mode="overwrite", predicate=f"date in ({listed})")
     if current is None or not holds_one_row_per_key(current):
         # A property of our own: delta-rs checks only the ones it knows when told not to raise.

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import duckdb
 
+from fleet_goodput.quoting import literal_pattern, sql_string
+
 # A query only: DESCRIBE, SHOW and SUMMARIZE parse as SELECT too. EXPLAIN is
 # left out because EXPLAIN ANALYZE executes the statement it explains (an
 # EXPLAIN ANALYZE COPY ... TO writes its file).
@@ -45,10 +47,6 @@ _SQL_STRING = re.compile(r"'((?:[^']|'')*)'")
 
 class QueryRefused(ValueError):
     """A statement that would write, or change the connection's settings."""
-
-
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _inside(path: Path, directories: list[Path]) -> bool:
@@ -72,15 +70,18 @@ def _relative_files_of_views(connection: duckdb.DuckDBPyConnection, directories:
 def lock_down(connection: duckdb.DuckDBPyConnection, allowed_dirs: Iterable[str | Path]) -> None:
     """Let `connection` read files only under `allowed_dirs`, reach no network, load no extension, change no setting."""
     resolved = [Path(d).resolve() for d in allowed_dirs]
-    # A trailing slash, so allowing /data/out does not also allow /data/out-old.
-    directories = [d.as_posix().rstrip("/") + "/" for d in resolved]
+    # A trailing slash, so allowing /data/out does not also allow /data/out-old. DuckDB checks a
+    # glob as written as well as each file it matches, and the views name their files as globs
+    # that match them alone (`[*]` for a `*` of the folder's name): both forms are allowed.
+    folders = [d.as_posix().rstrip("/") + "/" for d in resolved]
+    directories = list(dict.fromkeys(folders + [literal_pattern(folder) for folder in folders]))
     view_files = _relative_files_of_views(connection, resolved)
     for statement in (
         "set autoinstall_known_extensions = false",
         "set autoload_known_extensions = false",
         "set allow_community_extensions = false",
-        f"set allowed_directories = [{', '.join(_sql_string(d) for d in directories)}]",
-        f"set allowed_paths = [{', '.join(_sql_string(f) for f in view_files)}]",
+        f"set allowed_directories = [{', '.join(sql_string(d) for d in directories)}]",
+        f"set allowed_paths = [{', '.join(sql_string(f) for f in view_files)}]",
         "set enable_external_access = false",
         "set lock_configuration = true",
     ):

@@ -33,6 +33,8 @@ import contextlib
 import fcntl
 import json
 import os
+import re
+import shlex
 import shutil
 import time
 import uuid
@@ -46,6 +48,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from fleet_goodput.keyed_tables import commit_keyed
+from fleet_goodput.quoting import literal_pattern, path_of_uri
 from fleet_goodput.tables import TABLES, Table
 
 STATE_KEYS = "state/keys"
@@ -119,10 +122,22 @@ class RunRecord:
         return pa.Table.from_pylist([{name: row[name] for name in RUNS_SCHEMA.names}], schema=RUNS_SCHEMA)
 
 
+# What an output's local path cannot hold. The Delta Lake library (delta-rs) makes the path a URL's
+# host, which refuses `[`, `]`, `^` and `|` (a panic), reads a backslash as `/` and `%41` as `A`, and
+# refuses control characters; DuckDB reads a `?` in a database file's path (goodput.duckdb) as the
+# start of its options. Any other character works (tests/test_hostile_paths.py).
+_UNSTORABLE = re.compile(r"[\[\]^|\\?\x00-\x1f\x7f]|%[0-9A-Fa-f]{2}")
+_UNSTORABLE_REASON = ("the Delta Lake library cannot keep a table under a path with [ ] ^ | \\, a control character "
+                      "or % and two hex digits, and DuckDB reads a ? in a database file's path as its options")
+
+
 class Store:
     def __init__(self, root: str | Path):
         # Delta reports file URIs absolute, so a local root is made absolute too.
         self.root = str(root).rstrip("/") if is_remote(root) else str(Path(root).resolve())
+        if not is_remote(root) and (unstorable := sorted(set(_UNSTORABLE.findall(self.root)))):
+            raise StoreError(f"{self.root} cannot hold the output: its path contains {' '.join(map(repr, unstorable))} "
+                             f"({_UNSTORABLE_REASON}); choose another output folder")
 
     def path(self, relative: str) -> str:
         return f"{self.root}/{relative}"
@@ -151,13 +166,14 @@ class Store:
     def run(self, run_id: int | None = None) -> RunRecord:
         runs = self.runs()
         if not runs:
-            raise StoreError(f"{self.root} holds no committed run: run `mpg run --input DIR --output {self.root}` first")
+            raise StoreError(f"{self.root} holds no committed run: "
+                             f"run `mpg run --input DIR --output {shlex.quote(self.root)}` first")
         if run_id is None:
             return runs[-1]
         for record in runs:
             if record.run_id == run_id:
                 return record
-        raise StoreError(f"no run {run_id} in {self.root}; `mpg runs --output {self.root}` lists them")
+        raise StoreError(f"no run {run_id} in {self.root}; `mpg runs --output {shlex.quote(self.root)}` lists them")
 
     def snapshot(self, name: str, record: RunRecord | None) -> DeltaTable | None:
         """Table `name` as `record` left it (None: that run had not written it)."""
@@ -172,7 +188,7 @@ class Store:
         if table is None:
             return []
         prefix = f"{self.root}/"
-        return sorted(uri.removeprefix("file://").removeprefix(prefix) for uri in table.file_uris())
+        return sorted(path_of_uri(uri).removeprefix(prefix) for uri in table.file_uris())
 
     def read(self, name: str, record: RunRecord | None) -> pa.Table | None:
         version = record.versions.get(name) if record else None
@@ -367,7 +383,7 @@ class Transaction:
 def _staged_files(folder: str) -> list[str]:
     if is_remote(folder):
         from apache_beam.io.filesystems import FileSystems
-        return sorted(m.path for m in FileSystems.match([f"{folder}/**.parquet"])[0].metadata_list)
+        return sorted(m.path for m in FileSystems.match([f"{literal_pattern(folder)}/**.parquet"])[0].metadata_list)
     return sorted(str(p) for p in Path(folder).rglob("*.parquet"))
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -214,8 +215,8 @@ def _refuse_conflicts(store: Store, previous: RunRecord | None, kept: dict, give
             f"{store.root} holds figures computed with other settings (run {previous.run_id}'s); this run's differ:\n"
             + "".join(f"  {d}\n" for d in conflicts)
             + "A run adds to the stored figures, so it must compute them the same way: leave the differing "
-              f"settings out to use the output's (`mpg sql --output {store.root} \"select * from settings\"` "
-              "shows them), or start the output afresh with --replace.")
+              f"settings out to use the output's (`mpg sql --output {shlex.quote(store.root)} "
+              "\"select * from settings\"` shows them), or start the output afresh with --replace.")
 
 
 # ---- readers ------------------------------------------------------------------

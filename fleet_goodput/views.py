@@ -31,6 +31,7 @@ import functools
 import json
 import os
 import re
+import shlex
 from pathlib import Path
 
 import duckdb
@@ -38,6 +39,7 @@ import duckdb
 from fleet_goodput import sql
 from fleet_goodput.config import Settings, load_settings
 from fleet_goodput.keyed_tables import holds_one_row_per_key
+from fleet_goodput.quoting import literal_pattern, sql_string
 from fleet_goodput.store import RunRecord, Store, StoreError, is_remote
 from fleet_goodput.stored_settings import KEYS, apply, document, kept_settings
 from fleet_goodput.tables import TABLES, Table
@@ -56,14 +58,19 @@ _DUCKDB_TYPES = {"string": "varchar", "double": "double", "int64": "bigint", "in
 # A stored view's file, relative to the output: from the database file's own folder where
 # DuckDB's default temp_directory (`<database>.tmp`) tells it, else from the working directory.
 # Table function arguments are folded when a query binds, so this works inside read_parquet.
+# read_parquet takes a glob: the folder's `*`, `?` and `[` are written as `[*]`, `[?]` and `[[]`
+# (quoting.literal_pattern; the relative name comes quoted already).
 _GOODPUT_FILE_MACRO = r"""create or replace macro {prefix}goodput_file(relative) as
     case when regexp_matches(current_setting('temp_directory'), '\.duckdb\.tmp$')
-         then regexp_replace(current_setting('temp_directory'), '[^/]*\.tmp$', '') || relative
+         then regexp_replace(regexp_replace(current_setting('temp_directory'), '[^/]*\.tmp$', ''),
+                             '([*?\[])', '[\1]', 'g') || relative
          else relative end"""
 
 
 def _source(files: list[str], relative: bool) -> str:
-    listed = ", ".join(f"goodput_file('{_quote(name)}')" if relative else f"'{_quote(name)}'" for name in files)
+    # read_parquet reads a name as a glob: each is quoted to match its own file alone.
+    literals = (sql_string(literal_pattern(name)) for name in files)
+    listed = ", ".join(f"goodput_file({literal})" if relative else literal for literal in literals)
     return (f"read_parquet([{listed}], hive_partitioning = true, hive_types = {{'date': date}}, "
             "union_by_name = true)")
 
@@ -99,7 +106,7 @@ def _size_classes_sql(settings: Settings) -> str:
     rows, lower = [], 1
     for ordinal, size_class in enumerate(settings.size_classes):
         upper = size_class.max_chips if size_class.max_chips is not None else 2**62
-        rows.append(f"({ordinal}, '{_quote(size_class.name)}', {lower}, {upper})")  # a name may hold a quote
+        rows.append(f"({ordinal}, {sql_string(size_class.name)}, {lower}, {upper})")
         lower = upper + 1
     return ("create or replace view size_classes as select * from (values " + ", ".join(rows)
             + ") as t(ordinal, size_class, min_chips, max_chips)")
@@ -109,8 +116,8 @@ def _settings_sql(settings: Settings, kept: dict) -> str:
     """One row per setting, its value as JSON, and whether the store keeps it (else it is the
     settings file's or the default, for a store from before settings were kept)."""
     values = document(settings, kept.get("allowed_lateness_s"))
-    rows = ", ".join(f"({ordinal}, '{key}', '{_quote(json.dumps(values[key]))}', {str(key in kept).lower()})"
-                     for ordinal, key in enumerate(KEYS))
+    rows = ", ".join(f"({ordinal}, {sql_string(key)}, {sql_string(json.dumps(values[key]))}, "
+                     f"{str(key in kept).lower()})" for ordinal, key in enumerate(KEYS))
     return (f"create or replace view settings as select setting, value, stored from (values {rows}) "
             "as t(ordinal, setting, value, stored) order by ordinal")
 
@@ -175,9 +182,11 @@ def build_database(output_dir: str | Path, settings: Settings) -> Path:
     tmp = path.with_name(f".{DATABASE_FILE}.tmp")
     tmp.unlink(missing_ok=True)
     with duckdb.connect() as connection:
-        # The relative names must resolve while the views are created (DuckDB binds them then).
-        connection.execute(f"set file_search_path = '{_quote(Path(output_dir).resolve())}'")
-        connection.execute(f"attach '{_quote(tmp)}' as goodput (storage_version '{STORAGE_VERSION}')")
+        # The relative names must resolve while the views are created (DuckDB binds them then): from
+        # the output, as when goodput.duckdb is opened (`goodput_file`). Not file_search_path, which
+        # would split the output's path at a comma.
+        connection.execute(f"set temp_directory = {sql_string(Path(output_dir).resolve() / f'{DATABASE_FILE}.tmp')}")
+        connection.execute(f"attach {sql_string(tmp)} as goodput (storage_version {sql_string(STORAGE_VERSION)})")
         create_views(connection, output_dir, settings, schema="goodput", relative=True)
         connection.execute("use memory")
         connection.execute("detach goodput")
@@ -193,13 +202,9 @@ def connect(output_dir: str | Path, run: int | None = None, settings: Settings |
     store = Store(output_dir)
     store.undo_killed_run_if_idle()
     if store.latest() is None:
-        raise FileNotFoundError(f"no committed run in {output_dir}: run `mpg run --input DIR --output {output_dir}` "
+        raise FileNotFoundError(f"no committed run in {output_dir}: "
+                                f"run `mpg run --input DIR --output {shlex.quote(str(output_dir))}` "
                                 "(or `mpg stream`) first")
     connection = duckdb.connect()
     create_views(connection, output_dir, settings or load_settings(), run_id=run, defer_binding=True)
     return connection
-
-
-def _quote(path) -> str:
-    return str(path).replace("'", "''")
-

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -59,7 +60,8 @@ def main(args: argparse.Namespace) -> int:
     say(summary(outcome))
     say_headline(str(results), outcome.run.run_id)
     say(f"\nOutputs: tables {results}/tables/, views {outcome.database}, manifest {results}/manifest.json")
-    say(f"Try:     mpg sql --output {results} \"select * from job_goodput order by lost_chip_s desc limit 5\"")
+    say(f"Try:     mpg sql --output {shlex.quote(str(results))} "
+        "\"select * from job_goodput order by lost_chip_s desc limit 5\"")
     progress("[3/3] Validating the results (Great Expectations) and publishing the report ...")
     from fleet_goodput.quality.period import whole_output_period  # the report imports GX: only load it here
     from fleet_goodput.report.publish import validate_and_publish

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -116,7 +117,8 @@ def main(args: argparse.Namespace) -> int:
         say(f"Caveats on {sum(caveats.values()):,} imported items (listed in {Path(args.out) / CAVEATS_FILE}):")
         for caveat, count in sorted(caveats.items(), key=lambda item: -item[1]):
             say(f"  {count:>8,}  {caveat}")
-    say(f"Provenance and mapping: {Path(args.out) / SOURCE_FILE}. Next: mpg run --input {args.out} --output OUT")
+    say(f"Provenance and mapping: {Path(args.out) / SOURCE_FILE}. "
+        f"Next: mpg run --input {shlex.quote(str(args.out))} --output OUT")
     return exits.OK
 
 

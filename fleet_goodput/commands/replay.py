@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
         return exits.USAGE
     if not telemetry_files(args.source):
         print(f"mpg replay: no telemetry in {args.source}: expected {args.source}/<stream>/*.avro "
-              f"(try `mpg simulate --out {args.source}`)", file=sys.stderr)
+              f"(try `mpg simulate --out {shlex.quote(args.source)}`)", file=sys.stderr)
         return exits.USAGE
     if args.speed < 0 or args.slice_s <= 0:
         print("mpg replay: --speed must be >= 0 and --slice-s > 0", file=sys.stderr)

@@ -11,6 +11,7 @@ from fleet_goodput.commands.validate import add_quality_arguments, print_quality
 from fleet_goodput.config import ConfigError
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
+from fleet_goodput.store import StoreError
 from fleet_goodput.stored_settings import settings_for_reading
 
 DESCRIPTION = """\
@@ -59,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
         from fleet_goodput.report.publish import validate_and_publish  # imports GX, which takes a few seconds
 
         quality, path = validate_and_publish(args.output, period, settings, args.require_complete)
-    except (ConfigError, PeriodError, FileNotFoundError) as exc:
+    except (ConfigError, PeriodError, FileNotFoundError, StoreError) as exc:
         print(f"mpg report: {exc}", file=sys.stderr)
         return exits.USAGE
     except PeriodBusy as exc:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from fleet_goodput import console, exits
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.options import BEAM_HELP, OptionsError, add_options, launch_problems
+from fleet_goodput.quoting import literal_pattern, sql_string
 
 DESCRIPTION = """\
 Compute ML Productivity Goodput from Avro telemetry with Apache Beam.
@@ -167,12 +169,15 @@ def main(args: argparse.Namespace) -> int:
     accepted = sum(counts["accepted"] for counts in outcome.manifest.get("this_run", {}).values())
     if outcome.manifest.get("as_of_us") is None or accepted == 0:
         print(f"mpg run: no event of this run was accepted, so it adds no figure; see why with\n"
-              f"  mpg sql --output {goodput.output} \"select provisional, reason, sum(records) from rejected group by all\"\n"
+              f"  mpg sql --output {shlex.quote(goodput.output)} "
+              "\"select provisional, reason, sum(records) from rejected group by all\"\n"
               f"(a provisional rejection waits for an event that lets it in, such as a SUBMIT not yet landed)",
               file=sys.stderr)
         return exits.FAILED
     if outcome.database is None:
-        say(REMOTE_NOTE.format(output=goodput.output.rstrip("/")))
+        output = goodput.output.rstrip("/")
+        say(REMOTE_NOTE.format(tables=shlex.quote(f"{output}/tables"),
+                               job_window_files=sql_string(f"{literal_pattern(output)}/tables/job_window/*/*.parquet")))
         return exits.OK
     say_headline(goodput.output, outcome.run.run_id)
     return exits.OK
@@ -231,9 +236,9 @@ def summary(outcome) -> str:
 REMOTE_NOTE = """\
 No goodput.duckdb for a remote output: the DuckDB views are built over local Parquet. To query it,
   - copy the tables down and build the views there (docs/dataflow.md, "Querying a gs:// output"):
-      gcloud storage cp -r {output}/tables DIR/
+      gcloud storage cp -r {tables} DIR/
   - or read them in place with DuckDB's httpfs extension and a GCS secret:
-      select * from read_parquet('{output}/tables/job_window/*/*.parquet', hive_partitioning = true)"""
+      select * from read_parquet({job_window_files}, hive_partitioning = true)"""
 
 
 # The options that decide where and on what a Dataflow job runs, in print order.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -91,7 +92,8 @@ def whole_output_period(output_dir: str | Path) -> Period:
     store = Store(output_dir)
     latest = store.latest()
     if latest is None:
-        raise PeriodError(f"no committed run in {output_dir}: run `mpg run --output {output_dir}` first")
+        raise PeriodError(f"no committed run in {output_dir}: "
+                          f"run `mpg run --output {shlex.quote(str(output_dir))}` first")
     days = sorted({part.removeprefix("date=") for name in store.files("job_window", latest)
                    for part in name.split("/") if part.startswith("date=")})
     if not days:

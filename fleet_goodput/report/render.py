@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 from datetime import timezone
 from importlib.metadata import version
 
@@ -77,7 +78,7 @@ def _shown(value):
 _ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("fleet_goodput.report", "templates"),
                                   autoescape=True, undefined=jinja2.StrictUndefined, finalize=_shown,
                                   trim_blocks=True, lstrip_blocks=True)
-_ENVIRONMENT.filters.update(pct=_pct, pp=_pp, trend=_trend, num=_num, utc=_utc)
+_ENVIRONMENT.filters.update(pct=_pct, pp=_pp, trend=_trend, num=_num, utc=_utc, shell=shlex.quote)
 
 
 def job_page_name(job_id: str) -> str:
