@@ -39,6 +39,7 @@ from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.shards import MIN_CHUNK_EVENTS_PER_SHARD, Shard, process_context, shard_count
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
                                  Transaction, clear_staging, delta_schema, is_remote)
+from fleet_goodput.store_check import require_intact
 from fleet_goodput.stored_settings import check_run, commit_settings
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
@@ -207,6 +208,7 @@ def plan_run(input_dir: str, output_dir: str, as_of_us: int | None,
              progress: Callable[[str], None] = lambda _: None) -> RunPlan:
     """Undo what a killed run left, check the continuation, and pick the input files no run applied."""
     store = Store(output_dir)
+    require_intact(store)  # a damaged store is refused before a run changes anything
     clear_staging(output_dir)
     transaction = store.begin()
     previous = transaction.previous

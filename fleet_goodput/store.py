@@ -9,6 +9,7 @@
                         the version of every table it left, its manifest
       goodput.duckdb    DuckDB views over the latest run (fleet_goodput/views.py)
       manifest.json     a copy of the latest run's manifest
+      .fleet-goodput-store  marks the folder as a store of this project (its format)
       _staging/<run>/   what a run in progress has computed; never read
 
 A run becomes visible in one step: the commit of its row to `runs`. Readers
@@ -18,6 +19,13 @@ wrote; the next command that opens the store (a run, or a reader that finds
 the output idle) first restores any table a killed run moved. Runs on one
 local output are serialised by a lock file; on gs:// a run that finds a newer
 run committed under it fails instead of overwriting it.
+
+A run writes only into an empty folder or a store of this project: the
+marker file says which (a store made before the marker existed is known by
+its `runs` table, and marked by its next run), so `--replace` never deletes
+what someone else keeps there. A store damaged by hand or by its disk is
+refused with what is wrong (StoreDamaged); `mpg check` (fleet_goodput/store_check.py)
+finds every damage and repairs what it safely can.
 
 Every table exists, with its full schema, from the first run. A keyed
 table's latest version holds one row per key (fleet_goodput/keyed_tables.py);
@@ -54,6 +62,10 @@ SETTINGS = "settings"
 RUNS = "runs"
 STAGING = "_staging"
 LOCK_FILE = ".lock"
+MARKER = ".fleet-goodput-store"
+STORE_FORMAT = 1  # the layout above; a marker with a later one was written by a newer fleet-goodput
+# What a run leaves in a folder even before its first commit (a killed first run).
+RUN_SCAFFOLDING = (LOCK_FILE, STAGING, MARKER)
 DEFAULT_RETENTION_HOURS = 7 * 24
 
 STATE_KEYS_SCHEMA = pa.schema([("key", pa.string()), ("blob", pa.binary())])
@@ -75,6 +87,19 @@ class StoreError(RuntimeError):
 
 class StoreBusy(StoreError):
     """Another run holds the output, or committed to it meanwhile: the same run later is right."""
+
+
+class NotAStore(StoreError):
+    """The output folder holds files this project did not write: a run would overwrite or delete them."""
+
+
+class StoreDamaged(StoreError):
+    """Part of the store is missing or unreadable; the message names it and the way back."""
+
+
+def check_hint(root: str) -> str:
+    """How to recover from damage, for every message that names some."""
+    return f"nothing was changed; `mpg check --output {root}` says what is damaged and how to recover"
 
 
 def is_remote(path: str | Path) -> bool:
@@ -135,14 +160,42 @@ class Store:
             return None
 
     def runs(self) -> list[RunRecord]:
-        table = self._delta(RUNS)
-        if table is None:
-            return []
-        rows = table.to_pyarrow_table().sort_by("run_id")
+        """Every committed run, oldest first; StoreDamaged when the record of them is torn or gone."""
+        try:
+            table = self._delta(RUNS)
+            if table is None:
+                self._refuse_lost_runs()
+                return []
+            rows = table.to_pyarrow_table().sort_by("run_id")
+        except Exception as error:  # delta-rs: a torn or missing commit of the runs' log
+            if isinstance(error, StoreError):
+                raise
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise StoreDamaged(f"{self.root}/{RUNS}/_delta_log cannot be read ({first_line}): the record of the "
+                               f"store's runs is damaged; {check_hint(self.root)}") from None
         # Timestamps as integer microseconds, exactly (no float seconds on the way).
         rows = rows.cast(pa.schema([f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f
                                     for f in rows.schema])).to_pylist()
         return [RunRecord.from_row(row) for row in rows]
+
+    def _refuse_lost_runs(self) -> None:
+        """A store without a `runs` table whose manifest.json says a run was committed lost it: running
+        on would start its history again over tables that hold it."""
+        run_id = self._manifest_run()
+        if run_id is None:
+            return
+        raise StoreDamaged(f"{self.root}/{RUNS}/ is missing, but manifest.json says run {run_id} was committed: the "
+                           f"record of the store's runs is gone (deleted by hand?); {check_hint(self.root)}")
+
+    def _manifest_run(self) -> int | None:
+        """The run our manifest.json copy names (None: no such file, or not ours)."""
+        if is_remote(self.root):
+            return None
+        try:
+            manifest = json.loads(Path(self.root, "manifest.json").read_text())
+            return manifest["run_id"] if "settled_counts" in manifest else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def latest(self) -> RunRecord | None:
         runs = self.runs()
@@ -195,6 +248,7 @@ class Store:
         if is_remote(self.root):
             yield  # checked at commit instead: see Transaction.commit
             return
+        self.refuse_foreign()
         Path(self.root).mkdir(parents=True, exist_ok=True)
         with open(self.path(LOCK_FILE), "a+") as handle:
             try:
@@ -214,8 +268,56 @@ class Store:
                 handle.seek(0)
                 handle.truncate()
 
+    def refuse_foreign(self) -> None:
+        """NotAStore unless the folder is absent, empty, or a store of this project (StoreError for one
+        a newer fleet-goodput wrote): a run must never overwrite, nor --replace delete, someone's files."""
+        root = Path(self.root)
+        if is_remote(self.root) or not root.exists():
+            return
+        if not root.is_dir():
+            raise NotAStore(f"{self.root} is a file, not a folder: give --output a folder (new, empty, or an output "
+                            "of fleet-goodput)")
+        marker = root / MARKER
+        if marker.is_file():
+            try:
+                store_format = json.loads(marker.read_text())["format"]
+            except (OSError, ValueError, KeyError, TypeError):
+                raise StoreDamaged(f"{marker} cannot be read: the store's marker is damaged; write "
+                                   f'{{"format": {STORE_FORMAT}}} into it if {self.root} is a store of fleet-goodput') from None
+            if store_format > STORE_FORMAT:
+                raise StoreError(f"{self.root} was written by a newer fleet-goodput (store format {store_format}, this "
+                                 f"one knows {STORE_FORMAT}): upgrade fleet-goodput to use it")
+            return
+        foreign = sorted(p.name + ("/" if p.is_dir() else "") for p in root.iterdir() if p.name not in RUN_SCAFFOLDING)
+        if foreign and not self._made_before_the_marker():
+            shown = ", ".join(foreign[:8]) + (f" and {len(foreign) - 8} more" if len(foreign) > 8 else "")
+            raise NotAStore(f"{self.root} is not empty and is not an output of fleet-goodput (no {MARKER} file, no "
+                            f"runs table of ours): it holds {shown}. A run writes only into an empty folder or one of "
+                            "its outputs, and --replace deletes only those: give --output a new or empty folder")
+
+    def _made_before_the_marker(self) -> bool:
+        """A store written before stores were marked: it has our `runs` table (or had: our manifest.json)."""
+        if self._manifest_run() is not None:
+            return True
+        try:
+            table = self._delta(RUNS)
+        except Exception:  # a damaged runs log still has our shape of folder: StoreDamaged says more
+            return Path(self.root, RUNS, "_delta_log").is_dir()
+        return table is not None and set(RUNS_SCHEMA.names) <= set(table.schema().to_arrow().names)
+
+    def _mark(self) -> None:
+        """Mark the folder as a store of this project (the lock is held; refuse_foreign passed)."""
+        marker = Path(self.root, MARKER)
+        if is_remote(self.root) or marker.exists():
+            return
+        tmp = marker.with_name(f"{MARKER}.tmp")
+        tmp.write_text(json.dumps({"format": STORE_FORMAT, "store": "fleet-goodput output (docs/tables-and-views.md)"})
+                       + "\n")
+        os.replace(tmp, marker)
+
     def begin(self) -> Transaction:
-        """Start a run: undo what a killed run left in the tables, then stage."""
+        """Start a run: mark the store as ours, undo what a killed run left in the tables, then stage."""
+        self._mark()
         self.undo_killed_run()
         return Transaction(self, self.latest(), uuid.uuid4().hex[:12])
 

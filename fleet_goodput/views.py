@@ -39,6 +39,7 @@ from fleet_goodput import sql
 from fleet_goodput.config import Settings, load_settings
 from fleet_goodput.keyed_tables import holds_one_row_per_key
 from fleet_goodput.store import RunRecord, Store, StoreError, is_remote
+from fleet_goodput.store_check import require_intact
 from fleet_goodput.stored_settings import KEYS, apply, document, kept_settings
 from fleet_goodput.tables import TABLES, Table
 
@@ -191,10 +192,10 @@ def connect(output_dir: str | Path, run: int | None = None, settings: Settings |
     if is_remote(output_dir):
         raise StoreError(f"{output_dir} is remote: query a local copy (docs/dataflow.md, 'Querying a gs:// output')")
     store = Store(output_dir)
-    store.undo_killed_run_if_idle()
-    if store.latest() is None:
+    if require_intact(store) is None:
         raise FileNotFoundError(f"no committed run in {output_dir}: run `mpg run --input DIR --output {output_dir}` "
                                 "(or `mpg stream`) first")
+    store.undo_killed_run_if_idle()
     connection = duckdb.connect()
     create_views(connection, output_dir, settings or load_settings(), run_id=run, defer_binding=True)
     return connection

@@ -24,7 +24,7 @@ import duckdb
 
 from fleet_goodput import exits
 from fleet_goodput.sql_guard import QueryRefused, lock_down, read_only_statements
-from fleet_goodput.store import StoreError
+from fleet_goodput.store import StoreDamaged, StoreError
 from fleet_goodput.views import connect
 
 UNSAFE_FLAG = "--unsafe-allow-writes-and-files"
@@ -59,7 +59,7 @@ fixed decimals per column (as many as the column's values need, up to 6: a
 chip-second is a whole number of chip-microseconds), thousands grouped in
 columns that reach 10,000; csv and json print every digit, ungrouped.
 
-""" + exits.describe()
+""" + exits.describe(damaged=exits.DAMAGED_MEANING)
 
 
 def register(subparsers) -> None:
@@ -110,6 +110,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"mpg sql: refused: {exc}\n(mpg sql reads files under {args.output} only, with no network and no "
               f"extensions; {UNSAFE_FLAG} lifts this.)", file=sys.stderr)
         return exits.USAGE
+    except StoreDamaged as exc:
+        print(f"mpg sql: {exc}", file=sys.stderr)
+        return exits.DAMAGED
     except (FileNotFoundError, StoreError, duckdb.Error) as exc:
         print(f"mpg sql: {exc}", file=sys.stderr)
         return exits.USAGE
