@@ -42,6 +42,7 @@ import fcntl
 import json
 import os
 import shutil
+import socket
 import time
 import uuid
 import warnings
@@ -50,9 +51,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
+from fleet_goodput import delta_arrow
 from fleet_goodput.keyed_tables import commit_keyed
 from fleet_goodput.tables import TABLES, Table
 
@@ -166,7 +168,7 @@ class Store:
             if table is None:
                 self._refuse_lost_runs()
                 return []
-            rows = table.to_pyarrow_table().sort_by("run_id")
+            rows = delta_arrow.dataset(table).to_table()
         except Exception as error:  # delta-rs: a torn or missing commit of the runs' log
             if isinstance(error, StoreError):
                 raise
@@ -176,7 +178,7 @@ class Store:
         # Timestamps as integer microseconds, exactly (no float seconds on the way).
         rows = rows.cast(pa.schema([f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f
                                     for f in rows.schema])).to_pylist()
-        return [RunRecord.from_row(row) for row in rows]
+        return sorted((RunRecord.from_row(row) for row in rows), key=lambda record: record.run_id)
 
     def _refuse_lost_runs(self) -> None:
         """A store without a `runs` table whose manifest.json says a run was committed lost it: running
@@ -231,7 +233,7 @@ class Store:
         version = record.versions.get(name) if record else None
         if version is None:
             return None
-        return self._delta(table_paths()[name], version).to_pyarrow_table()
+        return delta_arrow.dataset(self._delta(table_paths()[name], version)).to_table()
 
     def applied_files(self, record: RunRecord | None) -> dict[tuple[str, int, int | None], str]:
         """(path, size, modification time) → content hash of every input file applied up to `record`
@@ -452,18 +454,40 @@ class Transaction:
                 table.optimize.compact()
                 self.versions[name] = DeltaTable(self.store.path(relative)).version()
 
-    def commit(self, record: RunRecord) -> RunRecord:
+    def check_unchanged(self) -> None:
+        """StoreBusy if another run committed to the output since this one began."""
         latest = self.store.latest()
         previous_id = self.previous.run_id if self.previous else None
         if (latest.run_id if latest else None) != previous_id:
             raise StoreBusy(f"run {latest.run_id} was committed to {self.store.root} while this run worked; "
-                             "this run's results were not committed: run it again")
-        write_deltalake(self.store.path(RUNS), record.to_arrow(), mode="append")
+                            f"this run's results were not committed: run it again{self._lock_note()}")
+
+    def commit(self, record: RunRecord) -> RunRecord:
+        self.check_unchanged()
+        try:
+            # No retry: a runs row another run appended meanwhile at the same version is a lost race, not a conflict
+            # Delta may resolve by appending both.
+            write_deltalake(self.store.path(RUNS), record.to_arrow(), mode="append",
+                            commit_properties=CommitProperties(max_commit_retries=0))
+        except CommitFailedError:
+            raise self.lost_race() from None
         return record
+
+    def lost_race(self) -> StoreBusy:
+        """What a run says when another committed to the same tables while it did."""
+        return StoreBusy(f"another run committed to {self.store.root} while this one did; this run's results were "
+                         f"not committed: run it again{self._lock_note()}")
+
+    def _lock_note(self) -> str:
+        if is_remote(self.store.root):
+            return ""
+        return (f" (runs on one output take turns by a lock on {self.store.path(LOCK_FILE)}, which this file system "
+                "did not hold: NFS without flock? Run one at a time)")
 
     def discard(self) -> None:
         if not is_remote(self.staging):
             shutil.rmtree(self.staging, ignore_errors=True)
+            Path(f"{self.staging}.owner").unlink(missing_ok=True)
 
 
 def _staged_files(folder: str) -> list[str]:
@@ -473,7 +497,44 @@ def _staged_files(folder: str) -> list[str]:
     return sorted(str(p) for p in Path(folder).rglob("*.parquet"))
 
 
+# A staging folder of a run on another machine is taken for a killed run's after this long.
+FOREIGN_STAGING_STALE_S = 24 * 3600
+
+
+def claim_staging(root: str | Path, token: str) -> None:
+    """Record which process stages into `_staging/<token>`, beside it, so that another run whose
+    lock did not lock (a file system without flock) does not take it for a killed run's."""
+    if is_remote(root):
+        return
+    owner = Path(root, STAGING, f"{token}.owner")
+    owner.parent.mkdir(parents=True, exist_ok=True)
+    owner.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+
+
 def clear_staging(root: str | Path) -> None:
-    """Remove what killed runs staged (local outputs; the lock is held)."""
-    if not is_remote(root):
-        shutil.rmtree(Path(root, STAGING), ignore_errors=True)
+    """Remove what killed runs staged (local outputs; the lock is held): every staging folder but
+    one whose owner runs still, here, or on another machine and staged within the last day."""
+    staging = Path(root, STAGING)
+    if is_remote(root) or not staging.is_dir():
+        return
+    for path in staging.iterdir():
+        token = path.name.removesuffix(".owner")
+        if not _staged_by_a_live_run(staging / f"{token}.owner"):
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def _staged_by_a_live_run(owner: Path) -> bool:
+    try:
+        claimed = json.loads(owner.read_text())
+        host, pid = claimed["host"], int(claimed["pid"])
+        if host != socket.gethostname():
+            return time.time() - owner.stat().st_mtime < FOREIGN_STAGING_STALE_S
+    except (OSError, ValueError, KeyError, TypeError):  # no owner: a killed run's, or an older version's
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except PermissionError:
+        return True  # it does, another user's
+    except OSError:
+        return False
+    return pid != os.getpid()
