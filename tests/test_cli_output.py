@@ -175,7 +175,9 @@ def test_with_runtime_but_no_profile_pg_and_mpg_read_as_unknown(tmp_path):
                      r"sample: PG coverage 0%", headline), headline
 
 
-LOCKING = {"run", "stream", "validate", "report", "demo"}
+LOCKING = {"run", "stream", "validate", "report", "demo", "check"}
+# The commands that open a store refuse a damaged one with exit 3 (fleet_goodput/store_check.py).
+OPENING = {"run", "sql", "runs", "validate", "report", "check"}
 
 
 @pytest.mark.parametrize("command", sorted(build_parser().commands))
@@ -185,3 +187,4 @@ def test_every_commands_help_lists_its_exit_codes(command, capsys):
     help_text = capsys.readouterr().out
     assert "exit codes:\n  0 done" in help_text and "  2 bad arguments, settings or input" in help_text
     assert ("  75 (EX_TEMPFAIL) " in help_text) == (command in LOCKING), help_text
+    assert ("\n  3 " in help_text) == (command in OPENING), help_text
