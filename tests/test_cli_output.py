@@ -177,7 +177,7 @@ def test_with_runtime_but_no_profile_pg_and_mpg_read_as_unknown(tmp_path):
 
 LOCKING = {"run", "stream", "validate", "report", "demo", "check"}
 # The commands that open a store refuse a damaged one with exit 3 (fleet_goodput/store_check.py).
-OPENING = {"run", "sql", "runs", "validate", "report", "check"}
+OPENING = {"run", "stream", "sql", "runs", "validate", "report", "check"}
 
 
 @pytest.mark.parametrize("command", sorted(build_parser().commands))
