@@ -192,10 +192,11 @@ def connect(output_dir: str | Path, run: int | None = None, settings: Settings |
     if is_remote(output_dir):
         raise StoreError(f"{output_dir} is remote: query a local copy (docs/dataflow.md, 'Querying a gs:// output')")
     store = Store(output_dir)
-    if require_intact(store) is None:
+    latest = require_intact(store)  # StoreDamaged, naming the damage, before anything reads it
+    store.undo_killed_run_if_idle()
+    if latest is None:
         raise FileNotFoundError(f"no committed run in {output_dir}: run `mpg run --input DIR --output {output_dir}` "
                                 "(or `mpg stream`) first")
-    store.undo_killed_run_if_idle()
     connection = duckdb.connect()
     create_views(connection, output_dir, settings or load_settings(), run_id=run, defer_binding=True)
     return connection
