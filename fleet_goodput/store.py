@@ -96,12 +96,13 @@ class NotAStore(StoreError):
 
 
 class StoreDamaged(StoreError):
-    """Part of the store is missing or unreadable; the message names it and the way back."""
+    """Part of the store is missing or unreadable: `problem` names it, and the message the way back."""
 
-
-def check_hint(root: str) -> str:
-    """How to recover from damage, for every message that names some."""
-    return f"nothing was changed; `mpg check --output {root}` says what is damaged and how to recover"
+    def __init__(self, problem: str, root: str):
+        hint = f"nothing was changed; `mpg check --output {root}` says what is damaged and how to recover"
+        separator = "" if problem.endswith("\n") else "; "  # a list of problems ends its own line
+        super().__init__(f"{problem}{separator}{hint}")
+        self.problem = problem
 
 
 def is_remote(path: str | Path) -> bool:
@@ -174,7 +175,7 @@ class Store:
                 raise
             first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
             raise StoreDamaged(f"{self.root}/{RUNS}/_delta_log cannot be read ({first_line}): the record of the "
-                               f"store's runs is damaged; {check_hint(self.root)}") from None
+                               "store's runs is damaged", self.root) from None
         # Timestamps as integer microseconds, exactly (no float seconds on the way).
         rows = rows.cast(pa.schema([f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f
                                     for f in rows.schema])).to_pylist()
@@ -187,7 +188,7 @@ class Store:
         if run_id is None:
             return
         raise StoreDamaged(f"{self.root}/{RUNS}/ is missing, but manifest.json says run {run_id} was committed: the "
-                           f"record of the store's runs is gone (deleted by hand?); {check_hint(self.root)}")
+                           "record of the store's runs is gone (deleted by hand?)", self.root)
 
     def _manifest_run(self) -> int | None:
         """The run our manifest.json copy names (None: no such file, or not ours)."""
@@ -284,7 +285,7 @@ class Store:
             try:
                 store_format = json.loads(marker.read_text())["format"]
             except (OSError, ValueError, KeyError, TypeError):
-                raise StoreDamaged(f"{marker} cannot be read: the store's marker is damaged; write "
+                raise StoreError(f"{marker} cannot be read: the store's marker is damaged; write "
                                    f'{{"format": {STORE_FORMAT}}} into it if {self.root} is a store of fleet-goodput') from None
             if store_format > STORE_FORMAT:
                 raise StoreError(f"{self.root} was written by a newer fleet-goodput (store format {store_format}, this "

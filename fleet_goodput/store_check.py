@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from fleet_goodput.store import RUNS, RunRecord, Store, StoreDamaged, check_hint, is_remote, table_paths
+from fleet_goodput.store import RUNS, RunRecord, Store, StoreDamaged, is_remote, table_paths
 
 DAMAGED_DIR = "_damaged"  # where --repair moves what it takes out of a log
 
@@ -72,7 +72,7 @@ def require_intact(store: Store) -> RunRecord | None:
     problems = run_problems(store, latest)
     if problems:
         raise StoreDamaged(f"{store.root} is damaged: run {latest.run_id}, the latest, names what is not there:\n"
-                           + "".join(f"  {problem}\n" for problem in problems) + check_hint(store.root))
+                           + "".join(f"  {problem}\n" for problem in problems), store.root)
     return latest
 
 
@@ -147,7 +147,7 @@ def inspect(store: Store) -> Report:
     except StoreDamaged as damage:
         torn = torn_runs_commit(store)
         if torn is None:
-            return Report((Finding(str(damage).split("; nothing was changed")[0]),), None,
+            return Report((Finding(damage.problem),), None,
                           why_not="the record of the store's runs is lost, and with it which table versions "
                                   "make each run")
         return Report((Finding(f"{RUNS}/_delta_log/{torn.name}, the last commit of the runs, is torn (not whole "
@@ -226,4 +226,4 @@ def _runs_version_of(store: Store, run_id: int, latest: int) -> int:
         rows = DeltaTable(store.path(RUNS), version=version).to_pyarrow_table(columns=["run_id"])
         if rows.num_rows and max(rows.column("run_id").to_pylist()) == run_id:
             return version
-    raise StoreDamaged(f"no version of {store.root}/{RUNS} ends with run {run_id}")
+    raise StoreDamaged(f"no version of {store.root}/{RUNS} ends with run {run_id}", store.root)

@@ -50,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from fleet_goodput.store import Store, StoreBusy, StoreError, is_remote
-    from fleet_goodput.store_check import inspect, repair
+    from fleet_goodput.store_check import inspect
 
     store = Store(args.output)
     if is_remote(store.root) or not Path(store.root).is_dir():
@@ -60,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
         store.refuse_foreign()
         if args.repair:
             with store.lock():
-                return _check_and_repair(store, inspect, repair)
+                return _check_and_repair(store)
         return _report(store, inspect(store))
     except StoreBusy as exc:
         print(f"mpg check: {exc}", file=sys.stderr)
@@ -72,8 +72,11 @@ def main(args: argparse.Namespace) -> int:
 
 def _report(store, report) -> int:
     if report.intact:
-        print(f"{store.root}: whole ({report.runs} run(s); the latest run's tables, data files and saved state "
-              "are all there and readable)")
+        if not report.runs:
+            print(f"{store.root} holds no committed run: nothing to check")
+        else:
+            print(f"{store.root}: whole ({report.runs} run(s); the latest run's tables, data files and saved state "
+                  "are all there and readable)")
         return exits.OK
     print(f"{store.root} is damaged:")
     for finding in report.findings:
@@ -85,14 +88,22 @@ def _report(store, report) -> int:
     return exits.DAMAGED
 
 
-def _check_and_repair(store, inspect, repair) -> int:
+def _check_and_repair(store) -> int:
+    """Inspect, repair what can be (the lock is held), and inspect again."""
+    from fleet_goodput.store_check import cause, inspect, repair
+
     report = inspect(store)
     if report.intact or report.repair is None:
         return _report(store, report)
     for finding in report.findings:
         print(f"found: {finding.problem}")
-    repair(store, report)
     print(f"repairing: {report.repair}")
+    try:
+        repair(store, report)
+    except Exception as error:  # delta-rs meeting more damage than inspect saw
+        print(f"mpg check: --repair stopped: {cause(error)}; `mpg check --output {store.root}` says where the store "
+              "stands now", file=sys.stderr)
+        return exits.DAMAGED
     return _report(store, inspect(store))
 
 
