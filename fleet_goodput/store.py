@@ -67,7 +67,7 @@ LOCK_FILE = ".lock"
 MARKER = ".fleet-goodput-store"
 STORE_FORMAT = 1  # the layout above; a marker with a later one was written by a newer fleet-goodput
 # What a run leaves in a folder even before its first commit (a killed first run).
-RUN_SCAFFOLDING = (LOCK_FILE, STAGING, MARKER)
+RUN_SCAFFOLDING = (LOCK_FILE, STAGING, MARKER, f"{MARKER}.tmp")
 DEFAULT_RETENTION_HOURS = 7 * 24
 
 STATE_KEYS_SCHEMA = pa.schema([("key", pa.string()), ("blob", pa.binary())])
@@ -367,7 +367,8 @@ class Store:
         return False
 
     def replace(self) -> None:
-        """Remove every run, table and saved state (`--replace`)."""
+        """Remove every run, table and saved state (`--replace`; the caller holds the lock, which
+        refuses a folder that is not a store). The marker stays: the folder is still a store."""
         if is_remote(self.root):
             raise StoreError("--replace removes a local output only; delete a gs:// output with gcloud storage rm -r")
         for name in ("tables", "state", SETTINGS, RUNS, STAGING, "goodput.duckdb", "manifest.json", "_run"):
