@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from fleet_goodput import delta_arrow
 from fleet_goodput.store import RUNS, RunRecord, Store, StoreDamaged, is_remote, table_paths
 
 DAMAGED_DIR = "_damaged"  # where --repair moves what it takes out of a log
@@ -56,7 +57,7 @@ class Report:
     repair: str | None  # what --repair would do, or None when nothing safe can
     why_not: str = ""  # why nothing safe can
     rollback_to: RunRecord | None = None
-    torn_runs_commit: Path | None = None
+    set_aside: tuple[Path, ...] = ()  # torn commits no committed run needs, which --repair moves to _damaged/
     runs: int = 0
 
     @property
@@ -69,9 +70,9 @@ def require_intact(store: Store) -> RunRecord | None:
     latest = store.latest()
     if latest is None or is_remote(store.root):
         return latest
-    problems = run_problems(store, latest)
+    problems = run_problems(store, latest) + [problem for problem, _ in torn_after(store, latest)]
     if problems:
-        raise StoreDamaged(f"{store.root} is damaged: run {latest.run_id}, the latest, names what is not there:\n"
+        raise StoreDamaged(f"{store.root} is damaged (run {latest.run_id} is its latest):\n"
                            + "".join(f"  {problem}\n" for problem in problems), store.root)
     return latest
 
@@ -153,14 +154,21 @@ def inspect(store: Store) -> Report:
         return Report((Finding(f"{RUNS}/_delta_log/{torn.name}, the last commit of the runs, is torn (not whole "
                                "JSON): the run it recorded was never whole"),),
                       f"move {RUNS}/_delta_log/{torn.name} aside to {DAMAGED_DIR}/ and restore every table to the "
-                      "run before it; the next run applies its input files again", torn_runs_commit=torn)
+                      "run before it; the next run applies its input files again", set_aside=(torn,))
     if not runs:
         return Report((), None)
     latest = runs[-1]
     problems = run_problems(store, latest, read_footers=True)
-    if not problems:
+    torn = torn_after(store, latest)
+    if not problems and not torn:
         return Report((), None, runs=len(runs))
     findings = tuple(Finding(f"run {latest.run_id} (the latest): {problem}") for problem in problems)
+    findings += tuple(Finding(problem) for problem, _ in torn)
+    if not problems:
+        names = ", ".join(_relative(store, path) for _, path in torn)
+        return Report(findings, f"move {names} aside to {DAMAGED_DIR}/ and restore those tables to run "
+                                f"{latest.run_id}'s versions", set_aside=tuple(path for _, path in torn),
+                      runs=len(runs))
     earlier = next((run for run in reversed(runs[:-1]) if not run_problems(store, run, read_footers=True)), None)
     if earlier is None:
         return Report(findings, None, runs=len(runs), why_not="no earlier run is whole to roll back to")
@@ -175,6 +183,34 @@ def inspect(store: Store) -> Report:
                   rollback_to=earlier, runs=len(runs))
 
 
+def torn_after(store: Store, record: RunRecord) -> list[tuple[str, Path]]:
+    """The torn commits (not whole JSON) of each table's log after the version `record` names: what a
+    run killed mid-commit, or a disk, left; no committed run needs them, but no table reads past them."""
+    torn = []
+    for name, relative in table_paths().items():
+        recorded = record.versions.get(name)
+        log = Path(store.path(relative), "_delta_log")
+        later = sorted((int(p.stem), p) for p in log.glob("*.json")
+                       if p.stem.isdigit() and (recorded is None or int(p.stem) > recorded))
+        torn += [(f"{relative}/_delta_log/{path.name}, a commit after the version run {record.run_id} names, is "
+                  "torn (not whole JSON)", path) for _, path in later if not _whole_json(path)]
+    return torn
+
+
+def _whole_json(path: Path) -> bool:
+    try:
+        for line in path.read_text().splitlines():
+            if line.strip():
+                json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def _relative(store: Store, path: Path) -> str:
+    return str(path.relative_to(store.root))
+
+
 def torn_runs_commit(store: Store) -> Path | None:
     """The last commit of the runs' log, if it is torn (not whole JSON) and the log reads without it."""
     log = Path(store.path(RUNS), "_delta_log")
@@ -182,15 +218,8 @@ def torn_runs_commit(store: Store) -> Path | None:
     if not commits:
         return None
     version, last = commits[-1]
-    try:
-        for line in last.read_text().splitlines():
-            if line.strip():
-                json.loads(line)
-        return None  # whole: the damage is elsewhere
-    except (ValueError, UnicodeDecodeError):
-        pass
-    if version == 0:
-        return None  # no earlier version to fall back to
+    if _whole_json(last) or version == 0:
+        return None  # the damage is elsewhere, or there is no earlier version to fall back to
     try:
         DeltaTable(str(log.parent), version=version - 1)
     except Exception:
@@ -210,11 +239,15 @@ def _restorable(store: Store) -> bool:
 
 def repair(store: Store, report: Report) -> None:
     """Do what `report.repair` says (the caller holds the store's lock)."""
-    if report.torn_runs_commit is not None:
-        aside = Path(store.root, DAMAGED_DIR, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), RUNS, "_delta_log")
-        aside.mkdir(parents=True, exist_ok=True)
-        shutil.move(report.torn_runs_commit, aside / report.torn_runs_commit.name)
-    elif report.rollback_to is not None:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    # A torn commit and every commit after it (a log is read in order: none after it is reachable).
+    for torn in report.set_aside:
+        for path in sorted(torn.parent.glob("*.json")):
+            if path.stem.isdigit() and int(path.stem) >= int(torn.stem) and path.exists():
+                aside = Path(store.root, DAMAGED_DIR, stamp, _relative(store, path.parent))
+                aside.mkdir(parents=True, exist_ok=True)
+                shutil.move(path, aside / path.name)
+    if report.rollback_to is not None:
         runs_table = DeltaTable(store.path(RUNS))
         runs_table.restore(_runs_version_of(store, report.rollback_to.run_id, runs_table.version()))
     store.undo_killed_run()
@@ -223,7 +256,7 @@ def repair(store: Store, report: Report) -> None:
 def _runs_version_of(store: Store, run_id: int, latest: int) -> int:
     """The version of the runs table whose last run is `run_id`."""
     for version in range(latest, -1, -1):
-        rows = DeltaTable(store.path(RUNS), version=version).to_pyarrow_table(columns=["run_id"])
+        rows = delta_arrow.dataset(DeltaTable(store.path(RUNS), version=version)).to_table(columns=["run_id"])
         if rows.num_rows and max(rows.column("run_id").to_pylist()) == run_id:
             return version
     raise StoreDamaged(f"no version of {store.root}/{RUNS} ends with run {run_id}", store.root)

@@ -158,7 +158,7 @@ def _message(*parts: str) -> str:
 
 def _damaged(output: Path, run: int, *problems: str) -> str:
     root = _root(output)
-    return _message(f"{root} is damaged: run {run}, the latest, names what is not there:\n",
+    return _message(f"{root} is damaged (run {run} is its latest):\n",
                     *[piece for problem in problems for piece in ("  ", problem, "\n")],
                     HINT.format(root=root))
 
@@ -222,6 +222,32 @@ def test_a_deleted_commit_of_a_table_log_rolls_back_to_the_last_whole_run(tmp_pa
     assert _figures(output) == _figures(stores["one"])
     assert main(["-q", "run", "--input", str(stores["more"]), "--output", str(output)]) == 0
     assert _figures(output) == _figures(stores["two"]) and Store(output).latest().run_id == 2
+
+
+def test_a_torn_commit_a_killed_run_left_in_a_table_log_is_set_aside(tmp_path, stores, capsys):
+    """A run killed in its commit, or a disk, tears a table's commit after the version the latest run
+    names: no run needs it, but no reader gets past it, nor the next run's undo of the killed run."""
+    from deltalake import write_deltalake
+
+    output = _copy(stores, "one", tmp_path)
+    path = output / "tables" / "job_window"
+    write_deltalake(str(path), DeltaTable(str(path)).to_pyarrow_table(), mode="append")  # the killed run's commit
+    version = Store(output).latest().versions["job_window"] + 1
+    torn = _commit(output, "tables/job_window", version)
+    _tear(torn)
+    relative = f"tables/job_window/_delta_log/{version:020d}.json"
+    problem = f"{relative}, a commit after the version run 1 names, is torn (not whole JSON)"
+    _refused_everywhere(output, _damaged(output, 1, problem), capsys)
+    root = _root(output)
+    repair = f"move {relative} aside to _damaged/ and restore those tables to run 1's versions"
+    assert _check(output, capsys) == (3, f"{root} is damaged:\n  {problem}\n"
+                                         f"`mpg check --output {root} --repair` would {repair}.\n")
+    torn_bytes = torn.read_bytes()
+    assert _check(output, capsys, "--repair")[0] == 0
+    assert [p.read_bytes() for p in (output / "_damaged").rglob("*.json")] == [torn_bytes]
+    assert _figures(output) == _figures(stores["one"])
+    assert main(["-q", "run", "--input", str(stores["more"]), "--output", str(output)]) == 0
+    assert _figures(output) == _figures(stores["two"])
 
 
 def test_an_overwritten_parquet_file_is_named_and_the_store_rolled_back(tmp_path, stores, capsys):
