@@ -5,7 +5,8 @@ log torn or deleted, a data file deleted or overwritten, `state/` or `runs/`
 deleted by hand. Every command that opens a store (`mpg run`, `mpg sql`,
 `mpg validate`, `mpg report`, `fleet_goodput.open`) first checks the latest
 run (`require_intact`): its `runs` row, every table version it names, and
-every data file of those versions, present at the size its log records. A
+every data file of those versions, present at the size its log records,
+and that no commit after those versions is torn. A
 damaged store is refused with what is wrong, before anything is read or
 changed, instead of a traceback or a run that starts the history again.
 
@@ -14,7 +15,8 @@ says what `repair` can do, which is only what loses nothing the store still
 holds whole:
   - a torn last commit of `runs/_delta_log` is moved aside (to
     OUTPUT/_damaged/), so the run before it is the latest again; its input
-    files are applied again by the next run;
+    files are applied again by the next run; so is a torn commit of a
+    table's log after the version the latest run names (no run needs it);
   - a latest run that names something missing or damaged is rolled back to
     the latest earlier run that is whole: the `runs` table and every table
     are restored to that run's versions (Delta restore: a new version, the

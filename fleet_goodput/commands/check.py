@@ -17,7 +17,8 @@ A damaged store is refused by every command that opens it (exit 3) until it
 is repaired. With --repair, what can be repaired without losing anything the
 store still holds whole is repaired (fleet_goodput/store_check.py):
   - a torn last commit of runs/_delta_log is moved aside to OUTPUT/_damaged/:
-    the run before it is the latest again;
+    the run before it is the latest again; so is a torn commit of a table's
+    log after the version the latest run names (a run killed in its commit);
   - a latest run that names something missing or damaged is rolled back to
     the latest earlier run that is whole (Delta restore of the runs table and
     of every table to that run's versions; the later runs stay in the history).
