@@ -61,8 +61,10 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
     fleet_goodput.stored_settings.SettingsConflict naming each difference (for
     an output written before outputs kept their settings, it gives the size
     classes, as the defaults do without it). Raises FileNotFoundError when
-    `output` holds no committed run, and fleet_goodput.store.StoreError for a
-    run that does not exist or an output on gs:// (query a local copy).
+    `output` holds no committed run, fleet_goodput.store.StoreDamaged for a
+    damaged output (naming the damage: `mpg check --output OUTPUT` says how
+    to recover), and fleet_goodput.store.StoreError for a run that does not
+    exist or an output on gs:// (query a local copy).
     """
     from fleet_goodput.sql_guard import lock_down
     from fleet_goodput.stored_settings import settings_for_reading
@@ -100,7 +102,8 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     applied), `.committed` (False when nothing was new and the latest run
     stands) and `.seconds`. Raises fleet_goodput.batch.InputError for a
     missing or empty input, fleet_goodput.store.StoreError for an as-of
-    before the last run's or an output another run holds,
+    before the last run's, an output another run holds, a folder that holds
+    files of someone else (NotAStore) or a damaged output (StoreDamaged),
     fleet_goodput.stored_settings.SettingsConflict when `config` would change
     the figures the output holds (naming each difference; `replace=True`
     starts afresh), and fleet_goodput.batch.ReconciliationError (nothing

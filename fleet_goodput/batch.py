@@ -30,7 +30,7 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
-from deltalake.exceptions import DeltaError
+from deltalake.exceptions import CommitFailedError, DeltaError
 
 from fleet_goodput import schemas
 from fleet_goodput.asof import default_as_of, history_start, latest_times
@@ -42,7 +42,8 @@ from fleet_goodput.quoting import literal_pattern
 from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.shards import MIN_CHUNK_EVENTS_PER_SHARD, Shard, process_context, shard_count
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
-                                 Transaction, clear_staging, delta_schema, is_remote)
+                                 Transaction, claim_staging, clear_staging, delta_schema, is_remote)
+from fleet_goodput.store_check import require_intact
 from fleet_goodput.stored_settings import check_run, commit_settings
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
@@ -235,8 +236,10 @@ def plan_run(input_dir: str, output_dir: str, as_of_us: int | None,
              progress: Callable[[str], None] = lambda _: None) -> RunPlan:
     """Undo what a killed run left, check the continuation, and pick the input files no run applied."""
     store = Store(output_dir)
+    require_intact(store)  # a damaged store is refused before a run changes anything
     clear_staging(output_dir)
     transaction = store.begin()
+    claim_staging(output_dir, transaction.token)
     previous = transaction.previous
     _check_continuation(previous, as_of_us, output_dir)
     applied = store.applied_files(previous)
@@ -529,6 +532,24 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
                "files_skipped": len(plan.skipped), "output": plan.output_dir})
     if not manifest["reconciles"]:
         raise ReconciliationError(_reconciliation_message(manifest) + "; the run was not committed")
+    transaction.check_unchanged()  # before writing anything, where another run's commit is seen
+    try:
+        _commit_tables(transaction, run_id, plan, settings, stream_settings, folders, final)
+    except CommitFailedError:  # delta-rs found another run's commit in the way
+        raise transaction.lost_race() from None
+    record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode=mode, input=str(plan.input_dir),
+                       as_of_us=as_of_us, frontier_us=frontier_us, files_applied=len(plan.files),
+                       files_skipped=len(plan.skipped), state_format=STATE_FORMAT, versions=dict(transaction.versions),
+                       manifest=manifest)
+    transaction.commit(record)
+    transaction.discard()
+    store.vacuum(stream_settings.retention_hours)
+    return record
+
+
+def _commit_tables(transaction: Transaction, run_id: int, plan: RunPlan, settings: Settings,
+                   stream_settings: StreamSettings, folders: list[str], final: list[str]) -> None:
+    """Commit the run's settings, tables, state and applied files, table by table (not yet visible)."""
     commit_settings(transaction, run_id, settings, stream_settings)
     for name, table in TABLES.items():
         if name in REPLACED_EACH_RUN:
@@ -542,14 +563,6 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
         [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "size": f.size, "run_id": run_id,
           "modified_us": f.modified_us} for f in plan.files], schema=STATE_FILES_SCHEMA), STATE_FILES_SCHEMA)
     transaction.compact()
-    record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode=mode, input=str(plan.input_dir),
-                       as_of_us=as_of_us, frontier_us=frontier_us, files_applied=len(plan.files),
-                       files_skipped=len(plan.skipped), state_format=STATE_FORMAT, versions=dict(transaction.versions),
-                       manifest=manifest)
-    transaction.commit(record)
-    transaction.discard()
-    store.vacuum(stream_settings.retention_hours)
-    return record
 
 
 def read_staged_counts(staging: str) -> dict:

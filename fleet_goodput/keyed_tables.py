@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 
+from fleet_goodput import delta_arrow
 from fleet_goodput.quoting import sql_string
 from fleet_goodput.tables import Table
 
@@ -62,7 +63,7 @@ def commit_keyed(path: str, staged_files: list[str], table: Table, schema: pa.Sc
         days |= set(_days(current))  # written under the old rule: every partition may hold older versions
     if current is not None and not days:
         return
-    current_rows = current.to_pyarrow_dataset() if current is not None else None
+    current_rows = delta_arrow.dataset(current) if current is not None else None
 
     def partitions():
         for day in sorted(days):

@@ -9,6 +9,7 @@
                         the version of every table it left, its manifest
       goodput.duckdb    DuckDB views over the latest run (fleet_goodput/views.py)
       manifest.json     a copy of the latest run's manifest
+      .fleet-goodput-store  marks the folder as a store of this project (its format)
       _staging/<run>/   what a run in progress has computed; never read
 
 A run becomes visible in one step: the commit of its row to `runs`. Readers
@@ -18,6 +19,13 @@ wrote; the next command that opens the store (a run, or a reader that finds
 the output idle) first restores any table a killed run moved. Runs on one
 local output are serialised by a lock file; on gs:// a run that finds a newer
 run committed under it fails instead of overwriting it.
+
+A run writes only into an empty folder or a store of this project: the
+marker file says which (a store made before the marker existed is known by
+its `runs` table, and marked by its next run), so `--replace` never deletes
+what someone else keeps there. A store damaged by hand or by its disk is
+refused with what is wrong (StoreDamaged); `mpg check` (fleet_goodput/store_check.py)
+finds every damage and repairs what it safely can.
 
 Every table exists, with its full schema, from the first run. A keyed
 table's latest version holds one row per key (fleet_goodput/keyed_tables.py);
@@ -36,6 +44,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import time
 import uuid
 import warnings
@@ -44,9 +53,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
+from fleet_goodput import delta_arrow
 from fleet_goodput.keyed_tables import commit_keyed
 from fleet_goodput.quoting import literal_pattern, path_of_uri
 from fleet_goodput.tables import TABLES, Table
@@ -57,6 +67,10 @@ SETTINGS = "settings"
 RUNS = "runs"
 STAGING = "_staging"
 LOCK_FILE = ".lock"
+MARKER = ".fleet-goodput-store"
+STORE_FORMAT = 1  # the layout above; a marker with a later one was written by a newer fleet-goodput
+# What a run leaves in a folder even before its first commit (a killed first run).
+RUN_SCAFFOLDING = (LOCK_FILE, STAGING, MARKER, f"{MARKER}.tmp")
 DEFAULT_RETENTION_HOURS = 7 * 24
 
 STATE_KEYS_SCHEMA = pa.schema([("key", pa.string()), ("blob", pa.binary())])
@@ -78,6 +92,20 @@ class StoreError(RuntimeError):
 
 class StoreBusy(StoreError):
     """Another run holds the output, or committed to it meanwhile: the same run later is right."""
+
+
+class NotAStore(StoreError):
+    """The output folder holds files this project did not write: a run would overwrite or delete them."""
+
+
+class StoreDamaged(StoreError):
+    """Part of the store is missing or unreadable: `problem` names it, and the message the way back."""
+
+    def __init__(self, problem: str, root: str):
+        hint = f"nothing was changed; `mpg check --output {root}` says what is damaged and how to recover"
+        separator = "" if problem.endswith("\n") else "; "  # a list of problems ends its own line
+        super().__init__(f"{problem}{separator}{hint}")
+        self.problem = problem
 
 
 def is_remote(path: str | Path) -> bool:
@@ -150,14 +178,42 @@ class Store:
             return None
 
     def runs(self) -> list[RunRecord]:
-        table = self._delta(RUNS)
-        if table is None:
-            return []
-        rows = table.to_pyarrow_table().sort_by("run_id")
+        """Every committed run, oldest first; StoreDamaged when the record of them is torn or gone."""
+        try:
+            table = self._delta(RUNS)
+            if table is None:
+                self._refuse_lost_runs()
+                return []
+            rows = delta_arrow.dataset(table).to_table()
+        except Exception as error:  # delta-rs: a torn or missing commit of the runs' log
+            if isinstance(error, StoreError):
+                raise
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise StoreDamaged(f"{self.root}/{RUNS}/_delta_log cannot be read ({first_line}): the record of the "
+                               "store's runs is damaged", self.root) from None
         # Timestamps as integer microseconds, exactly (no float seconds on the way).
         rows = rows.cast(pa.schema([f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f
                                     for f in rows.schema])).to_pylist()
-        return [RunRecord.from_row(row) for row in rows]
+        return sorted((RunRecord.from_row(row) for row in rows), key=lambda record: record.run_id)
+
+    def _refuse_lost_runs(self) -> None:
+        """A store without a `runs` table whose manifest.json says a run was committed lost it: running
+        on would start its history again over tables that hold it."""
+        run_id = self._manifest_run()
+        if run_id is None:
+            return
+        raise StoreDamaged(f"{self.root}/{RUNS}/ is missing, but manifest.json says run {run_id} was committed: the "
+                           "record of the store's runs is gone (deleted by hand?)", self.root)
+
+    def _manifest_run(self) -> int | None:
+        """The run our manifest.json copy names (None: no such file, or not ours)."""
+        if is_remote(self.root):
+            return None
+        try:
+            manifest = json.loads(Path(self.root, "manifest.json").read_text())
+            return manifest["run_id"] if "settled_counts" in manifest else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def latest(self) -> RunRecord | None:
         runs = self.runs()
@@ -194,7 +250,7 @@ class Store:
         version = record.versions.get(name) if record else None
         if version is None:
             return None
-        return self._delta(table_paths()[name], version).to_pyarrow_table()
+        return delta_arrow.dataset(self._delta(table_paths()[name], version)).to_table()
 
     def applied_files(self, record: RunRecord | None) -> dict[tuple[str, int, int | None], str]:
         """(path, size, modification time) → content hash of every input file applied up to `record`
@@ -211,6 +267,7 @@ class Store:
         if is_remote(self.root):
             yield  # checked at commit instead: see Transaction.commit
             return
+        self.refuse_foreign()
         Path(self.root).mkdir(parents=True, exist_ok=True)
         with open(self.path(LOCK_FILE), "a+") as handle:
             try:
@@ -230,8 +287,56 @@ class Store:
                 handle.seek(0)
                 handle.truncate()
 
+    def refuse_foreign(self) -> None:
+        """NotAStore unless the folder is absent, empty, or a store of this project (StoreError for one
+        a newer fleet-goodput wrote): a run must never overwrite, nor --replace delete, someone's files."""
+        root = Path(self.root)
+        if is_remote(self.root) or not root.exists():
+            return
+        if not root.is_dir():
+            raise NotAStore(f"{self.root} is a file, not a folder: give --output a folder (new, empty, or an output "
+                            "of fleet-goodput)")
+        marker = root / MARKER
+        if marker.is_file():
+            try:
+                store_format = json.loads(marker.read_text())["format"]
+            except (OSError, ValueError, KeyError, TypeError):
+                raise StoreError(f"{marker} cannot be read: the store's marker is damaged; write "
+                                   f'{{"format": {STORE_FORMAT}}} into it if {self.root} is a store of fleet-goodput') from None
+            if store_format > STORE_FORMAT:
+                raise StoreError(f"{self.root} was written by a newer fleet-goodput (store format {store_format}, this "
+                                 f"one knows {STORE_FORMAT}): upgrade fleet-goodput to use it")
+            return
+        foreign = sorted(p.name + ("/" if p.is_dir() else "") for p in root.iterdir() if p.name not in RUN_SCAFFOLDING)
+        if foreign and not self._made_before_the_marker():
+            shown = ", ".join(foreign[:8]) + (f" and {len(foreign) - 8} more" if len(foreign) > 8 else "")
+            raise NotAStore(f"{self.root} is not empty and is not an output of fleet-goodput (no {MARKER} file, no "
+                            f"runs table of ours): it holds {shown}. A run writes only into an empty folder or one of "
+                            "its outputs, and --replace deletes only those: give --output a new or empty folder")
+
+    def _made_before_the_marker(self) -> bool:
+        """A store written before stores were marked: it has our `runs` table (or had: our manifest.json)."""
+        if self._manifest_run() is not None:
+            return True
+        try:
+            table = self._delta(RUNS)
+        except Exception:  # a damaged runs log still has our shape of folder: StoreDamaged says more
+            return Path(self.root, RUNS, "_delta_log").is_dir()
+        return table is not None and set(RUNS_SCHEMA.names) <= set(table.schema().to_arrow().names)
+
+    def _mark(self) -> None:
+        """Mark the folder as a store of this project (the lock is held; refuse_foreign passed)."""
+        marker = Path(self.root, MARKER)
+        if is_remote(self.root) or marker.exists():
+            return
+        tmp = marker.with_name(f"{MARKER}.tmp")
+        tmp.write_text(json.dumps({"format": STORE_FORMAT, "store": "fleet-goodput output (docs/tables-and-views.md)"})
+                       + "\n")
+        os.replace(tmp, marker)
+
     def begin(self) -> Transaction:
-        """Start a run: undo what a killed run left in the tables, then stage."""
+        """Start a run: mark the store as ours, undo what a killed run left in the tables, then stage."""
+        self._mark()
         self.undo_killed_run()
         return Transaction(self, self.latest(), uuid.uuid4().hex[:12])
 
@@ -278,7 +383,8 @@ class Store:
         return False
 
     def replace(self) -> None:
-        """Remove every run, table and saved state (`--replace`)."""
+        """Remove every run, table and saved state (`--replace`; the caller holds the lock, which
+        refuses a folder that is not a store). The marker stays: the folder is still a store."""
         if is_remote(self.root):
             raise StoreError("--replace removes a local output only; delete a gs:// output with gcloud storage rm -r")
         for name in ("tables", "state", SETTINGS, RUNS, STAGING, "goodput.duckdb", "manifest.json", "_run"):
@@ -366,18 +472,40 @@ class Transaction:
                 table.optimize.compact()
                 self.versions[name] = DeltaTable(self.store.path(relative)).version()
 
-    def commit(self, record: RunRecord) -> RunRecord:
+    def check_unchanged(self) -> None:
+        """StoreBusy if another run committed to the output since this one began."""
         latest = self.store.latest()
         previous_id = self.previous.run_id if self.previous else None
         if (latest.run_id if latest else None) != previous_id:
             raise StoreBusy(f"run {latest.run_id} was committed to {self.store.root} while this run worked; "
-                             "this run's results were not committed: run it again")
-        write_deltalake(self.store.path(RUNS), record.to_arrow(), mode="append")
+                            f"this run's results were not committed: run it again{self._lock_note()}")
+
+    def commit(self, record: RunRecord) -> RunRecord:
+        self.check_unchanged()
+        try:
+            # No retry: a runs row another run appended meanwhile at the same version is a lost race, not a conflict
+            # Delta may resolve by appending both.
+            write_deltalake(self.store.path(RUNS), record.to_arrow(), mode="append",
+                            commit_properties=CommitProperties(max_commit_retries=0))
+        except CommitFailedError:
+            raise self.lost_race() from None
         return record
+
+    def lost_race(self) -> StoreBusy:
+        """What a run says when another committed to the same tables while it did."""
+        return StoreBusy(f"another run committed to {self.store.root} while this one did; this run's results were "
+                         f"not committed: run it again{self._lock_note()}")
+
+    def _lock_note(self) -> str:
+        if is_remote(self.store.root):
+            return ""
+        return (f" (runs on one output take turns by a lock on {self.store.path(LOCK_FILE)}, which this file system "
+                "did not hold: NFS without flock? Run one at a time)")
 
     def discard(self) -> None:
         if not is_remote(self.staging):
             shutil.rmtree(self.staging, ignore_errors=True)
+            Path(f"{self.staging}.owner").unlink(missing_ok=True)
 
 
 def _staged_files(folder: str) -> list[str]:
@@ -387,7 +515,44 @@ def _staged_files(folder: str) -> list[str]:
     return sorted(str(p) for p in Path(folder).rglob("*.parquet"))
 
 
+# A staging folder of a run on another machine is taken for a killed run's after this long.
+FOREIGN_STAGING_STALE_S = 24 * 3600
+
+
+def claim_staging(root: str | Path, token: str) -> None:
+    """Record which process stages into `_staging/<token>`, beside it, so that another run whose
+    lock did not lock (a file system without flock) does not take it for a killed run's."""
+    if is_remote(root):
+        return
+    owner = Path(root, STAGING, f"{token}.owner")
+    owner.parent.mkdir(parents=True, exist_ok=True)
+    owner.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+
+
 def clear_staging(root: str | Path) -> None:
-    """Remove what killed runs staged (local outputs; the lock is held)."""
-    if not is_remote(root):
-        shutil.rmtree(Path(root, STAGING), ignore_errors=True)
+    """Remove what killed runs staged (local outputs; the lock is held): every staging folder but
+    one whose owner runs still, here, or on another machine and staged within the last day."""
+    staging = Path(root, STAGING)
+    if is_remote(root) or not staging.is_dir():
+        return
+    for path in staging.iterdir():
+        token = path.name.removesuffix(".owner")
+        if not _staged_by_a_live_run(staging / f"{token}.owner"):
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def _staged_by_a_live_run(owner: Path) -> bool:
+    try:
+        claimed = json.loads(owner.read_text())
+        host, pid = claimed["host"], int(claimed["pid"])
+        if host != socket.gethostname():
+            return time.time() - owner.stat().st_mtime < FOREIGN_STAGING_STALE_S
+    except (OSError, ValueError, KeyError, TypeError):  # no owner: a killed run's, or an older version's
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except PermissionError:
+        return True  # it does, another user's
+    except OSError:
+        return False
+    return pid != os.getpid()

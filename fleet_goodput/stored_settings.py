@@ -43,6 +43,7 @@ import pyarrow as pa
 
 from fleet_goodput.config import Accelerator, ConfigError, Settings, SizeClass, check_window_s, load_settings
 from fleet_goodput.store import SETTINGS, RunRecord, Store, Transaction, is_remote
+from fleet_goodput.store_check import require_intact
 from fleet_goodput.stream_settings import StreamSettings, load_stream_settings
 
 SETTINGS_SCHEMA = pa.schema([("run_id", pa.int64()), ("settings", pa.string())])
@@ -223,13 +224,14 @@ def _refuse_conflicts(store: Store, previous: RunRecord | None, kept: dict, give
 def settings_for_reading(output: str | Path, run: int | None = None, config: str | Path | None = None) -> Settings:
     """The settings run `run` (default: the latest) of `output` was computed with.
 
-    A `config` that differs from them in anything is refused (SettingsConflict),
+    StoreDamaged for a damaged store. A `config` that differs from them in anything is refused (SettingsConflict),
     naming each difference; where the store keeps none (an older store, or no
     run yet) it gives them, as the defaults do without it."""
     if is_remote(output):
         return load_settings(config)  # not read here: the views refuse a remote output
     store = Store(output)
-    record = store.run(run) if run is not None else store.latest()
+    latest = require_intact(store)  # a damaged store is named before a reader meets the damage
+    record = store.run(run) if run is not None else latest
     kept = kept_settings(store, record)
     settings, stream_settings = _layered(kept, config)
     found = differences(kept, document(settings, stream_settings.allowed_lateness_s))

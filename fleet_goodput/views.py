@@ -41,6 +41,7 @@ from fleet_goodput.config import Settings, load_settings
 from fleet_goodput.keyed_tables import holds_one_row_per_key
 from fleet_goodput.quoting import literal_pattern, sql_string
 from fleet_goodput.store import RunRecord, Store, StoreError, is_remote
+from fleet_goodput.store_check import require_intact
 from fleet_goodput.stored_settings import KEYS, apply, document, kept_settings
 from fleet_goodput.tables import TABLES, Table
 
@@ -200,8 +201,9 @@ def connect(output_dir: str | Path, run: int | None = None, settings: Settings |
     if is_remote(output_dir):
         raise StoreError(f"{output_dir} is remote: query a local copy (docs/dataflow.md, 'Querying a gs:// output')")
     store = Store(output_dir)
+    latest = require_intact(store)  # StoreDamaged, naming the damage, before anything reads it
     store.undo_killed_run_if_idle()
-    if store.latest() is None:
+    if latest is None:
         raise FileNotFoundError(f"no committed run in {output_dir}: "
                                 f"run `mpg run --input DIR --output {shlex.quote(str(output_dir))}` "
                                 "(or `mpg stream`) first")

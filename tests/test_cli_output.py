@@ -175,7 +175,9 @@ def test_with_runtime_but_no_profile_pg_and_mpg_read_as_unknown(tmp_path):
                      r"sample: PG coverage 0%", headline), headline
 
 
-LOCKING = {"run", "stream", "validate", "report", "demo"}
+LOCKING = {"run", "stream", "validate", "report", "demo", "check"}
+# The commands that open a store refuse a damaged one with exit 3 (fleet_goodput/store_check.py).
+OPENING = {"run", "stream", "sql", "runs", "validate", "report", "check"}
 
 
 @pytest.mark.parametrize("command", sorted(build_parser().commands))
@@ -188,3 +190,4 @@ def test_every_commands_help_lists_its_exit_codes(command, capsys):
     # The faults of the machine (tests/test_resource_faults.py) end every command with their own code.
     for code in ("73 (EX_CANTCREAT) ", "74 (EX_IOERR) ", "77 (EX_NOPERM) ", "130 interrupted", "143 stopped by SIGTERM"):
         assert f"\n  {code}" in help_text, (code, help_text)
+    assert ("\n  3 " in help_text) == (command in OPENING), help_text

@@ -40,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.config import load_settings
     from fleet_goodput.quality.period import PeriodBusy
     from fleet_goodput.simulator import simulate
-    from fleet_goodput.store import StoreBusy
+    from fleet_goodput.store import StoreBusy, StoreError
 
     root = Path(args.dir)
     telemetry, results = root / "telemetry", root / "results"
@@ -56,6 +56,9 @@ def main(args: argparse.Namespace) -> int:
     except StoreBusy as exc:
         print(f"mpg demo: {exc}", file=sys.stderr)
         return exits.BUSY
+    except StoreError as exc:  # DIR/results holds someone's files: a run never deletes them
+        print(f"mpg demo: {exc}", file=sys.stderr)
+        return exits.USAGE
     say(result_line(outcome))
     say(summary(outcome))
     say_headline(str(results), outcome.run.run_id)

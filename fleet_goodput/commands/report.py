@@ -11,7 +11,7 @@ from fleet_goodput.commands.validate import add_quality_arguments, print_quality
 from fleet_goodput.config import ConfigError
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
-from fleet_goodput.store import StoreError
+from fleet_goodput.store import StoreDamaged, StoreError
 from fleet_goodput.stored_settings import settings_for_reading
 
 DESCRIPTION = """\
@@ -41,7 +41,8 @@ examples:
 -q prints the verdict, the critical failures and the report's path only.
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(
     failed="a critical check failed: nothing was published (0: published)",
-    busy="another validation or report of the same period holds its lock; deploy/ retries it")
+    busy="another validation or report of the same period holds its lock; deploy/ retries it",
+    damaged=exits.DAMAGED_MEANING)
 
 
 def register(subparsers) -> None:
@@ -60,6 +61,9 @@ def main(args: argparse.Namespace) -> int:
         from fleet_goodput.report.publish import validate_and_publish  # imports GX, which takes a few seconds
 
         quality, path = validate_and_publish(args.output, period, settings, args.require_complete)
+    except StoreDamaged as exc:
+        print(f"mpg report: {exc}", file=sys.stderr)
+        return exits.DAMAGED
     except (ConfigError, PeriodError, FileNotFoundError, StoreError) as exc:
         print(f"mpg report: {exc}", file=sys.stderr)
         return exits.USAGE

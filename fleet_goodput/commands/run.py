@@ -26,7 +26,10 @@ saved state, and the rows that new events change are replaced (a table
 holds one row per key; earlier figures stay in its Delta versions). Events
 before the last run's as-of time minus the allowed lateness go to the `late`
 table. --replace starts OUTPUT afresh. A run that fails or is killed leaves
-the previous run as it was.
+the previous run as it was. OUTPUT must be new, empty, or an output of
+fleet-goodput (it holds a .fleet-goodput-store file): a run, and --replace,
+refuse a folder that holds anything else. A damaged output is refused with
+what is damaged (exit 3; `mpg check` repairs what it can).
 
 OUTPUT keeps the settings its figures were computed with (window_s, allowed
 lateness, size classes, accelerator catalogue), stored by its first run: a
@@ -58,7 +61,7 @@ time), then the days this run changed, each on its own line.
 
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(
     failed="the counts did not reconcile, or no event of the run was accepted (nothing committed)",
-    busy="another run or stream holds the output")
+    busy="another run or stream holds the output", damaged=exits.DAMAGED_MEANING)
 
 
 class BeamHelp(argparse.Action):
@@ -114,7 +117,7 @@ def main(args: argparse.Namespace) -> int:
     start_processes_early(args)
     from fleet_goodput.batch import InputError, ReconciliationError, is_dry_run, run_batch, translate_batch
     from fleet_goodput.config import ConfigError, load_settings
-    from fleet_goodput.store import StoreBusy, StoreError
+    from fleet_goodput.store import StoreBusy, StoreDamaged, StoreError
     from fleet_goodput.stored_settings import settings_for_output
     from fleet_goodput.timeutil import format_time_us, parse_time_us
     from fleet_goodput.pipelines.options import GoodputOptions
@@ -141,6 +144,9 @@ def main(args: argparse.Namespace) -> int:
     except StoreBusy as exc:
         print(f"mpg run: {exc}", file=sys.stderr)
         return exits.BUSY
+    except StoreDamaged as exc:
+        print(f"mpg run: {exc}", file=sys.stderr)
+        return exits.DAMAGED
     except (ConfigError, InputError, StoreError, ValueError) as exc:
         print(f"mpg run: {exc}", file=sys.stderr)
         return exits.USAGE

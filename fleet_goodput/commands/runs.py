@@ -7,7 +7,7 @@ import sys
 
 from fleet_goodput import exits
 from fleet_goodput.safe_text import json_text, printable
-from fleet_goodput.store import Store, StoreError
+from fleet_goodput.store import Store, StoreDamaged, StoreError
 from fleet_goodput.timeutil import format_time_us
 
 EPILOG = """\
@@ -16,7 +16,8 @@ Each run is one consistent snapshot of every table. Read an earlier one with
 Versions older than the retention (7 days by default) are vacuumed and can no
 longer be read; the latest run always can.
 
-""" + exits.describe(failed="the output holds no committed run")
+""" + exits.describe(failed="the output holds no committed run",
+                                                 damaged=exits.DAMAGED_MEANING)
 
 
 def register(subparsers) -> None:
@@ -49,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
         runs = rows(args.output)
     except StoreError as exc:
         print(f"mpg runs: {exc}", file=sys.stderr)
-        return exits.USAGE
+        return exits.DAMAGED if isinstance(exc, StoreDamaged) else exits.USAGE
     if not runs:
         print(f"mpg runs: {args.output} holds no committed run", file=sys.stderr)
         return exits.FAILED

@@ -24,7 +24,7 @@ import duckdb
 from fleet_goodput import console, exits
 from fleet_goodput.safe_text import csv_cell, json_text, printable
 from fleet_goodput.sql_guard import QueryRefused, lock_down, read_only_statements
-from fleet_goodput.store import StoreError
+from fleet_goodput.store import StoreDamaged, StoreError
 from fleet_goodput.views import connect
 
 UNSAFE_FLAG = "--unsafe-allow-writes-and-files"
@@ -67,7 +67,7 @@ cells that start like a spreadsheet formula (= + - @) get a leading ', as in
 the report's CSVs; --csv-raw writes every value as it is (for a program, not
 a terminal or a spreadsheet).
 
-""" + exits.describe()
+""" + exits.describe(damaged=exits.DAMAGED_MEANING)
 
 
 def register(subparsers) -> None:
@@ -124,6 +124,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"mpg sql: refused: {exc}\n(mpg sql reads files under {args.output} only, with no network and no "
               f"extensions; {UNSAFE_FLAG} lifts this.)", file=sys.stderr)
         return exits.USAGE
+    except StoreDamaged as exc:
+        print(f"mpg sql: {exc}", file=sys.stderr)
+        return exits.DAMAGED
     except (FileNotFoundError, StoreError, duckdb.Error) as exc:
         print(f"mpg sql: {exc}", file=sys.stderr)
         return exits.USAGE

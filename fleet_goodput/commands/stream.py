@@ -45,7 +45,7 @@ examples:
 
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(
     failed="the counts did not reconcile (that run was not committed), or no telemetry arrived",
-    busy="another run or stream holds the output")
+    busy="another run or stream holds the output", damaged=exits.DAMAGED_MEANING)
 
 
 def register(subparsers) -> None:
@@ -85,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.avro_io import telemetry_files
     from fleet_goodput.batch import ReconciliationError, is_dry_run
     from fleet_goodput.config import ConfigError, load_settings
-    from fleet_goodput.store import StoreBusy, StoreError
+    from fleet_goodput.store import StoreBusy, StoreDamaged, StoreError
     from fleet_goodput.stored_settings import settings_for_output
     from fleet_goodput.stream_run import run_stream, translate_stream
     from fleet_goodput.stream_settings import load_stream_settings
@@ -105,7 +105,10 @@ def main(args: argparse.Namespace) -> int:
     except OptionsError as exc:
         print(f"mpg stream: error: {exc}", file=sys.stderr)
         return exits.USAGE
-    except (ConfigError, ValueError) as exc:
+    except StoreDamaged as exc:
+        print(f"mpg stream: {exc}", file=sys.stderr)
+        return exits.DAMAGED
+    except (ConfigError, StoreError, ValueError) as exc:
         print(f"mpg stream: {exc}", file=sys.stderr)
         return exits.USAGE
     if stream_settings.source == "pubsub":
@@ -135,6 +138,9 @@ def main(args: argparse.Namespace) -> int:
     except StoreBusy as exc:
         print(f"mpg stream: {exc}", file=sys.stderr)
         return exits.BUSY
+    except StoreDamaged as exc:
+        print(f"mpg stream: {exc}", file=sys.stderr)
+        return exits.DAMAGED
     except (StoreError, ConfigError) as exc:
         print(f"mpg stream: {exc}", file=sys.stderr)
         return exits.USAGE

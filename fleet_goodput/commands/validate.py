@@ -10,7 +10,7 @@ from fleet_goodput import console, exits
 from fleet_goodput.config import ConfigError
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, add_period_arguments, period_from_args, period_lock
-from fleet_goodput.store import StoreError
+from fleet_goodput.store import StoreDamaged, StoreError
 from fleet_goodput.stored_settings import settings_for_reading
 
 DESCRIPTION = """\
@@ -38,7 +38,7 @@ examples:
 -q prints the verdict and the critical failures only; -v also every check that passed.
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(
     failed="a critical check failed (0: passed, maybe with warnings)",
-    busy="another validation or report of the same period holds its lock")
+    busy="another validation or report of the same period holds its lock", damaged=exits.DAMAGED_MEANING)
 
 
 def add_quality_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +69,9 @@ def main(args: argparse.Namespace) -> int:
             from fleet_goodput.quality.run import validate_output  # imports GX, which takes a few seconds
 
             result = validate_output(args.output, period, settings, args.require_complete)
+    except StoreDamaged as exc:
+        print(f"mpg validate: {exc}", file=sys.stderr)
+        return exits.DAMAGED
     except (ConfigError, PeriodError, FileNotFoundError, StoreError) as exc:
         print(f"mpg validate: {exc}", file=sys.stderr)
         return exits.USAGE

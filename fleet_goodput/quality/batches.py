@@ -20,13 +20,16 @@ import pandas as pd
 from fleet_goodput.config import Settings
 from fleet_goodput.quality.period import Period
 from fleet_goodput.store import Store
+from fleet_goodput.store_check import require_intact
 from fleet_goodput.timeline import ALL_ALLOCATED
 from fleet_goodput.views import create_views
 
 
 def open_views(output_dir: str | Path, settings: Settings, run_id: int | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with every view (a killed run's tables undone first, as `connect` does)."""
-    Store(output_dir).undo_killed_run_if_idle()
+    store = Store(output_dir)
+    require_intact(store)
+    store.undo_killed_run_if_idle()
     connection = duckdb.connect()
     connection.execute("set timezone = 'UTC'")
     create_views(connection, output_dir, settings, run_id=run_id, defer_binding=True)
