@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import signal
 import subprocess
 import sys
@@ -115,7 +116,9 @@ def test_a_killed_run_leaves_a_whole_snapshot_and_its_rerun_equals_a_clean_run(f
     assert rerun.run.run_id == 2 and _snapshot(output) == clean
 
 
-def test_a_second_run_or_stream_on_a_busy_output_fails_with_a_clear_message_and_the_retry_code(fleet, tmp_path, capsys):
+def test_a_second_run_on_a_busy_output_fails_with_the_retry_code_and_a_stream_waits(fleet, tmp_path, capsys):
+    """While a run holds the output, a second `mpg run` exits 75 (retry later) and changes nothing; a
+    stream says so and waits, then applies its files once the output is free (it never exits for it)."""
     root, parts = fleet
     output = tmp_path / "out"
     shutil.copytree(root / "after-first", output)
@@ -123,10 +126,23 @@ def test_a_second_run_or_stream_on_a_busy_output_fails_with_a_clear_message_and_
     # open of the file cannot take, in this process or another.
     with Store(output).lock():
         assert main(["run", "--input", str(parts[1]), "--output", str(output)]) == 75  # EX_TEMPFAIL: retry later
-        assert main(["stream", "--input", str(parts[1]), "--output", str(output), "--stop_after_idle_s", "0"]) == 75
+    assert Store(output).latest().run_id == 1 and _snapshot(output) == _snapshot(root / "after-first")
+    held = threading.Event()
+
+    def a_run_in_progress():  # holds the output for 1.5 s, as a daily run would for its length
+        with Store(output).lock():
+            held.set()
+            time.sleep(1.5)
+
+    holder = threading.Thread(target=a_run_in_progress)
+    holder.start()
+    held.wait(10)
+    assert main(["stream", "--input", str(parts[1]), "--output", str(output), "--stop_after_idle_s", "1"]) == 0
+    holder.join()
     err = capsys.readouterr().err
     assert err.count("is in use by another run (pid") == 2, err
-    assert Store(output).latest().run_id == 1 and _snapshot(output) == _snapshot(root / "after-first")
+    assert "the stream waits, and tries again" in err
+    assert Store(output).latest().run_id == 2
 
 
 def test_a_killed_stream_resumes_and_ends_equal_to_mpg_run(fleet, tmp_path):
