@@ -213,8 +213,10 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str],
     order within a job), so that every tuple is made by `zip` and every job's
     batch is one slice: no Python statement runs per row.
     """
-    latest = frame.select(pl.col("event_time").dt.epoch("us"), "job_id").top_k(KEPT, by=["event_time", "job_id"])
-    height, latest = frame.height, latest_times(latest.iter_rows())
+    times = frame.select(pl.col("event_time").dt.epoch("us"), "job_id")
+    order = ["event_time", "job_id"]  # the latest and earliest distinct times, as asof.latest_times keeps them
+    height, latest = frame.height, latest_times(times.unique().top_k(KEPT, by=order).iter_rows(),
+                                                times.unique().bottom_k(KEPT, by=order).iter_rows())
     if keep is not None:
         frame = frame.filter(pl.col("job_id").is_in([job for job in frame["job_id"].unique() if keep(job)]))
     frame = (frame.with_row_index("row")

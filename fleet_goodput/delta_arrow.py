@@ -14,11 +14,13 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pa_fs
 from deltalake import DeltaTable
 
+from fleet_goodput.quoting import path_of_uri
+
 
 def dataset(table: DeltaTable) -> ds.Dataset:
     """The table's current version as a pyarrow dataset."""
     uri = table.table_uri
     if "://" in uri and not uri.startswith("file://"):
         return table.to_pyarrow_dataset()  # gs://: delta-rs' object store
-    root = uri.removeprefix("file://")
+    root = path_of_uri(uri)  # delta-rs gives the table's URI percent-encoded
     return table.to_pyarrow_dataset(filesystem=pa_fs.SubTreeFileSystem(root, pa_fs.LocalFileSystem()))

@@ -45,7 +45,8 @@ examples:
 
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(
     failed="the counts did not reconcile (that run was not committed), or no telemetry arrived",
-    busy="another run or stream holds the output", damaged=exits.DAMAGED_MEANING)
+    busy="--replace while another run holds the output (otherwise the stream waits for it)",
+    damaged=exits.DAMAGED_MEANING)
 
 
 def register(subparsers) -> None:
