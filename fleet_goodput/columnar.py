@@ -49,7 +49,8 @@ from fleet_goodput.asof import KEPT, latest_times
 from fleet_goodput.avro_codecs import check_block
 from fleet_goodput.avro_bounds import most_records, record_bytes_at_least
 from fleet_goodput.config import PRECISIONS
-from fleet_goodput.decode import EARLIEST_PLAUSIBLE_US, DecodedFile, decode_file, rejected_row
+from fleet_goodput.decode import (EARLIEST_PLAUSIBLE_US, FUTURE_TOLERANCE_US, LATEST_PLAUSIBLE_US, DecodedFile,
+                                  decode_file, rejected_row)
 from fleet_goodput.events import PROFILE, RUNTIME_TYPES, same_instant_order
 from fleet_goodput.input_files import NotARegularFile, open_regular_file
 
@@ -68,7 +69,6 @@ FLOPS_SOURCES = ("HLO_UNOPTIMIZED", "ANALYTIC", "EXECUTED")
 # row passing them would pass every rule; a row outside goes to the reference.
 # Ids: printable ASCII without '|' (capacity keys use it) or spaces.
 CLEAN_ID = r"^[\x21-\x7b\x7d\x7e]{1,200}$"
-MAX_FUTURE_US = 24 * 3600 * 1_000_000  # event times up to a day past the wall clock
 MAX_STEP = 10**12
 MAX_CHIPS = 2**20
 MAX_DURATION_S = 7 * 24 * 3600.0
@@ -179,14 +179,13 @@ def _read_long(data: bytes, position: int) -> tuple[int, int]:
 
 def _clean_row(stream: str) -> pl.Expr:
     """True for a row that every per-record rule of `stream` accepts, with room to spare."""
-    latest_us = (time.time_ns() // 1000) + MAX_FUTURE_US
     event_time_us = pl.col("event_time").dt.epoch("us")
     clean = (
         # A repeated event_id is for the reference to judge (a duplicate, or a conflict).
         pl.col("event_id").is_unique()
         & pl.col("event_id").str.contains(CLEAN_ID).fill_null(False)
         & pl.col("job_id").str.contains(CLEAN_ID).fill_null(False)
-        & event_time_us.is_between(EARLIEST_PLAUSIBLE_US, latest_us).fill_null(False)
+        & event_time_us.is_between(EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, closed="left").fill_null(False)
     )
     if stream == "runtime":
         return (clean
@@ -213,7 +212,8 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str],
     order within a job), so that every tuple is made by `zip` and every job's
     batch is one slice: no Python statement runs per row.
     """
-    times = frame.select(pl.col("event_time").dt.epoch("us"), "job_id")
+    horizon_us = time.time_ns() // 1000 + FUTURE_TOLERANCE_US  # as decode.clock_sample: none past it
+    times = frame.select(pl.col("event_time").dt.epoch("us"), "job_id").filter(pl.col("event_time") <= horizon_us)
     order = ["event_time", "job_id"]  # the latest and earliest distinct times, as asof.latest_times keeps them
     height, latest = frame.height, latest_times(times.unique().top_k(KEPT, by=order).iter_rows(),
                                                 times.unique().bottom_k(KEPT, by=order).iter_rows())

@@ -42,10 +42,13 @@ _KEY_SEPARATOR = "\x1f"
 CAPACITY_KEY_PREFIX = f"{_KEY_SEPARATOR}capacity{_KEY_SEPARATOR}"
 # Telemetry from before this (2000-01-01) is a unit or clock error, not history.
 EARLIEST_PLAUSIBLE_US = 946_684_800_000_000
-# Telemetry from more than a day after the run's wall-clock time is a clock or
-# unit error: a day covers clock skew and a local time written as UTC (at most
-# 14 h), and bounds the event-time span a run covers, so no work grows with
-# how far in the future one bad event claims to be.
+# Telemetry from 2100 on is a unit error (nanoseconds as microseconds, say), not the future.
+LATEST_PLAUSIBLE_US = 4_102_444_800_000_000
+# An event more than a day after the run's wall-clock time may be a clock running ahead, or this
+# machine's clock running behind: it is not rejected (a reason that depends on the wall clock
+# would be final on a machine whose clock is wrong), but it cannot move the as-of time
+# (fleet_goodput/asof.py): it waits until later events reach it. A day covers clock skew and a
+# local time written as UTC (at most 14 h).
 FUTURE_TOLERANCE_US = 86_400_000_000
 # Identifiers longer than this are not identifiers (and would bloat every key and row).
 MAX_IDENTIFIER_LENGTH = 256
@@ -88,7 +91,7 @@ def _plausible_time(event_time) -> int | None:
     """The event time, when it is one a row can be filed under (the reason keeps any other)."""
     if isinstance(event_time, datetime):
         event_time = (event_time - EPOCH) // ONE_MICROSECOND
-    if isinstance(event_time, int) and EARLIEST_PLAUSIBLE_US <= event_time <= time.time_ns() // 1000 + FUTURE_TOLERANCE_US:
+    if isinstance(event_time, int) and EARLIEST_PLAUSIBLE_US <= event_time < LATEST_PLAUSIBLE_US:
         return event_time
     return None
 
@@ -107,11 +110,8 @@ def _common(record: dict) -> None:
         raise Invalid("empty event_id")
     if record["event_time"] < EARLIEST_PLAUSIBLE_US:
         raise Invalid(f"event_time {record['event_time']} µs is before 2000-01-01: not plausible telemetry")
-    latest_us = time.time_ns() // 1000 + FUTURE_TOLERANCE_US
-    if record["event_time"] > latest_us:
-        # The wall-clock time itself stays out of the reason, so a reason is the same on every reading.
-        raise Invalid(f"event_time {record['event_time']} µs is more than a day after this run's wall-clock "
-                      "time: not plausible telemetry")
+    if record["event_time"] >= LATEST_PLAUSIBLE_US:
+        raise Invalid(f"event_time {record['event_time']} µs is after 2100-01-01: not plausible telemetry")
     if record.get("job_id") is not None:
         _check_identifier("job_id", record["job_id"])
 
@@ -373,6 +373,13 @@ class DecodedFile:
                            self.read, self.latest_times)
 
 
+def clock_sample(times_and_keys) -> list[tuple[int, str]]:
+    """The (time, key) a file gives the scheduler's clock (fleet_goodput/asof.py): none more than
+    FUTURE_TOLERANCE_US after this machine's clock, which could drag the as-of time into the future."""
+    horizon_us = time.time_ns() // 1000 + FUTURE_TOLERANCE_US
+    return latest_times(item for item in times_and_keys if item[0] <= horizon_us)
+
+
 def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> DecodedFile:
     decoded = DecodedFile()
     for outcome, value in read_avro_file(stream, source, handle, accelerators):
@@ -383,5 +390,5 @@ def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> Dec
         else:
             decoded.read += value["records"]
             decoded.rejected.append(value)
-    decoded.latest_times = latest_times((event[0], key) for key, batch in decoded.batches.items() for event in batch)
+    decoded.latest_times = clock_sample((event[0], key) for key, batch in decoded.batches.items() for event in batch)
     return decoded

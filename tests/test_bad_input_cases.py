@@ -345,7 +345,7 @@ def fp8_sample(given: Input, prefix: str) -> None:
 
 
 NULL_JOB_ID = "job_id: null where the contract requires string"
-FUTURE = r"is more than a day after this run's wall-clock time"
+FUTURE = r"is after 2100-01-01: not plausible telemetry"
 
 CASES = [
     # ---- good data is not lost with the bad (one bad record in a block of good ones)
@@ -382,9 +382,11 @@ CASES = [
     Case("CAPACITY in year 9999", bad_record_in_a_block(
         "scheduler", lambda p: {**scheduler(p, "y9999", "CAPACITY", 0, job_id=None), "event_time": YEAR_9999_US}),
         [("y9999", f"event_time {YEAR_9999_US} µs {FUTURE}", 1)]),
+    # Not rejected: a reason that depends on the wall clock would be final on a machine whose clock is
+    # wrong. It waits after the as-of time (counted `waiting`), which it cannot move.
     Case("event 400 days after the data", good_job_with(
         "runtime", lambda p: {**runtime(p, "soon", "INIT_START", 0), "event_time": T0 + 400 * 86_400 * SECOND}),
-        [("soon", FUTURE, 1)]),
+        []),
     Case("event before 2000", good_job_with("runtime", lambda p: {**runtime(p, "old", "INIT_START", 0), "event_time": 1}),
          [("old", r"event_time 1 µs is before 2000-01-01", 1)]),
     Case("millisecond writer with a bad record", millis_writer_with_a_bad_record,

@@ -254,3 +254,18 @@ def test_events_from_a_clock_reset_into_the_past_are_rejected_and_cost_nothing(t
     assert "SUBMIT" in rejected["j2-allocate"] and len(rejected) == 3
     assert windows == (1, 580.0 * worked_example.CHIPS) and jobs == [("j1",)]
     assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
+
+
+def test_telemetry_dated_after_this_machines_clock_is_never_rejected_for_it(tmp_path):
+    """The worked example dated 2099 (as this machine's clock, if it ran 73 years behind, would see real
+    telemetry): nothing is rejected for good for a reason that depends on the wall clock. Its events
+    cannot set the as-of time, so every one waits, its fate provisional, and its file counts as read."""
+    shift = 2_493_072_000_000_000 - T0  # 2099-01-01
+    records = {stream: [{**r, "event_time": r["event_time"] + shift} for r in rows]
+               for stream, rows in worked_example.records().items()}
+    _write(tmp_path / "in", records)
+    outcome = run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings(), build_views=False)
+    assert outcome.manifest["as_of_us"] is None and outcome.manifest["reconciles"]
+    with connect(tmp_path / "out") as connection:
+        fates = dict(connection.execute("select provisional, count(*) from rejected group by all").fetchall())
+    assert fates == {True: sum(len(rows) for rows in records.values())}

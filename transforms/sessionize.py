@@ -30,7 +30,8 @@ from fleet_goodput.timeutil import format_time_us
 
 WINDOW_VECTORS, JOBS, REJECTED, PENDING_REJECTED = "window_vectors", "jobs", "rejected", "rejected_pending"
 COUNTS, PENDING_COUNTS, CAPACITY, LATE, STATE = "counts", "pending_counts", "capacity", "late", "state"
-NO_AS_OF_YET = "no scheduler event has arrived yet, so there is no as-of time to place it at"
+NO_AS_OF_YET = ("no scheduler event up to a day past this machine's clock has arrived yet, so there is no "
+                "as-of time to place it at")
 
 
 @dataclass(frozen=True)
