@@ -117,7 +117,7 @@ def main(args: argparse.Namespace) -> int:
     start_processes_early(args)
     from fleet_goodput.batch import InputError, ReconciliationError, is_dry_run, run_batch, translate_batch
     from fleet_goodput.config import ConfigError, load_settings
-    from fleet_goodput.store import StoreBusy, StoreDamaged, StoreError
+    from fleet_goodput.store import StoreError
     from fleet_goodput.stored_settings import settings_for_output
     from fleet_goodput.timeutil import format_time_us, parse_time_us
     from fleet_goodput.pipelines.options import GoodputOptions
@@ -141,15 +141,8 @@ def main(args: argparse.Namespace) -> int:
     except OptionsError as exc:
         print(f"mpg run: error: {exc}", file=sys.stderr)
         return exits.USAGE
-    except StoreBusy as exc:
-        print(f"mpg run: {exc}", file=sys.stderr)
-        return exits.BUSY
-    except StoreDamaged as exc:
-        print(f"mpg run: {exc}", file=sys.stderr)
-        return exits.DAMAGED
     except (ConfigError, InputError, StoreError, ValueError) as exc:
-        print(f"mpg run: {exc}", file=sys.stderr)
-        return exits.USAGE
+        return refused("run", exc)
     except ReconciliationError as exc:
         print(f"mpg run: FAILED: {exc}", file=sys.stderr)
         return exits.FAILED
@@ -187,6 +180,17 @@ def main(args: argparse.Namespace) -> int:
         return exits.OK
     say_headline(goodput.output, outcome.run.run_id)
     return exits.OK
+
+
+def refused(command: str, exc: Exception) -> int:
+    """Say why `mpg COMMAND` could not go on, and the exit code that tells a scheduler what to do:
+    retry a busy output, check a damaged one, fix the arguments otherwise."""
+    from fleet_goodput.store import StoreBusy, StoreDamaged
+
+    print(f"mpg {command}: {exc}", file=sys.stderr)
+    if isinstance(exc, StoreBusy):
+        return exits.BUSY
+    return exits.DAMAGED if isinstance(exc, StoreDamaged) else exits.USAGE
 
 
 def say_headline(output: str, since_run: int) -> None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from fleet_goodput import exits
-from fleet_goodput.commands.run import BeamHelp, dry_run, pipeline_options, say_headline, summary
+from fleet_goodput.commands.run import BeamHelp, dry_run, pipeline_options, refused, say_headline, summary
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.options import BEAM_HELP, OptionsError, add_options
 
@@ -86,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.avro_io import telemetry_files
     from fleet_goodput.batch import ReconciliationError, is_dry_run
     from fleet_goodput.config import ConfigError, load_settings
-    from fleet_goodput.store import StoreBusy, StoreDamaged, StoreError
+    from fleet_goodput.store import StoreError
     from fleet_goodput.stored_settings import settings_for_output
     from fleet_goodput.stream_run import run_stream, translate_stream
     from fleet_goodput.stream_settings import load_stream_settings
@@ -106,12 +106,8 @@ def main(args: argparse.Namespace) -> int:
     except OptionsError as exc:
         print(f"mpg stream: error: {exc}", file=sys.stderr)
         return exits.USAGE
-    except StoreDamaged as exc:
-        print(f"mpg stream: {exc}", file=sys.stderr)
-        return exits.DAMAGED
     except (ConfigError, StoreError, ValueError) as exc:
-        print(f"mpg stream: {exc}", file=sys.stderr)
-        return exits.USAGE
+        return refused("stream", exc)
     if stream_settings.source == "pubsub":
         if not is_dry_run(flags):
             print("mpg stream: a Pub/Sub source runs on Dataflow: submit it with the Flex Template (docs/dataflow.md), "
@@ -136,15 +132,8 @@ def main(args: argparse.Namespace) -> int:
         outcome = run_stream(goodput.input, goodput.output, settings, stream_settings, idle_s, flags,
                              replace=goodput.replace, progress=_progress(committed), stop=stop,
                              on_busy=_busy_notice(stream_settings.poll_s))
-    except StoreBusy as exc:
-        print(f"mpg stream: {exc}", file=sys.stderr)
-        return exits.BUSY
-    except StoreDamaged as exc:
-        print(f"mpg stream: {exc}", file=sys.stderr)
-        return exits.DAMAGED
     except (StoreError, ConfigError) as exc:
-        print(f"mpg stream: {exc}", file=sys.stderr)
-        return exits.USAGE
+        return refused("stream", exc)
     except ReconciliationError as exc:
         print(f"mpg stream: FAILED: {exc}", file=sys.stderr)
         return exits.FAILED
