@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import re
 import sys
@@ -83,8 +84,14 @@ def _refuse_unknown_flags(parser: argparse.ArgumentParser, argv: list[str]) -> N
 
 def main(argv: list[str] | None = None) -> int:
     """Run `mpg ARGV`; whatever it prints shows control characters, never obeys them (console.py)."""
-    with console.printable_streams():
-        return _run(argv)
+    try:
+        with console.printable_streams():
+            return _run(argv)
+    except BrokenPipeError:
+        # Whoever read the output stopped (`mpg sql … | head`): stop quietly, as Unix tools do, with
+        # the status a shell gives a command killed by SIGPIPE. Output still buffered has nowhere to go.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return exits.BROKEN_PIPE
 
 
 def _run(argv: list[str] | None) -> int:

@@ -25,6 +25,7 @@ import signal
 OK, FAILED, USAGE, DAMAGED, BUSY = 0, 1, 2, 3, 75
 CANNOT_WRITE, NO_SPACE, NO_PERMISSION = 73, 74, 77
 INTERRUPTED, TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
+BROKEN_PIPE = 128 + signal.SIGPIPE  # the reader of the output went away (`mpg sql … | head`)
 
 DAMAGED_MEANING = "the output store is damaged: `mpg check --output OUT` says what is wrong and how to recover"
 

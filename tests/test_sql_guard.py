@@ -209,3 +209,16 @@ def test_markdown_escapes_what_would_break_a_table(output, capsys):
     assert main(["sql", "--output", str(output), "--format", "markdown", query]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "| x\\|y | text | n | missing |", "|---|---|---:|---:|", "| a\\|b | two<br>lines | 1.5 | NULL |"]
+
+
+def test_a_reader_that_stops_early_ends_mpg_sql_quietly(output):
+    """`mpg sql … | head`: when the reader closes the pipe, mpg stops with the SIGPIPE status (141), no traceback."""
+    mpg = Path(sys.executable).with_name("mpg")
+    with subprocess.Popen([str(mpg), "sql", "--output", str(output), "--format", "csv",
+                           "select range as n from range(2000000)"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout.readline().strip() == b"n"
+        process.stdout.close()  # what `head` does once it has its lines
+        code = process.wait(60)
+        err = process.stderr.read().decode()
+    assert code == 141 and "Traceback" not in err, err
