@@ -69,11 +69,6 @@ class InputFile:
     size: int
     modified_us: int | None = None  # when it was last written, as listed
 
-    @property
-    def listed_as(self) -> tuple[str, int, int | None]:
-        """What identifies the file without reading it: a file listed the same is taken to hold the same."""
-        return self.path, self.size, self.modified_us
-
 
 @dataclass(frozen=True)
 class BatchOutcome:
@@ -128,8 +123,7 @@ def _avro_files(folder: str) -> list[tuple[str, int, int | None]]:
     """(path, size, modification time) of each `.avro` file in `folder`. The folder's name is data:
     a local one is listed, not matched, and a remote one is matched with its pattern characters quoted."""
     if is_remote(folder):
-        return [(m.path, m.size_in_bytes, _micros(m.last_updated_in_seconds))
-                for m in FileSystems.match([f"{literal_pattern(folder)}/*.avro"])[0].metadata_list]
+        return _matched(f"{literal_pattern(folder)}/*.avro")
     try:
         entries = [entry for entry in os.scandir(folder) if entry.name.endswith(".avro")]
     except (FileNotFoundError, NotADirectoryError):
@@ -137,13 +131,29 @@ def _avro_files(folder: str) -> list[tuple[str, int, int | None]]:
     listed = []
     for entry in entries:
         path = os.path.join(folder, entry.name)
-        try:
-            if not entry.is_dir():  # a pipe or a device is listed, and rejected with its reason when decoded
-                status = os.stat(path)
-                listed.append((path, status.st_size, _micros(status.st_mtime)))
-        except OSError:
-            continue  # vanished since listed, or a broken link: not there to read
+        # A pipe or a device is listed, and rejected with its reason when decoded; a file gone since
+        # the folder was read, or a broken link, is not there to read.
+        if not entry.is_dir() and (status := _status(path)) is not None:
+            listed.append((path, *status))
     return listed
+
+
+def _matched(pattern: str) -> list[tuple[str, int, int | None]]:
+    """(path, size, modification time) of each file a Beam file-system pattern matches (gs://)."""
+    return [(m.path, m.size_in_bytes, _micros(m.last_updated_in_seconds))
+            for m in FileSystems.match([pattern])[0].metadata_list]
+
+
+def _status(path: str) -> tuple[int, int | None] | None:
+    """(size, modification time) of a file as listing sees it now; None if it is gone."""
+    if is_remote(path):
+        matched = _matched(literal_pattern(path))
+        return matched[0][1:] if matched else None
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_size, _micros(status.st_mtime)
 
 
 def _size(sizes) -> str:
@@ -160,20 +170,7 @@ def _micros(seconds: float | None) -> int | None:
 def changed_since_listed(files) -> list[InputFile]:
     """The files whose size or modification time is not what was listed, or that are gone: a
     producer still writing (or replacing) them while the run read them."""
-    changed = []
-    for item in files:
-        try:
-            if is_remote(item.path):
-                metadata = FileSystems.match([literal_pattern(item.path)])[0].metadata_list
-                now = (metadata[0].size_in_bytes, _micros(metadata[0].last_updated_in_seconds)) if metadata else None
-            else:
-                stat = os.stat(item.path)
-                now = (stat.st_size, _micros(stat.st_mtime))
-        except OSError:
-            now = None
-        if now != (item.size, item.modified_us):
-            changed.append(item)
-    return changed
+    return [item for item in files if _status(item.path) != (item.size, item.modified_us)]
 
 
 def _sha256(path: str) -> str:
@@ -281,13 +278,18 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
         plan = plan_run(input_dir, output_dir, as_of_us, progress)
         check_run(store, plan.previous, settings, stream_settings)  # before computing: commit_run checks again
         skipped = tuple(f.path for f in plan.skipped)
-        if not plan.files and plan.moves_no_time(as_of_us):
-            previous = plan.previous
-            if previous and _published_run(output_dir) != previous.run_id:  # a run stopped after its commit
-                _publish(output_dir, previous, settings, build_views, progress)
-            return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
-                                seconds=time.monotonic() - started, run=previous, skipped=skipped, committed=False)
         deferred = []
+
+        def nothing_new() -> BatchOutcome:  # the latest run stands
+            previous = plan.previous
+            return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
+                                seconds=time.monotonic() - started, run=previous, skipped=skipped,
+                                committed=False, deferred=tuple(deferred))
+
+        if not plan.files and plan.moves_no_time(as_of_us):
+            if plan.previous and _published_run(output_dir) != plan.previous.run_id:  # stopped after its commit
+                _publish(output_dir, plan.previous, settings, build_views, progress)
+            return nothing_new()
         for _ in range(MAX_ATTEMPTS):
             staged, final = _compute(plan, settings, stream_settings, beam_args, as_of_us, chunk_hours, workers,
                                      progress)
@@ -300,10 +302,7 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
             shutil.rmtree(staging_folder(plan), ignore_errors=True)
             plan = dataclasses.replace(plan, files=tuple(f for f in plan.files if f not in changed))
             if not plan.files and plan.moves_no_time(as_of_us):
-                previous = plan.previous
-                return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
-                                    seconds=time.monotonic() - started, run=previous, skipped=skipped,
-                                    committed=False, deferred=tuple(deferred))
+                return nothing_new()
         else:
             raise InputError(f"input files kept changing while read, {MAX_ATTEMPTS} times: nothing was committed; "
                              "producers should write a file under another name, then rename it into place")

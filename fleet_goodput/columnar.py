@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from itertools import repeat
@@ -49,7 +48,7 @@ from fleet_goodput.asof import KEPT, latest_times
 from fleet_goodput.avro_codecs import check_block
 from fleet_goodput.avro_bounds import most_records, record_bytes_at_least
 from fleet_goodput.config import PRECISIONS
-from fleet_goodput.decode import (EARLIEST_PLAUSIBLE_US, FUTURE_TOLERANCE_US, LATEST_PLAUSIBLE_US, DecodedFile,
+from fleet_goodput.decode import (EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, DecodedFile, clock_horizon_us,
                                   decode_file, rejected_row)
 from fleet_goodput.events import PROFILE, RUNTIME_TYPES, same_instant_order
 from fleet_goodput.input_files import NotARegularFile, open_regular_file
@@ -212,11 +211,11 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str],
     order within a job), so that every tuple is made by `zip` and every job's
     batch is one slice: no Python statement runs per row.
     """
-    horizon_us = time.time_ns() // 1000 + FUTURE_TOLERANCE_US  # as decode.clock_sample: none past it
-    times = frame.select(pl.col("event_time").dt.epoch("us"), "job_id").filter(pl.col("event_time") <= horizon_us)
+    times = (frame.select(pl.col("event_time").dt.epoch("us"), "job_id")  # as decode.clock_sample keeps them
+             .filter(pl.col("event_time") <= clock_horizon_us()).unique())
     order = ["event_time", "job_id"]  # the latest and earliest distinct times, as asof.latest_times keeps them
-    height, latest = frame.height, latest_times(times.unique().top_k(KEPT, by=order).iter_rows(),
-                                                times.unique().bottom_k(KEPT, by=order).iter_rows())
+    height, latest = frame.height, latest_times(times.top_k(KEPT, by=order).iter_rows(),
+                                                times.bottom_k(KEPT, by=order).iter_rows())
     if keep is not None:
         frame = frame.filter(pl.col("job_id").is_in([job for job in frame["job_id"].unique() if keep(job)]))
     frame = (frame.with_row_index("row")

@@ -373,10 +373,15 @@ class DecodedFile:
                            self.read, self.latest_times)
 
 
+def clock_horizon_us() -> int:
+    """The latest event time that may set the scheduler's clock: later ones could drag the as-of
+    time into the future (FUTURE_TOLERANCE_US)."""
+    return time.time_ns() // 1000 + FUTURE_TOLERANCE_US
+
+
 def clock_sample(times_and_keys) -> list[tuple[int, str]]:
-    """The (time, key) a file gives the scheduler's clock (fleet_goodput/asof.py): none more than
-    FUTURE_TOLERANCE_US after this machine's clock, which could drag the as-of time into the future."""
-    horizon_us = time.time_ns() // 1000 + FUTURE_TOLERANCE_US
+    """The (time, key) a file gives the scheduler's clock (fleet_goodput/asof.py), none past the horizon."""
+    horizon_us = clock_horizon_us()
     return latest_times(item for item in times_and_keys if item[0] <= horizon_us)
 
 

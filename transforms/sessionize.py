@@ -107,9 +107,11 @@ def reject_before_history(state: KeyState, start_us: int | None):
     """Reject the key's waiting scheduler events dated before the fleet's history (a clock reset)."""
     if start_us is None:
         return
-    before = [e for e in state.waiting if e.time_us < start_us and stream_of(e.code) == CLOCK_STREAM]
+    kept, before = [], []
+    for event in state.waiting:
+        (before if event.time_us < start_us and stream_of(event.code) == CLOCK_STREAM else kept).append(event)
     if before:
-        state.waiting = [e for e in state.waiting if e not in before]
+        state.waiting = kept
         for event in before:
             days = (start_us - event.time_us) / 86_400e6
             yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(job_of(state.key), event, (
@@ -118,8 +120,9 @@ def reject_before_history(state: KeyState, start_us: int | None):
 
 
 class ClockFn(beam.CombineFn):
-    """The scheduler's latest event times, the store's and the run's → the run's clock:
-    {"as_of_us": the given as-of time or the default (fleet_goodput/asof.py), "latest_times": ...}."""
+    """The scheduler's kept (time, key), the store's and the run's (fleet_goodput/asof.py) → the run's
+    clock: {"as_of_us": the given as-of time or the default, "latest_times": what the store keeps next,
+    "history_start_us": where the fleet's history starts, or None}."""
 
     def __init__(self, given_us: int | None, continuation: Continuation):
         self.given_us = given_us
@@ -168,7 +171,7 @@ class _AdvanceKeyFn(beam.DoFn):
             return beam.pvalue.TaggedOutput(tag, timeline_rejection(job_id, event, reason))
 
         if as_of_us is None:
-            # The store has never accepted an event, so there is no as-of time to
+            # No scheduler event has set the clock yet, so there is no as-of time to
             # advance to: every event waits, its rejection provisional, for an
             # event (a SUBMIT in a file not yet landed, say) that lets it in.
             reasons = state.rejection_reasons()
