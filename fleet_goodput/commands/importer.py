@@ -46,6 +46,7 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
   mpg import mlperf tests/data/public/mlperf --out mlperf/
   mpg import kineto tests/data/public/kineto --out kineto/
   mpg import mgm tests/data/mgm_goodput_log.jsonl --out mgm/ --accelerator tpu-v5e --chips 16
+  mpg import logs tests/data/logs/megatron --profile megatron --job gpt-8b --accelerator h100 --chips 16 --out gpt/
 
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(failed="the source cannot be read as FORMAT: nothing was written")
 
@@ -53,7 +54,7 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
 def register(subparsers) -> None:
     formats = "\n".join(f"  {name:<8} {module.HELP}" for name, module in IMPORTERS.items())
     parser = subparsers.add_parser(
-        "import", help="convert public traces and logs (philly, openb, mlperf, kineto, mgm) into Avro telemetry",
+        "import", help="convert public traces and logs (philly, openb, mlperf, kineto, mgm, logs) into Avro telemetry",
         description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
                                        source=SOURCE_FILE),
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -63,8 +64,14 @@ def register(subparsers) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
     parser.add_argument("--limit", type=int, metavar="N", help="import only the first N jobs (pods, runs, traces)")
     parser.add_argument("--accelerator", metavar="KEY",
-                        help="catalogue key when the source names none (mgm: required; kineto: traces without deviceProperties)")
-    parser.add_argument("--chips", type=int, metavar="N", help="chips of the job (mgm: required)")
+                        help="catalogue key when the source names none (mgm, logs: required; kineto: traces without deviceProperties)")
+    parser.add_argument("--chips", type=int, metavar="N", help="chips of the job (mgm, logs: required)")
+    parser.add_argument("--profile", metavar="NAME", help="logs: the log profile (megatron, nemo, or one of --profiles)")
+    parser.add_argument("--profiles", metavar="FILE", help="logs: a YAML file of log profiles added to the built-in "
+                                                              "ones (shape: configs/log_profiles.yaml)")
+    parser.add_argument("--job", metavar="ID", help="logs: the job id the log belongs to (required)")
+    parser.add_argument("--submit", metavar="TIME", help="logs: ISO-8601 submission time (default: the log's first "
+                                                          "time); places a log without timestamps")
     parser.add_argument("--cluster", metavar="NAME", help="cluster name (mgm, kineto; default: the format's name)")
     parser.add_argument("--start", metavar="TIME", help="openb: ISO-8601 time of the trace start (default 2023-01-01T00:00:00Z)")
     parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
@@ -88,7 +95,9 @@ def main(args: argparse.Namespace) -> int:
         options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
                           accelerator=args.accelerator, chips=args.chips, cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None,
-                          max_expanded_bytes=args.max_expanded_mib << 20)
+                          max_expanded_bytes=args.max_expanded_mib << 20, job=args.job,
+                          submit_us=parse_time_us(args.submit) if args.submit else None, profile=args.profile,
+                          profiles=Path(args.profiles) if args.profiles else None)
         progress(f"Importing {args.format} from {args.source} ...")
         imported = module.read(Path(args.source), options)
         if not summary(imported)["jobs"]:

@@ -87,6 +87,10 @@ class Options:
     cluster: str | None = None
     start_us: int | None = None
     max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES  # what one file (or line) may hold, decompressed
+    job: str | None = None  # logs: the job the log belongs to
+    submit_us: int | None = None  # logs: when the job was submitted (the log starts later)
+    profile: str | None = None  # logs: the log profile's name
+    profiles: Path | None = None  # logs: a YAML file of profiles added to the built-in ones
 
 
 @dataclass(frozen=True)

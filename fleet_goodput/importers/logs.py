@@ -1,0 +1,458 @@
+"""A training job's stdout (Megatron-LM, NeMo, or a profile of your own) → scheduler, runtime and profiler events.
+
+SOURCE is one log file or a folder of the log files of ONE job (one per launch:
+a restarted job writes a new file, or appends to the same one). The files are
+put in order by their first timestamp, not by their names. `--profile NAME`
+picks the patterns (log_profiles.py, configs/log_profiles.yaml); the log names
+neither the job, the accelerator nor the chips, so `--job ID --accelerator KEY
+--chips N` are required, and `--submit TIME` gives the submission time (default:
+the log's first time, no queueing). Mapping:
+
+    each file, and each `start` line after some training in a file, is an attempt:
+    SUBMIT + ALLOCATE before the first; PREEMPT 0 at the end of one and ALLOCATE at the next
+    INIT               an attempt's start (its first timestamp, less `startup_seconds`) to its first
+                       iteration block, around its checkpoint load
+    STEP               each iteration line: its block of steps (previous step + 1 .. step), lasting
+                       steps x time per step and ending at the line's timestamp; a line without a
+                       timestamp continues from the last known time
+    CHECKPOINT_SAVE    save_start (or the end of the last block) to save_end, save_start + save_ms,
+                       or a timestamped save_durable; only saves that save_durable confirms
+    CHECKPOINT_RESTORE restore_start to restore_end (its timestamp, restore_start + restore_ms)
+    profiler           a stated TFLOP/s per GPU: an ANALYTIC sample per block, ideal FLOPs of one
+                       step = TFLOP/s x 1e12 x time per step x chips
+    FINISH             at the `end` line; a log that stops without it: FAIL at its last time
+
+See docs/importers.md, "logs".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fleet_goodput.importers.common import (
+    LATEST_US, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, bounded_lines, event_time_us, file_digest,
+    subtract, too_long, utc_us,
+)
+from fleet_goodput.importers.log_profiles import Profile, ProfileError, load_profiles
+
+NAME = "logs"
+HELP = "a training job's stdout (--profile megatron or nemo, or --profiles FILE of your own) → all three streams"
+PREFIX = "logs"
+CLUSTER = "logs"
+# A later timestamp may lag a time derived from step times by this much without a caveat:
+# NeMo's timestamps are cut to the second, and step times are rounded to 0.1 ms.
+SLACK_US = MICROS
+# Lines that show a process training: a `start` line after one of them is a restart.
+TRAINING_KINDS = {"iteration", "save_start", "save_end", "save_durable", "restore_start", "restore_end"}
+
+PROVENANCE = {
+    "licence": "as the user's own logs",
+    "mapping": [
+        "each log file, and each `start` line after training began, is an attempt: SUBMIT + ALLOCATE before the "
+        "first, PREEMPT 0 at the end of one and ALLOCATE at the next; FINISH at the `end` line, else FAIL at the "
+        "last time",
+        "INIT from an attempt's start (first timestamp less startup_seconds) to its first block, around restores",
+        "STEP: each iteration line is the block of steps since the previous one, ending at the line's timestamp "
+        "(or continuing from the last known time), lasting steps x the stated time per step",
+        "CHECKPOINT_SAVE from its start line (or the end of the last block) to the end of its blocking part; "
+        "durable only when the log confirms it",
+        "CHECKPOINT_RESTORE from its start line to its end (timestamp or stated duration), resumed step = its step",
+        "stated TFLOP/s per GPU -> an ANALYTIC profiler sample per block: TFLOP/s x 1e12 x step time x chips",
+    ],
+    "cannot_tell": [
+        "the job, accelerator and chips (given on the command line), and queueing before the log starts "
+        "(--submit, else none)",
+        "the time zone of the log's timestamps: read as UTC",
+        "where lines carry no timestamp, times are derived from the stated step times since the last timestamp",
+        "time between a restart's log files is not held by the job (partial); what the job did then is unknown",
+        "evaluation and other work between iteration lines have no category: idle",
+        "the precision of the model's matrix math: bf16 unless the sample says otherwise",
+    ],
+}
+
+
+@dataclass
+class _Line:
+    file: str
+    number: int
+    time_us: int | None
+    kinds: dict[str, dict]
+
+
+@dataclass
+class _Span:
+    step: int
+    start_us: int
+    end_us: int | None = None
+    end_exact: bool = False  # from a timestamp or a stated duration, not from the last known time
+    confirmed: bool = False
+    confirmed_us: int | None = None
+
+
+@dataclass
+class _Block:
+    first_step: int
+    last_step: int
+    start_us: int
+    end_us: int
+    step_s: float
+    tflops: float | None
+
+
+@dataclass
+class _Attempt:
+    file: str
+    lines: list[_Line] = field(default_factory=list)
+    start_us: int = 0
+    last_us: int = 0
+    finished: bool = False
+    blocks: list[_Block] = field(default_factory=list)
+    saves: list[_Span] = field(default_factory=list)
+    restores: list[_Span] = field(default_factory=list)
+
+
+def _paths(source: Path) -> list[Path]:
+    if source.is_dir():
+        return sorted(p for p in source.iterdir() if p.is_file() and not p.name.startswith("."))
+    if source.is_file():
+        return [source]
+    raise SourceError(source, None, "no such file or folder")
+
+
+def _stamp(profile: Profile, text: str) -> int:
+    """A timestamp of the log in µs, its fraction of a second (if any) included."""
+    whole, _, fraction = text.partition(".")
+    time_us = utc_us(whole, profile.time_format)
+    return event_time_us(time_us + (int(fraction.ljust(6, "0")[:6]) if fraction else 0), "timestamp")
+
+
+def _read_lines(path: Path, profile: Profile, imported: Imported, limit: int) -> list[_Line]:
+    """The lines of `path` that the profile recognises or that carry a timestamp; the rest are passed over."""
+    lines = []
+    with open(path, encoding="utf-8") as handle:
+        try:
+            for number, text in bounded_lines(handle, limit):
+                if text is None:
+                    exc = too_long(limit)
+                    imported.reject(path.name, f"line {number}", "", exc.reason, exc.detail)
+                    continue
+                cut = not text.endswith("\n")
+                text = text.rstrip("\r\n")
+                kinds, malformed = profile.match(text)
+                if cut and (kinds or malformed):
+                    imported.reject(path.name, f"line {number}", "", "the log ends inside this line (cut short)",
+                                    text[-80:])
+                    continue
+                for kind in malformed:
+                    imported.reject(path.name, f"line {number}", "", f"a malformed {kind} line: the "
+                                    f"{profile.name} pattern does not match it", text[:200])
+                stamp_text = profile.timestamp_text(text)
+                time_us = None
+                if stamp_text is not None:
+                    try:
+                        time_us = _stamp(profile, stamp_text)
+                    except Unmappable as exc:
+                        imported.reject(path.name, f"line {number}", "", exc.reason, exc.detail)
+                        continue
+                if kinds or time_us is not None:
+                    lines.append(_Line(path.name, number, time_us, dict(kinds)))
+        except UnicodeDecodeError as exc:
+            raise SourceError(path, None, f"not UTF-8 text at byte {exc.start}") from exc
+    return lines
+
+
+def _attempts(files: list[list[_Line]]) -> list[_Attempt]:
+    """Files in order of their first timestamp; a `start` line after training began opens a new attempt."""
+    attempts = []
+    for lines in files:
+        attempt = _Attempt(lines[0].file)
+        attempts.append(attempt)
+        trained = False
+        for line in lines:
+            if "start" in line.kinds and trained:
+                attempt, trained = _Attempt(line.file), False
+                attempts.append(attempt)
+            trained = trained or bool(TRAINING_KINDS & set(line.kinds))
+            attempt.lines.append(line)
+    return attempts
+
+
+class _Clock:
+    """The last known time of an attempt: timestamps move it forward, never back; derived times add to it."""
+
+    def __init__(self, start_us: int):
+        self.now_us = start_us
+        self.lag_us = 0  # the most a timestamp fell behind a derived time
+
+    def observe(self, stamp_us: int | None) -> None:
+        """A timestamp of the log."""
+        if stamp_us is not None:
+            self.lag_us = max(self.lag_us, self.now_us - stamp_us)
+            self.advance_to(stamp_us)
+
+    def advance_to(self, time_us: int | None) -> None:
+        """A time derived from the log (the end of a save or a restore)."""
+        if time_us is not None:
+            self.now_us = max(self.now_us, time_us)
+
+
+class _Builder:
+    """Walks one job's attempts line by line into blocks, saves and restores with their times."""
+
+    def __init__(self, imported: Imported, profile: Profile, job: str):
+        self.imported, self.profile, self.job = imported, profile, job
+        self.lag_us = 0
+        self.clamped_us = 0
+
+    def reject(self, line: _Line, reason: str, detail: str = "") -> None:
+        self.imported.reject(line.file, f"line {line.number}", self.job, reason, detail)
+
+    @staticmethod
+    def start_of(attempt: _Attempt, floor_us: int | None, fallback_us: int) -> int:
+        """The attempt's first timestamp less the startup the log states before it (`fallback_us`
+        when it has none), never before the attempt before it ended (`floor_us`)."""
+        startup_us, first = 0, None
+        for line in attempt.lines:
+            if "startup_seconds" in line.kinds:
+                startup_us = round(_positive(line.kinds["startup_seconds"]["seconds"]) * MICROS)
+            if line.time_us is not None:
+                first = line.time_us
+                break
+        start = fallback_us if first is None else first - startup_us
+        return start if floor_us is None else max(start, floor_us)
+
+    def build(self, attempt: _Attempt) -> None:
+        clock = _Clock(attempt.start_us)
+        previous = self.profile.first_step - 1
+        open_save: _Span | None = None
+        open_restore: _Span | None = None
+        for line in attempt.lines:
+            kinds = line.kinds
+            if "restore_start" in kinds or "restore_end" in kinds:
+                step = int((kinds.get("restore_start") or kinds["restore_end"])["step"])
+                if open_restore is None or open_restore.step != step:
+                    open_restore = _Span(step, line.time_us if line.time_us is not None else clock.now_us)
+                    attempt.restores.append(open_restore)
+                if "restore_end" in kinds:
+                    open_restore.confirmed = True
+                    _end(open_restore, line.time_us, clock.now_us)
+                    previous = step
+            if "restore_ms" in kinds and open_restore is not None and not open_restore.end_exact:
+                open_restore.end_us = open_restore.start_us + _positive_us(kinds["restore_ms"]["ms"], 1000)
+                open_restore.end_exact = True
+            if "save_start" in kinds:
+                open_save = _Span(int(kinds["save_start"]["step"]),
+                                  line.time_us if line.time_us is not None else clock.now_us)
+                attempt.saves.append(open_save)
+            if "save_ms" in kinds and open_save is not None and not open_save.end_exact:
+                open_save.end_us = open_save.start_us + _positive_us(kinds["save_ms"]["ms"], 1000)
+                open_save.end_exact = True
+            if "save_end" in kinds:
+                step = int(kinds["save_end"]["step"])
+                if open_save is None or open_save.step != step:
+                    since = attempt.blocks[-1].end_us if attempt.blocks else clock.now_us
+                    open_save = _Span(step, min(since, line.time_us if line.time_us is not None else clock.now_us))
+                    attempt.saves.append(open_save)
+                _end(open_save, line.time_us, clock.now_us)
+            if "save_durable" in kinds:
+                self._confirm(attempt, line, int(kinds["save_durable"]["step"]), clock.now_us)
+            if "iteration" in kinds:
+                for span in (open_save, open_restore):
+                    if span is not None and span.end_us is None:
+                        span.end_us = clock.now_us
+                open_save = open_restore = None
+                for span in attempt.saves + attempt.restores:
+                    clock.advance_to(span.end_us)
+                previous = self._iteration(attempt, line, kinds["iteration"], previous, clock)
+                continue
+            clock.observe(line.time_us)
+            if "end" in kinds:
+                attempt.finished = True
+        for span in attempt.saves + attempt.restores:
+            if span.end_us is None:
+                span.end_us = clock.now_us
+            clock.advance_to(span.end_us)
+        attempt.last_us = clock.now_us
+        self.lag_us = max(self.lag_us, clock.lag_us)
+
+    def _confirm(self, attempt: _Attempt, line: _Line, step: int, now_us: int) -> None:
+        for save in reversed(attempt.saves):
+            if save.step == step:
+                save.confirmed, save.confirmed_us = True, line.time_us if line.time_us is not None else now_us
+                if not save.end_exact and save.end_us is None:
+                    _end(save, line.time_us, None)
+                return
+        self.reject(line, "a checkpoint confirmed without its save in this attempt", f"step {step}")
+
+    def _iteration(self, attempt: _Attempt, line: _Line, groups: dict, previous: int, clock: _Clock) -> int:
+        step = int(groups["step"])
+        try:
+            step_us = (_positive_us(groups["ms"], 1000) if groups.get("ms") is not None
+                       else _positive_us(groups["seconds"], MICROS))
+            tflops = None if groups.get("tflops") is None else _positive(groups["tflops"])
+        except Unmappable as exc:
+            self.reject(line, exc.reason, exc.detail)
+            return previous
+        if step <= previous:
+            self.reject(line, "iteration does not follow the one before and no restart or checkpoint load "
+                        "is logged between them: its first step is unknown", f"step {step} after {previous}")
+            return step
+        duration_us = (step - previous) * step_us
+        if line.time_us is None:
+            start_us, end_us = clock.now_us, clock.now_us + duration_us
+        else:
+            clock.observe(line.time_us)
+            end_us = clock.now_us
+            start_us = max(end_us - duration_us, attempt.blocks[-1].end_us if attempt.blocks else attempt.start_us)
+            self.clamped_us += start_us - (end_us - duration_us)
+        clock.now_us = end_us
+        attempt.blocks.append(_Block(previous + 1, step, start_us, end_us, step_us / MICROS, tflops))
+        return step
+
+
+def _end(span: _Span, stamp_us: int | None, now_us: int | None) -> None:
+    if stamp_us is not None:
+        span.end_us, span.end_exact = max(stamp_us, span.start_us), True
+    elif span.end_us is None and now_us is not None:
+        span.end_us = max(now_us, span.start_us)
+
+
+def _positive(text: str) -> float:
+    """A stated time or rate: a positive number below a day's worth of microseconds per unit."""
+    value = float(text)
+    if not math.isfinite(value) or value <= 0 or value >= LATEST_US:
+        raise Unmappable("a time or rate that is not a positive number", text)
+    return value
+
+
+def _positive_us(text: str, unit_us: int) -> int:
+    return round(_positive(text) * unit_us)
+
+
+def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builder: _Builder, files: list[str]) -> None:
+    job, chips = options.job, options.chips
+    emit = JobEmitter(imported, PREFIX, job, options.cluster or CLUSTER, options.accelerator)
+    first = attempts[0]
+    emit.scheduler("SUBMIT", options.submit_us if options.submit_us is not None else first.start_us, chips,
+                   workload="TRAINING")
+    stated_tflops = False
+    for number, attempt in enumerate(attempts):
+        if number:
+            emit.scheduler("PREEMPT", attempts[number - 1].last_us, 0)
+        emit.scheduler("ALLOCATE", attempt.start_us, chips)
+        confirmed = [save for save in attempt.saves if save.confirmed]
+        restores = [restore for restore in attempt.restores if restore.confirmed]
+        holes = [(span.start_us, span.end_us) for span in restores + confirmed]
+        init_end = attempt.blocks[0].start_us if attempt.blocks else attempt.last_us
+        for start, end in subtract(attempt.start_us, init_end, holes):
+            emit.span("INIT", start, end, attempt=number)
+        for restore in restores:
+            emit.span("CHECKPOINT_RESTORE", restore.start_us, restore.end_us, restore.step, restore.step, number)
+        for save in confirmed:
+            emit.span("CHECKPOINT_SAVE", save.start_us, save.end_us, save.step, save.step, number)
+            if save.confirmed_us - save.end_us > SLACK_US:
+                imported.caveat(attempt.file, job, "asynchronous save: durable at the end of its blocking part, "
+                                "before the log confirms it (optimistic)",
+                                f"step {save.step}, {(save.confirmed_us - save.end_us) / MICROS:.1f} s early")
+        for save in attempt.saves:
+            if not save.confirmed:
+                imported.caveat(attempt.file, job, "checkpoint save never confirmed in its attempt: not durable, "
+                                "its time is idle", f"step {save.step}")
+        for block in attempt.blocks:
+            emit.span("STEP", block.start_us, block.end_us, block.first_step, block.last_step, number)
+            if block.tflops is not None:
+                stated_tflops = True
+                emit.profile(block.start_us, block.last_step, block.step_s, chips,
+                             block.tflops * 1e12 * block.step_s * chips, "ANALYTIC")
+    last = attempts[-1]
+    if last.finished:
+        emit.scheduler("FINISH", last.last_us, 0)
+    else:
+        emit.scheduler("FAIL", last.last_us, 0)
+        imported.caveat(last.file, job, "the log stops without its end line: the job is taken as failed at "
+                        "its last time, its unsaved steps lost")
+    if stated_tflops:
+        imported.caveat(files[0], job, "precision not stated in the log: bf16 assumed")
+    else:
+        imported.caveat(files[0], job, "PG unknown: the log states no TFLOP/s per GPU")
+    if builder.lag_us > SLACK_US:
+        imported.caveat(files[0], job, "times derived from step times ran ahead of the log's timestamps",
+                        f"by up to {builder.lag_us / MICROS:.1f} s")
+    if builder.clamped_us > SLACK_US:
+        imported.caveat(files[0], job, "iteration blocks cut where steps x step time reach back past the "
+                        "previous event", f"{builder.clamped_us / MICROS:.1f} s in all")
+
+
+def _check(source: Path, options: Options) -> Profile:
+    missing = [flag for flag, value in (("--profile NAME", options.profile), ("--job ID", options.job),
+                                        ("--accelerator KEY", options.accelerator), ("--chips N", options.chips))
+               if not value]
+    if missing:
+        raise SourceError(source, None, "a log names neither its profile, job, accelerator nor chips: pass "
+                          + " ".join(missing))
+    if options.accelerator not in options.accelerators:
+        raise SourceError(source, None, f"accelerator {options.accelerator!r} is not in the catalogue")
+    try:
+        profiles = load_profiles(options.profiles)
+    except ProfileError as exc:
+        raise SourceError(options.profiles or source, None, str(exc)) from exc
+    if options.profile not in profiles:
+        raise SourceError(source, None, f"no log profile {options.profile!r} (known: {', '.join(sorted(profiles))})")
+    return profiles[options.profile]
+
+
+def read(source: Path, options: Options) -> Imported:
+    profile = _check(source, options)
+    paths = _paths(source)
+    imported = Imported(NAME)
+    imported.provenance = {"source": f"{profile.name} logs: {profile.description}", **PROVENANCE,
+                           "profile": profile.name, "inputs": [file_digest(p) for p in paths], "job": options.job,
+                           "accelerator": options.accelerator, "chips": options.chips}
+    placed = []
+    for path in paths:
+        lines = _read_lines(path, profile, imported, options.max_expanded_bytes)
+        stamps = [line.time_us for line in lines if line.time_us is not None]
+        if not any("iteration" in line.kinds for line in lines):
+            imported.reject(path.name, "file", options.job, f"no iteration line of the {profile.name} profile")
+        elif stamps:
+            placed.append((stamps[0], path.name, lines))
+        elif options.submit_us is not None and len(paths) == 1:
+            placed.append((options.submit_us, path.name, lines))
+        else:
+            imported.reject(path.name, "file", options.job, "no timestamp: the log cannot be placed in time "
+                            "(--submit TIME places a single log without timestamps)")
+    if not placed:
+        reasons = "; ".join(sorted({f"{r.file}: {r.reason}" for r in imported.rejections if r.where == "file"}))
+        raise SourceError(source, None, f"nothing to import with the {profile.name} profile: "
+                          + (reasons or "no log file"))
+    placed.sort(key=lambda item: (item[0], item[1]))
+    _drop_overlapping(imported, placed, options.job)
+    builder = _Builder(imported, profile, options.job)
+    attempts = _attempts([lines for _, _, lines in placed])
+    floor = None
+    for attempt in attempts:
+        attempt.start_us = builder.start_of(attempt, floor, placed[0][0] if floor is None else floor)
+        builder.build(attempt)
+        floor = attempt.last_us
+    if options.submit_us is not None and options.submit_us > attempts[0].start_us:
+        raise SourceError(source, None, "--submit is after the log's first time: the job ran before it was submitted")
+    if not any(attempt.blocks for attempt in attempts):
+        raise SourceError(source, None, f"no iteration of the {profile.name} profile could be placed: nothing to import")
+    _emit(imported, attempts, options, builder, [name for _, name, _ in placed])
+    return imported
+
+
+def _drop_overlapping(imported: Imported, placed: list, job: str) -> None:
+    """A file that starts before the one before it ends is another rank's (or a copy): rejected whole."""
+    kept, last_us = [], None
+    for first_us, name, lines in placed:
+        if last_us is not None and first_us < last_us:
+            imported.reject(name, "file", job, "overlaps the log before it in time: several ranks' logs, or a copy? "
+                            "give the log of one rank (Megatron prints iterations on the last rank)")
+            continue
+        kept.append((first_us, name, lines))
+        last_us = max(line.time_us for line in lines if line.time_us is not None) if any(
+            line.time_us is not None for line in lines) else first_us
+    placed[:] = kept
