@@ -1,0 +1,244 @@
+"""`mpg import logs`: Megatron-LM and NeMo stdout through log profiles (fixtures in tests/data/logs, see its README).
+
+Expected figures are computed by hand from the fixture logs, in seconds after the
+first line's hour (the README's tables), times the chips.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet_goodput.cli import main
+from fleet_goodput.importers.common import SourceError
+from fleet_goodput.timeutil import parse_time_us
+from test_importers_common import FIXTURES, by_job, import_to, rejected_rows, run_and_read
+
+LOGS = FIXTURES / "logs"
+MEGATRON = {"profile": "megatron", "job": "gpt-8b", "accelerator": "h100", "chips": 16}
+NEMO = {"profile": "nemo", "job": "llama3-8b", "accelerator": "h100", "chips": 8}
+
+
+def seconds(time_us: int, origin: str) -> float:
+    return (time_us - parse_time_us(origin)) / 1e6
+
+
+def blocks(imported, job: str, origin: str) -> list[tuple]:
+    runtime = [r for r in by_job(imported, "runtime", job) if r["type"].startswith("STEP")]
+    return [(a["attempt"], a["step"], b["step"], seconds(a["event_time"], origin), seconds(b["event_time"], origin))
+            for a, b in zip(runtime[::2], runtime[1::2])]
+
+
+# ---- Megatron-LM: two launches of one job, the restart's file first by name --------------
+@pytest.fixture(scope="module")
+def megatron(tmp_path_factory):
+    root = tmp_path_factory.mktemp("megatron")
+    imported, summary = import_to("logs", LOGS / "megatron", root / "in", submit_us=parse_time_us("2025-06-10T07:58:00Z"),
+                                  **MEGATRON)
+    manifest, jobs = run_and_read(root / "in", root / "out")
+    return imported, summary, manifest, jobs["gpt-8b"]
+
+
+def test_megatron_iterations_checkpoints_and_restart_are_read_from_the_log(megatron):
+    imported, summary, _, _ = megatron
+    assert summary["rejected"] == {}
+    origin = "2025-06-10T08:00:00Z"
+    # Files ordered by their first timestamp (node07 at 08:00:40 before node03 at 08:05:35), not by name.
+    assert [(r["type"], seconds(r["event_time"], origin)) for r in by_job(imported, "scheduler", "gpt-8b")] == [
+        ("SUBMIT", -120.0), ("ALLOCATE", 0.0), ("PREEMPT", 226.0), ("ALLOCATE", 300.0), ("FINISH", 422.0)]
+    # Each iteration line: 10 iterations of 3000.0 ms ending at its timestamp.
+    assert blocks(imported, "gpt-8b", origin) == [
+        (0, 1, 10, 60.0, 90.0), (0, 11, 20, 90.0, 120.0), (0, 21, 30, 128.0, 158.0), (0, 31, 40, 158.0, 188.0),
+        (0, 41, 50, 196.0, 226.0), (1, 41, 50, 353.0, 383.0), (1, 51, 60, 383.0, 413.0)]
+    spans = [(r["type"], seconds(r["event_time"], origin), r["step"]) for r in by_job(imported, "runtime", "gpt-8b")
+             if r["type"].startswith("CHECKPOINT")]
+    # Saves: no timestamp on the save lines, so from the end of the block for the save-checkpoint timer's max;
+    # the load: from the last timestamp (after megatron is initialized) for the load-checkpoint timer's max.
+    assert spans == [("CHECKPOINT_SAVE_START", 120.0, 20), ("CHECKPOINT_SAVE_END", 128.0, 20),
+                     ("CHECKPOINT_SAVE_START", 188.0, 40), ("CHECKPOINT_SAVE_END", 196.0, 40),
+                     ("CHECKPOINT_RESTORE_START", 335.0, 40), ("CHECKPOINT_RESTORE_END", 347.0, 40),
+                     ("CHECKPOINT_SAVE_START", 413.0, 60), ("CHECKPOINT_SAVE_END", 421.0, 60)]
+    samples = by_job(imported, "profiler", "gpt-8b")
+    assert [(s["flops_source"], s["step"], s["duration_s"]) for s in samples][:1] == [("ANALYTIC", 10, 3.0)]
+    # TFLOP/s/GPU x 1e12 x s per iteration x world size = FLOPs of one iteration of the whole job.
+    assert [s["ideal_flops"] for s in samples] == pytest.approx(
+        [t * 1e12 * 3.0 * 16 for t in (400, 400, 410, 410, 405, 395, 395)])
+
+
+def test_megatron_end_to_end_figures_match_the_hand_computation(megatron):
+    _, _, manifest, job = megatron
+    assert manifest["reconciles"] and job["status"] == "FINISHED"
+    # queued: submit 07:58 to 08:00 (120 s) and the gap between the launches (226 to 300 s, no chips).
+    # Attempt 1: init 0-60; iterations 1-40 preserved by the saves at 20 and 40 (120 s), 41-50 lost when it
+    # died (30 s); two saves of 8 s. Attempt 2: init 300-335 and 347-353 (41 s), load 12 s, iterations
+    # 41-60 (60 s) saved at 60, the save 8 s, then 1 s to `after training is done`.
+    expected_s = {"lifetime": 542, "queued": 194, "partial": 0, "init": 60 + 41, "productive": 120 + 60,
+                  "lost": 30, "checkpoint_save": 24, "checkpoint_restore": 12, "idle": 1, "pending": 0,
+                  "data_wait": 0, "compile": 0}
+    assert {name: job[f"{name}_chip_s"] / 16 for name in expected_s} == pytest.approx(expected_s)
+    # PG from the stated TFLOP/s of the productive blocks (30 s each) against the H100's bf16 peak.
+    stated = [400, 400, 410, 410, 395, 395]
+    assert job["pg"] == pytest.approx(sum(stated) / len(stated) * 1e12 / 989e12)
+    assert job["rg"] == pytest.approx(180 / (542 - 194))
+
+
+# ---- NeMo 2: a restart inside one log, async saves, times derived from step times ----------
+def test_nemo_log_end_to_end_with_derived_times(tmp_path):
+    imported, summary = import_to("logs", LOGS / "nemo" / "llama3-8b.log", tmp_path / "in", **NEMO)
+    origin = "2025-03-07T22:33:00Z"
+    assert summary["rejected"] == {"a malformed iteration line: the nemo pattern does not match it": 1}
+    assert [(r["type"], seconds(r["event_time"], origin)) for r in by_job(imported, "scheduler", "llama3-8b")] == [
+        ("SUBMIT", 56.0), ("ALLOCATE", 56.0), ("PREEMPT", 178.0), ("ALLOCATE", 250.0), ("FINISH", 341.0)]
+    steps = blocks(imported, "llama3-8b", origin)
+    # No timestamp on `Training epoch` lines: step 0 starts at the last timestamp (22:33:59) and lasts its
+    # train_step_timing (11 s); steps 1-9 follow at 7.5 s; step 10 after the async save's blocking part.
+    assert steps[:2] == [(0, 0, 0, 59.0, 70.0), (0, 1, 1, 70.0, 77.5)]
+    assert steps[10] == (0, 10, 10, 140.0, 147.5) and steps[11] == (0, 11, 11, 148.0, 155.5)
+    assert steps[15] == (1, 10, 10, 260.0, 270.0) and steps[-1] == (1, 19, 19, 330.0, 337.5)
+    caveats = {caveat.caveat for caveat in imported.caveats}
+    assert "asynchronous save: durable at the end of its blocking part, before the log confirms it (optimistic)" in caveats
+    manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    job = jobs["llama3-8b"]
+    assert manifest["reconciles"]
+    # Attempt 1: init 56-59, steps 0-9 (78.5 s) preserved by the save of step 9 (137.5-140), step 10 and
+    # 11-14 lost (37.5 s), 0.5 s idle before the finalize line's timestamp (148). No chips 178-250.
+    # Attempt 2: init 250-253 and 255-260, restore 253-255, steps 10-19 (77.5 s) saved at 19
+    # (337.5-340), 1 s idle to the finalize line (341).
+    expected_s = {"lifetime": 285, "queued": 72, "init": 3 + 8, "productive": 78.5 + 77.5, "lost": 37.5,
+                  "checkpoint_save": 5, "checkpoint_restore": 2, "idle": 1.5}
+    assert {name: job[f"{name}_chip_s"] / 8 for name in expected_s} == pytest.approx(expected_s)
+    ideal_tflops_s = 300 * 11 + 440 * 67.5 + 330 * 10 + 440 * 67.5
+    assert job["pg"] == pytest.approx(ideal_tflops_s / 156 / 989)
+
+
+# ---- what a log may get wrong ------------------------------------------------------------
+NEW_MEGATRON = (  # Megatron-LM since January 2026: microseconds in every timestamp, save lines stamped
+    "using world size: 8, data-parallel size: 8, context-parallel size: 1, hierarchical context-parallel sizes: "
+    "None, tensor-model-parallel size: 1, pipeline-model-parallel size: 1\n"
+    "[after megatron is initialized] datetime: 2026-02-01 10:00:00.000000 \n"
+    " [2026-02-01 10:00:20.500000] iteration        5/      20 | consumed samples:           40 | elapsed time "
+    "per iteration (ms): 4000.0 | learning rate: 1.000000E-04 | global batch size:     8 | lm loss: 9.1E+00 |"
+    " loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+    "[2026-02-01 10:00:21.000000] saving checkpoint at iteration       5 to /ckpt in torch_dist format\n"
+    "  [2026-02-01 10:00:23.250000] successfully saved checkpoint from iteration       5 to /ckpt "
+    "[ t 1/1, gtp_remat 1/1, p 1/1 ]\n"
+)
+
+
+def write(tmp_path, name: str, text: str):
+    folder = tmp_path / "logs"
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_a_log_without_throughput_or_end_line_fails_at_its_last_time_with_pg_unknown(tmp_path):
+    source = write(tmp_path, "run.log", NEW_MEGATRON)
+    imported, summary = import_to("logs", source, tmp_path / "in", profile="megatron", job="j", accelerator="h100",
+                                  chips=8)
+    origin = "2026-02-01T10:00:00Z"
+    assert blocks(imported, "j", origin) == [(0, 1, 5, 0.5, 20.5)]
+    saves = [(r["type"], seconds(r["event_time"], origin)) for r in by_job(imported, "runtime", "j")
+             if r["type"].startswith("CHECKPOINT")]
+    assert saves == [("CHECKPOINT_SAVE_START", 21.0), ("CHECKPOINT_SAVE_END", 23.25)]
+    assert [r["type"] for r in by_job(imported, "scheduler", "j")][-1] == "FAIL"
+    assert summary["events"]["profiler"] == 0
+    assert {c.caveat for c in imported.caveats} == {
+        "PG unknown: the log states no TFLOP/s per GPU",
+        "the log stops without its end line: the job is taken as failed at its last time, its unsaved steps lost"}
+
+
+def test_a_log_cut_mid_line_rejects_the_cut_line_and_keeps_the_rest(tmp_path):
+    cut = NEW_MEGATRON + " [2026-02-01 10:00:44.000000] iteration       10/      20 | consumed samples:  "
+    imported, summary = import_to("logs", write(tmp_path, "run.log", cut), tmp_path / "in", profile="megatron",
+                                  job="j", accelerator="h100", chips=8)
+    assert summary["rejected"] == {"the log ends inside this line (cut short)": 1}
+    assert blocks(imported, "j", "2026-02-01T10:00:00Z") == [(0, 1, 5, 0.5, 20.5)]
+
+
+def test_malformed_and_impossible_iteration_lines_are_rejected_with_their_reason(tmp_path):
+    lines = NEW_MEGATRON.splitlines(keepends=True)
+    bad = [" [2026-02-01 10:00:30.000000] iteration        7/      20 | consumed samples: 56 | elapsed time per "
+           "iteration (ms): nan |\n",
+           " [2026-02-01 10:00:34.000000] iteration        8/      20 | consumed samples: 64 | elapsed time per "
+           "iteration (ms): 0.0 |\n",
+           " [2026-02-01 10:00:40.000000] iteration        3/      20 | consumed samples: 24 | elapsed time per "
+           "iteration (ms): 4000.0 |\n"]
+    imported, summary = import_to("logs", write(tmp_path, "run.log", "".join(lines + bad)), tmp_path / "in",
+                                  profile="megatron", job="j", accelerator="h100", chips=8)
+    assert summary["rejected"] == {
+        "a malformed iteration line: the megatron pattern does not match it": 1,
+        "a time or rate that is not a positive number": 1,
+        "iteration does not follow the one before and no restart or checkpoint load is logged between them: "
+        "its first step is unknown": 1}
+    assert len(blocks(imported, "j", "2026-02-01T10:00:00Z")) == 1
+
+
+def test_a_log_with_no_iteration_line_imports_nothing_and_says_why(tmp_path, capsys):
+    source = write(tmp_path, "run.log", NEW_MEGATRON.splitlines(keepends=True)[0])
+    with pytest.raises(SourceError, match="nothing to import with the nemo profile: run.log: no iteration line "
+                                          "of the nemo profile"):
+        import_to("logs", source, tmp_path / "in", profile="nemo", job="j", accelerator="h100", chips=8)
+    out = tmp_path / "cli"
+    assert main(["import", "logs", str(source), "--profile", "megatron", "--job", "j", "--accelerator", "h100",
+                 "--chips", "8", "--out", str(out)]) == 1
+    assert capsys.readouterr().err.endswith(
+        f"mpg import: {source}: nothing to import with the megatron profile: run.log: no iteration line of the "
+        f"megatron profile\nmpg import: nothing was written to {out}\n")
+    assert not out.exists()
+
+
+def test_a_log_without_timestamps_is_placed_by_submit(tmp_path):
+    text = ("Training epoch 0, iteration 0/9 | global_step: 0 | train_step_timing in s: 2 | TFLOPS_per_GPU: 100\n"
+            "Training epoch 0, iteration 1/9 | global_step: 1 | train_step_timing in s: 3 | TFLOPS_per_GPU: 100\n")
+    source = write(tmp_path, "run.log", text)
+    with pytest.raises(SourceError, match="no timestamp: the log cannot be placed in time"):
+        import_to("logs", source, tmp_path / "a", profile="nemo", job="j", accelerator="h100", chips=8)
+    imported, _ = import_to("logs", source, tmp_path / "b", profile="nemo", job="j", accelerator="h100", chips=8,
+                            submit_us=parse_time_us("2026-01-01T00:00:00Z"))
+    assert blocks(imported, "j", "2026-01-01T00:00:00Z") == [(0, 0, 0, 0.0, 2.0), (0, 1, 1, 2.0, 5.0)]
+
+
+def test_a_user_profile_adds_a_framework(tmp_path):
+    profiles = tmp_path / "profiles.yaml"
+    profiles.write_text(
+        "nanogpt:\n"
+        "  description: nanoGPT train.py with a timestamp prefix\n"
+        "  timestamp: '^(?P<time>\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d)'\n"
+        "  time_format: '%Y-%m-%dT%H:%M:%S'\n"
+        "  iteration: 'iter (?P<step>\\d+): loss [0-9.]+, time (?P<ms>[0-9.]+)ms'\n"
+        "  first_step: 0\n"
+        "  end: 'training done'\n", encoding="utf-8")
+    source = write(tmp_path, "train.out", "2026-01-01T00:00:00 compiling the model... (takes a ~minute)\n"
+                                          "2026-01-01T00:00:01 iter 0: loss 4.1, time 500.00ms\n"
+                                          "2026-01-01T00:00:02 iter 1: loss 3.9, time 500.00ms\n"
+                                          "2026-01-01T00:00:02 training done\n")
+    imported, summary = import_to("logs", source, tmp_path / "in", profile="nanogpt", profiles=profiles, job="j",
+                                  accelerator="a100", chips=1)
+    assert summary["rejected"] == {}
+    assert blocks(imported, "j", "2026-01-01T00:00:00Z") == [(0, 0, 0, 0.5, 1.0), (0, 1, 1, 1.5, 2.0)]
+    assert [r["type"] for r in by_job(imported, "scheduler", "j")] == ["SUBMIT", "ALLOCATE", "FINISH"]
+
+
+@pytest.mark.parametrize("body, message", [
+    ("x:\n  timestamp: '(?P<time>.*)'\n", "profile 'x' has no iteration pattern"),
+    ("x:\n  timestamp: '(?P<time>.*)'\n  iteration: 'it (\\d+)'\n", "iteration needs the named group"),
+    ("x:\n  timestamp: '(?P<time>.*)'\n  iteration: '(?P<step>\\d+) (?P<ms>\\d+)'\n  speed: 'x'\n", "unknown keys"),
+    ("x:\n  timestamp: '(?P<time>['\n  iteration: '(?P<step>\\d+) (?P<ms>\\d+)'\n", "timestamp is not a valid regular"),
+])
+def test_a_broken_profile_is_refused_naming_the_key(tmp_path, body, message):
+    profiles = tmp_path / "profiles.yaml"
+    profiles.write_text(body, encoding="utf-8")
+    source = write(tmp_path, "run.log", NEW_MEGATRON)
+    with pytest.raises(SourceError, match=message):
+        import_to("logs", source, tmp_path / "in", profile="x", profiles=profiles, job="j", accelerator="h100", chips=8)
+
+
+def test_several_ranks_logs_of_one_job_are_not_counted_twice(tmp_path):
+    source = write(tmp_path, "rank0.log", NEW_MEGATRON)
+    write(tmp_path, "rank7.log", NEW_MEGATRON)
+    imported, summary = import_to("logs", source, tmp_path / "in", profile="megatron", job="j", accelerator="h100",
+                                  chips=8)
+    assert list(summary["rejected"]) == ["overlaps the log before it in time: several ranks' logs, or a copy? give "
+                                         "the log of one rank (Megatron prints iterations on the last rank)"]
+    assert len(blocks(imported, "j", "2026-02-01T10:00:00Z")) == 1
+    assert rejected_rows(tmp_path / "in")[0]["file"] == "rank7.log"
