@@ -58,7 +58,9 @@ def test_megatron_iterations_checkpoints_and_restart_are_read_from_the_log(megat
                      ("CHECKPOINT_RESTORE_START", 335.0, 40), ("CHECKPOINT_RESTORE_END", 347.0, 40),
                      ("CHECKPOINT_SAVE_START", 413.0, 60), ("CHECKPOINT_SAVE_END", 421.0, 60)]
     samples = by_job(imported, "profiler", "gpt-8b")
-    assert [(s["flops_source"], s["step"], s["duration_s"]) for s in samples][:1] == [("ANALYTIC", 10, 3.0)]
+    # The argument listing says `bf16 ... True` and `fp8 ... None`.
+    assert [(s["flops_source"], s["step"], s["duration_s"], s["precision"]) for s in samples][:1] == [
+        ("ANALYTIC", 10, 3.0, "bf16")]
     # TFLOP/s/GPU x 1e12 x s per iteration x world size = FLOPs of one iteration of the whole job.
     assert [s["ideal_flops"] for s in samples] == pytest.approx(
         [t * 1e12 * 3.0 * 16 for t in (400, 400, 410, 410, 405, 395, 395)])
@@ -145,6 +147,21 @@ def test_a_log_without_throughput_or_end_line_fails_at_its_last_time_with_pg_unk
     assert {c.caveat for c in imported.caveats} == {
         "PG unknown: the log states no TFLOP/s per GPU",
         "the log stops without its end line: the job is taken as failed at its last time, its unsaved steps lost"}
+
+
+def test_an_fp8_run_is_measured_against_the_fp8_peak(tmp_path):
+    stated = NEW_MEGATRON.replace("learning rate:", "throughput per GPU (TFLOP/s/GPU): 900.0 | learning rate:")
+    listing = ("------------------------ arguments ------------------------\n"
+               "  bf16 ............................................ True\n"
+               "  fp8 ............................................. hybrid\n"
+               "-------------------- end of arguments ---------------------\n")
+    imported, _ = import_to("logs", write(tmp_path, "run.log", listing + stated), tmp_path / "in", profile="megatron",
+                            job="j", accelerator="h100", chips=8)
+    assert [(s["precision"], s["ideal_flops"]) for s in imported.streams["profiler"]] == [("fp8", 900e12 * 4.0 * 8)]
+    assert "precision not stated in the log: bf16 assumed" not in {c.caveat for c in imported.caveats}
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    # Iterations 1-5 are saved at 5: 900 TFLOP/s/GPU against 1,979 (H100 fp8 dense), not 989 (bf16).
+    assert jobs["j"]["pg"] == pytest.approx(900 / 1979)
 
 
 def test_a_log_cut_mid_line_rejects_the_cut_line_and_keeps_the_rest(tmp_path):

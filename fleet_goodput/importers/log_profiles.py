@@ -17,6 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from fleet_goodput.config import PRECISIONS
+
 BUILT_IN = "log_profiles.yaml"
 # Each kind of line a profile may recognise → the named groups its pattern must have
 # (an iteration line's `ms` or `seconds` is checked on its own).
@@ -25,7 +27,7 @@ LINE_KINDS = {
     "save_start": ("step",), "save_ms": ("ms",), "save_end": ("step",), "save_durable": ("step",),
     "restore_start": ("step",), "restore_ms": ("ms",), "restore_end": ("step",), "end": (),
 }
-SETTINGS = {"description", "timestamp", "time_format", "first_step"}
+SETTINGS = {"description", "timestamp", "time_format", "first_step", "precision"}
 
 
 class ProfileError(ValueError):
@@ -46,6 +48,11 @@ class Profile:
     time_format: str
     first_step: int
     lines: dict[str, Pattern]
+    precisions: tuple[tuple[str, re.Pattern], ...]  # in order of preference
+
+    def precision_of(self, line: str) -> str | None:
+        """The first precision (in the profile's order) whose pattern `line` matches."""
+        return next((name for name, regex in self.precisions if regex.search(line)), None)
 
     def timestamp_text(self, line: str) -> str | None:
         found = self.timestamp.search(line)
@@ -106,13 +113,22 @@ def _profile(name: str, body) -> Profile:
     if ("ms" in iteration) == ("seconds" in iteration):
         raise ProfileError(f"profile {name!r}: iteration needs exactly one of the groups (?P<ms>...) "
                            "and (?P<seconds>...), the time of one step")
+    precisions = body.get("precision", {})
+    if not isinstance(precisions, dict):
+        raise ProfileError(f"profile {name!r}: precision must map precisions ({', '.join(PRECISIONS)}) to patterns")
+    unknown = set(precisions) - set(PRECISIONS)
+    if unknown:
+        raise ProfileError(f"profile {name!r}: precision names unknown precisions {sorted(map(str, unknown))} "
+                           f"(known: {', '.join(PRECISIONS)})")
     first_step = body.get("first_step", 1)
     if isinstance(first_step, bool) or not isinstance(first_step, int) or first_step < 0:
         raise ProfileError(f"profile {name!r}: first_step must be a whole number, 0 or more")
     return Profile(name=name, description=str(body.get("description", "")),
                    timestamp=_compile(name, "timestamp", body["timestamp"], ("time",)),
                    time_format=str(body.get("time_format", "%Y-%m-%d %H:%M:%S")),
-                   first_step=first_step, lines=lines)
+                   first_step=first_step, lines=lines,
+                   precisions=tuple((str(precision), _compile(name, f"precision.{precision}", pattern, ()))
+                                    for precision, pattern in precisions.items()))
 
 
 def _read(text: str, where: str) -> dict:

@@ -68,7 +68,7 @@ PROVENANCE = {
         "where lines carry no timestamp, times are derived from the stated step times since the last timestamp",
         "time between a restart's log files is not held by the job (partial); what the job did then is unknown",
         "evaluation and other work between iteration lines have no category: idle",
-        "the precision of the model's matrix math: bf16 unless the sample says otherwise",
+        "the precision of the model's matrix math, unless a line of the profile's `precision` states it: bf16",
     ],
 }
 
@@ -79,6 +79,7 @@ class _Line:
     number: int
     time_us: int | None
     kinds: dict[str, dict]
+    precision: str | None = None
 
 
 @dataclass
@@ -148,6 +149,7 @@ def _read_lines(path: Path, profile: Profile, imported: Imported, limit: int) ->
                 for kind in malformed:
                     imported.reject(path.name, f"line {number}", "", f"a malformed {kind} line: the "
                                     f"{profile.name} pattern does not match it", text[:200])
+                precision = profile.precision_of(text)
                 stamp_text = profile.timestamp_text(text)
                 time_us = None
                 if stamp_text is not None:
@@ -156,8 +158,8 @@ def _read_lines(path: Path, profile: Profile, imported: Imported, limit: int) ->
                     except Unmappable as exc:
                         imported.reject(path.name, f"line {number}", "", exc.reason, exc.detail)
                         continue
-                if kinds or time_us is not None:
-                    lines.append(_Line(path.name, number, time_us, dict(kinds)))
+                if kinds or time_us is not None or precision is not None:
+                    lines.append(_Line(path.name, number, time_us, dict(kinds), precision))
         except UnicodeDecodeError as exc:
             raise SourceError(path, None, f"not UTF-8 text at byte {exc.start}") from exc
     return lines
@@ -331,7 +333,14 @@ def _positive_us(text: str, unit_us: int) -> int:
     return round(_positive(text) * unit_us)
 
 
-def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builder: _Builder, files: list[str]) -> None:
+def _precision(profile: Profile, attempts: list[_Attempt]) -> str | None:
+    """The precision the job's log states, the profile's order deciding between several; None if it states none."""
+    stated = {line.precision for attempt in attempts for line in attempt.lines if line.precision}
+    return next((name for name, _ in profile.precisions if name in stated), None)
+
+
+def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builder: _Builder, files: list[str],
+          precision: str | None) -> None:
     job, chips = options.job, options.chips
     emit = JobEmitter(imported, PREFIX, job, options.cluster or CLUSTER, options.accelerator)
     first = attempts[0]
@@ -365,7 +374,7 @@ def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builde
             if block.tflops is not None:
                 stated_tflops = True
                 emit.profile(block.start_us, block.last_step, block.step_s, chips,
-                             block.tflops * 1e12 * block.step_s * chips, "ANALYTIC")
+                             block.tflops * 1e12 * block.step_s * chips, "ANALYTIC", precision)
     last = attempts[-1]
     if last.finished:
         emit.scheduler("FINISH", last.last_us, 0)
@@ -373,9 +382,9 @@ def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builde
         emit.scheduler("FAIL", last.last_us, 0)
         imported.caveat(last.file, job, "the log stops without its end line: the job is taken as failed at "
                         "its last time, its unsaved steps lost")
-    if stated_tflops:
+    if stated_tflops and precision is None:
         imported.caveat(files[0], job, "precision not stated in the log: bf16 assumed")
-    else:
+    elif not stated_tflops:
         imported.caveat(files[0], job, "PG unknown: the log states no TFLOP/s per GPU")
     if builder.lag_us > SLACK_US:
         imported.caveat(files[0], job, "times derived from step times ran ahead of the log's timestamps",
@@ -440,7 +449,9 @@ def read(source: Path, options: Options) -> Imported:
         raise SourceError(source, None, "--submit is after the log's first time: the job ran before it was submitted")
     if not any(attempt.blocks for attempt in attempts):
         raise SourceError(source, None, f"no iteration of the {profile.name} profile could be placed: nothing to import")
-    _emit(imported, attempts, options, builder, [name for _, name, _ in placed])
+    precision = _precision(profile, attempts)
+    imported.provenance["precision"] = precision or "not stated: bf16 assumed"
+    _emit(imported, attempts, options, builder, [name for _, name, _ in placed], precision)
     return imported
 
 
