@@ -41,6 +41,9 @@ def megatron(tmp_path_factory):
 def test_megatron_iterations_checkpoints_and_restart_are_read_from_the_log(megatron):
     imported, summary, _, _ = megatron
     assert summary["rejected"] == {}
+    assert [(c.caveat, c.detail) for c in imported.caveats] == [
+        ("times derived, not stated: placed from the last timestamp by step times and stated durations",
+         "0 iteration blocks, 3 checkpoint saves, 1 restores")]
     origin = "2025-06-10T08:00:00Z"
     # Files ordered by their first timestamp (node07 at 08:00:40 before node03 at 08:05:35), not by name.
     assert [(r["type"], seconds(r["event_time"], origin)) for r in by_job(imported, "scheduler", "gpt-8b")] == [
@@ -96,8 +99,12 @@ def test_nemo_log_end_to_end_with_derived_times(tmp_path):
     assert steps[:2] == [(0, 0, 0, 59.0, 70.0), (0, 1, 1, 70.0, 77.5)]
     assert steps[10] == (0, 10, 10, 140.0, 147.5) and steps[11] == (0, 11, 11, 148.0, 155.5)
     assert steps[15] == (1, 10, 10, 260.0, 270.0) and steps[-1] == (1, 19, 19, 330.0, 337.5)
-    caveats = {caveat.caveat for caveat in imported.caveats}
-    assert "asynchronous save: durable at the end of its blocking part, before the log confirms it (optimistic)" in caveats
+    assert sorted((c.caveat, c.detail) for c in imported.caveats) == [
+        ("asynchronous save: durable at the end of its blocking part, before the log confirms it (optimistic)",
+         "step 9, 8.0 s early"),
+        ("precision not stated in the log: bf16 assumed", ""),
+        ("times derived, not stated: placed from the last timestamp by step times and stated durations",
+         "25 iteration blocks, 2 checkpoint saves, 1 restores")]
     manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     job = jobs["llama3-8b"]
     assert manifest["reconciles"]
@@ -213,6 +220,25 @@ def test_a_log_without_timestamps_is_placed_by_submit(tmp_path):
     imported, _ = import_to("logs", source, tmp_path / "b", profile="nemo", job="j", accelerator="h100", chips=8,
                             submit_us=parse_time_us("2026-01-01T00:00:00Z"))
     assert blocks(imported, "j", "2026-01-01T00:00:00Z") == [(0, 0, 0, 0.0, 2.0), (0, 1, 1, 2.0, 5.0)]
+
+
+def test_a_timestamp_behind_the_derived_time_never_moves_time_back(tmp_path):
+    # Two steps said to take 6 s each, but the next timestamp is only 5 s after the first.
+    text = ("[NeMo I 2026-01-01 00:00:00 nemo_logger:145] Experiments will be logged at /r\n"
+            "Training epoch 0, iteration 0/9 | global_step: 0 | train_step_timing in s: 6\n"
+            "Training epoch 0, iteration 1/9 | global_step: 1 | train_step_timing in s: 6\n"
+            "[NeMo I 2026-01-01 00:00:05 model_checkpoint:497] Scheduled async checkpoint save for /r/m--step=1-last.ckpt\n"
+            "[NeMo I 2026-01-01 00:00:06 model_checkpoint:522] Async checkpoint save for step 2 (/r/m--step=1-last.ckpt) "
+            "finalized successfully.\n")
+    imported, _ = import_to("logs", write(tmp_path, "run.log", text), tmp_path / "in", profile="nemo", job="j",
+                            accelerator="h100", chips=8)
+    origin = "2026-01-01T00:00:00Z"
+    assert blocks(imported, "j", origin) == [(0, 0, 0, 0.0, 6.0), (0, 1, 1, 6.0, 12.0)]
+    # The save began where step 1 ended (12 s) and cannot end before it: zero length, durable at 12 s.
+    assert [(r["type"], seconds(r["event_time"], origin)) for r in by_job(imported, "runtime", "j")
+            if r["type"].startswith("CHECKPOINT")] == [("CHECKPOINT_SAVE_START", 12.0), ("CHECKPOINT_SAVE_END", 12.0)]
+    assert ("times derived from step times ran ahead of the log's timestamps", "by up to 7.0 s") in {
+        (c.caveat, c.detail) for c in imported.caveats}
 
 
 def test_a_user_profile_adds_a_framework(tmp_path):

@@ -45,6 +45,9 @@ CLUSTER = "logs"
 # NeMo's timestamps are cut to the second, and step times are rounded to 0.1 ms.
 SLACK_US = MICROS
 # Lines that show a process training: a `start` line after one of them is a restart.
+# Named groups holding numbers (log_profiles.LINE_KINDS), and the largest step an Avro long holds.
+NUMBERS = {"step", "ms", "seconds", "tflops"}
+MAX_STEP = 2**63 - 1
 TRAINING_KINDS = {"iteration", "save_start", "save_end", "save_durable", "restore_start", "restore_end"}
 
 PROVENANCE = {
@@ -84,12 +87,41 @@ class _Line:
 
 @dataclass
 class _Span:
+    """A checkpoint save or restore. Its start is a timestamp of the log or the last known time;
+    its end a timestamp, the start plus a stated duration, or the last known time (`end_from`)."""
+
     step: int
     start_us: int
+    start_stamped: bool
     end_us: int | None = None
-    end_exact: bool = False  # from a timestamp or a stated duration, not from the last known time
+    end_from: str | None = None  # "timestamp", "duration" or "last known time"
     confirmed: bool = False
     confirmed_us: int | None = None
+
+    @classmethod
+    def opened(cls, step: int, line: _Line, now_us: int) -> _Span:
+        """Begun at `line`: at its timestamp, never before the last known time (time only goes forward)."""
+        return cls(step, now_us if line.time_us is None else max(line.time_us, now_us), line.time_us is not None)
+
+    def ended(self, line: _Line, now_us: int) -> None:
+        """An end line: its timestamp, else the last known time unless a better end is known."""
+        if line.time_us is not None:
+            self.end_us, self.end_from = max(line.time_us, self.start_us), "timestamp"
+        elif self.end_from is None:
+            self.end_us, self.end_from = max(now_us, self.start_us), "last known time"
+
+    def lasted(self, ms: float) -> None:
+        """A stated duration: better than the last known time, not than a timestamp."""
+        if self.end_from != "timestamp":
+            self.end_us, self.end_from = self.start_us + round(ms * 1000), "duration"
+
+    def close(self, now_us: int) -> None:
+        if self.end_from is None:
+            self.end_us, self.end_from = max(now_us, self.start_us), "last known time"
+
+    @property
+    def stamped(self) -> bool:
+        return self.start_stamped and self.end_from == "timestamp"
 
 
 @dataclass
@@ -100,6 +132,7 @@ class _Block:
     end_us: int
     step_s: float
     tflops: float | None
+    stamped: bool  # it ends at a timestamp of its own line
 
 
 @dataclass
@@ -149,6 +182,11 @@ def _read_lines(path: Path, profile: Profile, imported: Imported, limit: int) ->
                 for kind in malformed:
                     imported.reject(path.name, f"line {number}", "", f"a malformed {kind} line: the "
                                     f"{profile.name} pattern does not match it", text[:200])
+                try:
+                    kinds = [(kind, _numbers(groups)) for kind, groups in kinds]
+                except Unmappable as exc:
+                    imported.reject(path.name, f"line {number}", "", exc.reason, exc.detail)
+                    continue
                 precision = profile.precision_of(text)
                 stamp_text = profile.timestamp_text(text)
                 time_us = None
@@ -205,8 +243,11 @@ class _Builder:
 
     def __init__(self, imported: Imported, profile: Profile, job: str):
         self.imported, self.profile, self.job = imported, profile, job
-        self.lag_us = 0
-        self.clamped_us = 0
+        self.lag_us = 0  # the most a timestamp fell behind a time derived from step times
+        self.clamped_us = 0  # block time cut where steps x step time reach back past the previous event
+        self.previous = profile.first_step - 1  # the step the attempt's next block follows
+        self.open_save: _Span | None = None
+        self.open_restore: _Span | None = None
 
     def reject(self, line: _Line, reason: str, detail: str = "") -> None:
         self.imported.reject(line.file, f"line {line.number}", self.job, reason, detail)
@@ -218,7 +259,7 @@ class _Builder:
         startup_us, first = 0, None
         for line in attempt.lines:
             if "startup_seconds" in line.kinds:
-                startup_us = round(_positive(line.kinds["startup_seconds"]["seconds"]) * MICROS)
+                startup_us = round(line.kinds["startup_seconds"]["seconds"] * MICROS)
             if line.time_us is not None:
                 first = line.time_us
                 break
@@ -227,110 +268,119 @@ class _Builder:
 
     def build(self, attempt: _Attempt) -> None:
         clock = _Clock(attempt.start_us)
-        previous = self.profile.first_step - 1
-        open_save: _Span | None = None
-        open_restore: _Span | None = None
+        self.previous = self.profile.first_step - 1
+        self.open_save = self.open_restore = None
         for line in attempt.lines:
-            kinds = line.kinds
-            if "restore_start" in kinds or "restore_end" in kinds:
-                step = int((kinds.get("restore_start") or kinds["restore_end"])["step"])
-                if open_restore is None or open_restore.step != step:
-                    open_restore = _Span(step, line.time_us if line.time_us is not None else clock.now_us)
-                    attempt.restores.append(open_restore)
-                if "restore_end" in kinds:
-                    open_restore.confirmed = True
-                    _end(open_restore, line.time_us, clock.now_us)
-                    previous = step
-            if "restore_ms" in kinds and open_restore is not None and not open_restore.end_exact:
-                open_restore.end_us = open_restore.start_us + _positive_us(kinds["restore_ms"]["ms"], 1000)
-                open_restore.end_exact = True
-            if "save_start" in kinds:
-                open_save = _Span(int(kinds["save_start"]["step"]),
-                                  line.time_us if line.time_us is not None else clock.now_us)
-                attempt.saves.append(open_save)
-            if "save_ms" in kinds and open_save is not None and not open_save.end_exact:
-                open_save.end_us = open_save.start_us + _positive_us(kinds["save_ms"]["ms"], 1000)
-                open_save.end_exact = True
-            if "save_end" in kinds:
-                step = int(kinds["save_end"]["step"])
-                if open_save is None or open_save.step != step:
-                    since = attempt.blocks[-1].end_us if attempt.blocks else clock.now_us
-                    open_save = _Span(step, min(since, line.time_us if line.time_us is not None else clock.now_us))
-                    attempt.saves.append(open_save)
-                _end(open_save, line.time_us, clock.now_us)
-            if "save_durable" in kinds:
-                self._confirm(attempt, line, int(kinds["save_durable"]["step"]), clock.now_us)
-            if "iteration" in kinds:
-                for span in (open_save, open_restore):
-                    if span is not None and span.end_us is None:
-                        span.end_us = clock.now_us
-                open_save = open_restore = None
-                for span in attempt.saves + attempt.restores:
-                    clock.advance_to(span.end_us)
-                previous = self._iteration(attempt, line, kinds["iteration"], previous, clock)
+            if "iteration" in line.kinds:
+                for span in (self.open_save, self.open_restore):
+                    if span is not None:
+                        span.close(clock.now_us)
+                        clock.advance_to(span.end_us)
+                self.open_save = self.open_restore = None
+                self._iteration(attempt, line, line.kinds["iteration"], clock)
                 continue
+            self._restore(attempt, line, clock.now_us)
+            self._save(attempt, line, clock.now_us)
             clock.observe(line.time_us)
-            if "end" in kinds:
-                attempt.finished = True
+            attempt.finished = attempt.finished or "end" in line.kinds
         for span in attempt.saves + attempt.restores:
-            if span.end_us is None:
-                span.end_us = clock.now_us
+            span.close(clock.now_us)
             clock.advance_to(span.end_us)
         attempt.last_us = clock.now_us
         self.lag_us = max(self.lag_us, clock.lag_us)
 
+    def _restore(self, attempt: _Attempt, line: _Line, now_us: int) -> None:
+        kinds = line.kinds
+        if "restore_start" in kinds or "restore_end" in kinds:
+            step = (kinds.get("restore_start") or kinds["restore_end"])["step"]
+            if self.open_restore is None or self.open_restore.step != step:
+                self.open_restore = _Span.opened(step, line, now_us)
+                attempt.restores.append(self.open_restore)
+            if "restore_end" in kinds:
+                self.open_restore.confirmed = True
+                self.open_restore.ended(line, now_us)
+                self.previous = step
+        if "restore_ms" in kinds and self.open_restore is not None:
+            self.open_restore.lasted(kinds["restore_ms"]["ms"])
+
+    def _save(self, attempt: _Attempt, line: _Line, now_us: int) -> None:
+        kinds = line.kinds
+        if "save_start" in kinds:
+            self.open_save = _Span.opened(kinds["save_start"]["step"], line, now_us)
+            attempt.saves.append(self.open_save)
+        if "save_ms" in kinds and self.open_save is not None:
+            self.open_save.lasted(kinds["save_ms"]["ms"])
+        if "save_end" in kinds:
+            step = kinds["save_end"]["step"]
+            if self.open_save is None or self.open_save.step != step:
+                # No line at its start: the save began where the training loop stopped.
+                self.open_save = _Span.opened(step, line, now_us)
+                if attempt.blocks:
+                    self.open_save.start_us = min(attempt.blocks[-1].end_us, self.open_save.start_us)
+                    self.open_save.start_stamped = attempt.blocks[-1].stamped
+                attempt.saves.append(self.open_save)
+            self.open_save.ended(line, now_us)
+        if "save_durable" in kinds:
+            self._confirm(attempt, line, kinds["save_durable"]["step"], now_us)
+
     def _confirm(self, attempt: _Attempt, line: _Line, step: int, now_us: int) -> None:
         for save in reversed(attempt.saves):
             if save.step == step:
-                save.confirmed, save.confirmed_us = True, line.time_us if line.time_us is not None else now_us
-                if not save.end_exact and save.end_us is None:
-                    _end(save, line.time_us, None)
+                save.confirmed, save.confirmed_us = True, now_us if line.time_us is None else line.time_us
+                if save.end_from is None and line.time_us is not None:  # a synchronous save ends here
+                    save.ended(line, now_us)
                 return
         self.reject(line, "a checkpoint confirmed without its save in this attempt", f"step {step}")
 
-    def _iteration(self, attempt: _Attempt, line: _Line, groups: dict, previous: int, clock: _Clock) -> int:
-        step = int(groups["step"])
-        try:
-            step_us = (_positive_us(groups["ms"], 1000) if groups.get("ms") is not None
-                       else _positive_us(groups["seconds"], MICROS))
-            tflops = None if groups.get("tflops") is None else _positive(groups["tflops"])
-        except Unmappable as exc:
-            self.reject(line, exc.reason, exc.detail)
-            return previous
+    def _iteration(self, attempt: _Attempt, line: _Line, groups: dict, clock: _Clock) -> None:
+        """The block of steps since the previous iteration line (or restore), ending at this line."""
+        step, tflops, previous = groups["step"], groups.get("tflops"), self.previous
+        self.previous = step
+        step_us = round(groups["ms"] * 1000) if groups.get("ms") is not None else round(groups["seconds"] * MICROS)
         if step <= previous:
             self.reject(line, "iteration does not follow the one before and no restart or checkpoint load "
                         "is logged between them: its first step is unknown", f"step {step} after {previous}")
-            return step
+            return
         duration_us = (step - previous) * step_us
+        if clock.now_us + duration_us >= LATEST_US:
+            self.reject(line, "iteration block reaches past 2100: its steps or step time are not plausible",
+                        f"{step - previous} steps of {step_us / MICROS:g} s")
+            return
         if line.time_us is None:
             start_us, end_us = clock.now_us, clock.now_us + duration_us
         else:
+            floor_us = clock.now_us  # the block began after whatever the log placed before it
             clock.observe(line.time_us)
             end_us = clock.now_us
-            start_us = max(end_us - duration_us, attempt.blocks[-1].end_us if attempt.blocks else attempt.start_us)
+            start_us = max(end_us - duration_us, floor_us)
             self.clamped_us += start_us - (end_us - duration_us)
         clock.now_us = end_us
-        attempt.blocks.append(_Block(previous + 1, step, start_us, end_us, step_us / MICROS, tflops))
-        return step
+        attempt.blocks.append(_Block(previous + 1, step, start_us, end_us, step_us / MICROS, tflops,
+                                     line.time_us is not None))
 
 
-def _end(span: _Span, stamp_us: int | None, now_us: int | None) -> None:
-    if stamp_us is not None:
-        span.end_us, span.end_exact = max(stamp_us, span.start_us), True
-    elif span.end_us is None and now_us is not None:
-        span.end_us = max(now_us, span.start_us)
+def _numbers(groups: dict) -> dict:
+    """A line's named groups with its numbers read: steps as whole numbers an Avro long holds,
+    times and rates as positive numbers; Unmappable for anything else."""
+    numbers = {}
+    for name, text in groups.items():
+        if text is None or name not in NUMBERS:
+            numbers[name] = text
+        elif name == "step":
+            numbers[name] = int(text)
+            if numbers[name] > MAX_STEP:
+                raise Unmappable("a step number larger than the contract holds", text[:40])
+        else:
+            numbers[name] = _positive(text)
+    return numbers
 
 
 def _positive(text: str) -> float:
-    """A stated time or rate: a positive number below a day's worth of microseconds per unit."""
+    """A stated time or rate: a positive number, small enough that its µs fit the contract."""
     value = float(text)
-    if not math.isfinite(value) or value <= 0 or value >= LATEST_US:
-        raise Unmappable("a time or rate that is not a positive number", text)
+    if not math.isfinite(value) or value <= 0 or value * MICROS >= LATEST_US:
+        raise Unmappable("a time or rate that is not a positive number", text[:40])
     return value
-
-
-def _positive_us(text: str, unit_us: int) -> int:
-    return round(_positive(text) * unit_us)
 
 
 def _precision(profile: Profile, attempts: list[_Attempt]) -> str | None:
@@ -386,6 +436,12 @@ def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builde
         imported.caveat(files[0], job, "precision not stated in the log: bf16 assumed")
     elif not stated_tflops:
         imported.caveat(files[0], job, "PG unknown: the log states no TFLOP/s per GPU")
+    derived = {what: sum(not item.stamped for attempt in attempts for item in getattr(attempt, what))
+               for what in ("blocks", "saves", "restores")}
+    if any(derived.values()):
+        imported.caveat(files[0], job, "times derived, not stated: placed from the last timestamp by step times "
+                        "and stated durations", f"{derived['blocks']} iteration blocks, {derived['saves']} "
+                        f"checkpoint saves, {derived['restores']} restores")
     if builder.lag_us > SLACK_US:
         imported.caveat(files[0], job, "times derived from step times ran ahead of the log's timestamps",
                         f"by up to {builder.lag_us / MICROS:.1f} s")
