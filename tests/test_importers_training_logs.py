@@ -171,6 +171,39 @@ def test_an_fp8_run_is_measured_against_the_fp8_peak(tmp_path):
     assert jobs["j"]["pg"] == pytest.approx(900 / 1979)
 
 
+def iteration_line(stamp: str, step: int, ms: float = 4000.0) -> str:
+    return (f" [{stamp}] iteration {step:8d}/{20:8d} | consumed samples: {step * 8:12d} | elapsed time per "
+            f"iteration (ms): {ms:.1f} | global batch size:     8 | number of skipped iterations:   0 |\n")
+
+
+def test_megatron_async_saves_are_durable_only_when_confirmed(tmp_path):
+    text = (NEW_MEGATRON.split(" [2026")[0]
+            + iteration_line("2026-02-01 10:00:20.000000", 5)
+            + "[2026-02-01 10:00:20.100000] saving checkpoint at iteration       5 to /ckpt in torch_dist format\n"
+            "(min, max) time across ranks (ms):\n    save-checkpoint ................................: (480.00, 500.00)\n"
+            + iteration_line("2026-02-01 10:00:40.600000", 10)
+            + "  [2026-02-01 10:00:41.000000] successfully saved checkpoint from iteration       5 to /ckpt "
+            "[ t 1/1, gtp_remat 1/1, p 1/1 ]\n"
+            "[2026-02-01 10:00:41.100000] saving checkpoint at iteration      10 to /ckpt in torch_dist format\n"
+            "(min, max) time across ranks (ms):\n    save-checkpoint ................................: (480.00, 500.00)\n"
+            + iteration_line("2026-02-01 10:01:01.600000", 15))  # then the job dies before 10 is written
+    imported, _ = import_to("logs", write(tmp_path, "run.log", text), tmp_path / "in", profile="megatron", job="j",
+                            accelerator="h100", chips=8)
+    origin = "2026-02-01T10:00:00Z"
+    assert [(r["type"], seconds(r["event_time"], origin), r["step"]) for r in by_job(imported, "runtime", "j")
+            if r["type"].startswith("CHECKPOINT")] == [("CHECKPOINT_SAVE_START", 20.1, 5), ("CHECKPOINT_SAVE_END", 20.6, 5)]
+    assert {(c.caveat, c.detail) for c in imported.caveats} >= {
+        ("asynchronous save: durable at the end of its blocking part, before the log confirms it (optimistic)",
+         "step 5, 20.4 s early"),
+        ("checkpoint save never confirmed in its attempt: not durable, its time is idle", "step 10")}
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    # Iterations 1-5 (20 s) saved; 6-10 and 11-15 (40 s) lost when the log stops; the confirmed save takes
+    # 0.5 s; idle: the unconfirmed save's 0.5 s, the 0.1 s before each save line and 40.6 to 41.0 s.
+    job = jobs["j"]
+    assert [job[f"{name}_chip_s"] / 8 for name in ("productive", "lost", "checkpoint_save", "idle")] == pytest.approx(
+        [20.0, 40.0, 0.5, 0.5 + 0.1 + 0.1 + 0.4])
+
+
 def test_a_log_cut_mid_line_rejects_the_cut_line_and_keeps_the_rest(tmp_path):
     cut = NEW_MEGATRON + " [2026-02-01 10:00:44.000000] iteration       10/      20 | consumed samples:  "
     imported, summary = import_to("logs", write(tmp_path, "run.log", cut), tmp_path / "in", profile="megatron",
