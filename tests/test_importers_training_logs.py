@@ -219,12 +219,15 @@ def test_malformed_and_impossible_iteration_lines_are_rejected_with_their_reason
            " [2026-02-01 10:00:34.000000] iteration        8/      20 | consumed samples: 64 | elapsed time per "
            "iteration (ms): 0.0 |\n",
            " [2026-02-01 10:00:40.000000] iteration        3/      20 | consumed samples: 24 | elapsed time per "
-           "iteration (ms): 4000.0 |\n"]
+           "iteration (ms): 4000.0 |\n",
+           " [2026-02-01 10:00:44.000000] iteration 99999999999999999999/      20 | consumed samples: 24 | elapsed "
+           "time per iteration (ms): 4000.0 |\n"]
     imported, summary = import_to("logs", write(tmp_path, "run.log", "".join(lines + bad)), tmp_path / "in",
                                   profile="megatron", job="j", accelerator="h100", chips=8)
     assert summary["rejected"] == {
         "a malformed iteration line: the megatron pattern does not match it": 1,
         "a time or rate that is not a positive number": 1,
+        "a step number larger than the contract holds": 1,
         "iteration does not follow the one before and no restart or checkpoint load is logged between them: "
         "its first step is unknown": 1}
     assert len(blocks(imported, "j", "2026-02-01T10:00:00Z")) == 1
