@@ -156,48 +156,49 @@ def _paths(source: Path) -> list[Path]:
 
 
 def _stamp(profile: Profile, text: str) -> int:
-    """A timestamp of the log in µs, its fraction of a second (if any) included."""
-    whole, _, fraction = text.partition(".")
-    time_us = utc_us(whole, profile.time_format)
-    return event_time_us(time_us + (int(fraction.ljust(6, "0")[:6]) if fraction else 0), "timestamp")
+    """A timestamp of the log in µs: `time_format`, optionally followed by a fraction of a second."""
+    try:
+        time_us = utc_us(text, profile.time_format)
+    except Unmappable:
+        whole, dot, fraction = text.rpartition(".")
+        if not dot or not fraction.isdigit():
+            raise
+        time_us = utc_us(whole, profile.time_format) + int(fraction.ljust(6, "0")[:6])
+    return event_time_us(time_us, "timestamp")
 
 
-def _read_lines(path: Path, profile: Profile, imported: Imported, limit: int) -> list[_Line]:
-    """The lines of `path` that the profile recognises or that carry a timestamp; the rest are passed over."""
+def _read_lines(path: Path, profile: Profile, imported: Imported, job: str, limit: int) -> list[_Line]:
+    """The lines of `path` that the profile recognises or that carry a timestamp; the rest are
+    passed over, and those it cannot read are rejected with the reason."""
     lines = []
+
+    def reject(number: int, reason: str, detail: str = "") -> None:
+        imported.reject(path.name, f"line {number}", job, reason, detail)
+
     with open(path, encoding="utf-8") as handle:
         try:
             for number, text in bounded_lines(handle, limit):
                 if text is None:
-                    exc = too_long(limit)
-                    imported.reject(path.name, f"line {number}", "", exc.reason, exc.detail)
+                    reject(number, too_long(limit).reason, too_long(limit).detail)
                     continue
                 cut = not text.endswith("\n")
                 text = text.rstrip("\r\n")
                 kinds, malformed = profile.match(text)
                 if cut and (kinds or malformed):
-                    imported.reject(path.name, f"line {number}", "", "the log ends inside this line (cut short)",
-                                    text[-80:])
+                    reject(number, "the log ends inside this line (cut short)", text[-80:])
                     continue
                 for kind in malformed:
-                    imported.reject(path.name, f"line {number}", "", f"a malformed {kind} line: the "
-                                    f"{profile.name} pattern does not match it", text[:200])
+                    reject(number, f"a malformed {kind} line: the {profile.name} pattern does not match it", text[:200])
                 try:
-                    kinds = [(kind, _numbers(groups)) for kind, groups in kinds]
+                    numbers = {kind: _numbers(groups) for kind, groups in kinds}
+                    stamp_text = profile.timestamp_text(text)
+                    time_us = None if stamp_text is None else _stamp(profile, stamp_text)
                 except Unmappable as exc:
-                    imported.reject(path.name, f"line {number}", "", exc.reason, exc.detail)
+                    reject(number, exc.reason, exc.detail)
                     continue
                 precision = profile.precision_of(text)
-                stamp_text = profile.timestamp_text(text)
-                time_us = None
-                if stamp_text is not None:
-                    try:
-                        time_us = _stamp(profile, stamp_text)
-                    except Unmappable as exc:
-                        imported.reject(path.name, f"line {number}", "", exc.reason, exc.detail)
-                        continue
-                if kinds or time_us is not None or precision is not None:
-                    lines.append(_Line(path.name, number, time_us, dict(kinds), precision))
+                if numbers or time_us is not None or precision is not None:
+                    lines.append(_Line(path.name, number, time_us, numbers, precision))
         except UnicodeDecodeError as exc:
             raise SourceError(path, None, f"not UTF-8 text at byte {exc.start}") from exc
     return lines
@@ -477,7 +478,7 @@ def read(source: Path, options: Options) -> Imported:
                            "accelerator": options.accelerator, "chips": options.chips}
     placed = []
     for path in paths:
-        lines = _read_lines(path, profile, imported, options.max_expanded_bytes)
+        lines = _read_lines(path, profile, imported, options.job, options.max_expanded_bytes)
         stamps = [line.time_us for line in lines if line.time_us is not None]
         if not any("iteration" in line.kinds for line in lines):
             imported.reject(path.name, "file", options.job, f"no iteration line of the {profile.name} profile")
