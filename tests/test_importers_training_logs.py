@@ -256,6 +256,14 @@ def test_a_log_without_timestamps_is_placed_by_submit(tmp_path):
     imported, _ = import_to("logs", source, tmp_path / "b", profile="nemo", job="j", accelerator="h100", chips=8,
                             submit_us=parse_time_us("2026-01-01T00:00:00Z"))
     assert blocks(imported, "j", "2026-01-01T00:00:00Z") == [(0, 0, 0, 0.0, 2.0), (0, 1, 1, 2.0, 5.0)]
+    submit = by_job(imported, "scheduler", "j")[0]
+    assert (submit["type"], submit["workload"], submit["framework"]) == ("SUBMIT", "TRAINING", "nemo")
+
+
+def test_a_submit_time_after_the_log_starts_is_refused(tmp_path):
+    with pytest.raises(SourceError, match="--submit is after the log's first time"):
+        import_to("logs", write(tmp_path, "run.log", NEW_MEGATRON), tmp_path / "in", profile="megatron", job="j",
+                  accelerator="h100", chips=8, submit_us=parse_time_us("2026-02-01T10:00:01Z"))
 
 
 def test_a_timestamp_behind_the_derived_time_never_moves_time_back(tmp_path):

@@ -396,7 +396,7 @@ def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builde
     emit = JobEmitter(imported, PREFIX, job, options.cluster or CLUSTER, options.accelerator)
     first = attempts[0]
     emit.scheduler("SUBMIT", options.submit_us if options.submit_us is not None else first.start_us, chips,
-                   workload="TRAINING")
+                   workload="TRAINING", framework=builder.profile.name)
     stated_tflops = False
     for number, attempt in enumerate(attempts):
         if number:
