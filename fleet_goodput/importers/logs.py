@@ -394,38 +394,13 @@ def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builde
           precision: str | None) -> None:
     job, chips = options.job, options.chips
     emit = JobEmitter(imported, PREFIX, job, options.cluster or CLUSTER, options.accelerator)
-    first = attempts[0]
-    emit.scheduler("SUBMIT", options.submit_us if options.submit_us is not None else first.start_us, chips,
+    emit.scheduler("SUBMIT", attempts[0].start_us if options.submit_us is None else options.submit_us, chips,
                    workload="TRAINING", framework=builder.profile.name)
-    stated_tflops = False
     for number, attempt in enumerate(attempts):
         if number:
             emit.scheduler("PREEMPT", attempts[number - 1].last_us, 0)
         emit.scheduler("ALLOCATE", attempt.start_us, chips)
-        confirmed = [save for save in attempt.saves if save.confirmed]
-        restores = [restore for restore in attempt.restores if restore.confirmed]
-        holes = [(span.start_us, span.end_us) for span in restores + confirmed]
-        init_end = attempt.blocks[0].start_us if attempt.blocks else attempt.last_us
-        for start, end in subtract(attempt.start_us, init_end, holes):
-            emit.span("INIT", start, end, attempt=number)
-        for restore in restores:
-            emit.span("CHECKPOINT_RESTORE", restore.start_us, restore.end_us, restore.step, restore.step, number)
-        for save in confirmed:
-            emit.span("CHECKPOINT_SAVE", save.start_us, save.end_us, save.step, save.step, number)
-            if save.confirmed_us - save.end_us > SLACK_US:
-                imported.caveat(attempt.file, job, "asynchronous save: durable at the end of its blocking part, "
-                                "before the log confirms it (optimistic)",
-                                f"step {save.step}, {(save.confirmed_us - save.end_us) / MICROS:.1f} s early")
-        for save in attempt.saves:
-            if not save.confirmed:
-                imported.caveat(attempt.file, job, "checkpoint save never confirmed in its attempt: not durable, "
-                                "its time is idle", f"step {save.step}")
-        for block in attempt.blocks:
-            emit.span("STEP", block.start_us, block.end_us, block.first_step, block.last_step, number)
-            if block.tflops is not None:
-                stated_tflops = True
-                emit.profile(block.start_us, block.last_step, block.step_s, chips,
-                             block.tflops * 1e12 * block.step_s * chips, "ANALYTIC", precision)
+        _emit_attempt(emit, number, attempt, chips, precision)
     last = attempts[-1]
     if last.finished:
         emit.scheduler("FINISH", last.last_us, 0)
@@ -433,21 +408,55 @@ def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builde
         emit.scheduler("FAIL", last.last_us, 0)
         imported.caveat(last.file, job, "the log stops without its end line: the job is taken as failed at "
                         "its last time, its unsaved steps lost")
-    if stated_tflops and precision is None:
-        imported.caveat(files[0], job, "precision not stated in the log: bf16 assumed")
-    elif not stated_tflops:
-        imported.caveat(files[0], job, "PG unknown: the log states no TFLOP/s per GPU")
+    _job_caveats(imported, job, files[0], attempts, builder, precision)
+
+
+def _emit_attempt(emit: JobEmitter, number: int, attempt: _Attempt, chips: int, precision: str | None) -> None:
+    """The runtime and profiler events of one attempt, with the caveats on its saves."""
+    imported, job = emit.imported, emit.job_id
+    confirmed = [save for save in attempt.saves if save.confirmed]
+    restores = [restore for restore in attempt.restores if restore.confirmed]
+    holes = [(span.start_us, span.end_us) for span in restores + confirmed]
+    init_end = attempt.blocks[0].start_us if attempt.blocks else attempt.last_us
+    for start, end in subtract(attempt.start_us, init_end, holes):
+        emit.span("INIT", start, end, attempt=number)
+    for restore in restores:
+        emit.span("CHECKPOINT_RESTORE", restore.start_us, restore.end_us, restore.step, restore.step, number)
+    for save in confirmed:
+        emit.span("CHECKPOINT_SAVE", save.start_us, save.end_us, save.step, save.step, number)
+        if save.confirmed_us - save.end_us > SLACK_US:
+            imported.caveat(attempt.file, job, "asynchronous save: durable at the end of its blocking part, "
+                            "before the log confirms it (optimistic)",
+                            f"step {save.step}, {(save.confirmed_us - save.end_us) / MICROS:.1f} s early")
+    for save in attempt.saves:
+        if not save.confirmed:
+            imported.caveat(attempt.file, job, "checkpoint save never confirmed in its attempt: not durable, "
+                            "its time is idle", f"step {save.step}")
+    for block in attempt.blocks:
+        emit.span("STEP", block.start_us, block.end_us, block.first_step, block.last_step, number)
+        if block.tflops is not None:
+            emit.profile(block.start_us, block.last_step, block.step_s, chips,
+                         block.tflops * 1e12 * block.step_s * chips, "ANALYTIC", precision)
+
+
+def _job_caveats(imported: Imported, job: str, file: str, attempts: list[_Attempt], builder: _Builder,
+                 precision: str | None) -> None:
+    """What the job's figures rest on that the log did not state."""
+    if not any(block.tflops is not None for attempt in attempts for block in attempt.blocks):
+        imported.caveat(file, job, "PG unknown: the log states no TFLOP/s per GPU")
+    elif precision is None:
+        imported.caveat(file, job, "precision not stated in the log: bf16 assumed")
     derived = {what: sum(not item.stamped for attempt in attempts for item in getattr(attempt, what))
                for what in ("blocks", "saves", "restores")}
     if any(derived.values()):
-        imported.caveat(files[0], job, "times derived, not stated: placed from the last timestamp by step times "
+        imported.caveat(file, job, "times derived, not stated: placed from the last timestamp by step times "
                         "and stated durations", f"{derived['blocks']} iteration blocks, {derived['saves']} "
                         f"checkpoint saves, {derived['restores']} restores")
     if builder.lag_us > SLACK_US:
-        imported.caveat(files[0], job, "times derived from step times ran ahead of the log's timestamps",
+        imported.caveat(file, job, "times derived from step times ran ahead of the log's timestamps",
                         f"by up to {builder.lag_us / MICROS:.1f} s")
     if builder.clamped_us > SLACK_US:
-        imported.caveat(files[0], job, "iteration blocks cut where steps x step time reach back past the "
+        imported.caveat(file, job, "iteration blocks cut where steps x step time reach back past the "
                         "previous event", f"{builder.clamped_us / MICROS:.1f} s in all")
 
 
@@ -456,8 +465,8 @@ def _check(source: Path, options: Options) -> Profile:
                                         ("--accelerator KEY", options.accelerator), ("--chips N", options.chips))
                if not value]
     if missing:
-        raise SourceError(source, None, "a log names neither its profile, job, accelerator nor chips: pass "
-                          + " ".join(missing))
+        raise SourceError(source, None, "a log does not say which profile reads it, nor its job, accelerator "
+                          "and chips: pass " + " ".join(missing))
     if options.accelerator not in options.accelerators:
         raise SourceError(source, None, f"accelerator {options.accelerator!r} is not in the catalogue")
     try:
