@@ -44,10 +44,10 @@ CLUSTER = "logs"
 # A later timestamp may lag a time derived from step times by this much without a caveat:
 # NeMo's timestamps are cut to the second, and step times are rounded to 0.1 ms.
 SLACK_US = MICROS
-# Lines that show a process training: a `start` line after one of them is a restart.
 # Named groups holding numbers (log_profiles.LINE_KINDS), and the largest step an Avro long holds.
 NUMBERS = {"step", "ms", "seconds", "tflops"}
 MAX_STEP = 2**63 - 1
+# Lines that show a process training: a `start` line after one of them is a restart.
 TRAINING_KINDS = {"iteration", "save_start", "save_end", "save_durable", "restore_start", "restore_end"}
 
 PROVENANCE = {
@@ -69,7 +69,7 @@ PROVENANCE = {
         "(--submit, else none)",
         "the time zone of the log's timestamps: read as UTC",
         "where lines carry no timestamp, times are derived from the stated step times since the last timestamp",
-        "time between a restart's log files is not held by the job (partial); what the job did then is unknown",
+        "time between one launch's last line and the next launch's start: the job held no chips (queued) as far as the log knows",
         "evaluation and other work between iteration lines have no category: idle",
         "the precision of the model's matrix math, unless a line of the profile's `precision` states it: bf16",
     ],
@@ -205,7 +205,8 @@ def _read_lines(path: Path, profile: Profile, imported: Imported, job: str, limi
 
 
 def _attempts(files: list[list[_Line]]) -> list[_Attempt]:
-    """Files in order of their first timestamp; a `start` line after training began opens a new attempt."""
+    """Each file's lines (the files in time order) as attempts: a file begins one, and so does a
+    `start` line after training began in it (a launcher that restarts the job into the same log)."""
     attempts = []
     for lines in files:
         attempt = _Attempt(lines[0].file)
