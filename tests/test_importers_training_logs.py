@@ -329,3 +329,11 @@ def test_several_ranks_logs_of_one_job_are_not_counted_twice(tmp_path):
                                          "the log of one rank (Megatron prints iterations on the last rank)"]
     assert len(blocks(imported, "j", "2026-02-01T10:00:00Z")) == 1
     assert rejected_rows(tmp_path / "in")[0]["file"] == "rank7.log"
+
+
+def test_what_the_log_cannot_say_must_be_given(tmp_path):
+    source = write(tmp_path, "run.log", NEW_MEGATRON)
+    with pytest.raises(SourceError, match="pass --profile NAME --job ID$"):
+        import_to("logs", source, tmp_path / "a", accelerator="h100", chips=8)
+    with pytest.raises(SourceError, match=r"no log profile 'deepspeed' \(known: megatron, nemo\)"):
+        import_to("logs", source, tmp_path / "b", profile="deepspeed", job="j", accelerator="h100", chips=8)
