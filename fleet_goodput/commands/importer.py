@@ -72,7 +72,7 @@ def register(subparsers) -> None:
     parser.add_argument("--job", metavar="ID", help="logs: the job id the log belongs to (required)")
     parser.add_argument("--submit", metavar="TIME", help="logs: ISO-8601 submission time (default: the log's first "
                                                           "time); places a log without timestamps")
-    parser.add_argument("--cluster", metavar="NAME", help="cluster name (mgm, kineto; default: the format's name)")
+    parser.add_argument("--cluster", metavar="NAME", help="cluster name (mgm, kineto, logs; default: the format's name)")
     parser.add_argument("--start", metavar="TIME", help="openb: ISO-8601 time of the trace start (default 2023-01-01T00:00:00Z)")
     parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
     parser.add_argument("--max-expanded-mib", type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
