@@ -337,3 +337,22 @@ def test_what_the_log_cannot_say_must_be_given(tmp_path):
         import_to("logs", source, tmp_path / "a", accelerator="h100", chips=8)
     with pytest.raises(SourceError, match=r"no log profile 'deepspeed' \(known: megatron, nemo\)"):
         import_to("logs", source, tmp_path / "b", profile="deepspeed", job="j", accelerator="h100", chips=8)
+
+
+def test_a_restart_that_redoes_saved_iterations_counts_them_lost(tmp_path):
+    # The first launch saves iteration 5 and dies; the second does not load it and redoes iterations 1-5.
+    write(tmp_path, "run-b.log", NEW_MEGATRON.replace("10:00:", "10:01:")
+          + "[after training is done] datetime: 2026-02-01 10:01:24.000000 \n")
+    source = write(tmp_path, "run-a.log", NEW_MEGATRON)
+    imported, _ = import_to("logs", source, tmp_path / "in", profile="megatron", job="j", accelerator="h100", chips=8)
+    origin = "2026-02-01T10:00:00Z"
+    assert blocks(imported, "j", origin) == [(0, 1, 5, 0.5, 20.5), (1, 1, 5, 60.5, 80.5)]
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    job = jobs["j"]
+    # Launch a: 0-0.5 init, iterations 1-5 (20 s) saved at 5 (21-23.25), 0.5 s idle before the save line.
+    # 23.25-60: no launch (queued). Launch b: 60-60.5 init, iterations 1-5 again (20 s): steps already
+    # preserved, so lost; its save (2.25 s), 0.5 s idle before it and 0.75 s to the end line (84).
+    expected_s = {"lifetime": 84, "queued": 36.75, "init": 1.0, "productive": 20, "lost": 20,
+                  "checkpoint_save": 4.5, "idle": 0.5 + 0.5 + 0.75}
+    assert {name: job[f"{name}_chip_s"] / 8 for name in expected_s} == pytest.approx(expected_s)
+    assert job["status"] == "FINISHED"
