@@ -1,7 +1,7 @@
 """`mpg import logs`: Megatron-LM and NeMo stdout through log profiles (fixtures in tests/data/logs, see its README).
 
-Expected figures are computed by hand from the fixture logs, in seconds after the
-first line's hour (the README's tables), times the chips.
+Expected figures are computed by hand from the logs: in seconds after a round time
+before each log starts (for the fixtures, the tables of tests/data/README.md), times the chips.
 """
 
 from __future__ import annotations
