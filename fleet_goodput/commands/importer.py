@@ -46,6 +46,7 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
   mpg import mlperf tests/data/public/mlperf --out mlperf/
   mpg import kineto tests/data/public/kineto --out kineto/
   mpg import mgm tests/data/mgm_goodput_log.jsonl --out mgm/ --accelerator tpu-v5e --chips 16
+  mpg import orbax /ckpt/llama-7b --out ckpt/ --job llama-7b   # then beside the job's scheduler stream
 
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(failed="the source cannot be read as FORMAT: nothing was written")
 
@@ -53,7 +54,7 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
 def register(subparsers) -> None:
     formats = "\n".join(f"  {name:<8} {module.HELP}" for name, module in IMPORTERS.items())
     parser = subparsers.add_parser(
-        "import", help="convert public traces and logs (philly, openb, mlperf, kineto, mgm) into Avro telemetry",
+        "import", help="convert public traces, logs and checkpoints (philly, openb, mlperf, kineto, mgm, orbax) into Avro telemetry",
         description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
                                        source=SOURCE_FILE),
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -65,6 +66,8 @@ def register(subparsers) -> None:
     parser.add_argument("--accelerator", metavar="KEY",
                         help="catalogue key when the source names none (mgm: required; kineto: traces without deviceProperties)")
     parser.add_argument("--chips", type=int, metavar="N", help="chips of the job (mgm: required)")
+    parser.add_argument("--job", metavar="ID", help="job id, for a source that names none (orbax: required; the id "
+                                                   "of the job's scheduler stream, to combine them)")
     parser.add_argument("--cluster", metavar="NAME", help="cluster name (mgm, kineto; default: the format's name)")
     parser.add_argument("--start", metavar="TIME", help="openb: ISO-8601 time of the trace start (default 2023-01-01T00:00:00Z)")
     parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
@@ -86,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
         if args.max_expanded_mib <= 0:
             raise ValueError("--max-expanded-mib must be positive")
         options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
-                          accelerator=args.accelerator, chips=args.chips, cluster=args.cluster,
+                          accelerator=args.accelerator, chips=args.chips, job=args.job, cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None,
                           max_expanded_bytes=args.max_expanded_mib << 20)
         progress(f"Importing {args.format} from {args.source} ...")
@@ -103,7 +106,10 @@ def main(args: argparse.Namespace) -> int:
     events = result["events"]
     print(f"Imported {result['jobs']:,} jobs into {args.out}: {events['scheduler']:,} scheduler, "
           f"{events['runtime']:,} runtime and {events['profiler']:,} profiler events.")
-    if not events["runtime"]:
+    if not events["scheduler"]:
+        say("No scheduler events: put these files beside the job's scheduler stream (the same job id) before "
+            "`mpg run`; alone, every event is rejected for want of a SUBMIT.")
+    elif not events["runtime"]:
         say("No runtime events: goodput from this import measures SG only; RG, PG and MPG need the runtime stream.")
     rejected = result["rejected"]
     if rejected:
