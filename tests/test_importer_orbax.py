@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import orbax.checkpoint as ocp
 import pytest
 
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.views import connect
+from job_streams import write_job_scheduler
 from test_importers_common import import_to, rejected_rows
 
 JOB, CHIPS = "llama-7b-ckpt", 8
@@ -139,13 +139,7 @@ def test_checkpoint_saves_through_mpg_run_with_the_jobs_scheduler_stream(checkpo
     in_progress_us = _metadata(checkpoints / "40.orbax-checkpoint-tmp")["init_timestamp_nsecs"] // 1000
     submit_us = committed[0]["init_timestamp_nsecs"] // 1000 - 5_000_000
     finish_us = in_progress_us + 2_000_000
-    scheduler = [
-        {"event_id": f"{JOB}/{n}", "event_time": t, "job_id": JOB, "type": type_, "cluster": "c", "accelerator": "tpu-v5e",
-         "chips": chips, "workload": "TRAINING" if type_ == "SUBMIT" else None, "framework": None, "team": None,
-         "topology": None, "priority": None}
-        for n, (type_, t, chips) in enumerate([("SUBMIT", submit_us, CHIPS), ("ALLOCATE", submit_us, CHIPS),
-                                               ("FINISH", finish_us, 0)])]
-    write_events(tmp_path / "in" / "scheduler" / "cluster.avro", "scheduler", scheduler)
+    write_job_scheduler(tmp_path / "in", JOB, CHIPS, submit_us, finish_us)
     shutil.copytree(tmp_path / "ckpt" / "runtime", tmp_path / "in" / "runtime")
     assert main(["run", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")]) == 0
     with connect(tmp_path / "out") as connection:

@@ -1,0 +1,19 @@
+"""The scheduler stream of one job, written as a cluster's exporter would: for tests that put an importer's or
+the recorder's runtime events beside it, as a fleet combines a job's streams."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleet_goodput.avro_io import write_events
+
+
+def write_job_scheduler(input_dir: Path, job_id: str, chips: int, submit_us: int, finish_us: int,
+                        accelerator: str = "tpu-v5e") -> None:
+    """SUBMIT and ALLOCATE of all `chips` at `submit_us`, FINISH at `finish_us`, into INPUT/scheduler/."""
+    events = [("SUBMIT", submit_us, chips), ("ALLOCATE", submit_us, chips), ("FINISH", finish_us, 0)]
+    write_events(Path(input_dir, "scheduler", f"{job_id}.avro"), "scheduler", [
+        {"event_id": f"{job_id}/s{n}", "event_time": time_us, "job_id": job_id, "type": type_, "cluster": "c",
+         "accelerator": accelerator, "chips": count, "workload": "TRAINING" if type_ == "SUBMIT" else None,
+         "framework": None, "team": None, "topology": None, "priority": None}
+        for n, (type_, time_us, count) in enumerate(events)])
