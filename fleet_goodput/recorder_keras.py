@@ -42,7 +42,7 @@ class RecordSteps(keras.callbacks.Callback):
         self._started_ns = 0
 
     def on_train_begin(self, logs=None):
-        self._done = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        self._done = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations.value))
         self._per_batch = int(getattr(self.model, "steps_per_execution", 1) or 1)
 
     def on_train_batch_begin(self, batch, logs=None):

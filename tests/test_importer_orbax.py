@@ -15,7 +15,7 @@ import pytest
 from fleet_goodput.cli import main
 from fleet_goodput.views import connect
 from job_streams import write_job_scheduler
-from test_importers_common import import_to, rejected_rows
+from test_importers_common import import_to, rejected_rows, tree_bytes
 
 JOB, CHIPS = "llama-7b-ckpt", 8
 METADATA = "_CHECKPOINT_METADATA"
@@ -86,6 +86,12 @@ def test_each_committed_save_is_a_span_with_orbax_times(checkpoints, tmp_path):
         ("35", f"{METADATA} is not JSON"),
         ("36", f"no {METADATA}"),
     ]
+
+
+def test_same_folder_gives_byte_identical_output(checkpoints, tmp_path):
+    import_to("orbax", checkpoints, tmp_path / "first", job=JOB)
+    import_to("orbax", checkpoints, tmp_path / "second", job=JOB)
+    assert tree_bytes(tmp_path / "first") == tree_bytes(tmp_path / "second")
 
 
 def test_reimport_after_the_save_commits_keeps_the_ids(checkpoints, tmp_path):
