@@ -21,8 +21,10 @@ thread writes a file per stream every `roll_seconds`. A file is written under
 a temporary name (`.NAME.tmp`, which `mpg run` does not read) and renamed
 when complete, so a job killed at any instant leaves only complete files; what
 it loses is at most the last `roll_seconds` of events. At interpreter exit
-(atexit) and on `close()` the rest is written. SIGTERM skips atexit: a job that
-wants its last events on preemption calls `close()` in its SIGTERM handler.
+(atexit) and on `close()` the rest is written. SIGTERM (a preemption's first
+word) skips atexit: with `close_on_sigterm=True` the recorder writes the rest
+first, then lets the signal do what it did before (the previous handler, or
+the default: the process ends).
 
 Event ids are derived from the event itself (job, attempt, type, step and
 time), so a file written twice dedupes in `mpg run`, and two runs of a job
@@ -37,6 +39,7 @@ import collections
 import logging
 import os
 import re
+import signal
 import socket
 import threading
 import time
@@ -82,7 +85,8 @@ class Recorder:
     """
 
     def __init__(self, folder: str | os.PathLike, job_id: str, *, attempt: int | None = None,
-                 roll_seconds: float = DEFAULT_ROLL_SECONDS, max_queued: int = DEFAULT_MAX_QUEUED):
+                 roll_seconds: float = DEFAULT_ROLL_SECONDS, max_queued: int = DEFAULT_MAX_QUEUED,
+                 close_on_sigterm: bool = False):
         if not job_id:
             raise ValueError("job_id is required: the id of the job in its scheduler stream")
         if roll_seconds <= 0 or max_queued <= 0:
@@ -93,8 +97,8 @@ class Recorder:
         self.files_written = 0
         self._queue: collections.deque = collections.deque()
         # Files of this recorder: job, host, process and start time keep them apart from any other's.
-        safe_job = re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)[:80]
-        self._file_stem = f"{safe_job}-{socket.gethostname()[:40]}-{os.getpid()}-{_now_us()}"
+        safe_job, host = (re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80] for name in (job_id, socket.gethostname()))
+        self._file_stem = f"{safe_job}-{host}-{os.getpid()}-{_now_us()}"
         self._sequence = 0
         self._write_lock = threading.Lock()
         self._unwritten: dict[str, list[dict]] = {"runtime": [], "profiler": []}  # a failed write retries them
@@ -103,6 +107,8 @@ class Recorder:
         self._writer = threading.Thread(target=self._write_loop, name="fleet-goodput-recorder", daemon=True)
         self._writer.start()
         atexit.register(self.close)
+        if close_on_sigterm:  # signal handlers belong to the main thread: this raises ValueError elsewhere
+            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
 
     # ---- recording (the training thread) --------------------------------
     def _put(self, event: tuple) -> None:
@@ -162,6 +168,15 @@ class Recorder:
         if self.dropped:
             _log.warning("fleet-goodput recorder dropped %d events of job %s: the queue was full",
                          self.dropped, self.job_id)
+
+    def _on_sigterm(self, signum, frame) -> None:
+        self.close()
+        previous = self._previous_sigterm
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:  # the default (or a handler not set from Python): the process ends
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     def __enter__(self) -> Recorder:
         return self

@@ -105,6 +105,26 @@ def test_what_is_queued_is_written_at_exit(tmp_path):
     assert len(_records(tmp_path, "runtime")) == 10
 
 
+def test_sigterm_writes_the_rest_then_ends_the_process(tmp_path):
+    """A preemption's SIGTERM: with close_on_sigterm the queued events are written, then the process ends as
+    SIGTERM ends it by default."""
+    script = f"""
+        import time
+        from fleet_goodput.recorder import Recorder
+        recorder = Recorder({str(tmp_path)!r}, "preempted", roll_seconds=3600, close_on_sigterm=True)
+        for step in range(1, 4):
+            with recorder.step(step):
+                pass
+        print("ready", flush=True)
+        time.sleep(60)
+    """
+    loop = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, text=True)
+    assert loop.stdout.readline() == "ready\n"
+    loop.send_signal(signal.SIGTERM)
+    assert loop.wait(timeout=30) == -signal.SIGTERM
+    assert [r["step"] for r in _records(tmp_path, "runtime") if r["type"] == "STEP_END"] == [1, 2, 3]
+
+
 def test_a_killed_recorder_leaves_only_complete_files_that_mpg_run_reads(tmp_path):
     telemetry = tmp_path / "in"
     script = f"""
