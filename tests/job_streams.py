@@ -1,9 +1,12 @@
-"""The scheduler stream of one job, written as a cluster's exporter would: for tests that put an importer's or
-the recorder's runtime events beside it, as a fleet combines a job's streams."""
+"""One job's streams in tests: its scheduler stream written as a cluster's exporter would (to put an importer's
+or the recorder's runtime events beside, as a fleet combines a job's streams), and a stream read back with
+fastavro alone."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import fastavro
 
 from fleet_goodput.avro_io import write_events
 
@@ -17,3 +20,18 @@ def write_job_scheduler(input_dir: Path, job_id: str, chips: int, submit_us: int
          "accelerator": accelerator, "chips": count, "workload": "TRAINING" if type_ == "SUBMIT" else None,
          "framework": None, "team": None, "topology": None, "priority": None}
         for n, (type_, time_us, count) in enumerate(events)])
+
+
+def read_stream(input_dir: Path, stream: str) -> list[dict]:
+    """Every record of INPUT/stream/*.avro, in (event time, event id) order."""
+    records = []
+    for path in sorted(Path(input_dir, stream).glob("*.avro")):
+        with open(path, "rb") as handle:
+            records += list(fastavro.reader(handle))
+    return sorted(records, key=lambda r: (r["event_time"], r["event_id"]))
+
+
+def micros(record: dict) -> int:
+    """A record's event time in µs since the epoch (fastavro gives timestamp-micros as an aware datetime)."""
+    moment = record["event_time"]
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond

@@ -7,18 +7,21 @@ import asyncio
 import json
 import shutil
 
-import fastavro
+import jax
 import jax.numpy as jnp
 import orbax.checkpoint as ocp
 import pytest
 
 from fleet_goodput.cli import main
+from fleet_goodput.recorder import Recorder
 from fleet_goodput.views import connect
-from job_streams import write_job_scheduler
+from job_streams import micros, read_stream, write_job_scheduler
 from test_importers_common import import_to, rejected_rows, tree_bytes
 
 JOB, CHIPS = "llama-7b-ckpt", 8
 METADATA = "_CHECKPOINT_METADATA"
+
+pytestmark = pytest.mark.slow  # checkpoints written by Orbax and two mpg runs, about 20 s: scheduled first (tests/conftest.py)
 
 
 def _start_save_and_stop(directory, step: int) -> None:
@@ -155,5 +158,56 @@ def test_checkpoint_saves_through_mpg_run_with_the_jobs_scheduler_stream(checkpo
     saving_us += finish_us - in_progress_us
     assert save_s == pytest.approx(CHIPS * saving_us / 1e6, abs=1e-6)
     assert lifetime_s == pytest.approx(CHIPS * (finish_us - submit_us) / 1e6, abs=1e-6)
-    with open(next((tmp_path / "in" / "runtime").glob("*.avro")), "rb") as handle:
-        assert len(list(fastavro.reader(handle))) == 7
+    assert len(read_stream(tmp_path / "in", "runtime")) == 7
+
+
+def _outside(span: tuple[int, int], holes: list[tuple[int, int]]) -> int:
+    """µs of `span` outside the disjoint `holes`."""
+    start, end = span
+    return (end - start) - sum(max(0, min(end, hole_end) - max(start, hole_start)) for hole_start, hole_end in holes)
+
+
+def test_a_jax_loop_recorded_and_checkpointed_asynchronously_combines_in_mpg_run(tmp_path):
+    """A jitted JAX loop records its steps with the recorder and saves with Orbax in the background; the
+    orbax import goes beside the recorder's files and the job's scheduler stream. Steps take precedence over
+    a save they overlap (docs/metric.md section 3): checkpoint_save is the saves' time outside every step."""
+    job, telemetry = "jax-loop", tmp_path / "in"
+
+    @jax.jit
+    def train_step(weights):
+        return weights - 0.1 * jax.grad(lambda w: jnp.sum((w @ w.T - 1.0) ** 2))(weights)
+
+    weights = jnp.full((64, 64), 0.01)
+    manager = ocp.CheckpointManager(tmp_path / "checkpoints")  # asynchronous saves, Orbax's default
+    with Recorder(telemetry, job, roll_seconds=3600) as recorder:
+        for step in range(1, 10):
+            with recorder.step(step):
+                weights = train_step(weights).block_until_ready()
+            if step % 3 == 0:
+                manager.save(step, args=ocp.args.StandardSave({"w": weights}))
+        manager.wait_until_finished()
+        manager.close()
+    assert main(["import", "orbax", str(tmp_path / "checkpoints"), "--out", str(tmp_path / "ckpt"), "--job", job]) == 0
+    shutil.copytree(tmp_path / "ckpt" / "runtime", telemetry / "runtime", dirs_exist_ok=True)
+
+    steps = [(micros(a), micros(b)) for a, b in _pairs(read_stream(telemetry, "runtime"), "STEP")]
+    saves = [(_metadata(path)["init_timestamp_nsecs"] // 1000, _metadata(path)["commit_timestamp_nsecs"] // 1000)
+             for path in sorted((tmp_path / "checkpoints").iterdir())]
+    assert len(steps) == 9 and len(saves) == 3
+    submit_us, finish_us = steps[0][0] - 1_000_000, max(saves[-1][1], steps[-1][1]) + 1_000_000
+    write_job_scheduler(telemetry, job, CHIPS, submit_us, finish_us)
+    assert main(["run", "--input", str(telemetry), "--output", str(tmp_path / "out")]) == 0
+    with connect(tmp_path / "out") as connection:
+        productive_s, save_s, idle_s = connection.execute(
+            "select productive_chip_s, checkpoint_save_chip_s, idle_chip_s from job_goodput where job_id = ?",
+            [job]).fetchone()
+    stepping_us = sum(end - start for start, end in steps)
+    saving_us = sum(_outside(save, steps) for save in saves)
+    assert productive_s == pytest.approx(CHIPS * stepping_us / 1e6, abs=1e-6)
+    assert save_s == pytest.approx(CHIPS * saving_us / 1e6, abs=1e-6)
+    assert idle_s == pytest.approx(CHIPS * (finish_us - submit_us - stepping_us - saving_us) / 1e6, abs=1e-6)
+
+
+def _pairs(records: list[dict], kind: str) -> list[tuple[dict, dict]]:
+    edges = [r for r in records if r["type"].startswith(f"{kind}_")]
+    return list(zip(edges[::2], edges[1::2]))

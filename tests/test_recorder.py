@@ -11,29 +11,17 @@ import textwrap
 import time
 from pathlib import Path
 
-import fastavro
 import pytest
 
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.recorder import Recorder
 from fleet_goodput.views import connect
-from job_streams import write_job_scheduler
+from job_streams import micros, read_stream, write_job_scheduler
 
 JOB, CHIPS = "recorded-loop", 4
 
-
-def _records(folder: Path, stream: str) -> list[dict]:
-    records = []
-    for path in sorted((folder / stream).glob("*.avro")):
-        with open(path, "rb") as handle:
-            records += list(fastavro.reader(handle))
-    return sorted(records, key=lambda r: (r["event_time"], r["event_id"]))
-
-
-def _micros(record: dict) -> int:
-    moment = record["event_time"]  # fastavro gives timestamp-micros as an aware datetime
-    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+pytestmark = pytest.mark.slow  # subprocesses and two mpg runs, about 10 s: scheduled first (tests/conftest.py)
 
 
 def _run(input_dir: Path, output_dir: Path) -> tuple[dict, dict]:
@@ -63,18 +51,18 @@ def test_a_recorded_loop_through_mpg_run(tmp_path):
                 with recorder.span("CHECKPOINT_SAVE", step):
                     time.sleep(0.005)
             recorder.profile(step, duration_s=0.002, chips=CHIPS, ideal_flops=1e9)
-    runtime = _records(telemetry, "runtime")
+    runtime = read_stream(telemetry, "runtime")
     steps = [r for r in runtime if r["type"].startswith("STEP")]
     assert [(r["type"], r["step"]) for r in steps] == [
         (edge, step) for step in range(1, 13) for edge in ("STEP_START", "STEP_END")]
     for start, end in zip(steps[::2], steps[1::2]):
         low, high = brackets[start["step"]]
-        assert low <= _micros(start) <= _micros(end) <= high
+        assert low <= micros(start) <= micros(end) <= high
     assert {r["attempt"] for r in runtime} == {0} and len({r["event_id"] for r in runtime}) == len(runtime)
-    assert [(r["step"], r["duration_s"]) for r in _records(telemetry, "profiler")] == [
+    assert [(r["step"], r["duration_s"]) for r in read_stream(telemetry, "profiler")] == [
         (step, 0.002) for step in range(1, 13)]
 
-    first_us, last_us = _micros(runtime[0]), _micros(runtime[-1])
+    first_us, last_us = micros(runtime[0]), micros(runtime[-1])
     write_job_scheduler(telemetry, JOB, CHIPS, first_us - 1_000_000, last_us + 1_000_000)
     # The same events written again (another file, other bytes: a recorder's file re-sent) are dropped by id.
     write_events(telemetry / "runtime" / "rewritten.avro", "runtime", runtime[:7], codec="null")
@@ -85,7 +73,7 @@ def test_a_recorded_loop_through_mpg_run(tmp_path):
 
     def total_us(kind: str) -> int:
         spans = [r for r in runtime if r["type"].startswith(kind)]
-        return sum(_micros(end) - _micros(start) for start, end in zip(spans[::2], spans[1::2]))
+        return sum(micros(end) - micros(start) for start, end in zip(spans[::2], spans[1::2]))
 
     assert job["productive_chip_s"] == pytest.approx(CHIPS * total_us("STEP") / 1e6, abs=1e-6)
     assert job["checkpoint_save_chip_s"] == pytest.approx(CHIPS * total_us("CHECKPOINT_SAVE") / 1e6, abs=1e-6)
@@ -102,7 +90,7 @@ def test_what_is_queued_is_written_at_exit(tmp_path):
                 pass
     """
     subprocess.run([sys.executable, "-c", textwrap.dedent(script)], check=True)
-    assert len(_records(tmp_path, "runtime")) == 10
+    assert len(read_stream(tmp_path, "runtime")) == 10
 
 
 def test_sigterm_writes_the_rest_then_ends_the_process(tmp_path):
@@ -122,7 +110,7 @@ def test_sigterm_writes_the_rest_then_ends_the_process(tmp_path):
     assert loop.stdout.readline() == "ready\n"
     loop.send_signal(signal.SIGTERM)
     assert loop.wait(timeout=30) == -signal.SIGTERM
-    assert [r["step"] for r in _records(tmp_path, "runtime") if r["type"] == "STEP_END"] == [1, 2, 3]
+    assert [r["step"] for r in read_stream(tmp_path, "runtime") if r["type"] == "STEP_END"] == [1, 2, 3]
 
 
 def test_a_killed_recorder_leaves_only_complete_files_that_mpg_run_reads(tmp_path):
@@ -147,11 +135,11 @@ def test_a_killed_recorder_leaves_only_complete_files_that_mpg_run_reads(tmp_pat
         loop.send_signal(signal.SIGKILL)
         loop.wait()
     assert loop.returncode == -signal.SIGKILL
-    runtime = _records(telemetry, "runtime")  # every visible file reads whole
+    runtime = read_stream(telemetry, "runtime")  # every visible file reads whole
     assert runtime and all(path.suffix == ".avro" or path.name.startswith(".")
                            for path in (telemetry / "runtime").iterdir())
     assert [r["step"] for r in runtime if r["type"] == "STEP_END"] == list(range(1, len(runtime) // 2 + 1))
-    write_job_scheduler(telemetry, JOB, CHIPS, _micros(runtime[0]) - 1_000_000, _micros(runtime[-1]) + 1_000_000)
+    write_job_scheduler(telemetry, JOB, CHIPS, micros(runtime[0]) - 1_000_000, micros(runtime[-1]) + 1_000_000)
     manifest, job = _run(telemetry, tmp_path / "out")
     assert manifest["streams"]["runtime"] == {"read": len(runtime), "accepted": len(runtime), "duplicate": 0,
                                               "rejected": 0, "late": 0, "waiting": 0, "reconciles": True}
@@ -165,7 +153,7 @@ def test_a_full_queue_drops_instead_of_blocking(tmp_path):
     recorder.end("STEP", 3)
     recorder.close()
     assert recorder.dropped == 1
-    assert [r["type"] for r in _records(tmp_path, "runtime")] == ["STEP_START"] * 3
+    assert [r["type"] for r in read_stream(tmp_path, "runtime")] == ["STEP_START"] * 3
 
 
 @pytest.mark.parametrize("call, message", [

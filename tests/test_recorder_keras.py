@@ -6,23 +6,15 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported; the test extra installs jax[cpu]
 
-import fastavro  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from fleet_goodput.recorder import Recorder  # noqa: E402
 from fleet_goodput.recorder_keras import RecordSteps  # noqa: E402
+from job_streams import read_stream  # noqa: E402
 
 BATCHES_PER_EPOCH, FLOPS = 4, 2.5e6
-
-
-def _read(folder, stream: str) -> list[dict]:
-    records = []
-    for path in sorted((folder / stream).glob("*.avro")):
-        with open(path, "rb") as handle:
-            records += list(fastavro.reader(handle))
-    return sorted(records, key=lambda r: (r["event_time"], r["event_id"]))
 
 
 def test_fit_records_every_batch_as_a_step_numbered_by_the_optimizer(tmp_path):
@@ -35,9 +27,9 @@ def test_fit_records_every_batch_as_a_step_numbered_by_the_optimizer(tmp_path):
         callback = RecordSteps(recorder, ideal_flops_per_step=FLOPS, chips=1, profile_every=3)
         model.fit(x, y, batch_size=8, epochs=2, callbacks=[callback], verbose=0)
         model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)  # a second fit continues
-    steps = [(r["type"], r["step"]) for r in _read(tmp_path, "runtime")]
+    steps = [(r["type"], r["step"]) for r in read_stream(tmp_path, "runtime")]
     assert steps == [(edge, step) for step in range(1, 3 * BATCHES_PER_EPOCH + 1) for edge in ("STEP_START", "STEP_END")]
-    samples = _read(tmp_path, "profiler")
+    samples = read_stream(tmp_path, "profiler")
     assert [s["step"] for s in samples] == [3, 6, 9, 12]
     assert {(s["chips"], s["ideal_flops"], s["flops_source"]) for s in samples} == {(1, FLOPS, "ANALYTIC")}
     assert all(0 < s["duration_s"] < 60 for s in samples)
