@@ -28,8 +28,8 @@ the default: the process ends).
 
 Event ids are derived from the event itself (job, attempt, type, step and
 time), so a file written twice dedupes in `mpg run`, and two runs of a job
-never collide. The module imports only fastavro and the contract's schemas:
-neither Beam nor DuckDB.
+never collide. The module imports fastavro and the project's Avro writer
+(fleet_goodput.avro_io) only: neither Beam nor DuckDB.
 """
 
 from __future__ import annotations
@@ -100,15 +100,17 @@ class Recorder:
         safe_job, host = (re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80] for name in (job_id, socket.gethostname()))
         self._file_stem = f"{safe_job}-{host}-{os.getpid()}-{_now_us()}"
         self._sequence = 0
-        self._write_lock = threading.Lock()
+        # Reentrant: a SIGTERM handler's close() may interrupt a flush() of the same thread. The files it
+        # writes twice then hold the same event ids, which mpg run drops as duplicates.
+        self._write_lock = threading.RLock()
         self._unwritten: dict[str, list[dict]] = {"runtime": [], "profiler": []}  # a failed write retries them
         self._closed = False
+        if close_on_sigterm:  # signal handlers belong to the main thread: this raises ValueError elsewhere
+            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
         self._wake = threading.Event()
         self._writer = threading.Thread(target=self._write_loop, name="fleet-goodput-recorder", daemon=True)
         self._writer.start()
         atexit.register(self.close)
-        if close_on_sigterm:  # signal handlers belong to the main thread: this raises ValueError elsewhere
-            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
 
     # ---- recording (the training thread) --------------------------------
     def _put(self, event: tuple) -> None:
@@ -124,9 +126,7 @@ class Recorder:
     def span(self, kind: str, step: int | None = None) -> _Span:
         """`with recorder.span(kind, step):` a span of INIT, COMPILE, STEP, CHECKPOINT_SAVE (step: the
         step made durable), CHECKPOINT_RESTORE (step: the step resumed from) or DATA_WAIT."""
-        if kind not in SPAN_KINDS:
-            raise ValueError(f"unknown span kind {kind!r}; expected one of {', '.join(SPAN_KINDS)}")
-        return _Span(self, kind, step)
+        return _Span(self, self._kind(kind), step)
 
     def start(self, kind: str, step: int | None = None) -> None:
         """KIND_START now, for spans that do not fit a `with` block (STEP_START: the first step of the span)."""
@@ -204,8 +204,8 @@ class Recorder:
             for stream, records in unwritten.items():
                 if records:
                     name = f"{self._file_stem}-{self._sequence:06d}.avro"
+                    self._sequence += 1  # before writing: a reentrant write takes the next name
                     write_events(os.path.join(self.folder, stream, name), stream, records)  # raises: kept for later
-                    self._sequence += 1
                     self.files_written += 1
                     records.clear()
 
