@@ -115,6 +115,26 @@ def test_reimport_after_the_save_commits_keeps_the_ids(checkpoints, tmp_path):
         "CHECKPOINT_SAVE_START", "CHECKPOINT_SAVE_END"]
 
 
+@pytest.mark.parametrize("edit, reason", [
+    (lambda m: m.pop("init_timestamp_nsecs"), "no init_timestamp_nsecs: the save's start is unknown"),
+    (lambda m: m.update(init_timestamp_nsecs="1795667569243960921"), "init_timestamp_nsecs is not a whole number of nanoseconds"),
+    (lambda m: m.update(commit_timestamp_nsecs=1.5e18), "commit_timestamp_nsecs is not a whole number of nanoseconds"),
+    (lambda m: m.update(commit_timestamp_nsecs=m["init_timestamp_nsecs"] - 1000), "commit_timestamp_nsecs before init_timestamp_nsecs"),
+    (lambda m: m.update(init_timestamp_nsecs=-5), "init_timestamp_nsecs is not a time from 1970 up to 2100"),
+    (lambda m: m.update(commit_timestamp_nsecs=10**30), "commit_timestamp_nsecs is not a time from 1970 up to 2100"),
+])
+def test_metadata_orbax_would_not_write_is_rejected_with_its_reason(checkpoints, tmp_path, edit, reason):
+    folder = tmp_path / "checkpoints"
+    shutil.copytree(checkpoints / "10", folder / "10")
+    shutil.copytree(checkpoints / "20", folder / "20")
+    metadata = _metadata(folder / "20")
+    edit(metadata)
+    (folder / "20" / METADATA).write_text(json.dumps(metadata))
+    imported, _ = import_to("orbax", folder, tmp_path / "in", job=JOB)
+    assert [(row["file"], row["reason"]) for row in rejected_rows(tmp_path / "in")] == [("20", reason)]
+    assert {r["step"] for r in imported.streams["runtime"]} == {10}
+
+
 def test_one_step_folder_imports_alone(checkpoints, tmp_path):
     imported, _ = import_to("orbax", checkpoints / "20", tmp_path / "in", job=JOB)
     metadata = _metadata(checkpoints / "20")
