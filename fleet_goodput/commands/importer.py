@@ -123,8 +123,8 @@ def main(args: argparse.Namespace) -> int:
         say(f"Caveats on {sum(caveats.values()):,} imported items (listed in {Path(args.out) / CAVEATS_FILE}):")
         for caveat, count in sorted(caveats.items(), key=lambda item: -item[1]):
             say(f"  {count:>8,}  {caveat}")
-    say(f"Provenance and mapping: {Path(args.out) / SOURCE_FILE}. "
-        f"Next: mpg run --input {shlex.quote(str(args.out))} --output OUT")
+    after = f" Next: mpg run --input {shlex.quote(str(args.out))} --output OUT" if events["scheduler"] else ""
+    say(f"Provenance and mapping: {Path(args.out) / SOURCE_FILE}.{after}")
     return exits.OK
 
 
