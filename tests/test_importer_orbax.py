@@ -13,10 +13,11 @@ import orbax.checkpoint as ocp
 import pytest
 
 from fleet_goodput.cli import main
+from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.recorder import Recorder
 from fleet_goodput.views import connect
 from job_streams import micros, read_stream, write_job_scheduler
-from test_importers_common import import_to, rejected_rows, tree_bytes
+from test_importers_common import import_to, options, rejected_rows, tree_bytes
 
 JOB, CHIPS = "llama-7b-ckpt", 8
 METADATA = "_CHECKPOINT_METADATA"
@@ -133,6 +134,19 @@ def test_metadata_orbax_would_not_write_is_rejected_with_its_reason(checkpoints,
     imported, _ = import_to("orbax", folder, tmp_path / "in", job=JOB)
     assert [(row["file"], row["reason"]) for row in rejected_rows(tmp_path / "in")] == [("20", reason)]
     assert {r["step"] for r in imported.streams["runtime"]} == {10}
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"[1, 2]", f"{METADATA} is not a JSON object"),
+    (b"\xff\xfe{}", f"{METADATA} is not JSON"),
+    (b" " * (16 << 20) + b"{}", f"{METADATA} larger than 16 MiB"),  # read no further than the limit
+])
+def test_metadata_that_is_no_json_object_is_rejected(checkpoints, tmp_path, content, reason):
+    folder = tmp_path / "checkpoints"
+    shutil.copytree(checkpoints / "10", folder / "10")
+    (folder / "10" / METADATA).write_bytes(content)
+    imported = IMPORTERS["orbax"].read(folder, options(job=JOB))
+    assert [(r.file, r.reason) for r in imported.rejections] == [("10", reason)]
 
 
 def test_one_step_folder_imports_alone(checkpoints, tmp_path):
