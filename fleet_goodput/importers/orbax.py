@@ -111,7 +111,7 @@ def read(source: Path, options: Options) -> Imported:
         raise SourceError(source, None, "--accelerator and --chips are not used: checkpoint saves are runtime events, "
                                         "which carry neither; the job's scheduler stream gives them")
     imported = Imported(NAME)
-    saves = []  # (start µs, step, end µs or None, folder name)
+    saves = []  # (start µs, step, end µs or None, step folder)
     for folder, match in _step_folders(source):
         if match is None:
             imported.reject(folder.name, "folder", options.job, "not a step folder",
@@ -132,7 +132,7 @@ def read(source: Path, options: Options) -> Imported:
         saves.append((start, int(match["step"]), None if match["tmp"] else end, folder))
     latest_start = max((start for start, *_ in saves), default=None)
     runtime = imported.streams["runtime"]
-    for start, step, end, folder in sorted(saves):
+    for start, step, end, folder in sorted(saves, key=lambda save: (save[0], save[1], save[3].name)):
         name = folder.name
         if end is None and start != latest_start:
             imported.reject(name, METADATA_FILE, options.job, "save abandoned: a later save began, no commit time",
@@ -147,7 +147,7 @@ def read(source: Path, options: Options) -> Imported:
             runtime.append(_event(f"{key}/end", end, options.job, "CHECKPOINT_SAVE_END", step))
     imported.provenance = {**PROVENANCE, "job": options.job,
                            "inputs": [file_digest(folder / METADATA_FILE) | {"file": f"{folder.name}/{METADATA_FILE}"}
-                                      for *_, folder in sorted(saves, key=lambda save: save[3])]}
+                                      for *_, folder in sorted(saves, key=lambda save: save[3].name)]}
     return imported
 
 
