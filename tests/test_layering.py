@@ -15,6 +15,8 @@ import ast
 import functools
 import importlib.util
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,3 +141,11 @@ def test_beam_loads_only_with_the_runs_pipelines_and_transforms(module):
 def test_the_modules_allowed_beam_at_import_do_import_it(module):
     """Keeps BEAM_AT_IMPORT exact: a module that stops importing Beam leaves the list."""
     assert any(top and name.startswith("apache_beam") for name, top in imports(module))
+
+
+def test_the_recorder_loads_neither_beam_nor_duckdb():
+    """Training code imports fleet_goodput.recorder: it must cost the job no more than fastavro."""
+    heavy = {"apache_beam", "duckdb", "deltalake", "great_expectations", "polars", "pandas", "pyarrow"}
+    code = f"import sys, fleet_goodput.recorder; print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy!r}))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"

@@ -47,6 +47,7 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
   mpg import kineto tests/data/public/kineto --out kineto/
   mpg import mgm tests/data/mgm_goodput_log.jsonl --out mgm/ --accelerator tpu-v5e --chips 16
   mpg import logs tests/data/logs/megatron --profile megatron --job gpt-8b --accelerator h100 --chips 16 --out gpt/
+  mpg import orbax tests/data/orbax/llama-7b --out ckpt/ --job llama-7b   # then beside the job's scheduler stream
 
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(failed="the source cannot be read as FORMAT: nothing was written")
 
@@ -54,7 +55,7 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
 def register(subparsers) -> None:
     formats = "\n".join(f"  {name:<8} {module.HELP}" for name, module in IMPORTERS.items())
     parser = subparsers.add_parser(
-        "import", help="convert public traces and logs (philly, openb, mlperf, kineto, mgm, logs) into Avro telemetry",
+        "import", help="convert public traces, logs and checkpoints (philly, openb, mlperf, kineto, mgm, logs, orbax) into Avro telemetry",
         description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
                                        source=SOURCE_FILE),
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -69,7 +70,8 @@ def register(subparsers) -> None:
     parser.add_argument("--profile", metavar="NAME", help="logs: the log profile (megatron, nemo, or one of --profiles)")
     parser.add_argument("--profiles", metavar="FILE", help="logs: a YAML file of log profiles added to the built-in "
                                                               "ones (shape: configs/log_profiles.yaml)")
-    parser.add_argument("--job", metavar="ID", help="logs: the job id the log belongs to (required)")
+    parser.add_argument("--job", metavar="ID", help="job id, for a source that names none (logs, orbax: required; "
+                                                   "the id of the job's scheduler stream, to combine them)")
     parser.add_argument("--submit", metavar="TIME", help="logs: ISO-8601 submission time (default: the log's first "
                                                           "time); places a log without timestamps")
     parser.add_argument("--cluster", metavar="NAME", help="cluster name (mgm, kineto, logs; default: the format's name)")
@@ -93,9 +95,9 @@ def main(args: argparse.Namespace) -> int:
         if args.max_expanded_mib <= 0:
             raise ValueError("--max-expanded-mib must be positive")
         options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
-                          accelerator=args.accelerator, chips=args.chips, cluster=args.cluster,
+                          accelerator=args.accelerator, chips=args.chips, job=args.job, cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None,
-                          max_expanded_bytes=args.max_expanded_mib << 20, job=args.job,
+                          max_expanded_bytes=args.max_expanded_mib << 20,
                           submit_us=parse_time_us(args.submit) if args.submit else None, profile=args.profile,
                           profiles=Path(args.profiles) if args.profiles else None)
         progress(f"Importing {args.format} from {args.source} ...")
@@ -112,7 +114,10 @@ def main(args: argparse.Namespace) -> int:
     events = result["events"]
     print(f"Imported {result['jobs']:,} jobs into {args.out}: {events['scheduler']:,} scheduler, "
           f"{events['runtime']:,} runtime and {events['profiler']:,} profiler events.")
-    if not events["runtime"]:
+    if not events["scheduler"]:
+        say("No scheduler events: put these files beside the job's scheduler stream (the same job id) before "
+            "`mpg run`; alone, every event is rejected for want of a SUBMIT.")
+    elif not events["runtime"]:
         say("No runtime events: goodput from this import measures SG only; RG, PG and MPG need the runtime stream.")
     rejected = result["rejected"]
     if rejected:
@@ -126,8 +131,8 @@ def main(args: argparse.Namespace) -> int:
         say(f"Caveats on {sum(caveats.values()):,} imported items (listed in {Path(args.out) / CAVEATS_FILE}):")
         for caveat, count in sorted(caveats.items(), key=lambda item: -item[1]):
             say(f"  {count:>8,}  {caveat}")
-    say(f"Provenance and mapping: {Path(args.out) / SOURCE_FILE}. "
-        f"Next: mpg run --input {shlex.quote(str(args.out))} --output OUT")
+    after = f" Next: mpg run --input {shlex.quote(str(args.out))} --output OUT" if events["scheduler"] else ""
+    say(f"Provenance and mapping: {Path(args.out) / SOURCE_FILE}.{after}")
     return exits.OK
 
 

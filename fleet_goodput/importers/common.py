@@ -87,7 +87,7 @@ class Options:
     cluster: str | None = None
     start_us: int | None = None
     max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES  # what one file (or line) may hold, decompressed
-    job: str | None = None  # logs: the job the log belongs to
+    job: str | None = None  # the job id, for a source that names none (logs, orbax)
     submit_us: int | None = None  # logs: when the job was submitted (the log starts later)
     profile: str | None = None  # logs: the log profile's name
     profiles: Path | None = None  # logs: a YAML file of profiles added to the built-in ones
@@ -344,7 +344,8 @@ def _write_stream(folder: Path, importer: str, stream: str, records: list[dict])
 def summary(imported: Imported) -> dict:
     return {
         "events": {stream: len(records) for stream, records in imported.streams.items()},
-        "jobs": len({r["job_id"] for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"}),
+        # Jobs of any stream: an import of runtime events alone (orbax) is joined to its scheduler stream later.
+        "jobs": len({r["job_id"] for records in imported.streams.values() for r in records if r["job_id"]}),
         "rejected": dict(sorted(Counter(r.reason for r in imported.rejections).items())),
         "caveats": dict(sorted(Counter(c.caveat for c in imported.caveats).items())),
     }
