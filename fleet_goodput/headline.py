@@ -151,7 +151,7 @@ def pg_set_aside_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
     if jobs:
         lines.append(f"  {jobs:,} job(s) whose steps claim more ideal chip-time than they ran in: PG unknown, "
                      f"{chip_hours:,.1f} productive chip-h counted as unprofiled (mpg sql \"select * from pg_set_aside\")")
-    return ["Left out of PG, which would otherwise pass 100%:", *lines] if lines else []
+    return ["Left out of PG (each would show a PG above 100%):", *lines] if lines else []
 
 
 def segment_table(connection: duckdb.DuckDBPyConnection, dimension: str, runtime: bool = True) -> list[str]:

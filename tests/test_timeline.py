@@ -211,7 +211,7 @@ def test_incremental_flushes_add_up_to_one_batch():
         assert combined[figure] == pytest.approx(seconds_by_category(whole_deltas)[figure]), figure
 
 
-def fp8_sample(seconds, ideal_flops, precision):
+def sample_in_precision(seconds, ideal_flops, precision):
     return ev(seconds, PROFILE, 1, 1.0, 8, ideal_flops, "ANALYTIC", precision)
 
 
@@ -220,13 +220,13 @@ def test_a_sample_is_judged_against_the_peak_of_its_precision():
     never above it. 1.5x the h100 bf16 peak is possible in fp8 (0.75 of 1979 TFLOP/s), not in bf16."""
     flops = 1.5 * 8 * 989e12  # over 8 chips in 1 s
     for precision, accepted in (("fp8", True), ("bf16", False), (None, False)):
-        timeline, _ = run([submit(0, accelerator="h100"), fp8_sample(1, flops, precision)], as_of_s=10)
+        timeline, _ = run([submit(0, accelerator="h100"), sample_in_precision(1, flops, precision)], as_of_s=10)
         assert (len(timeline.samples), len(timeline.rejections)) == ((1, 0) if accepted else (0, 1)), precision
     assert [r.reason for r in timeline.rejections] == [
         "ideal_flops 1.1868e+16 over 8 chips in 1 s implies PG 1.5 against the h100 bf16 peak (the sample names no "
         "precision): more FLOPs than the chips' peak allows (a faster precision the sample does not name, FLOPs of "
         "more chips than it gives, or a duration in the wrong unit)"]
-    timeline, _ = run([submit(0, accelerator="h100"), fp8_sample(1, 2.5 * 8 * 989e12, "fp8")], as_of_s=10)
+    timeline, _ = run([submit(0, accelerator="h100"), sample_in_precision(1, 2.5 * 8 * 989e12, "fp8")], as_of_s=10)
     assert [r.reason for r in timeline.rejections] == [
         "ideal_flops 1.978e+16 over 8 chips in 1 s implies PG 1.25 against the h100 fp8 peak: more FLOPs than the "
         "chips' peak allows (FLOPs of more chips than it gives, or a duration in the wrong unit)"]
@@ -241,7 +241,7 @@ def test_a_sample_naming_no_precision_is_never_measured_above_the_bf16_peak():
     """Formerly a sample naming no precision could claim 5x the bf16 peak and every step it covered showed
     PG up to 5. Now any sample faster than bf16 that does not say so is rejected, and its job's PG is unknown."""
     events = [submit(0, accelerator="h100"), ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 10),
-              fp8_sample(5, 1.2 * 8 * 989e12, None), ev(10, "FINISH")]
+              sample_in_precision(5, 1.2 * 8 * 989e12, None), ev(10, "FINISH")]
     timeline, deltas = run(events, as_of_s=10)
     assert len(timeline.rejections) == 1 and not timeline.samples
     assert sum(v[IDEAL] for v in deltas.values()) == 0
