@@ -49,7 +49,7 @@ def capacity(cluster, accelerator, chips):
 def job(name, cluster, accelerator, last_step, samples, chips=8):
     """SUBMIT at 0, all chips from 10 s, steps 1..last_step from 10 s to 110 s, FINISH at 110 s:
     100 s x `chips` of productive time. `samples`: (ideal_flops, duration_s, precision) each."""
-    records = {
+    return {
         "scheduler": [scheduler(name, 0, 0, "SUBMIT", cluster, accelerator, chips),
                       scheduler(name, 1, 10, "ALLOCATE", cluster, accelerator, chips),
                       scheduler(name, 2, 110, "FINISH", cluster, accelerator, chips)],
@@ -62,7 +62,6 @@ def job(name, cluster, accelerator, last_step, samples, chips=8):
                       "flops_source": "ANALYTIC", "bytes_accessed": None, "precision": precision}
                      for n, (flops, duration_s, precision) in enumerate(samples)],
     }
-    return records
 
 
 def inputs() -> dict[str, list[dict]]:
