@@ -5,7 +5,9 @@ then the part a run (or a stream's runs) changed, day by day, so a daily run
 shows the day it just added. Where no runtime span covers the chip-time held,
 RG is 0 only because nothing was reported: the headline says that RG, PG and
 MPG cannot be measured instead of printing 0.0% (imports of scheduler traces
-such as Philly and OpenB have no runtime stream). Names from the telemetry
+such as Philly and OpenB have no runtime stream). What is left out so that no
+factor passes 100% is said too: clusters whose capacity does not cover the
+chips held, and profiler samples and jobs left out of PG. Names from the telemetry
 (segments, clusters) show their control characters as \\xNN (safe_text.py).
 """
 
@@ -18,6 +20,7 @@ import duckdb
 
 from fleet_goodput.safe_text import printable
 from fleet_goodput.store import RunRecord
+from fleet_goodput.timeline import ABOVE_PEAK
 from fleet_goodput.timeutil import format_time_us
 
 FACTORS = ("sg", "rg", "pg", "mpg")
@@ -131,6 +134,26 @@ def capacity_gap_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
     ]
 
 
+def pg_set_aside_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
+    """What PG leaves out rather than show a figure above 100% (docs/metric.md section 3): profiler
+    samples above their precision's peak (rejected) and jobs whose steps claim more ideal chip-time
+    than they ran in (the view pg_set_aside), each with its reason in the store."""
+    samples, sampled_jobs = connection.execute("""
+        select coalesce(sum(records), 0), count(distinct job_id) from rejected
+        where stream = 'profiler' and contains(reason, $above_peak)
+    """, {"above_peak": ABOVE_PEAK}).fetchone()
+    jobs, chip_hours = connection.execute(
+        "select count(*), coalesce(sum(profiled_productive_chip_s), 0) / 3600 from pg_set_aside").fetchone()
+    lines = []
+    if samples:
+        lines.append(f"  {samples:,} profiler sample(s) of {sampled_jobs:,} job(s) rejected: {ABOVE_PEAK} "
+                     "(mpg sql \"select * from rejected where stream = 'profiler'\")")
+    if jobs:
+        lines.append(f"  {jobs:,} job(s) whose steps claim more ideal chip-time than they ran in: PG unknown, "
+                     f"{chip_hours:,.1f} productive chip-h counted as unprofiled (mpg sql \"select * from pg_set_aside\")")
+    return ["Left out of PG (each would show a PG above 100%):", *lines] if lines else []
+
+
 def segment_table(connection: duckdb.DuckDBPyConnection, dimension: str, runtime: bool = True) -> list[str]:
     """One line per segment; without `runtime` (no runtime event in the store) RG, PG and MPG show as -."""
     rows = connection.execute(f"""
@@ -162,6 +185,7 @@ def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = ()
         "Fleet ML Productivity Goodput (capacity base, ratios of sums)",
         *coverage_lines(connection, runs, since_run, runtime_days),
         *capacity_gap_lines(connection),
+        *pg_set_aside_lines(connection),
         "",
         f"By accelerator (demand base: requested chips x job lifetime{unmeasured})",
         *segment_table(connection, "accelerator", bool(runtime_days)),

@@ -46,7 +46,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from fleet_goodput.config import peak_of
+from fleet_goodput.config import DEFAULT_PRECISION, peak_of
 from fleet_goodput.events import PROFILE, TERMINAL_TYPES, Event, Sample, Submit, stream_of
 from fleet_goodput.windows import add_over_windows, split_at_windows
 
@@ -77,13 +77,14 @@ _RUNTIME_EDGES = {f"{name}_{edge}": (name, kind, edge == "START")
 
 MICROS = 1_000_000
 
-# A profiler sample may imply a PG (ideal FLOPs ÷ (bf16 peak × chips × step
-# duration)) of at most this. PG is measured against the dense bf16 peak, and
-# the fastest precision in the catalogue's generations (dense FP4 on Blackwell)
-# is 4x that, FP8 2x; 1.25x more covers timing jitter in a measured duration.
-# Anything above is a unit error (FLOPs per chip for per job, a duration in
-# ms written as s) or worse, and would make PG and MPG meaningless or infinite.
-MAX_PLAUSIBLE_PG_VS_BF16 = 4 * 1.25
+# A profiler sample is judged against the peak its ideal chip-time will be
+# measured with: its precision's, bf16 where it names none (docs/metric.md
+# section 3, "The peak a sample is measured against"). Its FLOPs in its own
+# duration on its own chips may reach that peak, never pass it: a sample above
+# it would make PG and MPG above 1. The margin is float rounding only.
+PEAK_TOLERANCE = 1e-9
+# Every such rejection's reason says this, so the headline can count them.
+ABOVE_PEAK = "more FLOPs than the chips' peak allows"
 # No training or serving step lasts a day; a longer one is a unit error.
 MAX_PLAUSIBLE_STEP_S = 86_400
 
@@ -247,13 +248,21 @@ class JobTimeline:
     def _implausible_sample(self, sample: Sample) -> str | None:
         if sample.duration_s > MAX_PLAUSIBLE_STEP_S:
             return f"duration_s {sample.duration_s:g} for one step is more than a day: not plausible"
-        peak = self.peak_flops[self.submit.accelerator]
+        accelerator = self.submit.accelerator
+        peak = peak_of(self.peak_flops, accelerator, sample.precision)
+        if peak is None:  # no peak for its precision on this part: its ideal stays unknown, never guessed
+            return None
         implied_pg = sample.ideal_flops / (peak * sample.chips * sample.duration_s)
-        if implied_pg > MAX_PLAUSIBLE_PG_VS_BF16:
-            return (f"ideal_flops {sample.ideal_flops:g} over {sample.chips} chips in {sample.duration_s:g} s implies "
-                    f"PG {implied_pg:.3g} against the {self.submit.accelerator} bf16 peak, above the plausible "
-                    f"{MAX_PLAUSIBLE_PG_VS_BF16:g} (the fastest precision's peak with a margin)")
-        return None
+        if implied_pg <= 1 + PEAK_TOLERANCE:
+            return None
+        causes = "FLOPs of more chips than it gives, or a duration in the wrong unit"
+        if sample.precision is None:
+            against, causes = (f"{DEFAULT_PRECISION} peak (the sample names no precision)",
+                               f"a faster precision the sample does not name, {causes}")
+        else:
+            against = f"{sample.precision} peak"
+        return (f"ideal_flops {sample.ideal_flops:g} over {sample.chips} chips in {sample.duration_s:g} s implies "
+                f"PG {implied_pg:.3g} against the {accelerator} {against}: {ABOVE_PEAK} ({causes})")
 
     def _on_submit(self, event: Event) -> None:
         self.submit = Submit._make(event.payload)

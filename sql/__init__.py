@@ -13,6 +13,8 @@ SQL_DIR = resources.files(__name__)
 VIEW_FILES = (
     "derived/macros.sql",
     "derived/job_attributes.sql",
+    "derived/pg_set_aside.sql",
+    "derived/job_profiles.sql",
     "derived/job_window_enriched.sql",
     "derived/cluster_window.sql",
     "marts/job_goodput.sql",

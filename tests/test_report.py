@@ -273,7 +273,6 @@ CORRUPTIONS = [
     (_corrupt_conservation, "[job_window] chip-seconds conserved: all_allocated = productive"),
     (_duplicate_key, "[job_window] one row per job_id, window_start"),
     (_drop_partition, "[capacity_window] capacity_window has a partition for every day of the period: missing: 2026-01-02"),
-    (_inflate_ideal, "[views] PG is in [0, 1] on every view row"),
     (_lose_rejections, "[manifest] the manifest's rejected counts match the rejected table"),
 ]
 
@@ -284,10 +283,15 @@ def test_a_corrupt_output_is_not_published_and_every_failure_is_named(outputs, t
     output = pristine_copy(outputs["fleet"], tmp_path / "out")
     for corrupt, _ in CORRUPTIONS:
         corrupt(output)
+    _inflate_ideal(output)
     assert main(["report", "--output", str(output)]) == 1
     err = capsys.readouterr().err
     assert "NOT published" in err
     assert [failure for _, failure in CORRUPTIONS if failure not in err] == []
+    # An ideal above the time it ran in sets its jobs' PG aside (no view shows PG above 1): a warning.
+    (summary,) = [json.loads(path.read_text()) for path in (output / "quality").glob("*/summary.json")]
+    warned = {check["title"] for check in summary["checks"] if not check["success"] and check["severity"] == "warning"}
+    assert "no window's ideal chip-time passes the profiled productive chip-time it ran in" in warned
     assert not (output / "reports").exists()
 
 

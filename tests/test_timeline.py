@@ -13,7 +13,7 @@ from fleet_goodput.timeline import ALL_ALLOCATED, CATEGORIES, FIGURES, IDEAL, Jo
 
 T0 = worked_example.T0_US
 HOUR_US = 3_600_000_000
-PEAK = {"tpu-v5e": 197e12, "h100": 989e12}
+PEAK = {"tpu-v5e": 197e12, "h100": 989e12, "h100/bf16": 989e12, "h100/fp8": 1979e12}  # as config.peak_table makes it
 _ids = itertools.count()
 
 
@@ -25,8 +25,9 @@ def submit(seconds=0, chips=8, workload="TRAINING", accelerator="tpu-v5e"):
     return ev(seconds, "SUBMIT", "c1", accelerator, chips, workload, None, None, None, None)
 
 
-def sample(seconds, ideal_flops, step=1):
-    return ev(seconds, PROFILE, step, 1.0, 8, ideal_flops, "ANALYTIC")
+def sample(seconds, ideal_flops, step=1, duration_s=10.0):
+    """A sample of 8 chips; 10 s per step, as the worked example's (docs/metric.md section 4)."""
+    return ev(seconds, PROFILE, step, duration_s, 8, ideal_flops, "ANALYTIC")
 
 
 def run(events, as_of_s, window_us=HOUR_US, shuffle_seed=None):
@@ -170,8 +171,9 @@ REJECTIONS = {
                               "STEP_END at step 9 is before its STEP_START's step 10: step numbers going backwards"),
     "a sample implying PG far above any peak": (
         [submit(0), sample(1, 1e308)],
-        "ideal_flops 1e+308 over 8 chips in 1 s implies PG 6.35e+292 against the tpu-v5e bf16 peak, above the "
-        "plausible 5 (the fastest precision's peak with a margin)"),
+        "ideal_flops 1e+308 over 8 chips in 10 s implies PG 6.35e+291 against the tpu-v5e bf16 peak (the sample "
+        "names no precision): more FLOPs than the chips' peak allows (a faster precision the sample does not name, "
+        "FLOPs of more chips than it gives, or a duration in the wrong unit)"),
 }
 
 
@@ -209,9 +211,41 @@ def test_incremental_flushes_add_up_to_one_batch():
         assert combined[figure] == pytest.approx(seconds_by_category(whole_deltas)[figure]), figure
 
 
-def test_a_sample_at_fp8_speed_is_plausible():
-    timeline, _ = run([submit(0), sample(1, 2 * 8 * 197e12)], as_of_s=10)  # PG 2 against bf16
+def sample_in_precision(seconds, ideal_flops, precision):
+    return ev(seconds, PROFILE, 1, 1.0, 8, ideal_flops, "ANALYTIC", precision)
+
+
+def test_a_sample_is_judged_against_the_peak_of_its_precision():
+    """docs/metric.md section 3, "The peak a sample is measured against": up to its own precision's peak,
+    never above it. 1.5x the h100 bf16 peak is possible in fp8 (0.75 of 1979 TFLOP/s), not in bf16."""
+    flops = 1.5 * 8 * 989e12  # over 8 chips in 1 s
+    for precision, accepted in (("fp8", True), ("bf16", False), (None, False)):
+        timeline, _ = run([submit(0, accelerator="h100"), sample_in_precision(1, flops, precision)], as_of_s=10)
+        assert (len(timeline.samples), len(timeline.rejections)) == ((1, 0) if accepted else (0, 1)), precision
+    assert [r.reason for r in timeline.rejections] == [
+        "ideal_flops 1.1868e+16 over 8 chips in 1 s implies PG 1.5 against the h100 bf16 peak (the sample names no "
+        "precision): more FLOPs than the chips' peak allows (a faster precision the sample does not name, FLOPs of "
+        "more chips than it gives, or a duration in the wrong unit)"]
+    timeline, _ = run([submit(0, accelerator="h100"), sample_in_precision(1, 2.5 * 8 * 989e12, "fp8")], as_of_s=10)
+    assert [r.reason for r in timeline.rejections] == [
+        "ideal_flops 1.978e+16 over 8 chips in 1 s implies PG 1.25 against the h100 fp8 peak: more FLOPs than the "
+        "chips' peak allows (FLOPs of more chips than it gives, or a duration in the wrong unit)"]
+
+
+def test_a_sample_exactly_at_the_peak_is_accepted():
+    timeline, _ = run([submit(0), sample(1, 8 * 197e12, duration_s=1.0)], as_of_s=10)  # PG 1 against the bf16 peak
     assert not timeline.rejections and len(timeline.samples) == 1
+
+
+def test_a_sample_naming_no_precision_is_never_measured_above_the_bf16_peak():
+    """Formerly a sample naming no precision could claim 5x the bf16 peak and every step it covered showed
+    PG up to 5. Now any sample faster than bf16 that does not say so is rejected, and its job's PG is unknown."""
+    events = [submit(0, accelerator="h100"), ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 10),
+              sample_in_precision(5, 1.2 * 8 * 989e12, None), ev(10, "FINISH")]
+    timeline, deltas = run(events, as_of_s=10)
+    assert len(timeline.rejections) == 1 and not timeline.samples
+    assert sum(v[IDEAL] for v in deltas.values()) == 0
+    assert sum(v[FIGURES.index("profiled_productive")] for v in deltas.values()) == 0
 
 
 @pytest.mark.parametrize("shuffle_seed", [None, 1, 2, 3, 4])

@@ -59,6 +59,7 @@ def job_window_frame(connection, period: Period, window_s: int) -> pd.DataFrame:
             (epoch_us(window_start) // 1000000) % {int(window_s)} as window_offset_s,
             {_LIFETIME_ERROR} as lifetime_conservation_error,
             {_ALL_ALLOCATED_ERROR} as all_allocated_conservation_error,
+            ratio(ideal_chip_s, profiled_productive_chip_s) as window_pg,
             known_job_id
         from job_window
         left join known_jobs on job_window.job_id = known_jobs.known_job_id

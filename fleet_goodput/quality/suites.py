@@ -164,6 +164,12 @@ def job_window_suite(inputs: SuiteInputs) -> list:
                title="profiled productive chip-time is part of productive chip-time (PG coverage <= 1)",
                why="PG coverage is profiled / all productive; above 1 the PG numerator counts steps that were "
                    "never productive."),
+        expect(gxe.ExpectColumnValuesToBeBetween, severity=WARNING, column="window_pg", min_value=0,
+               max_value=1 + FLOAT_TOLERANCE,
+               title="no window's ideal chip-time passes the profiled productive chip-time it ran in",
+               why="docs/metric.md section 3, 'Ideal above the time it ran in': the steps claim more FLOPs than the "
+                   "chips' peak allows, so the job's PG is set aside (view pg_set_aside) and no view shows PG above "
+                   "1; but its step numbers or its samples are wrong, and the emitter or importer wants fixing."),
         expect(gxe.ExpectColumnValuesToNotBeNull, severity=CRITICAL, column="known_job_id",
                title="every window belongs to a job in the jobs table",
                why="The views join windows to jobs for attributes; an orphan window vanishes from every "

@@ -5,12 +5,28 @@ create or replace macro ratio(numerator, denominator) as
 
 -- Ideal chip-seconds as the metric reads them (docs/metric.md section 1, "Unknown and
 -- empty factors"). job_window keeps ideal only beside profiled productive
--- time, null elsewhere; for a job with a profiler sample, productive time of
--- 0 has an ideal of 0 (known and empty), and without a sample ideal stays
--- null (unknown). Row by row, with the job's profile from `jobs`, so the
--- answer does not depend on when the job's first sample arrived.
+-- time, null elsewhere; for a profiled job, productive time of 0 has an ideal
+-- of 0 (known and empty); for a job without a sample, or whose PG is set aside
+-- (pg_set_aside), ideal is null (unknown). Row by row, with the job's profile
+-- from `job_profiles`, so the answer does not depend on when the job's first
+-- sample arrived.
 create or replace macro known_ideal(ideal, productive, profiled) as
-    case when ideal is null and productive = 0 and profiled then 0.0 else ideal end;
+    case when not profiled then null when ideal is null and productive = 0 then 0.0 else ideal end;
+
+-- Profiled productive chip-seconds as the metric reads them: none for a job
+-- whose PG is set aside, whose productive time then counts as unprofiled.
+create or replace macro known_profiled(profiled_productive, profiled) as
+    case when profiled then profiled_productive else 0.0 end;
+
+-- A part over its whole (a factor, a share), which cannot pass 1. The sums
+-- are float64 added in no fixed order, so a whole used to the full (a cluster
+-- held to its last chip, steps at the peak) may come out a few ulps above 1,
+-- and MPG multiplies three such factors: up to 1e-8 above 1 is rounding and
+-- reads 1. Nothing larger is rounding: the rows that could cause it are left
+-- out first (capacity_gaps, pg_set_aside), and the data-quality suite fails on
+-- anything else rather than see it hidden.
+create or replace macro at_most_one(value) as
+    case when value > 1 and value <= 1 + 1e-8 then 1.0 else value end;
 
 -- MPG = SG x RG x PG = (all_allocated / base) x (productive / all_allocated)
 -- x (ideal / profiled_productive), written out so that the product of the
@@ -31,9 +47,9 @@ create or replace macro mpg(ideal, productive, profiled_productive, base) as
 -- out. `base` is capacity for fleet and cluster groups, demand (lifetime) for
 -- jobs and segments. Select it with unnest(...) to get the five columns.
 create or replace macro goodput_factors(all_allocated, productive, ideal, profiled_productive, base) as {
-    'sg': ratio(all_allocated, base),
-    'rg': ratio(productive, all_allocated),
-    'pg': ratio(ideal, profiled_productive),
-    'mpg': mpg(ideal, productive, profiled_productive, base),
-    'pg_coverage': ratio(profiled_productive, productive)
+    'sg': at_most_one(ratio(all_allocated, base)),
+    'rg': at_most_one(ratio(productive, all_allocated)),
+    'pg': at_most_one(ratio(ideal, profiled_productive)),
+    'mpg': at_most_one(mpg(ideal, productive, profiled_productive, base)),
+    'pg_coverage': at_most_one(ratio(profiled_productive, productive))
 };

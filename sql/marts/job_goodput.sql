@@ -1,5 +1,6 @@
 -- One row per job: its attributes, chip-seconds per category over its whole
--- lifetime (demand base: requested chips x lifetime) and its goodput factors.
+-- lifetime (demand base: requested chips x lifetime) and its goodput factors;
+-- a job whose PG is set aside (pg_set_aside) has PG unknown and says why in pg_caveat.
 create or replace view job_goodput as
 with
 
@@ -12,7 +13,7 @@ windows as (
 ),
 
 profiles as (
-    select job_id, profiler_samples > 0 as profiled from jobs
+    select job_id, profiled, pg_caveat from job_profiles
 ),
 
 totals as (
@@ -32,7 +33,8 @@ totals as (
         sum(init_chip_s) as init_chip_s,
         sum(idle_chip_s) as idle_chip_s,
         known_ideal(sum(ideal_chip_s), sum(productive_chip_s), any_value(profiled)) as ideal_chip_s,
-        sum(profiled_productive_chip_s) as profiled_productive_chip_s,
+        sum(known_profiled(profiled_productive_chip_s, profiled)) as profiled_productive_chip_s,
+        any_value(pg_caveat) as pg_caveat,
         sum(held_chip_s) as held_chip_s,
         sum(clipped_runtime_chip_s) as clipped_runtime_chip_s
     from windows
@@ -60,6 +62,7 @@ final as (
         coalesce(totals.profiled_productive_chip_s, 0) as profiled_productive_chip_s,
         coalesce(totals.held_chip_s, 0) as held_chip_s,
         coalesce(totals.clipped_runtime_chip_s, 0) as clipped_runtime_chip_s,
+        totals.pg_caveat,  -- why PG is unknown for a job with profiler samples (pg_set_aside), else null
         unnest(goodput_factors(totals.all_allocated_chip_s, totals.productive_chip_s, totals.ideal_chip_s,
                                totals.profiled_productive_chip_s, totals.lifetime_chip_s))
     from attributes
