@@ -256,7 +256,7 @@ class JobTimeline:
         return None
 
     def _on_submit(self, event: Event) -> None:
-        self.submit = Submit._make(event.payload)
+        self.submit = Submit(*event.payload)
         self.submit_us = self.now_us = event.time_us
 
     def _on_chips(self, code: str, chips: int) -> str | None:
@@ -519,6 +519,7 @@ class JobTimeline:
             "team": submit.team,
             "topology": submit.topology,
             "priority": submit.priority,
+            "queue": submit.queue,
             "requested_chips": submit.chips,
             "submit_time_us": self.submit_us,
             "end_time_us": self.end_us,

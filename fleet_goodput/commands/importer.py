@@ -46,6 +46,7 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
   mpg import mlperf tests/data/public/mlperf --out mlperf/
   mpg import kineto tests/data/public/kineto --out kineto/
   mpg import mgm tests/data/mgm_goodput_log.jsonl --out mgm/ --accelerator tpu-v5e --chips 16
+  mpg import kubernetes tests/data/kubernetes/*.jsonl --cluster gke-1 --out k8s/
 
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(failed="the source cannot be read as FORMAT: nothing was written")
 
@@ -53,19 +54,24 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
 def register(subparsers) -> None:
     formats = "\n".join(f"  {name:<8} {module.HELP}" for name, module in IMPORTERS.items())
     parser = subparsers.add_parser(
-        "import", help="convert public traces and logs (philly, openb, mlperf, kineto, mgm) into Avro telemetry",
+        "import", help="convert public traces and logs (philly, openb, mlperf, kineto, mgm, kubernetes) into Avro telemetry",
         description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
                                        source=SOURCE_FILE),
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("format", choices=sorted(IMPORTERS), help="the source format")
-    parser.add_argument("source", metavar="SOURCE", help="the source file or folder (see docs/importers.md)")
+    parser.add_argument("source", metavar="SOURCE", nargs="+",
+                        help="the source file or folder (see docs/importers.md); kubernetes: one or more")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder (must be new or empty)")
     parser.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
     parser.add_argument("--limit", type=int, metavar="N", help="import only the first N jobs (pods, runs, traces)")
     parser.add_argument("--accelerator", metavar="KEY",
                         help="catalogue key when the source names none (mgm: required; kineto: traces without deviceProperties)")
     parser.add_argument("--chips", type=int, metavar="N", help="chips of the job (mgm: required)")
-    parser.add_argument("--cluster", metavar="NAME", help="cluster name (mgm, kineto; default: the format's name)")
+    parser.add_argument("--cluster", metavar="NAME",
+                        help="cluster name (kubernetes: required; mgm, kineto: default the format's name)")
+    parser.add_argument("--accelerator-labels", metavar="FILE",
+                        help="kubernetes: YAML {node label: {value: catalogue key}} added to the built-in map "
+                             "(docs/kubernetes.md)")
     parser.add_argument("--start", metavar="TIME", help="openb: ISO-8601 time of the trace start (default 2023-01-01T00:00:00Z)")
     parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
     parser.add_argument("--max-expanded-mib", type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
@@ -85,12 +91,17 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError("--chips must be positive")
         if args.max_expanded_mib <= 0:
             raise ValueError("--max-expanded-mib must be positive")
+        sources = [Path(source) for source in args.source]
+        if len(sources) > 1 and not getattr(module, "MANY_SOURCES", False):
+            raise ValueError(f"{args.format} reads one SOURCE, not {len(sources)}")
         options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
                           accelerator=args.accelerator, chips=args.chips, cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None,
-                          max_expanded_bytes=args.max_expanded_mib << 20)
-        progress(f"Importing {args.format} from {args.source} ...")
-        imported = module.read(Path(args.source), options)
+                          max_expanded_bytes=args.max_expanded_mib << 20,
+                          accelerator_labels=args.accelerator_labels)
+        source_text = " ".join(args.source)
+        progress(f"Importing {args.format} from {source_text} ...")
+        imported = module.read(sources if getattr(module, "MANY_SOURCES", False) else sources[0], options)
         if not summary(imported)["jobs"]:
             return _nothing_usable(args, imported)
         result = write_import(imported, args.out, overwrite=args.overwrite)
@@ -124,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _nothing_usable(args: argparse.Namespace, imported) -> int:
     """No job is left to import: say why, each rejected input with its reason, and write nothing."""
-    lines = [f"mpg import: nothing usable in {args.source}: no job could be imported"
+    lines = [f"mpg import: nothing usable in {' '.join(args.source)}: no job could be imported"
              + (", every input was rejected:" if imported.rejections else ".")]
     lines += [f"  {r.file}{f' ({r.where})' if r.where != 'file' else ''}: {r.reason}"
               + (f" ({r.detail})" if r.detail else "") for r in imported.rejections[:MAX_LISTED]]

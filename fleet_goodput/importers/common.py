@@ -87,6 +87,7 @@ class Options:
     cluster: str | None = None
     start_us: int | None = None
     max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES  # what one file (or line) may hold, decompressed
+    accelerator_labels: str | None = None  # kubernetes: a YAML of label values → catalogue keys to add
 
 
 @dataclass(frozen=True)
@@ -291,12 +292,24 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
 def decode_json(text: str):
     """Parse JSON refusing what no telemetry holds: NaN, Infinity and numbers too large for a float
     (Unmappable), and nesting deeper than the parser's recursion limit (Unmappable, not a crash).
     A syntax error raises json.JSONDecodeError as json.loads does."""
+    return _strictly(_STRICT_DECODER.decode, text)
+
+
+def decode_json_at(text: str, position: int) -> tuple[object, int]:
+    """`decode_json` of the one JSON value starting at `position` of `text`: (the value, where it ends)."""
+    return _strictly(_STRICT_DECODER.raw_decode, text, position)
+
+
+def _strictly(parse, *args):
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        return parse(*args)
     except _NotFinite as exc:
         raise Unmappable("a number that is not finite (NaN, Infinity or too large)", str(exc)[:40]) from None
     except RecursionError:
