@@ -26,6 +26,7 @@ PREFIX = "k8s"
 # Extended resources that count accelerator chips, in the order they are looked for.
 CHIP_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "google.com/tpu")
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"  # what `kubectl cordon` adds
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # a JobSet or Job with it is admitted through a Workload
 # Node or pod label → its value → accelerator catalogue key. `--accelerator-labels FILE` adds to it.
 ACCELERATOR_LABELS = {
@@ -182,7 +183,7 @@ class Job:
         uid, created = metadata.get("uid"), metadata.get("creationTimestamp")
         if not uid or not self.name or not created:
             raise Unmappable(f"{kind} without metadata.uid, name or creationTimestamp")
-        self.job_id, self.prefix = f"{self.namespace}/{self.name}", f"{PREFIX}/{sink.cluster}/{kind}/{uid}"
+        self.job_id, self.prefix = f"{self.namespace}/{self.name}", f"{PREFIX}/{sink.cluster}/{kind.lower()}/{uid}"
         self.created_us = k8s_time(created, "metadata.creationTimestamp")
         self.per_pod = [(pods, pod_chips(template)) for pods, template in templates]
         self.chips = sum(pods * chips for pods, chips in self.per_pod)
@@ -254,7 +255,7 @@ def workload(snapshots: list[Snapshot], sink: Sink) -> None:
     each Evicted, FINISH/FAIL/CANCEL at Finished, CANCEL when deleted unfinished."""
     latest = snapshots[-1]
     pod_sets = latest.spec.get("podSets") or []
-    job = Job(sink, "workload", latest,
+    job = Job(sink, "Workload", latest,
               [(quantity(p.get("count", 1), "podSets[].count"), p.get("template") or {}) for p in pod_sets])
     local = latest.spec.get("queueName")
     admitted_in = next((s.status["admission"].get("clusterQueue") for s in snapshots
@@ -314,7 +315,7 @@ def jobset(snapshots: list[Snapshot], sink: Sink) -> None:
         job_spec = (rj.get("template") or {}).get("spec") or {}
         pods = quantity(rj.get("replicas", 1), "replicas") * quantity(job_spec.get("parallelism", 1), "parallelism")
         templates.append((pods, job_spec.get("template") or {}))
-    job = Job(sink, "jobset", latest, templates)
+    job = Job(sink, "JobSet", latest, templates)
     job.submit(priority=None)
     child_jobs = sum(quantity(rj.get("replicas", 1), "replicas") for rj in replicated)
     restarted = set()
@@ -345,7 +346,7 @@ def batch_job(snapshots: list[Snapshot], sink: Sink) -> None:
     if _managed_elsewhere(latest, sink, "Job"):
         return
     parallelism = quantity(latest.spec.get("parallelism", 1), "parallelism")
-    job = Job(sink, "job", latest, [(parallelism, latest.spec.get("template") or {})])
+    job = Job(sink, "Job", latest, [(parallelism, latest.spec.get("template") or {})])
     job.submit(priority=None)
     for snapshot in snapshots:
         if (snapshot.status.get("ready") or 0) >= parallelism:
@@ -393,10 +394,17 @@ def node(snapshots: list[Snapshot], sink: Sink, histories: dict[str, NodeHistory
             history.set(k8s_time(ready["lastTransitionTime"], "Ready.lastTransitionTime"), "ready",
                         ready.get("status") == "True")
         seen_us, _ = snapshot.seen_us()
-        history.set(seen_us, "schedulable", not snapshot.spec.get("unschedulable", False))
+        cordoned = snapshot.spec.get("unschedulable", False)
+        history.set(_cordoned_at(snapshot) or seen_us if cordoned else seen_us, "schedulable", not cordoned)
         if snapshot.change == "DELETED":
             stamp = snapshot.metadata.get("deletionTimestamp")
             history.set(k8s_time(stamp, "metadata.deletionTimestamp") if stamp else seen_us, "present", False)
+
+
+def _cordoned_at(snapshot: Snapshot) -> int | None:
+    """When the node was cordoned, where its unschedulable taint records it (`timeAdded`)."""
+    taint = next((t for t in snapshot.spec.get("taints") or [] if t.get("key") == UNSCHEDULABLE_TAINT), None)
+    return k8s_time(taint["timeAdded"], "taint timeAdded") if taint and taint.get("timeAdded") else None
 
 
 def capacity_levels(sink: Sink, histories: dict[str, NodeHistory], until_us: int | None) -> None:
@@ -405,11 +413,11 @@ def capacity_levels(sink: Sink, histories: dict[str, NodeHistory], until_us: int
     for accelerator in sorted({h.accelerator for h in histories.values()}):
         nodes = [h.levels() for h in histories.values() if h.accelerator == accelerator]
         times = sorted({time_us for levels in nodes for time_us, _ in levels})
-        previous = None
+        previous = changed_us = None
         for time_us in times:
             level = sum(next((chips for t, chips in reversed(levels) if t <= time_us), 0) for levels in nodes)
             if level != previous:
                 capacity(sink.imported, PREFIX, sink.cluster, accelerator, time_us, level)
-                previous = level
-        if until_us is not None and times and until_us > times[-1]:
+                previous, changed_us = level, time_us
+        if until_us is not None and changed_us is not None and until_us > changed_us:
             capacity(sink.imported, PREFIX, sink.cluster, accelerator, until_us, previous)
