@@ -7,16 +7,20 @@ or the pipeline.
 
 from __future__ import annotations
 
+import csv
 import json
 import random
+from datetime import date
 
 import pytest
 
 from fleet_goodput.cli import main
 from fleet_goodput.importers import kubernetes
 from fleet_goodput.importers.common import write_import
+from fleet_goodput.quality.period import Period
+from fleet_goodput.report.publish import validate_and_publish
 from fleet_goodput.views import connect
-from test_importers_common import FIXTURES, by_job, options, run_and_read, tree_bytes
+from test_importers_common import FIXTURES, SETTINGS, by_job, options, run_and_read, tree_bytes
 
 K8S = FIXTURES / "kubernetes"
 FILES = sorted(p for p in K8S.iterdir() if p.name != "README.md")
@@ -246,3 +250,12 @@ def test_goodput_per_queue_and_cluster_queue_through_the_pipeline(tmp_path, impo
     assert by_cluster_queue["cq-prod"][1] == pytest.approx(0.96)
     # h100: 16 chips 0-180, 8 to 240, 16 to 360; TPU: 4 chips 0-240 and 280-330. The as-of time is 360.
     assert capacity == pytest.approx({"h100": 16 * 180 + 8 * 60 + 16 * 120, "tpu-v5e": 4 * 240 + 4 * 50})
+
+    # The published report of the day: validated as the daily routine does, with its queue sections.
+    quality, page = validate_and_publish(tmp_path / "out", Period(date(2026, 3, 2), date(2026, 3, 2)), SETTINGS)
+    assert quality.passed, [c for c in quality.checks if not c.passed]
+    by_cluster_queue = {row["cluster_queue"]: float(row["sg"]) for row in csv.DictReader(
+        (page.parent / "by_cluster_queue.csv").open(encoding="utf-8"))}
+    assert by_cluster_queue == pytest.approx({"cq-research": 1920 / 3680, "cq-prod": 0.96, "UNKNOWN": 960 / 1170})
+    html = page.read_text()
+    assert ">By queue<" in html and ">By cluster queue<" in html and "cq-research/team-b/lq-batch" in html
