@@ -259,3 +259,42 @@ def test_goodput_per_queue_and_cluster_queue_through_the_pipeline(tmp_path, impo
     assert by_cluster_queue == pytest.approx({"cq-research": 1920 / 3680, "cq-prod": 0.96, "UNKNOWN": 960 / 1170})
     html = page.read_text()
     assert ">By queue<" in html and ">By cluster queue<" in html and "cq-research/team-b/lq-batch" in html
+
+
+def _cut(files, until: str, folder):
+    """The lines of each file the collector had written by `until` (a list, which has no observedTime, whole)."""
+    folder.mkdir()
+    for path in files:
+        values = [value for _, value in kubernetes.json_values(path.read_text())
+                  if value is not None and value.get("observedTime", until) <= until]
+        (folder / path.name).write_text("".join(json.dumps(v) + "\n" for v in values))
+    return sorted(folder.iterdir())
+
+
+@pytest.mark.slow
+def test_rolling_imports_appended_between_runs_give_the_figures_of_one_run(tmp_path, capsys):
+    """The collector's files as they stood at 02:00:30, imported and run; then every file, appended
+    (the re-listed Workloads, the lines already imported) and run again: the second run reads only the
+    new events, none of them repeated or late, and the figures are the hand-computed ones of the
+    whole stream. A third import of the same files adds nothing."""
+    telemetry, store = tmp_path / "telemetry", tmp_path / "goodput"
+    early = _cut(FILES, "2026-03-02T02:00:30Z", tmp_path / "early")
+    command = ["import", "kubernetes", "--cluster", "gke-1", "--out", str(telemetry), "--append"]
+    assert main([*command[:2], *map(str, early), *command[2:]]) == 0
+    first, _ = run_and_read(telemetry, store)
+    assert main([*command[:2], *map(str, FILES), *command[2:]]) == 0
+    second, jobs = run_and_read(telemetry, store)
+    # The store's counts over both runs: every event of the whole stream once, and the two capacity
+    # levels the first import restated at 02:00:30 (its last observation).
+    counts = second["streams"]["scheduler"]
+    assert (counts["read"], counts["duplicate"], counts["late"], counts["rejected"]) == (
+        len(read().streams["scheduler"]) + 2, 0, 0, 0)
+    assert first["streams"]["scheduler"]["read"] < second["streams"]["scheduler"]["read"]
+    minutes = {job_id: tuple(round(row[f"{figure}_chip_s"] / 60, 9) for figure in ("lifetime", "all_allocated", "partial"))
+               for job_id, row in jobs.items()}
+    assert minutes == {W1: (2400, 1920, 0), W4: (160, 0, 0), W2: (1120, 0, 960), W3: (1000, 960, 0),
+                       JOBSET: (1040, 840, 0), JOB: (130, 120, 0)}
+    parts = sorted((telemetry / "scheduler").iterdir())
+    capsys.readouterr()
+    assert main([*command[:2], *map(str, FILES), *command[2:]]) == 0
+    assert "nothing new" in capsys.readouterr().out and sorted((telemetry / "scheduler").iterdir()) == parts

@@ -15,7 +15,8 @@ from fleet_goodput.config import ConfigError, load_settings
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.common import (
-    CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options, SourceError, summary, write_import,
+    CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options, SourceError, append_import, summary,
+    write_import,
 )
 from fleet_goodput.timeutil import parse_time_us
 
@@ -35,8 +36,11 @@ died without its stop record, steps no count gives, an assumed precision) is
 listed in DIR/{caveats}; DIR/{source} records the inputs (with checksums), their
 licence, the mapping and what the source cannot tell. The same input gives
 byte-identical output. DIR is written under a temporary name and renamed into
-place when complete: a failed import leaves no DIR behind. Mapping details and
-caveats per format: docs/importers.md.
+place when complete: a failed import leaves no DIR behind. With --append, DIR
+(an earlier import) keeps what it holds and gains part files with only the
+events it lacked, so importing overlapping inputs again adds nothing twice.
+Mapping details and caveats per format: docs/importers.md (kubernetes:
+docs/kubernetes.md).
 """
 
 EPILOG = """\
@@ -62,7 +66,12 @@ def register(subparsers) -> None:
     parser.add_argument("source", metavar="SOURCE", nargs="+",
                         help="the source file or folder (see docs/importers.md); kubernetes: one or more")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder (must be new or empty)")
-    parser.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
+    writing = parser.add_mutually_exclusive_group()
+    writing.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
+    writing.add_argument("--append", action="store_true",
+                         help="DIR holds an earlier import of FORMAT: add only the events whose ids it does not "
+                              "hold, as new part files (kubernetes: import rolling watch files as they come; "
+                              "docs/kubernetes.md)")
     parser.add_argument("--limit", type=int, metavar="N", help="import only the first N jobs (pods, runs, traces)")
     parser.add_argument("--accelerator", metavar="KEY",
                         help="catalogue key when the source names none (mgm: required; kineto: traces without deviceProperties)")
@@ -104,7 +113,8 @@ def main(args: argparse.Namespace) -> int:
         imported = module.read(sources if getattr(module, "MANY_SOURCES", False) else sources[0], options)
         if not summary(imported)["jobs"]:
             return _nothing_usable(args, imported)
-        result = write_import(imported, args.out, overwrite=args.overwrite)
+        result = (append_import(imported, args.out) if args.append
+                  else write_import(imported, args.out, overwrite=args.overwrite))
     except SourceError as exc:
         print(f"mpg import: {exc}\nmpg import: nothing was written to {args.out}", file=sys.stderr)
         return exits.FAILED
@@ -114,6 +124,10 @@ def main(args: argparse.Namespace) -> int:
     events = result["events"]
     print(f"Imported {result['jobs']:,} jobs into {args.out}: {events['scheduler']:,} scheduler, "
           f"{events['runtime']:,} runtime and {events['profiler']:,} profiler events.")
+    if args.append:
+        new = result["appended"]
+        print(f"Appended {new['scheduler']:,} scheduler, {new['runtime']:,} runtime and {new['profiler']:,} profiler "
+              "events that it did not hold yet" + ("" if any(new.values()) else ": nothing new") + ".")
     if not events["runtime"]:
         say("No runtime events: goodput from this import measures SG only; RG, PG and MPG need the runtime stream.")
     rejected = result["rejected"]
