@@ -11,8 +11,10 @@ import csv
 import json
 import random
 from datetime import date
+from pathlib import Path
 
 import pytest
+import yaml
 
 from fleet_goodput.cli import main
 from fleet_goodput.importers import kubernetes
@@ -22,6 +24,7 @@ from fleet_goodput.report.publish import validate_and_publish
 from fleet_goodput.views import connect
 from test_importers_common import FIXTURES, SETTINGS, by_job, options, run_and_read, tree_bytes
 
+ROOT = Path(__file__).parent.parent
 K8S = FIXTURES / "kubernetes"
 FILES = sorted(p for p in K8S.iterdir() if p.name != "README.md")
 T0 = 1_772_409_600_000_000  # 2026-03-02T00:00:00Z
@@ -298,3 +301,17 @@ def test_rolling_imports_appended_between_runs_give_the_figures_of_one_run(tmp_p
     capsys.readouterr()
     assert main([*command[:2], *map(str, FILES), *command[2:]]) == 0
     assert "nothing new" in capsys.readouterr().out and sorted((telemetry / "scheduler").iterdir()) == parts
+
+
+def test_the_collector_may_only_read_the_kinds_the_importer_maps():
+    """deploy/kubernetes/collector.yaml: its ClusterRole reads (get, list, watch) exactly the resources
+    of the kinds the importer maps, and each is watched by a container."""
+    manifests = list(yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "collector.yaml").read_text()))
+    role = next(m for m in manifests if m["kind"] == "ClusterRole")
+    granted = {(group, resource) for rule in role["rules"] for group in rule["apiGroups"] for resource in rule["resources"]}
+    assert {verb for rule in role["rules"] for verb in rule["verbs"]} == {"get", "list", "watch"}
+    plural = {"Workload": "workloads", "LocalQueue": "localqueues", "JobSet": "jobsets", "Job": "jobs", "Node": "nodes"}
+    assert granted == {(group, plural[kind]) for kind, group in kubernetes.GROUPS.items()}
+    pod = next(m for m in manifests if m["kind"] == "Deployment")["spec"]["template"]["spec"]
+    watched = {c["command"][1] for c in pod["containers"] if c["name"].startswith("watch-")}
+    assert watched == {f"{plural[kind]}.{group}" if group else plural[kind] for kind, group in kubernetes.GROUPS.items()}
