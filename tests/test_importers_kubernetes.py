@@ -315,3 +315,21 @@ def test_the_collector_may_only_read_the_kinds_the_importer_maps():
     pod = next(m for m in manifests if m["kind"] == "Deployment")["spec"]["template"]["spec"]
     watched = {c["command"][1] for c in pod["containers"] if c["name"].startswith("watch-")}
     assert watched == {f"{plural[kind]}.{group}" if group else plural[kind] for kind, group in kubernetes.GROUPS.items()}
+
+
+def test_a_jobset_with_a_cpu_driver_takes_its_workers_accelerator(tmp_path):
+    """A driver replicated job without accelerators (nor a node selector) beside 2 TPU workers of 4
+    chips: 8 chips of the workers' accelerator, even with a default --accelerator given."""
+    def replicated(name, replicas, template):
+        return {"name": name, "replicas": replicas, "template": {"spec": {"parallelism": 1, "template": template}}}
+    driver = {"spec": {"containers": [{"name": "driver", "resources": {"requests": {"cpu": "2"}}}]}}
+    worker = {"spec": {"nodeSelector": {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice"},
+                       "containers": [{"name": "w", "resources": {"limits": {"google.com/tpu": "4"}}}]}}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "mixed", "namespace": "ml", "uid": "u-mixed", "resourceVersion": "3",
+                           "creationTimestamp": "2026-03-02T00:00:00Z"},
+              "spec": {"replicatedJobs": [replicated("driver", 1, driver), replicated("workers", 2, worker)]}}
+    stream = tmp_path / "jobsets.jsonl"
+    stream.write_text(_line("ADDED", jobset, "2026-03-02T00:00:05Z"))
+    submit = read([stream], accelerator="h100").streams["scheduler"][0]
+    assert (submit["type"], submit["accelerator"], submit["chips"]) == ("SUBMIT", "tpu-v6e", 8)

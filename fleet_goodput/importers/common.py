@@ -403,7 +403,7 @@ def append_import(imported: Imported, out_dir: str | Path) -> dict:
     so adds only what is new, and `mpg run` reads only the new part files. A folder that does not
     exist yet is written whole, as `write_import` does."""
     out = Path(out_dir)
-    if not out.exists():
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
         return {**write_import(imported, out), "appended": dict(summary(imported)["events"])}
     try:
         earlier = json.loads((out / SOURCE_FILE).read_text(encoding="utf-8"))["importer"]

@@ -189,7 +189,8 @@ class Job:
         self.chips = sum(pods * chips for pods, chips in self.per_pod)
         if self.chips <= 0:
             raise Unmappable(f"{kind} asks for no accelerator ({', '.join(CHIP_RESOURCES)})")
-        wanted = [selectors(template) for _, template in templates]
+        # Only the pods that ask for accelerators say which (a JobSet's CPU driver may run anywhere).
+        wanted = [selectors(template) for (_, template), (_, chips) in zip(templates, self.per_pod) if chips]
         keys = {sink.accelerator(labels) for labels in wanted} - {None}
         if len(keys) != 1:
             raise Unmappable("no accelerator label in the pod templates (nodeSelector) maps to one catalogue key",
