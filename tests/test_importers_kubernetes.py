@@ -128,7 +128,8 @@ def test_rereading_files_and_reordering_snapshots_add_nothing(tmp_path, imported
     assert _scheduler(reordered) == _scheduler(imported)
     write_import(imported, tmp_path / "a")
     write_import(reordered, tmp_path / "b")
-    assert tree_bytes(tmp_path / "a")["scheduler/part-00000.avro"] == tree_bytes(tmp_path / "b")["scheduler/part-00000.avro"]
+    part = "scheduler/part-00000.avro"
+    assert tree_bytes(tmp_path / "a")[part] == tree_bytes(tmp_path / "b")[part]
 
 
 def test_rolling_files_imported_one_by_one_give_the_same_events(imported):
@@ -225,6 +226,12 @@ def test_cli_needs_a_cluster_and_takes_many_files(tmp_path, capsys):
     assert json.loads((tmp_path / "c" / "SOURCE.json").read_text())["jobs"] == 6
 
 
+def _chip_minutes(jobs: dict[str, dict]) -> dict[str, tuple]:
+    """(lifetime, all-allocated, partial) chip-minutes per job of job_goodput rows."""
+    return {job_id: tuple(round(row[f"{figure}_chip_s"] / 60, 9) for figure in ("lifetime", "all_allocated", "partial"))
+            for job_id, row in jobs.items()}
+
+
 @pytest.mark.slow
 def test_goodput_per_queue_and_cluster_queue_through_the_pipeline(tmp_path, imported):
     """Chip-minutes by hand from the timelines above (no runtime stream: SG only, RG 0).
@@ -235,14 +242,14 @@ def test_goodput_per_queue_and_cluster_queue_through_the_pipeline(tmp_path, impo
     write_import(imported, tmp_path / "in")
     manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     assert manifest["reconciles"] and manifest["streams"]["scheduler"]["rejected"] == 0
-    minutes = {job_id: tuple(round(row[f"{figure}_chip_s"] / 60, 9) for figure in ("lifetime", "all_allocated", "partial"))
-               for job_id, row in jobs.items()}
+    minutes = _chip_minutes(jobs)
     assert minutes == ({W1: (2400, 1920, 0), W4: (160, 0, 0), W2: (1120, 0, 960), W3: (1000, 960, 0),
                         JOBSET: (1040, 840, 0), JOB: (130, 120, 0)})
     with connect(tmp_path / "out") as connection:
         by_queue = dict(connection.execute("select queue, sg from goodput_by_queue").fetchall())
         by_cluster_queue = {row[0]: row[1:] for row in connection.execute(
-            "select cluster_queue, jobs, sg, rg, pg, mpg, lifetime_chip_s / 60 from goodput_by_cluster_queue").fetchall()}
+            "select cluster_queue, jobs, sg, rg, pg, mpg, lifetime_chip_s / 60 from goodput_by_cluster_queue"
+        ).fetchall()}
         capacity = dict(connection.execute(
             "select accelerator, sum(capacity_chip_s) / 60 from capacity_window group by all").fetchall())
     assert by_queue == pytest.approx({"cq-research/team-a/lq-train": 1920 / 2560, "cq-research/team-b/lq-batch": 0.0,
@@ -293,8 +300,7 @@ def test_rolling_imports_appended_between_runs_give_the_figures_of_one_run(tmp_p
     assert (counts["read"], counts["duplicate"], counts["late"], counts["rejected"]) == (
         len(read().streams["scheduler"]) + 2, 0, 0, 0)
     assert first["streams"]["scheduler"]["read"] < second["streams"]["scheduler"]["read"]
-    minutes = {job_id: tuple(round(row[f"{figure}_chip_s"] / 60, 9) for figure in ("lifetime", "all_allocated", "partial"))
-               for job_id, row in jobs.items()}
+    minutes = _chip_minutes(jobs)
     assert minutes == {W1: (2400, 1920, 0), W4: (160, 0, 0), W2: (1120, 0, 960), W3: (1000, 960, 0),
                        JOBSET: (1040, 840, 0), JOB: (130, 120, 0)}
     parts = sorted((telemetry / "scheduler").iterdir())
@@ -308,13 +314,15 @@ def test_the_collector_may_only_read_the_kinds_the_importer_maps():
     of the kinds the importer maps, and each is watched by a container."""
     manifests = list(yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "collector.yaml").read_text()))
     role = next(m for m in manifests if m["kind"] == "ClusterRole")
-    granted = {(group, resource) for rule in role["rules"] for group in rule["apiGroups"] for resource in rule["resources"]}
+    granted = {(group, resource) for rule in role["rules"]
+               for group in rule["apiGroups"] for resource in rule["resources"]}
     assert {verb for rule in role["rules"] for verb in rule["verbs"]} == {"get", "list", "watch"}
     plural = {"Workload": "workloads", "LocalQueue": "localqueues", "JobSet": "jobsets", "Job": "jobs", "Node": "nodes"}
     assert granted == {(group, plural[kind]) for kind, group in kubernetes.GROUPS.items()}
     pod = next(m for m in manifests if m["kind"] == "Deployment")["spec"]["template"]["spec"]
     watched = {c["command"][1] for c in pod["containers"] if c["name"].startswith("watch-")}
-    assert watched == {f"{plural[kind]}.{group}" if group else plural[kind] for kind, group in kubernetes.GROUPS.items()}
+    assert watched == {f"{plural[kind]}.{group}" if group else plural[kind]
+                       for kind, group in kubernetes.GROUPS.items()}
 
 
 def test_a_jobset_with_a_cpu_driver_takes_its_workers_accelerator(tmp_path):
@@ -333,3 +341,35 @@ def test_a_jobset_with_a_cpu_driver_takes_its_workers_accelerator(tmp_path):
     stream.write_text(_line("ADDED", jobset, "2026-03-02T00:00:05Z"))
     submit = read([stream], accelerator="h100").streams["scheduler"][0]
     assert (submit["type"], submit["accelerator"], submit["chips"]) == ("SUBMIT", "tpu-v6e", 8)
+
+
+def test_a_malformed_object_is_rejected_whole_and_the_rest_imported(tmp_path):
+    """W2's snapshots with, in turn, pod sets that are not a list, a count no event can hold, and a
+    last snapshot whose Finished time is not a time: each time W2 is rejected with nothing of it kept
+    (not even its SUBMIT), and W1 beside it imports as from the fixture."""
+    lines = (K8S / "workloads-000.jsonl").read_text().splitlines()
+    w2 = [json.loads(line) for line in lines if '"job-sweep-8c1d0"' in line]
+    others = [line for line in lines if '"job-sweep-8c1d0"' not in line]
+
+    def spoiled(change):
+        copy = json.loads(json.dumps(w2))
+        change(copy)
+        stream = tmp_path / "workloads.jsonl"
+        stream.write_text("\n".join(others + [json.dumps(event) for event in copy]) + "\n")
+        return read([K8S / "localqueues.json", stream])
+
+    def finished_at_no_time(events):
+        events[-1]["object"]["status"]["conditions"].append(
+            {"type": "Finished", "status": "True", "reason": "Failed", "lastTransitionTime": "yesterday"})
+
+    cases = {"a field of a type its API does not give it":
+                 lambda events: events[-1]["object"]["spec"].update(podSets="main"),
+             "podSets[].count is not a whole number of devices up to 2,147,483,647":
+                 lambda events: events[-1]["object"]["spec"]["podSets"][0].update(count=10**30),
+             "Finished.lastTransitionTime is not an RFC 3339 time": finished_at_no_time}
+    alone = read([K8S / "localqueues.json", K8S / "workloads-000.jsonl"])
+    for reason, change in cases.items():
+        result = spoiled(change)
+        assert [(r.item, r.reason) for r in result.rejections] == [("Workload team-b/job-sweep-8c1d0", reason)]
+        assert not by_job(result, "scheduler", W2)
+        assert by_job(result, "scheduler", W1) == by_job(alone, "scheduler", W1)

@@ -408,7 +408,8 @@ def append_import(imported: Imported, out_dir: str | Path) -> dict:
     try:
         earlier = json.loads((out / SOURCE_FILE).read_text(encoding="utf-8"))["importer"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise FileExistsError(f"{out} is not an earlier import (no readable {SOURCE_FILE}): cannot append to it") from exc
+        raise FileExistsError(f"{out} is not an earlier import (no readable {SOURCE_FILE}): "
+                              "cannot append to it") from exc
     if earlier != imported.importer:
         raise FileExistsError(f"{out} holds a {earlier} import: cannot append {imported.importer} events to it")
     appended = {}

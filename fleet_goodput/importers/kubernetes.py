@@ -117,13 +117,25 @@ def _snapshots(value, file: str, where: str):
             raise Unmappable("unknown watch event type", repr(change)[:40])
         stamp = value.get("observedTime")
         observed = objects.k8s_time(stamp, "observedTime") if stamp is not None else None
-        return [objects.Snapshot(change, value["object"], observed, file, where)]
+        return [objects.Snapshot(change, _object(value["object"]), observed, file, where)]
     if isinstance(value.get("items"), list):
-        return [objects.Snapshot("ADDED", item, None, file, f"{where} item {n}")
-                for n, item in enumerate(value["items"]) if isinstance(item, dict)]
+        return [objects.Snapshot("ADDED", _object(item), None, file, f"{where} item {n}")
+                for n, item in enumerate(value["items"])]
     if "kind" in value:
-        return [objects.Snapshot("ADDED", value, None, file, where)]
+        return [objects.Snapshot("ADDED", _object(value), None, file, where)]
     raise Unmappable("not a watch event, list or object")
+
+
+def _object(value) -> dict:
+    """A Kubernetes object: a mapping whose metadata, spec and status (where given) are mappings,
+    named by a uid or a name."""
+    if not isinstance(value, dict) or not all(isinstance(value.get(part, {}), dict)
+                                              for part in ("metadata", "spec", "status")):
+        raise Unmappable("not a Kubernetes object")
+    metadata = value.get("metadata", {})
+    if not isinstance(metadata.get("uid") or metadata.get("name"), str):
+        raise Unmappable("an object without metadata.uid or name")
+    return value
 
 
 def _version(snapshot: objects.Snapshot) -> tuple:
@@ -176,6 +188,7 @@ def read(source: list[Path] | Path, options: Options) -> Imported:
         snapshots = sorted(by_object[(kind, uid)], key=_version)
         latest = snapshots[-1]
         item = f"{kind} {latest.metadata.get('namespace', '')}/{latest.metadata.get('name', uid)}".replace(" /", " ")
+        mark = sink.mark()
         try:
             if kind == "LocalQueue":
                 objects.local_queue(snapshots, sink)
@@ -184,7 +197,12 @@ def read(source: list[Path] | Path, options: Options) -> Imported:
             else:
                 JOB_KINDS[kind](snapshots, sink)
         except Unmappable as exc:
+            sink.undo(mark)
             imported.reject(latest.file, latest.where, item, exc.reason, exc.detail)
+        except (TypeError, AttributeError, KeyError, ValueError) as exc:  # a field of another type than the API's
+            sink.undo(mark)
+            imported.reject(latest.file, latest.where, item, "a field of a type its API does not give it",
+                            f"{type(exc).__name__}: {exc}"[:200])
     objects.capacity_levels(sink, histories, latest_us)
     imported.provenance = {**PROVENANCE, "cluster": options.cluster,
                            "inputs": [file_digest(path) for path in files],

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fleet_goodput.importers.common import Imported, Unmappable, capacity, event_time_us
+from fleet_goodput.importers.common import MAX_CHIPS, Imported, Unmappable, capacity, chip_count, event_time_us
 from fleet_goodput.timeutil import parse_time_us
 
 PREFIX = "k8s"
@@ -92,7 +92,10 @@ class Snapshot:
         """(when this state was seen, whether the collector said so): else the latest time the object records."""
         if self.observed_us is not None:
             return self.observed_us, True
-        return max(self.recorded_times()), False
+        recorded = self.recorded_times()
+        if not recorded:
+            raise Unmappable("no time for a state: no observedTime and no time in the object")
+        return max(recorded), False
 
 
 def k8s_time(text, what: str) -> int:
@@ -108,8 +111,8 @@ def k8s_time(text, what: str) -> int:
 def quantity(value, what: str) -> int:
     """A whole-number resource quantity (`"8"`, 8): accelerators are counted in whole devices."""
     text = str(value)
-    if not text.isdigit():
-        raise Unmappable(f"{what} is not a whole number of devices", repr(value))
+    if not text.isdigit() or len(text) > 10 or int(text) > MAX_CHIPS:
+        raise Unmappable(f"{what} is not a whole number of devices up to {MAX_CHIPS:,}", repr(value)[:40])
     return int(text)
 
 
@@ -172,6 +175,17 @@ class Sink:
     def skip(self, why: str) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
 
+    def mark(self) -> tuple[int, int]:
+        return len(self.imported.streams["scheduler"]), len(self.imported.caveats)
+
+    def undo(self, mark: tuple[int, int]) -> None:
+        """Forget what an object emitted before it failed to map: it is rejected whole."""
+        records, caveats = mark
+        for record in self.imported.streams["scheduler"][records:]:
+            self.seen.discard(record["event_id"])
+        del self.imported.streams["scheduler"][records:]
+        del self.imported.caveats[caveats:]
+
 
 class Job:
     """The identity and request of one job (a Workload, or a JobSet or Job without Kueue)."""
@@ -189,6 +203,7 @@ class Job:
         self.chips = sum(pods * chips for pods, chips in self.per_pod)
         if self.chips <= 0:
             raise Unmappable(f"{kind} asks for no accelerator ({', '.join(CHIP_RESOURCES)})")
+        chip_count(self.chips, f"{kind}'s chips")
         # Only the pods that ask for accelerators say which (a JobSet's CPU driver may run anywhere).
         wanted = [selectors(template) for (_, template), (_, chips) in zip(templates, self.per_pod) if chips]
         keys = {sink.accelerator(labels) for labels in wanted} - {None}
@@ -241,7 +256,8 @@ def _admitted_chips(job: Job, snapshot: Snapshot, pod_sets: list[dict]) -> int:
         usage = chips_of(assignment.get("resourceUsage") or {})
         total += usage or quantity(assignment.get("count", 0), "podSetAssignments[].count") * per_pod.get(
             assignment.get("name"), 0)
-    return total or job.chips
+    # Admitted without an admission's counts (not seen from Kueue): admitted whole.
+    return chip_count(total, "the admission's chips") if total else job.chips
 
 
 def _eviction_reason(snapshot: Snapshot) -> str:
@@ -388,18 +404,21 @@ def node(snapshots: list[Snapshot], sink: Sink, histories: dict[str, NodeHistory
     accelerator = sink.accelerator(latest.metadata.get("labels") or {})
     if accelerator is None or accelerator not in sink.accelerators:
         raise Unmappable("no node label maps to a catalogue key", f"{accelerator or 'none'}; pass --accelerator-labels")
-    history = histories.setdefault(latest.metadata.get("uid") or name, NodeHistory(accelerator, chips))
+    facts = []  # (time, state, value), all read before any is kept
     for snapshot in snapshots:
         ready = snapshot.condition("Ready")
         if ready and ready.get("lastTransitionTime"):
-            history.set(k8s_time(ready["lastTransitionTime"], "Ready.lastTransitionTime"), "ready",
-                        ready.get("status") == "True")
+            facts.append((k8s_time(ready["lastTransitionTime"], "Ready.lastTransitionTime"), "ready",
+                          ready.get("status") == "True"))
         seen_us, _ = snapshot.seen_us()
         cordoned = snapshot.spec.get("unschedulable", False)
-        history.set(_cordoned_at(snapshot) or seen_us if cordoned else seen_us, "schedulable", not cordoned)
+        facts.append((_cordoned_at(snapshot) or seen_us if cordoned else seen_us, "schedulable", not cordoned))
         if snapshot.change == "DELETED":
             stamp = snapshot.metadata.get("deletionTimestamp")
-            history.set(k8s_time(stamp, "metadata.deletionTimestamp") if stamp else seen_us, "present", False)
+            facts.append((k8s_time(stamp, "metadata.deletionTimestamp") if stamp else seen_us, "present", False))
+    history = histories.setdefault(latest.metadata.get("uid") or name, NodeHistory(accelerator, chips))
+    for fact in facts:
+        history.set(*fact)
 
 
 def _cordoned_at(snapshot: Snapshot) -> int | None:
@@ -417,6 +436,10 @@ def capacity_levels(sink: Sink, histories: dict[str, NodeHistory], until_us: int
         previous = changed_us = None
         for time_us in times:
             level = sum(next((chips for t, chips in reversed(levels) if t <= time_us), 0) for levels in nodes)
+            if level > MAX_CHIPS:  # only nodes that claim absurd counts get here
+                sink.imported.reject("", "", f"capacity {accelerator}", "nodes hold more chips than an event can",
+                                     f"{level:,} at {time_us} µs")
+                break
             if level != previous:
                 capacity(sink.imported, PREFIX, sink.cluster, accelerator, time_us, level)
                 previous, changed_us = level, time_us
