@@ -344,9 +344,9 @@ def test_a_jobset_with_a_cpu_driver_takes_its_workers_accelerator(tmp_path):
 
 
 def test_a_malformed_object_is_rejected_whole_and_the_rest_imported(tmp_path):
-    """W2's snapshots with, in turn, pod sets that are not a list, a count no event can hold, and a
-    last snapshot whose Finished time is not a time: each time W2 is rejected with nothing of it kept
-    (not even its SUBMIT), and W1 beside it imports as from the fixture."""
+    """W2's snapshots with, in turn, pod sets that are not a list, a priority that is a name, a count no
+    event can hold, and a last snapshot whose Finished time is not a time: each time W2 is rejected with
+    nothing of it kept (not even its SUBMIT), and W1 beside it imports as from the fixture."""
     lines = (K8S / "workloads-000.jsonl").read_text().splitlines()
     w2 = [json.loads(line) for line in lines if '"job-sweep-8c1d0"' in line]
     others = [line for line in lines if '"job-sweep-8c1d0"' not in line]
@@ -364,6 +364,7 @@ def test_a_malformed_object_is_rejected_whole_and_the_rest_imported(tmp_path):
 
     cases = {"a field of a type its API does not give it":
                  lambda events: events[-1]["object"]["spec"].update(podSets="main"),
+             "spec.priority is not a 32-bit integer": lambda events: events[-1]["object"]["spec"].update(priority="high"),
              "podSets[].count is not a whole number of devices up to 2,147,483,647":
                  lambda events: events[-1]["object"]["spec"]["podSets"][0].update(count=10**30),
              "Finished.lastTransitionTime is not an RFC 3339 time": finished_at_no_time}

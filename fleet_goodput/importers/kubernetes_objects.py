@@ -132,13 +132,14 @@ def selectors(template: dict) -> dict[str, str]:
     """The node labels a pod template requires: its nodeSelector, and required node-affinity terms
     `In` a single value."""
     spec = (template or {}).get("spec") or {}
-    found = dict(spec.get("nodeSelector") or {})
+    found = {key: value for key, value in (spec.get("nodeSelector") or {}).items() if isinstance(value, str)}
     required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
     for term in required.get("nodeSelectorTerms") or []:
         for expression in term.get("matchExpressions") or []:
-            if expression.get("operator") == "In" and len(expression.get("values") or []) == 1:
-                found.setdefault(expression["key"], expression["values"][0])
+            values = expression.get("values") or []
+            if expression.get("operator") == "In" and len(values) == 1 and isinstance(values[0], str):
+                found.setdefault(expression["key"], values[0])
     return found
 
 
@@ -195,8 +196,8 @@ class Job:
         metadata = latest.metadata
         self.sink, self.namespace, self.name = sink, metadata.get("namespace") or "default", metadata.get("name")
         uid, created = metadata.get("uid"), metadata.get("creationTimestamp")
-        if not uid or not self.name or not created:
-            raise Unmappable(f"{kind} without metadata.uid, name or creationTimestamp")
+        if not all(isinstance(text, str) and text for text in (uid, self.name, self.namespace, created)):
+            raise Unmappable(f"{kind} without metadata.uid, name, namespace or creationTimestamp")
         self.job_id, self.prefix = f"{self.namespace}/{self.name}", f"{PREFIX}/{sink.cluster}/{kind.lower()}/{uid}"
         self.created_us = k8s_time(created, "metadata.creationTimestamp")
         self.per_pod = [(pods, pod_chips(template)) for pods, template in templates]
@@ -278,7 +279,11 @@ def workload(snapshots: list[Snapshot], sink: Sink) -> None:
     admitted_in = next((s.status["admission"].get("clusterQueue") for s in snapshots
                         if (s.status.get("admission") or {}).get("clusterQueue")), None)
     cluster_queue = sink.cluster_queues.get((job.namespace, local)) or admitted_in or ""
-    job.submit(priority=latest.spec.get("priority"),
+    priority = latest.spec.get("priority")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)
+                                 or not -2**31 <= priority < 2**31):
+        raise Unmappable("spec.priority is not a 32-bit integer", repr(priority)[:40])
+    job.submit(priority=priority,
                queue=f"{cluster_queue}/{job.namespace}/{local}" if local else None)
     evictions, ended = set(), False
     for snapshot in snapshots:
