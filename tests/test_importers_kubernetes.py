@@ -364,7 +364,8 @@ def test_a_malformed_object_is_rejected_whole_and_the_rest_imported(tmp_path):
 
     cases = {"a field of a type its API does not give it":
                  lambda events: events[-1]["object"]["spec"].update(podSets="main"),
-             "spec.priority is not a 32-bit integer": lambda events: events[-1]["object"]["spec"].update(priority="high"),
+             "spec.priority is not a 32-bit integer":
+                 lambda events: events[-1]["object"]["spec"].update(priority="high"),
              "podSets[].count is not a whole number of devices up to 2,147,483,647":
                  lambda events: events[-1]["object"]["spec"]["podSets"][0].update(count=10**30),
              "Finished.lastTransitionTime is not an RFC 3339 time": finished_at_no_time}
