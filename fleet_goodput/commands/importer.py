@@ -56,7 +56,7 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
 
 
 def register(subparsers) -> None:
-    formats = "\n".join(f"  {name:<8} {module.HELP}" for name, module in IMPORTERS.items())
+    formats = "\n".join(f"  {name:<10} {module.HELP}" for name, module in IMPORTERS.items())
     parser = subparsers.add_parser(
         "import", help="convert public traces and logs (philly, openb, mlperf, kineto, mgm, kubernetes) into Avro telemetry",
         description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
