@@ -140,7 +140,7 @@ def scheduler_event(record: dict, accelerators) -> tuple[str, Event]:
         if chips == 0:
             raise Invalid("SUBMIT requesting 0 chips")
         payload = (record["cluster"], record["accelerator"], chips, record.get("workload"), record.get("framework"),
-                   record.get("team"), record.get("topology"), record.get("priority"))
+                   record.get("team"), record.get("topology"), record.get("priority"), record.get("queue"))
     elif kind in ("ALLOCATE", "PREEMPT"):
         payload = (chips,)
     else:

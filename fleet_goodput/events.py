@@ -62,6 +62,7 @@ class Submit(NamedTuple):
     team: str | None
     topology: str | None
     priority: int | None
+    queue: str | None = None  # parent queues first, '/'-separated; None in a state saved before the field
 
 
 class Sample(NamedTuple):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable, Field, write_deltalake
 
 from fleet_goodput import delta_arrow
 from fleet_goodput.quoting import sql_string
@@ -53,12 +53,26 @@ def latest_per_key(rows: pa.Table, table: Table) -> pa.Table:
     return ordered.sort_by([(name, "ascending") for name in table.sort_by])
 
 
+def _with_new_columns(table: DeltaTable, schema: pa.Schema) -> pa.Schema:
+    """`schema` in the Delta table's column order, after adding to the table the columns its
+    definition gained since the store was made (jobs.queue): they come last, null in the rows
+    written before."""
+    held = [field.name for field in table.schema().fields]
+    new = [field for field in schema if field.name not in held]
+    if new:
+        table.alter.add_columns([Field.from_arrow(field) for field in new])
+        table.update_incremental()  # read the version that has them
+    return pa.schema([schema.field(name) for name in held] + new)
+
+
 def commit_keyed(path: str, staged_files: list[str], table: Table, schema: pa.Schema, exists: bool) -> None:
     """Commit staged rows of keyed `table` (Delta table at `path`, stored with `schema`) in one commit
     that replaces the partitions they touch; creates the table, empty if nothing is staged, when not `exists`."""
+    current = DeltaTable(path) if exists else None
+    if current is not None:
+        schema = _with_new_columns(current, schema)
     staged = ds.dataset(staged_files, schema=schema, format="parquet")
     days = set(pc.unique(staged.to_table(columns=["date"]).column("date")).to_pylist())
-    current = DeltaTable(path) if exists else None
     if current is not None and not holds_one_row_per_key(current):
         days |= set(_days(current))  # written under the old rule: every partition may hold older versions
     if current is not None and not days:

@@ -101,6 +101,8 @@ JOBS = Table(
         Column("team", pa.string(), "owning team, when reported"),
         Column("topology", pa.string(), "requested topology, when reported"),
         Column("priority", pa.int32(), "scheduling priority, when reported"),
+        Column("queue", pa.string(), "the queue it waited in, parent queues first, '/'-separated (Kueue: "
+               "<ClusterQueue>/<namespace>/<LocalQueue>), when reported"),
         Column("requested_chips", pa.int64(), "chips requested at SUBMIT"),
         Column("submit_time", TIMESTAMP, "SUBMIT event time", "submit_time_us"),
         Column("end_time", TIMESTAMP, "FINISH/FAIL/CANCEL time; null while running", "end_time_us"),

@@ -265,7 +265,7 @@ class JobTimeline:
                 f"PG {implied_pg:.3g} against the {accelerator} {against}: {ABOVE_PEAK} ({causes})")
 
     def _on_submit(self, event: Event) -> None:
-        self.submit = Submit._make(event.payload)
+        self.submit = Submit(*event.payload)
         self.submit_us = self.now_us = event.time_us
 
     def _on_chips(self, code: str, chips: int) -> str | None:
@@ -528,6 +528,7 @@ class JobTimeline:
             "team": submit.team,
             "topology": submit.topology,
             "priority": submit.priority,
+            "queue": submit.queue,
             "requested_chips": submit.chips,
             "submit_time_us": self.submit_us,
             "end_time_us": self.end_us,

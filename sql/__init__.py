@@ -29,6 +29,8 @@ VIEW_FILES = (
     "marts/goodput_by_accelerator.sql",
     "marts/goodput_by_team.sql",
     "marts/goodput_by_framework.sql",
+    "marts/goodput_by_queue.sql",
+    "marts/goodput_by_cluster_queue.sql",
     "marts/badput_breakdown.sql",
 )
 

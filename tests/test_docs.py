@@ -12,7 +12,7 @@ from fleet_goodput.config import load_settings
 from fleet_goodput.views import create_views
 
 DOC = Path(__file__).parents[1] / "docs" / "tables-and-views.md"
-DIMENSIONS = ("workload", "size_class", "accelerator", "team", "framework")
+DIMENSIONS = ("workload", "size_class", "accelerator", "team", "framework", "queue", "cluster_queue")
 
 
 def documented_columns() -> dict[str, list[str]]:

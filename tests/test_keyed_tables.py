@@ -75,3 +75,16 @@ def test_a_table_written_before_the_rule_is_rewritten_whole_by_its_next_run(tmp_
     assert _read(table) == [("a", DAY1 / 1e6, 12.0), ("a", DAY2 / 1e6, 22.0)]
     assert DeltaTable(str(table)).metadata().configuration[ONE_ROW_PER_KEY] == "cluster,accelerator,window_start"
     assert DeltaTable(str(table), version=0).to_pyarrow_table().num_rows == 4
+
+
+def test_a_column_the_definition_gained_joins_a_table_made_without_it(tmp_path):
+    """A store made before a column existed (jobs.queue): the next commit adds it to the Delta table,
+    null in the rows written before, and the partitions it rewrites carry it."""
+    table = tmp_path / "capacity_window"
+    older = pa.schema([field for field in SCHEMA if field.name != "capacity_chip_s"])
+    first = _stage(tmp_path, "run1", _rows(("a", DAY1, 10.0, 1), ("b", DAY2, 5.0, 1)).drop_columns(["capacity_chip_s"]))
+    commit_keyed(str(table), [first], CAPACITY_WINDOW, older, exists=False)
+    second = _stage(tmp_path, "run2", _rows(("b", DAY2, 7.0, 2)))
+    commit_keyed(str(table), [second], CAPACITY_WINDOW, SCHEMA, exists=True)
+    assert _read(table) == [("a", DAY1 / 1e6, None), ("b", DAY2 / 1e6, 7.0)]
+    assert "capacity_chip_s" in {field.name for field in DeltaTable(str(table)).schema().fields}

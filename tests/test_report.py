@@ -73,6 +73,9 @@ def test_report_is_one_self_contained_page_with_every_section(published):
                     "Capacity no job held (capacity base)", "Jobs that lost the most chip-hours",
                     "Checkpoint-interval advice", "PG coverage", "Data quality", "Figures as CSV"):
         assert f">{heading}<" in page, heading
+    # The simulated fleet's scheduler names no queue: no section of one UNKNOWN row (tests/test_importers_kubernetes.py
+    # has a fleet that does).
+    assert ">By queue<" not in page and ">By cluster queue<" not in page
     assert page.count('<svg class="chart"') >= 12
     assert 'width="640"' not in page and page.count('viewBox="0 0 ') == page.count('<svg class="chart"')
     assert page.count('<table class="sortable"') >= 10

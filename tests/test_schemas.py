@@ -18,7 +18,7 @@ from fleet_goodput import schemas
 from fleet_goodput.avro_io import write_events
 from fleet_goodput.config import load_settings
 from fleet_goodput.decode import VALIDATORS, Invalid, decode_file
-from fleet_goodput.events import Sample
+from fleet_goodput.events import Sample, Submit
 
 ACCELERATORS = load_settings().accelerators
 FIXTURES = Path(__file__).parent / "data"
@@ -86,3 +86,23 @@ def test_a_precision_written_by_the_current_schema_reaches_the_sample(tmp_path):
     with open(path, "rb") as handle:
         decoded = decode_file("profiler", str(path), handle, ACCELERATORS)
     assert Sample(*decoded.batches["j1"][0][4]).precision == "fp8"
+
+
+def test_scheduler_files_written_before_the_queue_field_still_read_with_no_queue(tmp_path):
+    """`queue` was added to the scheduler schema with a default: a SUBMIT written before it reads, its
+    queue None, and one written with it carries it to the event."""
+    old_schema = fastavro.parse_schema(json.loads((FIXTURES / "scheduler_event.v1-before-queue.avsc").read_text()))
+    assert "queue" not in {field["name"] for field in old_schema["fields"]}
+    submit = {"event_id": "s1", "event_time": 1767225600000000, "job_id": "j1", "type": "SUBMIT", "cluster": "c1",
+              "accelerator": "h100", "chips": 8, "workload": None, "framework": None, "team": "llm",
+              "topology": None, "priority": 3}
+    with open(tmp_path / "old.avro", "wb") as handle:
+        fastavro.writer(handle, old_schema, [submit])
+    write_events(tmp_path / "new.avro", "scheduler", [{**submit, "queue": "cq/llm/lq"}])
+    queues = []
+    for name in ("old.avro", "new.avro"):
+        with open(tmp_path / name, "rb") as handle:
+            decoded = decode_file("scheduler", str(tmp_path / name), handle, ACCELERATORS)
+        assert decoded.rejected == []
+        queues.append(Submit(*decoded.batches["j1"][0][4]))
+    assert [(s.team, s.priority, s.queue) for s in queues] == [("llm", 3, None), ("llm", 3, "cq/llm/lq")]

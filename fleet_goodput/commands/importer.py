@@ -15,7 +15,8 @@ from fleet_goodput.config import ConfigError, load_settings
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.common import (
-    CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options, SourceError, summary, write_import,
+    CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options, SourceError, append_import, summary,
+    write_import,
 )
 from fleet_goodput.timeutil import parse_time_us
 
@@ -35,8 +36,11 @@ died without its stop record, steps no count gives, an assumed precision) is
 listed in DIR/{caveats}; DIR/{source} records the inputs (with checksums), their
 licence, the mapping and what the source cannot tell. The same input gives
 byte-identical output. DIR is written under a temporary name and renamed into
-place when complete: a failed import leaves no DIR behind. Mapping details and
-caveats per format: docs/importers.md.
+place when complete: a failed import leaves no DIR behind. With --append, DIR
+(an earlier import) keeps what it holds and gains part files with only the
+events it lacked, so importing overlapping inputs again adds nothing twice.
+Mapping details and caveats per format: docs/importers.md (kubernetes:
+docs/kubernetes.md).
 """
 
 EPILOG = """\
@@ -48,21 +52,28 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
   mpg import mgm tests/data/mgm_goodput_log.jsonl --out mgm/ --accelerator tpu-v5e --chips 16
   mpg import logs tests/data/logs/megatron --profile megatron --job gpt-8b --accelerator h100 --chips 16 --out gpt/
   mpg import orbax tests/data/orbax/llama-7b --out ckpt/ --job llama-7b   # then beside the job's scheduler stream
+  mpg import kubernetes tests/data/kubernetes --cluster gke-1 --out k8s/
 
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(failed="the source cannot be read as FORMAT: nothing was written")
 
 
 def register(subparsers) -> None:
-    formats = "\n".join(f"  {name:<8} {module.HELP}" for name, module in IMPORTERS.items())
+    formats = "\n".join(f"  {name:<10} {module.HELP}" for name, module in IMPORTERS.items())
     parser = subparsers.add_parser(
-        "import", help="convert public traces, logs and checkpoints (philly, openb, mlperf, kineto, mgm, logs, orbax) into Avro telemetry",
+        "import", help="convert public traces, logs and checkpoints (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes) into Avro telemetry",
         description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
                                        source=SOURCE_FILE),
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("format", choices=sorted(IMPORTERS), help="the source format")
-    parser.add_argument("source", metavar="SOURCE", help="the source file or folder (see docs/importers.md)")
+    parser.add_argument("source", metavar="SOURCE", nargs="+",
+                        help="the source file or folder (see docs/importers.md); kubernetes: one or more")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder (must be new or empty)")
-    parser.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
+    writing = parser.add_mutually_exclusive_group()
+    writing.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
+    writing.add_argument("--append", action="store_true",
+                         help="DIR holds an earlier import of FORMAT: add only the events whose ids it does not "
+                              "hold, as new part files (kubernetes: import rolling watch files as they come; "
+                              "docs/kubernetes.md)")
     parser.add_argument("--limit", type=int, metavar="N", help="import only the first N jobs (pods, runs, traces)")
     parser.add_argument("--accelerator", metavar="KEY",
                         help="catalogue key when the source names none (mgm, logs: required; kineto: traces without deviceProperties)")
@@ -74,7 +85,11 @@ def register(subparsers) -> None:
                                                    "the id of the job's scheduler stream, to combine them)")
     parser.add_argument("--submit", metavar="TIME", help="logs: ISO-8601 submission time (default: the log's first "
                                                           "time); places a log without timestamps")
-    parser.add_argument("--cluster", metavar="NAME", help="cluster name (mgm, kineto, logs; default: the format's name)")
+    parser.add_argument("--cluster", metavar="NAME",
+                        help="cluster name (kubernetes: required; mgm, kineto, logs: default the format's name)")
+    parser.add_argument("--accelerator-labels", metavar="FILE",
+                        help="kubernetes: YAML {node label: {value: catalogue key}} added to the built-in map "
+                             "(docs/kubernetes.md)")
     parser.add_argument("--start", metavar="TIME", help="openb: ISO-8601 time of the trace start (default 2023-01-01T00:00:00Z)")
     parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
     parser.add_argument("--max-expanded-mib", type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
@@ -94,17 +109,23 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError("--chips must be positive")
         if args.max_expanded_mib <= 0:
             raise ValueError("--max-expanded-mib must be positive")
+        sources = [Path(source) for source in args.source]
+        if len(sources) > 1 and not getattr(module, "MANY_SOURCES", False):
+            raise ValueError(f"{args.format} reads one SOURCE, not {len(sources)}")
         options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
                           accelerator=args.accelerator, chips=args.chips, job=args.job, cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None,
                           max_expanded_bytes=args.max_expanded_mib << 20,
                           submit_us=parse_time_us(args.submit) if args.submit else None, profile=args.profile,
-                          profiles=Path(args.profiles) if args.profiles else None)
-        progress(f"Importing {args.format} from {args.source} ...")
-        imported = module.read(Path(args.source), options)
+                          profiles=Path(args.profiles) if args.profiles else None,
+                          accelerator_labels=args.accelerator_labels)
+        source_text = " ".join(args.source)
+        progress(f"Importing {args.format} from {source_text} ...")
+        imported = module.read(sources if getattr(module, "MANY_SOURCES", False) else sources[0], options)
         if not summary(imported)["jobs"]:
             return _nothing_usable(args, imported)
-        result = write_import(imported, args.out, overwrite=args.overwrite)
+        result = (append_import(imported, args.out) if args.append
+                  else write_import(imported, args.out, overwrite=args.overwrite))
     except SourceError as exc:
         print(f"mpg import: {exc}\nmpg import: nothing was written to {args.out}", file=sys.stderr)
         return exits.FAILED
@@ -114,6 +135,10 @@ def main(args: argparse.Namespace) -> int:
     events = result["events"]
     print(f"Imported {result['jobs']:,} jobs into {args.out}: {events['scheduler']:,} scheduler, "
           f"{events['runtime']:,} runtime and {events['profiler']:,} profiler events.")
+    if args.append:
+        new = result["appended"]
+        print(f"Appended {new['scheduler']:,} scheduler, {new['runtime']:,} runtime and {new['profiler']:,} profiler "
+              "events that it did not hold yet" + ("" if any(new.values()) else ": nothing new") + ".")
     if not events["scheduler"]:
         say("No scheduler events: put these files beside the job's scheduler stream (the same job id) before "
             "`mpg run`; alone, every event is rejected for want of a SUBMIT.")
@@ -138,7 +163,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _nothing_usable(args: argparse.Namespace, imported) -> int:
     """No job is left to import: say why, each rejected input with its reason, and write nothing."""
-    lines = [f"mpg import: nothing usable in {args.source}: no job could be imported"
+    lines = [f"mpg import: nothing usable in {' '.join(args.source)}: no job could be imported"
              + (", every input was rejected:" if imported.rejections else ".")]
     lines += [f"  {r.file}{f' ({r.where})' if r.where != 'file' else ''}: {r.reason}"
               + (f" ({r.detail})" if r.detail else "") for r in imported.rejections[:MAX_LISTED]]

@@ -35,6 +35,7 @@ STDIN = "-"
 EPILOG = """\
 views: job_goodput, fleet_daily, goodput_by_workload, goodput_by_size_class,
        goodput_by_accelerator, goodput_by_team, goodput_by_framework,
+       goodput_by_queue, goodput_by_cluster_queue,
        goodput_by_segment, badput_breakdown, job_window_enriched;
        settings (what the figures were computed with: the output keeps them);
 tables: job_window, jobs, capacity_window, rejected, late (OUTPUT/tables/<table>/

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import fastavro
 from tqdm import tqdm
 
 from fleet_goodput import console, schemas
@@ -91,6 +92,8 @@ class Options:
     submit_us: int | None = None  # logs: when the job was submitted (the log starts later)
     profile: str | None = None  # logs: the log profile's name
     profiles: Path | None = None  # logs: a YAML file of profiles added to the built-in ones
+
+    accelerator_labels: str | None = None  # kubernetes: a YAML of label values → catalogue keys to add
 
 
 @dataclass(frozen=True)
@@ -295,12 +298,24 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
 def decode_json(text: str):
     """Parse JSON refusing what no telemetry holds: NaN, Infinity and numbers too large for a float
     (Unmappable), and nesting deeper than the parser's recursion limit (Unmappable, not a crash).
     A syntax error raises json.JSONDecodeError as json.loads does."""
+    return _strictly(_STRICT_DECODER.decode, text)
+
+
+def decode_json_at(text: str, position: int) -> tuple[object, int]:
+    """`decode_json` of the one JSON value starting at `position` of `text`: (the value, where it ends)."""
+    return _strictly(_STRICT_DECODER.raw_decode, text, position)
+
+
+def _strictly(parse, *args):
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        return parse(*args)
     except _NotFinite as exc:
         raise Unmappable("a number that is not finite (NaN, Infinity or too large)", str(exc)[:40]) from None
     except RecursionError:
@@ -327,7 +342,7 @@ def require_file(path: Path, what: str) -> Path:
 
 
 # ---- writing ----------------------------------------------------------------
-def _sync_marker(importer: str, stream: str, part: int) -> bytes:
+def _sync_marker(importer: str, stream: str, part: int | str) -> bytes:
     return hashlib.sha256(f"fleet-goodput import {importer} {stream} {part}".encode()).digest()[:16]
 
 
@@ -385,3 +400,58 @@ def write_import(imported: Imported, out_dir: str | Path, overwrite: bool = Fals
         shutil.rmtree(building, ignore_errors=True)
         raise
     return result
+
+
+def append_import(imported: Imported, out_dir: str | Path) -> dict:
+    """Add to `out_dir`, an earlier import of the same format, the events whose ids it does not hold,
+    as one new part file per stream; returns the summary of `imported` with `appended` (new events per
+    stream). Re-importing overlapping inputs (rolling watch files that re-list, a file read twice)
+    so adds only what is new, and `mpg run` reads only the new part files. A folder that does not
+    exist yet is written whole, as `write_import` does."""
+    out = Path(out_dir)
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return {**write_import(imported, out), "appended": dict(summary(imported)["events"])}
+    try:
+        earlier = json.loads((out / SOURCE_FILE).read_text(encoding="utf-8"))["importer"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise FileExistsError(f"{out} is not an earlier import (no readable {SOURCE_FILE}): "
+                              "cannot append to it") from exc
+    if earlier != imported.importer:
+        raise FileExistsError(f"{out} holds a {earlier} import: cannot append {imported.importer} events to it")
+    appended = {}
+    for stream in schemas.STREAMS:
+        held = {record["event_id"] for path in sorted((out / stream).glob("*.avro")) for record in _records(path)}
+        new = [r for r in imported.streams[stream] if r["event_id"] not in held]
+        appended[stream] = len(new)
+        if new:
+            name = hashlib.sha256("\n".join(sorted(r["event_id"] for r in new)).encode()).hexdigest()[:16]
+            records = sorted(new, key=lambda r: (r["event_time"], r["event_id"]))
+            write_events(out / stream / f"append-{name}.avro", stream, records,
+                         sync_marker=_sync_marker(imported.importer, stream, name))
+    for file_name, rows in ((REJECTED_FILE, [r.row() for r in imported.rejections]),
+                            (CAVEATS_FILE, [c.row() for c in imported.caveats])):
+        _append_lines(out / file_name, [json.dumps(row, sort_keys=True) for row in rows])
+    result = {**summary(imported), "appended": appended}
+    document = {"importer": imported.importer, **imported.provenance, **result}
+    _replace_text(out / SOURCE_FILE, json.dumps(document, indent=2) + "\n")
+    return result
+
+
+def _records(path: Path):
+    with open(path, "rb") as handle:
+        yield from fastavro.reader(handle)
+
+
+def _append_lines(path: Path, lines: list[str]) -> None:
+    """Add the lines `path` does not hold yet, in order."""
+    held = set(path.read_text(encoding="utf-8").splitlines()) if path.exists() else set()
+    new = [line for line in dict.fromkeys(lines) if line not in held]
+    if new:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write("".join(line + "\n" for line in new))
+
+
+def _replace_text(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)

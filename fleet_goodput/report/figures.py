@@ -19,7 +19,8 @@ from fleet_goodput.quality.period import Period
 from fleet_goodput.report.advice import ClassMeasures, advise
 from fleet_goodput.timeline import CATEGORIES
 
-DIMENSIONS = ("accelerator", "workload", "size_class", "team")
+QUEUE_DIMENSIONS = ("queue", "cluster_queue")  # shown where the scheduler names queues (Kueue: docs/kubernetes.md)
+DIMENSIONS = ("accelerator", "workload", "size_class", "team", *QUEUE_DIMENSIONS)
 BADPUT = tuple(c for c in CATEGORIES if c != "productive")
 FACTORS = ("sg", "rg", "pg", "mpg")
 TOP_JOBS = 10

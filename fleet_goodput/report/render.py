@@ -22,7 +22,7 @@ import jinja2
 import markupsafe
 
 from fleet_goodput.report import charts
-from fleet_goodput.report.figures import BADPUT, DIMENSIONS, FACTORS
+from fleet_goodput.report.figures import BADPUT, DIMENSIONS, FACTORS, QUEUE_DIMENSIONS
 from fleet_goodput.report.specification import LEVERS_SECTION, MODEL_SECTION, SPECIFICATION_PAGE, specification_html
 from fleet_goodput.safe_text import printable
 from fleet_goodput.timeline import CATEGORIES
@@ -144,6 +144,8 @@ def _segment_sections(figures: dict, days: list[str]) -> list[dict]:
     for dimension in DIMENSIONS:
         words = dimension.replace("_", " ")
         rows = figures[f"by_{dimension}"]
+        if dimension in QUEUE_DIMENSIONS and all(r[dimension] == "UNKNOWN" for r in rows):
+            continue  # a fleet whose scheduler names no queue: a section of one UNKNOWN row says nothing
         sections.append({
             "dimension": dimension, "heading": f"By {words}", "rows": rows,
             "bars": charts.bar_groups(f"by_{dimension}", f"SG, RG, PG, MPG by {words} (demand base)",

@@ -1,5 +1,8 @@
 -- One row per job: the attributes the marts slice by, with the job's size
--- class and UNKNOWN where telemetry did not say.
+-- class and UNKNOWN where telemetry did not say. `queue` is the whole queue
+-- path of the SUBMIT (parent queues first, '/'-separated); `cluster_queue` its
+-- first level, the queue whose quota the job draws from (Kueue's ClusterQueue;
+-- the queue itself when it has no parent). docs/kubernetes.md says why.
 create or replace view job_attributes as
 with
 
@@ -19,6 +22,8 @@ final as (
         coalesce(job_rows.workload, 'UNKNOWN') as workload,
         coalesce(job_rows.team, 'UNKNOWN') as team,
         coalesce(job_rows.framework, 'UNKNOWN') as framework,
+        coalesce(job_rows.queue, 'UNKNOWN') as queue,
+        coalesce(nullif(split_part(job_rows.queue, '/', 1), ''), 'UNKNOWN') as cluster_queue,
         classes.size_class,
         job_rows.requested_chips,
         job_rows.status,

@@ -10,8 +10,9 @@ days as (
 ),
 
 job_segments as (
-    unpivot (select distinct job_id, workload, size_class, accelerator, team, framework from job_window_enriched)
-    on workload, size_class, accelerator, team, framework
+    unpivot (select distinct job_id, workload, size_class, accelerator, team, framework, queue, cluster_queue
+             from job_window_enriched)
+    on workload, size_class, accelerator, team, framework, queue, cluster_queue
     into name dimension value segment
 ),
 

@@ -14,6 +14,8 @@ tagged as (
     union all select 'accelerator', accelerator, * from windows
     union all select 'team', team, * from windows
     union all select 'framework', framework, * from windows
+    union all select 'queue', queue, * from windows
+    union all select 'cluster_queue', cluster_queue, * from windows
 ),
 
 totals as (

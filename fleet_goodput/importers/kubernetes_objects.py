@@ -1,0 +1,452 @@
+"""Kubernetes objects (Kueue Workload, JobSet, batch Job, Node) → scheduler events.
+
+Each function takes every snapshot the input holds of one object (one uid), in
+resourceVersion order, and emits its events through a `Sink`. An event's id
+is built from the object's uid and the fact it records (a condition's
+lastTransitionTime, a restart number), never from where or how often it was
+seen: a re-listed object, a repeated or reordered watch event, or a file
+read twice gives the same ids, and the sink keeps the first. The mapping and
+what it cannot know are in docs/kubernetes.md.
+
+Times are the ones Kubernetes records in the object (creationTimestamp,
+conditions' lastTransitionTime, deletionTimestamp). What it does not record
+(the moment all of a JobSet's pods were ready, a cordon, a deletion without a
+deletionTimestamp) takes the time the collector stamped on the watch event
+(`observedTime`), or else the latest time the object records, with a caveat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fleet_goodput.importers.common import MAX_CHIPS, Imported, Unmappable, capacity, chip_count, event_time_us
+from fleet_goodput.timeutil import parse_time_us
+
+PREFIX = "k8s"
+# Extended resources that count accelerator chips, in the order they are looked for.
+CHIP_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "google.com/tpu")
+TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"  # what `kubectl cordon` adds
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # a JobSet or Job with it is admitted through a Workload
+# Node or pod label → its value → accelerator catalogue key. `--accelerator-labels FILE` adds to it.
+ACCELERATOR_LABELS = {
+    "cloud.google.com/gke-tpu-accelerator": {
+        "tpu-v4-podslice": "tpu-v4", "tpu-v5-lite-podslice": "tpu-v5e", "tpu-v5-lite-device": "tpu-v5e",
+        "tpu-v5p-slice": "tpu-v5p", "tpu-v6e-slice": "tpu-v6e", "tpu7x": "tpu-v7"},
+    "cloud.google.com/gke-accelerator": {
+        "nvidia-tesla-t4": "t4", "nvidia-tesla-v100": "v100", "nvidia-tesla-a100": "a100", "nvidia-a100-80gb": "a100",
+        "nvidia-l4": "l4", "nvidia-h100-80gb": "h100", "nvidia-h100-mega-80gb": "h100", "nvidia-h200-141gb": "h200",
+        "nvidia-b200": "b200", "nvidia-gb200": "gb200"},
+    "nvidia.com/gpu.product": {
+        "Tesla-T4": "t4", "Tesla-V100-SXM2-16GB": "v100", "Tesla-V100-SXM2-32GB": "v100",
+        "NVIDIA-A100-SXM4-40GB": "a100", "NVIDIA-A100-SXM4-80GB": "a100", "NVIDIA-L4": "l4", "NVIDIA-L40S": "l40s",
+        "NVIDIA-H100-80GB-HBM3": "h100", "NVIDIA-H100-PCIe": "h100-pcie", "NVIDIA-H100-NVL": "h100-nvl",
+        "NVIDIA-H200": "h200", "NVIDIA-GH200-480GB": "gh200", "NVIDIA-B200": "b200", "NVIDIA-GB200": "gb200"},
+    "amd.com/gpu.product-name": {
+        "AMD_Instinct_MI250X": "mi250x", "AMD_Instinct_MI300X": "mi300x", "AMD_Instinct_MI325X": "mi325x"},
+}
+# Kueue's Finished condition reasons (apis/kueue/v1beta2/workload_types.go); any other ends as CANCEL.
+FINISHED_REASONS = {"Succeeded": "FINISH", "Failed": "FAIL"}
+
+
+@dataclass
+class Snapshot:
+    """One sighting of an object: a watch event or an item of a list."""
+
+    change: str  # ADDED, MODIFIED or DELETED (a list's items are ADDED)
+    obj: dict
+    observed_us: int | None  # the collector's stamp, when it wrote one
+    file: str
+    where: str
+
+    @property
+    def metadata(self) -> dict:
+        return self.obj.get("metadata") or {}
+
+    @property
+    def status(self) -> dict:
+        return self.obj.get("status") or {}
+
+    @property
+    def spec(self) -> dict:
+        return self.obj.get("spec") or {}
+
+    def condition(self, kind: str) -> dict | None:
+        return next((c for c in self.status.get("conditions") or [] if c.get("type") == kind), None)
+
+    def true_since(self, kind: str) -> int | None:
+        """When condition `kind` became True, if it is True in this snapshot."""
+        found = self.condition(kind)
+        if found and found.get("status") == "True":
+            return k8s_time(found.get("lastTransitionTime"), f"{kind}.lastTransitionTime")
+        return None
+
+    def recorded_times(self) -> list[int]:
+        times = [self.metadata.get("creationTimestamp"), self.metadata.get("deletionTimestamp"),
+                 self.status.get("startTime"), self.status.get("completionTime")]
+        for found in self.status.get("conditions") or []:
+            times += [found.get("lastTransitionTime"), found.get("lastHeartbeatTime")]
+        return [k8s_time(t, "a time") for t in times if t]
+
+    def seen_us(self) -> tuple[int, bool]:
+        """(when this state was seen, whether the collector said so): else the latest time the object records."""
+        if self.observed_us is not None:
+            return self.observed_us, True
+        recorded = self.recorded_times()
+        if not recorded:
+            raise Unmappable("no time for a state: no observedTime and no time in the object")
+        return max(recorded), False
+
+
+def k8s_time(text, what: str) -> int:
+    """An RFC 3339 time as Kubernetes writes it (`2026-11-26T04:00:00Z`, or with microseconds) → µs."""
+    if not isinstance(text, str):
+        raise Unmappable(f"{what} is not a time", repr(text))
+    try:
+        return event_time_us(parse_time_us(text), what)
+    except ValueError as exc:
+        raise Unmappable(f"{what} is not an RFC 3339 time", repr(text)) from exc
+
+
+def quantity(value, what: str) -> int:
+    """A whole-number resource quantity (`"8"`, 8): accelerators are counted in whole devices."""
+    text = str(value)
+    if not text.isdigit() or len(text) > 10 or int(text) > MAX_CHIPS:
+        raise Unmappable(f"{what} is not a whole number of devices up to {MAX_CHIPS:,}", repr(value)[:40])
+    return int(text)
+
+
+def chips_of(resources: dict) -> int:
+    """Accelerator chips in a resource list (requests, limits, allocatable, resourceUsage)."""
+    return sum(quantity(resources[name], name) for name in CHIP_RESOURCES if name in (resources or {}))
+
+
+def pod_chips(template: dict) -> int:
+    """Chips one pod of a pod template asks for: its containers' accelerator limits (or requests)."""
+    containers = ((template or {}).get("spec") or {}).get("containers") or []
+    return sum(chips_of((c.get("resources") or {}).get("limits") or (c.get("resources") or {}).get("requests") or {})
+               for c in containers)
+
+
+def selectors(template: dict) -> dict[str, str]:
+    """The node labels a pod template requires: its nodeSelector, and required node-affinity terms
+    `In` a single value."""
+    spec = (template or {}).get("spec") or {}
+    found = {key: value for key, value in (spec.get("nodeSelector") or {}).items() if isinstance(value, str)}
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    for term in required.get("nodeSelectorTerms") or []:
+        for expression in term.get("matchExpressions") or []:
+            values = expression.get("values") or []
+            if expression.get("operator") == "In" and len(values) == 1 and isinstance(values[0], str):
+                found.setdefault(expression["key"], values[0])
+    return found
+
+
+@dataclass
+class Sink:
+    """Where a cluster's events go: each id once (the first wins), with the context the mapping needs."""
+
+    imported: Imported
+    cluster: str
+    labels: dict[str, dict[str, str]]  # ACCELERATOR_LABELS with the user's additions
+    accelerators: frozenset[str]
+    default_accelerator: str | None
+    cluster_queues: dict[tuple[str, str], str] = field(default_factory=dict)  # (namespace, LocalQueue) → ClusterQueue
+    seen: set[str] = field(default_factory=set)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def accelerator(self, labels: dict[str, str]) -> str | None:
+        for label, values in self.labels.items():
+            if labels.get(label) in values:
+                return values[labels[label]]
+        return self.default_accelerator
+
+    def scheduler(self, event_id: str, kind: str, time_us: int, job_id: str, accelerator: str, chips: int,
+                  **fields) -> None:
+        if event_id in self.seen:
+            return
+        self.seen.add(event_id)
+        record = {"event_id": event_id, "event_time": time_us, "job_id": job_id, "type": kind,
+                  "cluster": self.cluster, "accelerator": accelerator, "chips": chips, "workload": None,
+                  "framework": None, "team": None, "topology": None, "priority": None, "queue": None}
+        record.update(fields)
+        self.imported.streams["scheduler"].append(record)
+
+    def skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.imported.streams["scheduler"]), len(self.imported.caveats)
+
+    def undo(self, mark: tuple[int, int]) -> None:
+        """Forget what an object emitted before it failed to map: it is rejected whole."""
+        records, caveats = mark
+        for record in self.imported.streams["scheduler"][records:]:
+            self.seen.discard(record["event_id"])
+        del self.imported.streams["scheduler"][records:]
+        del self.imported.caveats[caveats:]
+
+
+class Job:
+    """The identity and request of one job (a Workload, or a JobSet or Job without Kueue)."""
+
+    def __init__(self, sink: Sink, kind: str, latest: Snapshot, templates: list[tuple[int, dict]]):
+        """`templates`: (pods, pod template) per group of identical pods."""
+        metadata = latest.metadata
+        self.sink, self.namespace, self.name = sink, metadata.get("namespace") or "default", metadata.get("name")
+        uid, created = metadata.get("uid"), metadata.get("creationTimestamp")
+        if not all(isinstance(text, str) and text for text in (uid, self.name, self.namespace, created)):
+            raise Unmappable(f"{kind} without metadata.uid, name, namespace or creationTimestamp")
+        self.job_id, self.prefix = f"{self.namespace}/{self.name}", f"{PREFIX}/{sink.cluster}/{kind.lower()}/{uid}"
+        self.created_us = k8s_time(created, "metadata.creationTimestamp")
+        self.per_pod = [(pods, pod_chips(template)) for pods, template in templates]
+        self.chips = sum(pods * chips for pods, chips in self.per_pod)
+        if self.chips <= 0:
+            raise Unmappable(f"{kind} asks for no accelerator ({', '.join(CHIP_RESOURCES)})")
+        chip_count(self.chips, f"{kind}'s chips")
+        # Only the pods that ask for accelerators say which (a JobSet's CPU driver may run anywhere).
+        wanted = [selectors(template) for (_, template), (_, chips) in zip(templates, self.per_pod) if chips]
+        keys = {sink.accelerator(labels) for labels in wanted} - {None}
+        if len(keys) != 1:
+            raise Unmappable("no accelerator label in the pod templates (nodeSelector) maps to one catalogue key",
+                             f"{', '.join(sorted(keys)) or 'none'}; pass --accelerator or --accelerator-labels")
+        self.accelerator = keys.pop()
+        if self.accelerator not in sink.accelerators:
+            raise Unmappable("accelerator not in the catalogue", self.accelerator)
+        self.topology = next((labels[TOPOLOGY_LABEL] for labels in wanted if TOPOLOGY_LABEL in labels), None)
+
+    def emit(self, what: str, kind: str, time_us: int, chips: int = 0, **fields) -> None:
+        self.sink.scheduler(f"{self.prefix}/{what}", kind, time_us, self.job_id, self.accelerator, chips, **fields)
+
+    def submit(self, **fields) -> None:
+        self.emit("submit", "SUBMIT", self.created_us, self.chips, team=self.namespace, topology=self.topology,
+                  **fields)
+
+    def seen_at(self, snapshot: Snapshot, what: str) -> int:
+        """When `snapshot` was seen; a caveat when only the object's own latest time says so."""
+        time_us, stamped = snapshot.seen_us()
+        if not stamped:
+            self.sink.imported.caveat(snapshot.file, self.job_id, "no observedTime: the latest time the object "
+                                      "records is taken", what)
+        return time_us
+
+    def deleted(self, snapshots: list[Snapshot], ended: bool) -> None:
+        """A job deleted before any terminal condition ends as CANCEL, at its deletionTimestamp."""
+        gone = next((s for s in snapshots if s.change == "DELETED"), None)
+        if gone is None or ended:
+            return
+        stamp = gone.metadata.get("deletionTimestamp")
+        time_us = k8s_time(stamp, "metadata.deletionTimestamp") if stamp else self.seen_at(gone, "deletion")
+        self.emit("deleted", "CANCEL", time_us)
+
+
+# ---- Kueue --------------------------------------------------------------------
+def local_queue(snapshots: list[Snapshot], sink: Sink) -> None:
+    latest = snapshots[-1]
+    target = latest.spec.get("clusterQueue")
+    if latest.metadata.get("name") and target:
+        sink.cluster_queues[(latest.metadata.get("namespace") or "default", latest.metadata["name"])] = target
+
+
+def _admitted_chips(job: Job, snapshot: Snapshot, pod_sets: list[dict]) -> int:
+    """Chips of the admission: each podSetAssignment's resourceUsage, else its count × the pod's chips."""
+    per_pod = {pod_set.get("name"): chips for pod_set, (_, chips) in zip(pod_sets, job.per_pod)}
+    total = 0
+    for assignment in (snapshot.status.get("admission") or {}).get("podSetAssignments") or []:
+        usage = chips_of(assignment.get("resourceUsage") or {})
+        total += usage or quantity(assignment.get("count", 0), "podSetAssignments[].count") * per_pod.get(
+            assignment.get("name"), 0)
+    # Admitted without an admission's counts (not seen from Kueue): admitted whole.
+    return chip_count(total, "the admission's chips") if total else job.chips
+
+
+def _eviction_reason(snapshot: Snapshot) -> str:
+    evicted = snapshot.condition("Evicted") or {}
+    preempted = snapshot.condition("Preempted") or {}
+    cause = preempted.get("reason") if preempted.get("status") == "True" else None
+    return f"{evicted.get('reason') or 'Evicted'}{f' ({cause})' if cause else ''}"
+
+
+def workload(snapshots: list[Snapshot], sink: Sink) -> None:
+    """Kueue Workload (v1beta1 or v1beta2): SUBMIT at creation, ALLOCATE at each Admitted, PREEMPT at
+    each Evicted, FINISH/FAIL/CANCEL at Finished, CANCEL when deleted unfinished."""
+    latest = snapshots[-1]
+    pod_sets = latest.spec.get("podSets") or []
+    job = Job(sink, "Workload", latest,
+              [(quantity(p.get("count", 1), "podSets[].count"), p.get("template") or {}) for p in pod_sets])
+    local = latest.spec.get("queueName")
+    admitted_in = next((s.status["admission"].get("clusterQueue") for s in snapshots
+                        if (s.status.get("admission") or {}).get("clusterQueue")), None)
+    cluster_queue = sink.cluster_queues.get((job.namespace, local)) or admitted_in or ""
+    priority = latest.spec.get("priority")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)
+                                 or not -2**31 <= priority < 2**31):
+        raise Unmappable("spec.priority is not a 32-bit integer", repr(priority)[:40])
+    job.submit(priority=priority,
+               queue=f"{cluster_queue}/{job.namespace}/{local}" if local else None)
+    evictions, ended = set(), False
+    for snapshot in snapshots:
+        if (since := snapshot.true_since("Admitted")) is not None:
+            job.emit(f"admitted/{since}", "ALLOCATE", since, _admitted_chips(job, snapshot, pod_sets))
+        if (since := snapshot.true_since("Evicted")) is not None:
+            evictions.add(since)
+            job.emit(f"evicted/{since}", "PREEMPT", since, 0, reason=_eviction_reason(snapshot))
+        if (since := snapshot.true_since("Finished")) is not None:
+            ended = True
+            reason = snapshot.condition("Finished").get("reason")
+            job.emit("finished", FINISHED_REASONS.get(reason, "CANCEL"), since)
+    requeues = max(((s.status.get("requeueState") or {}).get("count") or 0 for s in snapshots), default=0)
+    if requeues > len(evictions):
+        sink.imported.caveat(latest.file, job.job_id, "requeueState counts evictions the stream does not hold",
+                             f"requeueState.count {requeues}, evictions seen {len(evictions)}")
+    job.deleted(snapshots, ended)
+
+
+# ---- JobSet and Job without Kueue ----------------------------------------------
+def _managed_elsewhere(latest: Snapshot, sink: Sink, kind: str) -> bool:
+    if KUEUE_QUEUE_LABEL in (latest.metadata.get("labels") or {}):
+        sink.skip(f"{kind} admitted through a Kueue Workload")
+        return True
+    if any(owner.get("kind") == "JobSet" for owner in latest.metadata.get("ownerReferences") or []):
+        sink.skip(f"{kind} of a JobSet")
+        return True
+    return False
+
+
+def _terminal(job: Job, snapshots: list[Snapshot], success: str) -> bool:
+    """FINISH at the `success` condition, FAIL at Failed; whether either was seen."""
+    ended = False
+    for snapshot in snapshots:
+        for condition, kind in ((success, "FINISH"), ("Failed", "FAIL")):
+            if (since := snapshot.true_since(condition)) is not None:
+                job.emit("ended", kind, since)
+                ended = True
+    return ended
+
+
+def jobset(snapshots: list[Snapshot], sink: Sink) -> None:
+    """JobSet (v1alpha2) without Kueue: SUBMIT at creation, ALLOCATE when every child Job is ready
+    (per restart), PREEMPT at each restart, FINISH at Completed, FAIL at Failed."""
+    latest = snapshots[-1]
+    if _managed_elsewhere(latest, sink, "JobSet"):
+        return
+    replicated = latest.spec.get("replicatedJobs") or []
+    templates = []
+    for rj in replicated:
+        job_spec = (rj.get("template") or {}).get("spec") or {}
+        pods = quantity(rj.get("replicas", 1), "replicas") * quantity(job_spec.get("parallelism", 1), "parallelism")
+        templates.append((pods, job_spec.get("template") or {}))
+    job = Job(sink, "JobSet", latest, templates)
+    job.submit(priority=None)
+    child_jobs = sum(quantity(rj.get("replicas", 1), "replicas") for rj in replicated)
+    restarted = set()
+    for snapshot in snapshots:
+        restarts = snapshot.status.get("restarts") or 0
+        restarting = snapshot.condition("RestartingJobSet") or {}
+        if restarts and (since := snapshot.true_since("RestartingJobSet")) is not None:
+            job.emit(f"restart/{restarts}", "PREEMPT", since, 0, reason=f"JobSetRestart ({restarting.get('reason')})")
+            restarted.add(restarts)
+        ready = sum(s.get("ready", 0) for s in snapshot.status.get("replicatedJobsStatus") or [])
+        if ready >= child_jobs and snapshot.true_since("Completed") is None:
+            settled = restarting.get("reason") == "JobsReady" and restarting.get("status") == "False"
+            when = (k8s_time(restarting.get("lastTransitionTime"), "RestartingJobSet.lastTransitionTime")
+                    if restarts and settled else job.seen_at(snapshot, "all child Jobs ready"))
+            job.emit(f"ready/{restarts}", "ALLOCATE", when, job.chips)
+    missed = sorted(set(range(1, (latest.status.get("restarts") or 0) + 1)) - restarted)
+    if missed:
+        # Without RestartingJobSet=True the restart's time is unknown: not counted rather than guessed.
+        sink.imported.caveat(latest.file, job.job_id, "JobSet restarts the stream does not hold",
+                             f"restarts {', '.join(map(str, missed))}")
+    job.deleted(snapshots, _terminal(job, snapshots, "Completed"))
+
+
+def batch_job(snapshots: list[Snapshot], sink: Sink) -> None:
+    """batch/v1 Job without Kueue or a JobSet: SUBMIT at creation, ALLOCATE when `parallelism` pods are
+    ready, FINISH at Complete, FAIL at Failed."""
+    latest = snapshots[-1]
+    if _managed_elsewhere(latest, sink, "Job"):
+        return
+    parallelism = quantity(latest.spec.get("parallelism", 1), "parallelism")
+    job = Job(sink, "Job", latest, [(parallelism, latest.spec.get("template") or {})])
+    job.submit(priority=None)
+    for snapshot in snapshots:
+        if (snapshot.status.get("ready") or 0) >= parallelism:
+            job.emit("ready/0", "ALLOCATE", job.seen_at(snapshot, "all pods ready"), job.chips)
+    job.deleted(snapshots, _terminal(job, snapshots, "Complete"))
+
+
+# ---- Node --------------------------------------------------------------------
+@dataclass
+class NodeHistory:
+    """What is known of one node: the times its Ready, schedulable and present states changed."""
+
+    accelerator: str
+    chips: int
+    changes: dict[int, dict[str, bool]] = field(default_factory=dict)  # time → {state: value}
+
+    def set(self, time_us: int, state: str, value: bool) -> None:
+        self.changes.setdefault(time_us, {})[state] = value
+
+    def levels(self) -> list[tuple[int, int]]:
+        """(time, chips it counts from then): only while Ready, schedulable and present."""
+        state, out = {"ready": False, "schedulable": True, "present": True}, []
+        for time_us in sorted(self.changes):
+            state.update(self.changes[time_us])
+            out.append((time_us, self.chips if all(state.values()) else 0))
+        return out
+
+
+def node(snapshots: list[Snapshot], sink: Sink, histories: dict[str, NodeHistory]) -> None:
+    """A Node's accelerator chips (allocatable) count in capacity while it is Ready, not cordoned
+    and not deleted. The levels are summed per accelerator by `capacity_levels`."""
+    latest = snapshots[-1]
+    chips = chips_of((latest.status.get("allocatable") or {}))
+    if not chips:
+        sink.skip("Node without accelerators")
+        return
+    name = latest.metadata.get("name") or "?"
+    accelerator = sink.accelerator(latest.metadata.get("labels") or {})
+    if accelerator is None or accelerator not in sink.accelerators:
+        raise Unmappable("no node label maps to a catalogue key", f"{accelerator or 'none'}; pass --accelerator-labels")
+    facts = []  # (time, state, value), all read before any is kept
+    for snapshot in snapshots:
+        ready = snapshot.condition("Ready")
+        if ready and ready.get("lastTransitionTime"):
+            facts.append((k8s_time(ready["lastTransitionTime"], "Ready.lastTransitionTime"), "ready",
+                          ready.get("status") == "True"))
+        seen_us, _ = snapshot.seen_us()
+        cordoned = snapshot.spec.get("unschedulable", False)
+        facts.append((_cordoned_at(snapshot) or seen_us if cordoned else seen_us, "schedulable", not cordoned))
+        if snapshot.change == "DELETED":
+            stamp = snapshot.metadata.get("deletionTimestamp")
+            facts.append((k8s_time(stamp, "metadata.deletionTimestamp") if stamp else seen_us, "present", False))
+    history = histories.setdefault(latest.metadata.get("uid") or name, NodeHistory(accelerator, chips))
+    for fact in facts:
+        history.set(*fact)
+
+
+def _cordoned_at(snapshot: Snapshot) -> int | None:
+    """When the node was cordoned, where its unschedulable taint records it (`timeAdded`)."""
+    taint = next((t for t in snapshot.spec.get("taints") or [] if t.get("key") == UNSCHEDULABLE_TAINT), None)
+    return k8s_time(taint["timeAdded"], "taint timeAdded") if taint and taint.get("timeAdded") else None
+
+
+def capacity_levels(sink: Sink, histories: dict[str, NodeHistory], until_us: int | None) -> None:
+    """CAPACITY per accelerator at every time the sum over nodes changes, restated at `until_us`
+    (the latest time the input saw) so that a run's as-of time reaches it."""
+    for accelerator in sorted({h.accelerator for h in histories.values()}):
+        nodes = [h.levels() for h in histories.values() if h.accelerator == accelerator]
+        times = sorted({time_us for levels in nodes for time_us, _ in levels})
+        previous = changed_us = None
+        for time_us in times:
+            level = sum(next((chips for t, chips in reversed(levels) if t <= time_us), 0) for levels in nodes)
+            if level > MAX_CHIPS:  # only nodes that claim absurd counts get here
+                sink.imported.reject("", "", f"capacity {accelerator}", "nodes hold more chips than an event can",
+                                     f"{level:,} at {time_us} µs")
+                break
+            if level != previous:
+                capacity(sink.imported, PREFIX, sink.cluster, accelerator, time_us, level)
+                previous, changed_us = level, time_us
+        if until_us is not None and changed_us is not None and until_us > changed_us:
+            capacity(sink.imported, PREFIX, sink.cluster, accelerator, until_us, previous)

@@ -1,0 +1,377 @@
+"""`kubernetes` importer on hand-built watch streams of one cluster (tests/data/kubernetes/README.md).
+
+Every expected figure below is read off the fixture's objects by hand (the
+times are minutes after 2026-03-02T00:00:00Z), not computed by the importer
+or the pipeline.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from datetime import date
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleet_goodput.cli import main
+from fleet_goodput.importers import kubernetes
+from fleet_goodput.importers.common import write_import
+from fleet_goodput.quality.period import Period
+from fleet_goodput.report.publish import validate_and_publish
+from fleet_goodput.views import connect
+from test_importers_common import FIXTURES, SETTINGS, by_job, options, run_and_read, tree_bytes
+
+ROOT = Path(__file__).parent.parent
+K8S = FIXTURES / "kubernetes"
+FILES = sorted(p for p in K8S.iterdir() if p.name != "README.md")
+T0 = 1_772_409_600_000_000  # 2026-03-02T00:00:00Z
+MINUTE = 60_000_000
+W1, W2, W3, W4 = ("team-a/jobset-train-1-3f9a2", "team-b/job-sweep-8c1d0", "team-c/job-serve-eval-51e7b",
+                  "team-a/job-scratch-0a9e4")
+JOBSET, JOB = "team-d/pretrain", "team-d/eval"
+
+
+def at(minutes: float) -> int:
+    return T0 + int(minutes * MINUTE)
+
+
+def read(files=FILES, **overrides):
+    return kubernetes.read(list(files), options(cluster="gke-1", **overrides))
+
+
+def timeline(imported, job_id):
+    return [(r["type"], r["event_time"], r["chips"]) for r in by_job(imported, "scheduler", job_id)]
+
+
+@pytest.fixture(scope="module")
+def imported():
+    return read()
+
+
+def test_workload_evicted_twice_and_readmitted(imported):
+    """W1: admitted at 10, evicted at 60 (a cohort reclaim by W3), re-admitted at 90, evicted at 120
+    (PodsReady timeout), re-admitted at 140, finished at 300; 2 pods x 4 GPUs. The re-admission at 90
+    reaches the watch after the eviction at 120, and the second file re-lists it."""
+    assert timeline(imported, W1) == [("SUBMIT", at(0), 8), ("ALLOCATE", at(10), 8), ("PREEMPT", at(60), 0),
+                                      ("ALLOCATE", at(90), 8), ("PREEMPT", at(120), 0), ("ALLOCATE", at(140), 8),
+                                      ("FINISH", at(300), 0)]
+    records = by_job(imported, "scheduler", W1)
+    assert [r["reason"] for r in records if r["type"] == "PREEMPT"] == ["Preempted (InCohortReclamation)",
+                                                                         "PodsReadyTimeout"]
+    submit = records[0]
+    assert (submit["queue"], submit["team"], submit["priority"], submit["cluster"]) == (
+        "cq-research/team-a/lq-train", "team-a", None, "gke-1")
+
+
+def test_partial_admission_priority_and_a_deleted_pending_workload(imported):
+    # W2 (v1beta1): 4 pods x 2 GPUs, admitted with minCount 2 (resourceUsage 4 GPUs), Finished/Failed at 140.
+    assert timeline(imported, W2) == [("SUBMIT", at(0), 8), ("ALLOCATE", at(20), 4), ("FAIL", at(140), 0)]
+    # W3 (v1beta2, unknown fields, priority 1000): the preemptor, in the other ClusterQueue of the cohort.
+    assert timeline(imported, W3) == [("SUBMIT", at(55), 8), ("ALLOCATE", at(60), 8), ("FINISH", at(180), 0)]
+    assert by_job(imported, "scheduler", W3)[0]["priority"] == 1000
+    assert by_job(imported, "scheduler", W3)[0]["queue"] == "cq-prod/team-c/lq-prod"
+    # W4: deleted at 100 while pending, no Finished condition: cancelled at its deletionTimestamp.
+    assert timeline(imported, W4) == [("SUBMIT", at(60), 4), ("CANCEL", at(100), 0)]
+
+
+def test_jobset_restarts_and_a_job_without_kueue(imported):
+    """The JobSet: created at 10, every child Job ready at 20 (observed), restarted at 120
+    (RestartingJobSet) and ready again at 135 (RestartingJobSet=False, JobsReady: before its observation at
+    136), restarted at 245 while its TPU node was NotReady, Failed at 270. The Job: 2 pods x 1 GPU,
+    created at 30, both ready when seen at 35, Complete at 95."""
+    assert timeline(imported, JOBSET) == [("SUBMIT", at(10), 4), ("ALLOCATE", at(20), 4), ("PREEMPT", at(120), 0),
+                                          ("ALLOCATE", at(135), 4), ("PREEMPT", at(245), 0), ("FAIL", at(270), 0)]
+    assert by_job(imported, "scheduler", JOBSET)[0]["topology"] == "2x2"
+    assert by_job(imported, "scheduler", JOBSET)[0]["accelerator"] == "tpu-v5e"
+    assert timeline(imported, JOB) == [("SUBMIT", at(30), 2), ("ALLOCATE", at(35), 2), ("FINISH", at(95), 0)]
+    # The JobSet Kueue admits (W1's owner) and the JobSet's child Job are not jobs of their own.
+    submitted = {r["job_id"] for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"}
+    assert submitted == {W1, W2, W3, W4, JOBSET, JOB}
+    assert imported.provenance["skipped"] == {"Job of a JobSet": 1, "JobSet admitted through a Kueue Workload": 1,
+                                              "Node without accelerators": 1}
+
+
+def test_capacity_follows_ready_cordoned_and_deleted_nodes(imported):
+    """Two 8-GPU nodes and a 4-chip TPU node, Ready at 0. GPU node 1 NotReady (Unknown) 180-240; the
+    TPU node NotReady 240-280, cordoned at 330 (its taint's timeAdded), deleted at 360 (no
+    deletionTimestamp: the collector's observedTime). Both restated at 360, the input's last observation."""
+    levels = [(r["accelerator"], r["event_time"], r["chips"]) for r in imported.streams["scheduler"]
+              if r["type"] == "CAPACITY"]
+    assert sorted(levels) == [("h100", at(0), 16), ("h100", at(180), 8), ("h100", at(240), 16), ("h100", at(360), 16),
+                              ("tpu-v5e", at(0), 4), ("tpu-v5e", at(240), 0), ("tpu-v5e", at(280), 4),
+                              ("tpu-v5e", at(330), 0), ("tpu-v5e", at(360), 0)]
+
+
+def test_a_line_cut_short_is_rejected_and_the_rest_imported(imported):
+    assert [(r.file, r.where, r.reason) for r in imported.rejections] == [
+        ("jobs-000.jsonl", "line 5", "not valid JSON (a line cut short by a collector still writing?)")]
+    assert imported.caveats == []
+
+
+def _scheduler(imported) -> list[dict]:
+    return sorted(imported.streams["scheduler"], key=lambda r: r["event_id"])
+
+
+def test_rereading_files_and_reordering_snapshots_add_nothing(tmp_path, imported):
+    """The same files twice, and every file's lines shuffled, give the same events."""
+    assert _scheduler(read(FILES + FILES)) == _scheduler(imported)
+    shuffled = tmp_path / "shuffled"
+    shuffled.mkdir()
+    for path in FILES:
+        values = [value for _, value in kubernetes.json_values(path.read_text()) if value is not None]
+        random.Random(path.name).shuffle(values)
+        (shuffled / path.name).write_text("".join(json.dumps(v) + "\n" for v in values))
+    reordered = read(sorted(shuffled.iterdir()))
+    assert _scheduler(reordered) == _scheduler(imported)
+    write_import(imported, tmp_path / "a")
+    write_import(reordered, tmp_path / "b")
+    part = "scheduler/part-00000.avro"
+    assert tree_bytes(tmp_path / "a")[part] == tree_bytes(tmp_path / "b")[part]
+
+
+def test_rolling_files_imported_one_by_one_give_the_same_events(imported):
+    """Each rolling Workload file alone (the second starts with the watch's re-list) gives events
+    identical, id for id, to those of all the files together: an import per file loses nothing and
+    repeats nothing that differs."""
+    whole = {r["event_id"]: r for r in imported.streams["scheduler"]}
+    parts = [read([K8S / "localqueues.json", K8S / name]) for name in ("workloads-000.jsonl", "workloads-001.jsonl")]
+    seen = {}
+    for part in parts:
+        for record in part.streams["scheduler"]:
+            assert whole[record["event_id"]] == record
+            seen[record["event_id"]] = record
+    assert seen == {i: r for i, r in whole.items() if r["job_id"] in (W1, W2, W3, W4)}
+
+
+def test_without_the_localqueues_the_cluster_queue_comes_from_the_admission():
+    alone = read([K8S / "workloads-001.jsonl"])
+    assert {r["job_id"]: r["queue"] for r in alone.streams["scheduler"] if r["type"] == "SUBMIT"} == {
+        W1: "cq-research/team-a/lq-train", W2: "cq-research/team-b/lq-batch", W3: "cq-prod/team-c/lq-prod"}
+
+
+def _line(change, obj, observed=None):
+    event = {"type": change, "object": obj}
+    if observed:
+        event["observedTime"] = observed
+    return json.dumps(event) + "\n"
+
+
+def _node(name, labels, allocatable):
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "5", "labels": labels,
+                         "creationTimestamp": "2026-03-02T00:00:00Z"},
+            "spec": {}, "status": {"allocatable": allocatable, "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                 "lastHeartbeatTime": "2026-03-02T00:05:00Z", "lastTransitionTime": "2026-03-02T00:01:00Z"}]}}
+
+
+def test_the_accelerator_label_map_can_be_extended(tmp_path):
+    labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-NEXT"}
+    stream = tmp_path / "nodes.jsonl"
+    stream.write_text(_line("ADDED", _node("n1", labels, {"nvidia.com/gpu": "8"}), "2026-03-02T00:02:00Z"))
+    unmapped = read([stream])
+    assert [r.reason for r in unmapped.rejections] == ["no node label maps to a catalogue key"]
+    extra = tmp_path / "labels.yaml"
+    extra.write_text("nvidia.com/gpu.product:\n  NVIDIA-H100-80GB-HBM3-NEXT: h100\n")
+    mapped = read([stream], accelerator_labels=str(extra))
+    # Ready since 00:01 (its lastTransitionTime), restated at the observation 00:02.
+    assert [(r["accelerator"], r["event_time"], r["chips"]) for r in mapped.streams["scheduler"]] == [
+        ("h100", at(1), 8), ("h100", at(2), 8)]
+
+
+def test_a_plain_list_without_observed_times_uses_the_objects_times_with_a_caveat(tmp_path):
+    """`kubectl get jobs -o json`: the Job's readiness has no time of its own, so the latest time the
+    object records (its startTime, 00:07) stands in, with a caveat."""
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "probe", "namespace": "ml", "uid": "u-probe", "resourceVersion": "9",
+                        "creationTimestamp": "2026-03-02T00:05:00Z"},
+           "spec": {"parallelism": 1, "template": {"spec": {
+               "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
+               "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+           "status": {"startTime": "2026-03-02T00:07:00Z", "ready": 1, "active": 1}}
+    listing = tmp_path / "jobs.json"
+    listing.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [job]}, indent=2))
+    result = read([listing])
+    assert timeline(result, "ml/probe") == [("SUBMIT", at(5), 1), ("ALLOCATE", at(7), 1)]
+    assert [(c.item, c.caveat) for c in result.caveats] == [
+        ("ml/probe", "no observedTime: the latest time the object records is taken")]
+
+
+def test_what_cannot_be_read_is_rejected_with_its_reason(tmp_path):
+    stream = tmp_path / "mixed.jsonl"
+    stream.write_text(
+        _line("ADDED", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "uid": "u1"}})
+        + json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410,
+                                                  "message": "too old resource version: 1 (2)"}}) + "\n"
+        + _line("ADDED", {"apiVersion": "batch/v1", "kind": "Job",
+                          "metadata": {"name": "cpu", "namespace": "x", "uid": "u2",
+                                       "creationTimestamp": "2026-03-02T00:00:00Z"},
+                          "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}})
+        + '{"type": "BOOKMARK", "object": {"kind": "Job", "metadata": {"resourceVersion": "12"}}}\n')
+    result = read([stream])
+    assert [(r.where, r.reason) for r in result.rejections] == [
+        ("line 1", "kind not imported"), ("line 2", "watch ERROR event"),
+        ("line 3", "Job asks for no accelerator (nvidia.com/gpu, amd.com/gpu, google.com/tpu)")]
+
+
+def test_cli_needs_a_cluster_and_takes_many_files(tmp_path, capsys):
+    assert main(["import", "kubernetes", *map(str, FILES), "--out", str(tmp_path / "a")]) == 2
+    assert "--cluster NAME" in capsys.readouterr().err
+    assert main(["import", "philly", str(K8S), str(K8S), "--out", str(tmp_path / "b")]) == 2
+    assert "philly reads one SOURCE, not 2" in capsys.readouterr().err
+    assert main(["import", "kubernetes", *map(str, FILES), "--cluster", "gke-1", "--out", str(tmp_path / "c")]) == 0
+    assert json.loads((tmp_path / "c" / "SOURCE.json").read_text())["jobs"] == 6
+
+
+def _chip_minutes(jobs: dict[str, dict]) -> dict[str, tuple]:
+    """(lifetime, all-allocated, partial) chip-minutes per job of job_goodput rows."""
+    return {job_id: tuple(round(row[f"{figure}_chip_s"] / 60, 9) for figure in ("lifetime", "all_allocated", "partial"))
+            for job_id, row in jobs.items()}
+
+
+@pytest.mark.slow
+def test_goodput_per_queue_and_cluster_queue_through_the_pipeline(tmp_path, imported):
+    """Chip-minutes by hand from the timelines above (no runtime stream: SG only, RG 0).
+
+    W1 lifetime 300 x 8, all-allocated 50 + 30 + 160 = 240 x 8; W4 40 x 4, never allocated;
+    W2 140 x 8, partial 120 x 8; W3 125 x 8, all-allocated 120 x 8; the JobSet 260 x 4,
+    all-allocated 100+110 = 210 x 4; the Job 65 x 2, all-allocated 60 x 2."""
+    write_import(imported, tmp_path / "in")
+    manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    assert manifest["reconciles"] and manifest["streams"]["scheduler"]["rejected"] == 0
+    minutes = _chip_minutes(jobs)
+    assert minutes == ({W1: (2400, 1920, 0), W4: (160, 0, 0), W2: (1120, 0, 960), W3: (1000, 960, 0),
+                        JOBSET: (1040, 840, 0), JOB: (130, 120, 0)})
+    with connect(tmp_path / "out") as connection:
+        by_queue = dict(connection.execute("select queue, sg from goodput_by_queue").fetchall())
+        by_cluster_queue = {row[0]: row[1:] for row in connection.execute(
+            "select cluster_queue, jobs, sg, rg, pg, mpg, lifetime_chip_s / 60 from goodput_by_cluster_queue"
+        ).fetchall()}
+        capacity = dict(connection.execute(
+            "select accelerator, sum(capacity_chip_s) / 60 from capacity_window group by all").fetchall())
+    assert by_queue == pytest.approx({"cq-research/team-a/lq-train": 1920 / 2560, "cq-research/team-b/lq-batch": 0.0,
+                                      "cq-prod/team-c/lq-prod": 960 / 1000, "UNKNOWN": (840 + 120) / (1040 + 130)})
+    jobs_in, sg, rg, pg, mpg, lifetime = by_cluster_queue["cq-research"]
+    assert (jobs_in, rg, pg, mpg) == (3, 0.0, None, 0.0)  # no runtime stream: nothing productive, PG unknown
+    assert (sg, lifetime) == pytest.approx((1920 / 3680, 3680))
+    assert by_cluster_queue["cq-prod"][1] == pytest.approx(0.96)
+    # h100: 16 chips 0-180, 8 to 240, 16 to 360; TPU: 4 chips 0-240 and 280-330. The as-of time is 360.
+    assert capacity == pytest.approx({"h100": 16 * 180 + 8 * 60 + 16 * 120, "tpu-v5e": 4 * 240 + 4 * 50})
+
+    # The published report of the day: validated as the daily routine does, with its queue sections.
+    quality, page = validate_and_publish(tmp_path / "out", Period(date(2026, 3, 2), date(2026, 3, 2)), SETTINGS)
+    assert quality.passed, [c for c in quality.checks if not c.passed]
+    by_cluster_queue = {row["cluster_queue"]: float(row["sg"]) for row in csv.DictReader(
+        (page.parent / "by_cluster_queue.csv").open(encoding="utf-8"))}
+    assert by_cluster_queue == pytest.approx({"cq-research": 1920 / 3680, "cq-prod": 0.96, "UNKNOWN": 960 / 1170})
+    html = page.read_text()
+    assert ">By queue<" in html and ">By cluster queue<" in html and "cq-research/team-b/lq-batch" in html
+
+
+def _cut(files, until: str, folder):
+    """The lines of each file the collector had written by `until` (a list, which has no observedTime, whole)."""
+    folder.mkdir()
+    for path in files:
+        values = [value for _, value in kubernetes.json_values(path.read_text())
+                  if value is not None and value.get("observedTime", until) <= until]
+        (folder / path.name).write_text("".join(json.dumps(v) + "\n" for v in values))
+    return sorted(folder.iterdir())
+
+
+@pytest.mark.slow
+def test_rolling_imports_appended_between_runs_give_the_figures_of_one_run(tmp_path, capsys):
+    """The collector's files as they stood at 02:00:30, imported and run; then every file, appended
+    (the re-listed Workloads, the lines already imported) and run again: the second run reads only the
+    new events, none of them repeated or late, and the figures are the hand-computed ones of the
+    whole stream. A third import of the same files adds nothing."""
+    telemetry, store = tmp_path / "telemetry", tmp_path / "goodput"
+    early = _cut(FILES, "2026-03-02T02:00:30Z", tmp_path / "early")
+    command = ["import", "kubernetes", "--cluster", "gke-1", "--out", str(telemetry), "--append"]
+    assert main([*command[:2], *map(str, early), *command[2:]]) == 0
+    first, _ = run_and_read(telemetry, store)
+    assert main([*command[:2], *map(str, FILES), *command[2:]]) == 0
+    second, jobs = run_and_read(telemetry, store)
+    # The store's counts over both runs: every event of the whole stream once, and the two capacity
+    # levels the first import restated at 02:00:30 (its last observation).
+    counts = second["streams"]["scheduler"]
+    assert (counts["read"], counts["duplicate"], counts["late"], counts["rejected"]) == (
+        len(read().streams["scheduler"]) + 2, 0, 0, 0)
+    assert first["streams"]["scheduler"]["read"] < second["streams"]["scheduler"]["read"]
+    minutes = _chip_minutes(jobs)
+    assert minutes == {W1: (2400, 1920, 0), W4: (160, 0, 0), W2: (1120, 0, 960), W3: (1000, 960, 0),
+                       JOBSET: (1040, 840, 0), JOB: (130, 120, 0)}
+    parts = sorted((telemetry / "scheduler").iterdir())
+    capsys.readouterr()
+    assert main([*command[:2], *map(str, FILES), *command[2:]]) == 0
+    assert "nothing new" in capsys.readouterr().out and sorted((telemetry / "scheduler").iterdir()) == parts
+
+
+def test_the_collector_may_only_read_the_kinds_the_importer_maps():
+    """deploy/kubernetes/collector.yaml: its ClusterRole reads (get, list, watch) exactly the resources
+    of the kinds the importer maps, and each is watched by a container."""
+    manifests = list(yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "collector.yaml").read_text()))
+    role = next(m for m in manifests if m["kind"] == "ClusterRole")
+    granted = {(group, resource) for rule in role["rules"]
+               for group in rule["apiGroups"] for resource in rule["resources"]}
+    assert {verb for rule in role["rules"] for verb in rule["verbs"]} == {"get", "list", "watch"}
+    plural = {"Workload": "workloads", "LocalQueue": "localqueues", "JobSet": "jobsets", "Job": "jobs", "Node": "nodes"}
+    assert granted == {(group, plural[kind]) for kind, group in kubernetes.GROUPS.items()}
+    pod = next(m for m in manifests if m["kind"] == "Deployment")["spec"]["template"]["spec"]
+    watched = {c["command"][1] for c in pod["containers"] if c["name"].startswith("watch-")}
+    assert watched == {f"{plural[kind]}.{group}" if group else plural[kind]
+                       for kind, group in kubernetes.GROUPS.items()}
+
+
+def test_a_jobset_with_a_cpu_driver_takes_its_workers_accelerator(tmp_path):
+    """A driver replicated job without accelerators (nor a node selector) beside 2 TPU workers of 4
+    chips: 8 chips of the workers' accelerator, even with a default --accelerator given."""
+    def replicated(name, replicas, template):
+        return {"name": name, "replicas": replicas, "template": {"spec": {"parallelism": 1, "template": template}}}
+    driver = {"spec": {"containers": [{"name": "driver", "resources": {"requests": {"cpu": "2"}}}]}}
+    worker = {"spec": {"nodeSelector": {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice"},
+                       "containers": [{"name": "w", "resources": {"limits": {"google.com/tpu": "4"}}}]}}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "mixed", "namespace": "ml", "uid": "u-mixed", "resourceVersion": "3",
+                           "creationTimestamp": "2026-03-02T00:00:00Z"},
+              "spec": {"replicatedJobs": [replicated("driver", 1, driver), replicated("workers", 2, worker)]}}
+    stream = tmp_path / "jobsets.jsonl"
+    stream.write_text(_line("ADDED", jobset, "2026-03-02T00:00:05Z"))
+    submit = read([stream], accelerator="h100").streams["scheduler"][0]
+    assert (submit["type"], submit["accelerator"], submit["chips"]) == ("SUBMIT", "tpu-v6e", 8)
+
+
+def test_a_malformed_object_is_rejected_whole_and_the_rest_imported(tmp_path):
+    """W2's snapshots with, in turn, pod sets that are not a list, a priority that is a name, a count no
+    event can hold, and a last snapshot whose Finished time is not a time: each time W2 is rejected with
+    nothing of it kept (not even its SUBMIT), and W1 beside it imports as from the fixture."""
+    lines = (K8S / "workloads-000.jsonl").read_text().splitlines()
+    w2 = [json.loads(line) for line in lines if '"job-sweep-8c1d0"' in line]
+    others = [line for line in lines if '"job-sweep-8c1d0"' not in line]
+
+    def spoiled(change):
+        copy = json.loads(json.dumps(w2))
+        change(copy)
+        stream = tmp_path / "workloads.jsonl"
+        stream.write_text("\n".join(others + [json.dumps(event) for event in copy]) + "\n")
+        return read([K8S / "localqueues.json", stream])
+
+    def finished_at_no_time(events):
+        events[-1]["object"]["status"]["conditions"].append(
+            {"type": "Finished", "status": "True", "reason": "Failed", "lastTransitionTime": "yesterday"})
+
+    cases = {"a field of a type its API does not give it":
+                 lambda events: events[-1]["object"]["spec"].update(podSets="main"),
+             "spec.priority is not a 32-bit integer":
+                 lambda events: events[-1]["object"]["spec"].update(priority="high"),
+             "podSets[].count is not a whole number of devices up to 2,147,483,647":
+                 lambda events: events[-1]["object"]["spec"]["podSets"][0].update(count=10**30),
+             "Finished.lastTransitionTime is not an RFC 3339 time": finished_at_no_time}
+    alone = read([K8S / "localqueues.json", K8S / "workloads-000.jsonl"])
+    for reason, change in cases.items():
+        result = spoiled(change)
+        assert [(r.item, r.reason) for r in result.rejections] == [("Workload team-b/job-sweep-8c1d0", reason)]
+        assert not by_job(result, "scheduler", W2)
+        assert by_job(result, "scheduler", W1) == by_job(alone, "scheduler", W1)
