@@ -105,6 +105,8 @@ JOBS = Table(
         Column("submit_time", TIMESTAMP, "SUBMIT event time", "submit_time_us"),
         Column("end_time", TIMESTAMP, "FINISH/FAIL/CANCEL time; null while running", "end_time_us"),
         Column("status", pa.string(), "FINISHED, FAILED, CANCELLED, or RUNNING at the as-of time"),
+        Column("end_reason", pa.string(), "why it ended: the `reason` of its FINISH, FAIL or CANCEL, when reported "
+               "(a Slurm State such as TIMEOUT or CANCELLED by 0)"),
         Column("allocations", pa.int32(), "ALLOCATE events (completing a partial allocation counts, as does a restart: "
                "not a restart count, see disruptions)"),
         Column("profiler_samples", pa.int32(), "profiler samples accepted for the job"),

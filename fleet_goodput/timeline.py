@@ -168,6 +168,9 @@ class Rejection:
 class JobTimeline:
     """The chip-time of one job, window by window."""
 
+    # A class default, so a timeline pickled in a store before `reason` existed reads as null.
+    end_reason: str | None = None
+
     def __init__(self, job_id: str, window_us: int, peak_flops: dict[str, float]):
         self.job_id = job_id
         self.window_us = window_us
@@ -241,6 +244,7 @@ class JobTimeline:
         if code in ("ALLOCATE", "PREEMPT"):
             return self._on_chips(code, event.payload[0])
         if code in TERMINAL_TYPES:
+            self.end_reason = event.payload[0] if event.payload else None  # () in events from before `reason`
             return self._on_end(code, event.time_us)
         return self._on_runtime(code, event)
 
@@ -523,6 +527,7 @@ class JobTimeline:
             "submit_time_us": self.submit_us,
             "end_time_us": self.end_us,
             "status": self.status,
+            "end_reason": self.end_reason,
             "allocations": self.allocations,
             "profiler_samples": self.accepted.get("profiler", 0),  # samples may be compacted away; the count stays
             "implicitly_closed_spans": self.implicitly_closed_spans,

@@ -14,6 +14,7 @@ from fleet_goodput import exits
 from fleet_goodput.config import ConfigError, load_settings
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.importers import IMPORTERS
+from fleet_goodput.importers.slurm import AcceleratorMap
 from fleet_goodput.importers.common import (
     CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options, SourceError, summary, write_import,
 )
@@ -46,6 +47,7 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
   mpg import mlperf tests/data/public/mlperf --out mlperf/
   mpg import kineto tests/data/public/kineto --out kineto/
   mpg import mgm tests/data/mgm_goodput_log.jsonl --out mgm/ --accelerator tpu-v5e --chips 16
+  mpg import slurm tests/data/slurm --out slurm/      # sacct.txt, events.txt, nodes.txt (docs/slurm.md)
 
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(failed="the source cannot be read as FORMAT: nothing was written")
 
@@ -53,7 +55,7 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
 def register(subparsers) -> None:
     formats = "\n".join(f"  {name:<8} {module.HELP}" for name, module in IMPORTERS.items())
     parser = subparsers.add_parser(
-        "import", help="convert public traces and logs (philly, openb, mlperf, kineto, mgm) into Avro telemetry",
+        "import", help="convert public traces and logs (philly, openb, mlperf, kineto, mgm) and Slurm accounting into Avro telemetry",
         description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
                                        source=SOURCE_FILE),
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -67,6 +69,12 @@ def register(subparsers) -> None:
     parser.add_argument("--chips", type=int, metavar="N", help="chips of the job (mgm: required)")
     parser.add_argument("--cluster", metavar="NAME", help="cluster name (mgm, kineto; default: the format's name)")
     parser.add_argument("--start", metavar="TIME", help="openb: ISO-8601 time of the trace start (default 2023-01-01T00:00:00Z)")
+    parser.add_argument("--timezone", metavar="ZONE",
+                        help="slurm: the time zone sacct printed its times in, e.g. Europe/Berlin (default UTC; "
+                             "sacct prints the client's TZ without an offset)")
+    parser.add_argument("--accelerator-map", metavar="FILE",
+                        help="slurm: YAML with `gres_types: {TYPE: KEY}` and `partitions: {PARTITION: KEY}` "
+                             "adding to the built-in GRES type → catalogue key map (docs/slurm.md)")
     parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
     parser.add_argument("--max-expanded-mib", type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
                         help="refuse an input file (a JSON trace, a .json.gz once decompressed, a log line) larger "
@@ -88,7 +96,8 @@ def main(args: argparse.Namespace) -> int:
         options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
                           accelerator=args.accelerator, chips=args.chips, cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None,
-                          max_expanded_bytes=args.max_expanded_mib << 20)
+                          max_expanded_bytes=args.max_expanded_mib << 20, timezone=args.timezone,
+                          accelerator_map=AcceleratorMap.load(args.accelerator_map))
         progress(f"Importing {args.format} from {args.source} ...")
         imported = module.read(Path(args.source), options)
         if not summary(imported)["jobs"]:

@@ -6,6 +6,6 @@ Each module reads one source format into an `Imported` (common.py) with
 the module docstrings and docs/importers.md.
 """
 
-from fleet_goodput.importers import kineto, mgm, mlperf, openb, philly
+from fleet_goodput.importers import kineto, mgm, mlperf, openb, philly, slurm
 
-IMPORTERS = {module.NAME: module for module in (philly, openb, mlperf, kineto, mgm)}
+IMPORTERS = {module.NAME: module for module in (philly, openb, mlperf, kineto, mgm, slurm)}

@@ -87,6 +87,8 @@ class Options:
     cluster: str | None = None
     start_us: int | None = None
     max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES  # what one file (or line) may hold, decompressed
+    timezone: str | None = None  # slurm: the zone sacct printed its times in (None: UTC)
+    accelerator_map: object = None  # slurm: an AcceleratorMap (GRES type / partition → catalogue key)
 
 
 @dataclass(frozen=True)
