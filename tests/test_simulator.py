@@ -211,6 +211,20 @@ def test_the_small_fleet_shows_partial_allocation_preemption_with_restore_and_fa
     assert any(j["status"] == "RUNNING" and j["end_time"] is None for j in truth["jobs"])
 
 
+def test_every_interruption_and_end_says_why(events):
+    """Each PREEMPT and each FINISH, FAIL, CANCEL carries a `reason` naming one of the simulator's causes;
+    nothing else does. The small fleet has maintenance drains and preemptions by priority."""
+    from fleet_goodput.simulator import scheduler as simulated
+    causes = {value for name, value in vars(simulated).items() if name.startswith("REASON_")}
+    scheduler = _all(events["scheduler"])
+    stops = [r for r in scheduler if r["type"] in ("PREEMPT", "FINISH", "FAIL", "CANCEL")]
+    assert stops and all(r["reason"] in causes for r in stops)
+    assert all(r["reason"] is None for r in scheduler if r["type"] in ("CAPACITY", "SUBMIT", "ALLOCATE"))
+    assert {r["reason"] for r in scheduler if r["type"] == "FINISH"} == {simulated.REASON_COMPLETED}
+    assert {simulated.REASON_MAINTENANCE, simulated.REASON_PREEMPTED} <= {r["reason"] for r in stops
+                                                                        if r["type"] == "PREEMPT"}
+
+
 # --- the truth
 
 

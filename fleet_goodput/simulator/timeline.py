@@ -108,6 +108,7 @@ class LevelChange:
     time_us: int
     chips: int
     kind: str  # ALLOCATE or PREEMPT
+    reason: str | None = None  # PREEMPT: why (the scheduler event's `reason`)
 
 
 @dataclass
@@ -118,6 +119,7 @@ class JobTimeline:
     samples: list[Sample] = field(default_factory=list)
     status: str = RUNNING
     end_us: int | None = None  # FINISH/FAIL/CANCEL time; None if running at the horizon
+    end_reason: str | None = None  # why it ended (the terminal event's `reason`)
 
 
 @dataclass
