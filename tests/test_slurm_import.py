@@ -167,3 +167,20 @@ def test_reason_and_queue_reach_the_avro_file(sample, tmp_path):
     with open(next((tmp_path / "in" / "scheduler").glob("*.avro")), "rb") as handle:
         records = list(fastavro.reader(handle))
     assert {r["reason"] for r in records if r["job_id"] == "testfleet/1" and r["type"] == "FAIL"} == {"TIMEOUT"}
+
+
+def test_a_node_out_at_the_first_submission_lowers_the_first_level(tmp_path):
+    """One level per instant: the origin's level already counts the node that is out then; an outage
+    over before the origin changes nothing; one still going never returns its GPUs."""
+    _write(tmp_path / "src", [_row("1", submit="2026-03-01T10:00:00", end="2026-03-01T12:00:00")],
+           nodes="NodeName=n1 Gres=gpu:h100:8 Partitions=batch\nNodeName=n2 Gres=gpu:h100:8 Partitions=batch\n"
+                 "NodeName=n3 Gres=gpu:h100:8 Partitions=batch\n")
+    (tmp_path / "src" / "events.txt").write_text(
+        "Cluster|NodeName|TimeStart|TimeEnd|State|Reason|User|Event|TRES\n"
+        "edge|n1|2026-03-01T09:00:00|2026-03-01T10:30:00|DOWN|psu|root(0)|Node|gres/gpu:h100=8\n"
+        "edge|n2|2026-02-01T09:00:00|2026-02-01T10:30:00|DOWN|old|root(0)|Node|gres/gpu:h100=8\n"
+        "edge|n3|2026-03-01T11:00:00|Unknown|DRAIN|rma|root(0)|Node|gres/gpu:h100=8\n")
+    imported, _ = import_to("slurm", tmp_path / "src", tmp_path / "out")
+    levels = [(r["event_time"], r["chips"]) for r in imported.streams["scheduler"] if r["type"] == "CAPACITY"]
+    assert sorted(levels) == [(_t("2026-03-01T10:00:00"), 16), (_t("2026-03-01T10:30:00"), 24),
+                              (_t("2026-03-01T11:00:00"), 16)]

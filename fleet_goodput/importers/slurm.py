@@ -19,9 +19,9 @@ The mapping, per job (rows of one JobID are its attempts, in Submit order):
              PREEMPTED; CANCEL: CANCELLED (by N): at the last attempt's End, reason = its State
 
 The accelerator is the GRES type through a map the user may extend (partition
-as a fallback). CAPACITY per cluster and accelerator is the GPUs of the node
-inventory, lowered while a node is down, drained or failing (events.txt) and
-raised when it returns. Job ids are `<cluster>/<JobID>`; event ids depend only
+as a fallback). CAPACITY per cluster and accelerator, from the first
+submission on, is the GPUs of the node inventory, lowered while a node is
+down, drained or failing (events.txt) and raised when it returns. Job ids are `<cluster>/<JobID>`; event ids depend only
 on the job, the attempt's Submit time and the event, so the collector
 (`mpg collect slurm`) and this importer agree and a rerun repeats them.
 """
@@ -378,8 +378,16 @@ def _emit_job(imported: Imported, cluster: str, job_id: str, attempts: list[Atte
 
 def read(source: Path, options: Options) -> Imported:
     folder = source if source.is_dir() else source.parent
-    sacct_path = require_file(folder / SACCT if source.is_dir() else source,
-                              f"{SACCT}: the output of sacct --allocations --duplicates --parsable2 -o {SACCT_FIELDS}")
+    return convert(require_file(folder / SACCT if source.is_dir() else source,
+                                f"{SACCT}: the output of sacct --allocations --duplicates --parsable2 -o "
+                                f"{SACCT_FIELDS}"), options)
+
+
+def convert(sacct_path: Path, options: Options, origin_us: int | None = None, since_us: int | None = None) -> Imported:
+    """The events of `sacct_path` (with events.txt and nodes.txt beside it). CAPACITY starts at
+    `origin_us` (default: the earliest time seen) and only levels from `since_us` on are kept (the
+    collector's later polls, whose node events no longer reach back to the origin)."""
+    folder = sacct_path.parent
     events_path, nodes_path = folder / EVENTS, folder / NODES
     accelerator_map = options.accelerator_map or AcceleratorMap()
     read_time = TimeReader(options.timezone)
@@ -432,7 +440,8 @@ def read(source: Path, options: Options) -> Imported:
         imported.caveat(NODES, "capacity", "one node inventory for several clusters: no CAPACITY",
                         f"import each cluster's sacct rows with its own {NODES}: {', '.join(clusters)}")
     elif clusters:
-        _emit_capacity(imported, clusters[0], nodes, outages, accelerator_map, options.accelerators)
+        _emit_capacity(imported, clusters[0], nodes, outages, accelerator_map, options.accelerators, origin_us,
+                       since_us)
     return imported
 
 
@@ -493,8 +502,9 @@ def read_outages(path: Path, read_time: TimeReader, imported: Imported) -> list[
     return outages
 
 
-def _emit_capacity(imported, cluster, nodes, outages, accelerator_map, accelerators) -> None:
-    """One level per cluster and accelerator from the earliest time seen, then a level at every change."""
+def _emit_capacity(imported, cluster, nodes, outages, accelerator_map, accelerators, origin_us, since_us) -> None:
+    """A level per accelerator at the origin (every node's GPUs less those out then), and one at
+    every later instant the level changes, from `since_us` on."""
     node_key: dict[str, list[tuple[str, int]]] = {}
     for name, node in nodes.items():
         for gres_type, count in node["gpus"]:
@@ -503,26 +513,26 @@ def _emit_capacity(imported, cluster, nodes, outages, accelerator_map, accelerat
                     (accelerator_map.key(gres_type, node["partitions"], accelerators), count))
             except Unmappable as exc:
                 imported.reject(NODES, "node", name, exc.reason, exc.detail)
-    times = [r["event_time"] for r in imported.streams["scheduler"]] + [o.start_us for o in outages]
-    origin = min(times)
+    if origin_us is None:
+        origin_us = min(r["event_time"] for r in imported.streams["scheduler"])  # the first submission
     changes: dict[str, dict[int, int]] = {}
-    totals: dict[str, int] = {}
     for pieces in node_key.values():
         for key, count in pieces:
-            totals[key] = totals.get(key, 0) + count
+            changes.setdefault(key, {}).setdefault(origin_us, 0)
+            changes[key][origin_us] += count
     for outage in _merged(outages):
+        if outage.end_us is not None and outage.end_us <= origin_us:
+            continue  # over before the origin
         for key, count in node_key.get(outage.node, []):
-            start = max(outage.start_us, origin)
-            changes.setdefault(key, {})
+            start = max(outage.start_us, origin_us)
             changes[key][start] = changes[key].get(start, 0) - count
-            if outage.end_us is not None:
+            if outage.end_us is not None and outage.end_us > start:
                 changes[key][outage.end_us] = changes[key].get(outage.end_us, 0) + count
-    for key, total in sorted(totals.items()):
-        level = total
-        _capacity(imported, cluster, key, origin, level)
-        for time_us, delta in sorted(changes.get(key, {}).items()):
+    for key, deltas in sorted(changes.items()):
+        level = 0
+        for time_us, delta in sorted(deltas.items()):
             level += delta
-            if delta:
+            if (delta or time_us == origin_us) and (since_us is None or time_us >= since_us):
                 _capacity(imported, cluster, key, time_us, level)
 
 
