@@ -65,11 +65,12 @@ def node_gpus(nodes: Path) -> dict[str, tuple[str, int]]:
     return found
 
 
-def capacity_chip_seconds(sacct: Path, events: Path, nodes: Path) -> tuple[int, int, dict[str, int]]:
-    """(first submission, last end, chip-seconds online per GRES type between them): every node's
-    GPUs the whole time, less each node's downtime."""
+def capacity_chip_seconds(sacct: Path, events: Path, nodes: Path,
+                          first: int | None = None) -> tuple[int, int, dict[str, int]]:
+    """(first, last end, chip-seconds online per GRES type between them): every node's GPUs the
+    whole time, less each node's downtime. `first` defaults to the first submission."""
     rows = [r for r in _rows(sacct) if re.search(r"gres/gpu=", r["ReqTRES"])]
-    first = min(_seconds(r["Submit"]) for r in rows)
+    first = min(_seconds(r["Submit"]) for r in rows) if first is None else first
     last = max(_seconds(r["End"]) for r in rows if r["End"] not in ("Unknown", "None"))
     online: dict[str, int] = {}
     downtime = node_downtime_s(events)

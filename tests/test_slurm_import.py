@@ -72,10 +72,13 @@ def test_the_pipeline_equals_slurms_own_numbers(sample, tmp_path):
     check_against_slurm(SAMPLE, tmp_path / "in", tmp_path / "out")
 
 
-def check_against_slurm(source, imported_dir, output) -> None:
+def check_against_slurm(source, imported_dir, output, capacity_from_s: int | None = None) -> None:
+    """Import `source` into `imported_dir` (unless it holds a collection already), run the pipeline, and
+    compare with tests/slurm_truth.py; capacity counts from `capacity_from_s` (default: the first submission)."""
     if not imported_dir.exists():
         import_to("slurm", source, imported_dir)
-    first, last, online = capacity_chip_seconds(source / "sacct.txt", source / "events.txt", source / "nodes.txt")
+    first, last, online = capacity_chip_seconds(source / "sacct.txt", source / "events.txt", source / "nodes.txt",
+                                                capacity_from_s)
     outcome = run_batch(str(imported_dir), str(output), SETTINGS, as_of_us=last * MICROS, build_views=False)
     assert outcome.manifest["reconciles"]
     with connect(output) as connection:

@@ -53,6 +53,8 @@ NO_TIME = ("Unknown", "None", "")
 TERMINAL = {"COMPLETED": "FINISH", "FAILED": "FAIL", "NODE_FAIL": "FAIL", "TIMEOUT": "FAIL",
             "OUT_OF_MEMORY": "FAIL", "BOOT_FAIL": "FAIL", "DEADLINE": "FAIL", "PREEMPTED": "FAIL",
             "CANCELLED": "CANCEL"}
+_ATTEMPT_TAG = {"ALLOCATE": "start", "PREEMPT": "stop"}  # FINISH, FAIL, CANCEL: "end"
+REQUEUABLE = ("PREEMPTED", "NODE_FAIL")  # may run again: a later row would say so
 STILL_QUEUED_OR_RUNNING = ("PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
                            "SUSPENDED", "REVOKED", "SIGNALING", "STAGE_OUT", "COMPLETING", "CONFIGURING")
 # GRES types as sites commonly name them (and as NVML autodetection does) → catalogue keys.
@@ -344,11 +346,13 @@ def _state_and_why(attempt: Attempt, node_reasons) -> str:
 
 
 def _emit_job(imported: Imported, cluster: str, job_id: str, attempts: list[Attempt], accelerator: str,
-              node_reasons) -> None:
+              node_reasons, settle_after_us: int | None) -> None:
     def event(kind: str, attempt: Attempt, time_us: int, chips: int, **extra) -> None:
-        tag = {"SUBMIT": "submit", "ALLOCATE": "start", "PREEMPT": "stop"}.get(kind, "end")
+        # A job's SUBMIT is one event whichever attempt a poll sees first (sacct -S lists no attempt
+        # that ended before it); the others are named by their attempt's Submit.
+        tag = "submit" if kind == "SUBMIT" else f"{attempt.submit_us // MICROS}/{_ATTEMPT_TAG.get(kind, 'end')}"
         imported.streams["scheduler"].append({
-            "event_id": f"{PREFIX}/{cluster}/{job_id}/{attempt.submit_us // MICROS}/{tag}",
+            "event_id": f"{PREFIX}/{cluster}/{job_id}/{tag}",
             "event_time": time_us, "job_id": f"{cluster}/{job_id}", "type": kind, "cluster": cluster,
             "accelerator": accelerator, "chips": chips, "workload": None, "framework": None, "team": None,
             "topology": None, "priority": None, "reason": None, **extra})
@@ -369,6 +373,8 @@ def _emit_job(imported: Imported, cluster: str, job_id: str, attempts: list[Atte
         if not last:
             if attempt.start_us is not None:
                 event("PREEMPT", attempt, attempt.end_us, 0, reason=_reason(attempt, node_reasons))
+        elif word in REQUEUABLE and settle_after_us is not None and attempt.end_us >= settle_after_us:
+            continue  # just ended: Slurm may yet list it again as requeued; a later poll says
         elif word in TERMINAL:
             event(TERMINAL[word], attempt, attempt.end_us, 0, reason=_reason(attempt, node_reasons))
         elif attempt.start_us is not None and word in STILL_QUEUED_OR_RUNNING:
@@ -383,10 +389,12 @@ def read(source: Path, options: Options) -> Imported:
                                 f"{SACCT_FIELDS}"), options)
 
 
-def convert(sacct_path: Path, options: Options, origin_us: int | None = None, since_us: int | None = None) -> Imported:
+def convert(sacct_path: Path, options: Options, origin_us: int | None = None, since_us: int | None = None,
+            settle_after_us: int | None = None) -> Imported:
     """The events of `sacct_path` (with events.txt and nodes.txt beside it). CAPACITY starts at
-    `origin_us` (default: the earliest time seen) and only levels from `since_us` on are kept (the
-    collector's later polls, whose node events no longer reach back to the origin)."""
+    `origin_us` (default: the first submission) and only levels from `since_us` on are kept (the
+    collector's later polls, whose node events no longer reach back to the origin). A job whose
+    last attempt ended PREEMPTED or NODE_FAIL at or after `settle_after_us` is not ended yet."""
     folder = sacct_path.parent
     events_path, nodes_path = folder / EVENTS, folder / NODES
     accelerator_map = options.accelerator_map or AcceleratorMap()
@@ -431,7 +439,7 @@ def convert(sacct_path: Path, options: Options, origin_us: int | None = None, si
         except Unmappable as exc:
             imported.reject(SACCT, attempts[0].row.where, item, exc.reason, exc.detail)
             continue
-        _emit_job(imported, cluster, job_id, attempts, accelerator, node_reasons)
+        _emit_job(imported, cluster, job_id, attempts, accelerator, node_reasons, settle_after_us)
     clusters = sorted({cluster for cluster, _ in jobs})
     if not nodes:
         imported.caveat(NODES, "capacity", "no node inventory: no CAPACITY, so fleet views have no base",
