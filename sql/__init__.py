@@ -28,6 +28,8 @@ VIEW_FILES = (
     "marts/goodput_by_team.sql",
     "marts/goodput_by_framework.sql",
     "marts/badput_breakdown.sql",
+    "marts/interruptions.sql",
+    "marts/interruptions_by_cause.sql",
 )
 
 

@@ -77,3 +77,24 @@ def capacity_chip_seconds(sacct: Path, events: Path, nodes: Path,
     for node, (kind, gpus) in node_gpus(nodes).items():
         online[kind] = online.get(kind, 0) + gpus * (last - first - downtime.get(node, 0))
     return first, last, online
+
+
+def interruptions(sacct: Path, cluster: str = "testfleet") -> set[tuple]:
+    """(job, cause, seconds run, seconds until running again or None) for every attempt that ran and
+    ended other than COMPLETED: an earlier attempt (requeued, preempted, node failure) or the last."""
+    attempts: dict[str, list[dict]] = {}
+    for row in _rows(sacct):
+        if re.search(r"gres/gpu=", row["ReqTRES"]):
+            attempts.setdefault(f"{cluster}/{row['JobID']}", []).append(row)
+    found = set()
+    for job, rows in attempts.items():
+        rows.sort(key=lambda r: r["Submit"])
+        for row, following in zip(rows, rows[1:] + [None]):
+            ran = row["Start"] not in ("Unknown", "None") and row["End"] not in ("Unknown", "None")
+            cause = row["State"].split()[0]
+            if not ran or (following is None and cause == "COMPLETED"):
+                continue
+            again = (_seconds(following["Start"]) - _seconds(row["End"])
+                     if following is not None and following["Start"] not in ("Unknown", "None") else None)
+            found.add((job, cause, _seconds(row["End"]) - _seconds(row["Start"]), again))
+    return found

@@ -12,7 +12,7 @@ from fleet_goodput.batch import run_batch
 from fleet_goodput.importers.common import MICROS
 from fleet_goodput.importers.slurm import AcceleratorMap
 from fleet_goodput.views import connect
-from slurm_truth import capacity_chip_seconds, job_chip_seconds
+from slurm_truth import capacity_chip_seconds, interruptions, job_chip_seconds
 from test_importers_common import FIXTURES, SETTINGS, by_job, import_to, rejected_rows
 
 SAMPLE = FIXTURES / "slurm"
@@ -67,8 +67,9 @@ def test_every_scenario_of_the_box_maps_as_documented(sample):
 
 
 def test_the_pipeline_equals_slurms_own_numbers(sample, tmp_path):
-    """Queued and allocated chip-seconds per job, and capacity less each node's downtime, computed from
-    the sacct and sacctmgr text alone (tests/slurm_truth.py) equal the pipeline's."""
+    """Queued and allocated chip-seconds per job, capacity less each node's downtime, and each attempt
+    that stopped early (cause, time run, time until it ran again), computed from the sacct and sacctmgr
+    text alone (tests/slurm_truth.py), equal the pipeline's."""
     check_against_slurm(SAMPLE, tmp_path / "in", tmp_path / "out")
 
 
@@ -87,6 +88,9 @@ def check_against_slurm(source, imported_dir, output, capacity_from_s: int | Non
         capacity = dict(connection.execute(
             "select accelerator, sum(capacity_chip_s) from capacity_window group by accelerator").fetchall())
         ended = {row[0]: row[1] for row in connection.execute("select job_id, end_reason from jobs").fetchall()}
+        stops = set(connection.execute(
+            "select job_id, cause, run_s, reallocated_s from interruptions").fetchall())
+    assert stops == interruptions(source / "sacct.txt")
     truth = job_chip_seconds(source / "sacct.txt")
     assert truth and {job: jobs[job] for job in truth} == truth  # whole seconds: exact
     assert capacity == online
