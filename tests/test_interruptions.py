@@ -44,3 +44,28 @@ def test_only_running_attempts_are_interrupted():
     ("FAIL", None, "FAILED"), ("PREEMPT", "", "PREEMPTED")])
 def test_a_cause_is_the_first_word_of_the_reason(event, reason, cause):
     assert cause_of(event, reason) == cause
+
+
+def test_the_report_section_sums_the_recorded_slurm_run_by_cause(tmp_path):
+    """The report's "Why jobs stopped" rows over tests/data/slurm: one per cause here, each cost being the
+    requested GPUs × the seconds until the job held them again (no runtime stream: no work is known lost)."""
+    from datetime import date
+
+    from fleet_goodput.batch import run_batch
+    from fleet_goodput.quality.period import Period
+    from fleet_goodput.report.figures import interruptions
+    from fleet_goodput.views import connect
+    from test_importers_common import FIXTURES, SETTINGS, import_to
+
+    import_to("slurm", FIXTURES / "slurm", tmp_path / "in")
+    run_batch(str(tmp_path / "in"), str(tmp_path / "out"), SETTINGS, build_views=False)
+    with connect(tmp_path / "out") as connection:
+        rows = interruptions(connection, Period(date(2026, 11, 26), date(2026, 11, 26)))
+    by_cause = {row["cause"]: (row["interruptions"], row["mean_run_s"], row["lost_chip_h"] * 3600,
+                               row["cost_chip_h"] * 3600) for row in rows}
+    # sacct: 4 PREEMPTED 04:30:44-46, again 52 (4 GPUs); 5 NODE_FAIL same times (2 GPUs); 9 REQUEUED (1 GPU);
+    # 1 TIMEOUT after 89 s, 7 FAILED after 1 s, 8 CANCELLED after 2 s: those ended their jobs.
+    assert by_cause == {"PREEMPTED": (1, 2.0, 0.0, 4 * 6.0), "NODE_FAIL": (1, 2.0, 0.0, 2 * 6.0),
+                        "REQUEUED": (1, 2.0, 0.0, 1 * 6.0), "TIMEOUT": (1, 89.0, 0.0, 0.0),
+                        "FAILED": (1, 1.0, 0.0, 0.0), "CANCELLED": (1, 2.0, 0.0, 0.0)}
+    assert [row["cause"] for row in rows][:3] == ["PREEMPTED", "NODE_FAIL", "REQUEUED"]  # costliest first
