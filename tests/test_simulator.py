@@ -379,3 +379,27 @@ def test_the_command_rejects_a_non_positive_horizon(tmp_path):
     simulate_command.register(parser.add_subparsers())
     with pytest.raises(SystemExit):
         parser.parse_args(["simulate", "--out", str(tmp_path), "--hours", "0"])
+
+
+def test_node_failures_take_a_host_away_until_repaired_and_preempt_the_jobs_on_it(tmp_path):
+    """With node failures, a failing host lowers its cluster's capacity by its chips until its repair,
+    each level saying why, and the jobs preempted then say the same cause."""
+    from fleet_goodput.simulator.fleet import HOST_CHIPS
+    simulate(tmp_path, seed=3, hours=6.0, node_failures=True)
+    scheduler = sorted(_all(_read_stream(tmp_path, "scheduler")), key=lambda r: (r["event_time"], r["event_id"]))
+    levels = defaultdict(list)
+    for r in scheduler:
+        if r["type"] == "CAPACITY":
+            levels[r["cluster"]].append(r)
+    changes = Counter()
+    for records in levels.values():
+        for before, level in zip(records, records[1:]):
+            kind = (level["reason"] or "").split(":")[0]
+            if kind in ("NODE_FAIL", "REPAIRED"):
+                changes[kind] += 1
+                assert level["chips"] - before["chips"] == (-HOST_CHIPS if kind == "NODE_FAIL" else HOST_CHIPS)
+    assert changes["NODE_FAIL"] >= 3 and changes["REPAIRED"] >= 1
+    failures = {(r["cluster"], r["event_time"], r["reason"]) for r in scheduler
+                if r["type"] == "CAPACITY" and (r["reason"] or "").startswith("NODE_FAIL")}
+    preempted = [r for r in scheduler if r["type"] == "PREEMPT" and r["reason"].startswith("NODE_FAIL")]
+    assert preempted and all((r["cluster"], r["event_time"], r["reason"]) in failures for r in preempted)

@@ -26,9 +26,11 @@ def scheduler_events(fleet: FleetTimeline) -> list[dict]:
         # The last event restates every level at the horizon: the input's latest
         # event time is then the horizon, which the pipeline takes as its as-of time.
         restated = levels + [(fleet.horizon_us, _level_at(levels, fleet.horizon_us))]
+        reasons = fleet.capacity_reasons.get(cluster.name, {})
         for n, (time_us, chips) in enumerate(restated):
             events.append(_scheduler(f"capacity-{cluster.name}-{n}", time_us, None, "CAPACITY",
-                                     cluster.name, cluster.accelerator, chips))
+                                     cluster.name, cluster.accelerator, chips,
+                                     reasons.get(time_us) if n < len(levels) else None))
     for job in fleet.jobs:
         spec = job.spec
         ids = _ids(spec.job_id, "s")

@@ -70,14 +70,18 @@ class _Pool:
 
 
 def run_fleet(seed: int, clusters: list[Cluster], capacity: dict[str, list[tuple[int, int]]],
-              specs: list[JobSpec], start_us: int, horizon_us: int) -> FleetTimeline:
-    """Simulate the fleet from `start_us` to `horizon_us`; returns what happened."""
+              specs: list[JobSpec], start_us: int, horizon_us: int,
+              capacity_reasons: dict[str, dict[int, str]] | None = None) -> FleetTimeline:
+    """Simulate the fleet from `start_us` to `horizon_us`; returns what happened. `capacity_reasons`
+    says which levels a node failure set (the rest are maintenance)."""
+    capacity_reasons = capacity_reasons or {}
     sim = _Simulation(seed, clusters, specs, horizon_us)
     for name, levels in capacity.items():
         for time_us, chips in levels[1:]:  # the first level is the cluster's initial capacity
-            sim.push(time_us, _CAPACITY, (name, chips))
+            sim.push(time_us, _CAPACITY, (name, chips, capacity_reasons.get(name, {}).get(time_us)))
     sim.run()
-    return FleetTimeline(start_us, horizon_us, clusters, capacity, [job.timeline for job in sim.jobs])
+    return FleetTimeline(start_us, horizon_us, clusters, capacity, [job.timeline for job in sim.jobs],
+                         capacity_reasons)
 
 
 class _Simulation:
@@ -103,7 +107,7 @@ class _Simulation:
             t, order, _seq, payload, token = heapq.heappop(self.heap)
             if order == _CAPACITY:
                 pool = self.pools[payload[0]]
-                self.on_capacity(pool, payload[1], t)
+                self.on_capacity(pool, payload[1], t, payload[2])
             else:
                 job = payload
                 pool = self.pools[job.spec.cluster]
@@ -196,13 +200,21 @@ class _Simulation:
 
     # --- what happens to a cluster
 
-    def on_capacity(self, pool: _Pool, chips: int, t: int) -> None:
+    def on_capacity(self, pool: _Pool, chips: int, t: int, reason: str | None) -> None:
+        failed = reason is not None and reason.startswith("NODE_FAIL")
+        lost = pool.capacity - chips
         pool.capacity = chips
-        if pool.used > chips:  # a maintenance drain evicts jobs off the drained hosts
+        if failed and pool.used and lost > 0 and self.rng.random() < pool.used / (pool.used + chips):
+            # The failed host was busy (as likely as its share of the chips in use): its job dies.
+            busy = [j for j in pool.holding]
+            victim = self.rng.choices(busy, [j.held for j in busy])[0]
+            self.preempt(victim, pool, t, self._ms(self.rng.uniform(30, 120) * 1000), reason)
+        if pool.used > chips:  # a drain or a failure evicts jobs off the hosts that went
             for victim in self._victims(pool, priority_below=None):
                 if pool.used <= chips:
                     break
-                self.preempt(victim, pool, t, self._ms(self.rng.uniform(30, 120) * 1000), REASON_MAINTENANCE)
+                self.preempt(victim, pool, t, self._ms(self.rng.uniform(30, 120) * 1000),
+                             reason if failed else REASON_MAINTENANCE)
 
     def preempt_for(self, job: _Job, pool: _Pool, t: int) -> None:
         """Free chips for a high-priority job by preempting lower-priority ones, if that is enough."""
