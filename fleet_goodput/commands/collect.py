@@ -10,6 +10,7 @@ from pathlib import Path
 from fleet_goodput import exits
 from fleet_goodput.config import ConfigError, load_settings
 from fleet_goodput.console import VERBOSITY_HELP, say
+from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP
 
 DESCRIPTION = """\
 Poll the accounting of the Slurm cluster this machine's Slurm client is
@@ -49,9 +50,7 @@ def register(subparsers) -> None:
     parser.add_argument("--since", metavar="TIME",
                         help="first poll only: ISO-8601 time to reach back to (default: 24 hours ago); later polls "
                              "continue from the cursor")
-    parser.add_argument("--accelerator-map", metavar="FILE",
-                        help="YAML with `gres_types: {TYPE: KEY}` and `partitions: {PARTITION: KEY}` adding to the "
-                             "built-in GRES type → catalogue key map (docs/slurm.md)")
+    parser.add_argument("--accelerator-map", metavar="FILE", help=ACCELERATOR_MAP_HELP)
     parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
     parser.set_defaults(func=main)
 

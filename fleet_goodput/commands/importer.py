@@ -14,7 +14,7 @@ from fleet_goodput import exits
 from fleet_goodput.config import ConfigError, load_settings
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.importers import IMPORTERS
-from fleet_goodput.importers.slurm import AcceleratorMap
+from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP, AcceleratorMap
 from fleet_goodput.importers.common import (
     CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options, SourceError, summary, write_import,
 )
@@ -72,9 +72,7 @@ def register(subparsers) -> None:
     parser.add_argument("--timezone", metavar="ZONE",
                         help="slurm: the time zone sacct printed its times in, e.g. Europe/Berlin (default UTC; "
                              "sacct prints the client's TZ without an offset)")
-    parser.add_argument("--accelerator-map", metavar="FILE",
-                        help="slurm: YAML with `gres_types: {TYPE: KEY}` and `partitions: {PARTITION: KEY}` "
-                             "adding to the built-in GRES type → catalogue key map (docs/slurm.md)")
+    parser.add_argument("--accelerator-map", metavar="FILE", help=f"slurm: {ACCELERATOR_MAP_HELP}")
     parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
     parser.add_argument("--max-expanded-mib", type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
                         help="refuse an input file (a JSON trace, a .json.gz once decompressed, a log line) larger "

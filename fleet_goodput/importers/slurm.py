@@ -95,6 +95,10 @@ PROVENANCE = {
 }
 
 
+ACCELERATOR_MAP_HELP = ("YAML with `gres_types: {TYPE: KEY}` and `partitions: {PARTITION: KEY}` adding to the "
+                        "built-in GRES type → catalogue key map (docs/slurm.md)")
+
+
 @dataclass
 class AcceleratorMap:
     """GRES type → catalogue key, and partition → key for jobs whose GRES has no type."""
