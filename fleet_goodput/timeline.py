@@ -38,6 +38,11 @@ runtime inside an allocation after steps ran in it (a CHECKPOINT_RESTORE_END,
 or steps going back). A restore at the start of a new allocation is part of
 the disruption that ended the one before, not another; a CANCEL is the
 owner's decision, not a failure the checkpoint interval guards against.
+
+Interruptions (`interruptions` in the summary, fleet_goodput/interruptions.py)
+are the scheduler's side only: a running attempt cut by a PREEMPT below the
+request, a FAIL or a CANCEL, each with its reason, what it cost and how long
+the job took to get going again.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ def _seconds(text: str) -> int:
     return timegm(strptime(text, "%Y-%m-%dT%H:%M:%S"))  # sacct ran with TZ=UTC
 
 
-def _rows(path: Path) -> list[dict]:
+def sacct_rows(path: Path) -> list[dict]:
+    """The rows of a `--parsable2` (or `sacctmgr -P`) file as dicts by the header's names."""
     header, *lines = path.read_text().splitlines()
     names = header.split("|")
     return [dict(zip(names, line.split("|"))) for line in lines]
@@ -29,7 +30,7 @@ def job_chip_seconds(sacct: Path, cluster: str = "testfleet") -> dict[str, dict[
     from each attempt's Start to its End and queued the rest of the time.
     """
     attempts: dict[str, list[dict]] = {}
-    for row in _rows(sacct):
+    for row in sacct_rows(sacct):
         gpus = re.search(r"gres/gpu=(\d+)", row["ReqTRES"])
         if gpus:
             attempts.setdefault(f"{cluster}/{row['JobID']}", []).append({**row, "gpus": int(gpus.group(1))})
@@ -48,7 +49,7 @@ def job_chip_seconds(sacct: Path, cluster: str = "testfleet") -> dict[str, dict[
 def node_downtime_s(events: Path) -> dict[str, int]:
     """Seconds each node was down, drained or failing, from the node events that have ended."""
     downtime: dict[str, int] = {}
-    for row in _rows(events):
+    for row in sacct_rows(events):
         if row["NodeName"] and row["TimeEnd"] not in ("Unknown", "None"):
             downtime[row["NodeName"]] = downtime.get(row["NodeName"], 0) + (
                 _seconds(row["TimeEnd"]) - _seconds(row["TimeStart"]))
@@ -69,7 +70,7 @@ def capacity_chip_seconds(sacct: Path, events: Path, nodes: Path,
                           first: int | None = None) -> tuple[int, int, dict[str, int]]:
     """(first, last end, chip-seconds online per GRES type between them): every node's GPUs the
     whole time, less each node's downtime. `first` defaults to the first submission."""
-    rows = [r for r in _rows(sacct) if re.search(r"gres/gpu=", r["ReqTRES"])]
+    rows = [r for r in sacct_rows(sacct) if re.search(r"gres/gpu=", r["ReqTRES"])]
     first = min(_seconds(r["Submit"]) for r in rows) if first is None else first
     last = max(_seconds(r["End"]) for r in rows if r["End"] not in ("Unknown", "None"))
     online: dict[str, int] = {}
@@ -83,7 +84,7 @@ def interruptions(sacct: Path, cluster: str = "testfleet") -> set[tuple]:
     """(job, cause, seconds run, seconds until running again or None) for every attempt that ran and
     ended other than COMPLETED: an earlier attempt (requeued, preempted, node failure) or the last."""
     attempts: dict[str, list[dict]] = {}
-    for row in _rows(sacct):
+    for row in sacct_rows(sacct):
         if re.search(r"gres/gpu=", row["ReqTRES"]):
             attempts.setdefault(f"{cluster}/{row['JobID']}", []).append(row)
     found = set()

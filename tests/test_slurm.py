@@ -21,7 +21,7 @@ import fastavro
 import pytest
 
 from slurm_box import SlurmBox, capture, ensure_installed, run_scenarios
-from slurm_truth import _rows
+from slurm_truth import sacct_rows
 from test_slurm_import import check_against_slurm
 
 pytestmark = pytest.mark.slow
@@ -87,7 +87,7 @@ def recorded(tmp_path_factory):
 def test_the_box_ran_every_scenario(recorded):
     jobs, files, *_ = recorded
     states: dict[str, list[str]] = {}
-    for row in _rows(files["sacct.txt"]):
+    for row in sacct_rows(files["sacct.txt"]):
         states.setdefault(row["JobID"], []).append(row["State"])
     assert {name: states[job] for name, job in jobs.items() if name != "array"} == {
         "timeout": ["TIMEOUT"], "busy": ["COMPLETED"], "waits_for_gpus": ["COMPLETED"],
@@ -95,9 +95,9 @@ def test_the_box_ran_every_scenario(recorded):
         "completes": ["COMPLETED"], "fails": ["FAILED"], "cancelled": ["CANCELLED by 0"],
         "requeued": ["REQUEUED", "COMPLETED"], "cpu_only": ["COMPLETED"], "preemptor": ["COMPLETED"]}
     assert all(states[f"{jobs['array']}_{task}"] == ["COMPLETED"] for task in range(3))
-    waited = next(row for row in _rows(files["sacct.txt"]) if row["JobID"] == jobs["waits_for_gpus"])
+    waited = next(row for row in sacct_rows(files["sacct.txt"]) if row["JobID"] == jobs["waits_for_gpus"])
     assert waited["Start"] > waited["Submit"]  # it waited for the busy job's GPUs
-    events = {(row["NodeName"], row["State"]) for row in _rows(files["events.txt"]) if row["NodeName"]}
+    events = {(row["NodeName"], row["State"]) for row in sacct_rows(files["events.txt"]) if row["NodeName"]}
     assert events == {("gpu03", "DOWN"), ("gpu03", "DRAIN")}
 
 

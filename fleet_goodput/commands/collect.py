@@ -38,7 +38,8 @@ examples:
   mpg run --input /data/telemetry --output /data/goodput
 
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(failed="a Slurm command failed (not installed, no configuration, "
-                                                       "the controller or slurmdbd down): nothing was written")
+                                                       "the controller or slurmdbd down): nothing was written",
+                                                busy="another `mpg collect` is polling into DIR")
 
 
 def register(subparsers) -> None:
@@ -60,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
 
     from fleet_goodput.importers.common import MICROS, Options
     from fleet_goodput.importers.slurm import AcceleratorMap
-    from fleet_goodput.importers.slurm_collect import CollectError, collect
+    from fleet_goodput.importers.slurm_collect import CollectBusy, CollectError, collect
     from fleet_goodput.timeutil import parse_time_us
 
     try:
@@ -72,6 +73,9 @@ def main(args: argparse.Namespace) -> int:
     except CollectError as exc:
         print(f"mpg collect: {exc}\nmpg collect: nothing was written to {args.out}", file=sys.stderr)
         return exits.FAILED
+    except CollectBusy as exc:
+        print(f"mpg collect: {exc}; this run wrote nothing", file=sys.stderr)
+        return exits.BUSY
     except (ConfigError, ValueError) as exc:
         print(f"mpg collect: {exc}", file=sys.stderr)
         return exits.USAGE

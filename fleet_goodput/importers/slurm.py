@@ -37,7 +37,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 
 from fleet_goodput.importers.common import (
-    MAX_CHIPS, MICROS, Imported, Options, SourceError, Unmappable, file_digest, require_file,
+    MAX_CHIPS, MICROS, Imported, Options, SourceError, Unmappable, chip_count, event_time_us, file_digest, require_file,
 )
 
 NAME = "slurm"
@@ -155,7 +155,7 @@ class TimeReader:
         if text in NO_TIME:
             return None
         if text.isdigit():
-            return int(text) * MICROS
+            return event_time_us(int(text), what, MICROS)
         try:
             local = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S")
         except ValueError:
@@ -167,7 +167,7 @@ class TimeReader:
             if back != local:
                 raise Unmappable(f"{what} does not exist in {self.zone} (skipped by a daylight-saving change)",
                                  repr(text))
-        return int(moment.timestamp()) * MICROS
+        return event_time_us(int(moment.timestamp()), what, MICROS)
 
     def ambiguous(self, text: str) -> bool:
         """A wall time the zone shows twice (fall back): read as its first occurrence."""
@@ -326,6 +326,7 @@ def _attempt(row: Row, read_time: TimeReader, imported: Imported, item: str) -> 
     requested = tres_gpus(fields.get("ReqTRES", "")) or tres_gpus(fields.get("AllocTRES", ""))
     if requested is None:
         raise Unmappable("CPU-only job (no gres/gpu in ReqTRES or AllocTRES)")
+    chip_count(requested[0], "gres/gpu")
     allocated = tres_gpus(fields.get("AllocTRES", "")) if start is not None else None
     gres_type = (allocated or requested)[1] or requested[1]
     return Attempt(row, submit, start, end, fields["State"].strip(), requested[0],

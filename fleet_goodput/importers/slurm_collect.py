@@ -16,6 +16,7 @@ recorded (killed between the two) is read back into it before polling.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -45,6 +46,10 @@ class CollectError(RuntimeError):
     """A Slurm command failed (not installed, no configuration, the controller down)."""
 
 
+class CollectBusy(RuntimeError):
+    """Another collection holds DIR (a slow poll still running when cron starts the next)."""
+
+
 @dataclass
 class Cursor:
     origin_us: int  # CAPACITY starts here (the first poll's start)
@@ -55,9 +60,13 @@ class Cursor:
 
     @classmethod
     def load(cls, folder: Path, start_us: int) -> Cursor:
+        """The cursor; a new one starts at `start_us` and is saved at once, so that a first poll
+        killed midway continues from the same origin whatever --since the next run is given."""
         path = folder / STATE_DIR / CURSOR
         if not path.exists():
-            return cls(start_us, start_us, 0, {}, {})
+            cursor = cls(start_us, start_us, 0, {}, {})
+            cursor.save(folder)
+            return cursor
         raw = json.loads(path.read_text(encoding="utf-8"))
         return cls(raw["origin_us"], raw["since_us"], raw["polls"], raw["written"], raw["rejected"])
 
@@ -118,17 +127,24 @@ def _recover(out: Path, cursor: Cursor) -> None:
 
 
 def collect(out: Path, options: Options, since_us: int, now_us: int | None = None) -> dict:
-    """One poll into `out`; what it wrote."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / STATE_DIR).mkdir(exist_ok=True)
+    """One poll into `out`; what it wrote. Raises CollectBusy while another holds `out`."""
+    (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
+    with open(out / STATE_DIR / "lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CollectBusy(f"another `mpg collect` is polling into {out}") from None
+        return _poll(out, options, since_us, now_us)
+
+
+def _poll(out: Path, options: Options, since_us: int, now_us: int | None) -> dict:
     cursor = Cursor.load(out, since_us)
     _recover(out, cursor)
     now_us = now_us if now_us is not None else time.time_ns() // 1000
     poll_dir = out / STATE_DIR / "poll"
     shutil.rmtree(poll_dir, ignore_errors=True)
-    first = cursor.polls == 0 and not cursor.written
     imported = convert(poll_files(poll_dir, cursor.since_us), options, origin_us=cursor.origin_us,
-                       since_us=None if first else cursor.since_us, settle_after_us=now_us - LAG_US)
+                       since_us=cursor.since_us, settle_after_us=now_us - LAG_US)
     records = [r for r in imported.streams["scheduler"] if r["event_id"] not in cursor.written]
     rejections = [r.row() for r in imported.rejections if f"{r.item}|{r.reason}" not in cursor.rejected]
     number = cursor.polls + 1
