@@ -194,3 +194,25 @@ def test_a_node_out_at_the_first_submission_lowers_the_first_level(tmp_path):
     levels = [(r["event_time"], r["chips"]) for r in imported.streams["scheduler"] if r["type"] == "CAPACITY"]
     assert sorted(levels) == [(_t("2026-03-01T10:00:00"), 16), (_t("2026-03-01T10:30:00"), 24),
                               (_t("2026-03-01T11:00:00"), 16)]
+
+
+# ---- the collector, where no Slurm is needed ----------------------------------------------
+def test_one_collection_at_a_time_and_a_clear_error_without_slurm(tmp_path):
+    import fcntl
+    import os
+    import subprocess
+    import sys
+
+    from fleet_goodput.importers.slurm_collect import STATE_DIR, CollectBusy, collect
+    from test_importers_common import options
+
+    (tmp_path / "out" / STATE_DIR).mkdir(parents=True)
+    with open(tmp_path / "out" / STATE_DIR / "lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(CollectBusy, match="another `mpg collect` is polling"):
+            collect(tmp_path / "out", options(), since_us=0)
+    command = [sys.executable, "-m", "fleet_goodput.cli", "collect", "slurm", "--out", str(tmp_path / "new")]
+    done = subprocess.run(command, env={**os.environ, "PATH": str(tmp_path)}, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "sacct is not installed (the Slurm client tools are needed)" in done.stderr
+    assert not list((tmp_path / "new").glob("scheduler/*"))
