@@ -67,6 +67,7 @@ MGM_FLAGS = {"accelerator": "tpu-v5e", "chips": 16}
     ("mlperf", PUBLIC_DATA / "mlperf", {}),
     ("kineto", PUBLIC_DATA / "kineto", {}),
     ("mgm", MGM_LOG, MGM_FLAGS),
+    ("slurm", FIXTURES / "slurm", {}),
 ])
 def test_same_input_gives_byte_identical_output(tmp_path, name, source, flags):
     import_to(name, source, tmp_path / "first", **flags)

@@ -151,6 +151,17 @@ def test_awkward_rows_are_handled_or_rejected_with_a_reason(tmp_path):
     assert summary["jobs"] == 9  # 1, 2, 4, 5, 6_1, 6_2, 6_3, 7, 12
 
 
+def test_a_truncated_sacct_file_stops_the_import_and_writes_nothing(tmp_path):
+    from fleet_goodput.importers.common import SourceError
+
+    _write(tmp_path / "src", [_row("1"), _row("2")])
+    text = (tmp_path / "src" / "sacct.txt").read_bytes()
+    (tmp_path / "src" / "sacct.txt").write_bytes(text[:-40])
+    with pytest.raises(SourceError, match=r"sacct.txt:line 3: the last line does not end: is the file truncated\?"):
+        import_to("slurm", tmp_path / "src", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_times_read_in_the_zone_sacct_printed_them_in(tmp_path):
     """Europe/Berlin, around the end of summer time (2026-10-25 03:00 CEST → 02:00 CET) and midnight."""
     _write(tmp_path / "src", [

@@ -59,7 +59,7 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     import time
 
-    from fleet_goodput.importers.common import MICROS, Options
+    from fleet_goodput.importers.common import MICROS, Options, SourceError
     from fleet_goodput.importers.slurm import AcceleratorMap
     from fleet_goodput.importers.slurm_collect import CollectBusy, CollectError, collect
     from fleet_goodput.timeutil import parse_time_us
@@ -70,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
                           accelerator_map=AcceleratorMap.load(args.accelerator_map))
         since_us = parse_time_us(args.since) if args.since else (int(time.time()) - 86_400) * MICROS
         result = collect(Path(args.out), options, since_us)
-    except CollectError as exc:
+    except (CollectError, SourceError) as exc:  # a command failed, or printed what no sacct prints
         print(f"mpg collect: {exc}\nmpg collect: nothing was written to {args.out}", file=sys.stderr)
         return exits.FAILED
     except CollectBusy as exc:

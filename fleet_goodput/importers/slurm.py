@@ -194,11 +194,12 @@ def parsable_rows(path: Path, required: tuple[str, ...]) -> list[Row]:
     UTF-8 are kept as U+FFFD, and the row says in which fields.
     """
     data = path.read_bytes()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    if not lines:
+    if not data:
         raise SourceError(path, None, "empty: expected a header line")
+    lines = data.split(b"\n")
+    if lines[-1] != b"":  # sacct and sacctmgr end every line
+        raise SourceError(path, f"line {len(lines)}", "the last line does not end: is the file truncated?")
+    lines.pop()
     header = lines[0].decode("utf-8", "replace").rstrip("\r").split("|")
     missing = [name for name in required if name not in header]
     if missing:
