@@ -39,6 +39,8 @@ REJECTED_DIR = "slurm_rejected"
 LAG_US = 300 * MICROS
 # A written id is forgotten once its job ended this long before the cursor: sacct -S never lists it again.
 FORGET_US = 86_400 * MICROS
+# A rejected row is listed once, and listed again only if sacct still shows it this long after.
+FORGET_REJECTED_US = 30 * FORGET_US
 OPEN = 2**62  # the "forget after" of an id whose job has not ended
 
 
@@ -176,4 +178,5 @@ def _remember(cursor: Cursor, records: list[dict], rejections: list[dict], now_u
     cursor.since_us = max(cursor.since_us, now_us - LAG_US)
     horizon = cursor.since_us - FORGET_US
     cursor.written = {key: until for key, until in cursor.written.items() if until >= horizon}
-    cursor.rejected = {key: first for key, first in cursor.rejected.items() if first >= horizon - 29 * FORGET_US}
+    cursor.rejected = {key: first for key, first in cursor.rejected.items()
+                       if first >= cursor.since_us - FORGET_REJECTED_US}
