@@ -206,8 +206,7 @@ class _Simulation:
         pool.capacity = chips
         if failed and pool.used and lost > 0 and self.rng.random() < pool.used / (pool.used + chips):
             # The failed host was busy (as likely as its share of the chips in use): its job dies.
-            busy = [j for j in pool.holding]
-            victim = self.rng.choices(busy, [j.held for j in busy])[0]
+            victim = self.rng.choices(pool.holding, [j.held for j in pool.holding])[0]
             self.preempt(victim, pool, t, self._ms(self.rng.uniform(30, 120) * 1000), reason)
         if pool.used > chips:  # a drain or a failure evicts jobs off the hosts that went
             for victim in self._victims(pool, priority_below=None):
