@@ -145,6 +145,7 @@ _AFTER_FAULT = {
     "validate": "the store is unchanged: validate again once fixed",
     "report": "the store and the period's published report are unchanged",
     "import": "nothing was written",
+    "collect": "the files of earlier polls stay: run it again, it continues from its cursor",
     "simulate": "what it wrote is incomplete: simulate again with --overwrite",
     "replay": "the files written so far stay: replay again with --replace",
     None: "the store is unchanged",

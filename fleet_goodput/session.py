@@ -40,7 +40,7 @@ NEVER = -(2**62)
 WAITING = "waiting"  # the outcome of an event after the as-of time, until a run's as-of reaches it
 # Bump when the pickled layout of KeyState or the timelines changes: a store
 # written by another layout must be started afresh (`mpg run --replace`).
-STATE_FORMAT = 3
+STATE_FORMAT = 4  # 4: the timelines keep each job's end reason and interruptions
 
 
 def clone(obj):

@@ -18,6 +18,10 @@ import pyarrow as pa
 from fleet_goodput.timeline import FIGURES
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
+INTERRUPTIONS = pa.list_(pa.struct([
+    ("time", TIMESTAMP), ("event", pa.string()), ("cause", pa.string()), ("reason", pa.string()),
+    ("run_s", pa.float64()), ("reallocated_s", pa.float64()), ("recovered_s", pa.float64()),
+    ("lost_chip_s", pa.float64())]))
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,11 @@ JOBS = Table(
         Column("submit_time", TIMESTAMP, "SUBMIT event time", "submit_time_us"),
         Column("end_time", TIMESTAMP, "FINISH/FAIL/CANCEL time; null while running", "end_time_us"),
         Column("status", pa.string(), "FINISHED, FAILED, CANCELLED, or RUNNING at the as-of time"),
+        Column("interruptions", INTERRUPTIONS, "each running attempt cut by a PREEMPT below the request, a FAIL "
+               "or a CANCEL: time, event, cause, reason, run_s, reallocated_s, recovered_s, lost_chip_s "
+               "(docs/metric.md, \"Why jobs stopped\")"),
+        Column("end_reason", pa.string(), "why it ended: the `reason` of its FINISH, FAIL or CANCEL, when reported "
+               "(a Slurm State such as TIMEOUT or CANCELLED by 0)"),
         Column("allocations", pa.int32(), "ALLOCATE events (completing a partial allocation counts, as does a restart: "
                "not a restart count, see disruptions)"),
         Column("profiler_samples", pa.int32(), "profiler samples accepted for the job"),

@@ -32,6 +32,8 @@ VIEW_FILES = (
     "marts/goodput_by_queue.sql",
     "marts/goodput_by_cluster_queue.sql",
     "marts/badput_breakdown.sql",
+    "marts/interruptions.sql",
+    "marts/interruptions_by_cause.sql",
 )
 
 

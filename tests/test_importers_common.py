@@ -69,6 +69,7 @@ MGM_FLAGS = {"accelerator": "tpu-v5e", "chips": 16}
     ("mgm", MGM_LOG, MGM_FLAGS),
     ("logs", FIXTURES / "logs" / "megatron", {"profile": "megatron", "job": "gpt-8b", "accelerator": "h100", "chips": 16}),
     ("kubernetes", FIXTURES / "kubernetes", {"cluster": "gke-1"}),
+    ("slurm", FIXTURES / "slurm", {}),
 ])
 def test_same_input_gives_byte_identical_output(tmp_path, name, source, flags):
     import_to(name, source, tmp_path / "first", **flags)

@@ -14,6 +14,7 @@ from fleet_goodput import exits
 from fleet_goodput.config import ConfigError, load_settings
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.importers import IMPORTERS
+from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP, AcceleratorMap
 from fleet_goodput.importers.common import (
     CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options, SourceError, append_import, summary,
     write_import,
@@ -53,6 +54,7 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
   mpg import logs tests/data/logs/megatron --profile megatron --job gpt-8b --accelerator h100 --chips 16 --out gpt/
   mpg import orbax tests/data/orbax/llama-7b --out ckpt/ --job llama-7b   # then beside the job's scheduler stream
   mpg import kubernetes tests/data/kubernetes --cluster gke-1 --out k8s/
+  mpg import slurm tests/data/slurm --out slurm/      # sacct.txt, events.txt, nodes.txt (docs/slurm.md)
 
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(failed="the source cannot be read as FORMAT: nothing was written")
 
@@ -60,7 +62,8 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
 def register(subparsers) -> None:
     formats = "\n".join(f"  {name:<10} {module.HELP}" for name, module in IMPORTERS.items())
     parser = subparsers.add_parser(
-        "import", help="convert public traces, logs and checkpoints (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes) into Avro telemetry",
+        "import", help="convert public traces, training logs, checkpoints, Kubernetes watch streams and Slurm "
+                       "accounting (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes, slurm) into Avro telemetry",
         description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
                                        source=SOURCE_FILE),
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -91,6 +94,10 @@ def register(subparsers) -> None:
                         help="kubernetes: YAML {node label: {value: catalogue key}} added to the built-in map "
                              "(docs/kubernetes.md)")
     parser.add_argument("--start", metavar="TIME", help="openb: ISO-8601 time of the trace start (default 2023-01-01T00:00:00Z)")
+    parser.add_argument("--timezone", metavar="ZONE",
+                        help="slurm: the time zone sacct printed its times in, e.g. Europe/Berlin (default UTC; "
+                             "sacct prints the client's TZ without an offset)")
+    parser.add_argument("--accelerator-map", metavar="FILE", help=f"slurm: {ACCELERATOR_MAP_HELP}")
     parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
     parser.add_argument("--max-expanded-mib", type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
                         help="refuse an input file (a JSON trace, a .json.gz once decompressed, a log line) larger "
@@ -115,7 +122,8 @@ def main(args: argparse.Namespace) -> int:
         options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
                           accelerator=args.accelerator, chips=args.chips, job=args.job, cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None,
-                          max_expanded_bytes=args.max_expanded_mib << 20,
+                          max_expanded_bytes=args.max_expanded_mib << 20, timezone=args.timezone,
+                          accelerator_map=AcceleratorMap.load(args.accelerator_map),
                           submit_us=parse_time_us(args.submit) if args.submit else None, profile=args.profile,
                           profiles=Path(args.profiles) if args.profiles else None,
                           accelerator_labels=args.accelerator_labels)
