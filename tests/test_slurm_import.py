@@ -73,6 +73,15 @@ def test_the_pipeline_equals_slurms_own_numbers(sample, tmp_path):
     check_against_slurm(SAMPLE, tmp_path / "in", tmp_path / "out")
 
 
+def _partitions(sacct, jobs) -> dict[str, str]:
+    """Each job's Partition, read from the `sacct --parsable2` text alone: `<cluster>/<JobID>` → partition."""
+    lines = sacct.read_text().splitlines()
+    header = lines[0].split("|")
+    rows = [dict(zip(header, line.split("|"))) for line in lines[1:] if line.count("|") >= len(header) - 1]
+    return {f"{row['Cluster']}/{row['JobID']}": row["Partition"] for row in rows
+            if f"{row['Cluster']}/{row['JobID']}" in jobs}
+
+
 def check_against_slurm(source, imported_dir, output, capacity_from_s: int | None = None) -> None:
     """Import `source` into `imported_dir` (unless it holds a collection already), run the pipeline, and
     compare with tests/slurm_truth.py; capacity counts from `capacity_from_s` (default: the first submission)."""
@@ -90,7 +99,9 @@ def check_against_slurm(source, imported_dir, output, capacity_from_s: int | Non
         ended = {row[0]: row[1] for row in connection.execute("select job_id, end_reason from jobs").fetchall()}
         stops = set(connection.execute(
             "select job_id, cause, run_s, reallocated_s from interruptions").fetchall())
+        queues = dict(connection.execute("select distinct job_id, queue from interruptions").fetchall())
     assert stops == interruptions(source / "sacct.txt")
+    assert queues == _partitions(source / "sacct.txt", queues)  # interruptions by partition: the job's queue
     truth = job_chip_seconds(source / "sacct.txt")
     assert truth and {job: jobs[job] for job in truth} == truth  # whole seconds: exact
     assert capacity == online

@@ -19,6 +19,7 @@ final as (
         attributes.cluster,
         attributes.accelerator,
         attributes.team,
+        attributes.queue,
         attributes.workload,
         attributes.size_class,
         attributes.requested_chips,

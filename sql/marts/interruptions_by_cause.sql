@@ -1,4 +1,5 @@
--- Interruptions per UTC day, cluster, accelerator, team and cause: how
+-- Interruptions per UTC day, cluster, accelerator, team, queue (a Slurm
+-- partition, a Kueue queue path) and cause: how
 -- many, of how many jobs, how long the attempts ran before (mean_run_s: the
 -- mean time between a job getting all its chips and the interruption), how
 -- long jobs took to hold all their chips again and to resume work (means
@@ -10,6 +11,7 @@ select
     cluster,
     accelerator,
     team,
+    queue,
     cause,
     count(*) as interruptions,
     count(distinct job_id) as jobs,
