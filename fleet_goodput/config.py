@@ -68,6 +68,9 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float",
 # Values a settings file may hold once its aliases are expanded: the bundled catalogue holds
 # about 500; nested aliases ("billion laughs") reach billions in a few lines.
 MAX_VALUES = 100_000
+# Levels a settings file may nest: the bundled catalogue nests 4. Refused here rather than left to
+# the YAML library: libyaml builds stop at 1,000 levels or not at all, and the Python parser recurses.
+MAX_DEPTH = 100
 # Bytes a settings file may hold: the bundled catalogue is 25 kB, and a device or a
 # mistaken path (a data file) is not read to its end.
 MAX_BYTES = 4 << 20
@@ -75,7 +78,8 @@ MAX_BYTES = 4 << 20
 
 def read_yaml(path) -> dict:
     """The mapping a settings file holds, parsed safely: at most MAX_BYTES are read, and its
-    values are counted, aliases expanded, before anything is built (at most MAX_VALUES)."""
+    values are counted, aliases expanded, before anything is built (at most MAX_VALUES, nested
+    at most MAX_DEPTH levels)."""
     try:
         with open(str(path), "rb") as handle:
             data = handle.read(MAX_BYTES + 1)
@@ -107,6 +111,9 @@ def _count_values(text: str, path) -> None:
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, yaml.CollectionStartEvent):
             open_collections.append([event.anchor, 1])
+            if len(open_collections) - 1 > MAX_DEPTH:
+                raise ConfigError(f"config file {path}, line {event.start_mark.line + 1}: nested more than "
+                                  f"{MAX_DEPTH} levels deep; settings need far fewer")
             continue
         if isinstance(event, yaml.CollectionEndEvent):
             anchor, size = open_collections.pop()
