@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from fleet_goodput import exits
-from fleet_goodput.config import ConfigError, load_settings
+from fleet_goodput.config import ConfigError, load_settings, part_names
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP, AcceleratorMap
@@ -119,8 +119,9 @@ def main(args: argparse.Namespace) -> int:
         sources = [Path(source) for source in args.source]
         if len(sources) > 1 and not getattr(module, "MANY_SOURCES", False):
             raise ValueError(f"{args.format} reads one SOURCE, not {len(sources)}")
-        options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
-                          accelerator=args.accelerator, chips=args.chips, job=args.job, cluster=args.cluster,
+        options = Options(accelerators=frozenset(settings.accelerators), part_names=part_names(settings.accelerators),
+                          limit=args.limit, accelerator=args.accelerator, chips=args.chips, job=args.job,
+                          cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None,
                           max_expanded_bytes=args.max_expanded_mib << 20, timezone=args.timezone,
                           accelerator_map=AcceleratorMap.load(args.accelerator_map),
