@@ -18,7 +18,7 @@ One run is one job on its own cluster (the system), holding all its chips:
                (block_start..block_stop, else epochs, else run_start..run_stop),
                with evaluation (eval_start..eval_stop) cut out: the contract has no
                eval category, so eval time is no span and shows as `idle`. A block
-               without block_stop ends at the next block_start, eval_start or run_stop
+               without block_stop ends at the next block_start, evaluation or run_stop
     profiler   only for benchmarks whose model FLOPs follow from the log: GPT-3 and the
                Llama 3.1 pretraining runs (6·N·tokens, tokens = global_batch_size ×
                max_sequence_length), one sample per block with the block's measured
@@ -78,7 +78,7 @@ PROVENANCE = {
         "SUBMIT and ALLOCATE at the first init_start; FINISH at run_stop if status is success, else FAIL",
         "INIT span from init_start to init_stop",
         "STEP spans: block_start..block_stop (else epoch_start..epoch_stop, else run_start..run_stop) minus "
-        "eval_start..eval_stop; a block without block_stop ends at the next block_start, eval_start or run_stop "
+        "eval_start..eval_stop; a block without block_stop ends at the next block_start, evaluation record or run_stop "
         "(a caveat says so)",
         "step numbers: `step` on both block edges, or samples_count running totals growing from block_start to "
         "block_stop, divided by global_batch_size; else the cumulative count of the evaluation after the block "
@@ -210,30 +210,38 @@ class _Block:
     stop: int | None
     start_meta: dict
     stop_meta: dict
-    logged_stop: bool  # False: no block_stop; the block ends at the next block_start, eval_start or run_stop
-    lines: tuple[int, int]  # [block_start's line, the next block_start's line)
+    lines: tuple[int, float]  # [the block's first line, the next block_start's line)
+    logged_stop: bool = True  # False: no block_stop; it ends at the next block_start, evaluation or run_stop
+    logged_start: bool = True  # False: a first block_stop with no block_start before it; it starts at run_start
 
 
-# What ends a block that has no block_stop of its own.
-BLOCK_ENDS = ("block_start", "eval_start", "run_stop")
+# What ends a block that has no block_stop of its own: the next block, an evaluation, the run's end.
+BLOCK_ENDS = ("block_start", "eval_start", "eval_accuracy", "eval_stop", "run_stop")
 
 
 def _blocks(run: _Run) -> list[_Block]:
     """The log's training blocks in line order. A block_start whose block_stop never comes
     (some logs have six block_starts and one block_stop) ends at the next block_start,
-    eval_start or run_stop, whichever comes first; if none comes (the run died), it never ends."""
-    starts = run.keyed("block_start")
+    evaluation record or run_stop, whichever comes first; if none comes (the run died), it
+    never ends. A block_stop before the first block_start (MaxText's GPT-3 logs open no
+    first block) closes a block that started at run_start."""
+    starts, stops = run.keyed("block_start"), run.keyed("block_stop")
     blocks = []
+    run_start = run.first.get("run_start")
+    if stops and run_start and run_start[0] < stops[0][0] < (starts[0][0] if starts else float("inf")):
+        line, stop = stops[0]
+        blocks.append(_Block(_us(run_start[1]), _us(stop), {}, stop.get("metadata") or {},
+                             (run_start[0], starts[0][0] if starts else float("inf")), logged_start=False))
     for index, (line, start) in enumerate(starts):
         next_line = starts[index + 1][0] if index + 1 < len(starts) else float("inf")
-        stop = next((r for n, r in run.keyed("block_stop") if line < n < next_line), None)
+        stop = next((r for n, r in stops if line < n < next_line), None)
         if stop is not None:
             blocks.append(_Block(_us(start), _us(stop), start.get("metadata") or {}, stop.get("metadata") or {},
-                                 True, (line, next_line)))
+                                 (line, next_line)))
             continue
         end = next((r for n, r in run.keyed(*BLOCK_ENDS) if n > line), None)
         blocks.append(_Block(_us(start), _us(end) if end is not None else None, start.get("metadata") or {}, {},
-                             False, (line, next_line)))
+                             (line, next_line), logged_stop=False))
     return blocks
 
 
@@ -395,7 +403,7 @@ def _import_run(imported: Imported, log: _Log, options: Options) -> tuple[str, s
     end = run_stop if run_stop is not None else last_event
     evals = [(start, stop) for start, stop, _, _ in run.intervals("eval_start", "eval_stop")]
     batch_size, sequence = run.value("global_batch_size"), run.value("max_sequence_length")
-    blocks = _blocks(run) or [_Block(start, stop, first, last, True, (0, 0)) for start, stop, first, last
+    blocks = _blocks(run) or [_Block(start, stop, first, last, (0, 0)) for start, stop, first, last
                               in run.intervals("epoch_start", "epoch_stop") or [(run_start, end, {}, {})]]
     block_steps = _block_progress(run, blocks, benchmark, batch_size, sequence)
     parameters = MODEL_PARAMETERS.get(benchmark)
@@ -421,8 +429,13 @@ def _import_run(imported: Imported, log: _Log, options: Options) -> tuple[str, s
             profiled += 1
     unclosed = sum(not block.logged_stop and block.stop is not None for block in blocks)
     if unclosed:
-        imported.caveat(file, item, "blocks without block_stop: each ends at the next block_start, eval_start or "
-                                    "run_stop", f"{unclosed} of {len(blocks)} blocks")
+        imported.caveat(file, item, "blocks without block_stop: each ends at the next block_start, evaluation "
+                                    "record or run_stop", f"{unclosed} of {len(blocks)} blocks")
+    if not evals and (run.all.get("eval_accuracy") or run.all.get("eval_stop")):
+        imported.caveat(file, item, "evaluations without eval_start: their time cannot be told from training's "
+                                    "and counts as step time", "RG and PG are overstated by the evaluations' share")
+    if not all(block.logged_start for block in blocks):
+        imported.caveat(file, item, "a first block_stop without block_start: the block starts at run_start")
     if run_stop is None:
         emit.scheduler("FAIL", last_event, 0)
         imported.caveat(file, item, "no run_stop: the run died; FAIL at its last event",
