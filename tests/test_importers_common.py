@@ -24,8 +24,8 @@ SETTINGS = load_settings()
 
 
 def options(**overrides) -> Options:
-    return Options(accelerators=frozenset(SETTINGS.accelerators), part_names=part_names(SETTINGS.accelerators),
-                   **overrides)
+    return Options(**{"accelerators": frozenset(SETTINGS.accelerators),
+                       "part_names": part_names(SETTINGS.accelerators), **overrides})
 
 
 def import_to(name: str, source: Path, out: Path, **overrides):
