@@ -356,20 +356,25 @@ def _logs(source: Path) -> list[_Log]:
     return logs
 
 
+def _shown(path: Path) -> str:
+    """A system description as rejections name it: systems/<name>.json."""
+    return f"{path.parent.name}/{path.name}"
+
+
 def _system(log: _Log, options: Options) -> tuple[str, int, dict]:
     """(accelerator key, chips, system description) of a run: from its system description, or
     for a log without one, from --accelerator and --chips."""
     if log.system_path is None or not log.system_path.is_file():
         if options.accelerator and options.chips:
             return options.accelerator, options.chips, {}
-        expected = log.system_path.name if log.system_path else "<org>__<system>.json in systems/"
+        expected = _shown(log.system_path) if log.system_path else "a systems/<org>__<system>.json beside results/"
         raise Unmappable("no matching system description (or pass --accelerator KEY --chips N)", expected)
     try:
         system = load_json(log.system_path, options.max_expanded_bytes)
     except Refused as exc:  # this run's system: the run is rejected, naming it
-        raise Unmappable(exc.reason, f"{log.system_path.name}{f': {exc.detail}' if exc.detail else ''}") from None
+        raise Unmappable(exc.reason, f"{_shown(log.system_path)}{f': {exc.detail}' if exc.detail else ''}") from None
     if not isinstance(system, dict):
-        raise Unmappable("system description is not a JSON object", log.system_path.name)
+        raise Unmappable("system description is not a JSON object", _shown(log.system_path))
     model = str(system.get("accelerator_model_name", ""))
     accelerator = part_key(options.part_names, model)
     if accelerator is None or accelerator not in options.accelerators:
