@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet_goodput.cli import main
 from fleet_goodput.config import load_catalogue, part_key, part_names
 from fleet_goodput.configs import DEFAULT_CONFIG
 from test_importers_common import FIXTURES, PUBLIC_DATA, SETTINGS, by_job, import_to, rejected_rows, run_and_read
@@ -179,6 +180,11 @@ def test_a_user_catalogue_adds_a_part_and_its_names(tmp_path):
     imported, summary = import_to("mlperf", source, tmp_path / "user", accelerators=frozenset(accelerators),
                                   part_names=part_names(accelerators))
     assert summary["jobs"] == 1 and {r["accelerator"] for r in imported.streams["scheduler"]} == {"xpu-9"}
+    # The same from the command line, the catalogue named by a settings file as `mpg run` takes it.
+    (tmp_path / "settings.yaml").write_text("accelerators: catalogue.yaml\n")
+    assert main(["import", "mlperf", str(source), "--out", str(tmp_path / "cli"),
+                 "--config", str(tmp_path / "settings.yaml")]) == 0
+    assert json.loads((tmp_path / "cli" / "SOURCE.json").read_text())["jobs"] == 1
 
 
 # ---- layouts -------------------------------------------------------------------------------

@@ -98,7 +98,8 @@ def register(subparsers) -> None:
                         help="slurm: the time zone sacct printed its times in, e.g. Europe/Berlin (default UTC; "
                              "sacct prints the client's TZ without an offset)")
     parser.add_argument("--accelerator-map", metavar="FILE", help=f"slurm: {ACCELERATOR_MAP_HELP}")
-    parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
+    parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue (its keys, and the part `names` "
+                             "that map mlperf and kineto part names to keys) the import uses")
     parser.add_argument("--max-expanded-mib", type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
                         help="refuse an input file (a JSON trace, a .json.gz once decompressed, a log line) larger "
                              f"than this (default {DEFAULT_MAX_EXPANDED_MIB} MiB): parsed JSON takes several times "

@@ -39,7 +39,8 @@ from fleet_goodput.importers.common import (
 )
 
 NAME = "kineto"
-HELP = "PyTorch profiler (Kineto) Chrome traces (*.json[.gz]) → scheduler, runtime and profiler events"
+HELP = ("PyTorch profiler (Kineto) Chrome traces (*.json[.gz]; a run's ranks are one job) → scheduler, runtime "
+        "and profiler events")
 PREFIX = "kineto"
 CLUSTER = "kineto"
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")

@@ -53,8 +53,9 @@ from fleet_goodput.importers.common import (
 )
 
 NAME = "mlperf"
-HELP = ("MLPerf Training result logs (the results repository, results/ + systems/, or one log) → "
-        "scheduler, runtime and profiler events")
+HELP = ("MLPerf Training result logs (the results repository, results/ + systems/, or one log; "
+        "--accelerator and --chips for a log without its system description) → scheduler, runtime and "
+        "profiler events")
 PREFIX = "mlperf"
 MARKER = ":::MLLOG"
 MILLIS = 1000  # µs per ms
