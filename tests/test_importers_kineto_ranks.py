@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from fleet_goodput.importers.common import SourceError
 from test_importers_common import PUBLIC_DATA, import_to, run_and_read
 
 RANK_0 = PUBLIC_DATA / "kineto" / "trace_filter__sampled_rank-0.json.gz"
@@ -68,7 +69,8 @@ def test_the_order_ranks_arrive_in_changes_nothing(tmp_path):
     submits = [[(r["job_id"], r["chips"], r["event_time"]) for r in imported.streams["scheduler"]
                 if r["type"] == "SUBMIT"] for imported in (first, second)]
     assert submits == [[("x_rank-0", 128, submits[0][0][2])], [("y_rank-0", 128, submits[0][0][2])]]
-    times = [[(r["type"], r["event_time"], r["step"]) for r in imported.streams["runtime"]] for imported in (first, second)]
+    times = [[(r["type"], r["event_time"], r["step"]) for r in imported.streams["runtime"]]
+             for imported in (first, second)]
     assert times[0] == times[1]  # the steps of rank 0, whichever name it has
 
 
@@ -91,3 +93,20 @@ def test_two_runs_at_once_are_two_jobs(tmp_path):
     write(tmp_path / "src", "run-b_rank-0.json.gz", rank_trace(0, SKEW_US))
     _, summary = import_to("kineto", tmp_path / "src", tmp_path / "in", accelerator="a100")
     assert summary["jobs"] == 2
+
+
+def test_job_flag_names_the_run_so_ranks_imported_apart_join_it(tmp_path):
+    """Traces that do not name their job: --job gives every rank's import the same job id; a
+    --job over traces of two runs is refused."""
+    ids = []
+    for rank in (1, 0):
+        name = f"host{rank}_4242.1700000000000.pt.trace.json.gz"  # the profiler's default: host, pid, time
+        write(tmp_path / f"rank{rank}", name, rank_trace(rank, rank * SKEW_US))
+        imported, _ = import_to("kineto", tmp_path / f"rank{rank}", tmp_path / f"in{rank}", accelerator="a100",
+                                job="resnet-run-17")
+        ids += [(r["job_id"], r["chips"]) for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"]
+    assert ids == [("resnet-run-17", 128), ("resnet-run-17", 128)]
+    write(tmp_path / "two", "a_rank-0.json.gz", rank_trace(0, 0))
+    write(tmp_path / "two", "b_rank-0.json.gz", rank_trace(0, SKEW_US))
+    with pytest.raises(SourceError, match="--job names one run, but the traces are 2 runs"):
+        import_to("kineto", tmp_path / "two", tmp_path / "in-two", accelerator="a100", job="resnet-run-17")

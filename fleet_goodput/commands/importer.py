@@ -85,7 +85,8 @@ def register(subparsers) -> None:
     parser.add_argument("--profiles", metavar="FILE", help="logs: a YAML file of log profiles added to the built-in "
                                                               "ones (shape: configs/log_profiles.yaml)")
     parser.add_argument("--job", metavar="ID", help="job id, for a source that names none (logs, orbax: required; "
-                                                   "the id of the job's scheduler stream, to combine them)")
+                                                   "the id of the job's scheduler stream, to combine them; kineto: "
+                                                   "the run the traces are ranks of, so ranks imported apart join it)")
     parser.add_argument("--submit", metavar="TIME", help="logs: ISO-8601 submission time (default: the log's first "
                                                           "time); places a log without timestamps")
     parser.add_argument("--cluster", metavar="NAME",
@@ -98,8 +99,9 @@ def register(subparsers) -> None:
                         help="slurm: the time zone sacct printed its times in, e.g. Europe/Berlin (default UTC; "
                              "sacct prints the client's TZ without an offset)")
     parser.add_argument("--accelerator-map", metavar="FILE", help=f"slurm: {ACCELERATOR_MAP_HELP}")
-    parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue (its keys, and the part `names` "
-                             "that map mlperf and kineto part names to keys) the import uses")
+    parser.add_argument("--config", metavar="FILE",
+                        help="settings YAML whose accelerator catalogue (its keys, and the part `names` that map "
+                             "mlperf and kineto part names to keys) the import uses")
     parser.add_argument("--max-expanded-mib", type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
                         help="refuse an input file (a JSON trace, a .json.gz once decompressed, a log line) larger "
                              f"than this (default {DEFAULT_MAX_EXPANDED_MIB} MiB): parsed JSON takes several times "

@@ -16,9 +16,10 @@ are one job, whatever files arrive and in whatever order. Per run:
                (recorded with with_flops=True: `flops` on operator events), as the
                step's summed operator FLOPs × world_size, source EXECUTED
 
-The job id is the job the trace names (Meta's scheduler writes `mast_job_name` and
-`mast_job_attempt` into every rank's trace), so ranks imported separately are one job;
-else the lowest rank's file name, so a run's ranks must be imported together. The
+The job id is --job ID where given, else the job the trace names (Meta's scheduler
+writes `mast_job_name` and `mast_job_attempt` into every rank's trace): either way the
+same for every rank, so ranks imported separately are one job; else the lowest rank's
+file name, so a run's ranks must be imported together. The
 ranks not present are assumed to run the steps of the lowest rank present.
 A CPU-only trace (no GPU kernel, memcpy or memset event) is rejected: it has no
 accelerator time to measure, and the contract has no CPU accelerator.
@@ -59,8 +60,8 @@ PROVENANCE = {
         "one run = one TRAINING job: the traces with the same world_size, backend, accelerator and named job "
         "(mast_job_name), overlapping windows and distinct ranks; SUBMIT and ALLOCATE at their first timestamp, "
         "FINISH at their last",
-        "job id: mast_job_name.attempt-<mast_job_attempt> where the trace names its job, else the lowest rank's "
-        "file name",
+        "job id: --job where given, else mast_job_name.attempt-<mast_job_attempt> where the trace names its job, "
+        "else the lowest rank's file name",
         "chips = distributedInfo.world_size (1 when absent); accelerator from the deviceProperties of the "
         "device the kernels ran on, through the catalogue's part names (or --accelerator when the trace has none)",
         "STEP span per ProfilerStep#N (CPU-side user_annotation) of the run's lowest rank present, step N",
@@ -74,7 +75,7 @@ PROVENANCE = {
         "anything outside the profiled window: queueing, init, checkpoints; SG and RG describe the window only",
         "ranks without a trace: assumed to run the steps of the lowest rank present (SOURCE.json ranks_by_job "
         "lists the ranks each job was built from)",
-        "a run's ranks imported in separate imports are one job only when the traces name their job",
+        "a run's ranks imported in separate imports are one job only when the traces name their job or --job does",
         "FLOPs when the trace was recorded without with_flops: no profiler sample, PG unknown",
         "AMD MI250 reports each GCD as a device named 'AMD Radeon Graphics'; it is recognised by "
         "gfx9.0 with 104 compute units and 64 GiB",
@@ -214,7 +215,7 @@ def _import_run(imported: Imported, run: list[_Trace], options: Options) -> None
     """One job for the run: the world size of chips, from the first instant any rank's trace
     saw to the last; the steps are those of its lowest rank present."""
     reference = min(run, key=lambda t: t.rank)
-    job_id = reference.run_name or reference.name
+    job_id = options.job or reference.run_name or reference.name
     if any(r["job_id"] == job_id for r in imported.streams["scheduler"]):  # a second run of that name
         job_id = reference.name
     chips = reference.world_size
@@ -252,6 +253,10 @@ def read(source: Path, options: Options) -> Imported:
             traces.append(_read_trace(path, options))
         except (Unmappable, Refused) as exc:  # this trace only; the others are imported
             imported.reject(path.name, "file", path.name, exc.reason, exc.detail)
-    for run in _runs(traces):
+    runs = _runs(traces)
+    if options.job and len(runs) > 1:
+        raise SourceError(source, None, f"--job names one run, but the traces are {len(runs)} runs (a rank twice, "
+                                        "or windows that do not overlap): import each run with its own --job")
+    for run in runs:
         _import_run(imported, run, options)
     return imported

@@ -439,7 +439,8 @@ def _import_run(imported: Imported, log: _Log, options: Options) -> tuple[str, s
                                     "record or run_stop", f"{unclosed} of {len(blocks)} blocks")
     if not evals and (run.all.get("eval_accuracy") or run.all.get("eval_stop")):
         imported.caveat(file, item, "evaluations without eval_start: their time cannot be told from training's "
-                                    "and counts as step time", "RG is overstated and PG understated by the evaluations' share")
+                                    "and counts as step time",
+                        "RG is overstated and PG understated by the evaluations' share")
     if not all(block.logged_start for block in blocks):
         imported.caveat(file, item, "a first block_stop without block_start: the block starts at run_start")
     if run_stop is None:
