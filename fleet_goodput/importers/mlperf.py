@@ -68,7 +68,7 @@ MODEL_PARAMETERS = {"llama31_8b": 8.03e9, "llama31_405b": 405.85e9, "gpt3": 175.
 TOKEN_COUNTED = frozenset({"gpt3"})
 
 PROVENANCE = {
-    "source": "MLCommons MLPerf Training results (mlcommons/training_results_v4.1, v5.0, v5.1)",
+    "source": "MLCommons MLPerf Training results (mlcommons/training_results_v*; the samples: v4.0, v5.0, v5.1)",
     "licence": "Apache-2.0",
     "citation": "MLCommons, MLPerf Training results",
     "mapping": [
@@ -230,7 +230,7 @@ def _blocks(run: _Run) -> list[_Block]:
     blocks = []
     run_start = run.first.get("run_start")
     if stops and run_start and run_start[0] < stops[0][0] < (starts[0][0] if starts else float("inf")):
-        line, stop = stops[0]
+        stop = stops[0][1]
         blocks.append(_Block(_us(run_start[1]), _us(stop), {}, stop.get("metadata") or {},
                              (run_start[0], starts[0][0] if starts else float("inf")), logged_start=False))
     for index, (line, start) in enumerate(starts):
@@ -367,6 +367,8 @@ def _system(log: _Log, options: Options) -> tuple[str, int, dict]:
     for a log without one, from --accelerator and --chips."""
     if log.system_path is None or not log.system_path.is_file():
         if options.accelerator and options.chips:
+            if options.accelerator not in options.accelerators:
+                raise Unmappable("accelerator not in the catalogue", options.accelerator)
             return options.accelerator, options.chips, {}
         expected = _shown(log.system_path) if log.system_path else "a systems/<org>__<system>.json beside results/"
         raise Unmappable("no matching system description (or pass --accelerator KEY --chips N)", expected)
