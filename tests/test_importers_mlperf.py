@@ -201,11 +201,15 @@ def test_mlperf_reads_the_results_repositorys_own_layout(tmp_path):
     assert len(source["inputs"]) == 6  # three logs and their three systems
 
 
-def test_mlperf_reads_one_log_file_and_asks_for_what_it_lacks(tmp_path):
-    """A log inside the layout finds its system; a lone log has none: it is rejected saying so,
-    and imported with --accelerator and --chips."""
+def test_mlperf_reads_one_log_file_and_asks_for_what_it_lacks(tmp_path, monkeypatch):
+    """A log inside the layout finds its system, even named from its own folder; a lone log has
+    none: it is rejected saying so, and imported with --accelerator and --chips."""
     imported, summary = import_to("mlperf", NVL_LOG, tmp_path / "in")
     assert summary["jobs"] == 1 and by_job(imported, "scheduler", NVL_JOB)[0]["chips"] == 8
+    monkeypatch.chdir(NVL_LOG.parent)
+    imported, _ = import_to("mlperf", Path(NVL_LOG.name), tmp_path / "here")
+    assert {r["job_id"] for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"} == {NVL_JOB}
+    monkeypatch.undo()
     lone = tmp_path / "lone" / "result_0.txt"
     lone.parent.mkdir()
     shutil.copy(NVL_LOG, lone)

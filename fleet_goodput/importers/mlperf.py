@@ -329,7 +329,8 @@ def _flat_log(path: Path, file: str) -> _Log:
 def _upstream_log(path: Path, file: str) -> _Log:
     """The results repository's own layout: `<submitter>/results/<system>/<benchmark>/result_<n>.txt`
     with `<submitter>/systems/<system>.json`."""
-    benchmark, system, submitter_dir = path.parent.name, path.parent.parent.name, path.parents[3]
+    where = path.absolute()  # a bare `result_0.txt` given from its own folder has no parents to name
+    benchmark, system, submitter_dir = where.parent.name, where.parent.parent.name, where.parents[3]
     name = f"{submitter_dir.name}__{system}"
     return _Log(path, file, f"{name}__{benchmark}__{path.stem}", name, benchmark,
                 submitter_dir / "systems" / f"{system}.json")
