@@ -66,6 +66,8 @@ MGM_FLAGS = {"accelerator": "tpu-v5e", "chips": 16}
     ("philly", PUBLIC_DATA / "philly", {"limit": 200}),
     ("openb", PUBLIC_DATA / "openb", {"limit": 500}),
     ("mlperf", PUBLIC_DATA / "mlperf", {}),
+    ("mlperf", PUBLIC_DATA / "mlperf-results", {}),
+    ("philly", FIXTURES / "philly-cluster-job-log", {}),
     ("kineto", PUBLIC_DATA / "kineto", {}),
     ("mgm", MGM_LOG, MGM_FLAGS),
     ("logs", FIXTURES / "logs" / "megatron", {"profile": "megatron", "job": "gpt-8b", "accelerator": "h100", "chips": 16}),
