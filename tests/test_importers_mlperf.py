@@ -23,11 +23,13 @@ V50, V40 = RESULTS / "training_results_v5.0", RESULTS / "training_results_v4.0"
 NVL_LOG = V50 / "Dell/results/XE7740x8H200-NVL-141GB/llama2_70b_lora/result_0.txt"
 UNCLOSED_LOG = V50 / "NVIDIA/results/tyche_ngpu512_ngc25.04_nemo/llama31_405b/result_0.txt"
 GPT3_LOG = V40 / "Google/results/cloud-tpu-v5p-1024-maxtext/gpt3/result_0.txt"
+HABANA_LOG = V40 / "Intel-HabanaLabs/results/HLS-Gaudi2-N128-PT/gpt3/result_0.txt"
 CUT = FIXTURES / "mlperf-cut"
 CISCO_LOG = CUT / "training_results_v5.1/Cisco/results/hpf_n8/llama31_8b/result_0.txt"
 NVL_JOB = "Dell__XE7740x8H200-NVL-141GB__llama2_70b_lora__result_0"
 UNCLOSED_JOB = "NVIDIA__tyche_ngpu512_ngc25.04_nemo__llama31_405b__result_0"
 GPT3_JOB = "Google__cloud-tpu-v5p-1024-maxtext__gpt3__result_0"
+HABANA_JOB = "Intel-HabanaLabs__HLS-Gaudi2-N128-PT__gpt3__result_0"
 CISCO_JOB = "Cisco__hpf_n8__llama31_8b__result_0"
 
 
@@ -137,6 +139,30 @@ def test_mlperf_gpt3_gets_pg_from_its_token_counts(tmp_path):
                                               459e12, 512), rel=1e-6)
 
 
+def test_mlperf_a_block_with_evaluations_inside_is_split_at_them(tmp_path):
+    """Habana's GPT-3 log (128 x 8 Gaudi 2) opens one block for the whole run and evaluates
+    inside it, each eval_start stamped with the tokens trained so far. Each part between two
+    evaluations is its own block, its steps from that count; the 20 ms after the last
+    evaluation, before block_stop, has no count (the caveat says 1 block)."""
+    records = mllog(HABANA_LOG)
+    assert (len(times_us(records, "block_start")), len(times_us(records, "block_stop"))) == (1, 1)
+    batch, sequence = value(records, "global_batch_size"), value(records, "max_sequence_length")
+    starts = times_us(records, "block_start") + times_us(records, "eval_stop")[:-1]
+    ends = times_us(records, "eval_start")
+    done = [tokens // (batch * sequence) for tokens in counts(records, "eval_start", "epoch_num")]
+    steps = [b - a for a, b in zip([0] + done, done)]
+    imported, summary = import_to("mlperf", HABANA_LOG, tmp_path / "in")
+    samples = by_job(imported, "profiler", HABANA_JOB)
+    assert [(p["event_time"], p["step"]) for p in samples] == list(zip(ends, done))
+    assert summary["caveats"]["steps unknown for some blocks: neither the block's edges nor an evaluation's "
+                              "cumulative count give them; those blocks have no profiler sample"] == 1
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    job = jobs[HABANA_JOB]
+    assert (job["accelerator"], job["requested_chips"]) == ("gaudi2", 1024)
+    assert job["pg"] == pytest.approx(pg_from(list(zip(starts, ends, steps)), 6 * 175.0e9 * batch * sequence,
+                                              432e12, 1024), rel=1e-6)  # the 20 ms part: unprofiled, not in PG
+
+
 # ---- parts -------------------------------------------------------------------------------
 def test_mlperf_h200_nvl_system_gets_its_own_part(tmp_path):
     """Dell's XE7740 names its GPUs "NVIDIA H200-NVL-141GB": the NVL part (835.5 TFLOP/s bf16
@@ -195,13 +221,14 @@ def test_mlperf_reads_the_results_repositorys_own_layout(tmp_path):
     """<submitter>/results/<system>/<benchmark>/result_<n>.txt beside <submitter>/systems/<system>.json,
     at any depth: every log is a run, named <submitter>__<system>__<benchmark>__result_<n>."""
     imported, summary = import_to("mlperf", RESULTS, tmp_path / "in")
-    assert summary["rejected"] == {} and summary["jobs"] == 3
+    assert summary["rejected"] == {} and summary["jobs"] == 4
     submits = {r["job_id"]: (r["cluster"], r["chips"]) for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"}
     assert submits == {NVL_JOB: ("Dell__XE7740x8H200-NVL-141GB", 8),
                        UNCLOSED_JOB: ("NVIDIA__tyche_ngpu512_ngc25.04_nemo", 128 * 4),
-                       GPT3_JOB: ("Google__cloud-tpu-v5p-1024-maxtext", 128 * 4)}
+                       GPT3_JOB: ("Google__cloud-tpu-v5p-1024-maxtext", 128 * 4),
+                       HABANA_JOB: ("Intel-HabanaLabs__HLS-Gaudi2-N128-PT", 128 * 8)}
     source = json.loads((tmp_path / "in" / "SOURCE.json").read_text())
-    assert len(source["inputs"]) == 6  # three logs and their three systems
+    assert len(source["inputs"]) == 8  # four logs and their four systems
 
 
 def test_mlperf_reads_one_log_file_and_asks_for_what_it_lacks(tmp_path, monkeypatch):

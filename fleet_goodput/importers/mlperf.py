@@ -204,14 +204,14 @@ def _us(record: dict) -> int:
 @dataclass(frozen=True)
 class _Block:
     """One training block: from its start to its stop (None: the run died inside it and
-    nothing ends it), and the log lines (after the start, before the next block) where
-    its evaluation may be."""
+    nothing ends it), and the log lines that bound the evaluation that counts its steps."""
 
     start: int
     stop: int | None
     start_meta: dict
     stop_meta: dict
-    lines: tuple[int, float]  # [the block's first line, the next block_start's line)
+    # (its first line, its last line: its stop's, else its first; the next block's first line)
+    lines: tuple[int, int, float]
     logged_stop: bool = True  # False: no block_stop; it ends at the next block_start, evaluation or run_stop
     logged_start: bool = True  # False: a first block_stop with no block_start before it; it starts at run_start
 
@@ -225,25 +225,45 @@ def _blocks(run: _Run) -> list[_Block]:
     (some logs have six block_starts and one block_stop) ends at the next block_start,
     evaluation record or run_stop, whichever comes first; if none comes (the run died), it
     never ends. A block_stop before the first block_start (MaxText's GPT-3 logs open no
-    first block) closes a block that started at run_start."""
+    first block) closes a block that started at run_start. A block with evaluations inside
+    it (Habana's GPT-3 logs: one block for the whole run) is split at each of them."""
     starts, stops = run.keyed("block_start"), run.keyed("block_stop")
     blocks = []
     run_start = run.first.get("run_start")
-    if stops and run_start and run_start[0] < stops[0][0] < (starts[0][0] if starts else float("inf")):
-        stop = stops[0][1]
-        blocks.append(_Block(_us(run_start[1]), _us(stop), {}, stop.get("metadata") or {},
-                             (run_start[0], starts[0][0] if starts else float("inf")), logged_start=False))
+    first_start = starts[0][0] if starts else float("inf")
+    if stops and run_start and run_start[0] < stops[0][0] < first_start:
+        line, stop = stops[0]
+        blocks += _split_at_evaluations(run, _Block(_us(run_start[1]), _us(stop), {}, stop.get("metadata") or {},
+                                                    (run_start[0], line, first_start), logged_start=False))
     for index, (line, start) in enumerate(starts):
         next_line = starts[index + 1][0] if index + 1 < len(starts) else float("inf")
-        stop = next((r for n, r in stops if line < n < next_line), None)
+        stop = next(((n, r) for n, r in stops if line < n < next_line), None)
         if stop is not None:
-            blocks.append(_Block(_us(start), _us(stop), start.get("metadata") or {}, stop.get("metadata") or {},
-                                 (line, next_line)))
+            blocks += _split_at_evaluations(run, _Block(_us(start), _us(stop[1]), start.get("metadata") or {},
+                                                        stop[1].get("metadata") or {}, (line, stop[0], next_line)))
             continue
         end = next((r for n, r in run.keyed(*BLOCK_ENDS) if n > line), None)
         blocks.append(_Block(_us(start), _us(end) if end is not None else None, start.get("metadata") or {}, {},
-                             (line, next_line), logged_stop=False))
+                             (line, line, next_line), logged_stop=False))
     return blocks
+
+
+def _split_at_evaluations(run: _Run, block: _Block) -> list[_Block]:
+    """`block` cut at the evaluations logged inside it: each part runs from the end of the
+    evaluation before it (or the block's start) to the start of the one after, which counts
+    its steps; the last part runs to the block's stop."""
+    first, last, following = block.lines
+    inside = [(n, r) for n, r in run.keyed("eval_start") if first < n < last]
+    if not inside:
+        return [block]
+    parts, start, start_line, meta = [], block.start, first, block.start_meta
+    for line, evaluation in inside:
+        # This part's evaluation is the one it ends at: its count is the first after the part's "last line".
+        parts.append(_Block(start, _us(evaluation), meta, {}, (start_line, line - 1, line + 1),
+                            logged_start=block.logged_start))
+        start_line, stop = next(((n, r) for n, r in run.keyed("eval_stop") if n > line), (line, evaluation))
+        start, meta = _us(stop), {}
+    return parts + [_Block(start, block.stop, {}, block.stop_meta, (start_line, last, following))]
 
 
 def _whole_steps(count, per_step) -> int | None:
@@ -275,12 +295,18 @@ def _edge_steps(block: _Block, batch_size) -> tuple[int, int] | None:
 
 def _evaluated_steps(run: _Run, block: _Block, count_key: str, per_step) -> int | None:
     """Steps done at the block's end from the cumulative count of the first evaluation logged
-    after it (and before the next block): the MLPerf logger stamps each evaluation with the
-    samples (GPT-3: tokens, as `epoch_num`) trained so far."""
-    first, last = block.lines
-    counts = [(record.get("metadata") or {}).get(count_key) for n, record in run.keyed(*EVAL_KEYS) if first < n < last]
-    counts = [count for count in counts if count is not None]
-    return _whole_steps(counts[0], per_step) if counts else None
+    after it and before the next block, else of the last one logged inside it (before its
+    block_stop): the MLPerf logger stamps each evaluation with the samples (GPT-3: tokens,
+    as `epoch_num`) trained so far."""
+    first, last, following = block.lines
+
+    def counts(low, high) -> list:
+        found = [(r.get("metadata") or {}).get(count_key) for n, r in run.keyed(*EVAL_KEYS) if low < n < high]
+        return [count for count in found if count is not None]
+
+    after, inside = counts(last, following), counts(first, last)
+    count = after[0] if after else inside[-1] if inside else None
+    return _whole_steps(count, per_step) if count is not None else None
 
 
 def _block_progress(run: _Run, blocks: list[_Block], benchmark: str, batch_size,
@@ -412,7 +438,7 @@ def _import_run(imported: Imported, log: _Log, options: Options) -> tuple[str, s
     end = run_stop if run_stop is not None else last_event
     evals = [(start, stop) for start, stop, _, _ in run.intervals("eval_start", "eval_stop")]
     batch_size, sequence = run.value("global_batch_size"), run.value("max_sequence_length")
-    blocks = _blocks(run) or [_Block(start, stop, first, last, (0, 0)) for start, stop, first, last
+    blocks = _blocks(run) or [_Block(start, stop, first, last, (0, 0, 0)) for start, stop, first, last
                               in run.intervals("epoch_start", "epoch_stop") or [(run_start, end, {}, {})]]
     block_steps = _block_progress(run, blocks, benchmark, batch_size, sequence)
     parameters = MODEL_PARAMETERS.get(benchmark)
