@@ -18,7 +18,8 @@ One run is one job on its own cluster (the system), holding all its chips:
                (block_start..block_stop, else epochs, else run_start..run_stop),
                with evaluation (eval_start..eval_stop) cut out: the contract has no
                eval category, so eval time is no span and shows as `idle`. A block
-               without block_stop ends at the next block_start, evaluation or run_stop
+               without block_stop ends at the next block_start, evaluation or run_stop;
+               a block with evaluations inside it is split at them
     profiler   only for benchmarks whose model FLOPs follow from the log: GPT-3 and the
                Llama 3.1 pretraining runs (6·N·tokens, tokens = global_batch_size ×
                max_sequence_length), one sample per block with the block's measured
@@ -27,9 +28,9 @@ One run is one job on its own cluster (the system), holding all its chips:
 
 Steps of a block come from its own edges where they are unambiguous (`step` on both, or
 running samples_count totals that grow from block_start to block_stop), else from the
-cumulative count the evaluation after the block is stamped with (samples; GPT-3: tokens,
-as `epoch_num`): the first block starts at step 0 and each later one where the one before
-it ended. A samples_count that block_start and block_stop repeat is never used: some
+cumulative count the evaluation after the block (else the last inside it) is stamped with
+(samples; GPT-3: tokens, as `epoch_num`): the first block starts at step 0 and each later
+one where the one before it ended. A samples_count that block_start and block_stop repeat is never used: some
 loggers write the block's size there, others the running total at the block's start.
 The system's accelerator_model_name maps to a catalogue key through the catalogue's
 `names` patterns (configs/accelerators.yaml; a user catalogue adds its own parts).
@@ -80,9 +81,10 @@ PROVENANCE = {
         "INIT span from init_start to init_stop",
         "STEP spans: block_start..block_stop (else epoch_start..epoch_stop, else run_start..run_stop) minus "
         "eval_start..eval_stop; a block without block_stop ends at the next block_start, evaluation record or run_stop "
-        "(a caveat says so)",
+        "(a caveat says so); a block with evaluations inside it is split at each eval_start",
         "step numbers: `step` on both block edges, or samples_count running totals growing from block_start to "
         "block_stop, divided by global_batch_size; else the cumulative count of the evaluation after the block "
+        "(else the last inside it) "
         "(samples_count / global_batch_size; gpt3: epoch_num tokens / (global_batch_size x max_sequence_length)), "
         "the first block starting at step 0; where neither says, no step numbers and no profiler sample (a caveat "
         "says so)",
