@@ -260,11 +260,11 @@ def _split_at_evaluations(run: _Run, block: _Block) -> list[_Block]:
         return [block]
     parts, start, start_line, meta = [], block.start, first, block.start_meta
     for line, evaluation in inside:
-        # This part's evaluation is the one it ends at: its count is the first after the part's "last line".
-        parts.append(_Block(start, _us(evaluation), meta, {}, (start_line, line - 1, line + 1),
+        stop_line, stop = next(((n, r) for n, r in run.keyed("eval_stop") if n > line), (line, evaluation))
+        # The part's count is the first its evaluation (eval_start..eval_stop) is stamped with.
+        parts.append(_Block(start, _us(evaluation), meta, {}, (start_line, line - 1, stop_line + 1),
                             logged_start=block.logged_start))
-        start_line, stop = next(((n, r) for n, r in run.keyed("eval_stop") if n > line), (line, evaluation))
-        start, meta = _us(stop), {}
+        start, start_line, meta = _us(stop), stop_line, {}
     return parts + [_Block(start, block.stop, {}, block.stop_meta, (start_line, last, following))]
 
 
