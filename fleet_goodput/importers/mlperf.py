@@ -529,7 +529,10 @@ def read(source: Path, options: Options) -> Imported:
     if options.limit is not None:
         logs = logs[:options.limit]
     imported = Imported(NAME)
-    systems = sorted({log.system_path for log in logs if log.system_path is not None and log.system_path.is_file()})
+    # The systems the runs name, and every one a flat folder holds (its provenance lists them all).
+    listed = set((source / "systems").glob("*.json")) if source.is_dir() else set()
+    systems = sorted(listed | {log.system_path for log in logs
+                               if log.system_path is not None and log.system_path.is_file()})
     imported.provenance = {**PROVENANCE, "inputs": [file_digest(p) for p in [log.path for log in logs] + systems],
                            "model_parameters": MODEL_PARAMETERS}
     runs, seen = [], set()
