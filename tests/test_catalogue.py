@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_goodput.config import PRECISIONS, ConfigError, load_catalogue, load_settings, peak_of, peak_table
+from fleet_goodput.config import (
+    PRECISIONS, ConfigError, load_catalogue, load_settings, part_key, part_names, peak_of, peak_table,
+)
 from fleet_goodput.events import PROFILE, make_event
-from fleet_goodput.importers.mlperf import accelerator_key
 from fleet_goodput.timeline import IDEAL, JobTimeline
 
 CATALOGUE = load_settings().accelerators
@@ -44,7 +45,7 @@ def test_lower_precisions_are_never_slower_than_bf16():
     ("TPU7x Ironwood", "tpu-v7"), ("NVIDIA A100-SXM4-80GB", "a100"),
 ])
 def test_mlperf_accelerator_names_map_to_catalogue_keys(name, key):
-    assert accelerator_key(name) == key and key in CATALOGUE
+    assert part_key(part_names(CATALOGUE), name) == key and key in CATALOGUE
 
 
 def test_peak_lookup_gives_the_samples_precision_and_bf16_when_none():

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from fleet_goodput import exits
-from fleet_goodput.config import ConfigError, load_settings
+from fleet_goodput.config import ConfigError, load_settings, part_names
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP, AcceleratorMap
@@ -85,7 +85,8 @@ def register(subparsers) -> None:
     parser.add_argument("--profiles", metavar="FILE", help="logs: a YAML file of log profiles added to the built-in "
                                                               "ones (shape: configs/log_profiles.yaml)")
     parser.add_argument("--job", metavar="ID", help="job id, for a source that names none (logs, orbax: required; "
-                                                   "the id of the job's scheduler stream, to combine them)")
+                                                   "the id of the job's scheduler stream, to combine them; kineto: "
+                                                   "the run the traces are ranks of, so ranks imported apart join it)")
     parser.add_argument("--submit", metavar="TIME", help="logs: ISO-8601 submission time (default: the log's first "
                                                           "time); places a log without timestamps")
     parser.add_argument("--cluster", metavar="NAME",
@@ -98,7 +99,9 @@ def register(subparsers) -> None:
                         help="slurm: the time zone sacct printed its times in, e.g. Europe/Berlin (default UTC; "
                              "sacct prints the client's TZ without an offset)")
     parser.add_argument("--accelerator-map", metavar="FILE", help=f"slurm: {ACCELERATOR_MAP_HELP}")
-    parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
+    parser.add_argument("--config", metavar="FILE",
+                        help="settings YAML whose accelerator catalogue (its keys, and the part `names` that map "
+                             "mlperf and kineto part names to keys) the import uses")
     parser.add_argument("--max-expanded-mib", type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
                         help="refuse an input file (a JSON trace, a .json.gz once decompressed, a log line) larger "
                              f"than this (default {DEFAULT_MAX_EXPANDED_MIB} MiB): parsed JSON takes several times "
@@ -119,8 +122,9 @@ def main(args: argparse.Namespace) -> int:
         sources = [Path(source) for source in args.source]
         if len(sources) > 1 and not getattr(module, "MANY_SOURCES", False):
             raise ValueError(f"{args.format} reads one SOURCE, not {len(sources)}")
-        options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
-                          accelerator=args.accelerator, chips=args.chips, job=args.job, cluster=args.cluster,
+        options = Options(accelerators=frozenset(settings.accelerators), part_names=part_names(settings.accelerators),
+                          limit=args.limit, accelerator=args.accelerator, chips=args.chips, job=args.job,
+                          cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None,
                           max_expanded_bytes=args.max_expanded_mib << 20, timezone=args.timezone,
                           accelerator_map=AcceleratorMap.load(args.accelerator_map),

@@ -82,6 +82,7 @@ class Options:
     """Settings an importer may use; each importer says which it needs."""
 
     accelerators: frozenset[str]  # keys of the accelerator catalogue
+    part_names: tuple[tuple[str, str], ...] = ()  # the catalogue's (part-name pattern, key): config.part_names
     limit: int | None = None  # import only the first N jobs (pods, runs, traces) of the source
     accelerator: str | None = None
     chips: int | None = None
