@@ -6,7 +6,8 @@ A key is a job, or a cluster's capacity for one accelerator. Its state is
 - `waiting`: events after the frontier, held so that an event arriving late but
   within the allowed lateness can still be placed in order, and events after
   the as-of time, held until a run's as-of time reaches them;
-- `totals`: the settled figures per window; `emitted`: the figures last written.
+- `totals`: the settled figures per window (for capacity, per stretch of one
+  level: fleet_goodput/capacity.py); `emitted`: the figures last written.
 
 Advancing a key to an as-of time T with frontier F (T minus the allowed
 lateness) settles the waiting events at or before F into the timeline, then a
@@ -40,7 +41,7 @@ NEVER = -(2**62)
 WAITING = "waiting"  # the outcome of an event after the as-of time, until a run's as-of reaches it
 # Bump when the pickled layout of KeyState or the timelines changes: a store
 # written by another layout must be started afresh (`mpg run --replace`).
-STATE_FORMAT = 3
+STATE_FORMAT = 4
 # The longest queue wait taken for real: a SUBMIT that no other event of its job follows within it is a
 # clock reset to a past date (docs/metric.md, "Time and the as-of time"). Jobs wait days to weeks for
 # chips; a quarter is past any real wait, years (a clock back at its default date) far past it.
@@ -52,13 +53,15 @@ def clone(obj):
 
 
 def _plus(a, b):
+    if isinstance(a, tuple):  # a capacity stretch, (end, chips): reported again, it reaches further
+        return b
     if isinstance(a, list):
         return [x + y for x, y in zip(a, b)]
     return a + b
 
 
 def _accumulate(totals: dict, deltas: dict) -> None:
-    """Add per-window deltas (a job's figure vectors, or capacity chip-µs) into `totals`."""
+    """Add per-window deltas (a job's figure vectors) into `totals`, or a capacity key's stretches."""
     for window, delta in deltas.items():
         totals[window] = _plus(totals[window], delta) if window in totals else delta
 

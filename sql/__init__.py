@@ -14,6 +14,7 @@ VIEW_FILES = (
     "derived/macros.sql",
     "derived/job_attributes.sql",
     "derived/job_window_enriched.sql",
+    "derived/capacity_window.sql",
     "derived/cluster_window.sql",
     "marts/job_goodput.sql",
     "marts/fleet_daily.sql",

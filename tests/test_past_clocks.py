@@ -124,3 +124,37 @@ def test_a_submit_waits_for_its_job_in_later_runs(tmp_path):
     assert figures["rejected"] == {"j3-submit": QUEUE_REASON}
     assert figures["jobs"]["j2"][1] == 8 * (2 * DAY_US - 600_000_000) / 1e6  # queued until its ALLOCATE
     assert figures["jobs"]["j3"][:2] == (0, 0)
+
+
+def _cost(output) -> dict:
+    """What a run materialised: rows of each figure table, and the bytes of the state it keeps."""
+    with connect(output) as connection:
+        rows = {table: connection.execute(f"select count(*) from {table}").fetchone()[0]
+                for table in ("job_window", "capacity_level", "jobs")}
+    state = sum(path.stat().st_size for path in (output / "state").rglob("*") if path.is_file())
+    return {**rows, "state_bytes": state}
+
+
+@pytest.mark.parametrize("case", ["capacity", "submit"])
+def test_a_2001_dated_event_costs_what_a_clean_run_costs(tmp_path, case):
+    """A CAPACITY level of 2001 (accepted: the history starts in 2000) or a SUBMIT of 2001 (rejected)
+    in the middle of the history: the run materialises what the clean run does, give or take the
+    one stretch of the level, whatever the years between. The level's capacity is still exact when
+    queried: 16 chips × every second from 2001 to the as-of time, and 16 × 86,400 chip-s on a day of
+    2010 that no other event touches."""
+    _fleet(tmp_path / "clean")
+    run_batch(str(tmp_path / "clean"), str(tmp_path / "clean-out"), load_settings(), build_views=False)
+    extra = (_scheduler("reset-capacity", None, "CAPACITY", Y2001_US, 16, "c9") if case == "capacity" else
+             _scheduler("reset-submit", "j2", "SUBMIT", Y2001_US, 8))
+    _fleet(tmp_path / "in", extra, _scheduler("j2-allocate", "j2", "ALLOCATE", T0 + 200_000_000, 8))
+    run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings(), build_views=False)
+    clean, cost = _cost(tmp_path / "clean-out"), _cost(tmp_path / "out")
+    assert cost["job_window"] == clean["job_window"] and cost["jobs"] == clean["jobs"]
+    assert cost["capacity_level"] == clean["capacity_level"] + (case == "capacity")
+    assert cost["state_bytes"] < 1.5 * clean["state_bytes"]
+    if case == "capacity":
+        with connect(tmp_path / "out") as connection:
+            total, day_2010 = connection.execute("""
+                select sum(capacity_chip_s), sum(capacity_chip_s) filter (where date = '2010-06-01')
+                from capacity_window where cluster = 'c9'""").fetchone()
+        assert total == 16 * (T0 + 580_000_000 - Y2001_US) / 1e6 and day_2010 == 16 * 86_400
