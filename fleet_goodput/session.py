@@ -71,7 +71,9 @@ class Advance:
     """What advancing a key produced."""
 
     windows: dict = field(default_factory=dict)  # window start -> figures, changed since last written
+    # capacity: stretch start -> the earliest instant of it whose chip-time changed since last written
     summary: dict | None = None  # the job's row, when it changed
+    changed_from: dict = field(default_factory=dict)
     settled_rejections: list = field(default_factory=list)  # (event, reason), final
     provisional_rejections: list = field(default_factory=list)  # (event, reason) of waiting events
     settled_counts: dict = field(default_factory=dict)  # (stream, outcome) -> delta, final
@@ -220,6 +222,9 @@ class KeyState:
         for window in self.emitted.keys() - values.keys():  # its SUBMIT rejected since: no figure rests on it
             values[window] = zero_vector()
         result.windows = {w: v for w, v in values.items() if self.emitted.get(w) != v}
+        for start, stretch in result.windows.items():
+            if isinstance(stretch, tuple):
+                result.changed_from[start] = _changed_from(start, self.emitted.get(start), stretch)
         self.emitted.update(result.windows)
         if summary is not None and summary != self.summary:
             self.summary = result.summary = summary
@@ -256,6 +261,14 @@ class KeyState:
         self.__dict__.update(state)
 
 
+def _changed_from(start_us: int, written: tuple[int, int] | None, stretch: tuple[int, int]) -> int:
+    """Where a capacity stretch's chip-time changed since it was `written` (end, chips): a stretch of
+    the same level that now ends elsewhere changed only from the nearer end on."""
+    if written is None or written[1] != stretch[1]:
+        return start_us
+    return min(written[0], stretch[0])
+
+
 def _summary_of(timeline) -> dict | None:
     if isinstance(timeline, JobTimeline) and timeline.submit is not None:
         return timeline.summary()
@@ -263,8 +276,11 @@ def _summary_of(timeline) -> dict | None:
 
 
 def _live_windows(timeline, window_us: int):
-    """Windows holding step time that may still move (unresolved, or awaiting a first sample)."""
-    if not isinstance(timeline, JobTimeline):
+    """Windows holding step time that may still move (unresolved, or awaiting a first sample); for
+    capacity, the stretch still open, so that a run that extends it knows how far it reached before."""
+    if isinstance(timeline, CapacityTimeline):
+        if timeline.since_us is not None:
+            yield timeline.since_us
         return
     spans = list(timeline.unresolved) + ([timeline.open_step] if timeline.open_step else [])
     pieces = [(p[0], p[1]) for span in spans for p in span.pieces]

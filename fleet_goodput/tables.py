@@ -131,6 +131,8 @@ CAPACITY_LEVEL = Table(
         Column("end_time", TIMESTAMP, "the next CAPACITY event of the cluster and accelerator, or the as-of "
                "time while the level still holds (UTC)", "end_time_us"),
         Column("chips", pa.int64(), "chips online over the stretch"),
+        Column("changed_from", TIMESTAMP, "the earliest instant of the stretch whose chip-time this version changed: "
+               "its start, or for a stretch that now ends elsewhere, the nearer of its two ends", "changed_from_us"),
         VERSION,
     ),
     date_from="start_time_us",

@@ -133,7 +133,8 @@ class _StreamTimelineFn(beam.DoFn):
             clock.last_version_us = version
         for start, figures in advance.windows.items():  # a job's windows, or a capacity key's stretches
             if job_id is None:
-                yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, start, figures, version))
+                yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, start, figures, advance.changed_from[start],
+                                                                      version))
             else:
                 yield key, start, version, figures
         if advance.summary is not None:

@@ -3,7 +3,10 @@
 -- keeps. A level that held for years is one stored row, and its windows exist
 -- only here, where a query reads them (docs/metric.md, "Time and the as-of
 -- time"). Integer chip-microseconds are summed and divided once, so each
--- window's figure is exact, as the pipeline's own windows are.
+-- window's figure is exact, as the pipeline's own windows are. A window's
+-- version is the latest that changed it: a run that extends a stretch
+-- changes only its windows from where it ended before (`changed_from`); the
+-- earlier ones read null, their version being in earlier Delta versions.
 create or replace view capacity_window as
 with
 
@@ -23,6 +26,7 @@ stretches as (
         levels.version,
         epoch_us(levels.start_time) as start_us,
         epoch_us(levels.end_time) as end_us,
+        epoch_us(levels.changed_from) as changed_from_us,
         grid.window_us
     from levels
     cross join grid
@@ -42,7 +46,7 @@ final as (
         make_timestamptz(window_start_us) as window_start,
         sum(chips * (least(end_us, window_start_us + window_us) - greatest(start_us, window_start_us))) / 1e6
             as capacity_chip_s,
-        max(version) as version,
+        max(case when window_start_us + window_us > changed_from_us then version end) as version,
         cast(make_timestamp(window_start_us) as date) as date
     from pieces
     group by cluster, accelerator, window_start_us
