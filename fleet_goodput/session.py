@@ -219,8 +219,9 @@ class KeyState:
                 result.settled_counts[outcome] = delta
 
     def _emit(self, values: dict, summary: dict | None, result: Advance) -> None:
-        for window in self.emitted.keys() - values.keys():  # its SUBMIT rejected since: no figure rests on it
-            values[window] = zero_vector()
+        if isinstance(self.timeline, JobTimeline):  # its SUBMIT rejected since: no figure rests on it
+            for window in self.emitted.keys() - values.keys():
+                values[window] = zero_vector()
         result.windows = {w: v for w, v in values.items() if self.emitted.get(w) != v}
         for start, stretch in result.windows.items():
             if isinstance(stretch, tuple):

@@ -150,6 +150,7 @@ CAPACITY_WINDOW = Table(
         Column("accelerator", pa.string(), "accelerator catalogue key"),
         Column("window_start", TIMESTAMP, "start of the event-time window (UTC)", "window_start_us"),
         Column("capacity_chip_s", pa.float64(), "chips online × seconds"),
+        Column("online_s", pa.float64(), "seconds of the window some level covers"),
         VERSION,
     ),
     date_from="window_start_us",

@@ -255,6 +255,10 @@ def _drop_partition(output: Path) -> None:
     set_capacity_over_day(output, None, "2026-01-02", None)
 
 
+def _duplicate_stretch(output: Path) -> None:
+    commit_change(output, "capacity_level", lambda table: pa.concat_tables([table, table.slice(0, 1)]))
+
+
 def _inflate_ideal(output: Path) -> None:
     def change(table: pa.Table) -> pa.Table:
         ideal = [None if v is None else v * 10 for v in table.column("ideal_chip_s").to_pylist()]
@@ -272,6 +276,7 @@ CORRUPTIONS = [
     (_corrupt_conservation, "[job_window] chip-seconds conserved: all_allocated = productive"),
     (_duplicate_key, "[job_window] one row per job_id, window_start"),
     (_drop_partition, "[capacity_window] capacity_window has a partition for every day of the period: missing: 2026-01-02"),
+    (_duplicate_stretch, "[capacity_window] no window is covered twice by the stretches of one cluster and accelerator"),
     (_inflate_ideal, "[views] PG is in [0, 1] on every view row"),
     (_lose_rejections, "[manifest] the manifest's rejected counts match the rejected table"),
 ]

@@ -46,6 +46,7 @@ final as (
         make_timestamptz(window_start_us) as window_start,
         sum(chips * (least(end_us, window_start_us + window_us) - greatest(start_us, window_start_us))) / 1e6
             as capacity_chip_s,
+        sum(least(end_us, window_start_us + window_us) - greatest(start_us, window_start_us)) / 1e6 as online_s,
         max(case when window_start_us + window_us > changed_from_us then version end) as version,
         cast(make_timestamp(window_start_us) as date) as date
     from pieces
