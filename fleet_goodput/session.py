@@ -71,8 +71,8 @@ class Advance:
     """What advancing a key produced."""
 
     windows: dict = field(default_factory=dict)  # window start -> figures, changed since last written
-    # capacity: stretch start -> the earliest instant of it whose chip-time changed since last written
     summary: dict | None = None  # the job's row, when it changed
+    # capacity: stretch start -> the earliest instant of it whose chip-time changed since last written
     changed_from: dict = field(default_factory=dict)
     settled_rejections: list = field(default_factory=list)  # (event, reason), final
     provisional_rejections: list = field(default_factory=list)  # (event, reason) of waiting events
