@@ -39,8 +39,8 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
     never half-seen, and run N reads as it did when N was committed (versions
     older than the retention, a week by default, are vacuumed). The views are those
     of `mpg sql` (docs/tables-and-views.md): `job_goodput`, `fleet_daily`,
-    `goodput_by_segment`, `badput_breakdown`, ... and the tables `job_window`,
-    `jobs`, `capacity_window`, `rejected`, `late`.
+    `goodput_by_segment`, `badput_breakdown`, `capacity_window`, ... and the
+    tables `job_window`, `jobs`, `capacity_level`, `rejected`, `late`.
 
     Query it the DuckDB way: `con.sql(q).df()` (pandas), `.pl()` (polars),
     `.arrow()`, `.fetchall()`; `con.register("mine", dataframe)` joins your own
