@@ -179,17 +179,20 @@ def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypat
     monkeypatch.setattr(store_module, "COMPACT_ABOVE_FILES", 2)  # the third run finds three files
     _write(tmp_path / "in", worked_example.records())
     cuts = [T0 + s * 1_000_000 for s in (200, 400)]
-    keep_all = StreamSettings(retention_hours=1000)
+    parts = split_by_time(tmp_path / "in", cuts, tmp_path / "parts")
     # Read through connect() and the store: goodput.duckdb is not read (build_views=False).
-    for part in split_by_time(tmp_path / "in", cuts, tmp_path / "parts"):
-        run_batch(str(part), str(tmp_path / "out"), load_settings(), stream_settings=keep_all, build_views=False)
+    for part in parts[:2]:
+        run_batch(str(part), str(tmp_path / "out"), load_settings(), stream_settings=StreamSettings(retention_hours=1000),
+                  build_views=False)
+    first = _job_window_at(tmp_path / "out", 1)
+    # The third run keeps only its own files (a retention of 0 hours): run 1's are vacuumed.
+    run_batch(str(parts[2]), str(tmp_path / "out"), load_settings(), stream_settings=StreamSettings(retention_hours=0),
+              build_views=False)
     store = Store(tmp_path / "out")
     runs = store.runs()
     assert len(runs) == 3 and len(store.files("job_window", runs[-1])) <= 2
-    first = _job_window_at(tmp_path / "out", 1)
-    assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
-    removed = store.vacuum(retention_hours=0)  # keep only the latest run's files
-    assert removed["job_window"] > 0
+    on_disk = {str(path.relative_to(store.root)) for path in (tmp_path / "out" / "tables" / "job_window").rglob("*.parquet")}
+    assert on_disk == set(store.files("job_window", runs[-1]))  # what the compaction replaced is gone
     assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
     assert first and pytest.raises(Exception, _job_window_at, tmp_path / "out", 1)
 
