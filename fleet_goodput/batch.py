@@ -534,7 +534,6 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     transaction.check_unchanged()  # before writing anything, where another run's commit is seen
     try:
         _commit_tables(transaction, run_id, plan, settings, stream_settings, folders, final)
-        transaction.vacuum(stream_settings.retention_hours)
     except CommitFailedError:  # delta-rs found another run's commit in the way
         raise transaction.lost_race() from None
     record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode=mode, input=str(plan.input_dir),

@@ -175,12 +175,15 @@ class Kept:
     first_run: int
     since_us: int
     versions: dict[str, int]
+    latest_only: bool
 
     @property
     def vacuum_hours(self) -> int:
         """The whole hours, rounded up, since the oldest kept run was committed: a vacuum that keeps the
         files removed within them keeps every file a kept run reads (a file a run reads is removed from
-        its table after that run was committed)."""
+        its table after that run was committed). The latest run alone reads no removed file."""
+        if self.latest_only:
+            return 0
         return max(0, -(-(time.time_ns() // 1000 - self.since_us) // 3_600_000_000))
 
 
@@ -388,6 +391,8 @@ class Store:
             table = self._delta(relative)
             if table is None or table.version() == recorded or (recorded is None and not table.file_uris()):
                 continue
+            if recorded is not None and _vacuumed_only(Path(self.path(relative), "_delta_log"), recorded):
+                continue
             if recorded is None:
                 write_deltalake(table, pa.schema(table.schema().to_arrow()).empty_table(), mode="overwrite")
             else:
@@ -417,7 +422,11 @@ class Store:
         for name, relative in table_paths().items():
             commits = [int(p.stem) for p in Path(self.path(relative), "_delta_log").glob("*.json") if p.stem.isdigit()]
             recorded = latest.versions.get(name) if latest else None
-            if commits and max(commits) != recorded and (recorded is not None or self._delta(relative).file_uris()):
+            if not commits or max(commits) == recorded:
+                continue
+            if recorded is None and self._delta(relative).file_uris():
+                return True
+            if recorded is not None and not _vacuumed_only(Path(self.path(relative), "_delta_log"), recorded):
                 return True
         return False
 
@@ -447,15 +456,15 @@ class Store:
             for name, version in json.loads(row["versions"]).items():
                 if version is not None:
                     oldest[name] = min(version, oldest.get(name, version))
-        return Kept(kept[0]["run_id"], min(row["committed_at"] for row in kept), oldest)
+        return Kept(kept[0]["run_id"], min(row["committed_at"] for row in kept), oldest, len(kept) == 1)
 
     def maintain(self, retention_hours: int = DEFAULT_RETENTION_HOURS) -> None:
         """Keep the store as quick to open and commit to after thousands of runs as after ten: compact
-        and vacuum the runs table, checkpoint every Delta log, and remove the log entries no kept run
-        (`kept_runs`) reads. Run under the lock, after a commit (whose Transaction.vacuum removed the
-        tables' data files no kept run reads).
+        the runs table, vacuum every table, checkpoint every Delta log, and remove the log entries no
+        kept run (`kept`) reads. Run under the lock, after a commit.
 
-        A Delta table's commits cost more as its log grows (delta-rs lists it: 80 ms a commit with
+        The vacuum removes the data files no kept run reads (all but the latest's with a retention of
+        0). A Delta table's commits cost more as its log grows (delta-rs lists it: 80 ms a commit with
         5,000 entries against 17 ms after a checkpoint and a clean-up), so a log keeps its entries
         from the last checkpoint at or before the oldest version a kept run names, and no more.
         Earlier runs can no longer be read (`mpg sql --run`) nor rolled back to; the latest always can.
@@ -466,16 +475,34 @@ class Store:
         runs = self._delta(RUNS)
         if len(runs.file_uris()) > COMPACT_ABOVE_FILES:
             runs.optimize.compact(writer_properties=WriterProperties(max_row_group_size=RUNS_ROW_GROUP))
-        runs.vacuum(retention_hours=kept.vacuum_hours, dry_run=False, enforce_retention_duration=False)
         for name, relative in [*table_paths().items(), (RUNS, RUNS)]:
             table = self._delta(relative)
             if table is None:
                 continue
+            # A vacuum that removes files commits (VACUUM START, END): not a run's change (_vacuumed_only).
+            table.vacuum(retention_hours=kept.vacuum_hours, dry_run=False, enforce_retention_duration=False)
             log = Path(self.path(relative), "_delta_log")
             if table.version() - max(_log_versions(log, ".checkpoint.parquet"), default=-1) >= CHECKPOINT_EVERY:
                 table.create_checkpoint()
             oldest = _committed_since(log, kept.since_us) if name == RUNS else kept.versions.get(name)
             _clean_log(log, table.version() if oldest is None else oldest)
+
+
+_VACUUM = ("VACUUM START", "VACUUM END")
+
+
+def _vacuumed_only(log: Path, recorded: int) -> bool:
+    """Whether every commit of a Delta log after version `recorded` is a vacuum's (Store.maintain),
+    which changes no row: the table still holds what the run that recorded it committed."""
+    for version in sorted(v for v in _log_versions(log, ".json") if v > recorded):
+        try:
+            actions = [json.loads(line) for line in (log / f"{version:020d}.json").read_text().splitlines() if line]
+        except (OSError, ValueError):
+            return False  # torn: store_check says so
+        if any("commitInfo" not in action and "remove" not in action for action in actions) or \
+                not any(action.get("commitInfo", {}).get("operation") in _VACUUM for action in actions):
+            return False
+    return True
 
 
 def _log_versions(log: Path, suffix: str) -> list[int]:
@@ -555,18 +582,6 @@ class Transaction:
             if len(table.file_uris()) > COMPACT_ABOVE_FILES:
                 table.optimize.compact()
                 self.versions[name] = DeltaTable(self.store.path(relative)).version()
-
-    def vacuum(self, retention_hours: int) -> None:
-        """Remove the data files no kept run reads (Store.kept_runs), as part of this run: a vacuum
-        that removes files is a commit of its own, which this run's versions include."""
-        if is_remote(self.store.root):
-            return  # without the local lock another run may be writing: vacuum gs:// with a job of its own
-        hours = self.store.kept(retention_hours).vacuum_hours if self.previous else 0
-        for name, relative in table_paths().items():
-            if self.versions.get(name) is not None:
-                table = DeltaTable(self.store.path(relative))
-                if table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False):
-                    self.versions[name] = DeltaTable(self.store.path(relative)).version()
 
     def check_unchanged(self) -> None:
         """StoreBusy if another run committed to the output since this one began."""
