@@ -482,10 +482,10 @@ class Store:
             # A vacuum that removes files commits (VACUUM START, END): not a run's change (_vacuumed_only).
             table.vacuum(retention_hours=kept.vacuum_hours, dry_run=False, enforce_retention_duration=False)
             log = Path(self.path(relative), "_delta_log")
-            if table.version() - max(_log_versions(log, ".checkpoint.parquet"), default=-1) >= CHECKPOINT_EVERY:
-                table.create_checkpoint()
             oldest = _committed_since(log, kept.since_us) if name == RUNS else kept.versions.get(name)
-            _clean_log(log, table.version() if oldest is None else oldest)
+            _clean_log(self.path(relative), table.version() if oldest is None else oldest)
+            if table.version() - max(_log_versions(log, ".checkpoint.parquet"), default=-1) >= CHECKPOINT_EVERY:
+                table.create_checkpoint()  # so that opening the latest version replays few commits
 
 
 _VACUUM = ("VACUUM START", "VACUUM END")
@@ -511,18 +511,26 @@ def _log_versions(log: Path, suffix: str) -> list[int]:
 
 
 def _committed_since(log: Path, since_us: int) -> int:
-    """The oldest commit of a Delta log written at or after `since_us` (its latest, if none was)."""
-    commits = sorted(_log_versions(log, ".json"))
-    since_s = since_us / 1_000_000
-    return next((v for v in commits if (log / f"{v:020d}.json").stat().st_mtime >= since_s), commits[-1])
+    """The oldest commit of a Delta log after which every commit was written at or after `since_us`
+    (its latest, if none was)."""
+    commits = sorted(_log_versions(log, ".json"), reverse=True)
+    oldest = commits[0]
+    for version in commits:
+        if (log / f"{version:020d}.json").stat().st_mtime < since_us / 1_000_000:
+            break
+        oldest = version
+    return oldest
 
 
-def _clean_log(log: Path, oldest: int) -> None:
+def _clean_log(table_path: str, oldest: int) -> None:
     """Remove the entries of a Delta log that no version from `oldest` on needs: everything before the
-    latest checkpoint at or before it (what delta-rs' cleanup_metadata does, but by version, not age)."""
+    latest checkpoint at or before it (what delta-rs' cleanup_metadata does, by version rather than
+    age), checkpointing `oldest` itself when that checkpoint is missing or CHECKPOINT_EVERY behind."""
+    log = Path(table_path, "_delta_log")
     start = max((v for v in _log_versions(log, ".checkpoint.parquet") if v <= oldest), default=None)
-    if start is None:
-        return
+    if start is None or oldest - start >= CHECKPOINT_EVERY:
+        DeltaTable(table_path, version=oldest).create_checkpoint()
+        start = oldest
     for name in os.listdir(log):
         if name[:20].isdigit() and int(name[:20]) < start:
             (log / name).unlink(missing_ok=True)
