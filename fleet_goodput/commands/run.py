@@ -207,7 +207,7 @@ def say_headline(output: str, since_run: int) -> None:
         return
     with connect(output) as connection:
         say()
-        say(render(connection, Store(output).runs(), since_run))
+        say(render(connection, Store(output).runs(from_run=since_run - 1), since_run))  # the runs it needs
 
 
 def dry_run(options, input_dir: str | None, output_dir: str | None, translate) -> int:
