@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from fleet_goodput import store as store_module
 from fleet_goodput.store import RunRecord, Store, StoreError, is_remote, table_paths
 from fleet_goodput.store_check import require_intact, run_problems
 
@@ -49,7 +50,8 @@ def roll_back(output_dir: str, to_run: int) -> Rollback:
         problems = run_problems(store, target)
         if problems:
             raise StoreError(f"run {to_run} can no longer be restored: its files are no longer kept (a store keeps "
-                             "the runs of the retention, streaming.retention_hours, at most the latest 1,000):\n"
+                             "the runs of the retention, streaming.retention_hours, at most the latest "
+                             f"{store_module.KEEP_RUNS_AT_MOST:,}):\n"
                              + "".join(f"  {problem}\n" for problem in problems))
         new_again = len(store.applied_files(latest)) - len(store.applied_files(target))
         transaction = store.begin()

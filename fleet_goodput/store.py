@@ -169,10 +169,9 @@ _UNSTORABLE_REASON = ("the Delta Lake library cannot keep a table under a path w
 
 @dataclass(frozen=True)
 class Kept:
-    """The runs that can still be read and rolled back to (Store.kept): from `first_run`, committed
-    since `since_us`; the oldest version of each table they name."""
+    """The runs that can still be read and rolled back to (Store.kept): committed since `since_us`;
+    the oldest version of each table they name."""
 
-    first_run: int
     since_us: int
     versions: dict[str, int]
     latest_only: bool
@@ -456,7 +455,7 @@ class Store:
             for name, version in json.loads(row["versions"]).items():
                 if version is not None:
                     oldest[name] = min(version, oldest.get(name, version))
-        return Kept(kept[0]["run_id"], min(row["committed_at"] for row in kept), oldest, len(kept) == 1)
+        return Kept(min(row["committed_at"] for row in kept), oldest, len(kept) == 1)
 
     def maintain(self, retention_hours: int = DEFAULT_RETENTION_HOURS) -> None:
         """Keep the store as quick to open and commit to after thousands of runs as after ten: compact

@@ -44,7 +44,7 @@ def _rows(output: Path, run: int | None = None) -> dict[str, list[tuple]]:
                                       ("capacity_window", "exclude (version)"), ("rejected", ""), ("late", ""))}
 
 
-def test_hundreds_of_runs_leave_checkpointed_short_logs_and_the_same_figures(tmp_path, monkeypatch,
+def test_hundreds_of_runs_leave_checkpointed_short_logs_and_the_same_figures(tmp_path, monkeypatch, capsys,
                                                                               worked_example_run):
     monkeypatch.setattr(store_module, "KEEP_RUNS_AT_MOST", KEPT)
     whole = tmp_path / "whole"
@@ -74,6 +74,8 @@ def test_hundreds_of_runs_leave_checkpointed_short_logs_and_the_same_figures(tmp
     assert _rows(output, kept_from) == after_first  # a run that changed no row
     with pytest.raises(Exception):
         _rows(output, 1 + 10)
+    assert main(["rollback", "--output", str(output), "--to", "11"]) == 2
+    assert "run 11 can no longer be restored: its files are no longer kept" in capsys.readouterr().err
     assert _rows(output) == _rows(worked_example_run[1])  # the figures of one run over all of it
 
 
