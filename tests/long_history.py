@@ -7,8 +7,11 @@ stream runs did not). So a run here changes no row: its commit to each table
 is a `commitInfo`-only entry written into the table's log (what a Delta
 vacuum commits too), and its `runs` row is a copy of the latest run's, naming
 those versions, committed `every_s` apart up to now. The runs rows are
-appended in batches, and the runs table's log gets one commit per run as well.
-Used by tests/test_long_history.py and benchmarks/bench_history.py.
+appended in batches, and the runs table's log gets one commit per run as well. With `checkpoints`,
+every log gets a checkpoint each 100 commits, as delta-rs writes one after
+its own commits (`delta.checkpointInterval`); without, the store's own
+maintenance must make them. Used by tests/test_long_history.py and
+benchmarks/bench_history.py.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from deltalake import DeltaTable, write_deltalake
 from fleet_goodput.store import RUNS, Store, table_paths
 
 ROWS_PER_APPEND = 100
+CHECKPOINT_INTERVAL = 100  # delta-rs' default delta.checkpointInterval
 
 
-def extend_history(output: str | Path, runs: int, every_s: float = 5.0) -> None:
+def extend_history(output: str | Path, runs: int, every_s: float = 5.0, checkpoints: bool = True) -> None:
     """Commit `runs` more runs that change no row to the store at `output` (one run at least)."""
     store = Store(output)
     latest = store.latest()
@@ -40,7 +44,7 @@ def extend_history(output: str | Path, runs: int, every_s: float = 5.0) -> None:
         committed_s = end_s - (runs - number) * every_s
         for name in versions:
             versions[name] += 1
-            _empty_commit(Path(store.path(table_paths()[name])), versions[name], committed_s)
+            _empty_commit(store.path(table_paths()[name]), versions[name], committed_s, checkpoints)
         run_id = latest.run_id + number
         pending.append(dataclasses.replace(
             latest, run_id=run_id, committed_at_us=int(committed_s * 1_000_000), mode="stream",
@@ -48,17 +52,19 @@ def extend_history(output: str | Path, runs: int, every_s: float = 5.0) -> None:
         if len(pending) == ROWS_PER_APPEND or number == runs:
             for _ in pending[1:]:  # one commit of the runs log per run: the rest carry no row
                 runs_version += 1
-                _empty_commit(Path(store.path(RUNS)), runs_version, committed_s)
+                _empty_commit(store.path(RUNS), runs_version, committed_s, checkpoints)
             write_deltalake(store.path(RUNS), pa.concat_tables(pending), mode="append")
             runs_version += 1
             os.utime(Path(store.path(RUNS), "_delta_log", f"{runs_version:020d}.json"), (committed_s, committed_s))
             pending = []
 
 
-def _empty_commit(table: Path, version: int, committed_s: float) -> None:
-    """A commit that changes no row, dated `committed_s`."""
-    path = table / "_delta_log" / f"{version:020d}.json"
+def _empty_commit(table: str, version: int, committed_s: float, checkpoint: bool) -> None:
+    """A commit that changes no row, dated `committed_s`; checkpointed where delta-rs would (`checkpoint`)."""
+    path = Path(table, "_delta_log", f"{version:020d}.json")
     path.write_text(json.dumps({"commitInfo": {"timestamp": int(committed_s * 1000), "operation": "WRITE",
                                                "operationParameters": {"mode": "Append"},
                                                "clientVersion": "fleet-goodput tests/long_history.py"}}) + "\n")
     os.utime(path, (committed_s, committed_s))
+    if checkpoint and version % CHECKPOINT_INTERVAL == CHECKPOINT_INTERVAL - 1:
+        DeltaTable(table, version=version).create_checkpoint()
