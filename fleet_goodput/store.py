@@ -232,8 +232,7 @@ class Store:
         except Exception as error:  # delta-rs: a torn or missing commit of the runs' log
             if isinstance(error, StoreError):
                 raise
-            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise StoreDamaged(f"{self.root}/{RUNS}/_delta_log cannot be read ({first_line}): the record of the "
+            raise StoreDamaged(f"{self.root}/{RUNS}/_delta_log cannot be read ({_first_line(error)}): the record of the "
                                "store's runs is damaged", self.root) from None
         # Timestamps as integer microseconds, exactly (no float seconds on the way).
         rows = rows.cast(pa.schema([f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f
@@ -273,9 +272,23 @@ class Store:
         raise StoreError(f"no run {run_id} in {self.root}; `mpg runs --output {shlex.quote(self.root)}` lists them")
 
     def snapshot(self, name: str, record: RunRecord | None) -> DeltaTable | None:
-        """Table `name` as `record` left it (None: that run had not written it)."""
+        """Table `name` as `record` left it (None: that run had not written it); StoreError for a run
+        whose versions are no longer kept."""
         version = record.versions.get(name) if record else None
-        return None if version is None else self._delta(table_paths()[name], version)
+        if version is None:
+            return None
+        try:
+            table = self._delta(table_paths()[name], version)
+        except Exception:  # delta-rs: a torn commit, or the version's log entries cleaned up (Store.maintain)
+            if record.run_id == self.latest().run_id:
+                raise  # the latest run is always kept: this is damage, which store_check names
+            table = None
+        if table is None:  # delta-rs finds no table at a version whose log entries are gone
+            raise StoreError(f"run {record.run_id} can no longer be read: its version {version} of "
+                             f"{table_paths()[name]} is gone; a store keeps the runs committed within the retention "
+                             f"(streaming.retention_hours), at most the latest {KEEP_RUNS_AT_MOST:,}: "
+                             f"`mpg runs --output {shlex.quote(self.root)}` lists them")
+        return table
 
     def files(self, name: str, record: RunRecord | None) -> list[str]:
         """The data files of table `name` in `record`'s snapshot, as paths relative to the output."""
@@ -288,10 +301,8 @@ class Store:
         return sorted(path_of_uri(uri).removeprefix(prefix) for uri in table.file_uris())
 
     def read(self, name: str, record: RunRecord | None) -> pa.Table | None:
-        version = record.versions.get(name) if record else None
-        if version is None:
-            return None
-        return delta_arrow.dataset(self._delta(table_paths()[name], version)).to_table()
+        table = self.snapshot(name, record)
+        return None if table is None else delta_arrow.dataset(table).to_table()
 
     def applied_files(self, record: RunRecord | None) -> dict[tuple[str, int, int | None], str]:
         """(path, size, modification time) → content hash of every input file applied up to `record`
@@ -485,6 +496,11 @@ class Store:
             _clean_log(self.path(relative), table.version() if oldest is None else oldest)
             if table.version() - max(_log_versions(log, ".checkpoint.parquet"), default=-1) >= CHECKPOINT_EVERY:
                 table.create_checkpoint()  # so that opening the latest version replays few commits
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of a library's error, without the backtrace delta-rs appends."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 _VACUUM = ("VACUUM START", "VACUUM END")

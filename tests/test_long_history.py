@@ -72,8 +72,8 @@ def test_hundreds_of_runs_leave_checkpointed_short_logs_and_the_same_figures(tmp
         assert len(commits) <= KEPT + CHECKPOINT_EVERY + 5, (relative, len(commits))  # cleaned: not 300 and more
     # The kept runs read; an earlier one says it is gone, and cannot be rolled back to.
     assert _rows(output, kept_from) == after_first  # a run that changed no row
-    with pytest.raises(Exception):
-        _rows(output, 1 + 10)
+    with pytest.raises(StoreError, match="run 11 can no longer be read: its version"):
+        _rows(output, 11)
     assert main(["rollback", "--output", str(output), "--to", "11"]) == 2
     assert "run 11 can no longer be restored: its files are no longer kept" in capsys.readouterr().err
     assert _rows(output) == _rows(worked_example_run[1])  # the figures of one run over all of it
