@@ -219,10 +219,11 @@ class Store:
                 return []
             runs = delta_arrow.dataset(table)
             if last is not None:
-                ids = sorted(runs.to_table(columns=["run_id"]).column("run_id").to_pylist())
-                if not ids:
+                ids = runs.to_table(columns=["run_id"]).column("run_id")
+                if not len(ids):
                     return []
-                from_run = max(from_run or ids[0], ids[-last] if last <= len(ids) else ids[0])
+                first = pc.min(ids.take(pc.top_k_unstable(ids, k=min(last, len(ids))))).as_py()  # the last-th largest
+                from_run = first if from_run is None else max(from_run, first)
             wanted = [condition for condition in (
                 pc.field("run_id") >= from_run if from_run is not None else None,
                 pc.field("run_id") <= until_run if until_run is not None else None,
