@@ -53,7 +53,7 @@ def _mismatches(truth_path, output, table, keys, figures):
     return duckdb.sql(f"""
         select {', '.join(keys)}, {', '.join(f't.{f} as truth_{f}, p.{f} as got_{f}' for f in figures)}
         from read_parquet('{truth_path}') t
-        full outer join read_parquet('{output}/tables/{table}/*/*.parquet', hive_partitioning = true) p using ({', '.join(keys)})
+        full outer join read_parquet('{output}/tables/{table}/date=*/*.parquet', hive_partitioning = true) p using ({', '.join(keys)})
         where {checks}
         limit 5""").fetchall()
 
@@ -111,7 +111,7 @@ def test_job_states_equal_the_truth(fleet):
     _, _, root = fleet
     assert duckdb.sql(f"""
         select job_id, t.status, p.status from read_parquet('{root}/telemetry/truth/jobs.parquet') t
-        full outer join read_parquet('{root}/results/tables/jobs/*/*.parquet') p using (job_id)
+        full outer join read_parquet('{root}/results/tables/jobs/date=*/*.parquet') p using (job_id)
         where t.status is distinct from p.status or t.requested_chips is distinct from p.requested_chips""").fetchall() == []
 
 
@@ -121,7 +121,7 @@ def test_disruptions_per_job_equal_the_truth(fleet, request):
     _, _, root = fleet
     assert duckdb.sql(f"""
         select job_id, t.disruptions, p.disruptions from read_parquet('{root}/telemetry/truth/jobs.parquet') t
-        full outer join read_parquet('{root}/results/tables/jobs/*/*.parquet') p using (job_id)
+        full outer join read_parquet('{root}/results/tables/jobs/date=*/*.parquet') p using (job_id)
         where t.disruptions is distinct from p.disruptions""").fetchall() == []
     [(disrupted,)] = duckdb.sql(f"""
         select count(*) from read_parquet('{root}/telemetry/truth/jobs.parquet') where disruptions > 0""").fetchall()
@@ -137,7 +137,7 @@ def test_checkpoint_saves_per_job_equal_the_save_ends_in_the_avro_files(fleet):
         with open(path, "rb") as handle:
             written.update(r["job_id"] for r in fastavro.reader(handle) if r["type"] == "CHECKPOINT_SAVE_END")
     got = dict(duckdb.sql(f"""
-        select job_id, checkpoint_saves from read_parquet('{root}/results/tables/jobs/*/*.parquet')""").fetchall())
+        select job_id, checkpoint_saves from read_parquet('{root}/results/tables/jobs/date=*/*.parquet')""").fetchall())
     assert sum(written.values()) > 0
     assert got == {job_id: written[job_id] for job_id in got} and set(written) <= set(got)
 

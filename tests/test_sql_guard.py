@@ -84,8 +84,8 @@ def test_a_symbolic_link_in_the_output_does_not_lead_out_of_it(output, capsys):
 @pytest.mark.parametrize("query, expected", [
     ("select job_id, round(mpg, 4) as mpg from job_goodput", ["job_id,mpg", "j1,0.1724"]),
     ("with j as (select job_id from jobs) from j", ["job_id", "j1"]),
-    ("select count(*) as files from glob('{output}/tables/jobs/*/*.parquet')", ["files", "1"]),
-    ("select job_id from read_parquet('{output}/tables/jobs/*/*.parquet')", ["job_id", "j1"]),
+    ("select count(*) as files from glob('{output}/tables/jobs/date=*/*.parquet')", ["files", "1"]),
+    ("select job_id from read_parquet('{output}/tables/jobs/date=*/*.parquet')", ["job_id", "j1"]),
     ("select column_name from (describe jobs) where column_name = 'job_id'", ["column_name", "job_id"]),
     ("select 1 as a; select 2 as b", ["b", "2"]),
 ])

@@ -113,8 +113,8 @@ def results(tmp_path_factory):
 def _rows(output, table: str) -> list[dict]:
     relation = duckdb.sql(f"""
         select *, epoch_us(window_start) as window_start_us, epoch_us(version) as version_us
-        from read_parquet('{output}/tables/{table}/*/*.parquet')""" if table == "job_window" else
-        f"select * from read_parquet('{output}/tables/{table}/*/*.parquet')")
+        from read_parquet('{output}/tables/{table}/date=*/*.parquet')""" if table == "job_window" else
+        f"select * from read_parquet('{output}/tables/{table}/date=*/*.parquet')")
     return [dict(zip(relation.columns, row)) for row in relation.fetchall()]
 
 

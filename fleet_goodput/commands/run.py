@@ -9,7 +9,7 @@ import sys
 from fleet_goodput import console, exits
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.options import BEAM_HELP, OptionsError, add_options, launch_problems
-from fleet_goodput.quoting import literal_pattern, sql_string
+from fleet_goodput.quoting import sql_string
 
 DESCRIPTION = """\
 Compute ML Productivity Goodput from Avro telemetry with Apache Beam.
@@ -180,7 +180,7 @@ def main(args: argparse.Namespace) -> int:
     if outcome.database is None:
         output = goodput.output.rstrip("/")
         say(REMOTE_NOTE.format(tables=shlex.quote(f"{output}/tables"),
-                               job_window_files=sql_string(f"{literal_pattern(output)}/tables/job_window/*/*.parquet")))
+                               job_window_table=sql_string(f"{output}/tables/job_window")))
         return exits.OK
     say_headline(goodput.output, outcome.run.run_id)
     return exits.OK
@@ -251,8 +251,9 @@ REMOTE_NOTE = """\
 No goodput.duckdb for a remote output: the DuckDB views are built over local Parquet. To query it,
   - copy the tables down and build the views there (docs/dataflow.md, "Querying a gs:// output"):
       gcloud storage cp -r {tables} DIR/
-  - or read them in place with DuckDB's httpfs extension and a GCS secret:
-      select * from read_parquet({job_window_files}, hive_partitioning = true)"""
+  - or read them in place with DuckDB's delta and httpfs extensions and a GCS secret (a Delta table:
+    a glob of its Parquet files would also read files that later runs replaced, and its checkpoints):
+      select * from delta_scan({job_window_table})"""
 
 
 # The options that decide where and on what a Dataflow job runs, in print order.
