@@ -42,12 +42,16 @@ owner's decision, not a failure the checkpoint interval guards against.
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from fleet_goodput import step_runs
 from fleet_goodput.config import DEFAULT_PRECISION, peak_of
-from fleet_goodput.events import PROFILE, TERMINAL_TYPES, Event, Sample, Submit, stream_of
+from fleet_goodput.events import PROFILE, STEP_RUN, TERMINAL_TYPES, Event, Sample, Submit, stream_of
 from fleet_goodput.windows import add_over_windows, split_at_windows
 
 # Chip-time categories of a job's lifetime, in the order of the metric vector.
@@ -115,6 +119,48 @@ class StepSpan:
         return max(0, self.last_step - first + 1)
 
 
+@dataclass
+class StepRun:
+    """Closed step spans that ran back to back, applied at once (fleet_goodput/step_runs.py): span i
+    ran [starts[i], ends[i]) from step first[i] to last[i], as one piece, all started with the
+    same preserved step, and their steps never go back. Resolving one resolves each of its spans as
+    `StepSpan`s would be, cut where they would be resolved differently."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    preserved_before: int | None
+    reported_pending: bool = False
+    resolved: bool = False
+    steps: np.ndarray | None = None  # when productive: the steps each span's ideal counts
+
+    @property
+    def start_us(self) -> int:
+        return int(self.starts[0])
+
+    @property
+    def end_us(self) -> int:
+        return int(self.ends[-1])
+
+    @property
+    def pieces(self) -> list:
+        return [] if self.resolved else [[self.start_us, self.end_us, self.reported_pending]]
+
+    def split(self, count: int) -> tuple[StepRun | None, StepRun | None]:
+        """Its first `count` spans and the rest (None where there are none)."""
+        def part(first, stop):
+            if stop <= first:
+                return None
+            return StepRun(self.starts[first:stop], self.ends[first:stop], self.first[first:stop], self.last[first:stop],
+                           self.preserved_before, self.reported_pending)
+        return part(0, count), part(count, len(self.first))
+
+    def spans_up_to(self, step: int | None) -> int:
+        """How many of its spans (a prefix: last steps never go back) end at or below `step`."""
+        return 0 if step is None else int(np.searchsorted(self.last, step, side="right"))
+
+
 DUPLICATE = "duplicate"
 
 
@@ -138,6 +184,8 @@ def repeated_id(seen_ids: dict[str, tuple], event: Event) -> str | None:
     if first is None:
         seen_ids[event.event_id] = tuple(event)
         return None
+    if first[3] == STEP_RUN:  # one of the events the run stands for
+        first = next(original for original in step_runs.expand(first) if original.event_id == event.event_id)
     if first == event:
         return DUPLICATE
     first = Event._make(first)
@@ -203,21 +251,62 @@ class JobTimeline:
     # ---- feeding -------------------------------------------------------
     def feed(self, events: list[Event]) -> None:
         """Apply `events`, all at or after the last fed time, in event-time order."""
-        seen_ids, accepted = self.seen_ids, self.accepted
-        for event in in_event_order(events):
-            if event.event_id in seen_ids:  # rare: the full check only then
-                reason = repeated_id(seen_ids, event)
-                if reason == DUPLICATE:
-                    self.duplicates[stream_of(event.code)] += 1
-                else:
-                    self.rejections.append(Rejection(event, reason))
-                continue
-            seen_ids[event.event_id] = tuple(event)  # plain: a timeline is pickled between runs
-            reason = self._apply(event)
-            if reason:
-                self.rejections.append(Rejection(event, reason))
+        ordered = in_event_order(events)
+        if any(event.code == STEP_RUN for event in ordered):
+            ordered = in_event_order(_runs_apart_from_other_events(ordered))
+        expanded = []  # the events of runs applied one by one, merged into the order
+        position = 0
+        while position < len(ordered) or expanded:
+            if expanded and (position == len(ordered) or expanded[0] < ordered[position]):
+                event = heapq.heappop(expanded)
             else:
-                accepted[stream_of(event.code)] += 1
+                event, position = ordered[position], position + 1
+            if event.code == STEP_RUN:
+                if not self._apply_run(event):
+                    for original in step_runs.expand(event):
+                        heapq.heappush(expanded, original)
+                continue
+            self._feed_one(event)
+
+    def _feed_one(self, event: Event) -> None:
+        seen_ids = self.seen_ids
+        if event.event_id in seen_ids:  # rare: the full check only then
+            reason = repeated_id(seen_ids, event)
+            if reason == DUPLICATE:
+                self.duplicates[stream_of(event.code)] += 1
+            else:
+                self.rejections.append(Rejection(event, reason))
+            return
+        seen_ids[event.event_id] = tuple(event)  # plain: a timeline is pickled between runs
+        reason = self._apply(event)
+        if reason:
+            self.rejections.append(Rejection(event, reason))
+        else:
+            self.accepted[stream_of(event.code)] += 1
+
+    def _apply_run(self, run: Event) -> bool:
+        """Apply a STEP_RUN's spans at once, where each would only close and await resolution
+        (fleet_goodput/step_runs.py); False, having changed nothing, where one might do more."""
+        times, steps, ids = step_runs.arrays(run)
+        submit, open_spans = self.submit, self.open_spans
+        if (submit is None or self.end_us is not None or self.held < submit.chips
+                or submit.workload in ("SERVING", "BULK_INFERENCE")
+                or "step" in open_spans or "data_wait" in open_spans or "compile" in open_spans
+                or (self.reported_step is not None and int(steps[0]) < self.reported_step)
+                or not self.seen_ids.keys().isdisjoint(ids)):
+            return False
+        start, end = int(times[0]), int(times[-1])
+        self.advance_to(start)
+        self.seen_ids.update(dict.fromkeys(ids, tuple(run)))
+        self.accepted["runtime"] += len(ids)
+        self.attempt_ran_steps = True
+        self.reported_step = int(steps[-1])
+        chips = submit.chips
+        figures = ((_INDEX["lifetime"], chips), (_INDEX["held"], self.held), (_INDEX["all_allocated"], chips))
+        add_over_windows(self._deltas, start, end, self.window_us, figures)
+        self.now_us = end
+        self.unresolved.append(StepRun(times[0::2], times[1::2], steps[0::2], steps[1::2], self._preserved_step()))
+        return True
 
     def _apply(self, event: Event) -> str | None:
         code = event.code
@@ -383,7 +472,11 @@ class JobTimeline:
         """A checkpoint made `durable_step` durable: spans up to it are preserved."""
         still = []
         for span in self.unresolved:
-            if durable_step is None or (span.last_step is not None and span.last_step <= durable_step):
+            if isinstance(span, StepRun):
+                durable, rest = span.split(len(span.last) if durable_step is None else span.spans_up_to(durable_step))
+                self._resolve(durable, "productive")
+                still += [rest] if rest else []
+            elif durable_step is None or (span.last_step is not None and span.last_step <= durable_step):
                 self._resolve(span, "productive")
             else:
                 still.append(span)
@@ -392,11 +485,21 @@ class JobTimeline:
     def _resolve_restored(self, restored_step: int) -> None:
         """Resuming from `restored_step` throws away every step after it."""
         for span in self.unresolved:
+            if isinstance(span, StepRun):
+                covered, rest = span.split(span.spans_up_to(restored_step))
+                self._resolve(covered, "productive")
+                self._resolve(rest, "lost")
+                continue
             covered = span.last_step is not None and span.last_step <= restored_step
             self._resolve(span, "productive" if covered else "lost")
         self.unresolved = []
 
-    def _resolve(self, span: StepSpan, category: str) -> None:
+    def _resolve(self, span: StepSpan | StepRun | None, category: str) -> None:
+        if span is None:
+            return
+        if isinstance(span, StepRun):
+            self._resolve_run(span, category)
+            return
         if category == "productive" and span.pieces and self._redone_steps_are_not_progress():
             category = self._count_new_progress(span)
         chips = self.submit.chips
@@ -407,6 +510,28 @@ class JobTimeline:
             if category == "productive":
                 self._productive.append((start_us, end_us, span))
         span.pieces = []
+
+    def _resolve_run(self, run: StepRun, category: str) -> None:
+        """`_resolve` of each of the run's spans in turn, at once: the spans that only redid
+        preserved steps (a prefix) are lost; each other span's ideal counts its steps past
+        the highest step counted productive before it (`_count_new_progress`)."""
+        if category == "productive":
+            lost, run = run.split(run.spans_up_to(run.preserved_before))
+            self._resolve(lost, "lost")
+            if run is None:
+                return
+            counted = self.counted_step
+            # The highest step counted before each span (-1: none; steps are never negative).
+            highest_before = np.maximum.accumulate(np.concatenate(([-1 if counted is None else counted],
+                                                                   run.last[:-1])))
+            run.steps = np.maximum(0, run.last - np.maximum(run.first, highest_before + 1) + 1)
+            self.counted_step = _highest(counted, int(run.last[-1]))
+            self._productive.append((run.start_us, run.end_us, run))
+        chips = self.submit.chips
+        if run.reported_pending:
+            self._add(run.start_us, run.end_us, "pending", -chips)
+        self._add(run.start_us, run.end_us, category, chips)
+        run.resolved = True
 
     def _count_new_progress(self, span: StepSpan) -> str:
         """`lost` for a span that only redid steps preserved when it started; else
@@ -465,6 +590,11 @@ class JobTimeline:
         chips = self.submit.chips if self.submit else 0
         spans = self.unresolved + ([self.open_step] if self.open_step else [])
         for span in spans:
+            if isinstance(span, StepRun):
+                if not span.reported_pending:
+                    self._add(span.start_us, span.end_us, "pending", chips)
+                    span.reported_pending = True
+                continue
             for piece in span.pieces:
                 if not piece[2]:
                     self._add(piece[0], piece[1], "pending", chips)
@@ -481,8 +611,13 @@ class JobTimeline:
         if provisional:
             self._report_pending()
         if self.samples or self.closed:
+            per_sample = None
             for start_us, end_us, span in self._productive:
-                self._add_productive_ideal(start_us, end_us, span)
+                if isinstance(span, StepRun):
+                    per_sample = per_sample or self._per_sample()
+                    self._add_run_ideal(span, *per_sample)
+                else:
+                    self._add_productive_ideal(start_us, end_us, span)
             self._productive = []
         deltas, self._deltas = self._deltas, defaultdict(zero_vector)
         return deltas
@@ -497,6 +632,39 @@ class JobTimeline:
             share = (piece_end - piece_start) / span.total_us
             vector[IDEAL] += ideal_chip_s * share
             vector[_INDEX["profiled_productive"]] += chips * (piece_end - piece_start)
+
+    def _per_sample(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each sample's time, ideal FLOPs, peak (1 where unknown) and whether its peak is known."""
+        peaks = [peak_of(self.peak_flops, self.submit.accelerator, sample.precision) for sample in self.samples]
+        return (np.array(self.sample_times, dtype=np.int64), np.array([s.ideal_flops for s in self.samples]),
+                np.array([peak or 1.0 for peak in peaks]), np.array([peak is not None for peak in peaks]))
+
+    def _add_run_ideal(self, run: StepRun, sample_times, ideal_flops, peaks, known) -> None:
+        """`_add_productive_ideal` of each of the run's spans in turn: the same products, added
+        to each window's ideal in the same order (a float sum depends on its order)."""
+        if not len(sample_times):
+            return
+        starts, ends = run.starts, run.ends
+        # The latest sample at or before each span (the first sample for spans before it).
+        positions = np.maximum(np.searchsorted(sample_times, starts, side="right") - 1, 0)
+        known = known[positions]
+        ideals = run.steps * ideal_flops[positions] / peaks[positions]  # steps × FLOPs ÷ peak, as for a span
+        chips, window_us, deltas = self.submit.chips, self.window_us, self._deltas
+        windows = starts - starts % window_us
+        whole = (ends <= windows + window_us) & known
+        if whole.all():  # every span inside one window: add the window's spans in one pass each
+            edges = np.flatnonzero(np.diff(windows)) + 1
+            for first, stop in zip(np.concatenate(([0], edges)), np.concatenate((edges, [len(windows)]))):
+                vector = deltas[int(windows[first])]
+                vector[IDEAL] = float(np.add.accumulate(np.concatenate(([vector[IDEAL]], ideals[first:stop])))[-1])
+                vector[_INDEX["profiled_productive"]] += chips * int(ends[stop - 1] - starts[first])
+            return
+        for span in np.flatnonzero(known):  # a span across a window edge: as `_add_productive_ideal` does
+            start_us, end_us, total_us = int(starts[span]), int(ends[span]), int(ends[span] - starts[span])
+            for window_start, piece_start, piece_end in split_at_windows(start_us, end_us, window_us):
+                vector = deltas[window_start]
+                vector[IDEAL] += float(ideals[span]) * ((piece_end - piece_start) / total_us)
+                vector[_INDEX["profiled_productive"]] += chips * (piece_end - piece_start)
 
     def _span_ideal_chip_s(self, span: StepSpan) -> float | None:
         """Steps × ideal FLOPs per step ÷ peak FLOP/s per chip in the sample's
@@ -539,3 +707,36 @@ class JobTimeline:
             "checkpoint_saves": self.checkpoint_saves,
             "disruptions": self.disruptions,
         }
+
+
+def _runs_apart_from_other_events(ordered: list[Event]) -> list[Event]:
+    """`ordered` with every STEP_RUN cut where another event (but a profiler sample, which no step
+    span's state depends on) falls at or inside its span edges: the spans it touches become their
+    own events, the rest stay runs. Runs that overlap each other (a job's spans delivered twice)
+    become their events."""
+    barriers = sorted(event.time_us for event in ordered if event.code not in (STEP_RUN, PROFILE))
+    runs = [event for event in ordered if event.code == STEP_RUN]
+    extents = sorted((event.time_us, step_runs.end_us(event)) for event in runs)
+    overlapping = {extent for before, extent in zip(extents, extents[1:]) if extent[0] <= before[1]}
+    overlapping |= {before for before, extent in zip(extents, extents[1:]) if extent[0] <= before[1]}
+    if not barriers and not overlapping:
+        return ordered
+    out = [event for event in ordered if event.code != STEP_RUN]
+    for run in runs:
+        if (run.time_us, step_runs.end_us(run)) in overlapping:
+            out += step_runs.expand(run)
+            continue
+        times = step_runs.arrays(run)[0]
+        # A span is touched by a barrier at or between its edges.
+        touched = (np.searchsorted(barriers, times[1::2], side="right")
+                   > np.searchsorted(barriers, times[0::2], side="left"))
+        if not touched.any():
+            out.append(run)
+            continue
+        first = 0
+        for span in np.flatnonzero(touched).tolist() + [len(touched)]:
+            out += step_runs.spans_of(run, first, span)
+            if span < len(touched):
+                out += step_runs.expand(step_runs.spans_of(run, span, span + 1)[0])
+            first = span + 1
+    return out
