@@ -290,7 +290,6 @@ class JobTimeline:
         times, steps, ids = step_runs.arrays(run)
         submit, open_spans = self.submit, self.open_spans
         if (submit is None or self.end_us is not None or self.held < submit.chips
-                or submit.workload in ("SERVING", "BULK_INFERENCE")
                 or "step" in open_spans or "data_wait" in open_spans or "compile" in open_spans
                 or (self.reported_step is not None and int(steps[0]) < self.reported_step)
                 or not self.seen_ids.keys().isdisjoint(ids)):
@@ -305,7 +304,11 @@ class JobTimeline:
         figures = ((_INDEX["lifetime"], chips), (_INDEX["held"], self.held), (_INDEX["all_allocated"], chips))
         add_over_windows(self._deltas, start, end, self.window_us, figures)
         self.now_us = end
-        self.unresolved.append(StepRun(times[0::2], times[1::2], steps[0::2], steps[1::2], self._preserved_step()))
+        run = StepRun(times[0::2], times[1::2], steps[0::2], steps[1::2], self._preserved_step())
+        if submit.workload in ("SERVING", "BULK_INFERENCE"):
+            self._resolve(run, "productive")  # a served request is progress once answered
+        else:
+            self.unresolved.append(run)
         return True
 
     def _apply(self, event: Event) -> str | None:
@@ -513,24 +516,50 @@ class JobTimeline:
 
     def _resolve_run(self, run: StepRun, category: str) -> None:
         """`_resolve` of each of the run's spans in turn, at once: the spans that only redid
-        preserved steps (a prefix) are lost; each other span's ideal counts its steps past
-        the highest step counted productive before it (`_count_new_progress`)."""
-        if category == "productive":
+        preserved steps are lost; each other span's ideal counts its steps past the highest
+        step counted productive before it (`_count_new_progress`)."""
+        if category != "productive" or not self._redone_steps_are_not_progress():
+            if category == "productive":  # serving: each span's ideal counts its own steps
+                run.steps = run.last - run.first + 1
+            self._add_run(run, category)
+            return
+        if self.submit.workload != "BULK_INFERENCE":  # resolved after all its spans: one preserved step
             lost, run = run.split(run.spans_up_to(run.preserved_before))
-            self._resolve(lost, "lost")
+            self._add_run(lost, "lost")
+            self._add_run(self._counted(run), "productive")
+            return
+        # Resolved as each span ends: a span is judged against the steps the spans before it counted,
+        # so a span ending at the step the one before it ended at only redid it.
+        while run is not None:
+            lost, run = run.split(run.spans_up_to(self._preserved_step()))
+            self._add_run(lost, "lost")
             if run is None:
                 return
+            repeats = np.flatnonzero(run.last[1:] == run.last[:-1])
+            counted, run = run.split(int(repeats[0]) + 1) if len(repeats) else (run, None)
+            self._add_run(self._counted(counted), "productive")
+
+    def _counted(self, run: StepRun | None) -> StepRun | None:
+        """`run`, all of whose spans reach past the preserved step, counted as progress in turn."""
+        if run is not None:
             counted = self.counted_step
             # The highest step counted before each span (-1: none; steps are never negative).
             highest_before = np.maximum.accumulate(np.concatenate(([-1 if counted is None else counted],
                                                                    run.last[:-1])))
             run.steps = np.maximum(0, run.last - np.maximum(run.first, highest_before + 1) + 1)
             self.counted_step = _highest(counted, int(run.last[-1]))
-            self._productive.append((run.start_us, run.end_us, run))
+        return run
+
+    def _add_run(self, run: StepRun | None, category: str) -> None:
+        """Move a run's step time to `category` (from pending, where it was reported so)."""
+        if run is None:
+            return
         chips = self.submit.chips
         if run.reported_pending:
             self._add(run.start_us, run.end_us, "pending", -chips)
         self._add(run.start_us, run.end_us, category, chips)
+        if category == "productive":
+            self._productive.append((run.start_us, run.end_us, run))
         run.resolved = True
 
     def _count_new_progress(self, span: StepSpan) -> str:
