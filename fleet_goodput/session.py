@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from fleet_goodput import step_runs
 from fleet_goodput.capacity import CapacityTimeline
-from fleet_goodput.events import Event, stream_of
+from fleet_goodput.events import STEP_RUN, Event, stream_of
 from fleet_goodput.timeline import JobTimeline
 from fleet_goodput.windows import window_start
 
@@ -91,7 +91,7 @@ class KeyState:
         late, waiting = step_runs.split_at(map(Event._make, events), self.frontier_us)
         self.waiting += waiting
         if waiting:
-            latest = max(map(step_runs.end_us, waiting))
+            latest = max(event[0] if event[3] != STEP_RUN else step_runs.end_us(event) for event in waiting)
             if self.last_event_us is None or latest > self.last_event_us:
                 self.last_event_us = latest
         return step_runs.originals(late)

@@ -110,6 +110,11 @@ def end_us(event) -> int:
     return int.from_bytes(event[4][0][-8:], "little", signed=True) if event[3] == STEP_RUN else event[0]
 
 
+def last_key(run) -> tuple[int, int, str]:
+    """(time, same-instant order, id) of a STEP_RUN's last event, its STEP_END: it sorts there."""
+    return end_us(run), END_ORDER, run[4][2].rsplit(" ", 1)[-1]
+
+
 def expand(event) -> list[Event]:
     """The events a STEP_RUN stands for (a plain event: itself)."""
     if event[3] != STEP_RUN:

@@ -43,7 +43,7 @@ owner's decision, not a failure the checkpoint interval guards against.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -252,8 +252,9 @@ class JobTimeline:
     def feed(self, events: list[Event]) -> None:
         """Apply `events`, all at or after the last fed time, in event-time order."""
         ordered = in_event_order(events)
-        if any(event.code == STEP_RUN for event in ordered):
-            ordered = in_event_order(_runs_apart_from_other_events(ordered))
+        runs = [event for event in ordered if event.code == STEP_RUN]
+        if runs:
+            ordered = _runs_apart_from_other_events(ordered, runs)
         expanded = []  # the events of runs applied one by one, merged into the order
         position = 0
         while position < len(ordered) or expanded:
@@ -679,21 +680,23 @@ class JobTimeline:
         known = known[positions]
         ideals = run.steps * ideal_flops[positions] / peaks[positions]  # steps × FLOPs ÷ peak, as for a span
         chips, window_us, deltas = self.submit.chips, self.window_us, self._deltas
-        windows = starts - starts % window_us
-        whole = (ends <= windows + window_us) & known
-        if whole.all():  # every span inside one window: add the window's spans in one pass each
-            edges = np.flatnonzero(np.diff(windows)) + 1
-            for first, stop in zip(np.concatenate(([0], edges)), np.concatenate((edges, [len(windows)]))):
-                vector = deltas[int(windows[first])]
-                vector[IDEAL] = float(np.add.accumulate(np.concatenate(([vector[IDEAL]], ideals[first:stop])))[-1])
-                vector[_INDEX["profiled_productive"]] += chips * int(ends[stop - 1] - starts[first])
+        run_start, run_end = run.start_us, run.end_us
+        window = run_start - run_start % window_us
+        if run_end <= window + window_us and known.all():  # the common case: all in one window
+            vector = deltas[window]
+            ideal = vector[IDEAL]
+            for span_ideal in ideals.tolist():
+                ideal += span_ideal
+            vector[IDEAL] = ideal
+            vector[_INDEX["profiled_productive"]] += chips * (run_end - run_start)
             return
-        for span in np.flatnonzero(known):  # a span across a window edge: as `_add_productive_ideal` does
-            start_us, end_us, total_us = int(starts[span]), int(ends[span]), int(ends[span] - starts[span])
-            for window_start, piece_start, piece_end in split_at_windows(start_us, end_us, window_us):
-                vector = deltas[window_start]
-                vector[IDEAL] += float(ideals[span]) * ((piece_end - piece_start) / total_us)
-                vector[_INDEX["profiled_productive"]] += chips * (piece_end - piece_start)
+        for span_ideal, start_us, end_us, span_known in zip(ideals.tolist(), starts.tolist(), ends.tolist(),
+                                                            known.tolist()):
+            if span_known:  # as `_add_productive_ideal` does
+                for window_start, piece_start, piece_end in split_at_windows(start_us, end_us, window_us):
+                    vector = deltas[window_start]
+                    vector[IDEAL] += span_ideal * ((piece_end - piece_start) / (end_us - start_us))
+                    vector[_INDEX["profiled_productive"]] += chips * (piece_end - piece_start)
 
     def _span_ideal_chip_s(self, span: StepSpan) -> float | None:
         """Steps × ideal FLOPs per step ÷ peak FLOP/s per chip in the sample's
@@ -738,34 +741,40 @@ class JobTimeline:
         }
 
 
-def _runs_apart_from_other_events(ordered: list[Event]) -> list[Event]:
-    """`ordered` with every STEP_RUN cut where another event (but a profiler sample, which no step
-    span's state depends on) falls at or inside its span edges: the spans it touches become their
-    own events, the rest stay runs. Runs that overlap each other (a job's spans delivered twice)
-    become their events."""
-    barriers = sorted(event.time_us for event in ordered if event.code not in (STEP_RUN, PROFILE))
-    runs = [event for event in ordered if event.code == STEP_RUN]
-    extents = sorted((event.time_us, step_runs.end_us(event)) for event in runs)
-    overlapping = {extent for before, extent in zip(extents, extents[1:]) if extent[0] <= before[1]}
-    overlapping |= {before for before, extent in zip(extents, extents[1:]) if extent[0] <= before[1]}
-    if not barriers and not overlapping:
-        return ordered
-    out = [event for event in ordered if event.code != STEP_RUN]
-    for run in runs:
-        if (run.time_us, step_runs.end_us(run)) in overlapping:
+def _runs_apart_from_other_events(ordered: list[Event], runs: list[Event]) -> list[Event]:
+    """`ordered` (holding `runs`) with every STEP_RUN cut where another event (but a profiler
+    sample, which no step span's state depends on) falls between its first and last event in
+    event order, in event order again: the spans such an event touches become their own events,
+    the rest stay runs. Runs that overlap each other (a job's spans delivered twice) become their events."""
+    barriers = [event[:3] for event in ordered if event.code != STEP_RUN and event.code != PROFILE]  # sorted
+    bounds = [(run[:3], step_runs.last_key(run)) for run in runs]  # sorted by first
+    overlapping = set()
+    for before, after in zip(bounds, bounds[1:]):
+        if after[0] <= before[1]:
+            overlapping |= {before, after}
+    out, kept = [], []
+    for run, (first, last) in zip(runs, bounds):
+        inside = barriers[bisect_left(barriers, first):bisect_right(barriers, last)]
+        if (first, last) in overlapping:
             out += step_runs.expand(run)
-            continue
-        times = step_runs.arrays(run)[0]
-        # A span is touched by a barrier at or between its edges.
-        touched = (np.searchsorted(barriers, times[1::2], side="right")
-                   > np.searchsorted(barriers, times[0::2], side="left"))
-        if not touched.any():
-            out.append(run)
-            continue
-        first = 0
-        for span in np.flatnonzero(touched).tolist() + [len(touched)]:
-            out += step_runs.spans_of(run, first, span)
-            if span < len(touched):
-                out += step_runs.expand(step_runs.spans_of(run, span, span + 1)[0])
-            first = span + 1
+        elif inside:
+            out += _taken_apart(run, np.array([barrier[0] for barrier in inside]))
+        else:
+            kept.append(run)
+    if not out:
+        return ordered
+    return in_event_order([event for event in ordered if event.code != STEP_RUN] + kept + out)
+
+
+def _taken_apart(run: Event, barriers: np.ndarray) -> list[Event]:
+    """A STEP_RUN with events at `barriers` inside it: the spans they touch (a barrier at or
+    between a span's edges) as their events, each stretch of other spans as a run."""
+    times = step_runs.arrays(run)[0]
+    touched = np.searchsorted(barriers, times[1::2], side="right") > np.searchsorted(barriers, times[0::2], side="left")
+    out, first = [], 0
+    for span in np.flatnonzero(touched).tolist() + [len(touched)]:
+        out += step_runs.spans_of(run, first, span)
+        if span < len(touched):
+            out += step_runs.expand(step_runs.spans_of(run, span, span + 1)[0])
+        first = span + 1
     return out
