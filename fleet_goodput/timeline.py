@@ -149,6 +149,11 @@ class StepRun:
 
     def split(self, count: int) -> tuple[StepRun | None, StepRun | None]:
         """Its first `count` spans and the rest (None where there are none)."""
+        if count <= 0:
+            return None, self
+        if count >= len(self.first):
+            return self, None
+
         def part(first, stop):
             if stop <= first:
                 return None
@@ -158,7 +163,11 @@ class StepRun:
 
     def spans_up_to(self, step: int | None) -> int:
         """How many of its spans (a prefix: last steps never go back) end at or below `step`."""
-        return 0 if step is None else int(np.searchsorted(self.last, step, side="right"))
+        if step is None:
+            return 0
+        if step >= self.last[-1]:
+            return len(self.last)
+        return int(np.searchsorted(self.last, step, side="right"))
 
 
 DUPLICATE = "duplicate"

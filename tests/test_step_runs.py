@@ -230,3 +230,16 @@ def test_a_run_whose_steps_go_back_is_an_implicit_restore():
     assert runs_in(decoded) == 2
     assert collapsed == reference
     assert seconds_by_category(collapsed[0])["lost"] == 40 and collapsed[2]["disruptions"] == 1
+
+
+def test_events_at_a_run_s_first_or_last_instant_but_outside_it_leave_it_whole():
+    # A data wait ends as the first span starts and another begins as the last one ends; a save
+    # starts at that instant too, and a PREEMPT (after a STEP_END at its instant) cuts the job there.
+    events = [submit(0), ev(0, "ALLOCATE", 8), ev(5, "DATA_WAIT_START"), ev(10, "DATA_WAIT_END"), *spans(10, 4),
+              ev(50, "DATA_WAIT_START"), ev(50, "CHECKPOINT_SAVE_START"), ev(50, "PREEMPT", 0), sample(1, 1e15)]
+    reference, collapsed, decoded = both(events, 60)
+    assert collapsed == reference
+    timeline = JobTimeline("j", HOUR_US, PEAK)
+    timeline.feed([e for e in decoded if e.code != "PREEMPT"])
+    assert [type(span) for span in timeline.unresolved] == [StepRun]  # applied at once
+    assert seconds_by_category(collapsed[0])["lost"] == 40  # the PREEMPT found the four spans unsaved
