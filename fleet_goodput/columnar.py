@@ -52,7 +52,7 @@ from fleet_goodput.decode import (EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, De
                                   decode_file, rejected_row)
 from fleet_goodput.events import PROFILE, RUNTIME_TYPES, same_instant_order
 from fleet_goodput.input_files import NotARegularFile, open_regular_file
-from fleet_goodput.step_runs import make_block
+from fleet_goodput.step_runs import CODES, make_block
 
 # The fields each fast-path stream is written for, in schema order. A schema
 # that gains a field sends its files to the reference path until this module
@@ -249,18 +249,21 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str],
 
 
 def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
-    """Put each job's STEP_STARTs and STEP_ENDs that have a step into `batches` as one STEP_BLOCK
-    event in columns (fleet_goodput/step_runs.py: the key step makes runs of them); returns the other rows."""
-    steps = pl.col("type").cast(pl.String).is_in(("STEP_START", "STEP_END")) & pl.col("step").is_not_null()
-    blocks = frame.filter(steps).sort("job_id")
+    """Put each job's step events that have a step and data waits that have none into `batches`
+    as one STEP_BLOCK event in columns (fleet_goodput/step_runs.py: the key step makes runs of
+    them); returns the other rows."""
+    code, step = pl.col("type").cast(pl.String), pl.col("step")
+    in_block = ((code.is_in(CODES[:2]) & step.is_not_null()) | (code.is_in(CODES[2:]) & step.is_null()))
+    blocks = frame.filter(in_block).sort("job_id")
     if blocks.height:
         jobs = blocks.group_by("job_id", maintain_order=True).agg(pl.len().alias("events"),
                                                                   pl.col("event_id").str.join(" ").alias("ids"))
         times = blocks["event_time"].dt.epoch("us").to_numpy()
-        step_numbers = blocks["step"].to_numpy()
-        starts = (blocks["type"].cast(pl.String) == "STEP_START").to_numpy()
+        steps = blocks["step"].fill_null(0).to_numpy()
+        codes = blocks["type"].cast(pl.String).replace_strict(
+            {name: number for number, name in enumerate(CODES)}, return_dtype=pl.Int8).to_numpy()
         end = 0
         for job_id, events, ids in zip(jobs["job_id"].to_list(), jobs["events"].to_list(), jobs["ids"].to_list()):
             start, end = end, end + events
-            batches[job_id].append(make_block(times[start:end], step_numbers[start:end], starts[start:end], ids))
-    return frame.filter(~steps)
+            batches[job_id].append(make_block(times[start:end], steps[start:end], codes[start:end], ids))
+    return frame.filter(~in_block)

@@ -29,33 +29,48 @@ import numpy as np
 
 from fleet_goodput.events import STEP_RUN, Event, same_instant_order
 
-# A job's STEP_STARTs and STEP_ENDs with a step from one file, in columns, as the decoder hands them on.
+# A job's step events (those with a step) and data waits (those without) from one file, in columns,
+# as the decoder hands them on: the key step makes runs of them.
 STEP_BLOCK = "STEP_BLOCK"
+# The events a run holds, by their code in its columns: a STEP_START is code 0, and so on.
+CODES = ("STEP_START", "STEP_END", "DATA_WAIT_START", "DATA_WAIT_END")
+_CODE_NUMBERS = {code: number for number, code in enumerate(CODES)}
 START_ORDER, END_ORDER = same_instant_order("STEP_START"), same_instant_order("STEP_END")
+_ORDERS = np.array([same_instant_order(code) for code in CODES])
+_STEP_START, _STEP_END, _WAIT_START, _WAIT_END = range(4)
 
 
-def make_run(times: np.ndarray, steps: np.ndarray, ids: list[str]) -> tuple:
-    """The STEP_RUN event of STEP_STARTs and STEP_ENDs in turn at `times` with `steps` and `ids`."""
-    return (int(times[0]), START_ORDER, ids[0], STEP_RUN, (times.tobytes(), steps.tobytes(), " ".join(ids)))
+def code_numbers(codes) -> np.ndarray:
+    """The numbers of `codes` (each one of CODES), as a run's columns hold them."""
+    return np.array([_CODE_NUMBERS[code] for code in codes], dtype=np.int8)
 
 
-def make_block(times: np.ndarray, steps: np.ndarray, starts: np.ndarray, ids: str) -> tuple:
-    """The STEP_BLOCK of step events at `times` with `steps`, STEP_STARTs where `starts`, and
-    the ids `ids` (space-separated)."""
+def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str]) -> tuple:
+    """The STEP_RUN event of the events at `times` with `steps` (0 for a data wait, which has
+    none), `codes` (numbers of CODES: STARTs and ENDs in turn) and `ids`."""
+    return (int(times[0]), START_ORDER, ids[0], STEP_RUN,
+            (times.tobytes(), steps.tobytes(), codes.tobytes(), " ".join(ids)))
+
+
+def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str) -> tuple:
+    """The STEP_BLOCK of events at `times` with `steps` (0 for a data wait), `codes` (numbers
+    of CODES) and the ids `ids` (space-separated)."""
     return (int(times.min()), 0, ids.split(" ", 1)[0], STEP_BLOCK,
-            (times.astype(np.int64).tobytes(), steps.astype(np.int64).tobytes(),
-             starts.astype(np.bool_).tobytes(), ids))
+            (times.astype(np.int64).tobytes(), steps.astype(np.int64).tobytes(), codes.astype(np.int8).tobytes(),
+             ids))
 
 
 def collapse(events: list) -> list:
     """A job's events with its STEP_BLOCKs (from every file) taken apart: each run of two or more
-    back-to-back step spans as a STEP_RUN, every other step event as itself.
+    spans that follow one another, one at least a step span, as a STEP_RUN; every other event of
+    the blocks as itself.
 
-    A span is a STEP_START followed, in event order, by a STEP_END lasting a while with no more
-    steps than microseconds (else the timeline rejects the end); the next span follows it when it
-    starts at the instant it ends, at or above the step it ended at (else the steps go back: an
-    implicit restore). Events of the job that are not in the blocks may still fall inside a run:
-    the timeline then takes the spans they touch apart.
+    A span is a START followed, in event order, by its END: a data wait, or a step span lasting
+    a while with no more steps than microseconds (else the timeline rejects the end). Spans next
+    to each other in event order follow one another, idle time between them or not, unless a step
+    span starts below the step the step span before it ended at (steps going back: an implicit
+    restore). Events of the job that are not in the blocks may still fall inside a run: the
+    timeline then takes the spans they touch apart.
     """
     blocks = [event for event in events if event[3] == STEP_BLOCK]
     if not blocks:
@@ -63,37 +78,50 @@ def collapse(events: list) -> list:
     out = [event for event in events if event[3] != STEP_BLOCK]
     times = np.concatenate([np.frombuffer(block[4][0], dtype=np.int64) for block in blocks])
     steps = np.concatenate([np.frombuffer(block[4][1], dtype=np.int64) for block in blocks])
-    starts = np.concatenate([np.frombuffer(block[4][2], dtype=np.bool_) for block in blocks])
+    codes = np.concatenate([np.frombuffer(block[4][2], dtype=np.int8) for block in blocks])
     ids = " ".join(block[4][3] for block in blocks).split(" ")
-    orders = np.where(starts, START_ORDER, END_ORDER)
+    orders = _ORDERS[codes]
     order = np.lexsort((orders, times))  # event order: time, same-instant order, then id (below)
     if ((np.diff(times[order]) == 0) & (np.diff(orders[order]) == 0)).any():  # rare: ties to order by id
         order = np.array(sorted(range(len(ids)), key=lambda index: (times[index], orders[index], ids[index])))
-    times, steps, starts = times[order], steps[order], starts[order]
+    times, steps, codes = times[order], steps[order], codes[order]
     ids = [ids[index] for index in order.tolist()]
     duration, climb = times[1:] - times[:-1], steps[1:] - steps[:-1]
-    span = np.append(starts[:-1] & ~starts[1:] & (duration > 0) & (climb >= 0) & (climb + 1 <= duration), False)
+    is_step = np.append((codes[:-1] == _STEP_START) & (codes[1:] == _STEP_END) & (duration > 0) & (climb >= 0)
+                        & (climb + 1 <= duration), False)
+    is_wait = np.append((codes[:-1] == _WAIT_START) & (codes[1:] == _WAIT_END), False)
+    span = is_step | is_wait
+    # The step the last step span up to each event ended at (-1: none), for steps going back.
+    step_ends = np.flatnonzero(np.roll(is_step, 1))
+    last_end = np.maximum.accumulate(np.where(np.roll(is_step, 1), np.arange(len(times)), -1))
+    ended = np.where(last_end >= 0, steps[np.maximum(last_end, 0)], -1) if len(step_ends) else np.full(len(times), -1)
     follows = np.zeros_like(span)
-    follows[2:] = span[2:] & span[:-2] & (times[1:-1] == times[2:]) & (steps[2:] >= steps[1:-1])
+    follows[2:] = span[2:] & span[:-2] & ~(is_step[2:] & (steps[2:] < ended[1:-1]))
     first_spans = np.flatnonzero(span & ~follows)
-    spans_in = np.diff(np.append(np.searchsorted(np.flatnonzero(span), first_spans), span.sum()))
+    span_rows = np.flatnonzero(span)
+    bounds = np.append(np.searchsorted(span_rows, first_spans), len(span_rows))
     member = np.zeros_like(span)
-    for first, count in zip(first_spans[spans_in >= 2].tolist(), spans_in[spans_in >= 2].tolist()):
-        stop = first + 2 * count
-        out.append(make_run(times[first:stop], steps[first:stop], ids[first:stop]))
+    for run_first, run_stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        if run_stop - run_first < 2 or not is_step[span_rows[run_first:run_stop]].any():
+            continue
+        first, stop = int(span_rows[run_first]), int(span_rows[run_stop - 1]) + 2
+        out.append(make_run(times[first:stop], steps[first:stop], codes[first:stop], ids[first:stop]))
         member[first:stop] = True
     alone = np.flatnonzero(~member).tolist()
-    for time_us, step, start, event_id in zip(times[alone].tolist(), steps[alone].tolist(), starts[alone].tolist(),
-                                              [ids[index] for index in alone]):
-        out.append((time_us, START_ORDER, event_id, "STEP_START", (step,)) if start
-                   else (time_us, END_ORDER, event_id, "STEP_END", (step,)))
+    out += _events(times[alone], steps[alone], codes[alone], [ids[index] for index in alone])
     return out
 
 
-def arrays(run) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(times, steps, ids) of a STEP_RUN's events: STEP_START and STEP_END in turn."""
-    times, steps, ids = run[4]
-    return np.frombuffer(times, dtype=np.int64), np.frombuffer(steps, dtype=np.int64), ids.split(" ")
+def _events(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str]) -> list[Event]:
+    return [Event(time_us, _ORDERS[code], event_id, CODES[code], (step,) if code < _WAIT_START else (None,))
+            for time_us, step, code, event_id in zip(times.tolist(), steps.tolist(), codes.tolist(), ids)]
+
+
+def arrays(run) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """(times, steps, codes, ids) of a STEP_RUN's events: a START and its END in turn."""
+    times, steps, codes, ids = run[4]
+    return (np.frombuffer(times, dtype=np.int64), np.frombuffer(steps, dtype=np.int64),
+            np.frombuffer(codes, dtype=np.int8), ids.split(" "))
 
 
 def is_run(event) -> bool:
@@ -102,7 +130,7 @@ def is_run(event) -> bool:
 
 def size(event) -> int:
     """The number of events an event stands for."""
-    return len(event[4][1]) // 8 if event[3] == STEP_RUN else 1
+    return len(event[4][2]) if event[3] == STEP_RUN else 1
 
 
 def end_us(event) -> int:
@@ -111,18 +139,15 @@ def end_us(event) -> int:
 
 
 def last_key(run) -> tuple[int, int, str]:
-    """(time, same-instant order, id) of a STEP_RUN's last event, its STEP_END: it sorts there."""
-    return end_us(run), END_ORDER, run[4][2].rsplit(" ", 1)[-1]
+    """(time, same-instant order, id) of a STEP_RUN's last event, an END: it sorts there."""
+    return end_us(run), END_ORDER, run[4][3].rsplit(" ", 1)[-1]
 
 
 def expand(event) -> list[Event]:
     """The events a STEP_RUN stands for (a plain event: itself)."""
     if event[3] != STEP_RUN:
         return [Event._make(event)]
-    times, steps, ids = arrays(event)
-    codes = (("STEP_START", START_ORDER), ("STEP_END", END_ORDER))
-    return [Event(time_us, codes[index % 2][1], event_id, codes[index % 2][0], (step,))
-            for index, (time_us, step, event_id) in enumerate(zip(times.tolist(), steps.tolist(), ids))]
+    return _events(*arrays(event))
 
 
 def originals(events) -> list[Event]:
@@ -134,8 +159,9 @@ def spans_of(run, first: int, stop: int) -> list:
     """Spans `first` to `stop` (excluded) of a STEP_RUN: a STEP_RUN of them, or nothing."""
     if stop <= first:
         return []
-    times, steps, ids = arrays(run)
-    return [Event._make(make_run(times[2 * first:2 * stop], steps[2 * first:2 * stop], ids[2 * first:2 * stop]))]
+    times, steps, codes, ids = arrays(run)
+    first, stop = 2 * first, 2 * stop
+    return [Event._make(make_run(times[first:stop], steps[first:stop], codes[first:stop], ids[first:stop]))]
 
 
 def split_at(events, time_us: int) -> tuple[list, list]:
@@ -148,9 +174,14 @@ def split_at(events, time_us: int) -> tuple[list, list]:
         if event[0] > time_us:
             after.append(event)
             continue
-        starts = arrays(event)[0][0::2]
-        span = int(np.searchsorted(starts, time_us, side="right")) - 1  # starts at or before, ends after
-        originals_of_span = expand(spans_of(event, span, span + 1)[0])
-        before += spans_of(event, 0, span) + originals_of_span[:1]
-        after += originals_of_span[1:] + spans_of(event, span + 1, len(starts))
+        times = arrays(event)[0]
+        spans = len(times) // 2
+        done = int(np.searchsorted(times[1::2], time_us, side="right"))  # spans ended at or before it
+        before += spans_of(event, 0, done)
+        if times[2 * done] <= time_us:  # the next span started at or before it: its START is before
+            start, end = expand(spans_of(event, done, done + 1)[0])
+            before.append(start)
+            after.append(end)
+            done += 1
+        after += spans_of(event, done, spans)
     return before, after

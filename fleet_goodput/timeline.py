@@ -121,10 +121,10 @@ class StepSpan:
 
 @dataclass
 class StepRun:
-    """Closed step spans that ran back to back, applied at once (fleet_goodput/step_runs.py): span i
-    ran [starts[i], ends[i]) from step first[i] to last[i], as one piece, all started with the
-    same preserved step, and their steps never go back. Resolving one resolves each of its spans as
-    `StepSpan`s would be, cut where they would be resolved differently."""
+    """Closed step spans applied at once (fleet_goodput/step_runs.py): span i ran [starts[i],
+    ends[i]) from step first[i] to last[i] as one piece, all started with the same preserved step,
+    and their steps never go back. Resolving one resolves each of its spans as `StepSpan`s would
+    be, cut where they would be resolved differently."""
 
     starts: np.ndarray
     ends: np.ndarray
@@ -145,7 +145,12 @@ class StepRun:
 
     @property
     def pieces(self) -> list:
+        """Where its time lies (the stretch from its first span to its last: the windows it touches)."""
         return [] if self.resolved else [[self.start_us, self.end_us, self.reported_pending]]
+
+    def add_to(self, deltas: dict, index: int, chips: int, window_us: int) -> None:
+        """Add `chips` × each span's time to figure `index` of the windows it ran in."""
+        _add_by_window(deltas, index, chips, self.starts, self.ends, window_us)
 
     def split(self, count: int) -> tuple[StepRun | None, StepRun | None]:
         """Its first `count` spans and the rest (None where there are none)."""
@@ -295,13 +300,17 @@ class JobTimeline:
             self.accepted[stream_of(event.code)] += 1
 
     def _apply_run(self, run: Event) -> bool:
-        """Apply a STEP_RUN's spans at once, where each would only close and await resolution
+        """Apply a STEP_RUN's spans at once, where each step span would only close and await
+        resolution, and a data wait or idle time between them only take their time
         (fleet_goodput/step_runs.py); False, having changed nothing, where one might do more."""
-        times, steps, ids = step_runs.arrays(run)
+        times, steps, codes, ids = step_runs.arrays(run)
         submit, open_spans = self.submit, self.open_spans
+        kinds = codes[0::2]
+        stepping = kinds == 0  # the step spans among the run's spans
+        first_step = steps[2 * int(np.argmax(stepping))]
         if (submit is None or self.end_us is not None or self.held < submit.chips
                 or "step" in open_spans or "data_wait" in open_spans or "compile" in open_spans
-                or (self.reported_step is not None and int(steps[0]) < self.reported_step)
+                or (self.reported_step is not None and first_step < self.reported_step)
                 or not self.seen_ids.keys().isdisjoint(ids)):
             return False
         start, end = int(times[0]), int(times[-1])
@@ -309,12 +318,20 @@ class JobTimeline:
         self.seen_ids.update(dict.fromkeys(ids, tuple(run)))
         self.accepted["runtime"] += len(ids)
         self.attempt_ran_steps = True
-        self.reported_step = int(steps[-1])
-        chips = submit.chips
+        self.reported_step = int(steps[2 * (len(kinds) - 1 - int(np.argmax(stepping[::-1]))) + 1])
+        chips, window_us, deltas = submit.chips, self.window_us, self._deltas
         figures = ((_INDEX["lifetime"], chips), (_INDEX["held"], self.held), (_INDEX["all_allocated"], chips))
-        add_over_windows(self._deltas, start, end, self.window_us, figures)
+        add_over_windows(deltas, start, end, window_us, figures)
+        starts, ends = times[0::2], times[1::2]
+        waits = ~stepping
+        if waits.any():
+            _add_by_window(deltas, _INDEX["data_wait"], chips, starts[waits], ends[waits], window_us)
+        if (starts[1:] > ends[:-1]).any():  # time between spans: to the span still open, or idle
+            kind = next((kind for kind in SPAN_PRECEDENCE if kind in open_spans), "idle")
+            _add_by_window(deltas, _INDEX[kind], chips, ends[:-1], starts[1:], window_us)
         self.now_us = end
-        run = StepRun(times[0::2], times[1::2], steps[0::2], steps[1::2], self._preserved_step())
+        run = StepRun(starts[stepping], ends[stepping], steps[0::2][stepping], steps[1::2][stepping],
+                      self._preserved_step())
         if submit.workload in ("SERVING", "BULK_INFERENCE"):
             self._resolve(run, "productive")  # a served request is progress once answered
         else:
@@ -566,8 +583,8 @@ class JobTimeline:
             return
         chips = self.submit.chips
         if run.reported_pending:
-            self._add(run.start_us, run.end_us, "pending", -chips)
-        self._add(run.start_us, run.end_us, category, chips)
+            run.add_to(self._deltas, _INDEX["pending"], -chips, self.window_us)
+        run.add_to(self._deltas, _INDEX[category], chips, self.window_us)
         if category == "productive":
             self._productive.append((run.start_us, run.end_us, run))
         run.resolved = True
@@ -631,7 +648,7 @@ class JobTimeline:
         for span in spans:
             if isinstance(span, StepRun):
                 if not span.reported_pending:
-                    self._add(span.start_us, span.end_us, "pending", chips)
+                    span.add_to(self._deltas, _INDEX["pending"], chips, self.window_us)
                     span.reported_pending = True
                 continue
             for piece in span.pieces:
@@ -697,7 +714,7 @@ class JobTimeline:
             for span_ideal in ideals.tolist():
                 ideal += span_ideal
             vector[IDEAL] = ideal
-            vector[_INDEX["profiled_productive"]] += chips * (run_end - run_start)
+            vector[_INDEX["profiled_productive"]] += chips * int((ends - starts).sum())
             return
         for span_ideal, start_us, end_us, span_known in zip(ideals.tolist(), starts.tolist(), ends.tolist(),
                                                             known.tolist()):
@@ -773,6 +790,19 @@ def _runs_apart_from_other_events(ordered: list[Event], runs: list[Event]) -> li
     if not out:
         return ordered
     return in_event_order([event for event in ordered if event.code != STEP_RUN] + kept + out)
+
+
+def _add_by_window(deltas: dict, index: int, chips: int, starts: np.ndarray, ends: np.ndarray,
+                   window_us: int) -> None:
+    """Add `chips` × the time of each stretch [starts[i], ends[i]) to figure `index` of the
+    windows it lies in: integers, so the sum is what adding them one by one gives."""
+    first, last = int(starts[0]), int(ends[-1])
+    window = first - first % window_us
+    if last <= window + window_us:  # all in one window
+        deltas[window][index] += chips * int((ends - starts).sum())
+        return
+    for start_us, end_us in zip(starts.tolist(), ends.tolist()):
+        add_over_windows(deltas, start_us, end_us, window_us, ((index, chips),))
 
 
 def _taken_apart(run: Event, barriers: np.ndarray) -> list[Event]:

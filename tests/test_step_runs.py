@@ -38,14 +38,16 @@ def spans(first_s: float, count: int, seconds: float = 10, steps: int = 10, firs
 def as_decoded(events, files: int = 2):
     """`events` as the decoder hands them on from `files` files (step events round robin, in columns)
     and the key step collapses them."""
-    steps = [e for e in events if e.code in ("STEP_START", "STEP_END") and e.payload[0] is not None]
+    steps = [e for e in events if (e.code in step_runs.CODES[:2] and e.payload[0] is not None)
+             or (e.code in step_runs.CODES[2:] and e.payload == (None,))]
     others = [tuple(e) for e in events if e not in steps]
     blocks = []
     for part in range(files):
         mine = steps[part::files]
         if mine:
-            blocks.append(step_runs.make_block(np.array([e.time_us for e in mine]), np.array([e.payload[0] for e in mine]),
-                                               np.array([e.code == "STEP_START" for e in mine]),
+            blocks.append(step_runs.make_block(np.array([e.time_us for e in mine]),
+                                               np.array([e.payload[0] or 0 for e in mine]),
+                                               step_runs.code_numbers(e.code for e in mine),
                                                " ".join(e.event_id for e in mine)))
     return [Event._make(e) for e in step_runs.collapse(unpack(pack(others + blocks)))]
 
@@ -92,8 +94,28 @@ def test_a_save_cuts_a_run_where_it_would_cut_its_spans(save_at):
               ev(70, "CHECKPOINT_SAVE_END", save_at), *spans(70, 3, first_step=41), sample(15, 5e15),
               sample(35, 9e15)]  # the second sample applies from the third span on
     reference, collapsed, decoded = both(events, 120)
-    assert runs_in(decoded) == 2
+    assert runs_in(decoded) == 1  # one run across the save: the timeline takes it apart there
     assert collapsed == reference
+
+
+def test_data_waits_and_idle_time_between_step_spans_are_part_of_a_run():
+    # Spans 10-30 s (steps 1-20), a data wait 30-35 s, idle 35-37 s, spans 37-57 s (steps 21-40),
+    # a save of step 40 57-60 s; as of 70 s: 40 s productive, 5 s data wait, 3 s saving, and
+    # idle 0-10, 35-37 and 60-70 s: 22 s.
+    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 2), ev(30, "DATA_WAIT_START", None),
+              ev(35, "DATA_WAIT_END", None), *spans(37, 2, first_step=21), ev(57, "CHECKPOINT_SAVE_START"),
+              ev(60, "CHECKPOINT_SAVE_END", 40), sample(1, 2e15)]
+    reference, collapsed, decoded = both(events, 70)
+    assert runs_in(decoded) == 1 and len(decoded) == 6  # the 10 span events as one
+    assert collapsed == reference
+    got = seconds_by_category(collapsed[0])
+    assert (got["productive"], got["data_wait"], got["checkpoint_save"], got["idle"]) == (40, 5, 3, 22)
+    # Time between spans while a save runs (asynchronously) is the save's, as one by one.
+    events = [submit(0), ev(0, "ALLOCATE", 8), ev(5, "CHECKPOINT_SAVE_START"), *spans(10, 2),
+              ev(31, "DATA_WAIT_START", None), ev(33, "DATA_WAIT_END", None), *spans(36, 3, first_step=21),
+              ev(70, "CHECKPOINT_SAVE_END", 20), sample(1, 2e15)]
+    reference, collapsed, decoded = both(events, 80, window_us=32_000_000)
+    assert runs_in(decoded) == 1 and collapsed == reference
 
 
 def test_a_restore_and_steps_redone_after_it():
