@@ -164,6 +164,24 @@ def spans_of(run, first: int, stop: int) -> list:
     return [Event._make(make_run(times[first:stop], steps[first:stop], codes[first:stop], ids[first:stop]))]
 
 
+def taken_apart(run, touched: np.ndarray, cut_after: np.ndarray) -> list[Event]:
+    """A STEP_RUN's spans where `touched` as their events, each stretch of the others as a run,
+    stretches cut after each span where `cut_after`."""
+    times, steps, codes, ids = arrays(run)
+    out, first = [], 0
+    cut_after[-1] = True  # the run's end ends its last stretch
+    for span in np.flatnonzero(touched | cut_after).tolist():
+        stop = span if touched[span] else span + 1  # the stretch's spans: first to stop (excluded)
+        if stop > first:
+            rows = slice(2 * first, 2 * stop)
+            out.append(Event._make(make_run(times[rows], steps[rows], codes[rows], ids[rows])))
+        if touched[span]:
+            rows = slice(2 * span, 2 * span + 2)
+            out += _events(times[rows], steps[rows], codes[rows], ids[rows])
+        first = span + 1
+    return out
+
+
 def split_at(events, time_us: int) -> tuple[list, list]:
     """(events at or before `time_us`, events after it), a STEP_RUN cut between its events."""
     before, after = [], []

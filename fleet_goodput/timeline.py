@@ -307,6 +307,8 @@ class JobTimeline:
         submit, open_spans = self.submit, self.open_spans
         kinds = codes[0::2]
         stepping = kinds == 0  # the step spans among the run's spans
+        if not stepping.any():  # data waits only (a run taken apart): one by one
+            return False
         first_step = steps[2 * int(np.argmax(stepping))]
         if (submit is None or self.end_us is not None or self.held < submit.chips
                 or "step" in open_spans or "data_wait" in open_spans or "compile" in open_spans
@@ -807,13 +809,11 @@ def _add_by_window(deltas: dict, index: int, chips: int, starts: np.ndarray, end
 
 def _taken_apart(run: Event, barriers: np.ndarray) -> list[Event]:
     """A STEP_RUN with events at `barriers` inside it: the spans they touch (a barrier at or
-    between a span's edges) as their events, each stretch of other spans as a run."""
-    times = step_runs.arrays(run)[0]
-    touched = np.searchsorted(barriers, times[1::2], side="right") > np.searchsorted(barriers, times[0::2], side="left")
-    out, first = [], 0
-    for span in np.flatnonzero(touched).tolist() + [len(touched)]:
-        out += step_runs.spans_of(run, first, span)
-        if span < len(touched):
-            out += step_runs.expand(step_runs.spans_of(run, span, span + 1)[0])
-        first = span + 1
-    return out
+    between a span's edges) as their events, the other spans as runs, cut where a barrier
+    falls in the time between two spans."""
+    times = np.frombuffer(run[4][0], dtype=np.int64)
+    starts, ends = times[0::2], times[1::2]
+    touched = np.searchsorted(barriers, ends, side="right") > np.searchsorted(barriers, starts, side="left")
+    cut_after = np.append(np.searchsorted(barriers, starts[1:], side="left")
+                          > np.searchsorted(barriers, ends[:-1], side="right"), False)
+    return step_runs.taken_apart(run, touched, cut_after)

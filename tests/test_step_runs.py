@@ -265,3 +265,16 @@ def test_events_at_a_run_s_first_or_last_instant_but_outside_it_leave_it_whole()
     timeline.feed([e for e in decoded if e.code != "PREEMPT"])
     assert [type(span) for span in timeline.unresolved] == [StepRun]  # applied at once
     assert seconds_by_category(collapsed[0])["lost"] == 40  # the PREEMPT found the four spans unsaved
+
+
+def test_an_event_in_the_idle_time_between_two_spans_of_a_run_cuts_it_there():
+    # Saved at step 20 just before a PREEMPT at 32 s (between spans), the job resumes at step 21:
+    # its spans follow on, but the PREEMPT and the ALLOCATE must come between them.
+    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 2), ev(30.5, "CHECKPOINT_SAVE_START"),
+              ev(31, "CHECKPOINT_SAVE_END", 20), ev(32, "PREEMPT", 0), ev(40, "ALLOCATE", 8),
+              *spans(45, 2, first_step=21), ev(70, "FINISH"), sample(1, 2e15)]
+    reference, collapsed, decoded = both(events, 80)
+    assert runs_in(decoded) == 1  # one run from 10 s to 65 s, taken apart by the timeline
+    assert collapsed == reference
+    got = seconds_by_category(collapsed[0])
+    assert (got["productive"], got["queued"]) == (40, 8)
