@@ -718,13 +718,22 @@ class JobTimeline:
             vector[IDEAL] = ideal
             vector[_INDEX["profiled_productive"]] += chips * int((ends - starts).sum())
             return
-        for span_ideal, start_us, end_us, span_known in zip(ideals.tolist(), starts.tolist(), ends.tolist(),
-                                                            known.tolist()):
-            if span_known:  # as `_add_productive_ideal` does
-                for window_start, piece_start, piece_end in split_at_windows(start_us, end_us, window_us):
-                    vector = deltas[window_start]
-                    vector[IDEAL] += span_ideal * ((piece_end - piece_start) / (end_us - start_us))
-                    vector[_INDEX["profiled_productive"]] += chips * (piece_end - piece_start)
+        profiled = _INDEX["profiled_productive"]
+        windows = starts - starts % window_us
+        inside = (ends <= windows + window_us).tolist()
+        for span_ideal, start_us, end_us, span_known, window, whole in zip(
+                ideals.tolist(), starts.tolist(), ends.tolist(), known.tolist(), windows.tolist(), inside):
+            if not span_known:
+                continue
+            if whole:  # its share is 1: its ideal, as is
+                vector = deltas[window]
+                vector[IDEAL] += span_ideal
+                vector[profiled] += chips * (end_us - start_us)
+                continue
+            for window_start, piece_start, piece_end in split_at_windows(start_us, end_us, window_us):
+                vector = deltas[window_start]
+                vector[IDEAL] += span_ideal * ((piece_end - piece_start) / (end_us - start_us))
+                vector[profiled] += chips * (piece_end - piece_start)
 
     def _span_ideal_chip_s(self, span: StepSpan) -> float | None:
         """Steps × ideal FLOPs per step ÷ peak FLOP/s per chip in the sample's
@@ -803,7 +812,14 @@ def _add_by_window(deltas: dict, index: int, chips: int, starts: np.ndarray, end
     if last <= window + window_us:  # all in one window
         deltas[window][index] += chips * int((ends - starts).sum())
         return
-    for start_us, end_us in zip(starts.tolist(), ends.tolist()):
+    windows = starts - starts % window_us
+    inside = ends <= windows + window_us
+    # The stretches inside one window, summed per window (their windows never go back).
+    firsts = np.flatnonzero(np.diff(windows[inside], prepend=-1))
+    for window, total in zip(windows[inside][firsts].tolist(),
+                             np.add.reduceat((ends - starts)[inside], firsts).tolist() if len(firsts) else ()):
+        deltas[window][index] += chips * total
+    for start_us, end_us in zip(starts[~inside].tolist(), ends[~inside].tolist()):
         add_over_windows(deltas, start_us, end_us, window_us, ((index, chips),))
 
 
