@@ -278,3 +278,16 @@ def test_an_event_in_the_idle_time_between_two_spans_of_a_run_cuts_it_there():
     assert collapsed == reference
     got = seconds_by_category(collapsed[0])
     assert (got["productive"], got["queued"]) == (40, 8)
+
+
+def test_an_interruption_counts_the_step_time_of_runs_and_their_first_step_as_recovery():
+    # 40 s of unsaved steps (a data wait and idle time between them) lost to a PREEMPT at 60 s;
+    # back at 70 s, the job waits for data and steps again at 80 s: recovered 20 s after the PREEMPT.
+    wait = [ev(30, "DATA_WAIT_START", None), ev(35, "DATA_WAIT_END", None)]
+    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 2), *wait, *spans(37, 2, first_step=21),
+              ev(60, "PREEMPT", 0), ev(70, "ALLOCATE", 8), ev(75, "DATA_WAIT_START", None),
+              ev(80, "DATA_WAIT_END", None), *spans(80, 2, first_step=41), sample(1, 2e15)]
+    reference, collapsed, decoded = both(events, 110)
+    assert runs_in(decoded) == 1 and collapsed == reference  # one run, cut at the PREEMPT and ALLOCATE
+    (interruption,) = collapsed[2]["interruptions"]
+    assert (interruption["lost_chip_s"], interruption["recovered_s"]) == (40 * 8, 20)
