@@ -84,8 +84,9 @@ def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators,
     With `keep`, what `.keeping(keep)` of that returns: only the kept keys'
     event tuples are built, the costliest part of a decode in columns. With
     `step_blocks`, a runtime file decoded in columns gives each job's step
-    events (those with a step) as one STEP_BLOCK event holding them in
-    columns (fleet_goodput/step_runs.py): expanded, the same events.
+    events (those with a step) and data waits (those without) as one
+    STEP_BLOCK event holding them in columns (fleet_goodput/step_runs.py):
+    expanded, the same events.
     """
     data = handle.read()
     columns = _clean_columns(stream, data) if stream in KNOWN_FIELDS else None

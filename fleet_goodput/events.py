@@ -16,7 +16,7 @@ RUNTIME_TYPES = (
     "CHECKPOINT_RESTORE_END", "DATA_WAIT_START", "DATA_WAIT_END",
 )
 PROFILE = "PROFILE"  # the code of a profiler sample, which has no `type` field
-STEP_RUN = "STEP_RUN"  # the code of back-to-back step spans carried as one event (fleet_goodput/step_runs.py)
+STEP_RUN = "STEP_RUN"  # the code of a job's spans that follow one another, as one event (fleet_goodput/step_runs.py)
 TERMINAL_TYPES = ("FINISH", "FAIL", "CANCEL")
 
 # Events at the same microsecond are applied in this order, so that a step that

@@ -1,25 +1,29 @@
-"""A job's back-to-back step spans as one event: less Python work per event, the same figures.
+"""A job's spans that follow one another as one event: less Python work per event, the same figures.
 
-Nearly every runtime event is a STEP_START or STEP_END, and a job emits its
-step spans back to back: a STEP_END at the instant of the next STEP_START.
-The columnar decoder (fleet_goodput/columnar.py) finds, per job and file,
-each run of two or more such spans whose steps are plausible and never go
-back, and hands the run on as one `STEP_RUN` event carrying every original
-event in three compact values: the events' times and steps (int64 bytes,
-STEP_START and STEP_END in turn) and their ids (one string, ids hold no
-space). Its time, same-instant order and id are its first STEP_START's, so
-it sorts where that event would.
+Nearly every runtime event starts or ends a step span or a data wait, and a
+job emits them one after the other. The columnar decoder (fleet_goodput/
+columnar.py) hands each job's step events (those with a step) and data waits
+(those without) of a file on in columns, as one `STEP_BLOCK`; the key step
+merges a job's blocks from every file (`collapse`: a job's events may be
+spread over many files) and makes each stretch of two or more spans next to
+each other in event order, one at least a step span, whose steps are
+plausible and never go back, into one `STEP_RUN` event. It carries every
+original event in four compact values: the events' times, steps and codes
+(bytes; a START and its END in turn) and their ids (one string, ids hold no
+space). Its time, same-instant order and id are its first event's, so it
+sorts where that event would.
 
 A run stands for its events, never changes a figure, and is taken apart
 wherever one event might be treated differently from the others:
 
 - `split_at` cuts it at a time (the frontier, the as-of time), so late,
   waiting and settled events are those of the events themselves;
-- the timeline (fleet_goodput/timeline.py) expands it where another event
-  of the job falls inside it, where its state is one in which a step span
-  does more than attribute its time (a queued job, a data wait or compile
-  open, a step left open, steps going back, serving workloads), and where
-  an id was seen before; every rejection and duplicate is of an event;
+- the timeline (fleet_goodput/timeline.py) expands the spans another event of
+  the job falls on and cuts the run where one falls between two spans; it
+  expands the whole run where its state is one in which a span does more than
+  take its time (a job not holding all its chips, a step, data wait or
+  compile left open, steps going back) and where an id was seen before;
+  every rejection and duplicate is of an event;
 - counts are of its events (`size`), and so are late and rejected rows (`expand`).
 """
 
@@ -30,7 +34,7 @@ import numpy as np
 from fleet_goodput.events import STEP_RUN, Event, same_instant_order
 
 # A job's step events (those with a step) and data waits (those without) from one file, in columns,
-# as the decoder hands them on: the key step makes runs of them.
+# as the decoder hands them on: the key step makes runs of them (`collapse`).
 STEP_BLOCK = "STEP_BLOCK"
 # The events a run holds, by their code in its columns: a STEP_START is code 0, and so on.
 CODES = ("STEP_START", "STEP_END", "DATA_WAIT_START", "DATA_WAIT_END")

@@ -39,6 +39,12 @@ or steps going back). A restore at the start of a new allocation is part of
 the disruption that ended the one before, not another; a CANCEL is the
 owner's decision, not a failure the checkpoint interval guards against.
 
+Most runtime events come as STEP_RUN events (fleet_goodput/step_runs.py), a
+job's spans that follow one another: `feed` applies such a run at once where
+each of its events would only close a span and take its time, keeping its step
+spans as one `StepRun` until they resolve, and applies its events one by one
+everywhere else. The figures are the same either way (tests/test_step_runs.py).
+
 Interruptions (`interruptions` in the summary, fleet_goodput/interruptions.py)
 are the scheduler's side only: a running attempt cut by a PREEMPT below the
 request, a FAIL or a CANCEL, each with its reason, what it cost and how long

@@ -1,5 +1,5 @@
-"""Back-to-back step spans as one STEP_RUN event (fleet_goodput/step_runs.py): fewer events for the
-timeline to apply one by one, and never a different figure, count, rejection or late row.
+"""A job's spans that follow one another as one STEP_RUN event (fleet_goodput/step_runs.py): fewer
+events for the timeline to apply one by one, and never a different figure, count, rejection or late row.
 
 Every case feeds one timeline the events one by one (the reference) and another the same events
 as the decoder hands them on (each file's step events in columns, `step_runs.collapse`d per job),
