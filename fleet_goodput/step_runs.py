@@ -59,7 +59,7 @@ def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[
 def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str) -> tuple:
     """The STEP_BLOCK of events at `times` with `steps` (0 for a data wait), `codes` (numbers
     of CODES) and the ids `ids` (space-separated)."""
-    return (int(times.min()), 0, ids.split(" ", 1)[0], STEP_BLOCK,
+    return (int(times.max()), 0, ids.split(" ", 1)[0], STEP_BLOCK,  # its latest time, for `events.pack`
             (times.astype(np.int64).tobytes(), steps.astype(np.int64).tobytes(), codes.astype(np.int8).tobytes(),
              ids))
 
