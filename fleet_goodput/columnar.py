@@ -97,7 +97,8 @@ def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators,
 
 
 def decode_input_file(stream: str, path: str, accelerators, keep: Callable[[str], bool] | None = None,
-                      open_file: Callable[[str], BinaryIO] = open_regular_file, step_blocks: bool = False) -> DecodedFile:
+                      open_file: Callable[[str], BinaryIO] = open_regular_file,
+                      step_blocks: bool = False) -> DecodedFile:
     """`decode_file_fast` of the input file at `path`, opened with `open_file`. A file that is not a
     regular one (fleet_goodput/input_files.py) is not read: it is one record read and rejected."""
     try:

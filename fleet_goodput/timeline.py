@@ -176,7 +176,8 @@ class StepRun:
         def part(first, stop):
             if stop <= first:
                 return None
-            return StepRun(self.starts[first:stop], self.ends[first:stop], self.first[first:stop], self.last[first:stop],
+            return StepRun(self.starts[first:stop], self.ends[first:stop], self.first[first:stop],
+                           self.last[first:stop],
                            self.preserved_before, self.reported_pending)
         return part(0, count), part(count, len(self.first))
 

@@ -122,7 +122,8 @@ def test_a_restore_and_steps_redone_after_it():
     # Restored to step 20, the job redoes 21-40 (preserved by a save of step 40 before): lost;
     # then new steps from 41 count their own ideal.
     events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 4), ev(50, "CHECKPOINT_SAVE_START"),
-              ev(55, "CHECKPOINT_SAVE_END", 40), ev(60, "CHECKPOINT_RESTORE_START"), ev(61, "CHECKPOINT_RESTORE_END", 20),
+              ev(55, "CHECKPOINT_SAVE_END", 40), ev(60, "CHECKPOINT_RESTORE_START"),
+              ev(61, "CHECKPOINT_RESTORE_END", 20),
               *spans(61, 5, first_step=21), ev(200, "FINISH"), sample(5, 4e15)]
     reference, collapsed, decoded = both(events, 300)
     assert runs_in(decoded) == 2
@@ -206,7 +207,8 @@ def test_the_simulated_fleet_decoded_in_step_blocks_is_the_same_events_far_fewer
         data = path.read_bytes()
         for key, batch in decode_file("runtime", str(path), io.BytesIO(data), None).batches.items():
             reference[key] += batch
-        for key, batch in decode_file_fast("runtime", str(path), io.BytesIO(data), None, step_blocks=True).batches.items():
+        decoded = decode_file_fast("runtime", str(path), io.BytesIO(data), None, step_blocks=True)
+        for key, batch in decoded.batches.items():
             blocks[key] += unpack(pack(batch))
     collapsed = {key: step_runs.collapse(batch) for key, batch in blocks.items()}
     for key, batch in reference.items():
