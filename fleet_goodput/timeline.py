@@ -177,8 +177,7 @@ class StepRun:
             if stop <= first:
                 return None
             return StepRun(self.starts[first:stop], self.ends[first:stop], self.first[first:stop],
-                           self.last[first:stop],
-                           self.preserved_before, self.reported_pending)
+                           self.last[first:stop], self.preserved_before, self.reported_pending)
         return part(0, count), part(count, len(self.first))
 
     def spans_up_to(self, step: int | None) -> int:
