@@ -52,6 +52,7 @@ from fleet_goodput.decode import (EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, De
                                   decode_file, rejected_row)
 from fleet_goodput.events import PROFILE, RUNTIME_TYPES, same_instant_order
 from fleet_goodput.input_files import NotARegularFile, open_regular_file
+from fleet_goodput.step_runs import CODES, make_block
 
 # The fields each fast-path stream is written for, in schema order. A schema
 # that gains a field sends its files to the reference path until this module
@@ -77,22 +78,27 @@ _ORDER_OF_CODE = {code: same_instant_order(code) for code in (*RUNTIME_TYPES, PR
 
 
 def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators,
-                     keep: Callable[[str], bool] | None = None) -> DecodedFile:
+                     keep: Callable[[str], bool] | None = None, step_blocks: bool = False) -> DecodedFile:
     """What `decode_file(stream, source, handle, accelerators)` returns, in columns where provable.
 
     With `keep`, what `.keeping(keep)` of that returns: only the kept keys'
-    event tuples are built, the costliest part of a decode in columns.
+    event tuples are built, the costliest part of a decode in columns. With
+    `step_blocks`, a runtime file decoded in columns gives each job's step
+    events (those with a step) and data waits (those without) as one
+    STEP_BLOCK event holding them in columns (fleet_goodput/step_runs.py):
+    expanded, the same events.
     """
     data = handle.read()
     columns = _clean_columns(stream, data) if stream in KNOWN_FIELDS else None
     if columns is None:
         decoded = decode_file(stream, source, io.BytesIO(data), accelerators)
         return decoded.keeping(keep) if keep else decoded
-    return _events_from_columns(stream, columns, keep)
+    return _events_from_columns(stream, columns, keep, step_blocks)
 
 
 def decode_input_file(stream: str, path: str, accelerators, keep: Callable[[str], bool] | None = None,
-                      open_file: Callable[[str], BinaryIO] = open_regular_file) -> DecodedFile:
+                      open_file: Callable[[str], BinaryIO] = open_regular_file,
+                      step_blocks: bool = False) -> DecodedFile:
     """`decode_file_fast` of the input file at `path`, opened with `open_file`. A file that is not a
     regular one (fleet_goodput/input_files.py) is not read: it is one record read and rejected."""
     try:
@@ -100,7 +106,7 @@ def decode_input_file(stream: str, path: str, accelerators, keep: Callable[[str]
     except NotARegularFile as exc:
         return DecodedFile(rejected=[rejected_row(stream, str(exc), path)], read=1)
     with handle:
-        return decode_file_fast(stream, path, handle, accelerators, keep)
+        return decode_file_fast(stream, path, handle, accelerators, keep, step_blocks)
 
 
 def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:
@@ -204,7 +210,8 @@ def _bounded_positive(name: str, upper: float) -> pl.Expr:
     return (column.is_finite() & (column > 0) & (column <= upper)).fill_null(False)
 
 
-def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str], bool] | None) -> DecodedFile:
+def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str], bool] | None,
+                         step_blocks: bool = False) -> DecodedFile:
     """Event tuples per job (per kept job), in file order, as `decode_file` builds them from records.
 
     The rows are first put in job order (jobs by first appearance, rows in file
@@ -218,6 +225,9 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str],
                                                 times.bottom_k(KEPT, by=order).iter_rows())
     if keep is not None:
         frame = frame.filter(pl.col("job_id").is_in([job for job in frame["job_id"].unique() if keep(job)]))
+    batches = defaultdict(list)
+    if step_blocks and stream == "runtime":
+        frame = _step_blocks(frame, batches)
     frame = (frame.with_row_index("row")
              .with_columns(pl.col("row").min().over("job_id").alias("first_row"))
              .sort("first_row", "row"))
@@ -233,8 +243,29 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str],
                        frame["precision"].to_list())
         rows = list(zip(times, repeat(_ORDER_OF_CODE[PROFILE]), event_ids, repeat(PROFILE), payloads))
     jobs = frame["job_id"].rle()
-    batches = defaultdict(list)
     end = 0
     for job_id, length in zip(jobs.struct.field("value").to_list(), jobs.struct.field("len").to_list()):
-        batches[job_id], end = rows[end:end + length], end + length
+        batches[job_id] += rows[end:end + length]
+        end += length
     return DecodedFile(batches=batches, rejected=[], read=height, latest_times=latest)
+
+
+def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
+    """Put each job's step events that have a step and data waits that have none into `batches`
+    as one STEP_BLOCK event in columns (fleet_goodput/step_runs.py: the key step makes runs of
+    them); returns the other rows."""
+    code, step = pl.col("type").cast(pl.String), pl.col("step")
+    in_block = ((code.is_in(CODES[:2]) & step.is_not_null()) | (code.is_in(CODES[2:]) & step.is_null()))
+    blocks = frame.filter(in_block).sort("job_id")
+    if blocks.height:
+        jobs = blocks.group_by("job_id", maintain_order=True).agg(pl.len().alias("events"),
+                                                                  pl.col("event_id").str.join(" ").alias("ids"))
+        times = blocks["event_time"].dt.epoch("us").to_numpy()
+        steps = blocks["step"].fill_null(0).to_numpy()
+        codes = blocks["type"].cast(pl.String).replace_strict(
+            {name: number for number, name in enumerate(CODES)}, return_dtype=pl.Int8).to_numpy()
+        end = 0
+        for job_id, events, ids in zip(jobs["job_id"].to_list(), jobs["events"].to_list(), jobs["ids"].to_list()):
+            start, end = end, end + events
+            batches[job_id].append(make_block(times[start:end], steps[start:end], codes[start:end], ids))
+    return frame.filter(~in_block)

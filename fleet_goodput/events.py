@@ -16,6 +16,7 @@ RUNTIME_TYPES = (
     "CHECKPOINT_RESTORE_END", "DATA_WAIT_START", "DATA_WAIT_END",
 )
 PROFILE = "PROFILE"  # the code of a profiler sample, which has no `type` field
+STEP_RUN = "STEP_RUN"  # the code of a job's spans that follow one another, as one event (fleet_goodput/step_runs.py)
 TERMINAL_TYPES = ("FINISH", "FAIL", "CANCEL")
 
 # Events at the same microsecond are applied in this order, so that a step that
@@ -36,7 +37,7 @@ def same_instant_order(code: str) -> int:
     return _SCHEDULER
 
 
-_STREAM_OF_CODE = {PROFILE: "profiler"} | dict.fromkeys(RUNTIME_TYPES, "runtime")
+_STREAM_OF_CODE = {PROFILE: "profiler", STEP_RUN: "runtime"} | dict.fromkeys(RUNTIME_TYPES, "runtime")
 
 
 def stream_of(code: str) -> str:

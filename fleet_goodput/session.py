@@ -32,8 +32,9 @@ import pickle
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from fleet_goodput import step_runs
 from fleet_goodput.capacity import CapacityTimeline
-from fleet_goodput.events import Event, stream_of
+from fleet_goodput.events import STEP_RUN, Event, stream_of
 from fleet_goodput.timeline import JobTimeline, in_event_order, zero_vector
 from fleet_goodput.windows import window_start
 
@@ -95,17 +96,14 @@ class KeyState:
 
     # ---- arrivals ---------------------------------------------------------
     def admit(self, events) -> list[Event]:
-        """Hold `events` until they settle; returns those that are late."""
-        late = []
-        for raw in events:
-            event = Event._make(raw)
-            if event.time_us <= self.frontier_us:
-                late.append(event)
-            else:
-                self.waiting.append(event)
-                if self.last_event_us is None or event.time_us > self.last_event_us:
-                    self.last_event_us = event.time_us
-        return late
+        """Hold `events` until they settle; returns those that are late (a STEP_RUN's one by one)."""
+        late, waiting = step_runs.split_at(map(Event._make, events), self.frontier_us)
+        self.waiting += waiting
+        if waiting:
+            latest = max(event[0] if event[3] != STEP_RUN else step_runs.end_us(event) for event in waiting)
+            if self.last_event_us is None or latest > self.last_event_us:
+                self.last_event_us = latest
+        return step_runs.originals(late)
 
     def rejection_reasons(self) -> dict[Event, str]:
         """Why the timeline rejects waiting events, fed to a copy all at once."""
@@ -134,16 +132,16 @@ class KeyState:
         else:
             provisional = clone(self.timeline)  # _settle left it no rejections: what it rejects now is provisional
             counted = provisional.counts()
-            provisional.feed([e for e in self.waiting if e.time_us <= counts_until_us])
+            reached, after = step_runs.split_at(self.waiting, counts_until_us)
+            provisional.feed(reached)
             provisional.advance_to(as_of_us)
             _accumulate(values, provisional.flush(provisional=True))
             result.provisional_rejections = [(r.event, r.reason) for r in provisional.rejections]
             result.provisional_counts = {k: n - counted.get(k, 0) for k, n in provisional.counts().items()
                                          if n != counted.get(k, 0)}
-            for event in self.waiting:  # they wait for a run whose as-of reaches them, or for confirmation
-                if event.time_us > counts_until_us:
-                    outcome = (stream_of(event.code), WAITING)
-                    result.provisional_counts[outcome] = result.provisional_counts.get(outcome, 0) + 1
+            for event in after:  # they wait for a run whose as-of reaches them, or for confirmation
+                outcome = (stream_of(event.code), WAITING)
+                result.provisional_counts[outcome] = result.provisional_counts.get(outcome, 0) + step_runs.size(event)
         self._emit(values, _summary_of(provisional), result)
         self._compact(retention_us)
         return result
@@ -198,8 +196,7 @@ class KeyState:
         (a SUBMIT waiting for confirmation, and what follows it) stay waiting."""
         timeline = self.timeline
         until_us = frontier_us if hold_from_us is None else min(frontier_us, hold_from_us - 1)
-        settled = [e for e in self.waiting if e.time_us <= until_us]
-        self.waiting = [e for e in self.waiting if e.time_us > until_us]
+        settled, self.waiting = step_runs.split_at(self.waiting, until_us)
         timeline.feed(settled)
         # A repeat of a settled event has its time, at or before the frontier,
         # so it arrives late: settled ids need no memory.

@@ -39,6 +39,12 @@ or steps going back). A restore at the start of a new allocation is part of
 the disruption that ended the one before, not another; a CANCEL is the
 owner's decision, not a failure the checkpoint interval guards against.
 
+Most runtime events come as STEP_RUN events (fleet_goodput/step_runs.py), a
+job's spans that follow one another: `feed` applies such a run at once where
+each of its events would only close a span and take its time, keeping its step
+spans as one `StepRun` until they resolve, and applies its events one by one
+everywhere else. The figures are the same either way (tests/test_step_runs.py).
+
 Interruptions (`interruptions` in the summary, fleet_goodput/interruptions.py)
 are the scheduler's side only: a running attempt cut by a PREEMPT below the
 request, a FAIL or a CANCEL, each with its reason, what it cost and how long
@@ -47,12 +53,16 @@ the job took to get going again.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import heapq
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from fleet_goodput import step_runs
 from fleet_goodput.config import DEFAULT_PRECISION, peak_of
-from fleet_goodput.events import PROFILE, TERMINAL_TYPES, Event, Sample, Submit, reason_of, stream_of
+from fleet_goodput.events import PROFILE, STEP_RUN, TERMINAL_TYPES, Event, Sample, Submit, reason_of, stream_of
 from fleet_goodput.interruptions import InterruptionLog
 from fleet_goodput.windows import add_over_windows, split_at_windows
 
@@ -121,6 +131,64 @@ class StepSpan:
         return max(0, self.last_step - first + 1)
 
 
+@dataclass
+class StepRun:
+    """Closed step spans applied at once (fleet_goodput/step_runs.py): span i ran [starts[i],
+    ends[i]) from step first[i] to last[i] as one piece, all started with the same preserved step,
+    and their steps never go back. Resolving one resolves each of its spans as `StepSpan`s would
+    be, cut where they would be resolved differently."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    preserved_before: int | None
+    reported_pending: bool = False
+    resolved: bool = False
+    steps: np.ndarray | None = None  # when productive: the steps each span's ideal counts
+
+    @property
+    def start_us(self) -> int:
+        return int(self.starts[0])
+
+    @property
+    def end_us(self) -> int:
+        return int(self.ends[-1])
+
+    @property
+    def pieces(self) -> list:
+        """Its spans' pieces, as `StepSpan.pieces` (none once resolved)."""
+        if self.resolved:
+            return []
+        return [[start, end, self.reported_pending] for start, end in zip(self.starts.tolist(), self.ends.tolist())]
+
+    def add_to(self, deltas: dict, index: int, chips: int, window_us: int) -> None:
+        """Add `chips` × each span's time to figure `index` of the windows it ran in."""
+        _add_by_window(deltas, index, chips, self.starts, self.ends, window_us)
+
+    def split(self, count: int) -> tuple[StepRun | None, StepRun | None]:
+        """Its first `count` spans and the rest (None where there are none)."""
+        if count <= 0:
+            return None, self
+        if count >= len(self.first):
+            return self, None
+
+        def part(first, stop):
+            if stop <= first:
+                return None
+            return StepRun(self.starts[first:stop], self.ends[first:stop], self.first[first:stop],
+                           self.last[first:stop], self.preserved_before, self.reported_pending)
+        return part(0, count), part(count, len(self.first))
+
+    def spans_up_to(self, step: int | None) -> int:
+        """How many of its spans (a prefix: last steps never go back) end at or below `step`."""
+        if step is None:
+            return 0
+        if step >= self.last[-1]:
+            return len(self.last)
+        return int(np.searchsorted(self.last, step, side="right"))
+
+
 DUPLICATE = "duplicate"
 
 
@@ -144,6 +212,8 @@ def repeated_id(seen_ids: dict[str, tuple], event: Event) -> str | None:
     if first is None:
         seen_ids[event.event_id] = tuple(event)
         return None
+    if first[3] == STEP_RUN:  # one of the events the run stands for
+        first = next(original for original in step_runs.expand(first) if original.event_id == event.event_id)
     if first == event:
         return DUPLICATE
     first = Event._make(first)
@@ -211,21 +281,81 @@ class JobTimeline:
     # ---- feeding -------------------------------------------------------
     def feed(self, events: list[Event]) -> None:
         """Apply `events`, all at or after the last fed time, in event-time order."""
-        seen_ids, accepted = self.seen_ids, self.accepted
-        for event in in_event_order(events):
-            if event.event_id in seen_ids:  # rare: the full check only then
-                reason = repeated_id(seen_ids, event)
-                if reason == DUPLICATE:
-                    self.duplicates[stream_of(event.code)] += 1
-                else:
-                    self.rejections.append(Rejection(event, reason))
-                continue
-            seen_ids[event.event_id] = tuple(event)  # plain: a timeline is pickled between runs
-            reason = self._apply(event)
-            if reason:
-                self.rejections.append(Rejection(event, reason))
+        ordered = in_event_order(events)
+        runs = [event for event in ordered if event.code == STEP_RUN]
+        if runs:
+            ordered = _runs_apart_from_other_events(ordered, runs)
+        expanded = []  # the events of runs applied one by one, merged into the order
+        position = 0
+        while position < len(ordered) or expanded:
+            if expanded and (position == len(ordered) or expanded[0] < ordered[position]):
+                event = heapq.heappop(expanded)
             else:
-                accepted[stream_of(event.code)] += 1
+                event, position = ordered[position], position + 1
+            if event.code == STEP_RUN:
+                if not self._apply_run(event):
+                    for original in step_runs.expand(event):
+                        heapq.heappush(expanded, original)
+                continue
+            self._feed_one(event)
+
+    def _feed_one(self, event: Event) -> None:
+        seen_ids = self.seen_ids
+        if event.event_id in seen_ids:  # rare: the full check only then
+            reason = repeated_id(seen_ids, event)
+            if reason == DUPLICATE:
+                self.duplicates[stream_of(event.code)] += 1
+            else:
+                self.rejections.append(Rejection(event, reason))
+            return
+        seen_ids[event.event_id] = tuple(event)  # plain: a timeline is pickled between runs
+        reason = self._apply(event)
+        if reason:
+            self.rejections.append(Rejection(event, reason))
+        else:
+            self.accepted[stream_of(event.code)] += 1
+
+    def _apply_run(self, run: Event) -> bool:
+        """Apply a STEP_RUN's spans at once, where each step span would only close and await
+        resolution, and a data wait or idle time between them only take their time
+        (fleet_goodput/step_runs.py); False, having changed nothing, where one might do more."""
+        times, steps, codes, ids = step_runs.arrays(run)
+        submit, open_spans = self.submit, self.open_spans
+        kinds = codes[0::2]
+        stepping = kinds == 0  # the step spans among the run's spans
+        if not stepping.any():  # data waits only (a run taken apart): one by one
+            return False
+        first_step = steps[2 * int(np.argmax(stepping))]
+        if (submit is None or self.end_us is not None or self.held < submit.chips
+                or "step" in open_spans or "data_wait" in open_spans or "compile" in open_spans
+                or (self.reported_step is not None and first_step < self.reported_step)
+                or not self.seen_ids.keys().isdisjoint(ids)):
+            return False
+        start, end = int(times[0]), int(times[-1])
+        self.advance_to(start)
+        self.seen_ids.update(dict.fromkeys(ids, tuple(run)))
+        self.accepted["runtime"] += len(ids)
+        self.attempt_ran_steps = True
+        self._resumed_work(int(times[2 * int(np.argmax(stepping))]))  # at its first STEP_START
+        self.reported_step = int(steps[2 * (len(kinds) - 1 - int(np.argmax(stepping[::-1]))) + 1])
+        chips, window_us, deltas = submit.chips, self.window_us, self._deltas
+        figures = ((_INDEX["lifetime"], chips), (_INDEX["held"], self.held), (_INDEX["all_allocated"], chips))
+        add_over_windows(deltas, start, end, window_us, figures)
+        starts, ends = times[0::2], times[1::2]
+        waits = ~stepping
+        if waits.any():
+            _add_by_window(deltas, _INDEX["data_wait"], chips, starts[waits], ends[waits], window_us)
+        if (starts[1:] > ends[:-1]).any():  # time between spans: to the span still open, or idle
+            kind = next((kind for kind in SPAN_PRECEDENCE if kind in open_spans), "idle")
+            _add_by_window(deltas, _INDEX[kind], chips, ends[:-1], starts[1:], window_us)
+        self.now_us = end
+        run = StepRun(starts[stepping], ends[stepping], steps[0::2][stepping], steps[1::2][stepping],
+                      self._preserved_step())
+        if submit.workload in ("SERVING", "BULK_INFERENCE"):
+            self._resolve(run, "productive")  # a served request is progress once answered
+        else:
+            self.unresolved.append(run)
+        return True
 
     def _apply(self, event: Event) -> str | None:
         code = event.code
@@ -409,7 +539,11 @@ class JobTimeline:
         """A checkpoint made `durable_step` durable: spans up to it are preserved."""
         still = []
         for span in self.unresolved:
-            if durable_step is None or (span.last_step is not None and span.last_step <= durable_step):
+            if isinstance(span, StepRun):
+                durable, rest = span.split(len(span.last) if durable_step is None else span.spans_up_to(durable_step))
+                self._resolve(durable, "productive")
+                still += [rest] if rest else []
+            elif durable_step is None or (span.last_step is not None and span.last_step <= durable_step):
                 self._resolve(span, "productive")
             else:
                 still.append(span)
@@ -418,11 +552,21 @@ class JobTimeline:
     def _resolve_restored(self, restored_step: int) -> None:
         """Resuming from `restored_step` throws away every step after it."""
         for span in self.unresolved:
+            if isinstance(span, StepRun):
+                covered, rest = span.split(span.spans_up_to(restored_step))
+                self._resolve(covered, "productive")
+                self._resolve(rest, "lost")
+                continue
             covered = span.last_step is not None and span.last_step <= restored_step
             self._resolve(span, "productive" if covered else "lost")
         self.unresolved = []
 
-    def _resolve(self, span: StepSpan, category: str) -> None:
+    def _resolve(self, span: StepSpan | StepRun | None, category: str) -> None:
+        if span is None:
+            return
+        if isinstance(span, StepRun):
+            self._resolve_run(span, category)
+            return
         if category == "productive" and span.pieces and self._redone_steps_are_not_progress():
             category = self._count_new_progress(span)
         chips = self.submit.chips
@@ -433,6 +577,54 @@ class JobTimeline:
             if category == "productive":
                 self._productive.append((start_us, end_us, span))
         span.pieces = []
+
+    def _resolve_run(self, run: StepRun, category: str) -> None:
+        """`_resolve` of each of the run's spans in turn, at once: the spans that only redid
+        preserved steps are lost; each other span's ideal counts its steps past the highest
+        step counted productive before it (`_count_new_progress`)."""
+        if category != "productive" or not self._redone_steps_are_not_progress():
+            if category == "productive":  # serving: each span's ideal counts its own steps
+                run.steps = run.last - run.first + 1
+            self._add_run(run, category)
+            return
+        if self.submit.workload != "BULK_INFERENCE":  # resolved after all its spans: one preserved step
+            lost, run = run.split(run.spans_up_to(run.preserved_before))
+            self._add_run(lost, "lost")
+            self._add_run(self._counted(run), "productive")
+            return
+        # Resolved as each span ends: a span is judged against the steps the spans before it counted,
+        # so a span ending at the step the one before it ended at only redid it.
+        while run is not None:
+            lost, run = run.split(run.spans_up_to(self._preserved_step()))
+            self._add_run(lost, "lost")
+            if run is None:
+                return
+            repeats = np.flatnonzero(run.last[1:] == run.last[:-1])
+            counted, run = run.split(int(repeats[0]) + 1) if len(repeats) else (run, None)
+            self._add_run(self._counted(counted), "productive")
+
+    def _counted(self, run: StepRun | None) -> StepRun | None:
+        """`run`, all of whose spans reach past the preserved step, counted as progress in turn."""
+        if run is not None:
+            counted = self.counted_step
+            # The highest step counted before each span (-1: none; steps are never negative).
+            highest_before = np.maximum.accumulate(np.concatenate(([-1 if counted is None else counted],
+                                                                   run.last[:-1])))
+            run.steps = np.maximum(0, run.last - np.maximum(run.first, highest_before + 1) + 1)
+            self.counted_step = _highest(counted, int(run.last[-1]))
+        return run
+
+    def _add_run(self, run: StepRun | None, category: str) -> None:
+        """Move a run's step time to `category` (from pending, where it was reported so)."""
+        if run is None:
+            return
+        chips = self.submit.chips
+        if run.reported_pending:
+            run.add_to(self._deltas, _INDEX["pending"], -chips, self.window_us)
+        run.add_to(self._deltas, _INDEX[category], chips, self.window_us)
+        if category == "productive":
+            self._productive.append((run.start_us, run.end_us, run))
+        run.resolved = True
 
     def _count_new_progress(self, span: StepSpan) -> str:
         """`lost` for a span that only redid steps preserved when it started; else
@@ -491,6 +683,11 @@ class JobTimeline:
         chips = self.submit.chips if self.submit else 0
         spans = self.unresolved + ([self.open_step] if self.open_step else [])
         for span in spans:
+            if isinstance(span, StepRun):
+                if not span.reported_pending:
+                    span.add_to(self._deltas, _INDEX["pending"], chips, self.window_us)
+                    span.reported_pending = True
+                continue
             for piece in span.pieces:
                 if not piece[2]:
                     self._add(piece[0], piece[1], "pending", chips)
@@ -507,8 +704,13 @@ class JobTimeline:
         if provisional:
             self._report_pending()
         if self.samples or self.closed:
+            per_sample = None
             for start_us, end_us, span in self._productive:
-                self._add_productive_ideal(start_us, end_us, span)
+                if isinstance(span, StepRun):
+                    per_sample = per_sample or self._per_sample()
+                    self._add_run_ideal(span, *per_sample)
+                else:
+                    self._add_productive_ideal(start_us, end_us, span)
             self._productive = []
         deltas, self._deltas = self._deltas, defaultdict(zero_vector)
         return deltas
@@ -523,6 +725,50 @@ class JobTimeline:
             share = (piece_end - piece_start) / span.total_us
             vector[IDEAL] += ideal_chip_s * share
             vector[_INDEX["profiled_productive"]] += chips * (piece_end - piece_start)
+
+    def _per_sample(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each sample's time, ideal FLOPs, peak (1 where unknown) and whether its peak is known."""
+        peaks = [peak_of(self.peak_flops, self.submit.accelerator, sample.precision) for sample in self.samples]
+        return (np.array(self.sample_times, dtype=np.int64), np.array([s.ideal_flops for s in self.samples]),
+                np.array([peak or 1.0 for peak in peaks]), np.array([peak is not None for peak in peaks]))
+
+    def _add_run_ideal(self, run: StepRun, sample_times, ideal_flops, peaks, known) -> None:
+        """`_add_productive_ideal` of each of the run's spans in turn: the same products, added
+        to each window's ideal in the same order (a float sum depends on its order)."""
+        if not len(sample_times):
+            return
+        starts, ends = run.starts, run.ends
+        # The latest sample at or before each span (the first sample for spans before it).
+        positions = np.maximum(np.searchsorted(sample_times, starts, side="right") - 1, 0)
+        known = known[positions]
+        ideals = run.steps * ideal_flops[positions] / peaks[positions]  # steps × FLOPs ÷ peak, as for a span
+        chips, window_us, deltas = self.submit.chips, self.window_us, self._deltas
+        run_start, run_end = run.start_us, run.end_us
+        window = run_start - run_start % window_us
+        if run_end <= window + window_us and known.all():  # the common case: all in one window
+            vector = deltas[window]
+            ideal = vector[IDEAL]
+            for span_ideal in ideals.tolist():
+                ideal += span_ideal
+            vector[IDEAL] = ideal
+            vector[_INDEX["profiled_productive"]] += chips * int((ends - starts).sum())
+            return
+        profiled = _INDEX["profiled_productive"]
+        windows = starts - starts % window_us
+        inside = (ends <= windows + window_us).tolist()
+        for span_ideal, start_us, end_us, span_known, window, whole in zip(
+                ideals.tolist(), starts.tolist(), ends.tolist(), known.tolist(), windows.tolist(), inside):
+            if not span_known:
+                continue
+            if whole:  # its share is 1: its ideal, as is
+                vector = deltas[window]
+                vector[IDEAL] += span_ideal
+                vector[profiled] += chips * (end_us - start_us)
+                continue
+            for window_start, piece_start, piece_end in split_at_windows(start_us, end_us, window_us):
+                vector = deltas[window_start]
+                vector[IDEAL] += span_ideal * ((piece_end - piece_start) / (end_us - start_us))
+                vector[profiled] += chips * (piece_end - piece_start)
 
     def _span_ideal_chip_s(self, span: StepSpan) -> float | None:
         """Steps × ideal FLOPs per step ÷ peak FLOP/s per chip in the sample's
@@ -567,3 +813,60 @@ class JobTimeline:
             "checkpoint_saves": self.checkpoint_saves,
             "disruptions": self.disruptions,
         }
+
+
+def _runs_apart_from_other_events(ordered: list[Event], runs: list[Event]) -> list[Event]:
+    """`ordered` (holding `runs`) with every STEP_RUN cut where another event (but a profiler
+    sample, which no step span's state depends on) falls between its first and last event in
+    event order, in event order again: the spans such an event touches become their own events,
+    the rest stay runs. Runs that overlap each other (a job's spans delivered twice) become their events."""
+    barriers = [event[:3] for event in ordered if event.code != STEP_RUN and event.code != PROFILE]  # sorted
+    bounds = [(run[:3], step_runs.last_key(run)) for run in runs]  # sorted by first
+    overlapping = set()
+    for before, after in zip(bounds, bounds[1:]):
+        if after[0] <= before[1]:
+            overlapping |= {before, after}
+    out, kept = [], []
+    for run, (first, last) in zip(runs, bounds):
+        inside = barriers[bisect_left(barriers, first):bisect_right(barriers, last)]
+        if (first, last) in overlapping:
+            out += step_runs.expand(run)
+        elif inside:
+            out += _taken_apart(run, np.array([barrier[0] for barrier in inside]))
+        else:
+            kept.append(run)
+    if not out:
+        return ordered
+    return in_event_order([event for event in ordered if event.code != STEP_RUN] + kept + out)
+
+
+def _add_by_window(deltas: dict, index: int, chips: int, starts: np.ndarray, ends: np.ndarray,
+                   window_us: int) -> None:
+    """Add `chips` × the time of each stretch [starts[i], ends[i]) to figure `index` of the
+    windows it lies in: integers, so the sum is what adding them one by one gives."""
+    first, last = int(starts[0]), int(ends[-1])
+    window = first - first % window_us
+    if last <= window + window_us:  # all in one window
+        deltas[window][index] += chips * int((ends - starts).sum())
+        return
+    windows = starts - starts % window_us
+    inside = ends <= windows + window_us
+    # The stretches inside one window, summed per window (their windows never go back).
+    firsts = np.flatnonzero(np.diff(windows[inside], prepend=-1))
+    for window, total in zip(windows[inside][firsts].tolist(),
+                             np.add.reduceat((ends - starts)[inside], firsts).tolist() if len(firsts) else ()):
+        deltas[window][index] += chips * total
+    for start_us, end_us in zip(starts[~inside].tolist(), ends[~inside].tolist()):
+        add_over_windows(deltas, start_us, end_us, window_us, ((index, chips),))
+
+
+def _taken_apart(run: Event, barriers: np.ndarray) -> list[Event]:
+    """A STEP_RUN with events at `barriers` inside it: the spans they touch (a barrier at or
+    between a span's edges) as their events, the other spans as runs, cut where a barrier
+    falls in the time between two spans."""
+    times = np.frombuffer(run[4][0], dtype=np.int64)
+    starts, ends = times[0::2], times[1::2]
+    touched = np.searchsorted(barriers, ends, side="right") > np.searchsorted(barriers, starts, side="left")
+    cut_after = np.append(np.searchsorted(barriers, starts[1:], side="left")
+                          > np.searchsorted(barriers, ends[:-1], side="right"), False)
+    return step_runs.taken_apart(run, touched, cut_after)

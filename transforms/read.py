@@ -39,7 +39,7 @@ class _DecodeAvroFile(beam.DoFn):
         stream, path = stream_and_path
         try:
             decoded = decode_input_file(stream, path, self.accelerators, keep=self.shard and self.shard.owns,
-                                        open_file=open_input)
+                                        open_file=open_input, step_blocks=True)
         except FileNotFoundError:
             decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
         if decoded is not None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
+from fleet_goodput import step_runs
 from fleet_goodput.asof import CLOCK_STREAM, default_as_of, history_start, latest_times
 from fleet_goodput.decode import is_capacity_key, parse_capacity_key
 from fleet_goodput.events import Event, stream_of, unpack
@@ -160,7 +161,7 @@ class _AdvanceKeyFn(beam.DoFn):
     def process(self, grouped, clock):
         key, parts = grouped
         state = _load(key, list(parts["state"]), self.rules, self.continuation)
-        events = [event for batch in parts["events"] for event in unpack(batch)]
+        events = step_runs.collapse([event for batch in parts["events"] for event in unpack(batch)])
         yield from _as_pairs(admit(state, events, self.rules))
         yield from _as_pairs(reject_before_history(state, clock["history_start_us"]))
         yield from _as_pairs(self._advance(state, clock["as_of_us"]))
@@ -177,7 +178,7 @@ class _AdvanceKeyFn(beam.DoFn):
             # advance to: every event waits, its rejection provisional, for an
             # event (a SUBMIT in a file not yet landed, say) that lets it in.
             reasons = state.rejection_reasons()
-            for event in state.waiting:
+            for event in step_runs.originals(state.waiting):
                 yield rejection(PENDING_REJECTED, event, reasons.get(event) or NO_AS_OF_YET)
             yield beam.pvalue.TaggedOutput(STATE, {"key": key, "blob": state.to_bytes()})
             return
