@@ -93,8 +93,8 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     output with runs, the settings it keeps (the first run stores them); `beam_args`
     are Beam pipeline flags (`["--runner=DataflowRunner", "--project=p"]`),
     after those of the config's `beam:` section, so they win. `workers` is
-    how many processes share the run's keys (by default one per core for a
-    big local run).
+    how many processes Beam's local runner computes the run in (by default
+    Beam's: one).
 
     Returns a `BatchOutcome`: `.run` (the committed run record: `.run_id`,
     `.as_of_us`, ...), `.manifest` (what was read, accepted, rejected and
@@ -110,16 +110,16 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     committed) when counts do not add up. On an output written before outputs
     kept their settings, warns (UserWarning) what this run stores.
     """
-    from fleet_goodput.batch import run_batch
+    from fleet_goodput.batch import run_batch, worker_flags
     from fleet_goodput.config import beam_flags
     from fleet_goodput.stored_settings import settings_for_output
 
     chosen = settings_for_output(output, config, replace=replace)
     if chosen.note:
         warnings.warn(chosen.note, stacklevel=2)
-    return run_batch(str(input), str(output), chosen.settings, _time_us(as_of),
-                     beam_flags(config) + list(beam_args), stream_settings=chosen.stream_settings,
-                     replace=replace, workers=workers)
+    flags = beam_flags(config) + list(beam_args)
+    return run_batch(str(input), str(output), chosen.settings, _time_us(as_of), flags + worker_flags(workers, flags),
+                     stream_settings=chosen.stream_settings, replace=replace)
 
 
 def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int | None = None,
