@@ -197,12 +197,16 @@ class RunPlan:
     """What a run will do, decided under the output's lock before the pipeline starts."""
 
     input_dir: str
-    output_dir: str
+    store: Store  # the output's; the run's one (a Flex Template job's commit step gets it with the plan)
     token: str  # names the run's staging folder
     previous: RunRecord | None
     files: tuple[InputFile, ...]
     skipped: tuple[InputFile, ...]
     state_files: tuple[str, ...]
+
+    @property
+    def output_dir(self) -> str:
+        return self.store.root
 
     @property
     def continuation(self) -> Continuation:
@@ -229,16 +233,15 @@ class RunPlan:
         return {stream: [f.path for f in self.files if f.stream == stream] for stream in schemas.STREAMS}
 
 
-def plan_run(input_dir: str, output_dir: str, as_of_us: int | None,
+def plan_run(input_dir: str, store: Store, as_of_us: int | None,
              progress: Callable[[str], None] = lambda _: None) -> RunPlan:
     """Undo what a killed run left, check the continuation, and pick the input files no run applied."""
-    store = Store(output_dir)
     require_intact(store)  # a damaged store is refused before a run changes anything
-    clear_staging(output_dir)
+    clear_staging(store.root)
     transaction = store.begin()
-    claim_staging(output_dir, transaction.token)
+    claim_staging(store.root, transaction.token)
     previous = transaction.previous
-    _check_continuation(previous, as_of_us, output_dir)
+    _check_continuation(previous, as_of_us, store.root)
     applied = store.applied_files(previous)
     hashes = set(applied.values())
     files, skipped = [], []
@@ -246,7 +249,7 @@ def plan_run(input_dir: str, output_dir: str, as_of_us: int | None,
         (skipped if item.sha256 in hashes else files).append(item)
         hashes.add(item.sha256)
     state_files = tuple(store.path(f) for f in store.files("state_keys", previous))
-    return RunPlan(input_dir, store.root, transaction.token, previous, tuple(files), tuple(skipped), state_files)
+    return RunPlan(input_dir, store, transaction.token, previous, tuple(files), tuple(skipped), state_files)
 
 
 def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
@@ -273,7 +276,7 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
         if replace:
             store.replace()
         progress = progress or (lambda _: None)
-        plan = plan_run(input_dir, output_dir, as_of_us, progress)
+        plan = plan_run(input_dir, store, as_of_us, progress)
         check_run(store, plan.previous, settings, stream_settings)  # before computing: commit_run checks again
         skipped = tuple(f.path for f in plan.skipped)
         deferred = []
@@ -285,7 +288,7 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
                                 committed=False, deferred=tuple(deferred))
 
         if not plan.files and plan.moves_no_time(as_of_us):
-            if plan.previous and _published_run(output_dir) != plan.previous.run_id:  # stopped after its commit
+            if plan.previous and _published_run(store) != plan.previous.run_id:  # stopped after its commit
                 _publish(output_dir, plan.previous, settings, build_views, progress)
             return nothing_new()
         for _ in range(MAX_ATTEMPTS):
@@ -325,12 +328,12 @@ def _publish(output_dir: str, record: RunRecord, settings: Settings, build_views
     return database
 
 
-def _published_run(output_dir: str) -> int | None:
+def _published_run(store: Store) -> int | None:
     """The run whose manifest.json the output holds (a remote output: taken to be the latest)."""
-    if is_remote(output_dir):
-        return Store(output_dir).latest().run_id
+    if is_remote(store.root):
+        return store.latest().run_id
     try:
-        return json.loads(Path(manifest_path(output_dir)).read_text())["run_id"]
+        return json.loads(Path(manifest_path(store.root)).read_text())["run_id"]
     except (OSError, ValueError, KeyError):
         return None
 
@@ -476,7 +479,7 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     holds the state the run ends in and what still waits. Raises
     `ReconciliationError` (committing nothing) when the counts do not add up.
     """
-    store = Store(plan.output_dir)
+    store = plan.store
     transaction = Transaction(store, plan.previous, plan.token)
     folders = staged_folders or [staging_folder(plan)]
     final = folders[-1:]
