@@ -407,8 +407,9 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
     split-invariant, tests/test_split_invariance.py). Returns every staged folder, in order."""
     started = time.monotonic()
     clock_files = [f for f in plan.files if f.stream == CLOCK_STREAM]
-    kept = latest_times(plan.continuation.latest_times, *(_clock_of(f.path, settings) for f in clock_files))
-    chunks = event_time_chunks(latest_times(*(_clock_of(f.path, settings) for f in clock_files)), kept, chunk_us)
+    new = latest_times(*(_clock_of(f.path, settings) for f in clock_files))
+    kept = latest_times(plan.continuation.latest_times, new)
+    chunks = event_time_chunks(new, kept, chunk_us)
     progress(f"Read the scheduler's clock from {len(clock_files):,} file(s) in {time.monotonic() - started:.1f} s: "
              f"{len(chunks)} chunk(s) of event time")
     # Where the fleet's history starts is the whole input's, not the first chunk's (fleet_goodput/asof.py).

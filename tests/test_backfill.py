@@ -54,6 +54,8 @@ def test_a_run_in_chunks_or_in_worker_processes_equals_one_pipeline(tmp_path):
     last = run_batch(str(second), str(tmp_path / "split"), settings, build_views=False)
     assert last.run.run_id == 2 and last.manifest["as_of_us"] == whole.manifest["as_of_us"]
 
+    with pytest.raises(ValueError, match=r"--chunk_hours must be at least 1 \(got 0\)"):
+        run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, chunk_hours=0)
     progress = []
     chunked = run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, build_views=False,
                         chunk_hours=4, progress=progress.append)
