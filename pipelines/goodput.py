@@ -40,7 +40,7 @@ def _partition_time(row: dict, as_of_us: int | None) -> dict:
 
 def key_rules(settings: Settings, stream_settings: StreamSettings) -> KeyRules:
     return KeyRules(window_s=settings.window_s, allowed_lateness_s=stream_settings.allowed_lateness_s,
-                    retention_s=stream_settings.max_silence_s, peak_flops=peak_flops(settings))
+                    max_silence_s=stream_settings.max_silence_s, peak_flops=peak_flops(settings))
 
 
 def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us: int | None = None, *,

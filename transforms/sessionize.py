@@ -59,7 +59,7 @@ class Continuation:
 class KeyRules:
     window_s: int
     allowed_lateness_s: int
-    retention_s: int
+    max_silence_s: int  # how long a silent key's state is kept (StreamSettings.max_silence_s)
     peak_flops: dict
 
     @property
@@ -180,7 +180,7 @@ class _AdvanceKeyFn(beam.DoFn):
             return
         reached = self.continuation.after(as_of_us, self.rules.allowed_lateness_s * 1_000_000)
         version = reached.version_us
-        advance = state.advance(as_of_us, reached.frontier_us, self.rules.retention_s * 1_000_000)
+        advance = state.advance(as_of_us, reached.frontier_us, self.rules.max_silence_s * 1_000_000)
         if job_id is None:
             for window, chip_us in advance.windows.items():
                 yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, window, chip_us, version))
