@@ -3,7 +3,7 @@
 Simulates DAYS days of a fleet (jobs that span days included), cuts the
 telemetry at midnights as it would arrive, and runs the pipeline once a day
 into one output store, each run continuing the last. Each day's staged rows of
-the keyed tables (job_window, jobs, capacity_window) are then committed, the
+the keyed tables (job_window, jobs, capacity_level) are then committed, the
 same rows into three stores of those tables alone, three ways:
 
 - replace: the partitions the rows touch are rewritten with the latest row of
@@ -113,7 +113,7 @@ def commit_best_of(repeat: int, tables: Path, commit, staged: dict[str, list[str
 def read_and_sum(path: Path, table: Table) -> tuple[float, int]:
     started = time.perf_counter()
     frame = pl.read_delta(str(path))
-    column = "capacity_chip_s" if table.name == "capacity_window" else (
+    column = "chips" if table.name == "capacity_level" else (
         "productive_chip_s" if table.name == "job_window" else "requested_chips")
     frame.select(pl.col(column).sum())
     return time.perf_counter() - started, frame.height

@@ -39,8 +39,8 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
     never half-seen, and run N reads as it did when N was committed (versions
     older than the retention, a week by default, are vacuumed). The views are those
     of `mpg sql` (docs/tables-and-views.md): `job_goodput`, `fleet_daily`,
-    `goodput_by_segment`, `badput_breakdown`, ... and the tables `job_window`,
-    `jobs`, `capacity_window`, `rejected`, `late`.
+    `goodput_by_segment`, `badput_breakdown`, `capacity_window`, ... and the
+    tables `job_window`, `jobs`, `capacity_level`, `rejected`, `late`.
 
     Query it the DuckDB way: `con.sql(q).df()` (pandas), `.pl()` (polars),
     `.arrow()`, `.fetchall()`; `con.register("mine", dataframe)` joins your own
@@ -123,7 +123,8 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
 
 
 def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int | None = None,
-             steady: bool = False, config: str | Path | None = None, overwrite: bool = False) -> SimulationSummary:
+             steady: bool = False, config: str | Path | None = None, overwrite: bool = False,
+             node_failures: bool = False) -> SimulationSummary:
     """Write a simulated fleet's telemetry and its ground truth into `out`; as `mpg simulate`.
 
     `hours` of 3-5 clusters of TPUs and GPUs from 2026-01-01T00:00Z, with
@@ -134,6 +135,8 @@ def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int |
     truth.json), computed from the simulated timeline, not from the events.
     `steady=True` keeps the events per hour the same whatever `hours` is
     (`mpg simulate --steady`), for comparing inputs of different lengths.
+    `node_failures=True` adds hosts failing and repaired, with their causes
+    (`mpg simulate --node-failures`).
 
     Returns a `SimulationSummary` (`.jobs`, `.clusters`, `.events` per
     stream, `.as_of_us`, `.describe()`). Refuses (FileExistsError) an `out`
@@ -149,7 +152,7 @@ def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int |
         clear_telemetry(out, also=("truth",))
     settings = load_settings(config)
     return simulate_fleet(out, seed=seed, hours=hours, jobs=jobs, steady=steady, window_s=settings.window_s,
-                          settings=settings)
+                          settings=settings, node_failures=node_failures)
 
 
 def _time_us(moment: datetime | str | None) -> int | None:

@@ -121,14 +121,19 @@ def _end_on_fault(error: BaseException, args: argparse.Namespace | None) -> int:
     """Say in one line which fault of the machine stopped the command and what stands, and return
     its exit code; re-raise anything else (SystemExit from argparse, a bug)."""
     named = vars(args) if args else {}
-    fault = faults.fault_of(error, outputs=[named.get(name) for name in _OUTPUTS],
-                            inputs=[named.get(name) for name in _INPUTS])
+    fault = faults.fault_of(error, outputs=_paths(named, _OUTPUTS), inputs=_paths(named, _INPUTS))
     if fault is None:
         raise error
     command = named.get("command")
     print(f"mpg{' ' + command if command else ''}: {fault.reason}; {_AFTER_FAULT.get(command, _AFTER_FAULT[None])}",
           file=sys.stderr)
     return fault.code
+
+
+def _paths(named: dict, names: tuple[str, ...]) -> list[str | None]:
+    """The paths the arguments `names` give: one each, or several (`mpg import kubernetes A B`)."""
+    given = [named.get(name) for name in names]
+    return [path for value in given for path in (value if isinstance(value, list) else [value])]
 
 
 # The arguments that name what a command writes, and what it reads: a permission denied under
@@ -145,6 +150,7 @@ _AFTER_FAULT = {
     "validate": "the store is unchanged: validate again once fixed",
     "report": "the store and the period's published report are unchanged",
     "import": "nothing was written",
+    "collect": "the files of earlier polls stay: run it again, it continues from its cursor",
     "simulate": "what it wrote is incomplete: simulate again with --overwrite",
     "replay": "the files written so far stay: replay again with --replace",
     None: "the store is unchanged",

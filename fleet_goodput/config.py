@@ -32,6 +32,9 @@ class Accelerator:
     vendor: str
     source: str
     url: str = ""
+    # Patterns (regular expressions, case-insensitive) of the vendor's part names that mean
+    # this part, as result logs and traces write them ("NVIDIA H200 NVL 141GB"); see part_key.
+    names: tuple[str, ...] = ()
 
     @property
     def peak_bf16_flops(self) -> float:
@@ -68,6 +71,9 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float",
 # Values a settings file may hold once its aliases are expanded: the bundled catalogue holds
 # about 500; nested aliases ("billion laughs") reach billions in a few lines.
 MAX_VALUES = 100_000
+# Levels a settings file may nest: the bundled catalogue nests 4. Refused here rather than left to
+# the YAML library: libyaml builds stop at 1,000 levels or not at all, and the Python parser recurses.
+MAX_DEPTH = 100
 # Bytes a settings file may hold: the bundled catalogue is 25 kB, and a device or a
 # mistaken path (a data file) is not read to its end.
 MAX_BYTES = 4 << 20
@@ -75,7 +81,8 @@ MAX_BYTES = 4 << 20
 
 def read_yaml(path) -> dict:
     """The mapping a settings file holds, parsed safely: at most MAX_BYTES are read, and its
-    values are counted, aliases expanded, before anything is built (at most MAX_VALUES)."""
+    values are counted, aliases expanded, before anything is built (at most MAX_VALUES, nested
+    at most MAX_DEPTH levels)."""
     try:
         with open(str(path), "rb") as handle:
             data = handle.read(MAX_BYTES + 1)
@@ -107,6 +114,9 @@ def _count_values(text: str, path) -> None:
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, yaml.CollectionStartEvent):
             open_collections.append([event.anchor, 1])
+            if len(open_collections) - 1 > MAX_DEPTH:
+                raise ConfigError(f"config file {path}, line {event.start_mark.line + 1}: nested more than "
+                                  f"{MAX_DEPTH} levels deep; settings need far fewer")
             continue
         if isinstance(event, yaml.CollectionEndEvent):
             anchor, size = open_collections.pop()
@@ -142,7 +152,7 @@ def _peaks(key: str, spec: dict) -> dict[str, float]:
 
 
 CATALOGUE_FIELDS = ("hbm_bytes_per_s", "source")
-CATALOGUE_OPTIONAL = ("peak_flops", "peak_bf16_flops", "vendor", "url")
+CATALOGUE_OPTIONAL = ("peak_flops", "peak_bf16_flops", "vendor", "url", "names")
 
 
 def _accelerator(key, spec) -> Accelerator:
@@ -155,7 +165,40 @@ def _accelerator(key, spec) -> Accelerator:
                        hbm_bytes_per_s=positive(spec["hbm_bytes_per_s"], f"{key}.hbm_bytes_per_s", "bytes/s"),
                        vendor=text(spec.get("vendor", ""), f"{key}.vendor", "a string") if "vendor" in spec else "",
                        source=text(spec["source"], f"{key}.source"),
-                       url=text(spec.get("url", ""), f"{key}.url", "a string") if "url" in spec else "")
+                       url=text(spec.get("url", ""), f"{key}.url", "a string") if "url" in spec else "",
+                       names=_names(key, spec.get("names", [])))
+
+
+def _names(key: str, raw) -> tuple[str, ...]:
+    """An entry's part-name patterns, each a valid regular expression."""
+    patterns = tuple(text(pattern, f"{key}.names[{index}]", "a regular expression")
+                     for index, pattern in enumerate(listing(raw, f"{key}.names", "a list of regular expressions")))
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise SettingError(f"{key}.names: {pattern!r} is not a regular expression ({exc})") from None
+    return patterns
+
+
+def part_names(accelerators: dict[str, Accelerator]) -> tuple[tuple[str, str], ...]:
+    """(pattern, key) for every part-name pattern of the catalogue: what `part_key` matches against."""
+    return tuple((pattern, key) for key, accelerator in sorted(accelerators.items()) for pattern in accelerator.names)
+
+
+def part_key(names: tuple[tuple[str, str], ...], part_name: str) -> str | None:
+    """The catalogue key of a vendor's part name: the entry whose pattern matches the longest stretch
+    of it, so "H200 NVL" (h200-nvl) beats "H200" (h200) and "GB300" beats "B300"; None when no pattern
+    matches, or when two keys match equally long stretches (the name is ambiguous)."""
+    best: dict[str, int] = {}
+    for pattern, key in names:
+        for match in re.finditer(pattern, part_name, flags=re.IGNORECASE):
+            best[key] = max(best.get(key, 0), match.end() - match.start())
+    if not best:
+        return None
+    longest = max(best.values())
+    keys = [key for key, length in best.items() if length == longest]
+    return keys[0] if len(keys) == 1 else None
 
 
 def load_catalogue(path) -> dict[str, Accelerator]:

@@ -141,11 +141,21 @@ def scheduler_event(record: dict, accelerators) -> tuple[str, Event]:
             raise Invalid("SUBMIT requesting 0 chips")
         payload = (record["cluster"], record["accelerator"], chips, record.get("workload"), record.get("framework"),
                    record.get("team"), record.get("topology"), record.get("priority"), record.get("queue"))
-    elif kind in ("ALLOCATE", "PREEMPT"):
+    elif kind == "ALLOCATE":
         payload = (chips,)
+    elif kind == "PREEMPT":
+        payload = (chips, _reason(record))
     else:
-        payload = ()
+        payload = (_reason(record),)
     return record["job_id"], make_event(record["event_time"], record["event_id"], kind, payload)
+
+
+def _reason(record: dict) -> str | None:
+    """Why a job was interrupted or ended (the optional `reason`, null in files written before it)."""
+    reason = record.get("reason")
+    if reason is not None:
+        _check_identifier("reason", reason)
+    return reason
 
 
 def runtime_event(record: dict, accelerators=None) -> tuple[str, Event]:

@@ -74,6 +74,13 @@ class Sample(NamedTuple):
     precision: str | None = None  # None: bf16
 
 
+def reason_of(event: Event) -> str | None:
+    """The `reason` of a PREEMPT (chips, reason) or a FINISH/FAIL/CANCEL (reason,); None where the
+    payload carries none (events built by hand, as the tests do)."""
+    position = 1 if event.code == "PREEMPT" else 0
+    return event.payload[position] if len(event.payload) > position else None
+
+
 def make_event(time_us: int, event_id: str, code: str, payload: tuple = ()) -> Event:
     return Event(time_us, same_instant_order(code), event_id, code, payload)
 

@@ -1,6 +1,6 @@
 """Keyed tables hold one row per key: the latest figures, and nothing else.
 
-`job_window`, `jobs` and `capacity_window` have a key (fleet_goodput/tables.py).
+`job_window`, `jobs` and `capacity_level` have a key (fleet_goodput/tables.py).
 A run stages new versions of the rows it changed, possibly several of one key
 (a backfill's chunks each stage what changed in theirs). Committing them
 replaces, in one Delta commit, every date partition the staged rows touch:

@@ -6,7 +6,8 @@ A key is a job, or a cluster's capacity for one accelerator. Its state is
 - `waiting`: events after the frontier, held so that an event arriving late but
   within the allowed lateness can still be placed in order, and events after
   the as-of time, held until a run's as-of time reaches them;
-- `totals`: the settled figures per window; `emitted`: the figures last written.
+- `totals`: the settled figures per window (for capacity, per stretch of one
+  level: fleet_goodput/capacity.py); `emitted`: the figures last written.
 
 Advancing a key to an as-of time T with frontier F (T minus the allowed
 lateness) settles the waiting events at or before F into the timeline, then a
@@ -33,14 +34,18 @@ from dataclasses import dataclass, field
 
 from fleet_goodput.capacity import CapacityTimeline
 from fleet_goodput.events import Event, stream_of
-from fleet_goodput.timeline import JobTimeline
+from fleet_goodput.timeline import JobTimeline, in_event_order, zero_vector
 from fleet_goodput.windows import window_start
 
 NEVER = -(2**62)
 WAITING = "waiting"  # the outcome of an event after the as-of time, until a run's as-of reaches it
 # Bump when the pickled layout of KeyState or the timelines changes: a store
 # written by another layout must be started afresh (`mpg run --replace`).
-STATE_FORMAT = 3
+STATE_FORMAT = 4  # 4: the timelines keep each job's end reason and interruptions; capacity kept as stretches
+# The longest queue wait taken for real: a SUBMIT that no other event of its job follows within it is a
+# clock reset to a past date (docs/metric.md, "Time and the as-of time"). Jobs wait days to weeks for
+# chips; a quarter is past any real wait, years (a clock back at its default date) far past it.
+MAX_QUEUE_WAIT_US = 92 * 86_400 * 1_000_000
 
 
 def clone(obj):
@@ -48,13 +53,15 @@ def clone(obj):
 
 
 def _plus(a, b):
+    if isinstance(a, tuple):  # a capacity stretch, (end, chips): reported again, it reaches further
+        return b
     if isinstance(a, list):
         return [x + y for x, y in zip(a, b)]
     return a + b
 
 
 def _accumulate(totals: dict, deltas: dict) -> None:
-    """Add per-window deltas (a job's figure vectors, or capacity chip-µs) into `totals`."""
+    """Add per-window deltas (a job's figure vectors) into `totals`, or a capacity key's stretches."""
     for window, delta in deltas.items():
         totals[window] = _plus(totals[window], delta) if window in totals else delta
 
@@ -65,6 +72,8 @@ class Advance:
 
     windows: dict = field(default_factory=dict)  # window start -> figures, changed since last written
     summary: dict | None = None  # the job's row, when it changed
+    # capacity: stretch start -> the earliest instant of it whose chip-time changed since last written
+    changed_from: dict = field(default_factory=dict)
     settled_rejections: list = field(default_factory=list)  # (event, reason), final
     provisional_rejections: list = field(default_factory=list)  # (event, reason) of waiting events
     settled_counts: dict = field(default_factory=dict)  # (stream, outcome) -> delta, final
@@ -114,26 +123,58 @@ class KeyState:
         """
         result = Advance()
         frontier_us = max(self.frontier_us, min(frontier_us, as_of_us))
-        self._settle(frontier_us, result)
+        unconfirmed_us = self._judge_submit(frontier_us, result)
+        self._settle(frontier_us, result, hold_from_us=unconfirmed_us)
         values = dict(self.totals)
+        counts_until_us = as_of_us
+        if unconfirmed_us is not None and as_of_us - unconfirmed_us > MAX_QUEUE_WAIT_US:
+            counts_until_us = unconfirmed_us - 1  # a queue wait past belief so far: nothing rests on the SUBMIT
         if self._ended_and_settled():  # nothing after the frontier can change it: no copy to advance
             provisional = self.timeline
         else:
             provisional = clone(self.timeline)  # _settle left it no rejections: what it rejects now is provisional
             counted = provisional.counts()
-            provisional.feed([e for e in self.waiting if e.time_us <= as_of_us])
+            provisional.feed([e for e in self.waiting if e.time_us <= counts_until_us])
             provisional.advance_to(as_of_us)
             _accumulate(values, provisional.flush(provisional=True))
             result.provisional_rejections = [(r.event, r.reason) for r in provisional.rejections]
             result.provisional_counts = {k: n - counted.get(k, 0) for k, n in provisional.counts().items()
                                          if n != counted.get(k, 0)}
-            for event in self.waiting:  # after the as-of time: they wait for a run whose as-of reaches them
-                if event.time_us > as_of_us:
+            for event in self.waiting:  # they wait for a run whose as-of reaches them, or for confirmation
+                if event.time_us > counts_until_us:
                     outcome = (stream_of(event.code), WAITING)
                     result.provisional_counts[outcome] = result.provisional_counts.get(outcome, 0) + 1
         self._emit(values, _summary_of(provisional), result)
         self._compact(retention_us)
         return result
+
+    def _judge_submit(self, frontier_us: int, result: Advance) -> int | None:
+        """Reject a waiting SUBMIT that no other event of its job follows within `MAX_QUEUE_WAIT_US`,
+        once that is known; returns the time of a SUBMIT not yet confirmed (None: none waits).
+
+        It is known when the job's next event is seen, or when the frontier passes the SUBMIT by more
+        than the wait (a next event within it would now be late). A SUBMIT rejected so leaves its
+        job to the next SUBMIT, if any; the job's other events are then rejected for want of one.
+        """
+        if not isinstance(self.timeline, JobTimeline) or self.timeline.submit is not None:
+            return None
+        while True:
+            ordered = in_event_order(self.waiting)
+            position = next((i for i, e in enumerate(ordered) if e.code == "SUBMIT"), None)
+            if position is None:
+                return None
+            submit = ordered[position]
+            following = next((e for e in ordered[position + 1:]
+                              if e.code != "SUBMIT" and e.event_id != submit.event_id), None)
+            if following is not None and following.time_us - submit.time_us <= MAX_QUEUE_WAIT_US:
+                return None
+            if following is None and frontier_us - submit.time_us <= MAX_QUEUE_WAIT_US:
+                return submit.time_us
+            self.waiting.remove(submit)
+            result.settled_rejections.append((submit, (
+                f"no other event of its job within {MAX_QUEUE_WAIT_US // 86_400_000_000} days after this SUBMIT "
+                "(a clock reset to a past date?): a queue wait that long is not taken for real, so no figure "
+                "rests on it")))
 
     def _ended_and_settled(self) -> bool:
         """A job that ended at or before the frontier with no event waiting: advancing a copy
@@ -146,15 +187,19 @@ class KeyState:
     def close(self, end_us: int) -> Advance:
         """End of input at `end_us`: settle everything up to it and close the key for good."""
         result = Advance()
+        self._judge_submit(end_us, result)  # one not yet confirmed stands: the input ends within its wait
         self._settle(end_us, result, close=True)
         self._emit(dict(self.totals), _summary_of(self.timeline), result)
         self.finished = True
         return result
 
-    def _settle(self, frontier_us: int, result: Advance, close: bool = False) -> None:
+    def _settle(self, frontier_us: int, result: Advance, close: bool = False, hold_from_us: int | None = None) -> None:
+        """Feed the waiting events up to `frontier_us` to the timeline; those from `hold_from_us` on
+        (a SUBMIT waiting for confirmation, and what follows it) stay waiting."""
         timeline = self.timeline
-        settled = [e for e in self.waiting if e.time_us <= frontier_us]
-        self.waiting = [e for e in self.waiting if e.time_us > frontier_us]
+        until_us = frontier_us if hold_from_us is None else min(frontier_us, hold_from_us - 1)
+        settled = [e for e in self.waiting if e.time_us <= until_us]
+        self.waiting = [e for e in self.waiting if e.time_us > until_us]
         timeline.feed(settled)
         # A repeat of a settled event has its time, at or before the frontier,
         # so it arrives late: settled ids need no memory.
@@ -165,7 +210,7 @@ class KeyState:
             timeline.advance_to(frontier_us)
         self.frontier_us = frontier_us
         _accumulate(self.totals, timeline.flush())
-        result.settled_rejections = [(r.event, r.reason) for r in timeline.rejections]
+        result.settled_rejections += [(r.event, r.reason) for r in timeline.rejections]
         timeline.rejections = []
         for outcome, total in timeline.counts().items():
             delta = total - self.counted.get(outcome, 0)
@@ -174,7 +219,13 @@ class KeyState:
                 result.settled_counts[outcome] = delta
 
     def _emit(self, values: dict, summary: dict | None, result: Advance) -> None:
+        if isinstance(self.timeline, JobTimeline):  # its SUBMIT rejected since: no figure rests on it
+            for window in self.emitted.keys() - values.keys():
+                values[window] = zero_vector()
         result.windows = {w: v for w, v in values.items() if self.emitted.get(w) != v}
+        for start, stretch in result.windows.items():
+            if isinstance(stretch, tuple):
+                result.changed_from[start] = _changed_from(start, self.emitted.get(start), stretch)
         self.emitted.update(result.windows)
         if summary is not None and summary != self.summary:
             self.summary = result.summary = summary
@@ -211,6 +262,14 @@ class KeyState:
         self.__dict__.update(state)
 
 
+def _changed_from(start_us: int, written: tuple[int, int] | None, stretch: tuple[int, int]) -> int:
+    """Where a capacity stretch's chip-time changed since it was `written` (end, chips): a stretch of
+    the same level that now ends elsewhere changed only from the nearer end on."""
+    if written is None or written[1] != stretch[1]:
+        return start_us
+    return min(written[0], stretch[0])
+
+
 def _summary_of(timeline) -> dict | None:
     if isinstance(timeline, JobTimeline) and timeline.submit is not None:
         return timeline.summary()
@@ -218,8 +277,11 @@ def _summary_of(timeline) -> dict | None:
 
 
 def _live_windows(timeline, window_us: int):
-    """Windows holding step time that may still move (unresolved, or awaiting a first sample)."""
-    if not isinstance(timeline, JobTimeline):
+    """Windows holding step time that may still move (unresolved, or awaiting a first sample); for
+    capacity, the stretch still open, so that a run that extends it knows how far it reached before."""
+    if isinstance(timeline, CapacityTimeline):
+        if timeline.since_us is not None:
+            yield timeline.since_us
         return
     spans = list(timeline.unresolved) + ([timeline.open_step] if timeline.open_step else [])
     pieces = [(p[0], p[1]) for span in spans for p in span.pieces]

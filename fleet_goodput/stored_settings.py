@@ -5,7 +5,7 @@ figures computed one way to figures computed another. So the first run of a
 store keeps the settings that decide what its tables and views hold, and
 every later run and every reader takes them from there:
 
-    window_s            the event-time grid of job_window and capacity_window
+    window_s            the event-time grid of job_window and the capacity_window view
     allowed_lateness_s  which late events still change results, and which go to `late`
     size_classes        each job's size class (the views, the report)
     accelerators        the catalogue as the runs used it: which parts are accepted, and each

@@ -18,6 +18,10 @@ import pyarrow as pa
 from fleet_goodput.timeline import FIGURES
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
+INTERRUPTIONS = pa.list_(pa.struct([
+    ("time", TIMESTAMP), ("event", pa.string()), ("cause", pa.string()), ("reason", pa.string()),
+    ("run_s", pa.float64()), ("reallocated_s", pa.float64()), ("recovered_s", pa.float64()),
+    ("lost_chip_s", pa.float64())]))
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,11 @@ JOBS = Table(
         Column("submit_time", TIMESTAMP, "SUBMIT event time", "submit_time_us"),
         Column("end_time", TIMESTAMP, "FINISH/FAIL/CANCEL time; null while running", "end_time_us"),
         Column("status", pa.string(), "FINISHED, FAILED, CANCELLED, or RUNNING at the as-of time"),
+        Column("interruptions", INTERRUPTIONS, "each running attempt cut by a PREEMPT below the request, a FAIL "
+               "or a CANCEL: time, event, cause, reason, run_s, reallocated_s, recovered_s, lost_chip_s "
+               "(docs/metric.md, \"Why jobs stopped\")"),
+        Column("end_reason", pa.string(), "why it ended: the `reason` of its FINISH, FAIL or CANCEL, when reported "
+               "(a Slurm State such as TIMEOUT or CANCELLED by 0)"),
         Column("allocations", pa.int32(), "ALLOCATE events (completing a partial allocation counts, as does a restart: "
                "not a restart count, see disruptions)"),
         Column("profiler_samples", pa.int32(), "profiler samples accepted for the job"),
@@ -121,14 +130,38 @@ JOBS = Table(
     key=("job_id",),
 )
 
+CAPACITY_LEVEL = Table(
+    name="capacity_level",
+    doc="Chips online per cluster and accelerator, one row per stretch of one CAPACITY level: from its "
+        "event to the next, or to the as-of time while it holds. A level that holds for years is one row; "
+        "the `capacity_window` view cuts the stretches into windows where a query reads them.",
+    columns=(
+        Column("cluster", pa.string(), "cluster"),
+        Column("accelerator", pa.string(), "accelerator catalogue key"),
+        Column("start_time", TIMESTAMP, "the CAPACITY event that set the level (UTC)", "start_time_us"),
+        Column("end_time", TIMESTAMP, "the next CAPACITY event of the cluster and accelerator, or the as-of "
+               "time while the level still holds (UTC)", "end_time_us"),
+        Column("chips", pa.int64(), "chips online over the stretch"),
+        Column("changed_from", TIMESTAMP, "the earliest instant of the stretch whose chip-time this version changed: "
+               "its start, or for a stretch that now ends elsewhere, the nearer of its two ends", "changed_from_us"),
+        VERSION,
+    ),
+    date_from="start_time_us",
+    sort_by=("cluster", "accelerator", "start_time", "version"),
+    key=("cluster", "accelerator", "start_time"),
+)
+
+# Not a table: the shape of the `capacity_window` view (sql/derived/capacity_window.sql), which
+# cuts `capacity_level` into windows, for the checks that read it (fleet_goodput/quality/suites.py).
 CAPACITY_WINDOW = Table(
     name="capacity_window",
-    doc="Chips online × time per cluster and accelerator in one window (from CAPACITY levels).",
+    doc="Chips online × time per cluster and accelerator in one window (a view of capacity_level).",
     columns=(
         Column("cluster", pa.string(), "cluster"),
         Column("accelerator", pa.string(), "accelerator catalogue key"),
         Column("window_start", TIMESTAMP, "start of the event-time window (UTC)", "window_start_us"),
         Column("capacity_chip_s", pa.float64(), "chips online × seconds"),
+        Column("online_s", pa.float64(), "seconds of the window some level covers"),
         VERSION,
     ),
     date_from="window_start_us",
@@ -178,7 +211,7 @@ REJECTED_PENDING = Table(
     sort_by=REJECTED.sort_by,
 )
 
-TABLES = {table.name: table for table in (JOB_WINDOW, JOBS, CAPACITY_WINDOW, REJECTED, REJECTED_PENDING, LATE)}
+TABLES = {table.name: table for table in (JOB_WINDOW, JOBS, CAPACITY_LEVEL, REJECTED, REJECTED_PENDING, LATE)}
 # Tables a run replaces rather than appends to.
 REPLACED_EACH_RUN = ("rejected_pending",)
 

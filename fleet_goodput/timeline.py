@@ -38,6 +38,11 @@ runtime inside an allocation after steps ran in it (a CHECKPOINT_RESTORE_END,
 or steps going back). A restore at the start of a new allocation is part of
 the disruption that ended the one before, not another; a CANCEL is the
 owner's decision, not a failure the checkpoint interval guards against.
+
+Interruptions (`interruptions` in the summary, fleet_goodput/interruptions.py)
+are the scheduler's side only: a running attempt cut by a PREEMPT below the
+request, a FAIL or a CANCEL, each with its reason, what it cost and how long
+the job took to get going again.
 """
 
 from __future__ import annotations
@@ -47,7 +52,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from fleet_goodput.config import DEFAULT_PRECISION, peak_of
-from fleet_goodput.events import PROFILE, TERMINAL_TYPES, Event, Sample, Submit, stream_of
+from fleet_goodput.events import PROFILE, TERMINAL_TYPES, Event, Sample, Submit, reason_of, stream_of
+from fleet_goodput.interruptions import InterruptionLog
 from fleet_goodput.windows import add_over_windows, split_at_windows
 
 # Chip-time categories of a job's lifetime, in the order of the metric vector.
@@ -177,6 +183,8 @@ class JobTimeline:
         self.submit_us: int | None = None
         self.end_us: int | None = None
         self.status = "RUNNING"
+        self.end_reason: str | None = None  # the `reason` of its FINISH, FAIL or CANCEL
+        self.interruption_log = InterruptionLog()
         self.now_us: int | None = None  # time up to which chip-time has been attributed
         self.held = 0
         self.allocations = 0
@@ -240,8 +248,9 @@ class JobTimeline:
             return f"after the job ended ({self.status})"
         self.advance_to(event.time_us)
         if code in ("ALLOCATE", "PREEMPT"):
-            return self._on_chips(code, event.payload[0])
+            return self._on_chips(code, event)
         if code in TERMINAL_TYPES:
+            self.end_reason = reason_of(event)
             return self._on_end(code, event.time_us)
         return self._on_runtime(code, event)
 
@@ -268,8 +277,8 @@ class JobTimeline:
         self.submit = Submit(*event.payload)
         self.submit_us = self.now_us = event.time_us
 
-    def _on_chips(self, code: str, chips: int) -> str | None:
-        requested = self.submit.chips
+    def _on_chips(self, code: str, event: Event) -> str | None:
+        chips, requested = event.payload[0], self.submit.chips
         if chips > requested:
             # Demand accounting counts the requested chips; a level above them
             # could only inflate the fleet's held chip-time past its capacity.
@@ -277,10 +286,12 @@ class JobTimeline:
         if code == "ALLOCATE":
             self.allocations += 1
         running = self.held >= requested
-        if running and chips < requested:
-            self.disruptions += code == "PREEMPT"
+        if running and chips < requested and code == "PREEMPT":
+            self.disruptions += 1
+            self.interruption_log.interrupted(event.time_us, code, reason_of(event), self._pending_step_chip_us())
         elif not running and chips >= requested:
             self.attempt_ran_steps = False  # a new attempt begins
+            self.interruption_log.started_running(event.time_us)
         self.held = chips
         if code == "PREEMPT" and chips < requested:
             self._resolve_all("lost")
@@ -290,7 +301,10 @@ class JobTimeline:
         return None
 
     def _on_end(self, code: str, time_us: int) -> None:
-        self.disruptions += code == "FAIL" and self.held >= self.submit.chips
+        running = self.held >= self.submit.chips
+        self.disruptions += code == "FAIL" and running
+        if running and code != "FINISH":
+            self.interruption_log.interrupted(time_us, code, self.end_reason, self._pending_step_chip_us())
         self._resolve_all("productive" if code == "FINISH" else "lost")
         self._close_open_spans()
         self.held = 0
@@ -310,6 +324,7 @@ class JobTimeline:
                 self._on_step_start(step, left_open)
                 self.open_step = StepSpan(start_us=event.time_us, first_step=step,
                                           preserved_before=self._preserved_step())
+                self._resumed_work(event.time_us)
             return None
         if kind not in self.open_spans:
             return f"{code} without an open {name}_START"
@@ -326,7 +341,18 @@ class JobTimeline:
         elif kind == "checkpoint_restore" and step is not None:
             self._resolve_restored(step)
             self._runtime_restarted(step)
+        if kind == "checkpoint_restore":
+            self._resumed_work(event.time_us)
         return None
+
+    def _resumed_work(self, time_us: int) -> None:
+        if self.held >= self.submit.chips:
+            self.interruption_log.resumed_work(time_us)
+
+    def _pending_step_chip_us(self) -> int:
+        """Step chip-time not yet preserved: what a disruption now turns lost."""
+        spans = self.unresolved + ([self.open_step] if self.open_step is not None else [])
+        return self.submit.chips * sum(end - start for span in spans for start, end, _ in span.pieces)
 
     def _on_step_start(self, first_step: int | None, left_open: bool) -> None:
         """Steps going back without a restore are an implicit restore (module docstring)."""
@@ -533,6 +559,8 @@ class JobTimeline:
             "submit_time_us": self.submit_us,
             "end_time_us": self.end_us,
             "status": self.status,
+            "end_reason": self.end_reason,
+            "interruptions": self.interruption_log.summary(),
             "allocations": self.allocations,
             "profiler_samples": self.accepted.get("profiler", 0),  # samples may be compacted away; the count stays
             "implicitly_closed_spans": self.implicitly_closed_spans,

@@ -35,6 +35,7 @@ import shlex
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from fleet_goodput import sql
 from fleet_goodput.config import Settings, load_settings
@@ -54,6 +55,16 @@ _VIEW_HEAD = re.compile(r"^(create or replace view [\w.]+)(?=\s+as\b)", re.IGNOR
 
 _DUCKDB_TYPES = {"string": "varchar", "double": "double", "int64": "bigint", "int32": "integer",
                  "timestamp[us, tz=UTC]": "timestamptz"}
+
+
+def _duckdb_type(arrow_type: pa.DataType) -> str:
+    """The DuckDB spelling of a table column's Arrow type (a list of structs too: jobs.interruptions)."""
+    if pa.types.is_list(arrow_type):
+        return f"{_duckdb_type(arrow_type.value_type)}[]"
+    if pa.types.is_struct(arrow_type):
+        fields = ", ".join(f"{field.name} {_duckdb_type(field.type)}" for field in arrow_type)
+        return f"struct({fields})"
+    return _DUCKDB_TYPES[str(arrow_type)]
 
 
 # A stored view's file, relative to the output: from the database file's own folder where
@@ -77,7 +88,7 @@ def _source(files: list[str], relative: bool) -> str:
 
 
 def _empty(table: Table) -> str:
-    columns = ", ".join(f"cast(null as {_DUCKDB_TYPES[str(c.type)]}) as {c.name}" for c in table.columns)
+    columns = ", ".join(f"cast(null as {_duckdb_type(c.type)}) as {c.name}" for c in table.columns)
     return f"select {columns}, cast(null as date) as date where false"
 
 

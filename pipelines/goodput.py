@@ -46,7 +46,7 @@ def key_rules(settings: Settings, stream_settings: StreamSettings) -> KeyRules:
 def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us: int | None = None, *,
                   stream_settings: StreamSettings | None = None, continuation: Continuation = Continuation(),
                   saved_state=None) -> dict:
-    """Decoded streams (+ saved state) → {job_window, jobs, capacity_window, rejected,
+    """Decoded streams (+ saved state) → {job_window, jobs, capacity_level, rejected,
     rejected_pending, late, counts, pending_counts, state, as_of, clock} PCollections.
 
     `decoded` maps each stream name to the tagged outputs of `ReadAvroFiles`
@@ -88,7 +88,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     return {
         "job_window": sessions[WINDOW_VECTORS] | "ComputeGoodput" >> ComputeGoodput(),
         "jobs": sessions[JOBS],
-        "capacity_window": sessions[CAPACITY],
+        "capacity_level": sessions[CAPACITY],
         "rejected": rejected,
         "rejected_pending": pending_rejected,
         "late": sessions[LATE],

@@ -34,7 +34,7 @@ def _with_partition_time(row: dict, timestamp=beam.DoFn.TimestampParam) -> dict:
 
 
 def build_streaming(decoded: dict, settings: Settings, stream_settings: StreamSettings) -> dict:
-    """Decoded streams → {job_window, jobs, capacity_window, rejected, late, counts} PCollections."""
+    """Decoded streams → {job_window, jobs, capacity_level, rejected, late, counts} PCollections."""
     events = [decoded[stream][EVENTS] for stream in decoded] | "AllEvents" >> beam.Flatten()
     # Jobs and capacity share one stateful step here (see StreamSessionize).
     sessions = events | "SessionizeJobsAndCapacity" >> StreamSessionize(
@@ -53,7 +53,7 @@ def build_streaming(decoded: dict, settings: Settings, stream_settings: StreamSe
            late | "CountLate" >> beam.Map(lambda row: ((row["stream"], "late"), 1))]
         | "AllCounts" >> beam.Flatten()
     )
-    return {"job_window": job_window, "jobs": sessions[JOBS], "capacity_window": sessions[CAPACITY],
+    return {"job_window": job_window, "jobs": sessions[JOBS], "capacity_level": sessions[CAPACITY],
             "rejected": rejected, "late": late, "counts": counts}
 
 
@@ -68,6 +68,6 @@ def read_pubsub_sources(p: beam.Pipeline, settings: Settings, stream_settings: S
 
 
 def write_streaming_outputs(outputs: dict, output_dir: str) -> None:
-    for name in ("job_window", "jobs", "capacity_window", "rejected", "late"):
+    for name in ("job_window", "jobs", "capacity_level", "rejected", "late"):
         outputs[name] | f"Append_{name}" >> AppendTable(TABLES[name], output_dir)
     outputs["counts"] | "AppendCounts" >> AppendCounts(output_dir)

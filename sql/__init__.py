@@ -16,6 +16,7 @@ VIEW_FILES = (
     "derived/pg_set_aside.sql",
     "derived/job_profiles.sql",
     "derived/job_window_enriched.sql",
+    "derived/capacity_window.sql",
     "derived/cluster_window.sql",
     "marts/job_goodput.sql",
     "marts/fleet_daily.sql",
@@ -32,6 +33,8 @@ VIEW_FILES = (
     "marts/goodput_by_queue.sql",
     "marts/goodput_by_cluster_queue.sql",
     "marts/badput_breakdown.sql",
+    "marts/interruptions.sql",
+    "marts/interruptions_by_cause.sql",
 )
 
 

@@ -175,7 +175,7 @@ def test_with_runtime_but_no_profile_pg_and_mpg_read_as_unknown(tmp_path):
                      r"sample: PG coverage 0%", headline), headline
 
 
-LOCKING = {"run", "stream", "validate", "report", "demo", "check"}
+LOCKING = {"run", "stream", "validate", "report", "demo", "check", "collect"}
 # The commands that open a store refuse a damaged one with exit 3 (fleet_goodput/store_check.py).
 OPENING = {"run", "stream", "sql", "runs", "validate", "report", "check"}
 

@@ -12,7 +12,7 @@ import pytest
 
 from fleet_goodput.batch import run_batch
 from fleet_goodput.cli import main
-from fleet_goodput.config import Settings, load_settings
+from fleet_goodput.config import Settings, load_settings, part_names
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.common import Options, SourceError, write_import
 from fleet_goodput.views import connect
@@ -24,7 +24,8 @@ SETTINGS = load_settings()
 
 
 def options(**overrides) -> Options:
-    return Options(accelerators=frozenset(SETTINGS.accelerators), **overrides)
+    return Options(**{"accelerators": frozenset(SETTINGS.accelerators),
+                       "part_names": part_names(SETTINGS.accelerators), **overrides})
 
 
 def import_to(name: str, source: Path, out: Path, **overrides):
@@ -65,10 +66,13 @@ MGM_FLAGS = {"accelerator": "tpu-v5e", "chips": 16}
     ("philly", PUBLIC_DATA / "philly", {"limit": 200}),
     ("openb", PUBLIC_DATA / "openb", {"limit": 500}),
     ("mlperf", PUBLIC_DATA / "mlperf", {}),
+    ("mlperf", PUBLIC_DATA / "mlperf-results", {}),
+    ("philly", FIXTURES / "philly-cluster-job-log", {}),
     ("kineto", PUBLIC_DATA / "kineto", {}),
     ("mgm", MGM_LOG, MGM_FLAGS),
     ("logs", FIXTURES / "logs" / "megatron", {"profile": "megatron", "job": "gpt-8b", "accelerator": "h100", "chips": 16}),
     ("kubernetes", FIXTURES / "kubernetes", {"cluster": "gke-1"}),
+    ("slurm", FIXTURES / "slurm", {}),
 ])
 def test_same_input_gives_byte_identical_output(tmp_path, name, source, flags):
     import_to(name, source, tmp_path / "first", **flags)

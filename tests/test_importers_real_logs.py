@@ -237,14 +237,15 @@ def test_openb_gpu_spec_maps_to_catalogue_keys_and_reports_what_cannot(tmp_path)
 
 
 def test_mlperf_a_block_without_its_own_evaluation_does_not_borrow_the_next_ones_count(tmp_path):
-    """Drop the evaluation after the first block of the step-less Dell log: the
-    first block's steps are unknown (the next evaluation counts two blocks), the rest stand."""
+    """Drop the evaluation after the first block of the step-less Dell log: the first block's
+    steps are unknown (the next evaluation counts two blocks), and so is where the second
+    starts; from the third on, each block runs from one evaluation's count to the next."""
     lines = _without_block_steps(log_text(DELL_8B_RUN)).split("\n")
     first_eval = [i for i, line in enumerate(lines) if re.search(r'"key": "eval_(start|accuracy|stop)"', line)][:3]
     text = "\n".join(line for i, line in enumerate(lines) if i not in first_eval)
     imported, _ = import_to("mlperf", mlperf_source(tmp_path / "src", {DELL_8B_RUN: text}), tmp_path / "in")
     original, _ = import_to("mlperf", mlperf_source(tmp_path / "a", {DELL_8B_RUN: log_text(DELL_8B_RUN)}),
                             tmp_path / "a-in")
-    assert _profiles(imported, DELL_8B_RUN) == _profiles(original, DELL_8B_RUN)[1:]
+    assert _profiles(imported, DELL_8B_RUN) == _profiles(original, DELL_8B_RUN)[2:]
     [caveat] = [c for c in caveats(tmp_path / "in") if c["caveat"].startswith("steps unknown")]
-    assert caveat["detail"] == "1 of 15 blocks"
+    assert caveat["detail"] == "2 of 15 blocks"

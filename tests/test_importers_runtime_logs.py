@@ -9,7 +9,8 @@ from test_importers_common import FIXTURES, PUBLIC_DATA, by_job, import_to, reje
 MLPERF, KINETO = PUBLIC_DATA / "mlperf", PUBLIC_DATA / "kineto"
 MI300X_RUN = "AMD__MI300X_EPYC_9575F_pytorch_llama2_70b__llama2_70b_lora__result_0"
 LLAMA_405B_RUN = "NVIDIA__hsg_ngpu2560_ngc25.09_nemo__llama31_405b__result_0"
-V100_TRACE = "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace"
+# The V100 trace names its job (Meta's scheduler writes mast_job_name and mast_job_attempt into every rank's trace).
+V100_JOB = "torchx-pytorch_resnet_integration_test-bq9m2dtfhskc6c.attempt-0"
 
 
 # ---- mlperf ---------------------------------------------------------------
@@ -69,13 +70,13 @@ def test_kineto_traces_map_steps_and_reject_what_they_cannot(tmp_path):
     assert sorted(row["reason"] for row in rejected_rows(tmp_path / "in")) == [
         "no ProfilerStep#N annotations: no step to map",
         "no deviceProperties: the accelerator is unknown (pass --accelerator KEY)"]
-    steps = [(r["type"], r["step"], r["event_time"]) for r in by_job(imported, "runtime", V100_TRACE)]
+    steps = [(r["type"], r["step"], r["event_time"]) for r in by_job(imported, "runtime", V100_JOB)]
     assert [s[1] for s in steps] == [101, 101, 102, 102, 103, 103, 104, 104, 105, 105]
     assert steps[0] == ("STEP_START", 101, 1712195495502094) and steps[1][2] == int(1712195495502094.5 + 35115.869)
     assert {r["accelerator"] for r in imported.streams["scheduler"]} == {"v100", "mi250-gcd"}
     manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     assert manifest["reconciles"]
-    assert jobs[V100_TRACE]["productive_chip_s"] == pytest.approx(sum(
+    assert jobs[V100_JOB]["productive_chip_s"] == pytest.approx(sum(
         (b[2] - a[2]) / 1e6 for a, b in zip(steps[::2], steps[1::2])))
 
 

@@ -17,7 +17,7 @@ import json
 import logging
 import re
 import shutil
-from datetime import date
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -175,6 +175,30 @@ def rewrite_partition(output: Path, table: str, day: str, change) -> None:
         in_day = pc.equal(data.column("date"), day)
         return pa.concat_tables([change(data.filter(in_day)), data.filter(pc.invert(in_day))])
     commit_change(output, table, apply)
+
+
+def set_capacity_over_day(output: Path, cluster: str | None, day: str, chips: int | None) -> None:
+    """Rewrite `capacity_level` so that `cluster` (every cluster: None) has `chips` online over UTC `day`
+    (None: no level at all), as a buggy writer would: the stretches crossing the day are cut at its edges."""
+    day_start = datetime.fromisoformat(f"{day}T00:00:00+00:00")
+    day_end = day_start + timedelta(days=1)
+
+    def change(table: pa.Table) -> pa.Table:
+        rows = []
+        for row in table.to_pylist():
+            start, end = row["start_time"], row["end_time"]
+            if cluster not in (None, row["cluster"]) or end <= day_start or start >= day_end:
+                rows.append(row)
+                continue
+            if start < day_start:
+                rows.append({**row, "end_time": day_start})
+            if end > day_end:
+                rows.append({**row, "start_time": day_end, "date": day_end.strftime("%Y-%m-%d")})
+            if chips is not None:
+                rows.append({**row, "start_time": max(start, day_start), "end_time": min(end, day_end),
+                             "chips": chips, "date": max(start, day_start).strftime("%Y-%m-%d")})
+        return pa.Table.from_pylist(rows, schema=table.schema)
+    commit_change(output, "capacity_level", change)
 
 
 def _summary(output: Path, period: str) -> dict:
@@ -359,14 +383,9 @@ def test_a_conservation_break_and_chip_time_held_without_capacity_fail_and_are_n
         lost[0] += 3600.0
         return table.set_column(table.schema.get_field_index("lost_chip_s"), "lost_chip_s", [lost])
 
-    def zero_c1(table):
-        capacity = [0.0 if cluster == "c1" else value for cluster, value in
-                    zip(table.column("cluster").to_pylist(), table.column("capacity_chip_s").to_pylist())]
-        return table.set_column(table.schema.get_field_index("capacity_chip_s"), "capacity_chip_s", [capacity])
-
     rewrite_partition(output, "job_window", "2026-01-02", add_lost_time)
-    rewrite_partition(output, "capacity_window", "2026-01-02", lambda day: day.filter(pc.not_equal(day["cluster"], "c2")))
-    rewrite_partition(output, "capacity_window", "2026-01-03", zero_c1)
+    set_capacity_over_day(output, "c2", "2026-01-02", None)
+    set_capacity_over_day(output, "c1", "2026-01-03", 0)
     assert main(["validate", "--output", str(output)]) == 1
     out = capsys.readouterr().out
     assert "1 of " in _observed(out, "FAIL [critical] chip-seconds conserved: all_allocated = productive")

@@ -16,7 +16,6 @@ from datetime import date
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -27,7 +26,7 @@ from fleet_goodput.quality.period import Period
 from fleet_goodput.report.figures import checkpoint_advice
 from fleet_goodput.report.advice import ClassMeasures, advise, best_interval, model_rg
 from fleet_goodput.report.specification import SPECIFICATION_PAGE, section_id
-from test_quality import build_outputs, commit_change, pristine_copy, rewrite_partition
+from test_quality import build_outputs, commit_change, pristine_copy, rewrite_partition, set_capacity_over_day
 
 pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
 
@@ -256,7 +255,11 @@ def _duplicate_key(output: Path) -> None:
 
 
 def _drop_partition(output: Path) -> None:
-    commit_change(output, "capacity_window", lambda table: table.filter(pc.not_equal(table.column("date"), "2026-01-02")))
+    set_capacity_over_day(output, None, "2026-01-02", None)
+
+
+def _duplicate_stretch(output: Path) -> None:
+    commit_change(output, "capacity_level", lambda table: pa.concat_tables([table, table.slice(0, 1)]))
 
 
 def _inflate_ideal(output: Path) -> None:
@@ -276,6 +279,7 @@ CORRUPTIONS = [
     (_corrupt_conservation, "[job_window] chip-seconds conserved: all_allocated = productive"),
     (_duplicate_key, "[job_window] one row per job_id, window_start"),
     (_drop_partition, "[capacity_window] capacity_window has a partition for every day of the period: missing: 2026-01-02"),
+    (_duplicate_stretch, "[capacity_window] no window is covered twice by the stretches of one cluster and accelerator"),
     (_lose_rejections, "[manifest] the manifest's rejected counts match the rejected table"),
 ]
 

@@ -106,3 +106,27 @@ def test_scheduler_files_written_before_the_queue_field_still_read_with_no_queue
         assert decoded.rejected == []
         queues.append(Submit(*decoded.batches["j1"][0][4]))
     assert [(s.team, s.priority, s.queue) for s in queues] == [("llm", 3, None), ("llm", 3, "cq/llm/lq")]
+
+
+def test_scheduler_files_written_before_the_reason_field_still_read(tmp_path):
+    """`reason` was added to the scheduler schema with a default (docs/metric.md section 2): a file
+    written without it reads, each event's reason None; one written with it carries it to the event."""
+    current = schemas.schema_json("scheduler")
+    old_schema = fastavro.parse_schema({**current, "fields": [f for f in current["fields"] if f["name"] != "reason"]})
+    base = {"event_time": 1767225600000000, "job_id": "j1", "cluster": "c1", "accelerator": "h100", "workload": None,
+            "framework": None, "team": None, "topology": None, "priority": None}
+    records = [{**base, "event_id": "s1", "type": "SUBMIT", "chips": 8},
+               {**base, "event_id": "s2", "type": "PREEMPT", "chips": 0},
+               {**base, "event_id": "s3", "type": "FAIL", "chips": 0}]
+    old, new = tmp_path / "old.avro", tmp_path / "new.avro"
+    with open(old, "wb") as handle:
+        fastavro.writer(handle, old_schema, records)
+    write_events(new, "scheduler", [{**records[0], "reason": None}, {**records[1], "reason": "PREEMPTED"},
+                                    {**records[2], "reason": "NODE_FAIL: xid 79"}])
+    payloads = {}
+    for path in (old, new):
+        with open(path, "rb") as handle:
+            decoded = decode_file("scheduler", str(path), handle, ACCELERATORS)
+        assert decoded.rejected == [] and decoded.read == 3
+        payloads[path.stem] = [event[4] for event in decoded.batches["j1"][1:]]
+    assert payloads == {"old": [(0, None), (None,)], "new": [(0, "PREEMPTED"), ("NODE_FAIL: xid 79",)]}

@@ -211,6 +211,20 @@ def test_the_small_fleet_shows_partial_allocation_preemption_with_restore_and_fa
     assert any(j["status"] == "RUNNING" and j["end_time"] is None for j in truth["jobs"])
 
 
+def test_every_interruption_and_end_says_why(events):
+    """Each PREEMPT and each FINISH, FAIL, CANCEL carries a `reason` naming one of the simulator's causes;
+    nothing else does. The small fleet has maintenance drains and preemptions by priority."""
+    from fleet_goodput.simulator import scheduler as simulated
+    causes = {value for name, value in vars(simulated).items() if name.startswith("REASON_")}
+    scheduler = _all(events["scheduler"])
+    stops = [r for r in scheduler if r["type"] in ("PREEMPT", "FINISH", "FAIL", "CANCEL")]
+    assert stops and all(r["reason"] in causes for r in stops)
+    assert all(r["reason"] is None for r in scheduler if r["type"] in ("CAPACITY", "SUBMIT", "ALLOCATE"))
+    assert {r["reason"] for r in scheduler if r["type"] == "FINISH"} == {simulated.REASON_COMPLETED}
+    assert {simulated.REASON_MAINTENANCE, simulated.REASON_PREEMPTED} <= {r["reason"] for r in stops
+                                                                        if r["type"] == "PREEMPT"}
+
+
 # --- the truth
 
 
@@ -365,3 +379,27 @@ def test_the_command_rejects_a_non_positive_horizon(tmp_path):
     simulate_command.register(parser.add_subparsers())
     with pytest.raises(SystemExit):
         parser.parse_args(["simulate", "--out", str(tmp_path), "--hours", "0"])
+
+
+def test_node_failures_take_a_host_away_until_repaired_and_preempt_the_jobs_on_it(tmp_path):
+    """With node failures, a failing host lowers its cluster's capacity by its chips until its repair,
+    each level saying why, and the jobs preempted then say the same cause."""
+    from fleet_goodput.simulator.fleet import HOST_CHIPS
+    simulate(tmp_path, seed=3, hours=6.0, node_failures=True)
+    scheduler = sorted(_all(_read_stream(tmp_path, "scheduler")), key=lambda r: (r["event_time"], r["event_id"]))
+    levels = defaultdict(list)
+    for r in scheduler:
+        if r["type"] == "CAPACITY":
+            levels[r["cluster"]].append(r)
+    changes = Counter()
+    for records in levels.values():
+        for before, level in zip(records, records[1:]):
+            kind = (level["reason"] or "").split(":")[0]
+            if kind in ("NODE_FAIL", "REPAIRED"):
+                changes[kind] += 1
+                assert level["chips"] - before["chips"] == (-HOST_CHIPS if kind == "NODE_FAIL" else HOST_CHIPS)
+    assert changes["NODE_FAIL"] >= 3 and changes["REPAIRED"] >= 1
+    failures = {(r["cluster"], r["event_time"], r["reason"]) for r in scheduler
+                if r["type"] == "CAPACITY" and (r["reason"] or "").startswith("NODE_FAIL")}
+    preempted = [r for r in scheduler if r["type"] == "PREEMPT" and r["reason"].startswith("NODE_FAIL")]
+    assert preempted and all((r["cluster"], r["event_time"], r["reason"]) in failures for r in preempted)

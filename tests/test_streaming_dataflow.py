@@ -14,7 +14,7 @@ CONFIG = str(ROOT / "configs" / "dataflow.yaml")
 ARGS = ["--runner=DataflowRunner", "--project=fleet-goodput-test", "--region=us-central1",
         "--temp_location=gs://fleet-goodput-test/tmp", "--dry_run=True"]
 EXPECTED = {"ReadScheduler", "ReadRuntime", "ReadProfiler", "SessionizeJobsAndCapacity", "ComputeGoodput",
-            "Append_job_window", "Append_jobs", "Append_capacity_window", "Append_rejected", "Append_late", "AppendCounts"}
+            "Append_job_window", "Append_jobs", "Append_capacity_level", "Append_rejected", "Append_late", "AppendCounts"}
 
 
 def test_streaming_job_translates_with_pubsub_sources():

@@ -60,8 +60,8 @@ def test_build_goodput_on_the_worked_example():
         assert_that(outputs["job_window"] | beam.Map(_row_digest), equal_to([_worked_example_row()]), label="JobWindow")
         assert_that(outputs["jobs"] | beam.Map(lambda r: (r["job_id"], r["status"], r["allocations"])),
                     equal_to([("j1", "FINISHED", 2)]), label="Jobs")
-        assert_that(outputs["capacity_window"] | beam.Map(lambda r: r["capacity_chip_s"]),
-                    equal_to([580.0 * CHIPS]), label="Capacity")
+        assert_that(outputs["capacity_level"] | beam.Map(lambda r: (r["end_time_us"] - r["start_time_us"], r["chips"])),
+                    equal_to([(580_000_000, CHIPS)]), label="Capacity")
         assert_that(_all_rejected(outputs, "W"), equal_to([]), label="NothingRejected")
 
 

@@ -67,11 +67,13 @@ class KeyRules:
         return self.window_s * 1_000_000
 
 
-def capacity_row(key: str, window_start_us: int, chip_us: int, version_us: int) -> dict:
-    """A `capacity_window` row of a capacity key's window."""
+def capacity_row(key: str, start_us: int, stretch: tuple[int, int], changed_from_us: int, version_us: int) -> dict:
+    """A `capacity_level` row: a capacity key's stretch of one level, (end, chips) from `start_us`,
+    whose chip-time this version changed from `changed_from_us` on."""
     cluster, accelerator = parse_capacity_key(key)
-    return {"cluster": cluster, "accelerator": accelerator, "window_start_us": window_start_us,
-            "capacity_chip_s": chip_us / 1e6, "version_us": version_us}
+    end_us, chips = stretch
+    return {"cluster": cluster, "accelerator": accelerator, "start_time_us": start_us, "end_time_us": end_us,
+            "chips": chips, "changed_from_us": changed_from_us, "version_us": version_us}
 
 
 def timeline_rejection(job_id: str | None, event: Event, reason: str) -> dict:
@@ -182,8 +184,9 @@ class _AdvanceKeyFn(beam.DoFn):
         version = reached.version_us
         advance = state.advance(as_of_us, reached.frontier_us, self.rules.max_silence_s * 1_000_000)
         if job_id is None:
-            for window, chip_us in advance.windows.items():
-                yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, window, chip_us, version))
+            for start_us, stretch in advance.windows.items():
+                yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, start_us, stretch,
+                                                                      advance.changed_from[start_us], version))
         else:
             for window, vector in advance.windows.items():
                 yield key, window, version, vector

@@ -131,11 +131,12 @@ class _StreamTimelineFn(beam.DoFn):
         version = max(now_us, clock.last_version_us + 1)
         if advance.windows or advance.summary is not None:
             clock.last_version_us = version
-        for window, figures in advance.windows.items():
+        for start, figures in advance.windows.items():  # a job's windows, or a capacity key's stretches
             if job_id is None:
-                yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, window, figures, version))
+                yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, start, figures, advance.changed_from[start],
+                                                                      version))
             else:
-                yield key, window, version, figures
+                yield key, start, version, figures
         if advance.summary is not None:
             yield beam.pvalue.TaggedOutput(JOBS, {**advance.summary, "version_us": version})
         for event, reason in advance.settled_rejections:

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 from fleet_goodput import exits
-from fleet_goodput.config import ConfigError, load_settings
+from fleet_goodput.config import ConfigError, load_settings, part_names
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.importers import IMPORTERS
+from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP, AcceleratorMap
 from fleet_goodput.importers.common import (
     CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options, SourceError, append_import, summary,
     write_import,
@@ -53,6 +54,7 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
   mpg import logs tests/data/logs/megatron --profile megatron --job gpt-8b --accelerator h100 --chips 16 --out gpt/
   mpg import orbax tests/data/orbax/llama-7b --out ckpt/ --job llama-7b   # then beside the job's scheduler stream
   mpg import kubernetes tests/data/kubernetes --cluster gke-1 --out k8s/
+  mpg import slurm tests/data/slurm --out slurm/      # sacct.txt, events.txt, nodes.txt (docs/slurm.md)
 
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(failed="the source cannot be read as FORMAT: nothing was written")
 
@@ -60,7 +62,8 @@ examples, from a checkout of fleet-goodput (public samples with their licences i
 def register(subparsers) -> None:
     formats = "\n".join(f"  {name:<10} {module.HELP}" for name, module in IMPORTERS.items())
     parser = subparsers.add_parser(
-        "import", help="convert public traces, logs and checkpoints (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes) into Avro telemetry",
+        "import", help="convert public traces, training logs, checkpoints, Kubernetes watch streams and Slurm "
+                       "accounting (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes, slurm) into Avro telemetry",
         description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
                                        source=SOURCE_FILE),
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -82,7 +85,8 @@ def register(subparsers) -> None:
     parser.add_argument("--profiles", metavar="FILE", help="logs: a YAML file of log profiles added to the built-in "
                                                               "ones (shape: configs/log_profiles.yaml)")
     parser.add_argument("--job", metavar="ID", help="job id, for a source that names none (logs, orbax: required; "
-                                                   "the id of the job's scheduler stream, to combine them)")
+                                                   "the id of the job's scheduler stream, to combine them; kineto: "
+                                                   "the run the traces are ranks of, so ranks imported apart join it)")
     parser.add_argument("--submit", metavar="TIME", help="logs: ISO-8601 submission time (default: the log's first "
                                                           "time); places a log without timestamps")
     parser.add_argument("--cluster", metavar="NAME",
@@ -91,7 +95,13 @@ def register(subparsers) -> None:
                         help="kubernetes: YAML {node label: {value: catalogue key}} added to the built-in map "
                              "(docs/kubernetes.md)")
     parser.add_argument("--start", metavar="TIME", help="openb: ISO-8601 time of the trace start (default 2023-01-01T00:00:00Z)")
-    parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
+    parser.add_argument("--timezone", metavar="ZONE",
+                        help="slurm: the time zone sacct printed its times in, e.g. Europe/Berlin (default UTC; "
+                             "sacct prints the client's TZ without an offset)")
+    parser.add_argument("--accelerator-map", metavar="FILE", help=f"slurm: {ACCELERATOR_MAP_HELP}")
+    parser.add_argument("--config", metavar="FILE",
+                        help="settings YAML whose accelerator catalogue (its keys, and the part `names` that map "
+                             "mlperf and kineto part names to keys) the import uses")
     parser.add_argument("--max-expanded-mib", type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
                         help="refuse an input file (a JSON trace, a .json.gz once decompressed, a log line) larger "
                              f"than this (default {DEFAULT_MAX_EXPANDED_MIB} MiB): parsed JSON takes several times "
@@ -112,10 +122,12 @@ def main(args: argparse.Namespace) -> int:
         sources = [Path(source) for source in args.source]
         if len(sources) > 1 and not getattr(module, "MANY_SOURCES", False):
             raise ValueError(f"{args.format} reads one SOURCE, not {len(sources)}")
-        options = Options(accelerators=frozenset(settings.accelerators), limit=args.limit,
-                          accelerator=args.accelerator, chips=args.chips, job=args.job, cluster=args.cluster,
+        options = Options(accelerators=frozenset(settings.accelerators), part_names=part_names(settings.accelerators),
+                          limit=args.limit, accelerator=args.accelerator, chips=args.chips, job=args.job,
+                          cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None,
-                          max_expanded_bytes=args.max_expanded_mib << 20,
+                          max_expanded_bytes=args.max_expanded_mib << 20, timezone=args.timezone,
+                          accelerator_map=AcceleratorMap.load(args.accelerator_map),
                           submit_us=parse_time_us(args.submit) if args.submit else None, profile=args.profile,
                           profiles=Path(args.profiles) if args.profiles else None,
                           accelerator_labels=args.accelerator_labels)

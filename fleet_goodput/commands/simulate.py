@@ -53,6 +53,10 @@ def register(subparsers) -> None:
                         help="length of the simulated period, from 2026-01-01T00:00Z (default 24)")
     parser.add_argument("--jobs", type=_non_negative_int, default=None,
                         help="number of jobs to submit over the period (default: about 54 an hour)")
+    parser.add_argument("--node-failures", action="store_true",
+                        help="hosts of 8 chips fail (about once a month each) and are repaired after 0.5-4 h: "
+                             "capacity lost and regained, and the jobs on them preempted, each event saying why "
+                             "(NODE_FAIL: xid 79 ..., REPAIRED: ...). Off by default, so a seed draws what it always drew")
     parser.add_argument("--steady", action="store_true",
                         help="keep the fleet as busy at any --hours, so that inputs of different lengths compare "
                              "like with like (benchmarks/bench_scaling.py). By default a quarter of all the jobs "
@@ -75,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     progress(f"Simulating {args.hours:g} h of a fleet (seed {args.seed}) into {args.out} ...")
     summary = simulate(args.out, seed=args.seed, hours=args.hours, jobs=args.jobs, steady=args.steady,
-                       window_s=settings.window_s, settings=settings)
+                       window_s=settings.window_s, settings=settings, node_failures=args.node_failures)
     first, *rest = summary.describe().splitlines()
     print(first)
     say("\n".join(rest))

@@ -36,9 +36,9 @@ EPILOG = """\
 views: job_goodput, fleet_daily, goodput_by_workload, goodput_by_size_class,
        goodput_by_accelerator, goodput_by_team, goodput_by_framework,
        goodput_by_queue, goodput_by_cluster_queue,
-       goodput_by_segment, badput_breakdown, job_window_enriched;
+       goodput_by_segment, badput_breakdown, job_window_enriched, capacity_window;
        settings (what the figures were computed with: the output keeps them);
-tables: job_window, jobs, capacity_window, rejected, late (OUTPUT/tables/<table>/
+tables: job_window, jobs, capacity_level, rejected, late (OUTPUT/tables/<table>/
         are Delta Lake tables holding the latest row of each key; --run ID
         reads the Delta versions that run left).
 

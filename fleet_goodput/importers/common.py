@@ -82,6 +82,7 @@ class Options:
     """Settings an importer may use; each importer says which it needs."""
 
     accelerators: frozenset[str]  # keys of the accelerator catalogue
+    part_names: tuple[tuple[str, str], ...] = ()  # the catalogue's (part-name pattern, key): config.part_names
     limit: int | None = None  # import only the first N jobs (pods, runs, traces) of the source
     accelerator: str | None = None
     chips: int | None = None
@@ -92,8 +93,9 @@ class Options:
     submit_us: int | None = None  # logs: when the job was submitted (the log starts later)
     profile: str | None = None  # logs: the log profile's name
     profiles: Path | None = None  # logs: a YAML file of profiles added to the built-in ones
-
     accelerator_labels: str | None = None  # kubernetes: a YAML of label values → catalogue keys to add
+    timezone: str | None = None  # slurm: the zone sacct printed its times in (None: UTC)
+    accelerator_map: object = None  # slurm: an AcceleratorMap (GRES type / partition → catalogue key)
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,26 @@
-"""PyTorch profiler (Kineto) Chrome traces → one job per trace, with measured steps.
+"""PyTorch profiler (Kineto) Chrome traces → one job per run, with measured steps.
 
-SOURCE is a trace file (`*.json` or `*.json.gz`) or a folder of them. Per trace:
+SOURCE is a trace file (`*.json` or `*.json.gz`) or a folder of them. A trace is one
+rank of a run. The traces of one distributed run (the same world_size, backend,
+accelerator and, where the trace names it, job; windows that overlap; each rank once)
+are one job, whatever files arrive and in whatever order. Per run:
 
-    scheduler  SUBMIT + ALLOCATE at the trace's first timestamp, FINISH at its last
-               (the profiled window; metadata events, often at ts 0, do not count);
-               chips = distributedInfo.world_size, else 1;
-               accelerator from deviceProperties of the device the kernels ran on
-    runtime    STEP_START/STEP_END step N around every `ProfilerStep#N` (CPU side)
+    scheduler  SUBMIT + ALLOCATE at the first timestamp of any of its traces, FINISH at
+               the last (the profiled window; metadata events, often at ts 0, do not
+               count); chips = distributedInfo.world_size, else 1; accelerator from
+               deviceProperties of the device the kernels ran on, through the
+               catalogue's part `names`
+    runtime    STEP_START/STEP_END step N around every `ProfilerStep#N` (CPU side) of
+               its lowest rank present
     profiler   a sample per step only when the trace carries FLOP counts
                (recorded with with_flops=True: `flops` on operator events), as the
                step's summed operator FLOPs × world_size, source EXECUTED
 
-A trace is one rank: the job's other ranks are assumed to run the same steps.
+The job id is --job ID where given, else the job the trace names (Meta's scheduler
+writes `mast_job_name` and `mast_job_attempt` into every rank's trace): either way the
+same for every rank, so ranks imported separately are one job; else the lowest rank's
+file name, so a run's ranks must be imported together. The
+ranks not present are assumed to run the steps of the lowest rank present.
 A CPU-only trace (no GPU kernel, memcpy or memset event) is rejected: it has no
 accelerator time to measure, and the contract has no CPU accelerator.
 The samples here carry no FLOP counts, so they give no profiler sample and PG
@@ -21,34 +30,41 @@ stays unknown (the profiler schema needs ideal_flops > 0). See docs/importers.md
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
+from fleet_goodput.config import part_key
 from fleet_goodput.importers.common import (
     Imported, JobEmitter, Options, Refused, SourceError, Unmappable, chip_count, event_time_us, file_digest,
     load_json, progress,
 )
 
 NAME = "kineto"
-HELP = "PyTorch profiler (Kineto) Chrome traces (*.json[.gz]) → scheduler, runtime and profiler events"
+HELP = ("PyTorch profiler (Kineto) Chrome traces (*.json[.gz]; a run's ranks are one job) → scheduler, runtime "
+        "and profiler events")
 PREFIX = "kineto"
 CLUSTER = "kineto"
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 METADATA_PHASE = "M"
 # Event categories of work on the GPU itself; a trace with none of them ran on the CPU only.
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-# deviceProperties names → catalogue keys; the first pattern that matches wins.
-DEVICE_PATTERNS = ((r"A100", "a100"), (r"H100", "h100"), (r"H200", "h200"), (r"V100", "v100"),
-                   (r"MI250", "mi250-gcd"), (r"MI300X", "mi300x"))
+# An MI250 is two GCDs, each its own PyTorch device: its traces are per GCD (catalogue key
+# mi250-gcd), whatever the name; other devices map through the catalogue's part `names`.
+MI250 = re.compile(r"MI250", re.IGNORECASE)
 
 PROVENANCE = {
     "source": "PyTorch profiler traces from the test data of facebookresearch/HolisticTraceAnalysis",
     "licence": "MIT",
     "citation": "facebookresearch/HolisticTraceAnalysis test traces",
     "mapping": [
-        "one trace = one TRAINING job; SUBMIT and ALLOCATE at the trace's first timestamp, FINISH at its last",
+        "one run = one TRAINING job: the traces with the same world_size, backend, accelerator and named job "
+        "(mast_job_name), overlapping windows and distinct ranks; SUBMIT and ALLOCATE at their first timestamp, "
+        "FINISH at their last",
+        "job id: --job where given, else mast_job_name.attempt-<mast_job_attempt> where the trace names its job, "
+        "else the lowest rank's file name",
         "chips = distributedInfo.world_size (1 when absent); accelerator from the deviceProperties of the "
-        "device the kernels ran on (or --accelerator when the trace has none)",
-        "STEP span per ProfilerStep#N (CPU-side user_annotation), step N",
+        "device the kernels ran on, through the catalogue's part names (or --accelerator when the trace has none)",
+        "STEP span per ProfilerStep#N (CPU-side user_annotation) of the run's lowest rank present, step N",
         "profiler sample per step only when operator events carry `flops` (with_flops=True): "
         "sum over the step x world_size, flops_source EXECUTED",
         "timestamps are µs since the epoch, plus baseTimeNanoseconds when the trace has it; metadata events "
@@ -57,7 +73,9 @@ PROVENANCE = {
     ],
     "cannot_tell": [
         "anything outside the profiled window: queueing, init, checkpoints; SG and RG describe the window only",
-        "other ranks: a trace is one rank, assumed representative of all world_size ranks",
+        "ranks without a trace: assumed to run the steps of the lowest rank present (SOURCE.json ranks_by_job "
+        "lists the ranks each job was built from)",
+        "a run's ranks imported in separate imports are one job only when the traces name their job or --job does",
         "FLOPs when the trace was recorded without with_flops: no profiler sample, PG unknown",
         "AMD MI250 reports each GCD as a device named 'AMD Radeon Graphics'; it is recognised by "
         "gfx9.0 with 104 compute units and 64 GiB",
@@ -65,11 +83,12 @@ PROVENANCE = {
 }
 
 
-def _device_key(device: dict) -> str | None:
+def _device_key(device: dict, options: Options) -> str | None:
     name = str(device.get("name", ""))
-    for pattern, key in DEVICE_PATTERNS:
-        if re.search(pattern, name, flags=re.IGNORECASE):
-            return key
+    if MI250.search(name):
+        return "mi250-gcd"
+    if (key := part_key(options.part_names, name)) is not None:
+        return key
     # ROCm names every MI250 GCD "AMD Radeon Graphics": gfx90a (9.0), 104 CUs, 64 GiB HBM.
     if (name.startswith("AMD") and device.get("computeMajor") == 9 and device.get("computeMinor") == 0
             and device.get("numSms") == 104 and round(device.get("totalGlobalMem", 0) / 2**30) == 64):
@@ -88,20 +107,40 @@ def _accelerator(trace: dict, options: Options) -> str:
     devices = {d.get("id"): d for d in trace.get("deviceProperties") or [] if isinstance(d, dict)}
     kernel_devices = sorted({(e.get("args") or {}).get("device") for e in trace["traceEvents"]
                              if isinstance(e, dict) and e.get("cat") == "kernel"} - {None})
-    keys = {_device_key(devices[d]) for d in kernel_devices if d in devices}
+    keys = {_device_key(devices[d], options) for d in kernel_devices if d in devices}
     if not devices:
         if options.accelerator:
             return options.accelerator
         raise Unmappable("no deviceProperties: the accelerator is unknown (pass --accelerator KEY)")
     if not keys:
-        keys = {_device_key(d) for d in devices.values()}
+        keys = {_device_key(d, options) for d in devices.values()}
     if len(keys) != 1 or None in keys:
         raise Unmappable("device not recognised as one catalogue accelerator",
                          ", ".join(sorted({str(d.get('name')) for d in devices.values()})))
     return keys.pop()
 
 
-def _import_trace(imported: Imported, path: Path, options: Options) -> None:
+@dataclass(frozen=True)
+class _Trace:
+    """What one rank's trace says of its run."""
+
+    name: str  # the file's name without .json[.gz]
+    rank: int
+    world_size: int
+    run_name: str | None  # the job the trace names itself (Meta's `mast_job_name`), if any
+    backend: str | None
+    accelerator: str
+    start: int  # µs since the epoch: the first and last instants of the profiled window
+    end: int
+    steps: tuple[tuple[int, int, int, float], ...]  # (step, start µs, end µs, operator FLOPs on this rank)
+
+    @property
+    def run_key(self) -> tuple:
+        """What every rank of one run shares; traces that differ in it are never one run."""
+        return self.run_name, self.world_size, self.backend, self.accelerator
+
+
+def _read_trace(path: Path, options: Options) -> _Trace:
     trace = _load(path, options.max_expanded_bytes)
     # Metadata events (ph "M": process and thread names) carry ts = 0 on a trace
     # whose clock is relative (baseTimeNanoseconds): they are no activity and
@@ -112,9 +151,10 @@ def _import_trace(imported: Imported, path: Path, options: Options) -> None:
                    if e.get("cat") == "user_annotation" and (match := STEP_NAME.match(str(e.get("name", "")))))
     if not steps:
         raise Unmappable("no ProfilerStep#N annotations: no step to map")
+    distributed = trace.get("distributedInfo") or {}
     if not any(e.get("cat") in GPU_CATEGORIES for e in events):
         raise Unmappable("CPU-only trace: no GPU kernel, memcpy or memset events, so no accelerator time to measure",
-                         f"world_size {(trace.get('distributedInfo') or {}).get('world_size', 1)}")
+                         f"world_size {distributed.get('world_size', 1)}")
     accelerator = _accelerator(trace, options)
     if accelerator not in options.accelerators:
         raise Unmappable("accelerator not in the catalogue", accelerator)
@@ -122,12 +162,10 @@ def _import_trace(imported: Imported, path: Path, options: Options) -> None:
     if isinstance(base_ns, bool) or not isinstance(base_ns, int):
         raise Unmappable("baseTimeNanoseconds is not a whole number", repr(base_ns)[:40])
     base_us = base_ns // 1000
-
-    def at(ts: float) -> int:
-        """µs of the trace clock → µs since the epoch."""
-        return base_us + int(ts)
-
-    chips = chip_count((trace.get("distributedInfo") or {}).get("world_size") or 1, "distributedInfo.world_size")
+    world_size = chip_count(distributed.get("world_size") or 1, "distributedInfo.world_size")
+    rank = distributed.get("rank") or 0
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise Unmappable("distributedInfo.rank is not a rank of the world", f"rank {rank!r} of {world_size}")
     if any(not isinstance(e.get("dur", 0), (int, float)) for e in events):
         raise Unmappable("an event whose dur is not a number")
     start = min(e["ts"] for e in events)
@@ -135,18 +173,65 @@ def _import_trace(imported: Imported, path: Path, options: Options) -> None:
     # Every time the job emits lies in [start, end]: both in range, all are.
     event_time_us(base_us + start, "the trace's first timestamp")
     event_time_us(base_us + end, "the trace's last timestamp")
-    job_id = path.name.removesuffix(".gz").removesuffix(".json")
-    emit = JobEmitter(imported, PREFIX, job_id, options.cluster or CLUSTER, accelerator)
-    emit.scheduler("SUBMIT", at(start), chips, workload="TRAINING", framework="pytorch")
-    emit.scheduler("ALLOCATE", at(start), chips)
     flop_events = [e for e in events if isinstance((e.get("args") or {}).get("flops"), (int, float))]
+    spans = []
     for number, step in steps:
         step_start, step_end = step["ts"], step["ts"] + (step.get("dur") or 0)
-        emit.span("STEP", at(step_start), at(step_end), number, number)
         flops = sum(e["args"]["flops"] for e in flop_events if step_start <= e["ts"] < step_end)
+        spans.append((number, base_us + int(step_start), base_us + int(step_end), flops))
+    return _Trace(path.name.removesuffix(".gz").removesuffix(".json"), rank, world_size,
+                  _run_name(trace), distributed.get("backend"), accelerator,
+                  base_us + int(start), base_us + int(end), tuple(spans))
+
+
+def _run_name(trace: dict) -> str | None:
+    """The job a trace names itself, the same on every rank: Meta's scheduler (MAST) writes
+    `mast_job_name` and `mast_job_attempt` into each rank's trace."""
+    name = trace.get("mast_job_name")
+    if not isinstance(name, str) or not name:
+        return None
+    attempt = trace.get("mast_job_attempt")
+    return f"{name}.attempt-{attempt}" if isinstance(attempt, (str, int)) and str(attempt) else name
+
+
+def _runs(traces: list[_Trace]) -> list[list[_Trace]]:
+    """The traces grouped into runs: ranks of one run share its world size, backend, accelerator
+    and the job the trace names (if any), and are profiled at the same time, so their windows
+    overlap; no run holds one rank twice. Grouping sorts first, so the order the files come
+    in changes nothing."""
+    runs: list[list[_Trace]] = []
+    for trace in sorted(traces, key=lambda t: (t.start, t.rank, t.name)):
+        run = next((r for r in runs if trace.world_size > 1 and r[0].run_key == trace.run_key
+                    and all(t.rank != trace.rank for t in r)
+                    and trace.start <= max(t.end for t in r) and min(t.start for t in r) <= trace.end), None)
+        if run is None:
+            runs.append([trace])
+        else:
+            run.append(trace)
+    return runs
+
+
+def _import_run(imported: Imported, run: list[_Trace], options: Options) -> None:
+    """One job for the run: the world size of chips, from the first instant any rank's trace
+    saw to the last; the steps are those of its lowest rank present."""
+    reference = min(run, key=lambda t: t.rank)
+    job_id = options.job or reference.run_name or reference.name
+    if any(r["job_id"] == job_id for r in imported.streams["scheduler"]):  # a second run of that name
+        job_id = reference.name
+    chips = reference.world_size
+    emit = JobEmitter(imported, PREFIX, job_id, options.cluster or CLUSTER, reference.accelerator)
+    start, end = min(t.start for t in run), max(t.end for t in run)
+    emit.scheduler("SUBMIT", start, chips, workload="TRAINING", framework="pytorch")
+    emit.scheduler("ALLOCATE", start, chips)
+    for number, step_start, step_end, flops in reference.steps:
+        emit.span("STEP", step_start, step_end, number, number)
         if flops > 0 and step_end > step_start:
-            emit.profile(at(step_end), number, (step_end - step_start) / 1e6, chips, flops * chips, "EXECUTED")
-    emit.scheduler("FINISH", at(end), 0)
+            emit.profile(step_end, number, (step_end - step_start) / 1e6, chips, flops * chips, "EXECUTED")
+    emit.scheduler("FINISH", end, 0)
+    if chips > 1:
+        imported.provenance.setdefault("ranks_by_job", {})[job_id] = {
+            "world_size": chips, "ranks": sorted(t.rank for t in run), "traces": sorted(t.name for t in run),
+            "steps_from_rank": reference.rank}
 
 
 def read(source: Path, options: Options) -> Imported:
@@ -162,9 +247,16 @@ def read(source: Path, options: Options) -> Imported:
         paths = paths[:options.limit]
     imported = Imported(NAME)
     imported.provenance = {**PROVENANCE, "inputs": [file_digest(p) for p in paths]}
+    traces = []
     for path in progress(paths, "kineto traces", unit="trace"):
         try:
-            _import_trace(imported, path, options)
+            traces.append(_read_trace(path, options))
         except (Unmappable, Refused) as exc:  # this trace only; the others are imported
             imported.reject(path.name, "file", path.name, exc.reason, exc.detail)
+    runs = _runs(traces)
+    if options.job and len(runs) > 1:
+        raise SourceError(source, None, f"--job names one run, but the traces are {len(runs)} runs (a rank twice, "
+                                        "or windows that do not overlap): import each run with its own --job")
+    for run in runs:
+        _import_run(imported, run, options)
     return imported

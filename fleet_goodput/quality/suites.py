@@ -244,7 +244,12 @@ def capacity_window_suite(inputs: SuiteInputs) -> list:
                  title=f"{column} is never null",
                  why="Part of the row's key; fleet_daily groups capacity by it.")
           for column in ("cluster", "accelerator", "window_start")),
-        _one_row_per_key(CAPACITY_WINDOW),
+        expect(gxe.ExpectColumnValuesToBeBetween, severity=CRITICAL, column="online_s", max_value=inputs.window_s,
+               title="no window is covered twice by the stretches of one cluster and accelerator",
+               why="capacity_level holds each stretch of one level once, and a stretch ends where the next "
+                   "begins, so a window's stretches cover at most its length. More means a stretch stored twice "
+                   "(a duplicated file, a writer that appended instead of replacing), whose chips every view "
+                   "would count twice. No tolerance: the seconds are integer microseconds."),
         expect(gxe.ExpectColumnValuesToBeBetween, severity=CRITICAL, column="capacity_chip_s", min_value=0,
                title="capacity_chip_s is not negative", why="Chips online are a level of at least zero."),
         expect(gxe.ExpectColumnValuesToBeInSet, severity=CRITICAL, column="accelerator",

@@ -208,6 +208,18 @@ def pg_coverage(connection, period: Period) -> list[dict]:
         ) order by productive_chip_h desc, accelerator, workload""", [period.first, period.last])
 
 
+def interruptions(connection, period: Period) -> list[dict]:
+    """Why running jobs stopped in the period: per cause, cluster, accelerator and team (the
+    interruptions_by_cause mart; docs/metric.md, "Why jobs stopped"), the costliest first."""
+    return _rows(connection, """
+        select cause, cluster, accelerator, team, sum(interruptions) as interruptions, sum(jobs) as jobs,
+               sum(mean_run_s * interruptions) / sum(interruptions) as mean_run_s,
+               sum(lost_chip_h) as lost_chip_h, sum(recovery_chip_h) as recovery_chip_h, sum(cost_chip_h) as cost_chip_h
+        from interruptions_by_cause where day between ? and ? group by all
+        order by cost_chip_h desc, interruptions desc, cause, cluster, accelerator, team""",
+                 [period.first, period.last])
+
+
 def collect(connection, period: Period) -> dict[str, list[dict]]:
     """Every figure of the report, by the name of its CSV file."""
     figures = {"fleet_total": [fleet_total(connection, period)], "fleet_by_day": fleet_by_day(connection, period),
@@ -221,6 +233,7 @@ def collect(connection, period: Period) -> dict[str, list[dict]]:
     figures["top_jobs"] = top_jobs(connection, period)
     figures["checkpoint_advice"] = checkpoint_advice(connection, period)
     figures["pg_coverage"] = pg_coverage(connection, period)
+    figures["interruptions"] = interruptions(connection, period)
     runtime_days = days_with_runtime(connection)
     figures["fleet_total"][0]["runtime_measured"] = _runtime_measured(runtime_days, period)
     _add_changes(figures, connection, previous_period(period), runtime_days)

@@ -26,9 +26,11 @@ def scheduler_events(fleet: FleetTimeline) -> list[dict]:
         # The last event restates every level at the horizon: the input's latest
         # event time is then the horizon, which the pipeline takes as its as-of time.
         restated = levels + [(fleet.horizon_us, _level_at(levels, fleet.horizon_us))]
+        reasons = fleet.capacity_reasons.get(cluster.name, {})
         for n, (time_us, chips) in enumerate(restated):
             events.append(_scheduler(f"capacity-{cluster.name}-{n}", time_us, None, "CAPACITY",
-                                     cluster.name, cluster.accelerator, chips))
+                                     cluster.name, cluster.accelerator, chips,
+                                     reasons.get(time_us) if n < len(levels) else None))
     for job in fleet.jobs:
         spec = job.spec
         ids = _ids(spec.job_id, "s")
@@ -39,12 +41,12 @@ def scheduler_events(fleet: FleetTimeline) -> list[dict]:
         events.append(submit)
         for change in job.levels:
             events.append(_scheduler(next(ids), change.time_us, spec.job_id, change.kind, spec.cluster,
-                                     spec.accelerator, change.chips))
+                                     spec.accelerator, change.chips, change.reason))
         if job.end_us is not None:
             end_type = {"FINISHED": "FINISH", "FAILED": "FAIL", "CANCELLED": "CANCEL"}[job.status]
             # chips on an ending event: the job holds none from now on.
             events.append(_scheduler(next(ids), job.end_us, spec.job_id, end_type, spec.cluster,
-                                     spec.accelerator, 0))
+                                     spec.accelerator, 0, job.end_reason))
     return events
 
 
@@ -95,10 +97,10 @@ def _sync_marker(seed: int, stream: str, part: int) -> bytes:
 
 
 def _scheduler(event_id: str, time_us: int, job_id: str | None, type_: str, cluster: str,
-               accelerator: str, chips: int) -> dict:
+               accelerator: str, chips: int, reason: str | None = None) -> dict:
     return {"event_id": event_id, "event_time": time_us, "job_id": job_id, "type": type_, "cluster": cluster,
             "accelerator": accelerator, "chips": chips, "workload": None, "framework": None, "team": None,
-            "topology": None, "priority": None}
+            "topology": None, "priority": None, "reason": reason}
 
 
 def _runtime(event_id: str, time_us: int, job: JobTimeline, type_: str, step: int | None, attempt: int) -> dict:

@@ -104,6 +104,58 @@ def make_capacity(rng: random.Random, clusters: list[Cluster], start_us: int, ho
     return levels
 
 
+# Node failures (opt-in, `simulate(node_failures=True)`): each host of HOST_CHIPS chips fails on average
+# once every HOST_MTBF_H hours, for a repair of REPAIR_H hours (uniform), with one of these causes.
+HOST_CHIPS = 8
+HOST_MTBF_H = 24 * 30
+REPAIR_H = (0.5, 4.0)
+FAILURE_CAUSES = (("xid 79: GPU has fallen off the bus", 4), ("uncorrectable ECC errors", 3), ("NIC link down", 2),
+                  ("power supply failure", 1))
+
+
+def add_node_failures(seed: int, clusters: list[Cluster], capacity: dict[str, list[tuple[int, int]]],
+                      start_us: int, horizon_us: int) -> dict[str, dict[int, str]]:
+    """Hosts failing and repaired, as capacity lost and regained: lowers `capacity`'s levels in place
+    and returns, per cluster, the reason of each level that a failure or a repair set. Drawn from a
+    generator of its own, so a fleet without failures draws what it always drew."""
+    rng = random.Random(f"{seed}:node-failures")
+    causes, weights = zip(*FAILURE_CAUSES)
+    reasons: dict[str, dict[int, str]] = {}
+    for cluster in clusters:
+        deltas = _deltas(capacity[cluster.name])
+        hosts, time_us = max(1, cluster.capacity // HOST_CHIPS), start_us
+        while True:
+            time_us += _whole_seconds(rng.expovariate(hosts / HOST_MTBF_H) * 3600 * 1_000_000)
+            if time_us >= horizon_us:
+                break
+            cause = rng.choices(causes, weights)[0]
+            repaired_us = time_us + _whole_seconds(rng.uniform(*REPAIR_H) * 3600 * 1_000_000)
+            deltas[time_us] = deltas.get(time_us, 0) - HOST_CHIPS
+            reasons.setdefault(cluster.name, {})[time_us] = f"NODE_FAIL: {cause}"
+            if repaired_us < horizon_us:
+                deltas[repaired_us] = deltas.get(repaired_us, 0) + HOST_CHIPS
+                reasons[cluster.name].setdefault(repaired_us, f"REPAIRED: {cause}")
+        capacity[cluster.name] = _levels(deltas)
+    return reasons
+
+
+def _deltas(levels: list[tuple[int, int]]) -> dict[int, int]:
+    deltas, before = {}, 0
+    for time_us, chips in levels:
+        deltas[time_us] = deltas.get(time_us, 0) + chips - before
+        before = chips
+    return deltas
+
+
+def _levels(deltas: dict[int, int]) -> list[tuple[int, int]]:
+    levels, level = [], 0
+    for time_us, delta in sorted(deltas.items()):
+        level += delta
+        if delta or not levels:
+            levels.append((time_us, max(0, level)))
+    return levels
+
+
 def make_jobs(rng: random.Random, clusters: list[Cluster], settings: Settings, start_us: int,
               horizon_us: int, jobs: int | None, *, steady: bool = False) -> list[JobSpec]:
     """Job arrivals: a Poisson process conditioned on the count, so `jobs` is exact.

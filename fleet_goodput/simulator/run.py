@@ -53,7 +53,8 @@ class SimulationSummary:
 
 
 def simulate(out_dir, *, seed: int = 0, hours: float = 24.0, jobs: int | None = None, steady: bool = False,
-             start_us: int = START_US, window_s: int = 3600, settings: Settings | None = None) -> SimulationSummary:
+             start_us: int = START_US, window_s: int = 3600, settings: Settings | None = None,
+             node_failures: bool = False) -> SimulationSummary:
     """Simulate `hours` of a fleet from `start_us` and write events and truth under `out_dir`.
 
     `jobs` fixes the number of jobs (otherwise `fleet.DEFAULT_JOBS_PER_HOUR` an hour). Jobs still
@@ -65,6 +66,10 @@ def simulate(out_dir, *, seed: int = 0, hours: float = 24.0, jobs: int | None = 
     fleet as busy at every length, for comparing inputs of different sizes:
     the `jobs` arrive evenly, and `fleet.STEADY_BACKLOG_HOURS` hours' worth
     of them (at the same hourly rate) come on top in the first ten minutes.
+
+    `node_failures=True` adds hosts failing and being repaired (`fleet.add_node_failures`): capacity
+    lost and regained, CAPACITY events and the preemptions they cause saying why
+    (`NODE_FAIL: xid 79: GPU has fallen off the bus`, `REPAIRED: ...`).
     """
     if hours <= 0:
         raise ValueError(f"hours must be positive (got {hours})")
@@ -77,7 +82,8 @@ def simulate(out_dir, *, seed: int = 0, hours: float = 24.0, jobs: int | None = 
     clusters = fleet.make_clusters(rng, settings, fleet.jobs_per_hour(jobs, hours))
     capacity = fleet.make_capacity(rng, clusters, start_us, horizon_us)
     specs = fleet.make_jobs(rng, clusters, settings, start_us, horizon_us, jobs, steady=steady)
-    timeline = scheduler.run_fleet(seed, clusters, capacity, specs, start_us, horizon_us)
+    reasons = fleet.add_node_failures(seed, clusters, capacity, start_us, horizon_us) if node_failures else {}
+    timeline = scheduler.run_fleet(seed, clusters, capacity, specs, start_us, horizon_us, reasons)
 
     streams = {"scheduler": emit.scheduler_events(timeline), "runtime": emit.runtime_events(timeline),
                "profiler": emit.profiler_events(timeline)}

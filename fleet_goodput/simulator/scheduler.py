@@ -29,6 +29,14 @@ from fleet_goodput.simulator.timeline import (
 # hardware so that a day of a modest fleet shows restarts at all sizes.
 CHIP_MTBF_US = 5000 * HOUR_US
 TERMINAL_FAILURE_PROB = 0.2  # a failure that is the job's own bug: no retry helps
+# The `reason` of the scheduler events, one per cause the simulator knows (docs/metric.md section 2).
+REASON_PREEMPTED = "PREEMPTED: a higher-priority job needed the chips"
+REASON_MAINTENANCE = "MAINTENANCE: hosts drained"
+REASON_HARDWARE = "NODE_FAIL: hardware failure"
+REASON_JOB_ERROR = "FAILED: the job's own error"
+REASON_CRASH = "FAILED: the job crashed"
+REASON_CANCELLED = "CANCELLED by the user"
+REASON_COMPLETED = "COMPLETED"
 MAX_RESTARTS = 5
 RESERVE_AFTER_US = 20 * 60 * SECOND_US  # queue wait after which a job stops backfill past it
 
@@ -62,14 +70,18 @@ class _Pool:
 
 
 def run_fleet(seed: int, clusters: list[Cluster], capacity: dict[str, list[tuple[int, int]]],
-              specs: list[JobSpec], start_us: int, horizon_us: int) -> FleetTimeline:
-    """Simulate the fleet from `start_us` to `horizon_us`; returns what happened."""
+              specs: list[JobSpec], start_us: int, horizon_us: int,
+              capacity_reasons: dict[str, dict[int, str]] | None = None) -> FleetTimeline:
+    """Simulate the fleet from `start_us` to `horizon_us`; returns what happened. `capacity_reasons`
+    says which levels a node failure set (the rest are maintenance)."""
+    capacity_reasons = capacity_reasons or {}
     sim = _Simulation(seed, clusters, specs, horizon_us)
     for name, levels in capacity.items():
         for time_us, chips in levels[1:]:  # the first level is the cluster's initial capacity
-            sim.push(time_us, _CAPACITY, (name, chips))
+            sim.push(time_us, _CAPACITY, (name, chips, capacity_reasons.get(name, {}).get(time_us)))
     sim.run()
-    return FleetTimeline(start_us, horizon_us, clusters, capacity, [job.timeline for job in sim.jobs])
+    return FleetTimeline(start_us, horizon_us, clusters, capacity, [job.timeline for job in sim.jobs],
+                         capacity_reasons)
 
 
 class _Simulation:
@@ -95,7 +107,7 @@ class _Simulation:
             t, order, _seq, payload, token = heapq.heappop(self.heap)
             if order == _CAPACITY:
                 pool = self.pools[payload[0]]
-                self.on_capacity(pool, payload[1], t)
+                self.on_capacity(pool, payload[1], t, payload[2])
             else:
                 job = payload
                 pool = self.pools[job.spec.cluster]
@@ -104,7 +116,7 @@ class _Simulation:
                 if order == _END:
                     self.on_attempt_end(job, pool, t, token)
                 elif order == _CANCEL:
-                    self.end_job(job, pool, t, CANCELLED)
+                    self.end_job(job, pool, t, CANCELLED, REASON_CANCELLED)
                 else:
                     self.on_ready(job, pool, t)
             self.schedule(pool, t)
@@ -124,12 +136,13 @@ class _Simulation:
         if token != job.token or job.state != _RUNNING:
             return
         if job.plan.finish_us == t:
-            self.end_job(job, pool, t, FINISHED)
-        elif (job.spec.crash_after_us is not None or self.rng.random() < TERMINAL_FAILURE_PROB
-              or job.progress.attempt >= MAX_RESTARTS):
-            self.end_job(job, pool, t, FAILED)
+            self.end_job(job, pool, t, FINISHED, REASON_COMPLETED)
+        elif job.spec.crash_after_us is not None:
+            self.end_job(job, pool, t, FAILED, REASON_CRASH)
+        elif (own_error := self.rng.random() < TERMINAL_FAILURE_PROB) or job.progress.attempt >= MAX_RESTARTS:
+            self.end_job(job, pool, t, FAILED, REASON_JOB_ERROR if own_error else REASON_HARDWARE)
         else:  # the scheduler takes the chips back and retries on healthy ones
-            self.preempt(job, pool, t, requeue_delay_us=self._ms(self.rng.uniform(60, 900) * 1000))
+            self.preempt(job, pool, t, self._ms(self.rng.uniform(60, 900) * 1000), REASON_HARDWARE)
 
     def allocate(self, job: _Job, pool: _Pool, chips: int, t: int) -> None:
         job.timeline.levels.append(LevelChange(t, chips, "ALLOCATE"))
@@ -154,10 +167,10 @@ class _Simulation:
         elif fail_us < self.horizon_us:
             self.push(fail_us, _END, job, job.token)
 
-    def preempt(self, job: _Job, pool: _Pool, t: int, requeue_delay_us: int) -> None:
+    def preempt(self, job: _Job, pool: _Pool, t: int, requeue_delay_us: int, reason: str) -> None:
         if job.state == _RUNNING:
             self.close(job, t, runtime.DISRUPT)
-        job.timeline.levels.append(LevelChange(t, 0, "PREEMPT"))
+        job.timeline.levels.append(LevelChange(t, 0, "PREEMPT", reason))
         pool.used -= job.held
         pool.holding.remove(job)
         job.held = 0
@@ -165,7 +178,7 @@ class _Simulation:
         job.token += 1
         self.push(t + requeue_delay_us, _READY, job)
 
-    def end_job(self, job: _Job, pool: _Pool, t: int, status: str) -> None:
+    def end_job(self, job: _Job, pool: _Pool, t: int, status: str, reason: str) -> None:
         if job.state == _RUNNING:
             self.close(job, t, runtime.FINISH if status == FINISHED else runtime.DISRUPT)
         if job.held:
@@ -177,6 +190,7 @@ class _Simulation:
         job.state = _DONE
         job.timeline.status = status
         job.timeline.end_us = t
+        job.timeline.end_reason = reason
 
     def close(self, job: _Job, t: int, how: str) -> None:
         spans, samples = runtime.close_attempt(job.spec, job.progress, job.plan, t, how)
@@ -186,13 +200,20 @@ class _Simulation:
 
     # --- what happens to a cluster
 
-    def on_capacity(self, pool: _Pool, chips: int, t: int) -> None:
+    def on_capacity(self, pool: _Pool, chips: int, t: int, reason: str | None) -> None:
+        failed = reason is not None and reason.startswith("NODE_FAIL")
+        lost = pool.capacity - chips
         pool.capacity = chips
-        if pool.used > chips:  # a maintenance drain evicts jobs off the drained hosts
+        if failed and pool.used and lost > 0 and self.rng.random() < pool.used / (pool.used + chips):
+            # The failed host was busy (as likely as its share of the chips in use): its job dies.
+            victim = self.rng.choices(pool.holding, [j.held for j in pool.holding])[0]
+            self.preempt(victim, pool, t, self._ms(self.rng.uniform(30, 120) * 1000), reason)
+        if pool.used > chips:  # a drain or a failure evicts jobs off the hosts that went
             for victim in self._victims(pool, priority_below=None):
                 if pool.used <= chips:
                     break
-                self.preempt(victim, pool, t, requeue_delay_us=self._ms(self.rng.uniform(30, 120) * 1000))
+                self.preempt(victim, pool, t, self._ms(self.rng.uniform(30, 120) * 1000),
+                             reason if failed else REASON_MAINTENANCE)
 
     def preempt_for(self, job: _Job, pool: _Pool, t: int) -> None:
         """Free chips for a high-priority job by preempting lower-priority ones, if that is enough."""
@@ -205,7 +226,7 @@ class _Simulation:
             need -= victim.held
         if need <= 0:
             for victim in chosen:
-                self.preempt(victim, pool, t, requeue_delay_us=self._ms(self.rng.uniform(30, 120) * 1000))
+                self.preempt(victim, pool, t, self._ms(self.rng.uniform(30, 120) * 1000), REASON_PREEMPTED)
 
     def _victims(self, pool: _Pool, priority_below: int | None) -> list[_Job]:
         # Partial jobs first (they do no work), then the lowest priority, then the most recently started.

@@ -108,6 +108,7 @@ class LevelChange:
     time_us: int
     chips: int
     kind: str  # ALLOCATE or PREEMPT
+    reason: str | None = None  # PREEMPT: why (the scheduler event's `reason`)
 
 
 @dataclass
@@ -118,6 +119,7 @@ class JobTimeline:
     samples: list[Sample] = field(default_factory=list)
     status: str = RUNNING
     end_us: int | None = None  # FINISH/FAIL/CANCEL time; None if running at the horizon
+    end_reason: str | None = None  # why it ended (the terminal event's `reason`)
 
 
 @dataclass
@@ -127,3 +129,4 @@ class FleetTimeline:
     clusters: list[Cluster]
     capacity: dict[str, list[tuple[int, int]]]  # cluster -> (time, chips online from then on)
     jobs: list[JobTimeline]
+    capacity_reasons: dict[str, dict[int, str]] = field(default_factory=dict)  # cluster -> time -> why the level changed

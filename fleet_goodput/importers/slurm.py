@@ -1,0 +1,570 @@
+"""Slurm accounting (`sacct`, `sacctmgr show event`, `scontrol show node -o`) → scheduler events.
+
+SOURCE is a folder holding what a site already has (docs/slurm.md says how to
+produce each):
+
+    sacct.txt    sacct --allocations --duplicates --parsable2 --allusers -S ... -E now -o FIELDS
+                 (every attempt of a requeued or preempted job is its own row)
+    events.txt   sacctmgr -P show event format=Cluster,NodeName,Start,End,State,Reason,User,Event,TRES  (optional)
+    nodes.txt    scontrol show node -o  (optional; needed for capacity)
+
+The mapping, per job (rows of one JobID are its attempts, in Submit order):
+
+    SUBMIT   at the first attempt's Submit, chips = gres/gpu of ReqTRES, team = Account,
+             priority = Priority, queue = Partition
+    ALLOCATE at each attempt's Start, chips = gres/gpu of AllocTRES
+    PREEMPT  chips 0 at the End of every attempt but the last (it ended PREEMPTED, REQUEUED or
+             NODE_FAIL and ran again), reason = its State (and the node's event reason)
+    FINISH   COMPLETED; FAIL: FAILED, NODE_FAIL, TIMEOUT, OUT_OF_MEMORY, BOOT_FAIL, DEADLINE,
+             PREEMPTED; CANCEL: CANCELLED (by N): at the last attempt's End, reason = its State
+
+The accelerator is the GRES type through a map the user may extend (partition
+as a fallback). CAPACITY per cluster and accelerator, from the first
+submission on, is the GPUs of the node inventory, lowered while a node is
+down, drained or failing (events.txt) and raised when it returns. Job ids are `<cluster>/<JobID>`; event ids depend only
+on the job, the attempt's Submit time and the event, so the collector
+(`mpg collect slurm`) and this importer agree and a rerun repeats them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+
+from fleet_goodput.importers.common import (
+    MAX_CHIPS, MICROS, Imported, Options, SourceError, Unmappable, chip_count, event_time_us, file_digest, require_file,
+)
+
+NAME = "slurm"
+HELP = "Slurm accounting: sacct -D -X --parsable2 rows, sacctmgr node events, scontrol node list"
+PREFIX = "slurm"
+SACCT, EVENTS, NODES = "sacct.txt", "events.txt", "nodes.txt"
+REQUIRED = ("JobID", "State", "Submit", "Start", "End")
+SACCT_FIELDS = ("JobID,JobIDRaw,Cluster,Partition,Account,QOS,Priority,State,ExitCode,Reason,Submit,Eligible,Start,"
+                "End,Timelimit,ReqTRES,AllocTRES,NodeList,SubmitLine")
+EVENT_FIELDS = "Cluster,NodeName,Start,End,State,Reason,User,Event,TRES"
+NO_TIME = ("Unknown", "None", "")
+# What ends a job, by the first word of its State.
+TERMINAL = {"COMPLETED": "FINISH", "FAILED": "FAIL", "NODE_FAIL": "FAIL", "TIMEOUT": "FAIL",
+            "OUT_OF_MEMORY": "FAIL", "BOOT_FAIL": "FAIL", "DEADLINE": "FAIL", "PREEMPTED": "FAIL",
+            "CANCELLED": "CANCEL"}
+_ATTEMPT_TAG = {"ALLOCATE": "start", "PREEMPT": "stop"}  # FINISH, FAIL, CANCEL: "end"
+REQUEUABLE = ("PREEMPTED", "NODE_FAIL")  # may run again: a later row would say so
+STILL_QUEUED_OR_RUNNING = ("PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
+                           "SUSPENDED", "REVOKED", "SIGNALING", "STAGE_OUT", "COMPLETING", "CONFIGURING")
+# GRES types as sites commonly name them (and as NVML autodetection does) → catalogue keys.
+GRES_TYPES = {
+    "h100": "h100", "h100_80gb": "h100", "nvidia_h100_80gb_hbm3": "h100", "h100-sxm": "h100",
+    "h100-pcie": "h100-pcie", "nvidia_h100_pcie": "h100-pcie", "h100-nvl": "h100-nvl", "nvidia_h100_nvl": "h100-nvl",
+    "h200": "h200", "nvidia_h200": "h200", "gh200": "gh200", "b200": "b200", "nvidia_b200": "b200",
+    "a100": "a100", "a100_80gb": "a100", "a100_40gb": "a100", "nvidia_a100-sxm4-80gb": "a100",
+    "nvidia_a100-sxm4-40gb": "a100", "nvidia_a100_80gb_pcie": "a100", "v100": "v100", "tesla_v100-sxm2-32gb": "v100",
+    "tesla_v100-sxm2-16gb": "v100", "l4": "l4", "nvidia_l4": "l4", "l40s": "l40s", "nvidia_l40s": "l40s",
+    "t4": "t4", "tesla_t4": "t4", "mi250x": "mi250x", "mi300x": "mi300x", "gaudi2": "gaudi2", "gaudi3": "gaudi3",
+}
+_TRES_GPU = re.compile(r"(?:^|,)gres/gpu(?::([^=,]+))?=(\d+)")
+_GRES_GPU = re.compile(r"(?:^|,)gpu(?::([^:,(]+))?:(\d+)")
+_JOB_ID = re.compile(r"^(\d+)(?:_(\d+|\[[\d,\-%]+\]))?(?:\+\d+)?$")
+_PENDING_TASKS = re.compile(r"^\[([\d,\-]+)(?:%\d+)?\]$")
+
+PROVENANCE = {
+    "source": "Slurm accounting of the site (sacct --duplicates --allocations, sacctmgr show event, scontrol show node)",
+    "licence": "the site's own data",
+    "citation": "https://slurm.schedmd.com/sacct.html",
+    "mapping": [
+        "SUBMIT at the first attempt's Submit, chips = gres/gpu of ReqTRES, team = Account, priority = Priority, "
+        "queue = Partition",
+        "ALLOCATE at each attempt's Start with the gres/gpu of AllocTRES",
+        "PREEMPT chips 0 at the End of an attempt that ran again (PREEMPTED, REQUEUED, NODE_FAIL), reason = State",
+        "FINISH (COMPLETED), FAIL (FAILED, NODE_FAIL, TIMEOUT, OUT_OF_MEMORY, BOOT_FAIL, DEADLINE, PREEMPTED), "
+        "CANCEL (CANCELLED by N) at the last attempt's End, reason = State",
+        "accelerator: the GRES type through the accelerator map, else the partition's entry",
+        "CAPACITY: GPUs of the node inventory per cluster and accelerator, lowered while a node is down, drained or "
+        "failing (sacctmgr events) and raised when it returns",
+    ],
+    "cannot_tell": [
+        "no runtime stream: all-allocated time is `idle`, RG and PG need the runtime and profiler streams",
+        "workload and framework: Slurm does not know them",
+        "nodes added or removed during the window: the inventory is the nodes as listed now",
+    ],
+}
+
+
+ACCELERATOR_MAP_HELP = ("YAML with `gres_types: {TYPE: KEY}` and `partitions: {PARTITION: KEY}` adding to the "
+                        "built-in GRES type → catalogue key map (docs/slurm.md)")
+
+
+@dataclass
+class AcceleratorMap:
+    """GRES type → catalogue key, and partition → key for jobs whose GRES has no type."""
+
+    gres_types: dict[str, str] = field(default_factory=lambda: dict(GRES_TYPES))
+    partitions: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> AcceleratorMap:
+        mapping = cls()
+        if path is None:
+            return mapping
+        try:
+            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ValueError(f"--accelerator-map {path}: {exc}") from exc
+        if not isinstance(raw, dict) or set(raw) - {"gres_types", "partitions"}:
+            raise ValueError(f"--accelerator-map {path}: expected a mapping with `gres_types:` and/or `partitions:`")
+        for section in ("gres_types", "partitions"):
+            entries = raw.get(section) or {}
+            if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
+                raise ValueError(f"--accelerator-map {path}: `{section}` must map names to catalogue keys")
+            getattr(mapping, section).update({str(k).lower() if section == "gres_types" else str(k): v
+                                              for k, v in entries.items()})
+        return mapping
+
+    def key(self, gres_type: str | None, partitions: list[str], accelerators) -> str:
+        if gres_type:
+            key = self.gres_types.get(gres_type.lower(), gres_type.lower())
+            if key in accelerators:
+                return key
+        for partition in partitions:
+            if partition in self.partitions:
+                return self.partitions[partition]
+        what = f"GRES type {gres_type!r}" if gres_type else "a GPU without a GRES type"
+        raise Unmappable("GPU type not in the accelerator map",
+                         f"{what} (partition {','.join(partitions) or '?'}): add it to --accelerator-map")
+
+
+# ---- reading the files -----------------------------------------------------------
+class TimeReader:
+    """Slurm prints times in the client's zone without an offset (or as epoch seconds under
+    SLURM_TIME_FORMAT=%s): read them in `zone` (UTC unless said), as µs since the epoch."""
+
+    def __init__(self, zone: str | None):
+        try:
+            self.zone = ZoneInfo(zone) if zone else timezone.utc
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"--timezone {zone!r} is not a time zone name (e.g. UTC, Europe/Berlin)") from exc
+
+    def __call__(self, text: str, what: str) -> int | None:
+        """None for Unknown/None (not yet happened)."""
+        text = text.strip()
+        if text in NO_TIME:
+            return None
+        if text.isdigit():
+            return event_time_us(int(text), what, MICROS)
+        try:
+            local = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S")
+        except ValueError:
+            raise Unmappable(f"{what} is not a time", repr(text)) from None
+        moment = local.replace(tzinfo=self.zone)
+        if self.zone is not timezone.utc:
+            # A wall time that the zone skips (spring forward) does not come back from UTC unchanged.
+            back = moment.astimezone(timezone.utc).astimezone(self.zone).replace(tzinfo=None)
+            if back != local:
+                raise Unmappable(f"{what} does not exist in {self.zone} (skipped by a daylight-saving change)",
+                                 repr(text))
+        return event_time_us(int(moment.timestamp()), what, MICROS)
+
+    def ambiguous(self, text: str) -> bool:
+        """A wall time the zone shows twice (fall back): read as its first occurrence."""
+        if self.zone is timezone.utc or text.strip() in NO_TIME or text.strip().isdigit():
+            return False
+        local = datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S")
+        return local.replace(tzinfo=self.zone, fold=0).utcoffset() != local.replace(tzinfo=self.zone,
+                                                                                    fold=1).utcoffset()
+
+
+@dataclass
+class Row:
+    where: str  # line number(s) in the file
+    fields: dict[str, str]
+    undecodable: tuple[str, ...] = ()  # fields whose bytes were not UTF-8
+
+
+def parsable_rows(path: Path, required: tuple[str, ...]) -> list[Row]:
+    """Rows of a `--parsable2` file (a header line, then `|`-separated rows).
+
+    A row with fewer fields than the header continues on the next line (a
+    SubmitLine with newlines in it); extra fields are put back into the last
+    column when that is SubmitLine (a `|` in the command). Bytes that are not
+    UTF-8 are kept as U+FFFD, and the row says in which fields.
+    """
+    data = path.read_bytes()
+    if not data:
+        raise SourceError(path, None, "empty: expected a header line")
+    lines = data.split(b"\n")
+    if lines[-1] != b"":  # sacct and sacctmgr end every line
+        raise SourceError(path, f"line {len(lines)}", "the last line does not end: is the file truncated?")
+    lines.pop()
+    header = lines[0].decode("utf-8", "replace").rstrip("\r").split("|")
+    missing = [name for name in required if name not in header]
+    if missing:
+        raise SourceError(path, "line 1", f"no {', '.join(missing)} column: produce it with -o {SACCT_FIELDS}"
+                          if path.name == SACCT else f"no {', '.join(missing)} column")
+    rows, pending, first = [], None, 0
+    for number, raw in enumerate(lines[1:], start=2):
+        count = raw.count(b"|") + 1
+        if pending is not None and count < len(header):
+            pending += b"\n" + raw
+        else:
+            if pending is not None:
+                rows.append(_row(header, pending, first, number - 1))
+            pending, first = raw, number
+    if pending is not None:
+        rows.append(_row(header, pending, first, len(lines)))
+    return rows
+
+
+def _row(header: list[str], raw: bytes, first: int, last: int) -> Row:
+    parts = raw.rstrip(b"\r").split(b"|")
+    if len(parts) > len(header) and header[-1] == "SubmitLine":
+        parts = parts[:len(header) - 1] + [b"|".join(parts[len(header) - 1:])]
+    where = f"line {first}" if first == last else f"lines {first}-{last}"
+    fields, undecodable = {}, []
+    for name, part in zip(header, parts):
+        try:
+            fields[name] = part.decode("utf-8")
+        except UnicodeDecodeError:
+            fields[name] = part.decode("utf-8", "replace")
+            undecodable.append(name)
+    if len(parts) != len(header):
+        fields["__count__"] = str(len(parts))
+    return Row(where, fields, tuple(undecodable))
+
+
+def tres_gpus(tres: str) -> tuple[int, str | None] | None:
+    """(GPUs, GRES type or None) of a TRES list (`gres/gpu:h100=4,gres/gpu=4`); None without GPUs.
+    Raises Unmappable for more than one GPU type."""
+    total, types = None, {}
+    for kind, count in _TRES_GPU.findall(tres):
+        if kind:
+            types[kind] = int(count)
+        else:
+            total = int(count)
+    if len(types) > 1:
+        raise Unmappable("more than one GPU type in one job", tres)
+    if total is None and types:
+        total = next(iter(types.values()))
+    if not total:
+        return None
+    return total, next(iter(types), None)
+
+
+def read_nodes(path: Path) -> dict[str, dict]:
+    """Node name → {gpus: [(type, count)], partitions: [..]} from `scontrol show node -o` lines."""
+    nodes = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        pairs = dict(re.findall(r"(\w+)=(\S*)", line))
+        if "NodeName" not in pairs:
+            raise SourceError(path, f"line {number}", "not a `scontrol show node -o` line (no NodeName=)")
+        gres = pairs.get("Gres", "")
+        nodes[pairs["NodeName"]] = {
+            "gpus": [(kind or None, int(count)) for kind, count in _GRES_GPU.findall(gres)],
+            "partitions": [p for p in pairs.get("Partitions", "").split(",") if p and p != "(null)"],
+        }
+    return nodes
+
+
+# ---- mapping -------------------------------------------------------------------------
+@dataclass
+class Attempt:
+    row: Row
+    submit_us: int
+    start_us: int | None
+    end_us: int | None
+    state: str
+    requested: int
+    allocated: int | None
+    gres_type: str | None
+
+
+def _job_ids(job_id: str) -> list[str]:
+    """The JobIDs a row stands for: itself, or each task of a pending array range `10_[3-5]`."""
+    match = _JOB_ID.match(job_id)
+    if not match:
+        raise Unmappable("not a job allocation's JobID (a step? pass --allocations)", repr(job_id))
+    base, task = match.group(1), match.group(2)
+    if task is None or task.isdigit():
+        return [job_id]
+    tasks = _PENDING_TASKS.match(task)
+    if not tasks:
+        raise Unmappable("array task range not understood", repr(job_id))
+    ids = []
+    for piece in tasks.group(1).split(","):
+        low, _, high = piece.partition("-")
+        ids += [f"{base}_{n}" for n in range(int(low), int(high or low) + 1)]
+    return ids
+
+
+def _attempt(row: Row, read_time: TimeReader, imported: Imported, item: str) -> Attempt:
+    fields = row.fields
+    used = {"JobID", "State", "Submit", "Start", "End", "ReqTRES", "AllocTRES", "Account", "Partition", "Cluster"}
+    if "__count__" in fields:
+        raise Unmappable("a row with a different number of fields than the header",
+                         f"{fields['__count__']} fields")
+    if used & set(row.undecodable):
+        raise Unmappable("invalid UTF-8", f"in {', '.join(sorted(used & set(row.undecodable)))}")
+    if row.undecodable:
+        imported.caveat(SACCT, item, "invalid UTF-8 replaced", ", ".join(row.undecodable))
+    submit = read_time(fields["Submit"], "Submit")
+    if submit is None:
+        raise Unmappable("no Submit time", repr(fields["Submit"]))
+    start, end = read_time(fields["Start"], "Start"), read_time(fields["End"], "End")
+    for name in ("Submit", "Start", "End"):
+        if read_time.ambiguous(fields[name]):
+            imported.caveat(SACCT, item, "time in a repeated daylight-saving hour, read as its first occurrence",
+                            f"{name} {fields[name]}")
+    if start is not None and start < submit:
+        raise Unmappable("Start before Submit", f"{fields['Submit']} > {fields['Start']}")
+    if end is not None and start is not None and end < start:
+        raise Unmappable("End before Start", f"{fields['Start']} > {fields['End']}")
+    requested = tres_gpus(fields.get("ReqTRES", "")) or tres_gpus(fields.get("AllocTRES", ""))
+    if requested is None:
+        raise Unmappable("CPU-only job (no gres/gpu in ReqTRES or AllocTRES)")
+    chip_count(requested[0], "gres/gpu")
+    allocated = tres_gpus(fields.get("AllocTRES", "")) if start is not None else None
+    gres_type = (allocated or requested)[1] or requested[1]
+    return Attempt(row, submit, start, end, fields["State"].strip(), requested[0],
+                   allocated[0] if allocated else None, gres_type)
+
+
+def _reason(attempt: Attempt, node_reasons) -> str:
+    """The attempt's State (with the exit code of a failure, the node's reason for a node failure),
+    printable and at most 200 characters, as the contract's `reason`."""
+    return re.sub(r"[\x00-\x1f\x7f]+", " ", _state_and_why(attempt, node_reasons))[:200]
+
+
+def _state_and_why(attempt: Attempt, node_reasons) -> str:
+    state = attempt.state
+    if state.split()[0] in ("FAILED", "OUT_OF_MEMORY") and attempt.row.fields.get("ExitCode"):
+        state = f"{state} (exit {attempt.row.fields['ExitCode']})"
+    if state.startswith("NODE_FAIL") and attempt.end_us is not None:
+        why = node_reasons(attempt.row.fields.get("NodeList", ""), attempt.end_us)
+        if why:
+            state = f"{state}: {why}"
+    return state
+
+
+def _emit_job(imported: Imported, cluster: str, job_id: str, attempts: list[Attempt], accelerator: str,
+              node_reasons, settle_after_us: int | None) -> None:
+    def event(kind: str, attempt: Attempt, time_us: int, chips: int, **extra) -> None:
+        # A job's SUBMIT is one event whichever attempt a poll sees first (sacct -S lists no attempt
+        # that ended before it); the others are named by their attempt's Submit.
+        tag = "submit" if kind == "SUBMIT" else f"{attempt.submit_us // MICROS}/{_ATTEMPT_TAG.get(kind, 'end')}"
+        imported.streams["scheduler"].append({
+            "event_id": f"{PREFIX}/{cluster}/{job_id}/{tag}",
+            "event_time": time_us, "job_id": f"{cluster}/{job_id}", "type": kind, "cluster": cluster,
+            "accelerator": accelerator, "chips": chips, "workload": None, "framework": None, "team": None,
+            "topology": None, "priority": None, "reason": None, **extra})
+
+    first = attempts[0]
+    fields = first.row.fields
+    priority = fields.get("Priority", "").strip()
+    priority = int(priority) if priority.isdigit() and int(priority) <= MAX_CHIPS else None
+    event("SUBMIT", first, first.submit_us, first.requested, team=fields.get("Account") or None,
+          priority=priority, queue=fields.get("Partition") or None)
+    for number, attempt in enumerate(attempts):
+        last = number == len(attempts) - 1
+        if attempt.start_us is not None:
+            event("ALLOCATE", attempt, attempt.start_us, min(attempt.allocated or attempt.requested, first.requested))
+        if attempt.end_us is None:
+            continue
+        word = attempt.state.split()[0] if attempt.state else ""
+        if not last:
+            if attempt.start_us is not None:
+                event("PREEMPT", attempt, attempt.end_us, 0, reason=_reason(attempt, node_reasons))
+        elif word in REQUEUABLE and settle_after_us is not None and attempt.end_us >= settle_after_us:
+            continue  # just ended: Slurm may yet list it again as requeued; a later poll says
+        elif word in TERMINAL:
+            event(TERMINAL[word], attempt, attempt.end_us, 0, reason=_reason(attempt, node_reasons))
+        elif attempt.start_us is not None and word in STILL_QUEUED_OR_RUNNING:
+            # Requeued and no later attempt listed yet: it holds nothing and waits.
+            event("PREEMPT", attempt, attempt.end_us, 0, reason=_reason(attempt, node_reasons))
+
+
+def read(source: Path, options: Options) -> Imported:
+    folder = source if source.is_dir() else source.parent
+    return convert(require_file(folder / SACCT if source.is_dir() else source,
+                                f"{SACCT}: the output of sacct --allocations --duplicates --parsable2 -o "
+                                f"{SACCT_FIELDS}"), options)
+
+
+def convert(sacct_path: Path, options: Options, origin_us: int | None = None, since_us: int | None = None,
+            settle_after_us: int | None = None) -> Imported:
+    """The events of `sacct_path` (with events.txt and nodes.txt beside it). CAPACITY starts at
+    `origin_us` (default: the first submission) and only levels from `since_us` on are kept (the
+    collector's later polls, whose node events no longer reach back to the origin). A job whose
+    last attempt ended PREEMPTED or NODE_FAIL at or after `settle_after_us` is not ended yet."""
+    folder = sacct_path.parent
+    events_path, nodes_path = folder / EVENTS, folder / NODES
+    accelerator_map = options.accelerator_map or AcceleratorMap()
+    read_time = TimeReader(options.timezone)
+    imported = Imported(NAME)
+    inputs = [file_digest(p) for p in (sacct_path, events_path, nodes_path) if p.is_file()]
+    imported.provenance = {**PROVENANCE, "inputs": inputs, "timezone": options.timezone or "UTC"}
+    nodes = read_nodes(nodes_path) if nodes_path.is_file() else {}
+    outages = read_outages(events_path, read_time, imported) if events_path.is_file() else []
+
+    def node_reasons(node_list: str, time_us: int) -> str | None:
+        names = set(expand_hostlist(node_list))
+        return next((o.reason for o in outages if o.node in names and o.start_us <= time_us
+                     and (o.end_us is None or time_us <= o.end_us) and o.reason), None)
+
+    jobs: dict[tuple[str, str], list[Attempt]] = {}
+    for row in parsable_rows(sacct_path, REQUIRED):
+        raw_id = row.fields.get("JobID", "").strip()
+        cluster = (row.fields.get("Cluster") or options.cluster or "slurm").strip()
+        item = f"{cluster}/{raw_id}"
+        try:
+            attempt = _attempt(row, read_time, imported, item)
+            ids = _job_ids(raw_id)
+        except Unmappable as exc:
+            imported.reject(SACCT, row.where, item, exc.reason, exc.detail)
+            continue
+        for job_id in ids:
+            jobs.setdefault((cluster, job_id), []).append(attempt)
+    if options.limit is not None:
+        jobs = dict(list(jobs.items())[:options.limit])
+    for (cluster, job_id), attempts in jobs.items():
+        attempts.sort(key=lambda a: (a.submit_us, a.start_us or 0))
+        item = f"{cluster}/{job_id}"
+        try:
+            _check_attempts(attempts)
+            first = attempts[0]
+            partitions = [p for p in first.row.fields.get("Partition", "").split(",") if p]
+            gres_type = next((a.gres_type for a in attempts if a.gres_type), None)
+            accelerator = accelerator_map.key(gres_type, partitions, options.accelerators)
+            if accelerator not in options.accelerators:
+                raise Unmappable("accelerator not in the catalogue", repr(accelerator))
+        except Unmappable as exc:
+            imported.reject(SACCT, attempts[0].row.where, item, exc.reason, exc.detail)
+            continue
+        _emit_job(imported, cluster, job_id, attempts, accelerator, node_reasons, settle_after_us)
+    clusters = sorted({cluster for cluster, _ in jobs})
+    if not nodes:
+        imported.caveat(NODES, "capacity", "no node inventory: no CAPACITY, so fleet views have no base",
+                        f"put the output of `scontrol show node -o` in {NODES}")
+    elif len(clusters) > 1:
+        imported.caveat(NODES, "capacity", "one node inventory for several clusters: no CAPACITY",
+                        f"import each cluster's sacct rows with its own {NODES}: {', '.join(clusters)}")
+    elif clusters:
+        _emit_capacity(imported, clusters[0], nodes, outages, accelerator_map, options.accelerators, origin_us,
+                       since_us)
+    return imported
+
+
+def _check_attempts(attempts: list[Attempt]) -> None:
+    for earlier, later in zip(attempts, attempts[1:]):
+        if earlier.end_us is None:
+            raise Unmappable("an attempt without End followed by another", earlier.row.where)
+        if later.start_us is not None and later.start_us < earlier.end_us:
+            raise Unmappable("attempts that overlap", f"{earlier.row.where} and {later.row.where}")
+
+
+# ---- nodes and capacity ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Outage:
+    node: str
+    start_us: int
+    end_us: int | None  # None: still out
+    state: str
+    reason: str
+    gpus: tuple[tuple[str | None, int], ...]  # from the event's TRES, when it says
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """`gpu[01-03,07],cpu1` → its node names (Slurm's hostlist notation)."""
+    names = []
+    for match in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?", text):
+        prefix, ranges = match.group(1), match.group(2)
+        if not ranges:
+            names.append(prefix)
+            continue
+        for piece in ranges.split(","):
+            low, _, high = piece.partition("-")
+            names += [f"{prefix}{n:0{len(low)}d}" for n in range(int(low), int(high or low) + 1)]
+    return [name for name in names if name and name != "None assigned"]
+
+
+def read_outages(path: Path, read_time: TimeReader, imported: Imported) -> list[Outage]:
+    """Node events (a node down, drained, failing) from `sacctmgr -P show event`."""
+    outages = []
+    for row in parsable_rows(path, ("NodeName",)):
+        fields = row.fields
+        node = fields.get("NodeName", "").strip()
+        if not node:
+            continue  # a cluster event (its TRES registered), not a node's
+        start_text = fields.get("TimeStart", fields.get("Start", ""))
+        end_text = fields.get("TimeEnd", fields.get("End", ""))
+        try:
+            start = read_time(start_text, "event start")
+            end = read_time(end_text, "event end")
+            if start is None:
+                raise Unmappable("a node event without a start", repr(start_text))
+        except Unmappable as exc:
+            imported.reject(EVENTS, row.where, node, exc.reason, exc.detail)
+            continue
+        gpus = tuple((kind or None, int(count)) for kind, count in _TRES_GPU.findall(fields.get("TRES", "")) if kind)
+        for name in expand_hostlist(node):
+            outages.append(Outage(name, start, end, fields.get("State", ""), fields.get("Reason", "").strip(), gpus))
+    return outages
+
+
+def _emit_capacity(imported, cluster, nodes, outages, accelerator_map, accelerators, origin_us, since_us) -> None:
+    """A level per accelerator at the origin (every node's GPUs less those out then), and one at
+    every later instant the level changes, from `since_us` on."""
+    node_key: dict[str, list[tuple[str, int]]] = {}
+    for name, node in nodes.items():
+        for gres_type, count in node["gpus"]:
+            try:
+                node_key.setdefault(name, []).append(
+                    (accelerator_map.key(gres_type, node["partitions"], accelerators), count))
+            except Unmappable as exc:
+                imported.reject(NODES, "node", name, exc.reason, exc.detail)
+    if origin_us is None:
+        origin_us = min(r["event_time"] for r in imported.streams["scheduler"])  # the first submission
+    changes: dict[str, dict[int, int]] = {}
+    for pieces in node_key.values():
+        for key, count in pieces:
+            changes.setdefault(key, {}).setdefault(origin_us, 0)
+            changes[key][origin_us] += count
+    for outage in _merged(outages):
+        if outage.end_us is not None and outage.end_us <= origin_us:
+            continue  # over before the origin
+        for key, count in node_key.get(outage.node, []):
+            start = max(outage.start_us, origin_us)
+            changes[key][start] = changes[key].get(start, 0) - count
+            if outage.end_us is not None and outage.end_us > start:
+                changes[key][outage.end_us] = changes[key].get(outage.end_us, 0) + count
+    for key, deltas in sorted(changes.items()):
+        level = 0
+        for time_us, delta in sorted(deltas.items()):
+            level += delta
+            if (delta or time_us == origin_us) and (since_us is None or time_us >= since_us):
+                _capacity(imported, cluster, key, time_us, level)
+
+
+def _merged(outages: list[Outage]) -> list[Outage]:
+    """Each node's outages with overlapping ones joined (a DRAIN that becomes DOWN is one outage)."""
+    merged: list[Outage] = []
+    for outage in sorted(outages, key=lambda o: (o.node, o.start_us)):
+        previous = merged[-1] if merged else None
+        if previous and previous.node == outage.node and (previous.end_us is None or outage.start_us <= previous.end_us):
+            end = None if previous.end_us is None or outage.end_us is None else max(previous.end_us, outage.end_us)
+            merged[-1] = Outage(previous.node, previous.start_us, end, previous.state, previous.reason, previous.gpus)
+        else:
+            merged.append(outage)
+    return merged
+
+
+def _capacity(imported: Imported, cluster: str, accelerator: str, time_us: int, chips: int) -> None:
+    imported.streams["scheduler"].append({
+        "event_id": f"{PREFIX}/capacity/{cluster}/{accelerator}/{time_us}", "event_time": time_us, "job_id": None,
+        "type": "CAPACITY", "cluster": cluster, "accelerator": accelerator, "chips": chips, "workload": None,
+        "framework": None, "team": None, "topology": None, "priority": None, "reason": None})

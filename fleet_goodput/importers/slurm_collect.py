@@ -1,0 +1,182 @@
+"""`mpg collect slurm --out DIR`: poll the cluster's accounting into new Avro files, from cron or a timer.
+
+Each poll runs `sacct` (every attempt, -S the cursor), `sacctmgr show event`
+and `scontrol show node -o` for the cluster the Slurm client is configured for
+(SLURM_CONF, or the default), keeps their text in DIR/.slurm-collect/poll/,
+maps it as `mpg import slurm` does (importers/slurm.py) and writes the events
+not written before to DIR/scheduler/slurm-NNNNNNNN.avro; then it moves the
+cursor (DIR/.slurm-collect/cursor.json). A job still running is written as far
+as it has got (SUBMIT, ALLOCATE, a PREEMPT), its end at a later poll.
+
+Killed at any point and run again, it ends where one uninterrupted collection
+ends: event ids depend only on the job, the attempt and the event; the cursor
+remembers the ids written; and a file written by a poll the cursor never
+recorded (killed between the two) is read back into it before polling.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import fastavro
+
+from fleet_goodput.avro_io import write_events
+from fleet_goodput.importers.common import MICROS, Options
+from fleet_goodput.importers.slurm import EVENT_FIELDS, EVENTS, NODES, SACCT, SACCT_FIELDS, convert
+
+STATE_DIR = ".slurm-collect"
+CURSOR = "cursor.json"
+REJECTED_DIR = "slurm_rejected"
+# Accounting reaches slurmdbd within about a second; each poll reaches back this far behind the
+# last one, so nothing recorded late is missed (what was written already is known by its id).
+LAG_US = 300 * MICROS
+# A written id is forgotten once its job ended this long before the cursor: sacct -S never lists it again.
+FORGET_US = 86_400 * MICROS
+# A rejected row is listed once, and listed again only if sacct still shows it this long after.
+FORGET_REJECTED_US = 30 * FORGET_US
+OPEN = 2**62  # the "forget after" of an id whose job has not ended
+
+
+class CollectError(RuntimeError):
+    """A Slurm command failed (not installed, no configuration, the controller down)."""
+
+
+class CollectBusy(RuntimeError):
+    """Another collection holds DIR (a slow poll still running when cron starts the next)."""
+
+
+@dataclass
+class Cursor:
+    origin_us: int  # CAPACITY starts here (the first poll's start)
+    since_us: int  # the next poll asks sacct from here
+    polls: int  # the number of the last poll whose file is recorded here
+    written: dict[str, int]  # event id → when it may be forgotten
+    rejected: dict[str, int]  # "item|reason" → when it was first listed
+
+    @classmethod
+    def load(cls, folder: Path, start_us: int) -> Cursor:
+        """The cursor; a new one starts at `start_us` and is saved at once, so that a first poll
+        killed midway continues from the same origin whatever --since the next run is given."""
+        path = folder / STATE_DIR / CURSOR
+        if not path.exists():
+            cursor = cls(start_us, start_us, 0, {}, {})
+            cursor.save(folder)
+            return cursor
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return cls(raw["origin_us"], raw["since_us"], raw["polls"], raw["written"], raw["rejected"])
+
+    def save(self, folder: Path) -> None:
+        path = folder / STATE_DIR / CURSOR
+        partial = path.with_name(f".{CURSOR}.partial")
+        partial.write_text(json.dumps(self.__dict__, sort_keys=True), encoding="utf-8")
+        os.replace(partial, path)
+
+
+def _slurm(*command: str) -> str:
+    env = {**os.environ, "TZ": "UTC"}  # sacct prints times in the client's zone, without an offset
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, errors="surrogateescape",
+                              timeout=600)
+    except FileNotFoundError as exc:
+        raise CollectError(f"{command[0]} is not installed (the Slurm client tools are needed)") from exc
+    if done.returncode:
+        raise CollectError(f"{' '.join(command[:3])} ... exited {done.returncode}: {done.stderr.strip()[:400]}")
+    return done.stdout
+
+
+def _utc(time_us: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time_us // MICROS))
+
+
+def poll_files(folder: Path, since_us: int) -> Path:
+    """Run the three commands into `folder`; the path of the sacct text."""
+    folder.mkdir(parents=True, exist_ok=True)
+    since = _utc(since_us)
+    outputs = {
+        SACCT: ("sacct", "--allocations", "--duplicates", "--parsable2", "--allusers", "-S", since, "-E", "now",
+                "-o", SACCT_FIELDS),
+        EVENTS: ("sacctmgr", "-P", "show", "event", f"format={EVENT_FIELDS}", f"Start={since}"),
+        NODES: ("scontrol", "show", "node", "-o"),
+    }
+    for name, command in outputs.items():
+        (folder / name).write_bytes(_slurm(*command).encode("utf-8", "surrogateescape"))
+    return folder / SACCT
+
+
+def _recover(out: Path, cursor: Cursor) -> None:
+    """Ids of the files of polls the cursor never recorded (killed before it moved): written already."""
+    recorded = cursor.polls
+    for path in sorted((out / "scheduler").glob("slurm-*.avro")):
+        number = int(path.stem.split("-")[1])
+        if number > recorded:
+            with open(path, "rb") as handle:
+                for record in fastavro.reader(handle):
+                    cursor.written[record["event_id"]] = OPEN
+            cursor.polls = number
+    for path in sorted((out / REJECTED_DIR).glob("poll-*.jsonl")) if (out / REJECTED_DIR).is_dir() else []:
+        if int(path.stem.split("-")[1]) > recorded:
+            cursor.polls = max(cursor.polls, int(path.stem.split("-")[1]))
+            for line in path.read_text(encoding="utf-8").splitlines():
+                row = json.loads(line)
+                cursor.rejected.setdefault(f"{row['item']}|{row['reason']}", cursor.since_us)
+
+
+def collect(out: Path, options: Options, since_us: int, now_us: int | None = None) -> dict:
+    """One poll into `out`; what it wrote. Raises CollectBusy while another holds `out`."""
+    (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
+    with open(out / STATE_DIR / "lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CollectBusy(f"another `mpg collect` is polling into {out}") from None
+        return _poll(out, options, since_us, now_us)
+
+
+def _poll(out: Path, options: Options, since_us: int, now_us: int | None) -> dict:
+    cursor = Cursor.load(out, since_us)
+    _recover(out, cursor)
+    now_us = now_us if now_us is not None else time.time_ns() // 1000
+    poll_dir = out / STATE_DIR / "poll"
+    shutil.rmtree(poll_dir, ignore_errors=True)
+    imported = convert(poll_files(poll_dir, cursor.since_us), options, origin_us=cursor.origin_us,
+                       since_us=cursor.since_us, settle_after_us=now_us - LAG_US)
+    records = [r for r in imported.streams["scheduler"] if r["event_id"] not in cursor.written]
+    rejections = [r.row() for r in imported.rejections if f"{r.item}|{r.reason}" not in cursor.rejected]
+    number = cursor.polls + 1
+    if records:
+        write_events(out / "scheduler" / f"slurm-{number:08d}.avro", "scheduler",
+                     sorted(records, key=lambda r: (r["event_time"], r["event_id"])))
+    if rejections:
+        (out / REJECTED_DIR).mkdir(exist_ok=True)
+        partial = out / REJECTED_DIR / f".poll-{number:08d}.partial"
+        partial.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rejections), encoding="utf-8")
+        os.replace(partial, out / REJECTED_DIR / f"poll-{number:08d}.jsonl")
+    _remember(cursor, imported.streams["scheduler"], rejections, now_us)
+    if records or rejections:
+        cursor.polls = number
+    cursor.save(out)
+    return {"events": len(records), "rejected": len(rejections), "jobs": len({r["job_id"] for r in records
+                                                                                if r["job_id"]}),
+            "file": f"scheduler/slurm-{number:08d}.avro" if records else None}
+
+
+def _remember(cursor: Cursor, records: list[dict], rejections: list[dict], now_us: int) -> None:
+    """Record what is written, move the cursor, and forget what no later poll can list again."""
+    ended = {r["job_id"]: r["event_time"] for r in records if r["type"] in ("FINISH", "FAIL", "CANCEL")}
+    for record in records:
+        job = record["job_id"]
+        cursor.written[record["event_id"]] = record["event_time"] if job is None else ended.get(job, OPEN)
+    for row in rejections:
+        cursor.rejected[f"{row['item']}|{row['reason']}"] = now_us
+    cursor.since_us = max(cursor.since_us, now_us - LAG_US)
+    horizon = cursor.since_us - FORGET_US
+    cursor.written = {key: until for key, until in cursor.written.items() if until >= horizon}
+    cursor.rejected = {key: first for key, first in cursor.rejected.items()
+                       if first >= cursor.since_us - FORGET_REJECTED_US}
