@@ -78,7 +78,7 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
 
 def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None = None, replace: bool = False,
         config: str | Path | None = None, beam_args: list[str] | tuple[str, ...] = (),
-        workers: int | None = None) -> BatchOutcome:
+        workers: int | None = None, confirm_as_of: bool = False) -> BatchOutcome:
     """Run the batch pipeline on `input`'s telemetry and commit one run to `output`; as `mpg run`.
 
     `input` holds `scheduler/`, `runtime/` and `profiler/` Avro files. An
@@ -94,7 +94,11 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     are Beam pipeline flags (`["--runner=DataflowRunner", "--project=p"]`),
     after those of the config's `beam:` section, so they win. `workers` is
     how many processes Beam's local runner computes the run in (by default
-    Beam's: one).
+    Beam's: one). Beam flags are checked as `mpg run` checks them: an
+    unknown one raises fleet_goodput.options.OptionsError naming the nearest.
+    An `as_of` more than the allowed lateness past the newest scheduler event
+    raises fleet_goodput.asof.SuspiciousAsOf (nothing committed) unless
+    `confirm_as_of=True`.
 
     Returns a `BatchOutcome`: `.run` (the committed run record: `.run_id`,
     `.as_of_us`, ...), `.manifest` (what was read, accepted, rejected and
@@ -111,15 +115,33 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     kept their settings, warns (UserWarning) what this run stores.
     """
     from fleet_goodput.batch import run_batch, worker_flags
-    from fleet_goodput.config import beam_flags
     from fleet_goodput.stored_settings import settings_for_output
 
+    flags = _checked_beam_flags(config, list(beam_args))
+    as_of_us = _time_us(as_of)
     chosen = settings_for_output(output, config, replace=replace)
     if chosen.note:
         warnings.warn(chosen.note, stacklevel=2)
-    flags = beam_flags(config) + list(beam_args)
-    return run_batch(str(input), str(output), chosen.settings, _time_us(as_of), flags + worker_flags(workers, flags),
-                     stream_settings=chosen.stream_settings, replace=replace)
+    return run_batch(str(input), str(output), chosen.settings, as_of_us, flags + worker_flags(workers, flags),
+                     stream_settings=chosen.stream_settings, replace=replace, confirm_as_of=confirm_as_of)
+
+
+def _checked_beam_flags(config: str | Path | None, beam_args: list[str]) -> list[str]:
+    """The config's `beam:` flags, then `beam_args`, each checked as `mpg run` checks its command line."""
+    from fleet_goodput.config import beam_flags
+    from fleet_goodput.options import OPTIONS, OptionsError
+    from fleet_goodput.pipelines.options import check_flags
+
+    config_flags = beam_flags(config)
+    check_flags("run", config_flags, where=f" (in the beam: section of {config})")
+    for flag in beam_args:
+        name = str(flag).split("=", 1)[0]
+        if name.startswith("--") and name[2:] in OPTIONS:  # `mpg run`'s own, which this function takes as arguments
+            raise OptionsError(f"{name} in beam_args is an option of `mpg run`, not a Beam pipeline flag: "
+                               "fleet_goodput.run takes it as an argument where it has one (as_of=, replace=, "
+                               "config=, workers=, confirm_as_of=)")
+    check_flags("run", beam_args, where=" (in beam_args)")
+    return config_flags + beam_args
 
 
 def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int | None = None,

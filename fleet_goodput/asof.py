@@ -88,3 +88,43 @@ def default_as_of(latest: list[tuple[int, str]], previous_as_of_us: int | None) 
     if reached is None or previous_as_of_us is None:
         return reached if reached is not None else previous_as_of_us
     return max(reached, previous_as_of_us)
+
+
+CONFIRM_FLAG = "--confirm_as_of"
+
+
+class SuspiciousAsOf(ValueError):
+    """An --as_of far past the data: refused unless confirmed (CONFIRM_FLAG, `confirm_as_of=True`)."""
+
+
+def check_as_of_near_data(as_of_us: int, latest: list[tuple[int, str]], allowed_lateness_s: int,
+                          previous: tuple[int, int | None] | None = None) -> None:
+    """SuspiciousAsOf when a given as-of time lies more than the allowed lateness past the newest
+    scheduler event the store knows (`latest`, latest first): a typo such as a month too far would
+    end every running job there, and turn the next day's events late. `previous` is the last run's
+    (id, as-of), named in the message."""
+    if not latest:
+        return  # no scheduler event to measure it against
+    from fleet_goodput.timeutil import format_time_us
+
+    newest_us = max(time_us for time_us, _ in latest)
+    past_us = as_of_us - newest_us
+    if past_us <= allowed_lateness_s * 1_000_000:
+        return
+    last = f"; the last run, {previous[0]}, was as of {format_time_us(previous[1])}" if previous else ""
+    raise SuspiciousAsOf(
+        f"--as_of {format_time_us(as_of_us)} is {describe_span(past_us)} past the newest scheduler event "
+        f"({format_time_us(newest_us)}), more than the allowed lateness ({describe_span(allowed_lateness_s * 1_000_000)})"
+        f"{last}. Every job still running would be ended there, and events up to it that arrive later would be "
+        f"late. Nothing was committed. If the time is right (the fleet fell silent), run again with {CONFIRM_FLAG}")
+
+
+def describe_span(span_us: int) -> str:
+    """A duration as people say it: `334 days 2 h`, `5 h 30 min`, `45 min`, `20 s`."""
+    seconds = span_us // 1_000_000
+    days, hours, minutes = seconds // 86_400, seconds % 86_400 // 3600, seconds % 3600 // 60
+    if days:
+        return f"{days} day{'s' if days != 1 else ''}" + (f" {hours} h" if hours else "")
+    if hours:
+        return f"{hours} h" + (f" {minutes} min" if minutes else "")
+    return f"{minutes} min" if minutes else f"{seconds} s"

@@ -32,7 +32,8 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from fleet_goodput import schemas
-from fleet_goodput.asof import CLOCK_STREAM, default_as_of, history_start, latest_times
+from fleet_goodput.asof import (CLOCK_STREAM, check_as_of_near_data, default_as_of, describe_span, history_start,
+                                latest_times)
 from fleet_goodput.columnar import decode_input_file
 from fleet_goodput.config import Settings
 from fleet_goodput.decode import TimeSlice
@@ -255,14 +256,17 @@ def plan_run(input_dir: str, store: Store, as_of_us: int | None,
 def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
               beam_args: list[str] | None = None, *, stream_settings: StreamSettings | None = None,
               replace: bool = False, mode: str = "batch", build_views: bool = True,
-              chunk_hours: int | None = None, progress: Callable[[str], None] | None = None) -> BatchOutcome:
+              chunk_hours: int | None = None, progress: Callable[[str], None] | None = None,
+              confirm_as_of: bool = False) -> BatchOutcome:
     """Apply the input's new files to the store at `output_dir` as one committed run, computed by one
     Beam pipeline, which the runner parallelises as it does (`beam_args`; `worker_flags`).
 
     With `chunk_hours`, the new events are computed chunk of event time by
     chunk, one pipeline after the other (`_run_in_chunks`), so memory follows
     one chunk, not the whole input; the run is still one commit. `progress`
-    is told how the chunks go.
+    is told how the chunks go. An `as_of_us` more than the allowed lateness
+    past the newest scheduler event is refused (SuspiciousAsOf, nothing
+    committed) unless `confirm_as_of`.
     """
     check_input(input_dir)
     if chunk_hours is not None and as_of_us is not None:
@@ -306,6 +310,11 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
         else:
             raise InputError(f"input files kept changing while read, {MAX_ATTEMPTS} times: nothing was committed; "
                              "producers should write a file under another name, then rename it into place")
+        if as_of_us is not None and not confirm_as_of:
+            previous = plan.previous
+            check_as_of_near_data(as_of_us, read_staged_counts(staged[-1])["latest_times"],
+                                  stream_settings.allowed_lateness_s,
+                                  (previous.run_id, previous.as_of_us) if previous else None)
         progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")
         record = commit_run(plan, settings, stream_settings, mode, staged)
     database = _publish(output_dir, record, settings, build_views, progress)
@@ -462,13 +471,25 @@ def event_time_chunks(new: list[tuple[int, str]], kept: list[tuple[int, str]],
 def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
     if previous is None:
         return
-    if previous.state_format != STATE_FORMAT:
-        raise StoreError(f"{output_dir} was written by another version of fleet-goodput (state format "
-                         f"{previous.state_format}, this one reads {STATE_FORMAT}); start it afresh with --replace")
+    if previous.state_format > STATE_FORMAT:
+        raise StoreError(f"{output_dir} was written by a newer fleet-goodput (state format {previous.state_format}, "
+                         f"this one reads {STATE_FORMAT}): upgrade fleet-goodput to continue it")
+    if previous.state_format < STATE_FORMAT:
+        raise StoreError(
+            f"{output_dir} keeps the state of its running jobs in format {previous.state_format}, written by an older "
+            f"fleet-goodput; this one keeps format {STATE_FORMAT} (it counts disruptions and preserved steps "
+            "differently) and cannot continue it. Its tables still read (`mpg sql`, `mpg report`). To continue with "
+            "this version, start the output afresh over every input (copy the folder first to keep the old figures): "
+            f"mpg run --replace --input DIR --output {shlex.quote(output_dir)}")
     if as_of_us is not None and previous.as_of_us is not None and as_of_us < previous.as_of_us:
+        latest = previous.manifest.get("latest_times") or []
+        newest = f"; the newest scheduler event is {format_time_us(max(t for t, _ in latest))}" if latest else ""
+        lateness = previous.manifest.get("allowed_lateness_s")
+        allowed = f", the allowed lateness {describe_span(lateness * 1_000_000)}" if lateness is not None else ""
         raise StoreError(f"--as_of {format_time_us(as_of_us)} is earlier than run {previous.run_id}'s as-of "
-                         f"{format_time_us(previous.as_of_us)}: a run continues from where the last one ended "
-                         "(read an earlier run with `mpg sql --run ID`, or start afresh with --replace)")
+                         f"{format_time_us(previous.as_of_us)}{newest}{allowed}: a run continues from where the last "
+                         "one ended (read an earlier run with `mpg sql --run ID`, undo the runs after it with "
+                         "`mpg rollback --to ID`, or start afresh with --replace)")
 
 
 def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, mode: str,
@@ -512,7 +533,7 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
                        manifest=manifest)
     transaction.commit(record)
     transaction.discard()
-    store.vacuum(stream_settings.retention_hours)
+    store.maintain(stream_settings.retention_hours)
     return record
 
 

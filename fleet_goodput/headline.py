@@ -177,8 +177,9 @@ def badput_lines(connection: duckdb.DuckDBPyConnection, top: int = 6) -> list[st
 
 
 def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = (), since_run: int | None = None) -> str:
-    """The headline. `runs` are the store's runs, oldest first (Store.runs()), whose last the views
-    show; `since_run` starts the part the headline calls this run's (default: the last run)."""
+    """The headline. `runs` are the store's runs, oldest first (Store.runs(), from the one before
+    `since_run` at least), whose last the views show; `since_run` starts the part the headline
+    calls this run's (default: the last run)."""
     runtime_days = days_with_runtime(connection)
     unmeasured = "" if runtime_days else f"; {NO_RUNTIME}"
     lines = [

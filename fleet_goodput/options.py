@@ -46,6 +46,9 @@ OPTIONS = {option.name: option for option in (
                      "locally also manifest.json and goodput.duckdb", "DIR", required=True),
     Option("as_of", "ISO-8601 time that ends still-running jobs and capacity; later events wait in the store "
                     "for a later run (default: how far the scheduler's clock has reached)", "TIME"),
+    Option("confirm_as_of", "run with an --as_of more than the allowed lateness past the newest scheduler event, "
+                            "which is refused otherwise as a likely typo (a month too far ends every running job "
+                            "there and makes the next day's events late)", is_switch=True),
     Option("window_s", "window length in seconds, overriding the config's; must divide a day", "SECONDS", int),
     Option("config", "settings YAML overriding configs/default.yaml: window_s, accelerators, size_classes, "
                      "and the sections beam: (pipeline options) and streaming: (event-time settings, sources); "
@@ -66,7 +69,7 @@ OPTIONS = {option.name: option for option in (
 # The options each entry point takes, in help order. The launcher's are the
 # Flex Template's parameters (templates/goodput_metadata.json).
 COMMAND_OPTIONS = {
-    "run": ("input", "output", "as_of", "config", "replace", "chunk_hours", "workers"),
+    "run": ("input", "output", "as_of", "confirm_as_of", "config", "replace", "chunk_hours", "workers"),
     "stream": ("input", "output", "stop_after_idle_s", "allowed_lateness_s", "config", "replace"),
     "launcher": ("input", "output", "as_of", "window_s", "config"),
 }

@@ -258,7 +258,10 @@ def repair(store: Store, report: Report) -> None:
 def _runs_version_of(store: Store, run_id: int, latest: int) -> int:
     """The version of the runs table whose last run is `run_id`."""
     for version in range(latest, -1, -1):
-        rows = delta_arrow.dataset(DeltaTable(store.path(RUNS), version=version)).to_table(columns=["run_id"])
+        try:
+            rows = delta_arrow.dataset(DeltaTable(store.path(RUNS), version=version)).to_table(columns=["run_id"])
+        except Exception:  # a version whose log entries were cleaned up (Store.maintain): none earlier reads
+            break
         if rows.num_rows and max(rows.column("run_id").to_pylist()) == run_id:
             return version
     raise StoreDamaged(f"no version of {store.root}/{RUNS} ends with run {run_id}", store.root)

@@ -133,15 +133,15 @@ def test_long_work_says_every_so_often_that_it_goes_on():
 def test_quiet_run_prints_its_result_line_only_and_the_as_of_is_used(telemetry, tmp_path, capsys):
     output = tmp_path / "out"
     assert main(["run", "--quiet", "--input", str(telemetry), "--output", str(output),
-                 "--as_of", "2026-01-01T12:00:00Z"]) == 0
+                 "--as_of", "2026-01-01T01:00:00Z"]) == 0  # within the lateness of the last event (00:09:40)
     captured = capsys.readouterr()
     assert captured.err == ""  # no progress
     assert re.fullmatch(rf"Committed run 1 to {re.escape(str(output.resolve()))} in \d+\.\d s: 3 new file\(s\), "
-                        r"21 events read; as of 2026-01-01T12:00:00Z\n", captured.out), captured.out
+                        r"21 events read; as of 2026-01-01T01:00:00Z\n", captured.out), captured.out
     assert main(["-q", "run", "--input", str(telemetry), "--output", str(output)]) == 0
     assert capsys.readouterr() == (f"Nothing new in {telemetry}: run 1 stays the latest.\n", "")
     assert main(["runs", "--output", str(output), "--format", "json"]) == 0
-    assert '"as_of": "2026-01-01T12:00:00Z"' in capsys.readouterr().out
+    assert '"as_of": "2026-01-01T01:00:00Z"' in capsys.readouterr().out
 
 
 def test_quiet_replay_prints_its_result_line_only(telemetry, tmp_path, capsys):

@@ -179,17 +179,23 @@ def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypat
     monkeypatch.setattr(store_module, "COMPACT_ABOVE_FILES", 2)  # the third run finds three files
     _write(tmp_path / "in", worked_example.records())
     cuts = [T0 + s * 1_000_000 for s in (200, 400)]
-    keep_all = StreamSettings(retention_hours=1000)
+    parts = split_by_time(tmp_path / "in", cuts, tmp_path / "parts")
     # Read through connect() and the store: goodput.duckdb is not read (build_views=False).
-    for part in split_by_time(tmp_path / "in", cuts, tmp_path / "parts"):
-        run_batch(str(part), str(tmp_path / "out"), load_settings(), stream_settings=keep_all, build_views=False)
+    for part in parts[:2]:
+        run_batch(str(part), str(tmp_path / "out"), load_settings(), stream_settings=StreamSettings(retention_hours=1000),
+                  build_views=False)
+    first = _job_window_at(tmp_path / "out", 1)
+    first_files = set(Store(tmp_path / "out").files("job_window", Store(tmp_path / "out").run(1)))
+    # The third run, with a retention of 0 hours, keeps only the files of the run it continues (which must
+    # stay whole until its own commit) and its own: run 1's are vacuumed.
+    run_batch(str(parts[2]), str(tmp_path / "out"), load_settings(), stream_settings=StreamSettings(retention_hours=0),
+              build_views=False)
     store = Store(tmp_path / "out")
     runs = store.runs()
     assert len(runs) == 3 and len(store.files("job_window", runs[-1])) <= 2
-    first = _job_window_at(tmp_path / "out", 1)
-    assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
-    removed = store.vacuum(retention_hours=0)  # keep only the latest run's files
-    assert removed["job_window"] > 0
+    on_disk = {str(path.relative_to(store.root)) for path in (tmp_path / "out" / "tables" / "job_window").rglob("*.parquet")}
+    only_first = first_files - set(store.files("job_window", runs[-1])) - set(store.files("job_window", runs[-2]))
+    assert only_first and not only_first & on_disk
     assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
     assert first and pytest.raises(Exception, _job_window_at, tmp_path / "out", 1)
 

@@ -25,8 +25,11 @@ content no earlier run applied are read, running jobs carry on from their
 saved state, and the rows that new events change are replaced (a table
 holds one row per key; earlier figures stay in its Delta versions). Events
 before the last run's as-of time minus the allowed lateness go to the `late`
-table. --replace starts OUTPUT afresh. A run that fails or is killed leaves
-the previous run as it was. OUTPUT must be new, empty, or an output of
+table. --replace starts OUTPUT afresh; `mpg rollback --to RUN` undoes the runs
+after RUN instead. A run that fails or is killed leaves the previous run as it was.
+An --as_of more than the allowed lateness past the newest scheduler event, a
+likely typo, is refused with those figures unless --confirm_as_of is given; one
+before the last run's as-of is refused. OUTPUT must be new, empty, or an output of
 fleet-goodput (it holds a .fleet-goodput-store file): a run, and --replace,
 refuse a folder that holds anything else. A damaged output is refused with
 what is damaged (exit 3; `mpg check` repairs what it can).
@@ -52,6 +55,7 @@ EPILOG = """\
 examples:
   mpg run --input fleet/ --output out/
   mpg run --input fleet/ --output out/ --as_of 2026-01-01T12:00:00Z
+  mpg run --input fleet/ --output out/ --as_of 2026-01-03T00:00:00Z --confirm_as_of   # the fleet fell silent
   mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml
   mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml \\
       --project=my-project --temp_location=gs://bucket/tmp --dry_run=True
@@ -121,7 +125,8 @@ def main(args: argparse.Namespace) -> int:
         progress(f"Running the goodput pipeline on {goodput.input} into {goodput.output}")
         outcome = run_batch(goodput.input, goodput.output, chosen.settings, as_of_us,
                             flags + worker_flags(goodput.workers, flags), stream_settings=chosen.stream_settings,
-                            replace=goodput.replace, chunk_hours=goodput.chunk_hours, progress=progress)
+                            replace=goodput.replace, chunk_hours=goodput.chunk_hours, progress=progress,
+                            confirm_as_of=goodput.confirm_as_of)
     except OptionsError as exc:
         print(f"mpg run: error: {exc}", file=sys.stderr)
         return exits.USAGE
@@ -187,7 +192,7 @@ def say_headline(output: str, since_run: int) -> None:
         return
     with connect(output) as connection:
         say()
-        say(render(connection, Store(output).runs(), since_run))
+        say(render(connection, Store(output).runs(from_run=since_run - 1), since_run))  # the runs it needs
 
 
 def dry_run(options, input_dir: str | None, output_dir: str | None, translate) -> int:
