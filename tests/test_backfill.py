@@ -123,3 +123,15 @@ def test_workers_are_beams_worker_processes():
         worker_flags(0, [])
     with pytest.raises(ValueError, match="on Dataflow, set --max_num_workers"):
         worker_flags(2, ["--runner=DataflowRunner"])
+
+
+def test_mpg_run_refuses_workers_on_another_runner_before_anything(tmp_path, capsys):
+    from fleet_goodput import exits
+    from fleet_goodput.cli import main
+
+    code = main(["run", "--input", str(tmp_path / "fleet"), "--output", str(tmp_path / "out"), "--workers", "2",
+                 "--runner=DataflowRunner"])
+    captured = capsys.readouterr()
+    assert code == exits.USAGE and not (tmp_path / "out").exists()
+    assert captured.err.strip() == ("mpg run: --workers sets how many processes Beam's local runner computes in; "
+                                    "another runner spreads the work itself (on Dataflow, set --max_num_workers)")

@@ -119,12 +119,13 @@ def main(args: argparse.Namespace) -> int:
             settings = load_settings(goodput.config)
             return dry_run(options, goodput.input, goodput.output,
                            lambda: translate_batch(goodput.input, goodput.output, settings, as_of_us, flags))
+        flags += worker_flags(goodput.workers, flags)
         chosen = settings_for_output(goodput.output, goodput.config, replace=goodput.replace)
         if chosen.note:
             print(f"mpg run: note: {chosen.note}", file=sys.stderr)
         progress(f"Running the goodput pipeline on {goodput.input} into {goodput.output}")
-        outcome = run_batch(goodput.input, goodput.output, chosen.settings, as_of_us,
-                            flags + worker_flags(goodput.workers, flags), stream_settings=chosen.stream_settings,
+        outcome = run_batch(goodput.input, goodput.output, chosen.settings, as_of_us, flags,
+                            stream_settings=chosen.stream_settings,
                             replace=goodput.replace, chunk_hours=goodput.chunk_hours, progress=progress,
                             confirm_as_of=goodput.confirm_as_of)
     except OptionsError as exc:
