@@ -81,7 +81,7 @@ def run_day(part: Path, output: Path, saved: Path) -> float:
     settings, stream_settings = load_settings(), StreamSettings()
     store = Store(output)
     with store.lock():
-        plan = plan_run(str(part), str(output), None)
+        plan = plan_run(str(part), store, None)
         goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings, stream_settings,
                     plan.continuation, None, None)
         for table in KEYED:

@@ -7,10 +7,12 @@ for scheduler files the nullable `workload` enum, which polars cannot read).
 Floors and runs are child processes of this command, one after the other,
 so their wall time and peak memory (the highest RSS summed over a child and
 its processes) are measured the same way on the same files. `mpg run` runs
-twice: in one process (`--workers 1`), and by default (on a big input, one
-process per core, each a share of the keys: fleet_goodput/shards.py). `--baseline DIR` also runs `mpg run` from another checkout
-of the code (e.g. `git archive main | tar -x -C DIR`) in the same command,
-for a before/after on the same machine minutes apart.
+twice: by default (one Beam pipeline, which Beam's local runner computes in
+one process), and in two of Beam's worker processes (`--workers 2`, short
+for `--direct_num_workers=2 --direct_running_mode=multi_processing`).
+`--baseline DIR` also runs `mpg run` from another checkout of the code (e.g.
+`git archive main | tar -x -C DIR`) in the same command, for a before/after
+on the same machine minutes apart.
 
     .venv/bin/python benchmarks/bench_run.py            # ~1M events (44 simulated hours)
     .venv/bin/python benchmarks/bench_run.py --hours 6  # a quick look
@@ -68,10 +70,10 @@ def columnar_floor(input_dir: str) -> int:
 def measure(command: list[str], cwd: str | None = None, env: dict | None = None) -> tuple[float, float, float]:
     """Wall seconds, peak RSS in MiB and CPU seconds (user + system) of one child process and its own children.
 
-    A sharded `mpg run` computes in processes forked from a server that the
-    run starts, which `wait4` does not report: the child runs in a session
-    of its own, and every process of that session is sampled from /proc
-    every 50 ms. Peak RSS is the highest sum over the session's processes;
+    A run in Beam's worker processes (or an older checkout's `mpg run`,
+    whose shards forked from a server the run started) computes in processes
+    `wait4` does not report: the child runs in a session of its own, and
+    every process of that session is sampled from /proc every 50 ms. Peak RSS is the highest sum over the session's processes;
     CPU seconds sum each process's last sample (a lower bound by under 50 ms
     a process). On a machine shared with other work, CPU seconds move less than wall time.
     """
@@ -165,10 +167,10 @@ def main() -> int:
         rows["baseline mpg run (its defaults)"] = measure(
             [mpg, "run", "--input", str(telemetry), "--output", str(work / "results-baseline"), *beam_args],
             cwd=args.baseline, env=env)
-    rows["mpg run --workers 1"] = measure(
-        [mpg, "run", "--input", str(telemetry), "--output", str(work / "results-1"), "--workers", "1", *beam_args])
-    rows["mpg run (default: a process per core)"] = measure(
+    rows["mpg run (one pipeline, one process)"] = measure(
         [mpg, "run", "--input", str(telemetry), "--output", str(work / "results"), *beam_args])
+    rows["mpg run --workers 2 (Beam's processes)"] = measure(
+        [mpg, "run", "--input", str(telemetry), "--output", str(work / "results-2"), "--workers", "2", *beam_args])
 
     print(f"\n{events:,} events ({', '.join(f'{n:,} {s}' for s, n in counts.items())}), {os.cpu_count()} cores\n")
     # Ratios of time, floor / run (1.0: as fast as the floor), by wall clock and by CPU seconds.

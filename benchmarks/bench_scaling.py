@@ -5,9 +5,9 @@ events, and runs `mpg run` in daily chunks on each into a fresh output, as a
 child process, measuring wall time, CPU time and peak memory (the highest RSS
 summed over the run's processes: `bench_run.measure`). With chunks, time
 should grow linearly with the events and peak memory should follow one day of
-telemetry plus the open jobs, not the whole input. By default the run uses
-one process per core (decoding files, then sharing each chunk's keys);
-`--workers 1` measures one process.
+telemetry plus the open jobs, not the whole input. Each chunk is one Beam
+pipeline that reads every file for its chunk's events; `--workers N` runs
+each in N of Beam's worker processes.
 
 The inputs are simulated with `--steady`, so that 10 times the events is 10
 times the hours of the same fleet under the same load. By default a quarter
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--millions", type=float, nargs="+", default=[1, 5, 10])
     parser.add_argument("--chunk_hours", type=int, default=24)
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--workers", type=int, help="processes for `mpg run` (default: its own, one per core)")
+    parser.add_argument("--workers", type=int, help="Beam's worker processes for `mpg run` (default: Beam's, one)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as scratch:

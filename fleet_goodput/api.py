@@ -93,8 +93,8 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     output with runs, the settings it keeps (the first run stores them); `beam_args`
     are Beam pipeline flags (`["--runner=DataflowRunner", "--project=p"]`),
     after those of the config's `beam:` section, so they win. `workers` is
-    how many processes share the run's keys (by default one per core for a
-    big local run). Beam flags are checked as `mpg run` checks them: an
+    how many processes Beam's local runner computes the run in (by default
+    Beam's: one). Beam flags are checked as `mpg run` checks them: an
     unknown one raises fleet_goodput.options.OptionsError naming the nearest.
     An `as_of` more than the allowed lateness past the newest scheduler event
     raises fleet_goodput.asof.SuspiciousAsOf (nothing committed) unless
@@ -114,7 +114,7 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     committed) when counts do not add up. On an output written before outputs
     kept their settings, warns (UserWarning) what this run stores.
     """
-    from fleet_goodput.batch import run_batch
+    from fleet_goodput.batch import run_batch, worker_flags
     from fleet_goodput.stored_settings import settings_for_output
 
     flags = _checked_beam_flags(config, list(beam_args))
@@ -122,9 +122,8 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     chosen = settings_for_output(output, config, replace=replace)
     if chosen.note:
         warnings.warn(chosen.note, stacklevel=2)
-    return run_batch(str(input), str(output), chosen.settings, as_of_us, flags,
-                     stream_settings=chosen.stream_settings, replace=replace, workers=workers,
-                     confirm_as_of=confirm_as_of)
+    return run_batch(str(input), str(output), chosen.settings, as_of_us, flags + worker_flags(workers, flags),
+                     stream_settings=chosen.stream_settings, replace=replace, confirm_as_of=confirm_as_of)
 
 
 def _checked_beam_flags(config: str | Path | None, beam_args: list[str]) -> list[str]:

@@ -21,8 +21,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,14 +32,15 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from fleet_goodput import schemas
-from fleet_goodput.asof import check_as_of_near_data, default_as_of, describe_span, history_start, latest_times
-from fleet_goodput.chunks import Chunk, cut_into_chunks
+from fleet_goodput.asof import (CLOCK_STREAM, check_as_of_near_data, default_as_of, describe_span, history_start,
+                                latest_times)
+from fleet_goodput.columnar import decode_input_file
 from fleet_goodput.config import Settings
+from fleet_goodput.decode import TimeSlice
 from fleet_goodput.input_files import NotARegularFile
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, manifest_path, write_manifest_copy
 from fleet_goodput.quoting import literal_pattern
 from fleet_goodput.session import STATE_FORMAT
-from fleet_goodput.shards import MIN_CHUNK_EVENTS_PER_SHARD, Shard, process_context, shard_count
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
                                  Transaction, claim_staging, clear_staging, delta_schema, is_remote)
 from fleet_goodput.store_check import require_intact
@@ -48,6 +48,7 @@ from fleet_goodput.stored_settings import check_run, commit_settings
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.timeutil import format_time_us
+from fleet_goodput.windows import window_start
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.transforms.read import open_input
 from fleet_goodput.transforms.sessionize import Continuation
@@ -197,12 +198,16 @@ class RunPlan:
     """What a run will do, decided under the output's lock before the pipeline starts."""
 
     input_dir: str
-    output_dir: str
+    store: Store  # the output's; the run's one (a Flex Template job's commit step gets it with the plan)
     token: str  # names the run's staging folder
     previous: RunRecord | None
     files: tuple[InputFile, ...]
     skipped: tuple[InputFile, ...]
     state_files: tuple[str, ...]
+
+    @property
+    def output_dir(self) -> str:
+        return self.store.root
 
     @property
     def continuation(self) -> Continuation:
@@ -229,16 +234,15 @@ class RunPlan:
         return {stream: [f.path for f in self.files if f.stream == stream] for stream in schemas.STREAMS}
 
 
-def plan_run(input_dir: str, output_dir: str, as_of_us: int | None,
+def plan_run(input_dir: str, store: Store, as_of_us: int | None,
              progress: Callable[[str], None] = lambda _: None) -> RunPlan:
     """Undo what a killed run left, check the continuation, and pick the input files no run applied."""
-    store = Store(output_dir)
     require_intact(store)  # a damaged store is refused before a run changes anything
-    clear_staging(output_dir)
+    clear_staging(store.root)
     transaction = store.begin()
-    claim_staging(output_dir, transaction.token)
+    claim_staging(store.root, transaction.token)
     previous = transaction.previous
-    _check_continuation(previous, as_of_us, output_dir)
+    _check_continuation(previous, as_of_us, store.root)
     applied = store.applied_files(previous)
     hashes = set(applied.values())
     files, skipped = [], []
@@ -246,30 +250,29 @@ def plan_run(input_dir: str, output_dir: str, as_of_us: int | None,
         (skipped if item.sha256 in hashes else files).append(item)
         hashes.add(item.sha256)
     state_files = tuple(store.path(f) for f in store.files("state_keys", previous))
-    return RunPlan(input_dir, store.root, transaction.token, previous, tuple(files), tuple(skipped), state_files)
+    return RunPlan(input_dir, store, transaction.token, previous, tuple(files), tuple(skipped), state_files)
 
 
 def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
               beam_args: list[str] | None = None, *, stream_settings: StreamSettings | None = None,
               replace: bool = False, mode: str = "batch", build_views: bool = True,
               chunk_hours: int | None = None, progress: Callable[[str], None] | None = None,
-              workers: int | None = None, confirm_as_of: bool = False) -> BatchOutcome:
-    """Apply the input's new files to the store at `output_dir` as one committed run.
+              confirm_as_of: bool = False) -> BatchOutcome:
+    """Apply the input's new files to the store at `output_dir` as one committed run, computed by one
+    Beam pipeline, which the runner parallelises as it does (`beam_args`; `worker_flags`).
 
     With `chunk_hours`, the new events are computed chunk of event time by
-    chunk (fleet_goodput/chunks.py), so memory follows one chunk, not the
-    whole input; the run is still one commit. `progress` is told how the chunks go.
-    Otherwise a big local run splits its keys over `workers` processes (by
-    default one per core; fleet_goodput/shards.py). An `as_of_us` more than the
-    allowed lateness past the newest scheduler event is refused (SuspiciousAsOf,
-    nothing committed) unless `confirm_as_of`.
+    chunk, one pipeline after the other (`_run_in_chunks`), so memory follows
+    one chunk, not the whole input; the run is still one commit. `progress`
+    is told how the chunks go. An `as_of_us` more than the allowed lateness
+    past the newest scheduler event is refused (SuspiciousAsOf, nothing
+    committed) unless `confirm_as_of`.
     """
     check_input(input_dir)
     if chunk_hours is not None and as_of_us is not None:
         raise ValueError("--chunk_hours computes up to each chunk's latest event; it does not take --as_of")
-    if chunk_hours is not None and is_remote(input_dir):
-        raise ValueError(f"--chunk_hours decodes the input on this machine: copy {input_dir} to a local folder, "
-                         "or run without it")
+    if chunk_hours is not None and chunk_hours < 1:
+        raise ValueError(f"--chunk_hours must be at least 1 (got {chunk_hours})")
     stream_settings = stream_settings or StreamSettings()
     started = time.monotonic()
     store = Store(output_dir)
@@ -277,7 +280,7 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
         if replace:
             store.replace()
         progress = progress or (lambda _: None)
-        plan = plan_run(input_dir, output_dir, as_of_us, progress)
+        plan = plan_run(input_dir, store, as_of_us, progress)
         check_run(store, plan.previous, settings, stream_settings)  # before computing: commit_run checks again
         skipped = tuple(f.path for f in plan.skipped)
         deferred = []
@@ -289,12 +292,11 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
                                 committed=False, deferred=tuple(deferred))
 
         if not plan.files and plan.moves_no_time(as_of_us):
-            if plan.previous and _published_run(output_dir) != plan.previous.run_id:  # stopped after its commit
+            if plan.previous and _published_run(store) != plan.previous.run_id:  # stopped after its commit
                 _publish(output_dir, plan.previous, settings, build_views, progress)
             return nothing_new()
         for _ in range(MAX_ATTEMPTS):
-            staged, final = _compute(plan, settings, stream_settings, beam_args, as_of_us, chunk_hours, workers,
-                                     progress)
+            staged = _compute(plan, settings, stream_settings, beam_args, as_of_us, chunk_hours, progress)
             changed = changed_since_listed(plan.files)
             if not changed:
                 break
@@ -310,11 +312,11 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
                              "producers should write a file under another name, then rename it into place")
         if as_of_us is not None and not confirm_as_of:
             previous = plan.previous
-            check_as_of_near_data(as_of_us, read_staged_counts((final or staged)[-1])["latest_times"],
+            check_as_of_near_data(as_of_us, read_staged_counts(staged[-1])["latest_times"],
                                   stream_settings.allowed_lateness_s,
                                   (previous.run_id, previous.as_of_us) if previous else None)
         progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")
-        record = commit_run(plan, settings, stream_settings, mode, staged, final)
+        record = commit_run(plan, settings, stream_settings, mode, staged)
     database = _publish(output_dir, record, settings, build_views, progress)
     return BatchOutcome(manifest=record.manifest, database=database, seconds=time.monotonic() - started, run=record,
                         skipped=skipped, deferred=tuple(deferred))
@@ -335,12 +337,12 @@ def _publish(output_dir: str, record: RunRecord, settings: Settings, build_views
     return database
 
 
-def _published_run(output_dir: str) -> int | None:
+def _published_run(store: Store) -> int | None:
     """The run whose manifest.json the output holds (a remote output: taken to be the latest)."""
-    if is_remote(output_dir):
-        return Store(output_dir).latest().run_id
+    if is_remote(store.root):
+        return store.latest().run_id
     try:
-        return json.loads(Path(manifest_path(output_dir)).read_text())["run_id"]
+        return json.loads(Path(manifest_path(store.root)).read_text())["run_id"]
     except (OSError, ValueError, KeyError):
         return None
 
@@ -368,26 +370,19 @@ MAX_ATTEMPTS = 3
 
 
 def _compute(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args, as_of_us: int | None,
-             chunk_hours: int | None, workers: int | None, progress: Callable[[str], None]):
-    """Compute the run's new files into its staging: (every staged folder, the final ones or None)."""
-    shards = shard_count(workers, sum(f.size for f in plan.files), is_local(beam_args))
+             chunk_hours: int | None, progress: Callable[[str], None]) -> list[str]:
+    """Compute the run's new files into its staging: the folders staged, the last holding the state it ends in."""
     new = f"{len(plan.files):,} new file(s), {_size(f.size for f in plan.files)}"
     if chunk_hours:
-        progress(f"Decoding {new} into chunks of {chunk_hours} h of event time")
-        return _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000,
-                              shards, workers is not None, progress)
-    if shards > 1:
-        progress(f"Decoding and computing {new} in {shards} processes, each a share of the keys")
-        with heartbeat(progress, "decoding and computing"):
-            staged = _run_in_shards(plan, settings, stream_settings, beam_args, as_of_us, shards, progress)
-        return staged, staged
+        progress(f"Computing {new} in chunks of {chunk_hours} h of event time, one pipeline each")
+        return _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * 3_600_000_000, progress)
     progress(f"Decoding and computing {new} in one Beam pipeline")
     computing = time.monotonic()
     with heartbeat(progress, "decoding and computing"):
         goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
                     stream_settings, plan.continuation, as_of_us, beam_args)
     progress(f"  computed in {time.monotonic() - computing:.1f} s")
-    return [staging_folder(plan)], None
+    return [staging_folder(plan)]
 
 
 @contextmanager
@@ -413,85 +408,64 @@ def staging_folder(plan: RunPlan) -> str:
     return f"{plan.output_dir}/{STAGING}/{plan.token}"
 
 
-def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args,
-                   chunk_us: int, shards: int, shard_every_chunk: bool,
-                   progress: Callable[[str], None]) -> tuple[list[str], list[str]]:
-    """Run the pipeline once per chunk, each continuing the state the previous one staged; a chunk
-    in `shards` processes when it is big enough (or `shard_every_chunk`: the user said how many).
-    Returns every staged folder, and the last chunk's."""
-    staging = staging_folder(plan)
-    started = time.monotonic()
-    chunks = cut_into_chunks([(f.stream, f.path) for f in plan.files], chunk_us, Path(staging) / "input",
-                             settings.accelerators, shards)
-    progress(f"Decoded {len(plan.files)} file(s) into {len(chunks)} chunk(s) of event time "
-             f"in {time.monotonic() - started:.1f} s" + (f" ({shards} processes)" if shards > 1 else ""))
-    continuation, state_files, staged, folders = plan.continuation, list(plan.state_files), [], []
-    # Where the fleet's history starts is the whole input's, not the first chunk's (fleet_goodput/asof.py).
-    kept = latest_times(continuation.latest_times, *(chunk.clock() for chunk in chunks))
-    continuation = dataclasses.replace(continuation, history_start_us=history_start(kept))
-    # One set of processes computes every chunk: a process's first pipeline pays Beam's start-up.
-    with ProcessPoolExecutor(shards, mp_context=process_context()) if shards > 1 else nullcontext() as pool:
-        for number, chunk in enumerate(chunks):
-            started = time.monotonic()
-            big = chunk.events >= shards * MIN_CHUNK_EVENTS_PER_SHARD or (shard_every_chunk and chunk.events > 0)
-            count = shards if big else 1
-            run = dict(files={}, state_files=state_files, settings=settings, stream_settings=stream_settings,
-                       continuation=continuation, beam_args=beam_args)
-            folders = _compute_chunk(chunk, f"{staging}/chunk-{number:04d}", count, pool, run, progress)
-            begins = format_time_us(chunk.start_us) if chunk.start_us is not None else "no readable event"
-            in_processes = f" in {count} processes" if count > 1 else ""
-            progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {chunk.events:,} events{in_processes} in "
-                     f"{time.monotonic() - started:.1f} s")
-            clock = read_staged_counts(folders[0])
-            if clock["as_of_us"] is not None:
-                continuation = continuation.after(clock["as_of_us"], stream_settings.allowed_lateness_s * 1_000_000,
-                                                  clock["latest_times"])
-            state_files = [str(path) for folder in folders for path in Path(folder, "state_keys").glob("*.parquet")]
-            staged.extend(folders)
-    shutil.rmtree(Path(staging) / "input", ignore_errors=True)
-    return staged, folders
-
-
-def _compute_chunk(chunk: Chunk, folder: str, count: int, pool: ProcessPoolExecutor | None, run: dict,
+def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args, chunk_us: int,
                    progress: Callable[[str], None]) -> list[str]:
-    """Run `goodput.run(**run)` over one chunk, or over each of its `count` shards in `pool`;
-    returns the folders staged."""
-    if count == 1:
-        goodput.run(staging=folder, chunk_files=chunk.files_of(None), **run)
-        return [folder]
-    return _run_shards(
-        [f"{folder}/shard-{index}" for index in range(count)],
-        lambda shard_folder, shard: {**run, "staging": shard_folder, "chunk_files": chunk.files_of(shard)},
-        pool, progress, time_each_pass=False)  # the chunk's own line gives its time
-
-
-def _run_in_shards(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args,
-                   as_of_us: int | None, count: int, progress: Callable[[str], None]) -> list[str]:
-    """Run one pipeline per shard of the keys, in `count` processes at once. Returns their staging folders."""
-    run = dict(files=plan.files_by_stream, state_files=list(plan.state_files), settings=settings,
-               stream_settings=stream_settings, continuation=plan.continuation, as_of_us=as_of_us,
-               beam_args=beam_args)
-    with ProcessPoolExecutor(count, mp_context=process_context()) as pool:
-        return _run_shards([f"{staging_folder(plan)}/shard-{index}" for index in range(count)],
-                           lambda folder, _: {**run, "staging": folder}, pool, progress)
-
-
-def _run_shards(folders: list[str], arguments: Callable[[str, Shard], dict], pool: ProcessPoolExecutor,
-                progress: Callable[[str], None], time_each_pass: bool = True) -> list[str]:
-    """Run `goodput.run(**arguments(folder, shard), shard=shard)` for each shard's folder, all at
-    once in `pool` (`progress` is told the time unless not `time_each_pass`). Every shard reads
-    the clock from every file, so all reach one as-of time; a disagreement is a bug, never committed."""
-    count = len(folders)
+    """Run the pipeline once per chunk of event time, one after the other: each reads every new file
+    but computes only its chunk's events, continuing the state the one before staged, so memory
+    follows one chunk. Chunks cut by event time give the figures of one pass (the runs of a store are
+    split-invariant, tests/test_split_invariance.py). Returns every staged folder, in order."""
     started = time.monotonic()
-    for done in [pool.submit(goodput.run, **arguments(folder, shard), shard=shard)
-                 for folder, shard in zip(folders, (Shard(index, count) for index in range(count)))]:
-        done.result()
-    if time_each_pass:
-        progress(f"  {count} processes, each a share of the keys: {time.monotonic() - started:.1f} s")
-    as_of = {read_staged_counts(folder)["as_of_us"] for folder in folders}
-    if len(as_of) != 1:
-        raise RuntimeError(f"the shards reached different as-of times {sorted(as_of, key=str)}: nothing was committed")
-    return folders
+    clock_files = [f for f in plan.files if f.stream == CLOCK_STREAM]
+    new = latest_times(*(_clock_of(f.path, settings) for f in clock_files))
+    kept = latest_times(plan.continuation.latest_times, new)
+    chunks = event_time_chunks(new, kept, chunk_us)
+    progress(f"Read the scheduler's clock from {len(clock_files):,} file(s) in {time.monotonic() - started:.1f} s: "
+             f"{len(chunks)} chunk(s) of event time")
+    # Where the fleet's history starts is the whole input's, not the first chunk's (fleet_goodput/asof.py).
+    continuation = dataclasses.replace(plan.continuation, history_start_us=history_start(kept))
+    state_files, staged = list(plan.state_files), []
+    for number, (begins_us, chunk) in enumerate(chunks):
+        started, folder = time.monotonic(), f"{staging_folder(plan)}/chunk-{number:04d}"
+        with heartbeat(progress, f"computing chunk {number + 1}"):
+            goodput.run(plan.files_by_stream, state_files, folder, settings, stream_settings, continuation,
+                        beam_args=beam_args, during=chunk)
+        begins = format_time_us(begins_us) if begins_us is not None else "no scheduler event"
+        progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {time.monotonic() - started:.1f} s")
+        clock = read_staged_counts(folder)
+        if clock["as_of_us"] is not None:
+            continuation = continuation.after(clock["as_of_us"], stream_settings.allowed_lateness_s * 1_000_000,
+                                              clock["latest_times"])
+        state_files = [path for path, _, _ in _matched(f"{literal_pattern(folder)}/state_keys/*.parquet")]
+        staged.append(folder)
+    return staged
+
+
+def _clock_of(path: str, settings: Settings) -> list[tuple[int, str]]:
+    """A scheduler file's latest and earliest (time, key) (fleet_goodput/asof.py); none if it is gone."""
+    try:
+        return decode_input_file(CLOCK_STREAM, path, settings.accelerators, open_file=open_input).latest_times
+    except FileNotFoundError:
+        return []  # gone since it was listed: the run computes again without it (run_batch)
+
+
+def event_time_chunks(new: list[tuple[int, str]], kept: list[tuple[int, str]],
+                      chunk_us: int) -> list[tuple[int | None, TimeSlice]]:
+    """The chunks a backfill computes, with the time each begins at (None: no scheduler event to say).
+
+    UTC-aligned chunks of `chunk_us` (24 h chunks start at midnight) from the
+    earliest to the latest of the new scheduler times `new`, leaving out a clock
+    reset into the past that the times the store keeps, `kept`, show. The first
+    chunk also holds every earlier event, and the last every later one (runtime
+    events before a job's SUBMIT, a clock ahead), so that no event falls outside.
+    """
+    start = history_start(kept)
+    times = [time_us for time_us, _ in new if start is None or time_us >= start]
+    if not times:
+        return [(None, TimeSlice())]
+    begins = list(range(window_start(min(times), chunk_us), max(times) + 1, chunk_us))
+    bounds = [None, *begins[1:], None]
+    return [(begin, TimeSlice(since, until, first=number == 0))
+            for number, (begin, since, until) in enumerate(zip(begins, bounds, bounds[1:]))]
 
 
 def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
@@ -519,21 +493,19 @@ def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output
 
 
 def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, mode: str,
-               staged_folders: list[str] | None = None, final_folders: list[str] | None = None) -> RunRecord:
+               staged_folders: list[str] | None = None) -> RunRecord:
     """Commit what the run staged as one run: tables, state, applied files, then its `runs` row.
 
     Runs where the pipeline finished: in `mpg run`, and as the last step of a
-    Flex Template job. `final_folders` (by default the last staged folder:
-    the last chunk's) hold the state the run ends in and what still waits;
-    a sharded run's are all its shards'. Raises `ReconciliationError`
-    (committing nothing) when the counts do not add up.
+    Flex Template job. The last staged folder (a backfill's last chunk's)
+    holds the state the run ends in and what still waits. Raises
+    `ReconciliationError` (committing nothing) when the counts do not add up.
     """
-    store = Store(plan.output_dir)
+    store = plan.store
     transaction = Transaction(store, plan.previous, plan.token)
     folders = staged_folders or [staging_folder(plan)]
-    final = final_folders or folders[-1:]
-    counts_of = {folder: read_staged_counts(folder) for folder in dict.fromkeys([*folders, *final])}
-    staged = [counts_of[folder] for folder in folders]
+    final = folders[-1:]
+    staged = [read_staged_counts(folder) for folder in folders]
     previous = plan.previous
     as_of_us, latest = staged[-1]["as_of_us"], staged[-1]["latest_times"]
     run_id = previous.run_id + 1 if previous else 1
@@ -544,7 +516,7 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
         run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
         previous=previous.manifest if previous else None,
         counts=add_counts(*(counts_from_json(part["counts"]) for part in staged)),
-        pending=add_counts(*(counts_from_json(counts_of[folder]["pending"]) for folder in final)),
+        pending=counts_from_json(staged[-1]["pending"]),
         extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us, "latest_times": latest,
                "allowed_lateness_s": stream_settings.allowed_lateness_s, "files_applied": len(plan.files),
                "files_skipped": len(plan.skipped), "output": plan.output_dir})
@@ -604,6 +576,19 @@ def is_local(beam_args: list[str] | None) -> bool:
     """Whether the run computes in this machine's processes: no --runner, or one of Beam's local runners."""
     runner = PipelineOptions(beam_args or []).view_as(StandardOptions).runner or goodput.DEFAULT_RUNNER
     return runner.lower().removesuffix("runner") in ("fnapi", "direct", "bundlebaseddirect", "switchingdirect")
+
+
+def worker_flags(workers: int | None, beam_args: list[str] | None) -> list[str]:
+    """Beam's own flags for `--workers N`: its local runner computes the run's one pipeline in N
+    processes. Another runner spreads the work itself (Dataflow: --max_num_workers)."""
+    if workers is None:
+        return []
+    if workers < 1:
+        raise ValueError(f"--workers must be at least 1 (got {workers})")
+    if not is_local(beam_args):
+        raise ValueError("--workers sets how many processes Beam's local runner computes in; another runner "
+                         "spreads the work itself (on Dataflow, set --max_num_workers)")
+    return [] if workers == 1 else [f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
 
 
 def translate_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,

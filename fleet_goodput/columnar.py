@@ -48,8 +48,8 @@ from fleet_goodput.asof import KEPT, latest_times
 from fleet_goodput.avro_codecs import check_block
 from fleet_goodput.avro_bounds import most_records, record_bytes_at_least
 from fleet_goodput.config import PRECISIONS
-from fleet_goodput.decode import (EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, DecodedFile, clock_horizon_us,
-                                  decode_file, rejected_row)
+from fleet_goodput.decode import (EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, DecodedFile, TimeSlice,
+                                  clock_horizon_us, decode_file, rejected_row)
 from fleet_goodput.events import PROFILE, RUNTIME_TYPES, same_instant_order
 from fleet_goodput.input_files import NotARegularFile, open_regular_file
 from fleet_goodput.step_runs import CODES, make_block
@@ -78,10 +78,10 @@ _ORDER_OF_CODE = {code: same_instant_order(code) for code in (*RUNTIME_TYPES, PR
 
 
 def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators,
-                     keep: Callable[[str], bool] | None = None, step_blocks: bool = False) -> DecodedFile:
+                     during: TimeSlice | None = None, step_blocks: bool = False) -> DecodedFile:
     """What `decode_file(stream, source, handle, accelerators)` returns, in columns where provable.
 
-    With `keep`, what `.keeping(keep)` of that returns: only the kept keys'
+    With `during`, what `.during(during)` of that returns: only the slice's
     event tuples are built, the costliest part of a decode in columns. With
     `step_blocks`, a runtime file decoded in columns gives each job's step
     events (those with a step) and data waits (those without) as one
@@ -92,11 +92,11 @@ def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators,
     columns = _clean_columns(stream, data) if stream in KNOWN_FIELDS else None
     if columns is None:
         decoded = decode_file(stream, source, io.BytesIO(data), accelerators)
-        return decoded.keeping(keep) if keep else decoded
-    return _events_from_columns(stream, columns, keep, step_blocks)
+        return decoded.during(during) if during else decoded
+    return _events_from_columns(stream, columns, during, step_blocks)
 
 
-def decode_input_file(stream: str, path: str, accelerators, keep: Callable[[str], bool] | None = None,
+def decode_input_file(stream: str, path: str, accelerators, during: TimeSlice | None = None,
                       open_file: Callable[[str], BinaryIO] = open_regular_file,
                       step_blocks: bool = False) -> DecodedFile:
     """`decode_file_fast` of the input file at `path`, opened with `open_file`. A file that is not a
@@ -106,7 +106,7 @@ def decode_input_file(stream: str, path: str, accelerators, keep: Callable[[str]
     except NotARegularFile as exc:
         return DecodedFile(rejected=[rejected_row(stream, str(exc), path)], read=1)
     with handle:
-        return decode_file_fast(stream, path, handle, accelerators, keep, step_blocks)
+        return decode_file_fast(stream, path, handle, accelerators, during, step_blocks)
 
 
 def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:
@@ -210,7 +210,7 @@ def _bounded_positive(name: str, upper: float) -> pl.Expr:
     return (column.is_finite() & (column > 0) & (column <= upper)).fill_null(False)
 
 
-def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str], bool] | None,
+def _events_from_columns(stream: str, frame: pl.DataFrame, during: TimeSlice | None,
                          step_blocks: bool = False) -> DecodedFile:
     """Event tuples per job (per kept job), in file order, as `decode_file` builds them from records.
 
@@ -218,13 +218,13 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, keep: Callable[[str],
     order within a job), so that every tuple is made by `zip` and every job's
     batch is one slice: no Python statement runs per row.
     """
+    height = frame.height
+    if during is not None:
+        frame = _during(frame, during)
     times = (frame.select(pl.col("event_time").dt.epoch("us"), "job_id")  # as decode.clock_sample keeps them
              .filter(pl.col("event_time") <= clock_horizon_us()).unique())
     order = ["event_time", "job_id"]  # the latest and earliest distinct times, as asof.latest_times keeps them
-    height, latest = frame.height, latest_times(times.top_k(KEPT, by=order).iter_rows(),
-                                                times.bottom_k(KEPT, by=order).iter_rows())
-    if keep is not None:
-        frame = frame.filter(pl.col("job_id").is_in([job for job in frame["job_id"].unique() if keep(job)]))
+    latest = latest_times(times.top_k(KEPT, by=order).iter_rows(), times.bottom_k(KEPT, by=order).iter_rows())
     batches = defaultdict(list)
     if step_blocks and stream == "runtime":
         frame = _step_blocks(frame, batches)
@@ -269,3 +269,11 @@ def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
             start, end = end, end + events
             batches[job_id].append(make_block(times[start:end], steps[start:end], codes[start:end], ids))
     return frame.filter(~in_block)
+
+
+def _during(frame: pl.DataFrame, times: TimeSlice) -> pl.DataFrame:
+    """The rows of the events `times` holds."""
+    time_us = pl.col("event_time").dt.epoch("us")
+    if times.since_us is not None:
+        frame = frame.filter(time_us >= times.since_us)
+    return frame if times.until_us is None else frame.filter(time_us < times.until_us)

@@ -19,7 +19,7 @@ import math
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import BinaryIO
@@ -375,12 +375,28 @@ class DecodedFile:
     batches: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
     rejected: list[dict] = field(default_factory=list)
     read: int = 0
-    latest_times: list[tuple[int, str]] = field(default_factory=list)  # (time, key), also of keys `keeping` left out
+    latest_times: list[tuple[int, str]] = field(default_factory=list)  # (time, key)
 
-    def keeping(self, keep: Callable[[str], bool]) -> DecodedFile:
-        """The same file with only the batches of the keys `keep` accepts (a shard's, fleet_goodput/shards.py)."""
-        return DecodedFile({key: batch for key, batch in self.batches.items() if keep(key)}, self.rejected,
-                           self.read, self.latest_times)
+    def during(self, times: TimeSlice) -> DecodedFile:
+        """The same file with only the events `times` holds, and the latest times of those."""
+        batches = {key: kept for key, batch in self.batches.items()
+                   if (kept := [event for event in batch if times.holds(event[0])])}
+        return DecodedFile(batches, self.rejected, self.read,
+                           clock_sample((event[0], key) for key, batch in batches.items() for event in batch))
+
+
+@dataclass(frozen=True)
+class TimeSlice:
+    """The events at or after `since_us` and before `until_us` (None: no bound): a backfill's chunk of
+    event time (fleet_goodput/batch.py). Every chunk reads every file; only the first reports what
+    belongs to no time (records rejected while decoding, records read), so each is counted once."""
+
+    since_us: int | None = None
+    until_us: int | None = None
+    first: bool = True
+
+    def holds(self, time_us: int) -> bool:
+        return (self.since_us is None or time_us >= self.since_us) and (self.until_us is None or time_us < self.until_us)
 
 
 def clock_horizon_us() -> int:

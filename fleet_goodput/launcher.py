@@ -66,9 +66,9 @@ def run(argv: list[str] | None = None, plan: RunPlan | None = None) -> beam.runn
     options = parse_options("launcher", sys.argv[1:] if argv is None else argv)
     launch = options.view_as(GoodputOptions)
     as_of_us = parse_time_us(launch.as_of) if launch.as_of else None
-    plan = plan or plan_run(launch.input, launch.output, as_of_us)
+    plan = plan or plan_run(launch.input, Store(launch.output), as_of_us)
     # The store's settings, with the config's and --window_s replacing them where that is allowed.
-    chosen = settings_for_run(Store(plan.output_dir), plan.previous, launch.config, window_s=launch.window_s)
+    chosen = settings_for_run(plan.store, plan.previous, launch.config, window_s=launch.window_s)
     if chosen.note:
         logging.warning(chosen.note)
     p = beam.Pipeline(options=options)

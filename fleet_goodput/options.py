@@ -55,12 +55,11 @@ OPTIONS = {option.name: option for option in (
                      "an output keeps the settings of its first run, and a run whose settings would change its "
                      "figures is refused", "FILE"),
     Option("replace", "remove OUTPUT's earlier runs and start it afresh", is_switch=True),
-    Option("chunk_hours", "compute a long input in chunks of this much event time (24: a day), one after the "
-                          "other, so memory follows one chunk; still one committed run", "HOURS", int),
-    Option("workers", "processes that share a run's keys (default: one per core when the new input is over "
-                      "8 MiB per process and the runner is local, else 1; with --chunk_hours they decode the "
-                      "files, then share each chunk of over 100,000 events a process, or every chunk when N "
-                      "is given)", "N", int),
+    Option("chunk_hours", "compute a long input in chunks of this much event time (24: a day), one pipeline "
+                          "after the other, so memory follows one chunk; still one committed run", "HOURS", int),
+    Option("workers", "processes Beam's local runner computes the run's pipeline in: short for "
+                      "--direct_num_workers=N --direct_running_mode=multi_processing (default: Beam's, one; "
+                      "on Dataflow, set --max_num_workers)", "N", int),
     Option("stop_after_idle_s", "stop when no new file has arrived for this long (default: run until interrupted)",
            "SECONDS", float),
     Option("allowed_lateness_s", "how late an event may be and still update results "

@@ -15,14 +15,13 @@ import apache_beam as beam
 import pyarrow.parquet as pq
 
 from fleet_goodput.config import Settings, peak_table
-from fleet_goodput.shards import Shard
+from fleet_goodput.decode import TimeSlice
 from fleet_goodput.store import STATE_KEYS_SCHEMA
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import TABLES
 from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job
 from fleet_goodput.transforms.goodput import ComputeGoodput
-from fleet_goodput.transforms.read import (EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles,
-                                           ReadDecodedChunk)
+from fleet_goodput.transforms.read import EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles
 from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
                                    WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
 from fleet_goodput.transforms.write import StageRows, StageTables
@@ -41,12 +40,12 @@ def _partition_time(row: dict, as_of_us: int | None) -> dict:
 
 def key_rules(settings: Settings, stream_settings: StreamSettings) -> KeyRules:
     return KeyRules(window_s=settings.window_s, allowed_lateness_s=stream_settings.allowed_lateness_s,
-                    retention_s=stream_settings.max_silence_s, peak_flops=peak_flops(settings))
+                    max_silence_s=stream_settings.max_silence_s, peak_flops=peak_flops(settings))
 
 
 def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us: int | None = None, *,
                   stream_settings: StreamSettings | None = None, continuation: Continuation = Continuation(),
-                  saved_state=None, shard: Shard | None = None) -> dict:
+                  saved_state=None) -> dict:
     """Decoded streams (+ saved state) → {job_window, jobs, capacity_level, rejected,
     rejected_pending, late, counts, pending_counts, state, as_of, clock} PCollections.
 
@@ -54,8 +53,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     or `DecodeRecords`; `saved_state` holds (key, state blob) pairs from the
     store's last run. `as_of_us` ends the lifetime of whatever is still
     running; by default it is how far the scheduler's clock has reached
-    (fleet_goodput/asof.py). With a `shard`, only its keys are computed
-    (fleet_goodput/shards.py).
+    (fleet_goodput/asof.py).
     """
     events = [decoded[stream][EVENTS] for stream in decoded] | "AllEvents" >> beam.Flatten()
     if saved_state is None:
@@ -63,7 +61,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     latest = [decoded[stream][LATEST_TIMES] for stream in decoded] | "AllLatestTimes" >> beam.Flatten()
     inputs = {"events": events, "state": saved_state, "latest_times": latest}
     sessions = inputs | "SessionizeKeys" >> SessionizeKeys(
-        key_rules(settings, stream_settings or StreamSettings()), continuation, as_of_us, shard)
+        key_rules(settings, stream_settings or StreamSettings()), continuation, as_of_us)
     as_of_side = beam.pvalue.AsSingleton(sessions["as_of"])
 
     rejected = (
@@ -107,9 +105,9 @@ def peak_flops(settings: Settings) -> dict[str, float]:
 
 
 def read_sources(p: beam.Pipeline, files: dict[str, list[str]], settings: Settings,
-                 shard: Shard | None = None) -> dict:
-    """The run's new Avro files of every stream, decoded and validated."""
-    return {"files": p | "ReadTelemetry" >> ReadAvroFiles(files, settings.accelerators, shard)}
+                 during: TimeSlice | None = None) -> dict:
+    """The run's new Avro files of every stream, decoded and validated (only the events `during` holds)."""
+    return {"files": p | "ReadTelemetry" >> ReadAvroFiles(files, settings.accelerators, during)}
 
 
 def read_saved_state(p: beam.Pipeline, state_files: list[str]):
@@ -151,24 +149,21 @@ def stage_outputs(outputs: dict, staging: str) -> dict:
 
 def build_batch(p: beam.Pipeline, files: dict[str, list[str]], state_files: list[str], staging: str,
                 settings: Settings, stream_settings: StreamSettings, continuation: Continuation,
-                as_of_us: int | None = None, chunk_files: list[str] | None = None,
-                shard: Shard | None = None) -> dict:
-    """The whole batch job on `p`: read the files (or one chunk's decoded files) and saved state,
-    compute (only `shard`'s keys, when given), stage; returns the outputs."""
-    decoded = ({"chunk": p | "ReadChunk" >> ReadDecodedChunk(chunk_files)} if chunk_files is not None
-               else read_sources(p, files, settings, shard))
-    outputs = build_goodput(p, decoded, settings, as_of_us,
+                as_of_us: int | None = None, during: TimeSlice | None = None) -> dict:
+    """The whole batch job on `p`: read the files (only the events `during` holds, when given) and
+    the saved state, compute, stage; returns the outputs."""
+    outputs = build_goodput(p, read_sources(p, files, settings, during), settings, as_of_us,
                             stream_settings=stream_settings, continuation=continuation,
-                            saved_state=read_saved_state(p, state_files), shard=shard)
+                            saved_state=read_saved_state(p, state_files))
     outputs["staged"] = stage_outputs(outputs, staging)
     return outputs
 
 
 def run(files: dict[str, list[str]], state_files: list[str], staging: str, settings: Settings,
         stream_settings: StreamSettings, continuation: Continuation, as_of_us: int | None = None,
-        beam_args: list[str] | None = None, chunk_files: list[str] | None = None, shard: Shard | None = None) -> None:
+        beam_args: list[str] | None = None, during: TimeSlice | None = None) -> None:
     """Build and run the batch pipeline: everything it computes is staged under `staging`.
-    With `chunk_files`, it reads one chunk's decoded files (fleet_goodput/chunks.py) instead of `files`."""
+    With `during`, it computes only the events of that chunk of event time (a backfill's)."""
     args = list(beam_args or [])
     if not any(arg.startswith("--runner") for arg in args):
         args.append(f"--runner={DEFAULT_RUNNER}")
@@ -179,7 +174,7 @@ def run(files: dict[str, list[str]], state_files: list[str], staging: str, setti
         args.append("--no_pipeline_type_check")
     options = ViewCachingOptions(args)
     p = beam.Pipeline(options=options)
-    build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us, chunk_files, shard)
+    build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us, during)
     result = p.run()
     announce_job(result, options)  # before waiting: a Dataflow job runs for minutes
     result.wait_until_finish()

@@ -28,6 +28,7 @@ from fleet_goodput.cli import main
 from fleet_goodput.config import ConfigError, load_settings
 from fleet_goodput.options import COMMAND_OPTIONS, OPTIONS, OptionsError
 from fleet_goodput.pipelines.options import GoodputOptions, parse_options
+from fleet_goodput.store import Store
 
 BUCKET = "gs://fleet-goodput-test"
 IMAGE = "us-central1-docker.pkg.dev/fleet-goodput-test/images/fleet-goodput:test"
@@ -91,7 +92,7 @@ def _plan() -> RunPlan:
     """What the launcher plans from the store before it submits (here: a first run of two files)."""
     files = (InputFile("scheduler", f"{BUCKET}/fleet/scheduler/a.avro", "00", 10),
              InputFile("runtime", f"{BUCKET}/fleet/runtime/a.avro", "01", 10))
-    return RunPlan(f"{BUCKET}/fleet", f"{BUCKET}/goodput", "token", None, files, (),
+    return RunPlan(f"{BUCKET}/fleet", Store(f"{BUCKET}/goodput"), "token", None, files, (),
                    (f"{BUCKET}/goodput/state/keys/part-0.parquet",))
 
 

@@ -66,7 +66,7 @@ def test_a_file_that_changes_while_read_is_left_for_the_next_run(fleet, tmp_path
     content = victim.read_bytes()
 
     def producer_still_writing(line: str) -> None:
-        if line.startswith("Decoded ") and victim.exists() and victim.read_bytes() == content:
+        if line.startswith("Read the scheduler's clock ") and victim.exists() and victim.read_bytes() == content:
             if change == "appended":  # the run read half of it: the rest arrives now
                 victim.write_bytes(content[: len(content) // 2])
                 victim.write_bytes(content)

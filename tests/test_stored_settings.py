@@ -176,7 +176,7 @@ def test_a_flex_template_launch_is_refused_at_launch_as_a_run_is(custom, tmp_pat
 
     output = _copy(custom[1], tmp_path)
     more = _more_input(tmp_path)
-    plan = plan_run(str(more), str(output), None)  # what the launcher plans before it submits
+    plan = plan_run(str(more), Store(output), None)  # what the launcher plans before it submits
     with pytest.raises(SettingsConflict, match="window_s: stored 3600, given 1800"):
         launcher.run([f"--input={more}", f"--output={output}", "--window_s=1800"], plan=plan)
 

@@ -19,39 +19,37 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from fleet_goodput import chunks, schemas
+from fleet_goodput import schemas
 from fleet_goodput.asof import CLOCK_STREAM
 from fleet_goodput.columnar import decode_input_file
-from fleet_goodput.decode import VALIDATORS, Invalid, contract_violation, rejected_row
+from fleet_goodput.decode import VALIDATORS, Invalid, TimeSlice, contract_violation, rejected_row
 from fleet_goodput.events import pack
 from fleet_goodput.input_files import open_regular_file
-from fleet_goodput.shards import Shard
 
 EVENTS, REJECTED, READ_COUNTS, LATEST_TIMES = "events", "rejected", "read_counts", "latest_times"
 
 
 class _DecodeAvroFile(beam.DoFn):
-    def __init__(self, accelerators, shard: Shard | None):
+    def __init__(self, accelerators, during: TimeSlice | None):
         self.accelerators = accelerators
-        self.shard = shard
+        self.during = during
 
     def process(self, stream_and_path):
         stream, path = stream_and_path
         try:
-            decoded = decode_input_file(stream, path, self.accelerators, keep=self.shard and self.shard.owns,
-                                        open_file=open_input, step_blocks=True)
+            decoded = decode_input_file(stream, path, self.accelerators, self.during, open_file=open_input,
+                                        step_blocks=True)
         except FileNotFoundError:
             decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
         if decoded is not None:
             yield from self._outputs(stream, decoded)
 
     def _outputs(self, stream, decoded):
-        shard = self.shard
         for key, batch in decoded.batches.items():
             yield key, pack(batch)
-        if stream == CLOCK_STREAM and decoded.latest_times:  # every shard needs them: the as-of is the run's
+        if stream == CLOCK_STREAM and decoded.latest_times:
             yield beam.pvalue.TaggedOutput(LATEST_TIMES, decoded.latest_times)
-        if shard is None or shard.reports_decoding:
+        if self.during is None or self.during.first:
             for row in decoded.rejected:
                 yield beam.pvalue.TaggedOutput(REJECTED, row)
             yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), decoded.read))
@@ -74,14 +72,14 @@ class ReadAvroFiles(beam.PTransform):
     streaming run pays it each time), and a file says its stream anyway.
     """
 
-    def __init__(self, files: dict[str, list[str]], accelerators, shard: Shard | None = None):
+    def __init__(self, files: dict[str, list[str]], accelerators, during: TimeSlice | None = None):
         """Each scheduler file's latest event times (of every key) come out in "latest_times", for the
-        run's as-of time (fleet_goodput/asof.py). With a `shard` (fleet_goodput/shards.py), events only
-        of the shard's keys; rejected rows and read counts only from the shard that reports decoding."""
+        run's as-of time (fleet_goodput/asof.py). With `during` (a backfill's chunk of event time),
+        only its events, and rejected rows and read counts only from the first chunk."""
         super().__init__()
         self.files = [(stream, path) for stream, paths in files.items() for path in paths]
         self.accelerators = accelerators
-        self.shard = shard
+        self.during = during
 
     def expand(self, pbegin):
         return (
@@ -89,39 +87,8 @@ class ReadAvroFiles(beam.PTransform):
             # One file is one unit of work: Create reshuffles its elements, so a
             # distributed runner spreads the files over workers.
             | "ListFiles" >> beam.Create(self.files)
-            | "DecodeAndValidate" >> beam.ParDo(_DecodeAvroFile(self.accelerators, self.shard))
+            | "DecodeAndValidate" >> beam.ParDo(_DecodeAvroFile(self.accelerators, self.during))
             .with_outputs(REJECTED, READ_COUNTS, LATEST_TIMES, main=EVENTS)
-        )
-
-
-def _chunk_items(path: str):
-    for item in chunks.read_chunk_file(path):
-        if item[0] == chunks.EVENTS:
-            _, key, packed = item
-            yield key, packed
-        elif item[0] == chunks.REJECTED:
-            yield beam.pvalue.TaggedOutput(REJECTED, item[1])
-        elif item[0] == chunks.LATEST:
-            yield beam.pvalue.TaggedOutput(LATEST_TIMES, item[1])
-        else:
-            _, stream, records = item
-            yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), records))
-
-
-class ReadDecodedChunk(beam.PTransform):
-    """Files of one chunk that `fleet_goodput.chunks` decoded → the outputs of `ReadAvroFiles`
-    (the chunk's latest scheduler event times in "latest_times")."""
-
-    def __init__(self, paths: list[str]):
-        super().__init__()
-        self.paths = list(paths)
-
-    def expand(self, pbegin):
-        return (
-            pbegin
-            | "ListChunkFiles" >> beam.Create(self.paths)
-            | "ReadDecoded" >> beam.FlatMap(_chunk_items).with_outputs(REJECTED, READ_COUNTS, LATEST_TIMES,
-                                                                   main=EVENTS)
         )
 
 

@@ -26,7 +26,6 @@ from fleet_goodput.asof import CLOCK_STREAM, default_as_of, history_start, lates
 from fleet_goodput.decode import is_capacity_key, parse_capacity_key
 from fleet_goodput.events import Event, stream_of, unpack
 from fleet_goodput.session import KeyState, late_row, make_timeline, new_state
-from fleet_goodput.shards import Shard
 from fleet_goodput.timeutil import format_time_us
 
 WINDOW_VECTORS, JOBS, REJECTED, PENDING_REJECTED = "window_vectors", "jobs", "rejected", "rejected_pending"
@@ -61,7 +60,7 @@ class Continuation:
 class KeyRules:
     window_s: int
     allowed_lateness_s: int
-    retention_s: int
+    max_silence_s: int  # how long a silent key's state is kept (StreamSettings.max_silence_s)
     peak_flops: dict
 
     @property
@@ -184,7 +183,7 @@ class _AdvanceKeyFn(beam.DoFn):
             return
         reached = self.continuation.after(as_of_us, self.rules.allowed_lateness_s * 1_000_000)
         version = reached.version_us
-        advance = state.advance(as_of_us, reached.frontier_us, self.rules.retention_s * 1_000_000)
+        advance = state.advance(as_of_us, reached.frontier_us, self.rules.max_silence_s * 1_000_000)
         if job_id is None:
             for start_us, stretch in advance.windows.items():
                 yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, start_us, stretch,
@@ -221,44 +220,32 @@ def _by_tag(pair):
     yield value if tag == WINDOW_VECTORS else beam.pvalue.TaggedOutput(tag, value)
 
 
-def _owned(keyed, shard: Shard) -> bool:
-    return shard.owns(keyed[0])
-
-
 class SessionizeKeys(beam.PTransform):
     """{"events": (key, [events]), "state": (key, state blob), "latest_times": [int]} → the outputs named above.
 
     `as_of_us` is the given as-of time, or None for the default, the time the
     scheduler's clock has reached (fleet_goodput/asof.py). It is known from
-    the scheduler's latest event times ("latest_times", each file's, which
-    every shard reads) before any key advances, so every key advances once.
+    the scheduler's latest event times ("latest_times", each file's) before
+    any key advances, so every key advances once.
     The run's clock comes out as "clock" ({"as_of_us", "latest_times"}: the
     store keeps the latter for the next run) and its as-of time as "as_of".
-
-    With a `shard` (fleet_goodput/shards.py), "events" must hold only the
-    shard's keys (`ReadAvroFiles` with the shard reads them so); the saved
-    state is filtered to them here.
     """
 
-    def __init__(self, rules: KeyRules, continuation: Continuation, as_of_us: int | None,
-                 shard: Shard | None = None):
+    def __init__(self, rules: KeyRules, continuation: Continuation, as_of_us: int | None):
         super().__init__()
         self.rules = rules
         self.continuation = continuation
         self.as_of_us = as_of_us
-        self.shard = shard
 
     def expand(self, inputs):
         outputs_of = (CAPACITY, JOBS, REJECTED, PENDING_REJECTED, COUNTS, PENDING_COUNTS, STATE, LATE)
         clock_fn = ClockFn(self.as_of_us, self.continuation)
-        events, state, shard = inputs["events"], inputs["state"], self.shard
+        events, state = inputs["events"], inputs["state"]
         # Without new scheduler events the clock is what the combine gives for none, as a side
         # input's default: one Beam step less than CombineGlobally's own default.
         clock = inputs["latest_times"] | "ReadTheClock" >> beam.CombineGlobally(clock_fn).without_defaults()
         clock_side = beam.pvalue.AsSingleton(clock, default_value=clock_fn.extract_output(
             clock_fn.create_accumulator()))
-        if shard is not None:  # its events come read for it (transforms/read.py); saved state holds every key
-            state = state | "OwnState" >> beam.Filter(_owned, shard)
         grouped = {"events": events, "state": state} | "JoinSavedState" >> beam.CoGroupByKey()
         pairs = grouped | "AdvanceKeys" >> beam.ParDo(_AdvanceKeyFn(self.rules, self.continuation), clock_side)
         by_tag = pairs | "ByTag" >> beam.FlatMap(_by_tag).with_outputs(*outputs_of, main=WINDOW_VECTORS)

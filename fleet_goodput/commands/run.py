@@ -102,24 +102,9 @@ def pipeline_options(command: str, args: argparse.Namespace):
     return parse_options(command, flags), flags
 
 
-def start_processes_early(args: argparse.Namespace) -> None:
-    """Start the server a big local run's shard processes fork from (fleet_goodput/shards.py) before
-    this process imports Beam, so that the server's import of it runs beside ours, not after."""
-    from fleet_goodput.config import ConfigError, beam_flags
-    from fleet_goodput.shards import start_process_server
-
-    try:
-        flags = beam_flags(args.config) + args.argv
-    except ConfigError:
-        return  # main() reports it
-    # Another runner computes elsewhere, and a dry run computes nothing.
-    if not any(flag.startswith(("--runner", "--dry_run")) for flag in flags):
-        start_process_server(args.input, args.workers)
-
-
 def main(args: argparse.Namespace) -> int:
-    start_processes_early(args)
-    from fleet_goodput.batch import InputError, ReconciliationError, is_dry_run, run_batch, translate_batch
+    from fleet_goodput.batch import (InputError, ReconciliationError, is_dry_run, run_batch, translate_batch,
+                                     worker_flags)
     from fleet_goodput.config import ConfigError, load_settings
     from fleet_goodput.store import StoreError
     from fleet_goodput.stored_settings import settings_for_output
@@ -134,14 +119,15 @@ def main(args: argparse.Namespace) -> int:
             settings = load_settings(goodput.config)
             return dry_run(options, goodput.input, goodput.output,
                            lambda: translate_batch(goodput.input, goodput.output, settings, as_of_us, flags))
+        flags += worker_flags(goodput.workers, flags)
         chosen = settings_for_output(goodput.output, goodput.config, replace=goodput.replace)
         if chosen.note:
             print(f"mpg run: note: {chosen.note}", file=sys.stderr)
         progress(f"Running the goodput pipeline on {goodput.input} into {goodput.output}")
         outcome = run_batch(goodput.input, goodput.output, chosen.settings, as_of_us, flags,
                             stream_settings=chosen.stream_settings,
-                            replace=goodput.replace, chunk_hours=goodput.chunk_hours, workers=goodput.workers,
-                            progress=progress, confirm_as_of=goodput.confirm_as_of)
+                            replace=goodput.replace, chunk_hours=goodput.chunk_hours, progress=progress,
+                            confirm_as_of=goodput.confirm_as_of)
     except OptionsError as exc:
         print(f"mpg run: error: {exc}", file=sys.stderr)
         return exits.USAGE
