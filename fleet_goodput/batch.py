@@ -416,9 +416,10 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
     split-invariant, tests/test_split_invariance.py). Returns every staged folder, in order."""
     started = time.monotonic()
     clock_files = [f for f in plan.files if f.stream == CLOCK_STREAM]
-    new = latest_times(*(_clock_of(f.path, settings) for f in clock_files))
+    clocks = [_clock_of(f.path, settings, chunk_us) for f in clock_files]
+    new = latest_times(*(times for times, _ in clocks))
     kept = latest_times(plan.continuation.latest_times, new)
-    chunks = event_time_chunks(new, kept, chunk_us)
+    chunks = event_time_chunks(new, kept, chunk_us, set().union(*(begins for _, begins in clocks)))
     progress(f"Read the scheduler's clock from {len(clock_files):,} file(s) in {time.monotonic() - started:.1f} s: "
              f"{len(chunks)} chunk(s) of event time")
     # Where the fleet's history starts is the whole input's, not the first chunk's (fleet_goodput/asof.py).
@@ -440,21 +441,26 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
     return staged
 
 
-def _clock_of(path: str, settings: Settings) -> list[tuple[int, str]]:
-    """A scheduler file's latest and earliest (time, key) (fleet_goodput/asof.py); none if it is gone."""
+def _clock_of(path: str, settings: Settings, chunk_us: int) -> tuple[list[tuple[int, str]], set[int]]:
+    """A scheduler file's latest and earliest (time, key) (fleet_goodput/asof.py), and the beginnings
+    of the chunks of `chunk_us` its events fall in; none if it is gone."""
     try:
-        return decode_input_file(CLOCK_STREAM, path, settings.accelerators, open_file=open_input).latest_times
+        decoded = decode_input_file(CLOCK_STREAM, path, settings.accelerators, open_file=open_input)
     except FileNotFoundError:
-        return []  # gone since it was listed: the run computes again without it (run_batch)
+        return [], set()  # gone since it was listed: the run computes again without it (run_batch)
+    return decoded.latest_times, {window_start(event[0], chunk_us) for batch in decoded.batches.values()
+                                  for event in batch}
 
 
-def event_time_chunks(new: list[tuple[int, str]], kept: list[tuple[int, str]],
-                      chunk_us: int) -> list[tuple[int | None, TimeSlice]]:
+def event_time_chunks(new: list[tuple[int, str]], kept: list[tuple[int, str]], chunk_us: int,
+                      occupied: set[int] = frozenset()) -> list[tuple[int | None, TimeSlice]]:
     """The chunks a backfill computes, with the time each begins at (None: no scheduler event to say).
 
-    UTC-aligned chunks of `chunk_us` (24 h chunks start at midnight) from the
-    earliest to the latest of the new scheduler times `new`, leaving out a clock
-    reset into the past that the times the store keeps, `kept`, show. The first
+    UTC-aligned chunks of `chunk_us` (24 h chunks start at midnight) that hold
+    new scheduler events: those `occupied` begins at, and those of the times
+    `new`, leaving out a clock reset into the past that the times the store
+    keeps, `kept`, show. A chunk runs up to the next one, over any stretch
+    without scheduler events (cost follows events, not empty time). The first
     chunk also holds every earlier event, and the last every later one (runtime
     events before a job's SUBMIT, a clock ahead), so that no event falls outside.
     """
@@ -462,7 +468,9 @@ def event_time_chunks(new: list[tuple[int, str]], kept: list[tuple[int, str]],
     times = [time_us for time_us, _ in new if start is None or time_us >= start]
     if not times:
         return [(None, TimeSlice())]
-    begins = list(range(window_start(min(times), chunk_us), max(times) + 1, chunk_us))
+    first = window_start(min(times), chunk_us)
+    begins = sorted({window_start(time_us, chunk_us) for time_us in times}
+                    | {begin for begin in occupied if begin >= first})
     bounds = [None, *begins[1:], None]
     return [(begin, TimeSlice(since, until, first=number == 0))
             for number, (begin, since, until) in enumerate(zip(begins, bounds, bounds[1:]))]

@@ -115,6 +115,18 @@ def test_a_backfill_chunk_edge_leaves_out_a_clock_reset_into_the_past():
     assert event_time_chunks([], [], DAY_US) == [(None, TimeSlice())]  # no scheduler event: one chunk of all
 
 
+def test_a_backfill_makes_no_chunk_for_a_stretch_without_scheduler_events():
+    """Eleven jobs on day 0, more on day 1 (seen in the files, not among the clock's kept times), then nothing
+    until ten years later: three chunks, the second reaching over the empty decade (issue 27: cost follows events)."""
+    later = START_US + 3650 * DAY_US
+    new = [*((START_US + 5 * HOUR_US + n, f"job-{n}") for n in range(11)), (later + HOUR_US, "job-late")]
+    occupied = {START_US, START_US + DAY_US, later}
+    assert event_time_chunks(new, new, DAY_US, occupied) == [
+        (START_US, TimeSlice(None, START_US + DAY_US, first=True)),
+        (START_US + DAY_US, TimeSlice(START_US + DAY_US, later, first=False)),
+        (later, TimeSlice(later, None, first=False))]
+
+
 def test_workers_are_beams_worker_processes():
     assert worker_flags(None, []) == [] and worker_flags(1, []) == []
     assert worker_flags(3, ["--runner=DirectRunner"]) == ["--direct_num_workers=3",
