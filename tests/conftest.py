@@ -1,3 +1,4 @@
+import contextlib
 import logging
 import sys
 from pathlib import Path
@@ -40,8 +41,8 @@ def pytest_configure(config):
         config.pluginmanager.register(_SharedFixtureScheduling())
 
 
-@pytest.fixture(autouse=True)
-def _console_as_it_was():
+@contextlib.contextmanager
+def _console_kept():
     """`mpg -q …` and `mpg -vv …` set how loud the process is: a test after them in the same worker,
     calling a command's function without `main`, must not inherit it."""
     from fleet_goodput import console
@@ -51,6 +52,20 @@ def _console_as_it_was():
     yield
     console.configure(verbosity)
     root.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def _console_as_it_was():
+    with _console_kept():
+        yield
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _console_as_it_was_for_the_module():
+    """The same around a file's module fixtures (a module fixture calling `mpg -q run` made the next
+    file on its worker quiet)."""
+    with _console_kept():
+        yield
 
 
 @pytest.fixture(scope="session")
