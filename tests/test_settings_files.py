@@ -64,10 +64,13 @@ def test_a_folder_given_as_settings_file_is_refused(tmp_path):
 
 @pytest.mark.parametrize("depth", [101, 100_000])
 def test_a_settings_file_nested_too_deep_is_refused(tmp_path, depth):
-    """Not left to the YAML library: some libyaml builds stop at 1,000 levels, others never."""
+    """Not left to the YAML library: some libyaml builds stop at 1,000 levels (scanning ahead of the
+    events the guard reads, so they say it first), others never."""
     path = _settings_file(tmp_path, "beam: " + "[" * depth + "]" * depth + "\n")
-    assert _refusal(beam_flags, path) == (f"config file {path}, line 1: nested more than 100 levels deep; "
-                                          "settings need far fewer")
+    ours = f"config file {path}, line 1: nested more than 100 levels deep; settings need far fewer"
+    libyamls = f"config file {path} is not valid YAML: while increasing flow level\nexceeded maximum nesting depth"
+    refusal = _refusal(beam_flags, path)
+    assert refusal == ours or (depth > 1000 and refusal.startswith(libyamls)), refusal
 
 
 def test_a_settings_file_nested_100_levels_still_reads(tmp_path):
