@@ -311,6 +311,9 @@ def test_a_user_profile_adds_a_framework(tmp_path):
     ("x:\n  timestamp: '(?P<time>.*)'\n  iteration: 'it (\\d+)'\n", "iteration needs the named group"),
     ("x:\n  timestamp: '(?P<time>.*)'\n  iteration: '(?P<step>\\d+) (?P<ms>\\d+)'\n  speed: 'x'\n", "unknown keys"),
     ("x:\n  timestamp: '(?P<time>['\n  iteration: '(?P<step>\\d+) (?P<ms>\\d+)'\n", "timestamp is not a valid regular"),
+    # Read as every settings file is (config.read_yaml): nested aliases are counted before anything is built.
+    ("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(f"{chr(98 + n)}: &{chr(98 + n)} [{', '.join([f'*{chr(97 + n)}'] * 10)}]\n"
+                                                       for n in range(5)), "more than 100,000 values"),
 ])
 def test_a_broken_profile_is_refused_naming_the_key(tmp_path, body, message):
     profiles = tmp_path / "profiles.yaml"

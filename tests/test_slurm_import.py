@@ -173,6 +173,18 @@ def test_a_truncated_sacct_file_stops_the_import_and_writes_nothing(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_an_accelerator_map_is_read_as_every_settings_file(tmp_path):
+    """--accelerator-map goes through config.read_yaml: an alias bomb is refused before it is built."""
+    path = tmp_path / "map.yaml"
+    path.write_text("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + n)}: &{chr(98 + n)} [{', '.join([f'*{chr(97 + n)}'] * 10)}]\n" for n in range(5)))
+    with pytest.raises(ValueError, match="more than 100,000 values"):
+        AcceleratorMap.load(path)
+    path.write_text("gres_types: {H100_80GB: h100}\npartitions: {gpu-old: v100}\n")
+    mapping = AcceleratorMap.load(path)
+    assert (mapping.gres_types["h100_80gb"], mapping.partitions["gpu-old"]) == ("h100", "v100")
+
+
 def test_times_read_in_the_zone_sacct_printed_them_in(tmp_path):
     """Europe/Berlin, around the end of summer time (2026-10-25 03:00 CEST → 02:00 CET) and midnight."""
     _write(tmp_path / "src", [

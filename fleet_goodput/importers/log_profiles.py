@@ -17,7 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from fleet_goodput.config import PRECISIONS
+from fleet_goodput.config import PRECISIONS, read_yaml
+from fleet_goodput.setting_types import ConfigError
 
 BUILT_IN = "log_profiles.yaml"
 # Each kind of line a profile may recognise → the named groups its pattern must have
@@ -147,8 +148,7 @@ def load_profiles(user_file: Path | None = None) -> dict[str, Profile]:
                       BUILT_IN)
     if user_file is not None:
         try:
-            text = Path(user_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ProfileError(f"{user_file}: cannot read the profiles file ({exc})") from exc
-        documents.update(_read(text, str(user_file)))
+            documents.update(read_yaml(user_file))  # bounded in size, values and depth, as every settings file
+        except ConfigError as exc:
+            raise ProfileError(f"cannot use the profiles file: {exc}") from exc
     return {str(name): _profile(str(name), body) for name, body in documents.items()}

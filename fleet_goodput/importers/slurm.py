@@ -34,8 +34,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
-
+from fleet_goodput.config import read_yaml
+from fleet_goodput.setting_types import ConfigError
 from fleet_goodput.importers.common import (
     MAX_CHIPS, MICROS, Imported, Options, SourceError, Unmappable, chip_count, event_time_us, file_digest, require_file,
 )
@@ -112,10 +112,10 @@ class AcceleratorMap:
         if path is None:
             return mapping
         try:
-            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ValueError(f"--accelerator-map {path}: {exc}") from exc
-        if not isinstance(raw, dict) or set(raw) - {"gres_types", "partitions"}:
+            raw = read_yaml(path)  # bounded in size, values and depth, as every settings file
+        except ConfigError as exc:
+            raise ValueError(f"--accelerator-map: {exc}") from exc
+        if set(raw) - {"gres_types", "partitions"}:
             raise ValueError(f"--accelerator-map {path}: expected a mapping with `gres_types:` and/or `partitions:`")
         for section in ("gres_types", "partitions"):
             entries = raw.get(section) or {}
