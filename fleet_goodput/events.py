@@ -22,7 +22,8 @@ TERMINAL_TYPES = ("FINISH", "FAIL", "CANCEL")
 # Events at the same microsecond are applied in this order, so that a step that
 # ends at the instant of a preemption counts as ended before it, and a span that
 # starts at the instant of an allocation starts inside it.
-_SUBMIT, _RUNTIME_END, _SCHEDULER, _TERMINAL, _RUNTIME_START = range(5)
+SAME_INSTANT_ORDERS = 5
+_SUBMIT, _RUNTIME_END, _SCHEDULER, _TERMINAL, _RUNTIME_START = range(SAME_INSTANT_ORDERS)
 
 
 def same_instant_order(code: str) -> int:

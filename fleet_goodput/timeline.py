@@ -62,7 +62,8 @@ import numpy as np
 
 from fleet_goodput import step_runs
 from fleet_goodput.config import DEFAULT_PRECISION, peak_of
-from fleet_goodput.events import PROFILE, STEP_RUN, TERMINAL_TYPES, Event, Sample, Submit, reason_of, stream_of
+from fleet_goodput.events import (PROFILE, SAME_INSTANT_ORDERS, STEP_RUN, TERMINAL_TYPES, Event, Sample, Submit,
+                                  reason_of, stream_of)
 from fleet_goodput.interruptions import InterruptionLog
 from fleet_goodput.windows import add_over_windows, split_at_windows
 
@@ -832,7 +833,7 @@ def _runs_apart_from_other_events(ordered: list[Event], runs: list[Event]) -> li
         if (first, last) in overlapping:
             out += step_runs.expand(run)
         elif inside:
-            out += _taken_apart(run, np.array([barrier[0] for barrier in inside]))
+            out += _taken_apart(run, np.array([_instant(*barrier[:2]) for barrier in inside]))
         else:
             kept.append(run)
     if not out:
@@ -860,12 +861,23 @@ def _add_by_window(deltas: dict, index: int, chips: int, starts: np.ndarray, end
         add_over_windows(deltas, start_us, end_us, window_us, ((index, chips),))
 
 
+def _instant(time_us, order):
+    """An event's place in event order up to its id, as one number: time, then same-instant order."""
+    return time_us * SAME_INSTANT_ORDERS + order
+
+
 def _taken_apart(run: Event, barriers: np.ndarray) -> list[Event]:
-    """A STEP_RUN with events at `barriers` inside it: the spans they touch (a barrier at or
-    between a span's edges) as their events, the other spans as runs, cut where a barrier
-    falls in the time between two spans."""
+    """A STEP_RUN with events at `barriers` (their `_instant`s) inside it: the spans they touch (a
+    barrier between a span's START and END in event order) as their events, the other spans as
+    runs, cut where a barrier falls between two spans.
+
+    A barrier at a span's START or END instant with the same same-instant order (which only the
+    ids would set apart) is taken to touch it: taken apart, the span's events are applied one by
+    one, which is always right. At the same instant in another order it is before or after the
+    span: a checkpoint save that starts as a step ends and ends as the next starts cuts the run
+    between them and leaves both spans in it."""
     times = np.frombuffer(run[4][0], dtype=np.int64)
-    starts, ends = times[0::2], times[1::2]
+    starts, ends = _instant(times[0::2], step_runs.START_ORDER), _instant(times[1::2], step_runs.END_ORDER)
     touched = np.searchsorted(barriers, ends, side="right") > np.searchsorted(barriers, starts, side="left")
     cut_after = np.append(np.searchsorted(barriers, starts[1:], side="left")
                           > np.searchsorted(barriers, ends[:-1], side="right"), False)

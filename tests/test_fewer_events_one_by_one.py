@@ -1,0 +1,35 @@
+"""The key step's shortcuts (issue 25, item 2) never change a figure: each case feeds one timeline
+the events one by one and another the same events as the decoder hands them on, as
+tests/test_step_runs.py does, and compares everything the timeline reports; and checks that the
+shortcut is taken."""
+
+from __future__ import annotations
+
+from fleet_goodput.timeline import JobTimeline, StepRun
+from test_step_runs import as_decoded, both, runs_in, spans
+from test_timeline import HOUR_US, PEAK, ev, sample, seconds_by_category, submit
+
+
+def test_a_save_between_two_spans_at_their_instants_cuts_the_run_and_leaves_both_spans_in_it():
+    # The simulator's checkpoint: it starts as a step ends and ends as the next step starts. In event
+    # order the save comes after the one span and before the other: it touches neither.
+    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 3), ev(40, "CHECKPOINT_SAVE_START"),
+              ev(45, "CHECKPOINT_SAVE_END", 30), *spans(45, 3, first_step=31), ev(80, "FINISH"), sample(1, 2e15)]
+    reference, collapsed, decoded = both(events, 90)
+    assert collapsed == reference
+    assert runs_in(decoded) == 1
+    timeline = JobTimeline("j", HOUR_US, PEAK)
+    timeline.feed(as_decoded(events[:-2]))  # no FINISH: the spans after the save stay unresolved, as a run
+    assert [type(span) for span in timeline.unresolved] == [StepRun]
+    applied_as_runs = [first for first in timeline.seen_ids.values() if first[3] == "STEP_RUN"]
+    assert len(applied_as_runs) == 12  # the spans' every event; the save's two one by one
+    got = seconds_by_category(collapsed[0])
+    assert (got["productive"], got["checkpoint_save"]) == (60, 5)
+
+
+def test_an_event_at_a_span_s_instant_in_its_own_same_instant_order_takes_the_span_apart():
+    # A STEP_END and a DATA_WAIT_END (another runtime END) at one instant: only their ids order them.
+    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 3), ev(15, "DATA_WAIT_START"), ev(20, "DATA_WAIT_END"),
+              ev(20, "CHECKPOINT_SAVE_START"), ev(30, "CHECKPOINT_SAVE_END", 10), ev(50, "FINISH")]
+    reference, collapsed, _ = both(events, 60)
+    assert collapsed == reference
