@@ -29,9 +29,11 @@ wherever one event might be treated differently from the others:
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 
-from fleet_goodput.events import STEP_RUN, Event, same_instant_order
+from fleet_goodput.events import SAME_INSTANT_ORDERS, STEP_RUN, Event, same_instant_order
 
 # A job's step events (those with a step) and data waits (those without) from one file, in columns,
 # as the decoder hands them on: the key step makes runs of them (`collapse`).
@@ -40,7 +42,8 @@ STEP_BLOCK = "STEP_BLOCK"
 CODES = ("STEP_START", "STEP_END", "DATA_WAIT_START", "DATA_WAIT_END")
 _CODE_NUMBERS = {code: number for number, code in enumerate(CODES)}
 START_ORDER, END_ORDER = same_instant_order("STEP_START"), same_instant_order("STEP_END")
-_ORDERS = np.array([same_instant_order(code) for code in CODES])
+_ORDER_OF_CODE = tuple(same_instant_order(code) for code in CODES)
+_ORDERS = np.array(_ORDER_OF_CODE)
 _STEP_START, _STEP_END, _WAIT_START, _WAIT_END = range(4)
 
 
@@ -60,8 +63,8 @@ def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str
     """The STEP_BLOCK of events at `times` with `steps` (0 for a data wait), `codes` (numbers
     of CODES) and the ids `ids` (space-separated)."""
     return (int(times.max()), 0, ids.split(" ", 1)[0], STEP_BLOCK,  # its latest time, for `events.pack`
-            (times.astype(np.int64).tobytes(), steps.astype(np.int64).tobytes(), codes.astype(np.int8).tobytes(),
-             ids))
+            (times.astype(np.int64, copy=False).tobytes(), steps.astype(np.int64, copy=False).tobytes(),
+             codes.astype(np.int8, copy=False).tobytes(), ids))
 
 
 def collapse(events: list) -> list:
@@ -85,20 +88,28 @@ def collapse(events: list) -> list:
     codes = np.concatenate([np.frombuffer(block[4][2], dtype=np.int8) for block in blocks])
     ids = " ".join(block[4][3] for block in blocks).split(" ")
     orders = _ORDERS[codes]
-    order = np.lexsort((orders, times))  # event order: time, same-instant order, then id (below)
-    if ((np.diff(times[order]) == 0) & (np.diff(orders[order]) == 0)).any():  # rare: ties to order by id
+    keys = times * SAME_INSTANT_ORDERS + orders  # event order up to the id: time, then same-instant order
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    if (keys[1:] == keys[:-1]).any():  # rare: ties to order by id
         order = np.array(sorted(range(len(ids)), key=lambda index: (times[index], orders[index], ids[index])))
     times, steps, codes = times[order], steps[order], codes[order]
-    ids = [ids[index] for index in order.tolist()]
+    ids = list(itemgetter(*order.tolist())(ids)) if len(ids) > 1 else ids
+    count = len(times)
     duration, climb = times[1:] - times[:-1], steps[1:] - steps[:-1]
-    is_step = np.append((codes[:-1] == _STEP_START) & (codes[1:] == _STEP_END) & (duration > 0) & (climb >= 0)
-                        & (climb + 1 <= duration), False)
-    is_wait = np.append((codes[:-1] == _WAIT_START) & (codes[1:] == _WAIT_END), False)
+    is_step, is_wait = np.zeros(count, dtype=bool), np.zeros(count, dtype=bool)  # a span starts at the row
+    is_step[:-1] = ((codes[:-1] == _STEP_START) & (codes[1:] == _STEP_END) & (duration > 0) & (climb >= 0)
+                    & (climb < duration))
+    is_wait[:-1] = (codes[:-1] == _WAIT_START) & (codes[1:] == _WAIT_END)
     span = is_step | is_wait
     # The step the last step span up to each event ended at (-1: none), for steps going back.
-    step_ends = np.flatnonzero(np.roll(is_step, 1))
-    last_end = np.maximum.accumulate(np.where(np.roll(is_step, 1), np.arange(len(times)), -1))
-    ended = np.where(last_end >= 0, steps[np.maximum(last_end, 0)], -1) if len(step_ends) else np.full(len(times), -1)
+    step_end = np.zeros(count, dtype=bool)
+    step_end[1:] = is_step[:-1]
+    if step_end.any():
+        last_end = np.maximum.accumulate(np.where(step_end, np.arange(count), -1))
+        ended = np.where(last_end >= 0, steps[last_end], -1)
+    else:
+        ended = np.full(count, -1)
     follows = np.zeros_like(span)
     follows[2:] = span[2:] & span[:-2] & ~(is_step[2:] & (steps[2:] < ended[1:-1]))
     first_spans = np.flatnonzero(span & ~follows)
@@ -117,7 +128,7 @@ def collapse(events: list) -> list:
 
 
 def _events(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str]) -> list[Event]:
-    return [Event(time_us, _ORDERS[code], event_id, CODES[code], (step,) if code < _WAIT_START else (None,))
+    return [Event(time_us, _ORDER_OF_CODE[code], event_id, CODES[code], (step,) if code < _WAIT_START else (None,))
             for time_us, step, code, event_id in zip(times.tolist(), steps.tolist(), codes.tolist(), ids)]
 
 

@@ -322,14 +322,14 @@ class JobTimeline:
         (fleet_goodput/step_runs.py); False, having changed nothing, where one might do more."""
         times, steps, codes, ids = step_runs.arrays(run)
         submit, open_spans = self.submit, self.open_spans
-        kinds = codes[0::2]
-        stepping = kinds == 0  # the step spans among the run's spans
-        if not stepping.any():  # data waits only (a run taken apart): one by one
+        stepping = codes[0::2] == 0  # the step spans among the run's spans
+        step_spans = np.flatnonzero(stepping)
+        if not len(step_spans):  # data waits only (a run taken apart): one by one
             return False
-        first_step = steps[2 * int(np.argmax(stepping))]
+        first_start, last_end = 2 * int(step_spans[0]), 2 * int(step_spans[-1]) + 1  # rows of its step spans' edges
         if (submit is None or self.end_us is not None or self.held < submit.chips
                 or "step" in open_spans or "data_wait" in open_spans or "compile" in open_spans
-                or (self.reported_step is not None and first_step < self.reported_step)
+                or (self.reported_step is not None and steps[first_start] < self.reported_step)
                 or not self.seen_ids.keys().isdisjoint(ids)):
             return False
         start, end = int(times[0]), int(times[-1])
@@ -337,21 +337,22 @@ class JobTimeline:
         self.seen_ids.update(dict.fromkeys(ids, tuple(run)))
         self.accepted["runtime"] += len(ids)
         self.attempt_ran_steps = True
-        self._resumed_work(int(times[2 * int(np.argmax(stepping))]))  # at its first STEP_START
-        self.reported_step = int(steps[2 * (len(kinds) - 1 - int(np.argmax(stepping[::-1]))) + 1])
+        self._resumed_work(int(times[first_start]))  # at its first STEP_START
+        self.reported_step = int(steps[last_end])
         chips, window_us, deltas = submit.chips, self.window_us, self._deltas
         figures = ((_INDEX["lifetime"], chips), (_INDEX["held"], self.held), (_INDEX["all_allocated"], chips))
         add_over_windows(deltas, start, end, window_us, figures)
         starts, ends = times[0::2], times[1::2]
-        waits = ~stepping
-        if waits.any():
+        firsts, lasts = steps[0::2], steps[1::2]
+        if len(step_spans) < len(stepping):  # data waits among them
+            waits = ~stepping
             _add_by_window(deltas, _INDEX["data_wait"], chips, starts[waits], ends[waits], window_us)
-        if (starts[1:] > ends[:-1]).any():  # time between spans: to the span still open, or idle
+            starts, ends, firsts, lasts = starts[stepping], ends[stepping], firsts[stepping], lasts[stepping]
+        if end - start > int((times[1::2] - times[0::2]).sum()):  # time between spans: to the span still open, or idle
             kind = next((kind for kind in SPAN_PRECEDENCE if kind in open_spans), "idle")
-            _add_by_window(deltas, _INDEX[kind], chips, ends[:-1], starts[1:], window_us)
+            _add_by_window(deltas, _INDEX[kind], chips, times[1:-1:2], times[2::2], window_us)
         self.now_us = end
-        run = StepRun(starts[stepping], ends[stepping], steps[0::2][stepping], steps[1::2][stepping],
-                      self._preserved_step())
+        run = StepRun(starts, ends, firsts, lasts, self._preserved_step())
         if submit.workload in ("SERVING", "BULK_INFERENCE"):
             self._resolve(run, "productive")  # a served request is progress once answered
         else:
@@ -850,14 +851,17 @@ def _add_by_window(deltas: dict, index: int, chips: int, starts: np.ndarray, end
     if last <= window + window_us:  # all in one window
         deltas[window][index] += chips * int((ends - starts).sum())
         return
-    windows = starts - starts % window_us
-    inside = ends <= windows + window_us
-    # The stretches inside one window, summed per window (their windows never go back).
-    firsts = np.flatnonzero(np.diff(windows[inside], prepend=-1))
-    for window, total in zip(windows[inside][firsts].tolist(),
-                             np.add.reduceat((ends - starts)[inside], firsts).tolist() if len(firsts) else ()):
+    # A run's few dozen stretches in plain Python: cheaper than a dozen numpy calls on them.
+    totals, crossing = {}, []  # the stretches inside one window, summed per window; those across an edge
+    for start_us, end_us in zip(starts.tolist(), ends.tolist()):
+        window = start_us - start_us % window_us
+        if end_us <= window + window_us:
+            totals[window] = totals.get(window, 0) + end_us - start_us
+        else:
+            crossing.append((start_us, end_us))
+    for window, total in totals.items():
         deltas[window][index] += chips * total
-    for start_us, end_us in zip(starts[~inside].tolist(), ends[~inside].tolist()):
+    for start_us, end_us in crossing:
         add_over_windows(deltas, start_us, end_us, window_us, ((index, chips),))
 
 

@@ -33,3 +33,20 @@ def test_an_event_at_a_span_s_instant_in_its_own_same_instant_order_takes_the_sp
               ev(20, "CHECKPOINT_SAVE_START"), ev(30, "CHECKPOINT_SAVE_END", 10), ev(50, "FINISH")]
     reference, collapsed, _ = both(events, 60)
     assert collapsed == reference
+
+
+def test_data_waits_idle_time_and_step_spans_of_runs_across_window_edges_are_added_where_they_ran():
+    # 10 s windows: spans of 7.3 s, data waits of 2.6 s and 1.1 s idle between them straddle the edges.
+    events, at = [submit(0), ev(0, "ALLOCATE", 8)], 3.0
+    for n in range(12):
+        events += [ev(at, "STEP_START", 1 + 5 * n), ev(at + 7.3, "STEP_END", 5 + 5 * n)]
+        at += 8.4
+        if n % 3 == 1:
+            events += [ev(at, "DATA_WAIT_START", None), ev(at + 2.6, "DATA_WAIT_END", None)]
+            at += 2.6
+    events += [ev(at + 1, "CHECKPOINT_SAVE_START"), ev(at + 2, "CHECKPOINT_SAVE_END", 60), sample(0, 2.1e15)]
+    reference, collapsed, decoded = both(events, at + 5, window_us=10_000_000)
+    assert runs_in(decoded) == 1
+    assert collapsed == reference  # every window's figures, the ideal floats bit for bit
+    got = seconds_by_category(collapsed[0])
+    assert got["data_wait"] == 4 * 2.6 and got["productive"] == 12 * 7.3
