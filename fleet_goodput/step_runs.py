@@ -9,9 +9,9 @@ spread over many files) and makes each stretch of two or more spans next to
 each other in event order, one at least a step span, whose steps are
 plausible and never go back, into one `STEP_RUN` event. It carries every
 original event in four compact values: the events' times, steps and codes
-(bytes; a START and its END in turn) and their ids (one string, ids hold no
-space). Its time, same-instant order and id are its first event's, so it
-sorts where that event would.
+(bytes; a START and its END in turn) and their ids (a tuple). Its time,
+same-instant order and id are its first event's, so it sorts where that
+event would.
 
 A run stands for its events, never changes a figure, and is taken apart
 wherever one event might be treated differently from the others:
@@ -52,11 +52,11 @@ def code_numbers(codes) -> np.ndarray:
     return np.array([_CODE_NUMBERS[code] for code in codes], dtype=np.int8)
 
 
-def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str]) -> tuple:
+def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids) -> tuple:
     """The STEP_RUN event of the events at `times` with `steps` (0 for a data wait, which has
-    none), `codes` (numbers of CODES: STARTs and ENDs in turn) and `ids`."""
-    return (int(times[0]), START_ORDER, ids[0], STEP_RUN,
-            (times.tobytes(), steps.tobytes(), codes.tobytes(), " ".join(ids)))
+    none), `codes` (numbers of CODES: STARTs and ENDs in turn) and `ids` (kept as a tuple: the
+    timeline reads them as strings, and splitting a joined string made each one again)."""
+    return (int(times[0]), START_ORDER, ids[0], STEP_RUN, (times.tobytes(), steps.tobytes(), codes.tobytes(), tuple(ids)))
 
 
 def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str) -> tuple:
@@ -83,9 +83,9 @@ def collapse(events: list) -> list:
     if not blocks:
         return events
     out = [event for event in events if event[3] != STEP_BLOCK]
-    times = np.concatenate([np.frombuffer(block[4][0], dtype=np.int64) for block in blocks])
-    steps = np.concatenate([np.frombuffer(block[4][1], dtype=np.int64) for block in blocks])
-    codes = np.concatenate([np.frombuffer(block[4][2], dtype=np.int8) for block in blocks])
+    times = np.frombuffer(b"".join([block[4][0] for block in blocks]), dtype=np.int64)
+    steps = np.frombuffer(b"".join([block[4][1] for block in blocks]), dtype=np.int64)
+    codes = np.frombuffer(b"".join([block[4][2] for block in blocks]), dtype=np.int8)
     ids = " ".join(block[4][3] for block in blocks).split(" ")
     orders = _ORDERS[codes]
     keys = times * SAME_INSTANT_ORDERS + orders  # event order up to the id: time, then same-instant order
@@ -132,11 +132,17 @@ def _events(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[s
             for time_us, step, code, event_id in zip(times.tolist(), steps.tolist(), codes.tolist(), ids)]
 
 
-def arrays(run) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+def arrays(run) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
     """(times, steps, codes, ids) of a STEP_RUN's events: a START and its END in turn."""
     times, steps, codes, ids = run[4]
     return (np.frombuffer(times, dtype=np.int64), np.frombuffer(steps, dtype=np.int64),
-            np.frombuffer(codes, dtype=np.int8), ids.split(" "))
+            np.frombuffer(codes, dtype=np.int8), _ids_of(ids))
+
+
+def _ids_of(ids) -> tuple[str, ...]:
+    """A run's ids: a tuple, or, in a run a key's saved state kept from before, one string of them
+    (ids hold no space)."""
+    return ids if isinstance(ids, tuple) else tuple(ids.split(" "))
 
 
 def is_run(event) -> bool:
@@ -155,7 +161,7 @@ def end_us(event) -> int:
 
 def last_key(run) -> tuple[int, int, str]:
     """(time, same-instant order, id) of a STEP_RUN's last event, an END: it sorts there."""
-    return end_us(run), END_ORDER, run[4][3].rsplit(" ", 1)[-1]
+    return end_us(run), END_ORDER, _ids_of(run[4][3])[-1]
 
 
 def expand(event) -> list[Event]:

@@ -5,8 +5,9 @@ shortcut is taken."""
 
 from __future__ import annotations
 
+from fleet_goodput import step_runs
 from fleet_goodput.timeline import JobTimeline, StepRun
-from test_step_runs import as_decoded, both, runs_in, spans
+from test_step_runs import as_decoded, both, outcome, runs_in, spans
 from test_timeline import HOUR_US, PEAK, ev, sample, seconds_by_category, submit
 
 
@@ -50,3 +51,20 @@ def test_data_waits_idle_time_and_step_spans_of_runs_across_window_edges_are_add
     assert collapsed == reference  # every window's figures, the ideal floats bit for bit
     got = seconds_by_category(collapsed[0])
     assert got["data_wait"] == 4 * 2.6 and got["productive"] == 12 * 7.3
+
+
+def test_a_run_saved_in_a_key_s_state_with_its_ids_in_one_string_is_read_as_before():
+    # A store's state written before a run's ids were a tuple holds them space-separated.
+    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 4), sample(1, 2e15)]
+    decoded = as_decoded(events)
+    saved = [e._replace(payload=(*e.payload[:3], " ".join(e.payload[3]))) if e.code == "STEP_RUN" else e
+             for e in decoded]
+    assert runs_in(saved) == 1 and saved != decoded
+    assert sorted(step_runs.originals(saved)) == sorted(events)
+    outcomes = []
+    for fed in (decoded, saved):
+        timeline = JobTimeline("j", HOUR_US, PEAK)
+        timeline.feed(fed)
+        assert [type(span) for span in timeline.unresolved] == [StepRun]
+        outcomes.append(outcome(timeline, 70, HOUR_US))
+    assert outcomes[0] == outcomes[1]
