@@ -52,7 +52,7 @@ from fleet_goodput.decode import (EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, De
                                   clock_horizon_us, decode_file, rejected_row)
 from fleet_goodput.events import PROFILE, RUNTIME_TYPES, same_instant_order
 from fleet_goodput.input_files import NotARegularFile, open_regular_file
-from fleet_goodput.step_runs import CODES, make_block
+from fleet_goodput.step_runs import CODES, make_blocks
 
 # The fields each fast-path stream is written for, in schema order. A schema
 # that gains a field sends its files to the reference path until this module
@@ -264,10 +264,9 @@ def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
         steps = blocks["step"].fill_null(0).to_numpy()
         codes = blocks["type"].cast(pl.String).replace_strict(
             {name: number for number, name in enumerate(CODES)}, return_dtype=pl.Int8).to_numpy()
-        end = 0
-        for job_id, events, ids in zip(jobs["job_id"].to_list(), jobs["events"].to_list(), jobs["ids"].to_list()):
-            start, end = end, end + events
-            batches[job_id].append(make_block(times[start:end], steps[start:end], codes[start:end], ids))
+        made = make_blocks(times, steps, codes, jobs["ids"].to_list(), jobs["events"].to_list())
+        for job_id, block in zip(jobs["job_id"].to_list(), made):
+            batches[job_id].append(block)
     return frame.filter(~in_block)
 
 

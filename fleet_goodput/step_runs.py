@@ -62,9 +62,21 @@ def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids) -> tu
 def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str) -> tuple:
     """The STEP_BLOCK of events at `times` with `steps` (0 for a data wait), `codes` (numbers
     of CODES) and the ids `ids` (space-separated)."""
-    return (int(times.max()), 0, ids.split(" ", 1)[0], STEP_BLOCK,  # its latest time, for `events.pack`
-            (times.astype(np.int64, copy=False).tobytes(), steps.astype(np.int64, copy=False).tobytes(),
-             codes.astype(np.int8, copy=False).tobytes(), ids))
+    return make_blocks(times, steps, codes, [ids], [len(times)])[0]
+
+
+def make_blocks(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str], counts: list[int]) -> list:
+    """The STEP_BLOCKs of consecutive stretches of the events (as `make_block`'s): block i holds the
+    next `counts[i]` events, whose ids are `ids[i]`. The columns are made bytes once, each block a
+    slice of them: a file holds thousands of blocks."""
+    times, steps = times.astype(np.int64, copy=False), steps.astype(np.int64, copy=False)
+    ends = np.cumsum(counts)
+    firsts = ends - counts
+    latest = np.maximum.reduceat(times, firsts).tolist() if len(times) else []  # for `events.pack`
+    times, steps, codes = times.tobytes(), steps.tobytes(), codes.astype(np.int8, copy=False).tobytes()
+    return [(latest_us, 0, block_ids.partition(" ")[0], STEP_BLOCK,
+             (times[8 * first:8 * end], steps[8 * first:8 * end], codes[first:end], block_ids))
+            for latest_us, first, end, block_ids in zip(latest, firsts.tolist(), ends.tolist(), ids)]
 
 
 def collapse(events: list) -> list:
