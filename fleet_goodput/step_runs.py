@@ -56,7 +56,8 @@ def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids) -> tu
     """The STEP_RUN event of the events at `times` with `steps` (0 for a data wait, which has
     none), `codes` (numbers of CODES: STARTs and ENDs in turn) and `ids` (kept as a tuple: the
     timeline reads them as strings, and splitting a joined string made each one again)."""
-    return (int(times[0]), START_ORDER, ids[0], STEP_RUN, (times.tobytes(), steps.tobytes(), codes.tobytes(), tuple(ids)))
+    return (int(times[0]), START_ORDER, ids[0], STEP_RUN,
+            (times.tobytes(), steps.tobytes(), codes.tobytes(), tuple(ids)))
 
 
 def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str) -> tuple:
