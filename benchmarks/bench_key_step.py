@@ -59,8 +59,8 @@ def applied(grouped: dict[str, list], advance) -> Counter:
         counts["events applied one by one"] += 1
         return feed_one(timeline, event)
 
-    def counted_apply_run(timeline, run, *saves):
-        done = apply_run(timeline, run, *saves)
+    def counted_apply_run(timeline, run):
+        done = apply_run(timeline, run)
         if done:
             counts["runs applied at once"] += 1
             counts["events in them"] += step_runs.size(run)
