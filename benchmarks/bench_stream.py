@@ -7,8 +7,8 @@ the same fleet with `mpg replay --speed SPEED` into a folder that `mpg stream`
 watches, both child processes. 1x is real time: the fleet's own event rate.
 Each speed replays SECONDS of wall time (at least three slices), waits until
 the stream has committed every replayed file, stops it with SIGTERM and reads
-its peak RSS with os.wait4 (which covers its shutdown too: the DuckDB views
-and the headline). A child's peak starts from its parent's high-water mark
+its peak RSS and CPU seconds with os.wait4 (which cover its shutdown too: the
+DuckDB views and the headline). A child's peak starts from its parent's high-water mark
 (Linux keeps it across exec), so the fleet is simulated, cut and analysed in
 a helper process and this one stays near the size of its imports; it prints
 its own peak as the floor below which no figure can read.
@@ -106,6 +106,7 @@ class Result:
     lag_mean_s: float
     wall_max_s: float
     peak_mib: float
+    cpu_s: float
     load: str
     caught_up: bool
 
@@ -215,7 +216,8 @@ def run_speed(speed: float, source: Path, warm: Path, root: Path, slice_s: int,
         _, status, usage = os.wait4(stream.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"mpg stream failed: {err_log.read_text()}")
-    return {"peak_mib": usage.ru_maxrss / 1024, "load": f"{load_before:.1f}-{load_after:.1f}", "caught_up": caught_up}
+    return {"peak_mib": usage.ru_maxrss / 1024, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "load": f"{load_before:.1f}-{load_after:.1f}", "caught_up": caught_up}
 
 
 def analyse(speed: float, root: Path, source: Path, slice_s: int, process: dict) -> tuple[Result, list[Commit]]:
@@ -297,13 +299,13 @@ def main() -> None:
         print(f"\n1x = the fleet's own rate, about {rate_1x:.1f} events/s; window {window_s} s\n")
         header = (f"{'speed':>6} {'offered ev/s':>12} {'committed ev/s':>14} {'runs':>5} {'s/run':>6} {'busy':>5} "
                   f"{'lag max s':>10} {'windows':>8} {'lag mean s':>10} {'windows':>8} {'wall max s':>10} "
-                  f"{'peak MiB':>9} {'within 2':>8} {'load':>9}")
+                  f"{'peak MiB':>9} {'CPU s':>6} {'within 2':>8} {'load':>9}")
         print(header)
         for r, _ in results:
             within = ("yes" if r.lag_max_s <= 2 * window_s else "NO") + ("" if r.caught_up else "*")
             print(f"{r.speed:>5g}x {r.offered:12,.0f} {r.committed:14,.0f} {r.runs:5d} {r.run_median_s:6.1f} "
                   f"{r.busy:5.0%} {r.lag_max_s:10,.0f} {r.lag_max_s / window_s:8.2f} {r.lag_mean_s:10,.0f} "
-                  f"{r.lag_mean_s / window_s:8.2f} {r.wall_max_s:10.1f} {r.peak_mib:9.0f} {within:>8} {r.load:>9}")
+                  f"{r.lag_mean_s / window_s:8.2f} {r.wall_max_s:10.1f} {r.peak_mib:9.0f} {r.cpu_s:6.1f} {within:>8} {r.load:>9}")
         own_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"(this process peaked at {own_mib:.0f} MiB: a stream's peak cannot read lower than that)")
         if not all(r.caught_up for r, _ in results):
