@@ -74,7 +74,7 @@ from fleet_goodput.simulator import START_US, simulate
 from fleet_goodput.store import Store
 
 HOUR_US = 3_600 * 1_000_000
-RUN_LINE = re.compile(r"run (\d+): \d+ new file\(s\) in ([\d.]+) s")
+RUN_LINE = re.compile(r"run (\d+): \d+ new file\(s\) in ([\d.]+) s(?: \(([\d.]+) CPU s\))?")
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class Commit:
     as_of_us: int
     events: int
     seconds: float | None  # the run's own time, from the stream's progress line
+    cpu_s: float | None  # its CPU seconds, from the same line (a checkout before they were printed: None)
 
 
 @dataclass(frozen=True)
@@ -164,9 +165,10 @@ def landings(live: Path, source: Path, slice_s: int) -> list[Landing]:
 
 
 def commits(output: Path, log: Path) -> list[Commit]:
-    seconds = {int(run): float(s) for run, s in RUN_LINE.findall(log.read_text())}
+    lines = {int(run): (float(s), float(cpu) if cpu else None) for run, s, cpu in RUN_LINE.findall(log.read_text())}
     return [Commit(run.committed_at_us / 1e6, run.as_of_us,
-                   sum(counts["read"] for counts in run.manifest["this_run"].values()), seconds.get(run.run_id))
+                   sum(counts["read"] for counts in run.manifest["this_run"].values()),
+                   *lines.get(run.run_id, (None, None)))
             for run in stream_runs(output)]
 
 
@@ -200,7 +202,7 @@ def run_speed(speed: float, source: Path, warm: Path, root: Path, slice_s: int,
     out_log, err_log = root / f"stream-{name}.out", root / f"stream-{name}.err"
     with open(out_log, "w") as out, open(err_log, "w") as err:
         stream = subprocess.Popen(cli("stream", "--input", str(live), "--output", str(output)), stdout=out, stderr=err)
-        wait_for_line(out_log, "Watching", stream)
+        wait_for_line(err_log, "Watching", stream)  # a progress line: on stderr
         load_before = os.getloadavg()[0]
         subprocess.run(cli("replay", "--from", str(source), "--to", str(live), "--speed", f"{speed:g}",
                            "--slice-s", str(slice_s), "-q"), check=True)
@@ -255,6 +257,24 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     """Least squares seconds = fixed + events / rate; returns (fixed seconds, marginal events/s)."""
     slope, fixed = statistics.linear_regression([e for e, _ in points], [s for _, s in points])
     return fixed, 1 / slope if slope > 0 else float("inf")
+
+
+def print_idle_host_model(cpu_points: list[tuple[int, float]], rate_1x: float, slice_s: int, window_s: int,
+                          speeds: list[float]) -> None:
+    """What the stream would do with a core to itself, from its runs' CPU seconds: a run that reads
+    what piled up during the last one takes d = fixed / (1 - offered / rate), and a slice landing
+    just after a run started waits for it and the next, so the lag peaks near 2 d x speed + a slice."""
+    fixed, rate = fit(cpu_points)
+    print(f"run CPU seconds = {fixed:.2f} s + events / {rate:,.0f} per s  (least squares over {len(cpu_points)} runs)")
+    for speed in speeds:
+        offered = speed * rate_1x
+        if offered >= rate:
+            print(f"  {speed:g}x on an idle core: offered {offered:,.0f} events/s is beyond the throughput; no bound")
+            continue
+        run_s = fixed / (1 - offered / rate)
+        lag_s = 2 * run_s * speed + slice_s
+        print(f"  {speed:g}x on an idle core: runs of {run_s:.2f} s, lag max about {lag_s:,.0f} s "
+              f"({lag_s / window_s:.2f} windows)")
 
 
 def main() -> None:
@@ -313,6 +333,9 @@ def main() -> None:
         points = [(c.events, c.seconds) for _, done in results for c in done if c.seconds is not None]
         fixed, rate = fit(points)
         print(f"\nrun seconds = {fixed:.2f} s + events / {rate:,.0f} per s  (least squares over {len(points)} runs)")
+        cpu_points = [(c.events, c.cpu_s) for _, done in results for c in done if c.cpu_s is not None]
+        if len(cpu_points) > 1:
+            print_idle_host_model(cpu_points, rate_1x, args.slice_s, window_s, [r.speed for r, _ in results])
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ class StreamProgress:
     runs: int = 0
     files: int = 0
     last: BatchOutcome | None = None
+    last_cpu_s: float = 0.0  # the CPU seconds of the last run, this process's (its pipeline runs in it)
 
 
 def _listing(root: Path) -> tuple:
@@ -68,6 +69,7 @@ def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_setti
     while True:
         listing = _listing(root)
         if listing != seen and listing:
+            cpu_s = time.process_time()
             try:
                 outcome = run_batch(input_dir, output_dir, settings, beam_args=beam_args,
                                     stream_settings=stream_settings, mode="stream", build_views=False)
@@ -82,7 +84,7 @@ def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_setti
             if outcome.committed:
                 state.runs += 1
                 state.files += outcome.manifest.get("files_applied", 0)
-                state.last = outcome
+                state.last, state.last_cpu_s = outcome, time.process_time() - cpu_s
                 if progress:
                     progress(state, outcome)
             if not stop.is_set():
