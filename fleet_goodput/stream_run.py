@@ -49,7 +49,8 @@ class StreamProgress:
 
 def _listing(root: Path) -> tuple:
     """What the folder holds now; a change means files landed."""
-    return tuple((str(path), path.stat().st_size, path.stat().st_mtime_ns) for path in telemetry_files(root))
+    statuses = ((path, path.stat()) for path in telemetry_files(root))  # one stat a file: the folder only grows
+    return tuple((str(path), status.st_size, status.st_mtime_ns) for path, status in statuses)
 
 
 def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_settings: StreamSettings,
