@@ -7,8 +7,8 @@ the same fleet with `mpg replay --speed SPEED` into a folder that `mpg stream`
 watches, both child processes. 1x is real time: the fleet's own event rate.
 Each speed replays SECONDS of wall time (at least three slices), waits until
 the stream has committed every replayed file, stops it with SIGTERM and reads
-its peak RSS with os.wait4 (which covers its shutdown too: the DuckDB views
-and the headline). A child's peak starts from its parent's high-water mark
+its peak RSS and CPU seconds with os.wait4 (which cover its shutdown too: the
+DuckDB views and the headline). A child's peak starts from its parent's high-water mark
 (Linux keeps it across exec), so the fleet is simulated, cut and analysed in
 a helper process and this one stays near the size of its imports; it prints
 its own peak as the floor below which no figure can read.
@@ -74,7 +74,7 @@ from fleet_goodput.simulator import START_US, simulate
 from fleet_goodput.store import Store
 
 HOUR_US = 3_600 * 1_000_000
-RUN_LINE = re.compile(r"run (\d+): \d+ new file\(s\) in ([\d.]+) s")
+RUN_LINE = re.compile(r"run (\d+): \d+ new file\(s\) in ([\d.]+) s(?: \(([\d.]+) CPU s\))?")
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class Commit:
     as_of_us: int
     events: int
     seconds: float | None  # the run's own time, from the stream's progress line
+    cpu_s: float | None  # its CPU seconds, from the same line (a checkout before they were printed: None)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class Result:
     lag_mean_s: float
     wall_max_s: float
     peak_mib: float
+    cpu_s: float
     load: str
     caught_up: bool
 
@@ -163,9 +165,10 @@ def landings(live: Path, source: Path, slice_s: int) -> list[Landing]:
 
 
 def commits(output: Path, log: Path) -> list[Commit]:
-    seconds = {int(run): float(s) for run, s in RUN_LINE.findall(log.read_text())}
+    lines = {int(run): (float(s), float(cpu) if cpu else None) for run, s, cpu in RUN_LINE.findall(log.read_text())}
     return [Commit(run.committed_at_us / 1e6, run.as_of_us,
-                   sum(counts["read"] for counts in run.manifest["this_run"].values()), seconds.get(run.run_id))
+                   sum(counts["read"] for counts in run.manifest["this_run"].values()),
+                   *lines.get(run.run_id, (None, None)))
             for run in stream_runs(output)]
 
 
@@ -199,7 +202,7 @@ def run_speed(speed: float, source: Path, warm: Path, root: Path, slice_s: int,
     out_log, err_log = root / f"stream-{name}.out", root / f"stream-{name}.err"
     with open(out_log, "w") as out, open(err_log, "w") as err:
         stream = subprocess.Popen(cli("stream", "--input", str(live), "--output", str(output)), stdout=out, stderr=err)
-        wait_for_line(out_log, "Watching", stream)
+        wait_for_line(err_log, "Watching", stream)  # a progress line: on stderr
         load_before = os.getloadavg()[0]
         subprocess.run(cli("replay", "--from", str(source), "--to", str(live), "--speed", f"{speed:g}",
                            "--slice-s", str(slice_s), "-q"), check=True)
@@ -215,7 +218,8 @@ def run_speed(speed: float, source: Path, warm: Path, root: Path, slice_s: int,
         _, status, usage = os.wait4(stream.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"mpg stream failed: {err_log.read_text()}")
-    return {"peak_mib": usage.ru_maxrss / 1024, "load": f"{load_before:.1f}-{load_after:.1f}", "caught_up": caught_up}
+    return {"peak_mib": usage.ru_maxrss / 1024, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "load": f"{load_before:.1f}-{load_after:.1f}", "caught_up": caught_up}
 
 
 def analyse(speed: float, root: Path, source: Path, slice_s: int, process: dict) -> tuple[Result, list[Commit]]:
@@ -253,6 +257,24 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     """Least squares seconds = fixed + events / rate; returns (fixed seconds, marginal events/s)."""
     slope, fixed = statistics.linear_regression([e for e, _ in points], [s for _, s in points])
     return fixed, 1 / slope if slope > 0 else float("inf")
+
+
+def print_idle_host_model(cpu_points: list[tuple[int, float]], rate_1x: float, slice_s: int, window_s: int,
+                          speeds: list[float]) -> None:
+    """What the stream would do with a core to itself, from its runs' CPU seconds: a run that reads
+    what piled up during the last one takes d = fixed / (1 - offered / rate), and a slice landing
+    just after a run started waits for it and the next, so the lag peaks near 2 d x speed + a slice."""
+    fixed, rate = fit(cpu_points)
+    print(f"run CPU seconds = {fixed:.2f} s + events / {rate:,.0f} per s  (least squares over {len(cpu_points)} runs)")
+    for speed in speeds:
+        offered = speed * rate_1x
+        if offered >= rate:
+            print(f"  {speed:g}x on an idle core: offered {offered:,.0f} events/s is beyond the throughput; no bound")
+            continue
+        run_s = fixed / (1 - offered / rate)
+        lag_s = 2 * run_s * speed + slice_s
+        print(f"  {speed:g}x on an idle core: runs of {run_s:.2f} s, lag max about {lag_s:,.0f} s "
+              f"({lag_s / window_s:.2f} windows)")
 
 
 def main() -> None:
@@ -297,13 +319,13 @@ def main() -> None:
         print(f"\n1x = the fleet's own rate, about {rate_1x:.1f} events/s; window {window_s} s\n")
         header = (f"{'speed':>6} {'offered ev/s':>12} {'committed ev/s':>14} {'runs':>5} {'s/run':>6} {'busy':>5} "
                   f"{'lag max s':>10} {'windows':>8} {'lag mean s':>10} {'windows':>8} {'wall max s':>10} "
-                  f"{'peak MiB':>9} {'within 2':>8} {'load':>9}")
+                  f"{'peak MiB':>9} {'CPU s':>6} {'within 2':>8} {'load':>9}")
         print(header)
         for r, _ in results:
             within = ("yes" if r.lag_max_s <= 2 * window_s else "NO") + ("" if r.caught_up else "*")
             print(f"{r.speed:>5g}x {r.offered:12,.0f} {r.committed:14,.0f} {r.runs:5d} {r.run_median_s:6.1f} "
                   f"{r.busy:5.0%} {r.lag_max_s:10,.0f} {r.lag_max_s / window_s:8.2f} {r.lag_mean_s:10,.0f} "
-                  f"{r.lag_mean_s / window_s:8.2f} {r.wall_max_s:10.1f} {r.peak_mib:9.0f} {within:>8} {r.load:>9}")
+                  f"{r.lag_mean_s / window_s:8.2f} {r.wall_max_s:10.1f} {r.peak_mib:9.0f} {r.cpu_s:6.1f} {within:>8} {r.load:>9}")
         own_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"(this process peaked at {own_mib:.0f} MiB: a stream's peak cannot read lower than that)")
         if not all(r.caught_up for r, _ in results):
@@ -311,6 +333,9 @@ def main() -> None:
         points = [(c.events, c.seconds) for _, done in results for c in done if c.seconds is not None]
         fixed, rate = fit(points)
         print(f"\nrun seconds = {fixed:.2f} s + events / {rate:,.0f} per s  (least squares over {len(points)} runs)")
+        cpu_points = [(c.events, c.cpu_s) for _, done in results for c in done if c.cpu_s is not None]
+        if len(cpu_points) > 1:
+            print_idle_host_model(cpu_points, rate_1x, args.slice_s, window_s, [r.speed for r, _ in results])
 
 
 if __name__ == "__main__":

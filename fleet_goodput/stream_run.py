@@ -44,11 +44,13 @@ class StreamProgress:
     runs: int = 0
     files: int = 0
     last: BatchOutcome | None = None
+    last_cpu_s: float = 0.0  # the CPU seconds of the last run, this process's (its pipeline runs in it)
 
 
 def _listing(root: Path) -> tuple:
     """What the folder holds now; a change means files landed."""
-    return tuple((str(path), path.stat().st_size, path.stat().st_mtime_ns) for path in telemetry_files(root))
+    statuses = ((path, path.stat()) for path in telemetry_files(root))  # one stat a file: the folder only grows
+    return tuple((str(path), status.st_size, status.st_mtime_ns) for path, status in statuses)
 
 
 def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_settings: StreamSettings,
@@ -68,6 +70,7 @@ def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_setti
     while True:
         listing = _listing(root)
         if listing != seen and listing:
+            cpu_s = time.process_time()
             try:
                 outcome = run_batch(input_dir, output_dir, settings, beam_args=beam_args,
                                     stream_settings=stream_settings, mode="stream", build_views=False)
@@ -82,7 +85,7 @@ def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_setti
             if outcome.committed:
                 state.runs += 1
                 state.files += outcome.manifest.get("files_applied", 0)
-                state.last = outcome
+                state.last, state.last_cpu_s = outcome, time.process_time() - cpu_s
                 if progress:
                     progress(state, outcome)
             if not stop.is_set():

@@ -32,15 +32,21 @@ COUNTS_FILE = "counts.json"
 DEFAULT_RUNNER = "FnApiRunner"
 
 
-def _partition_time(row: dict, as_of_us: int | None) -> dict:
-    """Rejected rows are filed under their event's day, or the as-of day when unreadable."""
-    fallback = as_of_us if as_of_us is not None else 0
+def _partition_time(row: dict, timestamp=beam.DoFn.TimestampParam, as_of_us: int | None = None) -> dict:
+    """Rejected rows are filed under their event's day; unreadable ones under the run's as-of day
+    (batch) or the element's time (a stream), else the epoch."""
+    fallback = as_of_us if as_of_us is not None else max(timestamp.micros, 0)
     return {**row, "partition_time_us": row["event_time_us"] if row["event_time_us"] is not None else fallback}
 
 
 def key_rules(settings: Settings, stream_settings: StreamSettings) -> KeyRules:
     return KeyRules(window_s=settings.window_s, allowed_lateness_s=stream_settings.allowed_lateness_s,
                     max_silence_s=stream_settings.max_silence_s, peak_flops=peak_flops(settings))
+
+
+def all_of(decoded: dict, tag: str, label: str):
+    """One output (`tag`) of every decoded stream, as one PCollection."""
+    return [decoded[stream][tag] for stream in decoded] | label >> beam.Flatten()
 
 
 def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us: int | None = None, *,
@@ -51,34 +57,22 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
 
     `decoded` maps each stream name to the tagged outputs of `ReadAvroFiles`
     or `DecodeRecords`; `saved_state` holds (key, state blob) pairs from the
-    store's last run. `as_of_us` ends the lifetime of whatever is still
-    running; by default it is how far the scheduler's clock has reached
-    (fleet_goodput/asof.py).
+    store's last run. Every key advances once, to `as_of_us`, which ends the
+    lifetime of whatever is still running; by default it is how far the
+    scheduler's clock has reached (fleet_goodput/asof.py). The streaming
+    pipeline (pipelines/streaming.py) is this one with keys advanced at each
+    window end instead: both end in `goodput_tables`.
     """
-    events = [decoded[stream][EVENTS] for stream in decoded] | "AllEvents" >> beam.Flatten()
     if saved_state is None:
         saved_state = p | "NoSavedState" >> beam.Create([])
-    latest = [decoded[stream][LATEST_TIMES] for stream in decoded] | "AllLatestTimes" >> beam.Flatten()
-    inputs = {"events": events, "state": saved_state, "latest_times": latest}
+    inputs = {"events": all_of(decoded, EVENTS, "AllEvents"), "state": saved_state,
+              "latest_times": all_of(decoded, LATEST_TIMES, "AllLatestTimes")}
     sessions = inputs | "SessionizeKeys" >> SessionizeKeys(
         key_rules(settings, stream_settings or StreamSettings()), continuation, as_of_us)
     as_of_side = beam.pvalue.AsSingleton(sessions["as_of"])
-
-    rejected = (
-        [decoded[stream][REJECTED] for stream in decoded] + [sessions[REJECTED]]
-        | "AllRejected" >> beam.Flatten()
-        | "FileUnderDay" >> beam.Map(_partition_time, as_of_us=as_of_side)
-    )
+    tables = goodput_tables(decoded, sessions, as_of_side)
     pending_rejected = sessions[PENDING_REJECTED] | "FilePendingUnderDay" >> beam.Map(_partition_time,
                                                                                        as_of_us=as_of_side)
-    counts = (
-        [decoded[stream][READ_COUNTS] for stream in decoded]
-        + [sessions[COUNTS],
-           rejected | "CountRejected" >> beam.Map(lambda row: ((row["stream"], "rejected"), row["records"])),
-           sessions[LATE] | "CountLate" >> beam.Map(lambda row: ((row["stream"], "late"), 1))]
-        | "AllCounts" >> beam.Flatten()
-        | "SumCounts" >> beam.CombinePerKey(sum)
-    )
     pending_counts = (
         [sessions[PENDING_COUNTS],
          pending_rejected | "CountPendingRejected" >> beam.Map(lambda row: ((row["stream"], "rejected"), 1))]
@@ -86,17 +80,41 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
         | "SumPendingCounts" >> beam.CombinePerKey(sum)
     )
     return {
-        "job_window": sessions[WINDOW_VECTORS] | "ComputeGoodput" >> ComputeGoodput(),
-        "jobs": sessions[JOBS],
-        "capacity_level": sessions[CAPACITY],
-        "rejected": rejected,
+        **tables,
+        "counts": tables["counts"] | "SumCounts" >> beam.CombinePerKey(sum),
         "rejected_pending": pending_rejected,
-        "late": sessions[LATE],
-        "counts": counts,
         "pending_counts": pending_counts,
         "state": sessions[STATE],
         "as_of": sessions["as_of"],
         "clock": sessions["clock"],
+    }
+
+
+def goodput_tables(decoded: dict, sessions: dict, as_of_us=None) -> dict:
+    """The decoded streams' rejections and read counts, and a sessionizer's outputs (batch's
+    `SessionizeKeys`, streaming's `StreamSessionize`) → {job_window, jobs, capacity_level,
+    rejected, late, counts}: what both pipelines write. Counts are ((stream, outcome), n)
+    deltas; a stream appends them, a batch run sums them. `as_of_us` (a side input, batch
+    only) dates the rejected rows whose event time is unreadable."""
+    rejected = (
+        [decoded[stream][REJECTED] for stream in decoded] + [sessions[REJECTED]]
+        | "AllRejected" >> beam.Flatten()
+        | "FileUnderDay" >> beam.Map(_partition_time, as_of_us=as_of_us)
+    )
+    counts = (
+        [decoded[stream][READ_COUNTS] for stream in decoded]
+        + [sessions[COUNTS],
+           rejected | "CountRejected" >> beam.Map(lambda row: ((row["stream"], "rejected"), row["records"])),
+           sessions[LATE] | "CountLate" >> beam.Map(lambda row: ((row["stream"], "late"), 1))]
+        | "AllCounts" >> beam.Flatten()
+    )
+    return {
+        "job_window": sessions[WINDOW_VECTORS] | "ComputeGoodput" >> ComputeGoodput(),
+        "jobs": sessions[JOBS],
+        "capacity_level": sessions[CAPACITY],
+        "rejected": rejected,
+        "late": sessions[LATE],
+        "counts": counts,
     }
 
 

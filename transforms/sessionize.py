@@ -25,7 +25,7 @@ from fleet_goodput import step_runs
 from fleet_goodput.asof import CLOCK_STREAM, default_as_of, history_start, latest_times
 from fleet_goodput.decode import is_capacity_key, parse_capacity_key
 from fleet_goodput.events import Event, stream_of, unpack
-from fleet_goodput.session import KeyState, late_row, make_timeline, new_state
+from fleet_goodput.session import Advance, KeyState, late_row, make_timeline, new_state
 from fleet_goodput.timeutil import format_time_us
 
 WINDOW_VECTORS, JOBS, REJECTED, PENDING_REJECTED = "window_vectors", "jobs", "rejected", "rejected_pending"
@@ -88,7 +88,8 @@ def job_of(key: str) -> str | None:
     return None if is_capacity_key(key) else key
 
 
-def _load(key: str, blobs: list, rules: KeyRules, continuation: Continuation) -> KeyState:
+def load_state(key: str, blobs: list, rules: KeyRules, continuation: Continuation = Continuation()) -> KeyState:
+    """The key's saved state (the first of `blobs`), or a new one from the continuation's frontier."""
     if blobs:
         return pickle.loads(blobs[0])
     timeline = make_timeline(key, is_capacity_key(key), rules.window_us, rules.peak_flops)
@@ -159,7 +160,7 @@ class _AdvanceKeyFn(beam.DoFn):
 
     def process(self, grouped, clock):
         key, parts = grouped
-        state = _load(key, list(parts["state"]), self.rules, self.continuation)
+        state = load_state(key, list(parts["state"]), self.rules, self.continuation)
         events = step_runs.collapse([event for batch in parts["events"] for event in unpack(batch)])
         yield from _as_pairs(admit(state, events, self.rules))
         yield from _as_pairs(reject_before_history(state, clock["history_start_us"]))
@@ -182,27 +183,34 @@ class _AdvanceKeyFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(STATE, {"key": key, "blob": state.to_bytes()})
             return
         reached = self.continuation.after(as_of_us, self.rules.allowed_lateness_s * 1_000_000)
-        version = reached.version_us
         advance = state.advance(as_of_us, reached.frontier_us, self.rules.max_silence_s * 1_000_000)
-        if job_id is None:
-            for start_us, stretch in advance.windows.items():
-                yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, start_us, stretch,
-                                                                      advance.changed_from[start_us], version))
-        else:
-            for window, vector in advance.windows.items():
-                yield key, window, version, vector
-        if advance.summary is not None:
-            yield beam.pvalue.TaggedOutput(JOBS, {**advance.summary, "version_us": version})
-        for event, reason in advance.settled_rejections:
-            yield rejection(REJECTED, event, reason)
+        yield from settled_outputs(key, advance, reached.version_us)
         for event, reason in advance.provisional_rejections:
             yield rejection(PENDING_REJECTED, event, reason)
-        for outcome, count in advance.settled_counts.items():
-            yield beam.pvalue.TaggedOutput(COUNTS, (outcome, count))
         for outcome, count in advance.provisional_counts.items():
             yield beam.pvalue.TaggedOutput(PENDING_COUNTS, (outcome, count))
         if not state.finished:
             yield beam.pvalue.TaggedOutput(STATE, {"key": key, "blob": state.to_bytes()})
+
+
+def settled_outputs(key: str, advance: Advance, version_us: int):
+    """What advancing `key` settled, as the sessionizer's outputs of version `version_us`: its
+    changed windows' vectors (main) or capacity stretches, its job row, its rejections and counts.
+    Batch (as of the run's clock) and streaming (at each window end) advance keys alike."""
+    job_id = job_of(key)
+    if job_id is None:
+        for start_us, stretch in advance.windows.items():
+            yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, start_us, stretch,
+                                                                  advance.changed_from[start_us], version_us))
+    else:
+        for window, vector in advance.windows.items():
+            yield key, window, version_us, vector
+    if advance.summary is not None:
+        yield beam.pvalue.TaggedOutput(JOBS, {**advance.summary, "version_us": version_us})
+    for event, reason in advance.settled_rejections:
+        yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(job_id, event, reason))
+    for outcome, count in advance.settled_counts.items():
+        yield beam.pvalue.TaggedOutput(COUNTS, (outcome, count))
 
 
 def _as_pairs(outputs):

@@ -1,10 +1,13 @@
-"""Sessionizing jobs and capacity on unbounded streams, with late data and updates.
+"""The streaming window trigger: keys advance at each window end, with late data and updates.
 
 Per key (a job, or a cluster's capacity) the state is the `KeyState` that
-batch runs keep between runs (fleet_goodput/session.py): the timeline settled
-up to the frontier F = (last firing − allowed lateness) and the events after
-it. New events wait in a bag. An event-time timer fires at each window end T
-the key needs, and advances the key to T:
+batch runs keep between runs (fleet_goodput/session.py), loaded and reported
+with the batch sessionizer's own functions (transforms/sessionize.py:
+`load_state`, `settled_outputs`), so the two differ only in when a key
+advances: a batch run advances every key once, to the run's as-of time; here
+the frontier is F = (last firing − allowed lateness) and new events wait in a
+bag until an event-time timer fires at the next window end T the key needs,
+and advances the key to T:
 
 1. events up to the new frontier are settled into the timeline;
 2. a copy takes the events in (F, T] and reports its unresolved step time as
@@ -17,8 +20,7 @@ that window's pending step time to productive, and an event at or before the
 frontier is later than allowed: it goes to the `late` table, not into a
 figure. A key's timer re-arms every window while its job runs (up to
 `max_silence_s` after its last event), so a job running for weeks yields
-hourly results. An END punctuation (from a source that knows its input is
-complete) closes the key at that time exactly as the batch run's as-of would.
+hourly results.
 """
 
 from __future__ import annotations
@@ -32,20 +34,11 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
-from fleet_goodput.decode import is_capacity_key
 from fleet_goodput.events import Event, unpack
-from fleet_goodput.session import NEVER, KeyState, late_row, make_timeline, new_state
+from fleet_goodput.session import NEVER, KeyState, late_row
 from fleet_goodput.windows import window_start
-from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, REJECTED, WINDOW_VECTORS, capacity_row, job_of,
-                                   timeline_rejection)
-
-END = "END"  # punctuation: the source's input is complete up to this event time
-
-
-def end_of_input(time_us: int) -> tuple:
-    """The punctuation event a finite source sends to every key it has seen."""
-    return tuple(Event(time_us, 9, f"end-of-input-{time_us}", END, ()))
-
+from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, REJECTED, WINDOW_VECTORS, KeyRules, job_of,
+                                   load_state, settled_outputs)
 
 @dataclass
 class _Clock:
@@ -65,11 +58,11 @@ class _StreamTimelineFn(beam.DoFn):
     CLOCK = ReadModifyWriteStateSpec("clock", PickleCoder())
     FIRE = TimerSpec("fire", TimeDomain.WATERMARK)
 
-    def __init__(self, window_s: int, allowed_lateness_s: int, max_silence_s: int, peak_flops: dict[str, float]):
-        self.window_us = window_s * 1_000_000
-        self.lateness_us = allowed_lateness_s * 1_000_000
-        self.max_silence_us = max_silence_s * 1_000_000
-        self.peak_flops = peak_flops
+    def __init__(self, rules: KeyRules):
+        self.rules = rules
+        self.window_us = rules.window_us
+        self.lateness_us = rules.allowed_lateness_s * 1_000_000
+        self.max_silence_us = rules.max_silence_s * 1_000_000
 
     # ---- arrivals ------------------------------------------------------------
     def process(self, element, events=beam.DoFn.StateParam(EVENTS), clock_state=beam.DoFn.StateParam(CLOCK),
@@ -79,7 +72,7 @@ class _StreamTimelineFn(beam.DoFn):
         on_time = []
         for raw in unpack(batch):
             event = Event._make(raw)
-            if event.code != END and (clock.closed or event.time_us <= clock.frontier_us):
+            if clock.closed or event.time_us <= clock.frontier_us:
                 reference = clock.last_fired_us if clock.last_fired_us is not None else event.time_us
                 yield beam.pvalue.TaggedOutput(LATE, late_row(job_of(key), event, reference, self.lateness_us))
             else:
@@ -94,9 +87,7 @@ class _StreamTimelineFn(beam.DoFn):
         clock_state.write(clock)
 
     def _due(self, event: Event) -> int:
-        """When an event must be looked at: its window's end (an END: its own time)."""
-        if event.code == END:
-            return event.time_us
+        """When an event must be looked at: its window's end."""
         return window_start(event.time_us, self.window_us) + self.window_us
 
     # ---- firing ----------------------------------------------------------------
@@ -107,45 +98,18 @@ class _StreamTimelineFn(beam.DoFn):
         now_us = fired_at.micros
         clock = clock_state.read() or _Clock()
         stored = key_state.read()
-        state: KeyState = pickle.loads(stored) if stored else new_state(
-            key, make_timeline(key, is_capacity_key(key), self.window_us, self.peak_flops))
-        arrived = [Event._make(raw) for blob in events.read() for raw in pickle.loads(blob)]
+        state = load_state(key, [stored] if stored else [], self.rules)
+        state.admit([raw for blob in events.read() for raw in pickle.loads(blob)])  # late ones were set aside on arrival
         events.clear()
-        ends = [e for e in arrived if e.code == END]
-        state.admit([e for e in arrived if e.code != END])  # late ones were set aside on arrival
-        end_us = min((e.time_us for e in ends), default=None)
-        job_id = job_of(key)
-
-        if end_us is not None and end_us <= now_us:
-            for event in [e for e in state.waiting if e.time_us > end_us]:
-                # what comes after the end of input is outside the run, as in batch
-                yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(
-                    job_id, event, f"after the as-of time ({end_us} µs)"))
-            state.waiting = [e for e in state.waiting if e.time_us <= end_us]
-            advance = state.close(end_us)
-        else:
-            advance = state.advance(now_us, now_us - self.lateness_us, self.max_silence_us)
-            if end_us is not None:
-                events.add(pickle.dumps([tuple(e) for e in ends], protocol=pickle.HIGHEST_PROTOCOL))
-
+        advance = state.advance(now_us, now_us - self.lateness_us, self.max_silence_us)
         version = max(now_us, clock.last_version_us + 1)
         if advance.windows or advance.summary is not None:
             clock.last_version_us = version
-        for start, figures in advance.windows.items():  # a job's windows, or a capacity key's stretches
-            if job_id is None:
-                yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, start, figures, advance.changed_from[start],
-                                                                      version))
-            else:
-                yield key, start, version, figures
-        if advance.summary is not None:
-            yield beam.pvalue.TaggedOutput(JOBS, {**advance.summary, "version_us": version})
-        for event, reason in advance.settled_rejections:
-            yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(job_id, event, reason))
-        for outcome, count in advance.settled_counts.items():
-            yield beam.pvalue.TaggedOutput(COUNTS, (outcome, count))
+        # What stays unresolved is reported again at the next firing: only what settled goes out.
+        yield from settled_outputs(key, advance, version)
 
         clock.frontier_us, clock.last_fired_us = state.frontier_us, now_us
-        clock.next_fire_us = None if state.finished else self._next_fire(now_us, state, ends)
+        clock.next_fire_us = None if state.finished else self._next_fire(now_us, state)
         if clock.next_fire_us is None:
             # Settled for good: keep only the clock, so stragglers are reported late.
             clock.closed = True
@@ -155,10 +119,9 @@ class _StreamTimelineFn(beam.DoFn):
             key_state.write(state.to_bytes())
         clock_state.write(clock)
 
-    def _next_fire(self, now_us: int, state: KeyState, ends: list) -> int | None:
+    def _next_fire(self, now_us: int, state: KeyState) -> int | None:
         following = now_us + self.window_us
         candidates = [max(following, self._due(e)) for e in state.waiting]
-        candidates += [e.time_us for e in ends if e.time_us > now_us]
         silent_since = state.last_event_us if state.last_event_us is not None else now_us
         if _alive(state) and following <= silent_since + self.max_silence_us:
             candidates.append(following)
@@ -175,11 +138,12 @@ def _alive(state: KeyState) -> bool:
 
 class StreamSessionize(beam.PTransform):
     """(key, [events]) of jobs and capacity on a stream → versioned (job, window)
-    vectors (main), capacity rows, job rows, rejections, late rows, counts."""
+    vectors (main), capacity rows, job rows, rejections, late rows, counts: the outputs
+    `SessionizeKeys` names, advanced at window ends instead of once to an as-of time."""
 
-    def __init__(self, window_s: int, allowed_lateness_s: int, max_silence_s: int, peak_flops: dict[str, float]):
+    def __init__(self, rules: KeyRules):
         super().__init__()
-        self.fn = _StreamTimelineFn(window_s, allowed_lateness_s, max_silence_s, peak_flops)
+        self.fn = _StreamTimelineFn(rules)
 
     def expand(self, keyed_events):
         return keyed_events | "UpdateTimelines" >> beam.ParDo(self.fn).with_outputs(

@@ -60,11 +60,11 @@ def register(subparsers) -> None:
 
 def _progress(committed: list[int]):
     """Tell each committed run, and keep its id in `committed`."""
-    def committed_run(_, outcome) -> None:
+    def committed_run(state, outcome) -> None:
         manifest = outcome.manifest
         committed.append(manifest["run_id"])
-        progress(f"run {manifest['run_id']}: {manifest['files_applied']} new file(s) in {outcome.seconds:.1f} s; "
-                 f"as-of {manifest['as_of']}")
+        progress(f"run {manifest['run_id']}: {manifest['files_applied']} new file(s) in {outcome.seconds:.1f} s "
+                 f"({state.last_cpu_s:.2f} CPU s); as-of {manifest['as_of']}")
     return committed_run
 
 
