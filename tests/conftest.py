@@ -9,10 +9,25 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+# Files whose tests wait for a recording made in a process of its own, started with the session
+# (tests/slurm_recording.py): they run last, so the other files use the cores while it records.
+RUN_LAST = {"test_slurm.py"}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Files marked `slow` first. pytest-xdist (`--dist loadfile --no-loadscope-reorder`) hands whole files to
-    the workers in this order, so the long files start at once and the many short ones even out the ends."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Files marked `slow` first, RUN_LAST's at the end. pytest-xdist (`--dist loadfile --no-loadscope-reorder`)
+    hands whole files to the workers in this order, so the long files start at once and the many short ones
+    even out the ends."""
+    items.sort(key=lambda item: (item.path.name in RUN_LAST, item.get_closest_marker("slow") is None))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _slurm_recording_started(request, tmp_path_factory):
+    """A real Slurm records its scenarios from the session's first test on, when tests/test_slurm.py is selected."""
+    if any(item.path.name == "test_slurm.py" for item in request.session.items):
+        import slurm_recording
+
+        slurm_recording.start(slurm_recording.session_folder(tmp_path_factory))
 
 
 # Files that share a session fixture go to one worker, which builds it once: test_quality and

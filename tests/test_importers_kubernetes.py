@@ -20,7 +20,6 @@ from fleet_goodput.cli import main
 from fleet_goodput.importers import kubernetes
 from fleet_goodput.importers.common import write_import
 from fleet_goodput.quality.period import Period
-from fleet_goodput.report.publish import validate_and_publish
 from fleet_goodput.views import connect
 from test_importers_common import FIXTURES, SETTINGS, by_job, options, run_and_read, tree_bytes
 
@@ -262,6 +261,9 @@ def test_goodput_per_queue_and_cluster_queue_through_the_pipeline(tmp_path, impo
     assert capacity == pytest.approx({"h100": 16 * 180 + 8 * 60 + 16 * 120, "tpu-v5e": 4 * 240 + 4 * 50})
 
     # The published report of the day: validated as the daily routine does, with its queue sections.
+    # (Imported here: the module imports Great Expectations, 3 s that collecting this file would cost every worker.)
+    from fleet_goodput.report.publish import validate_and_publish
+
     quality, page = validate_and_publish(tmp_path / "out", Period(date(2026, 3, 2), date(2026, 3, 2)), SETTINGS)
     assert quality.passed, [c for c in quality.checks if not c.passed]
     by_cluster_queue = {row["cluster_queue"]: float(row["sg"]) for row in csv.DictReader(

@@ -1,26 +1,25 @@
 """Against a real Slurm (tests/slurm_box.py): every scenario, imported, equals Slurm's own numbers.
 
-One box per file: it starts (about 15 s), runs every scenario at once (the time
+One box per session: it starts (about 15 s), runs every scenario at once (the time
 limit's 60–90 s is the longest wait; everything else happens meanwhile), and the
-tests read what it recorded. Skipped, saying why, only where the packages cannot
+tests read what it recorded. It records in a process of its own that starts with
+the session, and this file runs last, so other files use the cores while Slurm
+waits (tests/slurm_recording.py). Skipped, saying why, only where the packages cannot
 be installed; `.ci/run` installs them.
 """
 
 from __future__ import annotations
 
 import calendar
-import random
-import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import fastavro
 import pytest
 
-from slurm_box import SlurmBox, capture, ensure_installed, run_scenarios
+import slurm_recording
+from slurm_box import ensure_installed
 from slurm_truth import sacct_rows
 from test_slurm_import import check_against_slurm
 
@@ -32,56 +31,16 @@ if WHY_NOT:
                 "slurmctld slurmd slurmdbd slurm-client munge mariadb-server; .ci/run does.", allow_module_level=True)
 
 
-class KilledAndRerun(threading.Thread):
-    """`mpg collect slurm` polled over and over while the scenarios run, SIGKILLed at random moments
-    of about one poll in two (seeded), and always run again."""
-
-    def __init__(self, box: SlurmBox, out: Path, since: str):
-        super().__init__(daemon=True)
-        self.box, self.out, self.since = box, out, since
-        self.stopping, self.polls, self.kills, self.failures = threading.Event(), 0, 0, []
-        self.rng = random.Random(23)
-
-    def poll(self, kill_after: float | None = None) -> None:
-        command = [sys.executable, "-m", "fleet_goodput.cli", "collect", "slurm", "--out", str(self.out),
-                   "--since", self.since, "-q"]
-        process = subprocess.Popen(command, env=self.box.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            _, err = process.communicate(timeout=kill_after)
-        except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGKILL)
-            process.communicate()
-            self.kills += 1
-            return
-        self.polls += 1
-        if process.returncode:
-            self.failures.append(err)
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            self.poll(self.rng.uniform(0.3, 3.0) if self.rng.random() < 0.5 else None)
-            time.sleep(0.5)
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    box = SlurmBox(tmp_path_factory.mktemp("slurm-box"))
-    collected = tmp_path_factory.mktemp("collected")
-    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
-    collector = KilledAndRerun(box, collected / "killed", since)
-    try:
-        box.start()
-        collector.start()
-        jobs = run_scenarios(box)
-        collector.stopping.set()
-        collector.join()
-        collector.poll()  # a last whole poll, as cron's next run would be
-        KilledAndRerun(box, collected / "once", since).poll()
-        files = capture(box, tmp_path_factory.mktemp("slurm-capture"))
-    finally:
-        collector.stopping.set()
-        box.stop()
-    return jobs, files, collector, collected, since
+    """What the session's recording of the box recorded (tests/slurm_recording.py): started early by
+    tests/conftest.py, or here when this file runs alone."""
+    folder = slurm_recording.session_folder(tmp_path_factory)
+    slurm_recording.start(folder)
+    recording = slurm_recording.wait(folder)
+    files = {name: Path(path) for name, path in recording["files"].items()}
+    collector = SimpleNamespace(**recording["collector"])
+    return recording["jobs"], files, collector, folder / "collected", recording["since"]
 
 
 def test_the_box_ran_every_scenario(recorded):
