@@ -116,7 +116,6 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     """
     from fleet_goodput import batch
     from fleet_goodput.options import OPTIONS, OptionsError, RunOptions
-    from fleet_goodput.pipelines.options import beam_flags_for
 
     for flag in beam_args:
         name = str(flag).split("=", 1)[0]
@@ -125,8 +124,8 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
                                "fleet_goodput.run takes it as an argument where it has one (as_of=, replace=, "
                                "config=, workers=, confirm_as_of=)")
     options = RunOptions(str(input), str(output), as_of_us=_time_us(as_of), confirm_as_of=confirm_as_of,
-                         replace=replace, config=None if config is None else str(config), workers=workers,
-                         beam_args=tuple(beam_flags_for("run", config, list(beam_args), where=" (in beam_args)")))
+                         replace=replace, config=None if config is None else str(config),
+                         beam_args=batch.beam_args_for(config, list(beam_args), workers, where=" (in beam_args)"))
     outcome = batch.run(options)
     if outcome.note:
         warnings.warn(outcome.note, stacklevel=2)

@@ -39,18 +39,19 @@ from fleet_goodput.config import Settings
 from fleet_goodput.decode import TimeSlice
 from fleet_goodput.input_files import NotARegularFile
 from fleet_goodput.manifest import add_counts, build_manifest, manifest_path, write_manifest_copy
+from fleet_goodput.options import RunOptions
 from fleet_goodput.quoting import literal_pattern
 from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
                                  Transaction, claim_staging, clear_staging, delta_schema, is_remote)
 from fleet_goodput.store_check import require_intact
-from fleet_goodput.options import RunOptions
 from fleet_goodput.stored_settings import RunSettings, check_run, commit_settings, settings_for_run
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.timeutil import format_time_us
 from fleet_goodput.windows import window_start
 from fleet_goodput.pipelines import goodput
+from fleet_goodput.pipelines.options import beam_flags_for
 from fleet_goodput.transforms.read import open_input
 from fleet_goodput.transforms.sessionize import Continuation
 
@@ -285,7 +286,7 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
 def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], RunSettings], *, mode: str = "batch",
          build_views: bool = True, progress: Callable[[str], None] | None = None) -> BatchOutcome:
     """Apply the input's new files to the store at `options.output` as one committed run, computed by
-    one Beam pipeline, which the runner parallelises as it does (`options.beam_args`; `worker_flags`),
+    one Beam pipeline, which the runner parallelises as it does (`options.beam_args`; `beam_args_for`),
     with the settings `settings_of_run` gives for the run's plan.
 
     With `chunk_hours`, the new events are computed chunk of event time by
@@ -295,8 +296,7 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], RunSettings],
     past the newest scheduler event is refused (SuspiciousAsOf, nothing
     committed) unless `confirm_as_of`.
     """
-    beam_args = [*options.beam_args, *worker_flags(options.workers, options.beam_args)]
-    input_dir, as_of_us = options.input, options.as_of_us
+    beam_args, input_dir, as_of_us = list(options.beam_args), options.input, options.as_of_us
     check_input(input_dir)
     started = time.monotonic()
     store = Store(options.output)  # the run's one: the plan carries it to the commit, the views and the caller
@@ -604,6 +604,13 @@ def is_local(beam_args: list[str] | None) -> bool:
     """Whether the run computes in this machine's processes: no --runner, or one of Beam's local runners."""
     runner = PipelineOptions(beam_args or []).view_as(StandardOptions).runner or goodput.DEFAULT_RUNNER
     return runner.lower().removesuffix("runner") in ("fnapi", "direct", "bundlebaseddirect", "switchingdirect")
+
+
+def beam_args_for(config: str | None, flags: list[str], workers: int | None, where: str = "") -> tuple[str, ...]:
+    """Beam's pipeline options for a batch run: the `beam:` section of `config`, then `flags`, each
+    checked to be Beam's (`where` says where `flags` came from), then what `--workers` is short for."""
+    checked = beam_flags_for("run", config, flags, where)
+    return (*checked, *worker_flags(workers, checked))
 
 
 def worker_flags(workers: int | None, beam_args: list[str] | None) -> list[str]:

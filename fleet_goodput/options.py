@@ -120,25 +120,24 @@ class RunOptions:
     replace: bool = False
     config: str | None = None  # a settings file: its keys replace the store's (fleet_goodput/stored_settings.py)
     chunk_hours: int | None = None
-    workers: int | None = None
-    beam_args: tuple[str, ...] = ()  # Beam's own pipeline options, checked: the config's `beam:` section first
+    # Beam's own pipeline options, checked: the config's `beam:` section, the command line's, and what
+    # --workers is short for (fleet_goodput/batch.py, `beam_args_for`)
+    beam_args: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.chunk_hours is not None and self.as_of_us is not None:
             raise ValueError("--chunk_hours computes up to each chunk's latest event; it does not take --as_of")
         if self.chunk_hours is not None and self.chunk_hours < 1:
             raise ValueError(f"--chunk_hours must be at least 1 (got {self.chunk_hours})")
-        if self.workers is not None and self.workers < 1:
-            raise ValueError(f"--workers must be at least 1 (got {self.workers})")
 
     @classmethod
     def of(cls, values, beam_args: list[str] | tuple[str, ...] = ()) -> RunOptions:
         """The run options of a parsed command line (`values` has an attribute per option of `mpg run`,
-        each already typed)."""
+        each already typed) and Beam's options for it."""
         return cls(input=str(values.input), output=str(values.output), as_of_us=values.as_of,
                    confirm_as_of=values.confirm_as_of, replace=values.replace,
                    config=None if values.config is None else str(values.config), chunk_hours=values.chunk_hours,
-                   workers=values.workers, beam_args=tuple(beam_args))
+                   beam_args=tuple(beam_args))
 
 
 def typed_values(command: str, values) -> dict:

@@ -99,13 +99,13 @@ def beam_flags(command: str, args: argparse.Namespace) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.batch import InputError, ReconciliationError, is_dry_run, run, translate_batch
+    from fleet_goodput.batch import InputError, ReconciliationError, beam_args_for, is_dry_run, run, translate_batch
     from fleet_goodput.config import ConfigError, load_settings
     from fleet_goodput.store import StoreError
     from fleet_goodput.timeutil import format_time_us
 
     try:
-        options = RunOptions.of(args, beam_flags("run", args))
+        options = RunOptions.of(args, beam_args_for(args.config, args.beam_args, args.workers))
         if is_dry_run(list(options.beam_args)):
             settings = load_settings(options.config)
             return dry_run(options.beam_args, options.input, options.output,
