@@ -109,9 +109,9 @@ Any other --flag must be a Beam pipeline option (--runner, --project, --region,
 
 @dataclass(frozen=True)
 class RunOptions:
-    """What one batch run is asked to do: `mpg run`'s options, the API's `run` arguments or a Flex
-    Template launch's parameters, each already its typed value (`as_of_us`, not the text of --as_of).
-    Built once where they are read, then carried down as they are."""
+    """What one batch run is asked to do, `mpg run`'s options or the API's `run` arguments, each
+    already its typed value (`as_of_us`, not the text of --as_of): built once where they are read,
+    then carried down as they are (fleet_goodput/batch.py, `run`)."""
 
     input: str
     output: str

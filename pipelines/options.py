@@ -16,6 +16,7 @@ import argparse
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, _BeamArgumentParser
 from apache_beam.runners.dataflow.dataflow_runner import DataflowPipelineResult
 
+from fleet_goodput.config import beam_flags
 from fleet_goodput.options import COMMAND_OPTIONS, OPTIONS, OptionsError, console_url, unknown_flag_message
 
 
@@ -72,8 +73,8 @@ def check_flags(command: str, flags: list[str], where: str = "", *, beam_only: b
     """Raise OptionsError for the first flag that is neither the command's nor a Beam pipeline option
     (with `beam_only`, for the first that is not Beam's: the command read its own already)."""
     parser = command_parser(command)
-    known, unknown = parser.parse_known_args(flags)
-    own = [OPTIONS[name].flag for name in COMMAND_OPTIONS[command] if getattr(known, name, None) not in (None, False)]
+    given, unknown = parser.parse_known_args(flags)
+    own = [OPTIONS[name].flag for name in COMMAND_OPTIONS[command] if getattr(given, name, None) not in (None, False)]
     if beam_only and own:
         raise OptionsError(f"{own[0]} is an option of `{command}` itself, not a Beam pipeline option{where}: "
                            "give it where the command's options go")
@@ -90,8 +91,6 @@ def check_flags(command: str, flags: list[str], where: str = "", *, beam_only: b
 def beam_flags_for(command: str, config: str | None, flags: list[str], where: str = "") -> list[str]:
     """Beam's pipeline options for a run of `command`: the `beam:` section of `config`, then `flags`
     (which come after, so they win), each checked to be Beam's (`where` says where `flags` came from)."""
-    from fleet_goodput.config import beam_flags
-
     config_flags = beam_flags(config)
     check_flags(command, config_flags, where=f" (in the beam: section of {config})", beam_only=True)
     check_flags(command, flags, where=where, beam_only=True)
