@@ -257,13 +257,15 @@ def plan_run(input_dir: str, store: Store, as_of_us: int | None,
     return RunPlan(input_dir, store, transaction.token, previous, tuple(files), tuple(skipped), state_files)
 
 
-def run(options: RunOptions, *, progress: Callable[[str], None] | None = None) -> BatchOutcome:
+def run(options: RunOptions, *, store: Store | None = None,
+        progress: Callable[[str], None] | None = None) -> BatchOutcome:
     """`mpg run` and `fleet_goodput.run`: one committed run as `options` ask, computed with the
     settings the store keeps, those `options.config` names replacing them where that leaves the stored
     figures right (fleet_goodput/stored_settings.py), chosen under the output's lock from the run it
-    continues. The outcome's `note` says what a store from before settings were kept now stores."""
+    continues. `store` is the output (`options.output`) if the caller opened it already. The outcome's
+    `note` says what a store from before settings were kept now stores."""
     return _run(options, lambda plan: settings_for_run(plan.store, plan.previous, options.config),
-                progress=progress)
+                store=store, progress=progress)
 
 
 def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
@@ -283,8 +285,8 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     return _run(options, checked, mode=mode, build_views=build_views, progress=progress)
 
 
-def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], RunSettings], *, mode: str = "batch",
-         build_views: bool = True, progress: Callable[[str], None] | None = None) -> BatchOutcome:
+def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], RunSettings], *, store: Store | None = None,
+         mode: str = "batch", build_views: bool = True, progress: Callable[[str], None] | None = None) -> BatchOutcome:
     """Apply the input's new files to the store at `options.output` as one committed run, computed by
     one Beam pipeline, which the runner parallelises as it does (`options.beam_args`; `beam_args_for`),
     with the settings `settings_of_run` gives for the run's plan.
@@ -299,7 +301,7 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], RunSettings],
     beam_args, input_dir, as_of_us = list(options.beam_args), options.input, options.as_of_us
     check_input(input_dir)
     started = time.monotonic()
-    store = Store(options.output)  # the run's one: the plan carries it to the commit, the views and the caller
+    store = store or Store(options.output)  # the run's one: the plan carries it to the commit, views and caller
     with store.lock(), _undone_if_stopped(store):
         if options.replace:
             store.replace()

@@ -101,7 +101,7 @@ def beam_flags(command: str, args: argparse.Namespace) -> list[str]:
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput.batch import InputError, ReconciliationError, beam_args_for, is_dry_run, run, translate_batch
     from fleet_goodput.config import ConfigError, load_settings
-    from fleet_goodput.store import StoreError
+    from fleet_goodput.store import Store, StoreError
     from fleet_goodput.timeutil import format_time_us
 
     try:
@@ -111,8 +111,9 @@ def main(args: argparse.Namespace) -> int:
             return dry_run(options.beam_args, options.input, options.output,
                            lambda: translate_batch(options.input, options.output, settings, options.as_of_us,
                                                    list(options.beam_args)))
+        store = Store(options.output)  # the run's one; an output path it cannot keep is refused here, first
         progress(f"Running the goodput pipeline on {options.input} into {options.output}")
-        outcome = run(options, progress=progress)
+        outcome = run(options, store=store, progress=progress)
     except OptionsError as exc:
         print(f"mpg run: error: {exc}", file=sys.stderr)
         return exits.USAGE
