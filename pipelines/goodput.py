@@ -16,8 +16,8 @@ import apache_beam as beam
 import pyarrow.parquet as pq
 
 from fleet_goodput.config import Settings, peak_table
-from fleet_goodput.manifest import counts_from_json
 from fleet_goodput.decode import TimeSlice
+from fleet_goodput.manifest import counts_from_json
 from fleet_goodput.store import STATE_KEYS_SCHEMA
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import TABLES

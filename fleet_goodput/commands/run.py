@@ -91,13 +91,6 @@ def register(subparsers) -> None:
     parser.set_defaults(func=main, accepts_beam_args=True)
 
 
-def beam_flags(command: str, args: argparse.Namespace) -> list[str]:
-    """The command's Beam pipeline options: the config's `beam:` section, then the command line's, checked."""
-    from fleet_goodput.pipelines.options import beam_flags_for
-
-    return beam_flags_for(command, args.config, args.beam_args)
-
-
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput.batch import InputError, ReconciliationError, beam_args_for, is_dry_run, run, translate_batch
     from fleet_goodput.config import ConfigError, load_settings

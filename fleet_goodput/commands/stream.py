@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from fleet_goodput import exits
-from fleet_goodput.commands.run import BeamHelp, beam_flags, dry_run, refused, say_headline, summary
+from fleet_goodput.commands.run import BeamHelp, dry_run, refused, say_headline, summary
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.options import BEAM_HELP, OptionsError, add_options
 
@@ -86,13 +86,14 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.avro_io import telemetry_files
     from fleet_goodput.batch import ReconciliationError, is_dry_run
     from fleet_goodput.config import ConfigError, load_settings
+    from fleet_goodput.pipelines.options import beam_flags_for
     from fleet_goodput.store import StoreError
     from fleet_goodput.stored_settings import settings_for_output
     from fleet_goodput.stream_run import run_stream, translate_stream
     from fleet_goodput.stream_settings import load_stream_settings
 
     try:
-        flags = beam_flags("stream", args)
+        flags = beam_flags_for("stream", args.config, args.beam_args)
         settings = load_settings(args.config)
         stream_settings = load_stream_settings(args.config, allowed_lateness_s=args.allowed_lateness_s)
         if stream_settings.source == "directory":  # the runs commit to the store: its settings
