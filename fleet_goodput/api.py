@@ -114,34 +114,22 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     committed) when counts do not add up. On an output written before outputs
     kept their settings, warns (UserWarning) what this run stores.
     """
-    from fleet_goodput.batch import run_batch, worker_flags
-    from fleet_goodput.stored_settings import settings_for_output
+    from fleet_goodput import batch
+    from fleet_goodput.options import OPTIONS, OptionsError, RunOptions
 
-    flags = _checked_beam_flags(config, list(beam_args))
-    as_of_us = _time_us(as_of)
-    chosen = settings_for_output(output, config, replace=replace)
-    if chosen.note:
-        warnings.warn(chosen.note, stacklevel=2)
-    return run_batch(str(input), str(output), chosen.settings, as_of_us, flags + worker_flags(workers, flags),
-                     stream_settings=chosen.stream_settings, replace=replace, confirm_as_of=confirm_as_of)
-
-
-def _checked_beam_flags(config: str | Path | None, beam_args: list[str]) -> list[str]:
-    """The config's `beam:` flags, then `beam_args`, each checked as `mpg run` checks its command line."""
-    from fleet_goodput.config import beam_flags
-    from fleet_goodput.options import OPTIONS, OptionsError
-    from fleet_goodput.pipelines.options import check_flags
-
-    config_flags = beam_flags(config)
-    check_flags("run", config_flags, where=f" (in the beam: section of {config})")
     for flag in beam_args:
         name = str(flag).split("=", 1)[0]
         if name.startswith("--") and name[2:] in OPTIONS:  # `mpg run`'s own, which this function takes as arguments
             raise OptionsError(f"{name} in beam_args is an option of `mpg run`, not a Beam pipeline flag: "
                                "fleet_goodput.run takes it as an argument where it has one (as_of=, replace=, "
                                "config=, workers=, confirm_as_of=)")
-    check_flags("run", beam_args, where=" (in beam_args)")
-    return config_flags + beam_args
+    options = RunOptions(str(input), str(output), as_of_us=_time_us(as_of), confirm_as_of=confirm_as_of,
+                         replace=replace, config=None if config is None else str(config),
+                         beam_args=batch.beam_args_for(config, list(beam_args), workers, where=" (in beam_args)"))
+    outcome = batch.run(options)
+    if outcome.note:
+        warnings.warn(outcome.note, stacklevel=2)
+    return outcome
 
 
 def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int | None = None,

@@ -38,18 +38,20 @@ from fleet_goodput.columnar import decode_input_file
 from fleet_goodput.config import Settings
 from fleet_goodput.decode import TimeSlice
 from fleet_goodput.input_files import NotARegularFile
-from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, manifest_path, write_manifest_copy
+from fleet_goodput.manifest import add_counts, build_manifest, manifest_path, write_manifest_copy
+from fleet_goodput.options import RunOptions
 from fleet_goodput.quoting import literal_pattern
 from fleet_goodput.session import STATE_FORMAT
 from fleet_goodput.store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
                                  Transaction, claim_staging, clear_staging, delta_schema, is_remote)
 from fleet_goodput.store_check import require_intact
-from fleet_goodput.stored_settings import check_run, commit_settings
+from fleet_goodput.stored_settings import RunSettings, check_run, commit_settings, settings_for_run
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.timeutil import format_time_us
 from fleet_goodput.windows import window_start
 from fleet_goodput.pipelines import goodput
+from fleet_goodput.pipelines.options import beam_flags_for
 from fleet_goodput.transforms.read import open_input
 from fleet_goodput.transforms.sessionize import Continuation
 
@@ -80,6 +82,8 @@ class BatchOutcome:
     skipped: tuple[str, ...] = ()  # input files an earlier run already applied
     committed: bool = True  # False when nothing was new: the latest run stands
     deferred: tuple[str, ...] = ()  # input files that changed or vanished while read: left for the next run
+    note: str | None = None  # what a run on a store from before settings were kept stored (stored_settings.py)
+    store: Store | None = None  # the output's, as the run opened it: its readers need not open it again
 
 
 def check_input(input_dir: str) -> None:
@@ -253,13 +257,39 @@ def plan_run(input_dir: str, store: Store, as_of_us: int | None,
     return RunPlan(input_dir, store, transaction.token, previous, tuple(files), tuple(skipped), state_files)
 
 
+def run(options: RunOptions, *, store: Store | None = None,
+        progress: Callable[[str], None] | None = None) -> BatchOutcome:
+    """`mpg run` and `fleet_goodput.run`: one committed run as `options` ask, computed with the
+    settings the store keeps, those `options.config` names replacing them where that leaves the stored
+    figures right (fleet_goodput/stored_settings.py), chosen under the output's lock from the run it
+    continues. `store` is the output (`options.output`) if the caller opened it already. The outcome's
+    `note` says what a store from before settings were kept now stores."""
+    return _run(options, lambda plan: settings_for_run(plan.store, plan.previous, options.config),
+                store=store, progress=progress)
+
+
 def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
               beam_args: list[str] | None = None, *, stream_settings: StreamSettings | None = None,
               replace: bool = False, mode: str = "batch", build_views: bool = True,
               chunk_hours: int | None = None, progress: Callable[[str], None] | None = None,
               confirm_as_of: bool = False) -> BatchOutcome:
-    """Apply the input's new files to the store at `output_dir` as one committed run, computed by one
-    Beam pipeline, which the runner parallelises as it does (`beam_args`; `worker_flags`).
+    """`run` with these settings rather than the store's (`mpg stream`, `mpg demo`, tests); a run whose
+    settings would change the stored figures is refused (SettingsConflict) before it computes."""
+    options = RunOptions(input_dir, output_dir, as_of_us, confirm_as_of, replace, chunk_hours=chunk_hours,
+                         beam_args=tuple(beam_args or ()))
+    given = RunSettings(settings, stream_settings or StreamSettings())
+
+    def checked(plan: RunPlan) -> RunSettings:
+        check_run(plan.store, plan.previous, given.settings, given.stream_settings)
+        return given
+    return _run(options, checked, mode=mode, build_views=build_views, progress=progress)
+
+
+def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], RunSettings], *, store: Store | None = None,
+         mode: str = "batch", build_views: bool = True, progress: Callable[[str], None] | None = None) -> BatchOutcome:
+    """Apply the input's new files to the store at `options.output` as one committed run, computed by
+    one Beam pipeline, which the runner parallelises as it does (`options.beam_args`; `beam_args_for`),
+    with the settings `settings_of_run` gives for the run's plan.
 
     With `chunk_hours`, the new events are computed chunk of event time by
     chunk, one pipeline after the other (`_run_in_chunks`), so memory follows
@@ -268,20 +298,17 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     past the newest scheduler event is refused (SuspiciousAsOf, nothing
     committed) unless `confirm_as_of`.
     """
+    beam_args, input_dir, as_of_us = list(options.beam_args), options.input, options.as_of_us
     check_input(input_dir)
-    if chunk_hours is not None and as_of_us is not None:
-        raise ValueError("--chunk_hours computes up to each chunk's latest event; it does not take --as_of")
-    if chunk_hours is not None and chunk_hours < 1:
-        raise ValueError(f"--chunk_hours must be at least 1 (got {chunk_hours})")
-    stream_settings = stream_settings or StreamSettings()
     started = time.monotonic()
-    store = Store(output_dir)
+    store = store or Store(options.output)  # the run's one: the plan carries it to the commit, views and caller
     with store.lock(), _undone_if_stopped(store):
-        if replace:
+        if options.replace:
             store.replace()
         progress = progress or (lambda _: None)
         plan = plan_run(input_dir, store, as_of_us, progress)
-        check_run(store, plan.previous, settings, stream_settings)  # before computing: commit_run checks again
+        chosen = settings_of_run(plan)  # before computing: commit_run checks again
+        settings, stream_settings = chosen.settings, chosen.stream_settings
         skipped = tuple(f.path for f in plan.skipped)
         deferred = []
 
@@ -289,14 +316,14 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
             previous = plan.previous
             return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped,
-                                committed=False, deferred=tuple(deferred))
+                                committed=False, deferred=tuple(deferred), store=store)
 
         if not plan.files and plan.moves_no_time(as_of_us):
             if plan.previous and _published_run(store) != plan.previous.run_id:  # stopped after its commit
-                _publish(output_dir, plan.previous, settings, build_views, progress)
+                _publish(store, plan.previous, settings, build_views, progress)
             return nothing_new()
         for _ in range(MAX_ATTEMPTS):
-            staged = _compute(plan, settings, stream_settings, beam_args, as_of_us, chunk_hours, progress)
+            staged = _compute(plan, settings, stream_settings, beam_args, as_of_us, options.chunk_hours, progress)
             changed = changed_since_listed(plan.files)
             if not changed:
                 break
@@ -310,19 +337,20 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
         else:
             raise InputError(f"input files kept changing while read, {MAX_ATTEMPTS} times: nothing was committed; "
                              "producers should write a file under another name, then rename it into place")
-        if as_of_us is not None and not confirm_as_of:
+        if as_of_us is not None and not options.confirm_as_of:
             previous = plan.previous
-            check_as_of_near_data(as_of_us, read_staged_counts(staged[-1])["latest_times"],
+            check_as_of_near_data(as_of_us, goodput.read_tally(staged[-1]).latest_times,
                                   stream_settings.allowed_lateness_s,
                                   (previous.run_id, previous.as_of_us) if previous else None)
         progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")
         record = commit_run(plan, settings, stream_settings, mode, staged)
-    database = _publish(output_dir, record, settings, build_views, progress)
+    database = _publish(store, record, settings, build_views, progress)
     return BatchOutcome(manifest=record.manifest, database=database, seconds=time.monotonic() - started, run=record,
-                        skipped=skipped, deferred=tuple(deferred))
+                        skipped=skipped, deferred=tuple(deferred), note=chosen.note,
+                        store=store)
 
 
-def _publish(output_dir: str, record: RunRecord, settings: Settings, build_views: bool,
+def _publish(store: Store, record: RunRecord, settings: Settings, build_views: bool,
              progress: Callable[[str], None]) -> Path | None:
     """Build the committed run's DuckDB views (locally), then write its manifest.json: last, so a
     manifest.json of the latest run says its views are built too. A run stopped in between (a full
@@ -330,10 +358,10 @@ def _publish(output_dir: str, record: RunRecord, settings: Settings, build_views
     from fleet_goodput.views import build_database  # DuckDB: not installed on Dataflow workers, which commit here
 
     database = None
-    if build_views and not is_remote(output_dir):
+    if build_views and not is_remote(store.root):
         progress("Building the DuckDB views")
-        database = build_database(output_dir, settings)
-    write_manifest_copy(output_dir, record.manifest)
+        database = build_database(store, settings)
+    write_manifest_copy(store.root, record.manifest)
     return database
 
 
@@ -432,10 +460,10 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
                         beam_args=beam_args, during=chunk)
         begins = format_time_us(begins_us) if begins_us is not None else "no scheduler event"
         progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {time.monotonic() - started:.1f} s")
-        clock = read_staged_counts(folder)
-        if clock["as_of_us"] is not None:
-            continuation = continuation.after(clock["as_of_us"], stream_settings.allowed_lateness_s * 1_000_000,
-                                              clock["latest_times"])
+        tally = goodput.read_tally(folder)
+        if tally.as_of_us is not None:
+            continuation = continuation.after(tally.as_of_us, stream_settings.allowed_lateness_s * 1_000_000,
+                                              tally.latest_times)
         state_files = [path for path, _, _ in _matched(f"{literal_pattern(folder)}/state_keys/*.parquet")]
         staged.append(folder)
     return staged
@@ -513,9 +541,9 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     transaction = Transaction(store, plan.previous, plan.token)
     folders = staged_folders or [staging_folder(plan)]
     final = folders[-1:]
-    staged = [read_staged_counts(folder) for folder in folders]
+    staged = [goodput.read_tally(folder) for folder in folders]
     previous = plan.previous
-    as_of_us, latest = staged[-1]["as_of_us"], staged[-1]["latest_times"]
+    as_of_us, latest = staged[-1].as_of_us, staged[-1].latest_times
     run_id = previous.run_id + 1 if previous else 1
     lateness_us = stream_settings.allowed_lateness_s * 1_000_000
     reached = plan.continuation if as_of_us is None else plan.continuation.after(as_of_us, lateness_us, latest)
@@ -523,8 +551,7 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     manifest = build_manifest(
         run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
         previous=previous.manifest if previous else None,
-        counts=add_counts(*(counts_from_json(part["counts"]) for part in staged)),
-        pending=counts_from_json(staged[-1]["pending"]),
+        counts=add_counts(*(part.counts for part in staged)), pending=staged[-1].pending,
         extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us, "latest_times": latest,
                "allowed_lateness_s": stream_settings.allowed_lateness_s, "files_applied": len(plan.files),
                "files_skipped": len(plan.skipped), "output": plan.output_dir})
@@ -563,11 +590,6 @@ def _commit_tables(transaction: Transaction, run_id: int, plan: RunPlan, setting
     transaction.compact()
 
 
-def read_staged_counts(staging: str) -> dict:
-    with FileSystems.open(f"{staging}/{goodput.COUNTS_FILE}") as handle:
-        return json.loads(handle.read())
-
-
 def _reconciliation_message(manifest: dict) -> str:
     broken = [f"{name}: read {c['read']} != accepted {c['accepted']} + duplicate {c['duplicate']} "
               f"+ rejected {c['rejected']} + late {c['late']} + waiting {c['waiting']}"
@@ -584,6 +606,13 @@ def is_local(beam_args: list[str] | None) -> bool:
     """Whether the run computes in this machine's processes: no --runner, or one of Beam's local runners."""
     runner = PipelineOptions(beam_args or []).view_as(StandardOptions).runner or goodput.DEFAULT_RUNNER
     return runner.lower().removesuffix("runner") in ("fnapi", "direct", "bundlebaseddirect", "switchingdirect")
+
+
+def beam_args_for(config: str | None, flags: list[str], workers: int | None, where: str = "") -> tuple[str, ...]:
+    """Beam's pipeline options for a batch run: the `beam:` section of `config`, then `flags`, each
+    checked to be Beam's (`where` says where `flags` came from), then what `--workers` is short for."""
+    checked = beam_flags_for("run", config, flags, where)
+    return (*checked, *worker_flags(workers, checked))
 
 
 def worker_flags(workers: int | None, beam_args: list[str] | None) -> list[str]:

@@ -13,7 +13,6 @@ import argparse
 import importlib
 import os
 import pkgutil
-import re
 import sys
 
 from fleet_goodput import __version__, commands, console, exits, faults
@@ -21,7 +20,6 @@ from fleet_goodput.options import unknown_flag_message
 
 # Command modules whose command is not their module's name.
 _MODULE_OF = {"import": "importer"}
-_VERBOSITY_FLAG = re.compile(r"-v+|--verbose|-q|--quiet")
 
 
 def _command_modules(argv: list[str]) -> list[str]:
@@ -110,8 +108,9 @@ def _run(argv: list[str] | None) -> int:
                 return exits.USAGE
             if extra and not getattr(args, "accepts_beam_args", False):
                 parser.commands[args.command].error(f"unexpected argument(s): {' '.join(extra)}")
-            # The command's own words, which `mpg run` and `mpg stream` parse again as pipeline options.
-            args.argv = [arg for arg in argv[argv.index(args.command) + 1:] if not _VERBOSITY_FLAG.fullmatch(arg)]
+            # What the command's parser left: Beam's pipeline options, for `mpg run` and `mpg stream` to
+            # check and hand to Beam (pipelines/options.py). Their own options are parsed, here, once.
+            args.beam_args = extra
             return args.func(args)
     except BaseException as error:  # Ctrl-C and SIGTERM too: KeyboardInterrupt is no Exception
         return _end_on_fault(error, args)

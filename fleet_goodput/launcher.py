@@ -35,11 +35,10 @@ import apache_beam as beam
 
 from fleet_goodput.batch import RunPlan, commit_run, plan_run, staging_folder
 from fleet_goodput.config import Settings
-from fleet_goodput.options import OptionsError
+from fleet_goodput.options import OptionsError, typed_values
 from fleet_goodput.store import Store
 from fleet_goodput.stored_settings import settings_for_run
 from fleet_goodput.stream_settings import StreamSettings
-from fleet_goodput.timeutil import parse_time_us
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.pipelines.options import GoodputOptions, announce_job, parse_options
 
@@ -64,11 +63,11 @@ def build(p: beam.Pipeline, plan: RunPlan, settings: Settings, stream_settings: 
 def run(argv: list[str] | None = None, plan: RunPlan | None = None) -> beam.runners.runner.PipelineResult:
     """Plan and submit the job; `argv` holds the template's parameters and the launch's pipeline options."""
     options = parse_options("launcher", sys.argv[1:] if argv is None else argv)
-    launch = options.view_as(GoodputOptions)
-    as_of_us = parse_time_us(launch.as_of) if launch.as_of else None
-    plan = plan or plan_run(launch.input, Store(launch.output), as_of_us)
+    launch = typed_values("launcher", options.view_as(GoodputOptions))  # the job keeps the text, shown on Dataflow
+    as_of_us = launch["as_of"]
+    plan = plan or plan_run(launch["input"], Store(launch["output"]), as_of_us)
     # The store's settings, with the config's and --window_s replacing them where that is allowed.
-    chosen = settings_for_run(plan.store, plan.previous, launch.config, window_s=launch.window_s)
+    chosen = settings_for_run(plan.store, plan.previous, launch["config"], window_s=launch["window_s"])
     if chosen.note:
         logging.warning(chosen.note)
     p = beam.Pipeline(options=options)

@@ -3,19 +3,36 @@
 Flags are spelled like Beam's own pipeline options (`--as_of`, `--temp_location`),
 because they share one command line with them. This module is Beam-free, so the
 CLI can build its help without importing Beam; `pipelines/options.py` registers
-the same table with Beam as `GoodputOptions(PipelineOptions)` and checks the
-rest of a command line against Beam's options.
+the same table with Beam as `GoodputOptions(PipelineOptions)` (the launcher's
+parser) and checks the rest of a command line against Beam's options.
+
+Each option's text becomes its typed value once, where the command line is
+read (`Option.type`: `--as_of` becomes microseconds there, or the command
+stops with what is wrong with it), and a batch run carries the values down as
+one `RunOptions`; nothing below reads a flag or parses a time again.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from fleet_goodput.timeutil import parse_time_us
 
 
 class OptionsError(ValueError):
-    """A command line that cannot be used: an unknown flag (with the nearest known one) or a missing option."""
+    """A command line that cannot be used: an unknown flag (with the nearest known one), a missing
+    option, or a value that is not what its option takes."""
+
+
+def time_us(text: str) -> int:
+    """An option's ISO-8601 time → microseconds since the epoch (argparse names the flag when it is not one)."""
+    try:
+        return parse_time_us(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -23,7 +40,7 @@ class Option:
     name: str  # the flag without its dashes, and the attribute it sets
     help: str
     metavar: str | None = None
-    type: type = str
+    type: Callable[[str], object] = str  # text → the typed value, applied once, where the command line is read
     is_switch: bool = False  # a flag without a value
     required: bool = False
 
@@ -31,12 +48,22 @@ class Option:
     def flag(self) -> str:
         return f"--{self.name}"
 
-    def add_to(self, parser: argparse.ArgumentParser, *, required: bool) -> None:
+    def add_to(self, parser: argparse.ArgumentParser, *, required: bool, typed: bool = True) -> None:
+        """The option on `parser`; with `typed=False` it keeps the text given (`value_of` types it)."""
         if self.is_switch:
             parser.add_argument(self.flag, dest=self.name, action="store_true", help=self.help)
         else:
-            parser.add_argument(self.flag, dest=self.name, type=self.type, metavar=self.metavar, help=self.help,
-                                required=required and self.required)
+            parser.add_argument(self.flag, dest=self.name, type=self.type if typed else str, metavar=self.metavar,
+                                help=self.help, required=required and self.required)
+
+    def value_of(self, given):
+        """The typed value of the option's text `given` (None and a switch's bool stay as they are)."""
+        if given is None or self.is_switch:
+            return given
+        try:
+            return self.type(given)
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise OptionsError(f"{self.flag} {given}: {exc}") from None
 
 
 OPTIONS = {option.name: option for option in (
@@ -45,7 +72,7 @@ OPTIONS = {option.name: option for option in (
     Option("output", "the output store (local or gs://): Delta Lake tables/, the runs and their state; "
                      "locally also manifest.json and goodput.duckdb", "DIR", required=True),
     Option("as_of", "ISO-8601 time that ends still-running jobs and capacity; later events wait in the store "
-                    "for a later run (default: how far the scheduler's clock has reached)", "TIME"),
+                    "for a later run (default: how far the scheduler's clock has reached)", "TIME", time_us),
     Option("confirm_as_of", "run with an --as_of more than the allowed lateness past the newest scheduler event, "
                             "which is refused otherwise as a likely typo (a month too far ends every running job "
                             "there and makes the next day's events late)", is_switch=True),
@@ -78,6 +105,45 @@ BEAM_HELP = """\
 Any other --flag must be a Beam pipeline option (--runner, --project, --region,
 --temp_location, --sdk_container_image, …): list them with
 `mpg {command} --help_beam`. An unknown flag is an error naming the nearest one."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What one batch run is asked to do, `mpg run`'s options or the API's `run` arguments, each
+    already its typed value (`as_of_us`, not the text of --as_of): built once where they are read,
+    then carried down as they are (fleet_goodput/batch.py, `run`)."""
+
+    input: str
+    output: str
+    as_of_us: int | None = None  # None: how far the scheduler's clock has reached (fleet_goodput/asof.py)
+    confirm_as_of: bool = False
+    replace: bool = False
+    config: str | None = None  # a settings file: its keys replace the store's (fleet_goodput/stored_settings.py)
+    chunk_hours: int | None = None
+    # Beam's own pipeline options, checked: the config's `beam:` section, the command line's, and what
+    # --workers is short for (fleet_goodput/batch.py, `beam_args_for`)
+    beam_args: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.chunk_hours is not None and self.as_of_us is not None:
+            raise ValueError("--chunk_hours computes up to each chunk's latest event; it does not take --as_of")
+        if self.chunk_hours is not None and self.chunk_hours < 1:
+            raise ValueError(f"--chunk_hours must be at least 1 (got {self.chunk_hours})")
+
+    @classmethod
+    def of(cls, values, beam_args: list[str] | tuple[str, ...] = ()) -> RunOptions:
+        """The run options of a parsed command line (`values` has an attribute per option of `mpg run`,
+        each already typed) and Beam's options for it."""
+        return cls(input=str(values.input), output=str(values.output), as_of_us=values.as_of,
+                   confirm_as_of=values.confirm_as_of, replace=values.replace,
+                   config=None if values.config is None else str(values.config), chunk_hours=values.chunk_hours,
+                   beam_args=tuple(beam_args))
+
+
+def typed_values(command: str, values) -> dict:
+    """The typed value of each of the command's options that `values` holds as the text given (the
+    launcher's, parsed by Beam); OptionsError names a flag whose text is not what it takes."""
+    return {name: OPTIONS[name].value_of(getattr(values, name)) for name in COMMAND_OPTIONS[command]}
 
 
 def add_options(parser: argparse.ArgumentParser, command: str) -> None:

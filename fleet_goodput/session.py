@@ -113,11 +113,11 @@ class KeyState:
         return {r.event: r.reason for r in probe.rejections[before:]}
 
     # ---- advancing ----------------------------------------------------------
-    def advance(self, as_of_us: int, frontier_us: int, retention_us: int = 6 * 3600 * 1_000_000) -> Advance:
+    def advance(self, as_of_us: int, frontier_us: int, max_silence_us: int = 6 * 3600 * 1_000_000) -> Advance:
         """Settle up to `frontier_us`, then report the figures as of `as_of_us`.
 
-        A job that ended `retention_us` before the frontier without any
-        profiler sample stops waiting for one: its state can then go.
+        A job that ended `max_silence_us` (streaming.max_silence_s) before the
+        frontier without any profiler sample stops waiting for one: its state can then go.
         """
         result = Advance()
         frontier_us = max(self.frontier_us, min(frontier_us, as_of_us))
@@ -143,7 +143,7 @@ class KeyState:
                 outcome = (stream_of(event.code), WAITING)
                 result.provisional_counts[outcome] = result.provisional_counts.get(outcome, 0) + step_runs.size(event)
         self._emit(values, _summary_of(provisional), result)
-        self._compact(retention_us)
+        self._compact(max_silence_us)
         return result
 
     def _judge_submit(self, frontier_us: int, result: Advance) -> int | None:
@@ -228,12 +228,12 @@ class KeyState:
             self.summary = result.summary = summary
 
     # ---- keeping it small ---------------------------------------------------
-    def _compact(self, retention_us: int) -> None:
+    def _compact(self, max_silence_us: int) -> None:
         """Forget what can no longer change (see the module docstring)."""
         timeline = self.timeline
         window_us = timeline.window_us
         ended = isinstance(timeline, JobTimeline) and timeline.end_us is not None
-        if ended and not timeline.samples and self.frontier_us - timeline.end_us >= retention_us:
+        if ended and not timeline.samples and self.frontier_us - timeline.end_us >= max_silence_us:
             timeline.closed = True
             timeline.flush()  # no sample came: its productive time keeps no ideal
         open_from = window_start(self.frontier_us, window_us)

@@ -194,6 +194,11 @@ class Store:
             raise StoreError(f"{self.root} cannot hold the output: its path contains {' '.join(map(repr, unstorable))} "
                              f"({_UNSTORABLE_REASON}); choose another output folder")
 
+    @classmethod
+    def of(cls, output: str | Path | Store) -> Store:
+        """The store at `output`, or `output` itself when it is one: what a run opened is passed on."""
+        return output if isinstance(output, Store) else cls(output)
+
     def path(self, relative: str) -> str:
         return f"{self.root}/{relative}"
 

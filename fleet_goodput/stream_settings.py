@@ -6,8 +6,8 @@ for the window length, which batch and streaming share):
     streaming:
       allowed_lateness_s: 3600   # how late an event may be and still change results
       watermark_lag_s: 300       # how far the watermark trails the latest event time seen
-      max_silence_s: 21600       # how long a job with no new events keeps its state: streaming gives it hourly
-                                 # results that long; a run keeps an ended job that long waiting for a profile
+      max_silence_s: 21600       # how long a job with nothing new is waited for: a running one gets results
+                                 # per window that long (streaming), an ended one its profiler sample (any run)
       poll_s: 1.0                # how often a watched folder is listed
       retention_hours: 168       # output store: runs older than this can no longer be read (vacuum)
       source: directory          # or pubsub (Dataflow)

@@ -152,7 +152,7 @@ def _deferred_binding() -> str:
         return ""
 
 
-def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, settings: Settings,
+def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path | Store, settings: Settings,
                  run_id: int | None = None, schema: str | None = None,
                  relative: bool = False, defer_binding: bool = False) -> RunRecord | None:
     """Create every view of run `run_id` (default: the latest) in `connection`; returns that run.
@@ -163,7 +163,7 @@ def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, 
     relative file names resolve then. The views use the settings the store
     keeps for the run; `settings` only where it keeps none (an older store).
     """
-    store = Store(output_dir)
+    store = Store.of(output_dir)
     record = store.run(run_id) if run_id is not None else store.latest()
     kept = kept_settings(store, record)
     settings = apply(kept, settings)
@@ -183,41 +183,44 @@ def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path, 
     return record
 
 
-def build_database(output_dir: str | Path, settings: Settings) -> Path:
+def build_database(output_dir: str | Path | Store, settings: Settings) -> Path:
     """(Re)create `OUTPUT/goodput.duckdb` with the latest run's views; returns its path.
 
     The views use the settings the store keeps (`settings` only where it keeps none).
 
     Written beside and renamed into place, so a reader never opens half a file.
     """
-    path = Path(output_dir) / DATABASE_FILE
+    store = Store.of(output_dir)
+    path = Path(store.root) / DATABASE_FILE
     tmp = path.with_name(f".{DATABASE_FILE}.tmp")
     tmp.unlink(missing_ok=True)
     with duckdb.connect() as connection:
         # The relative names must resolve while the views are created (DuckDB binds them then): from
         # the output, as when goodput.duckdb is opened (`goodput_file`). Not file_search_path, which
         # would split the output's path at a comma.
-        connection.execute(f"set temp_directory = {sql_string(Path(output_dir).resolve() / f'{DATABASE_FILE}.tmp')}")
+        connection.execute(f"set temp_directory = {sql_string(Path(store.root) / f'{DATABASE_FILE}.tmp')}")
         connection.execute(f"attach {sql_string(tmp)} as goodput (storage_version {sql_string(STORAGE_VERSION)})")
-        create_views(connection, output_dir, settings, schema="goodput", relative=True)
+        create_views(connection, store, settings, schema="goodput", relative=True)
         connection.execute("use memory")
         connection.execute("detach goodput")
     os.replace(tmp, path)
     return path
 
 
-def connect(output_dir: str | Path, run: int | None = None, settings: Settings | None = None) -> duckdb.DuckDBPyConnection:
+def connect(output_dir: str | Path | Store, run: int | None = None,
+            settings: Settings | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views of run `run` (default: the latest committed run),
     with the settings the store keeps for it (`settings`, by default the defaults, where it keeps none)."""
-    if is_remote(output_dir):
-        raise StoreError(f"{output_dir} is remote: query a local copy (docs/dataflow.md, 'Querying a gs:// output')")
-    store = Store(output_dir)
+    root = output_dir.root if isinstance(output_dir, Store) else output_dir
+    if is_remote(root):
+        raise StoreError(f"{root} is remote: query a local copy (docs/dataflow.md, 'Querying a gs:// output')")
+    store = Store.of(output_dir)
     latest = require_intact(store)  # StoreDamaged, naming the damage, before anything reads it
     store.undo_killed_run_if_idle()
     if latest is None:
-        raise FileNotFoundError(f"no committed run in {output_dir}: "
-                                f"run `mpg run --input DIR --output {shlex.quote(str(output_dir))}` "
+        raise FileNotFoundError(f"no committed run in {root}: "
+                                f"run `mpg run --input DIR --output {shlex.quote(str(root))}` "
                                 "(or `mpg stream`) first")
     connection = duckdb.connect()
-    create_views(connection, output_dir, settings or load_settings(), run_id=run, defer_binding=True)
+    create_views(connection, store, settings or load_settings(), run_id=run, defer_binding=True)
     return connection

@@ -10,12 +10,14 @@ Run it through the CLI: `mpg run --input DIR --output DIR`.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import apache_beam as beam
 import pyarrow.parquet as pq
 
 from fleet_goodput.config import Settings, peak_table
 from fleet_goodput.decode import TimeSlice
+from fleet_goodput.manifest import counts_from_json
 from fleet_goodput.store import STATE_KEYS_SCHEMA
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import TABLES
@@ -26,7 +28,13 @@ from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, P
                                    WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
 from fleet_goodput.transforms.write import StageRows, StageTables
 
-COUNTS_FILE = "counts.json"
+# What a run's pipeline hands back to whoever commits the run: its clock and its counts, as a file
+# in the run's staging folder beside the tables it staged. A file, because the committer is not the
+# process that computed them: Beam's worker processes (--workers) or Dataflow's workers compute, and
+# a Flex Template job commits in a step of its own, on a worker, after the job's writes (launcher.py).
+# A pipeline returns nothing else to its launcher, and Beam's metrics carry numbers, not the clock's
+# (time, key) list. Written by `_write_tally`, read by `read_tally`, and nowhere else.
+TALLY_FILE = "tally.json"
 # The runner of a run given no --runner: the default DirectRunner first tries to
 # fetch the Prism runner, which hangs offline; the in-process FnApiRunner needs nothing.
 DEFAULT_RUNNER = "FnApiRunner"
@@ -145,22 +153,40 @@ def _saved_state_of_file(path: str):
     yield from zip(table.column("key").to_pylist(), table.column("blob").to_pylist())
 
 
-def _write_counts(clock: dict, counts, pending, staging: str) -> str:
-    with beam.io.filesystems.FileSystems.create(f"{staging}/{COUNTS_FILE}") as out:
+@dataclass(frozen=True)
+class StagedTally:
+    """What a run's pipeline reports besides its tables (`TALLY_FILE`)."""
+
+    as_of_us: int | None  # the run's as-of time: given, or how far the scheduler's clock reached
+    latest_times: list  # the scheduler's latest and earliest [time, key], which the store keeps (asof.py)
+    counts: dict[tuple[str, str], int]  # (stream, outcome) → events
+    pending: dict[tuple[str, str], int]  # (stream, outcome) → events that wait for a later run
+
+
+def _write_tally(clock: dict, counts, pending, staging: str) -> str:
+    with beam.io.filesystems.FileSystems.create(f"{staging}/{TALLY_FILE}") as out:
         out.write(json.dumps({"as_of_us": clock["as_of_us"], "latest_times": clock["latest_times"],
                               "counts": sorted([list(k), v] for k, v in counts),
                               "pending": sorted([list(k), v] for k, v in pending)}).encode())
     return staging
 
 
+def read_tally(staging: str) -> StagedTally:
+    """The tally the run's pipeline staged under `staging`."""
+    with beam.io.filesystems.FileSystems.open(f"{staging}/{TALLY_FILE}") as handle:
+        tally = json.loads(handle.read())
+    return StagedTally(tally["as_of_us"], tally["latest_times"], counts_from_json(tally["counts"]),
+                       counts_from_json(tally["pending"]))
+
+
 def stage_outputs(outputs: dict, staging: str) -> dict:
-    """Stage every table, the saved state and the counts under `staging` for the store to commit;
+    """Stage every table, the saved state and the tally under `staging` for the store to commit;
     returns each write's output, complete once that write is done."""
     staged = {"tables": {name: outputs[name] for name in TABLES} | "StageTables" >> StageTables(TABLES, staging)}
     staged["state_keys"] = outputs["state"] | "StageState" >> StageRows(STATE_KEYS_SCHEMA, f"{staging}/state_keys")
     # The clock output always holds one element, so it carries the one write.
-    staged["counts"] = outputs["clock"] | "WriteCounts" >> beam.Map(
-        _write_counts, counts=beam.pvalue.AsList(outputs["counts"]),
+    staged["tally"] = outputs["clock"] | "StageTally" >> beam.Map(
+        _write_tally, counts=beam.pvalue.AsList(outputs["counts"]),
         pending=beam.pvalue.AsList(outputs["pending_counts"]), staging=staging)
     return staged
 

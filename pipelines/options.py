@@ -1,10 +1,12 @@
-"""`GoodputOptions`: the project's options as Beam pipeline options, and the check of a whole command line.
+"""`GoodputOptions`: the project's options as Beam pipeline options, and the check of Beam's flags.
 
-`mpg run`, `mpg stream` and the Flex Template launcher parse their command
-lines here: the project's flags (fleet_goodput/options.py) and Beam's own share
-one command line, and any other flag is an error naming the nearest known one,
-where Beam alone would drop it with a warning. The parsed options travel with
-the pipeline, so a Dataflow job shows its --input, --output and --as_of.
+`mpg run` and `mpg stream` read their own options with argparse (the CLI) and
+hand Beam only the rest, which `beam_flags_for` checks: any flag that is
+neither Beam's nor theirs is an error naming the nearest known one, where
+Beam alone would drop it with a warning. The Flex Template launcher has no
+CLI: it parses its whole command line here (`parse_options`), and its
+options travel with the job as the text given, so the job's options page on
+Dataflow shows its --input, --output and --as_of.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, _BeamArgumentParser
 from apache_beam.runners.dataflow.dataflow_runner import DataflowPipelineResult
 
+from fleet_goodput.config import beam_flags
 from fleet_goodput.options import COMMAND_OPTIONS, OPTIONS, OptionsError, console_url, unknown_flag_message
 
 
@@ -22,9 +25,10 @@ class GoodputOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
-        # Never `required` here: every PipelineOptions in the process parses these.
+        # Never `required` here: every PipelineOptions in the process parses these. Kept as the text
+        # given (the job shows it); the launcher types each once (`Option.value_of`).
         for option in OPTIONS.values():
-            option.add_to(parser, required=False)
+            option.add_to(parser, required=False, typed=False)
 
 
 OPTIONS_FLAGS = {option.flag for option in OPTIONS.values()}
@@ -59,16 +63,21 @@ def command_parser(command: str | None = None) -> _BeamArgumentParser:
                                  description="Beam's pipeline options, which `mpg run`, `mpg stream` and the "
                                              "Flex Template launcher accept beside their own:")
     for name in COMMAND_OPTIONS.get(command, ()):
-        OPTIONS[name].add_to(parser, required=False)
+        OPTIONS[name].add_to(parser, required=False, typed=False)
     for cls in {str(c): c for c in PipelineOptions.__subclasses__() if c is not GoodputOptions}.values():
         cls._add_argparse_args(parser)  # Beam's own mechanism: it has no public listing of its options
     return parser
 
 
-def check_flags(command: str, flags: list[str], where: str = "") -> None:
-    """Raise OptionsError for the first flag that is neither the command's nor a Beam pipeline option."""
+def check_flags(command: str, flags: list[str], where: str = "", *, beam_only: bool = False) -> None:
+    """Raise OptionsError for the first flag that is neither the command's nor a Beam pipeline option
+    (with `beam_only`, for the first that is not Beam's: the command read its own already)."""
     parser = command_parser(command)
-    _, unknown = parser.parse_known_args(flags)
+    given, unknown = parser.parse_known_args(flags)
+    own = [OPTIONS[name].flag for name in COMMAND_OPTIONS[command] if getattr(given, name, None) not in (None, False)]
+    if beam_only and own:
+        raise OptionsError(f"{own[0]} is an option of `{command}` itself, not a Beam pipeline option{where}: "
+                           "give it where the command's options go")
     others = [arg for arg in unknown if arg.split("=", 1)[0] in OPTIONS_FLAGS]
     if others:
         name = others[0].split("=", 1)[0]
@@ -77,6 +86,15 @@ def check_flags(command: str, flags: list[str], where: str = "") -> None:
     if unknown:
         known = [flag for action in parser._actions for flag in action.option_strings]
         raise OptionsError(unknown_flag_message(unknown[0], known) + where)
+
+
+def beam_flags_for(command: str, config: str | None, flags: list[str], where: str = "") -> list[str]:
+    """Beam's pipeline options for a run of `command`: the `beam:` section of `config`, then `flags`
+    (which come after, so they win), each checked to be Beam's (`where` says where `flags` came from)."""
+    config_flags = beam_flags(config)
+    check_flags(command, config_flags, where=f" (in the beam: section of {config})", beam_only=True)
+    check_flags(command, flags, where=where, beam_only=True)
+    return config_flags + list(flags)
 
 
 def parse_options(command: str, flags: list[str]) -> PipelineOptions:

@@ -39,7 +39,7 @@ CONFIG = str(ROOT / "configs" / "dataflow.yaml")
 
 # Every business step, the telemetry and state readers and every table's writer.
 EXPECTED_STEPS = {"ReadTelemetry", "ReadState", "SessionizeKeys", "ComputeGoodput",
-                  "StageTables", "StageState", "WriteCounts"}
+                  "StageTables", "StageState", "StageTally"}
 
 
 def top_level_steps(job) -> set[str]:

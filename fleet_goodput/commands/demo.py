@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
         return exits.USAGE
     say(result_line(outcome))
     say(summary(outcome))
-    say_headline(str(results), outcome.run.run_id)
+    say_headline(outcome.store, outcome.run.run_id)
     say(f"\nOutputs: tables {results}/tables/, views {outcome.database}, manifest {results}/manifest.json")
     say(f"Try:     mpg sql --output {shlex.quote(str(results))} "
         "\"select * from job_goodput order by lost_chip_s desc limit 5\"")

@@ -8,7 +8,7 @@ import sys
 
 from fleet_goodput import console, exits
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
-from fleet_goodput.options import BEAM_HELP, OptionsError, add_options, launch_problems
+from fleet_goodput.options import BEAM_HELP, OptionsError, RunOptions, add_options, launch_problems
 from fleet_goodput.quoting import sql_string
 
 DESCRIPTION = """\
@@ -91,43 +91,22 @@ def register(subparsers) -> None:
     parser.set_defaults(func=main, accepts_beam_args=True)
 
 
-def pipeline_options(command: str, args: argparse.Namespace):
-    """The command's pipeline options: the config's `beam:` section, then the command line, checked."""
-    from fleet_goodput.config import beam_flags
-    from fleet_goodput.pipelines.options import check_flags, parse_options
-
-    config_flags = beam_flags(args.config)
-    check_flags(command, config_flags, where=f" (in the beam: section of {args.config})")
-    flags = config_flags + args.argv
-    return parse_options(command, flags), flags
-
-
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.batch import (InputError, ReconciliationError, is_dry_run, run_batch, translate_batch,
-                                     worker_flags)
+    from fleet_goodput.batch import InputError, ReconciliationError, beam_args_for, is_dry_run, run, translate_batch
     from fleet_goodput.config import ConfigError, load_settings
-    from fleet_goodput.store import StoreError
-    from fleet_goodput.stored_settings import settings_for_output
-    from fleet_goodput.timeutil import format_time_us, parse_time_us
-    from fleet_goodput.pipelines.options import GoodputOptions
+    from fleet_goodput.store import Store, StoreError
+    from fleet_goodput.timeutil import format_time_us
 
     try:
-        options, flags = pipeline_options("run", args)
-        goodput = options.view_as(GoodputOptions)
-        as_of_us = parse_time_us(goodput.as_of) if goodput.as_of else None
-        if is_dry_run(flags):
-            settings = load_settings(goodput.config)
-            return dry_run(options, goodput.input, goodput.output,
-                           lambda: translate_batch(goodput.input, goodput.output, settings, as_of_us, flags))
-        flags += worker_flags(goodput.workers, flags)
-        chosen = settings_for_output(goodput.output, goodput.config, replace=goodput.replace)
-        if chosen.note:
-            print(f"mpg run: note: {chosen.note}", file=sys.stderr)
-        progress(f"Running the goodput pipeline on {goodput.input} into {goodput.output}")
-        outcome = run_batch(goodput.input, goodput.output, chosen.settings, as_of_us, flags,
-                            stream_settings=chosen.stream_settings,
-                            replace=goodput.replace, chunk_hours=goodput.chunk_hours, progress=progress,
-                            confirm_as_of=goodput.confirm_as_of)
+        options = RunOptions.of(args, beam_args_for(args.config, args.beam_args, args.workers))
+        if is_dry_run(list(options.beam_args)):
+            settings = load_settings(options.config)
+            return dry_run(options.beam_args, options.input, options.output,
+                           lambda: translate_batch(options.input, options.output, settings, options.as_of_us,
+                                                   list(options.beam_args)))
+        store = Store(options.output)  # the run's one; an output path it cannot keep is refused here, first
+        progress(f"Running the goodput pipeline on {options.input} into {options.output}")
+        outcome = run(options, store=store, progress=progress)
     except OptionsError as exc:
         print(f"mpg run: error: {exc}", file=sys.stderr)
         return exits.USAGE
@@ -136,6 +115,8 @@ def main(args: argparse.Namespace) -> int:
     except ReconciliationError as exc:
         print(f"mpg run: FAILED: {exc}", file=sys.stderr)
         return exits.FAILED
+    if outcome.note:
+        print(f"mpg run: note: {outcome.note}", file=sys.stderr)
     if outcome.skipped:
         say(f"Skipped {len(outcome.skipped)} input file(s) an earlier run already applied (same content).")
         for path in outcome.skipped:
@@ -147,7 +128,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"  {path}", file=sys.stderr)
     if not outcome.committed:
         latest = f"run {outcome.run.run_id} stays the latest" if outcome.run else "the output holds no run"
-        print(f"Nothing new in {goodput.input}: {latest}.")
+        print(f"Nothing new in {options.input}: {latest}.")
         return exits.OK
     print(result_line(outcome))
     say(summary(outcome))
@@ -158,17 +139,17 @@ def main(args: argparse.Namespace) -> int:
     accepted = sum(counts["accepted"] for counts in outcome.manifest.get("this_run", {}).values())
     if outcome.manifest.get("as_of_us") is None or accepted == 0:
         print(f"mpg run: no event of this run was accepted, so it adds no figure; see why with\n"
-              f"  mpg sql --output {shlex.quote(goodput.output)} "
+              f"  mpg sql --output {shlex.quote(options.output)} "
               "\"select provisional, reason, sum(records) from rejected group by all\"\n"
               f"(a provisional rejection waits for an event that lets it in, such as a SUBMIT not yet landed)",
               file=sys.stderr)
         return exits.FAILED
     if outcome.database is None:
-        output = goodput.output.rstrip("/")
+        output = options.output.rstrip("/")
         say(REMOTE_NOTE.format(tables=shlex.quote(f"{output}/tables"),
                                job_window_table=sql_string(f"{output}/tables/job_window")))
         return exits.OK
-    say_headline(goodput.output, outcome.run.run_id)
+    say_headline(outcome.store, outcome.run.run_id)
     return exits.OK
 
 
@@ -183,22 +164,27 @@ def refused(command: str, exc: Exception) -> int:
     return exits.DAMAGED if isinstance(exc, StoreDamaged) else exits.USAGE
 
 
-def say_headline(output: str, since_run: int) -> None:
-    """The headline of the output's latest run, with the runs from `since_run` as this run's part; not under -q."""
+def say_headline(output, since_run: int) -> None:
+    """The headline of the latest run of `output` (a folder, or the Store a run opened), with the runs
+    from `since_run` as this run's part; not under -q."""
     from fleet_goodput.headline import render
     from fleet_goodput.store import Store
     from fleet_goodput.views import connect
 
     if console.verbosity() == console.QUIET:
         return
-    with connect(output) as connection:
+    store = Store.of(output)
+    with connect(store) as connection:
         say()
-        say(render(connection, Store(output).runs(from_run=since_run - 1), since_run))  # the runs it needs
+        say(render(connection, store.runs(from_run=since_run - 1), since_run))  # the runs it needs
 
 
-def dry_run(options, input_dir: str | None, output_dir: str | None, translate) -> int:
-    """Warn about what a real launch would lack, then translate the job (`translate()`) and describe it."""
-    missing, warnings = launch_problems(options.get_all_options(), input_dir, output_dir)
+def dry_run(flags, input_dir: str | None, output_dir: str | None, translate) -> int:
+    """Warn about what a real launch with Beam's `flags` would lack, then translate the job (`translate()`)
+    and describe it."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    missing, warnings = launch_problems(PipelineOptions(list(flags)).get_all_options(), input_dir, output_dir)
     for problem in missing + warnings:
         print(f"warning: {problem}", file=sys.stderr)
     if missing:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from fleet_goodput import exits
-from fleet_goodput.commands.run import BeamHelp, dry_run, pipeline_options, refused, say_headline, summary
+from fleet_goodput.commands.run import BeamHelp, dry_run, refused, say_headline, summary
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.options import BEAM_HELP, OptionsError, add_options
 
@@ -86,20 +86,19 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.avro_io import telemetry_files
     from fleet_goodput.batch import ReconciliationError, is_dry_run
     from fleet_goodput.config import ConfigError, load_settings
+    from fleet_goodput.pipelines.options import beam_flags_for
     from fleet_goodput.store import StoreError
     from fleet_goodput.stored_settings import settings_for_output
     from fleet_goodput.stream_run import run_stream, translate_stream
     from fleet_goodput.stream_settings import load_stream_settings
-    from fleet_goodput.pipelines.options import GoodputOptions
 
     try:
-        options, flags = pipeline_options("stream", args)
-        goodput = options.view_as(GoodputOptions)
-        settings = load_settings(goodput.config)
-        stream_settings = load_stream_settings(goodput.config, allowed_lateness_s=goodput.allowed_lateness_s)
+        flags = beam_flags_for("stream", args.config, args.beam_args)
+        settings = load_settings(args.config)
+        stream_settings = load_stream_settings(args.config, allowed_lateness_s=args.allowed_lateness_s)
         if stream_settings.source == "directory":  # the runs commit to the store: its settings
-            chosen = settings_for_output(goodput.output, goodput.config, replace=goodput.replace,
-                                         allowed_lateness_s=goodput.allowed_lateness_s)
+            chosen = settings_for_output(args.output, args.config, replace=args.replace,
+                                         allowed_lateness_s=args.allowed_lateness_s)
             settings, stream_settings = chosen.settings, chosen.stream_settings
             if chosen.note:
                 print(f"mpg stream: note: {chosen.note}", file=sys.stderr)
@@ -113,24 +112,24 @@ def main(args: argparse.Namespace) -> int:
             print("mpg stream: a Pub/Sub source runs on Dataflow: submit it with the Flex Template (docs/dataflow.md), "
                   "or check it here with --dry_run=True", file=sys.stderr)
             return exits.USAGE
-        return dry_run(options, None, goodput.output,
-                       lambda: translate_stream(goodput.output, settings, stream_settings, flags))
+        return dry_run(flags, None, args.output,
+                       lambda: translate_stream(args.output, settings, stream_settings, flags))
     for stream in schemas.STREAMS:
-        Path(goodput.input, stream).mkdir(parents=True, exist_ok=True)
-    waiting = len(telemetry_files(goodput.input))
+        Path(args.input, stream).mkdir(parents=True, exist_ok=True)
+    waiting = len(telemetry_files(args.input))
     if waiting:
-        progress(f"{waiting} files already in {goodput.input}; those no earlier run applied are read first.")
+        progress(f"{waiting} files already in {args.input}; those no earlier run applied are read first.")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    idle_s = goodput.stop_after_idle_s
+    idle_s = args.stop_after_idle_s
     idle = f"; stops after {idle_s:g} s without new files" if idle_s else "; Ctrl-C stops"
-    progress(f"Watching {goodput.input} (window {settings.window_s} s, allowed lateness "
+    progress(f"Watching {args.input} (window {settings.window_s} s, allowed lateness "
              f"{stream_settings.allowed_lateness_s} s{idle}) ...")
     committed: list[int] = []
     try:
-        outcome = run_stream(goodput.input, goodput.output, settings, stream_settings, idle_s, flags,
-                             replace=goodput.replace, progress=_progress(committed), stop=stop,
+        outcome = run_stream(args.input, args.output, settings, stream_settings, idle_s, flags,
+                             replace=args.replace, progress=_progress(committed), stop=stop,
                              on_busy=_busy_notice(stream_settings.poll_s))
     except (StoreError, ConfigError) as exc:
         return refused("stream", exc)
@@ -138,14 +137,14 @@ def main(args: argparse.Namespace) -> int:
         print(f"mpg stream: FAILED: {exc}", file=sys.stderr)
         return exits.FAILED
     if outcome.run is None:
-        print(f"mpg stream: no telemetry arrived in {goodput.input}; nothing was computed", file=sys.stderr)
+        print(f"mpg stream: no telemetry arrived in {args.input}; nothing was computed", file=sys.stderr)
         return exits.FAILED
     latest = outcome.manifest
     if not committed:
-        print(f"Nothing new in {goodput.input}: run {latest['run_id']} stays the latest.")
+        print(f"Nothing new in {args.input}: run {latest['run_id']} stays the latest.")
         return exits.OK
     runs = f"run {committed[0]}" if len(committed) == 1 else f"runs {committed[0]} .. {committed[-1]}"
-    print(f"Stream stopped: committed {runs} to {goodput.output}; as of {latest['as_of']}")
+    print(f"Stream stopped: committed {runs} to {args.output}; as of {latest['as_of']}")
     say(summary(outcome))
-    say_headline(goodput.output, committed[0])
+    say_headline(args.output, committed[0])
     return exits.OK

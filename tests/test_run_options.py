@@ -1,0 +1,96 @@
+"""A run's options are parsed once, where they are read, and travel down as one `RunOptions`.
+
+`--as_of` becomes microseconds where the command line is read (the CLI's
+parser, the launcher's `typed_values`, the API's `run`), or the command stops
+there naming the flag; the run below never sees its text. The command's own
+options are not handed to Beam, and a run opens its output store once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import worked_example
+from fleet_goodput import api, store
+from fleet_goodput.avro_io import write_events
+from fleet_goodput.cli import build_parser, main
+from fleet_goodput.options import OptionsError, RunOptions, typed_values
+from fleet_goodput.pipelines.options import GoodputOptions, beam_flags_for, parse_options
+
+AS_OF = "2026-01-01T01:00:00Z"
+AS_OF_US = (1_767_225_600 + 3600) * 1_000_000  # 2026-01-01T00:00:00Z is 1,767,225,600 s after the epoch, plus 1 h
+
+
+def parsed(argv: list[str]):
+    return build_parser(argv).parse_known_args(argv)
+
+
+def test_the_command_line_gives_the_run_its_as_of_in_microseconds_and_beam_only_beams_flags():
+    args, beam_args = parsed(["run", "--input", "in/", "--output", "out/", "--as_of", AS_OF, "--replace",
+                              "--runner=FnApiRunner", "--project", "p"])
+    options = RunOptions.of(args, beam_args)
+    assert options == RunOptions("in/", "out/", as_of_us=AS_OF_US, replace=True,
+                                 beam_args=("--runner=FnApiRunner", "--project", "p"))
+
+
+def test_the_launcher_types_its_parameters_once_and_its_job_keeps_the_text_given():
+    options = parse_options("launcher", ["--input=gs://b/in", "--output=gs://b/out", f"--as_of={AS_OF}",
+                                         "--window_s=900"])
+    assert options.get_all_options()["as_of"] == AS_OF  # what the job's options page on Dataflow shows
+    assert typed_values("launcher", options.view_as(GoodputOptions)) == {
+        "input": "gs://b/in", "output": "gs://b/out", "as_of": AS_OF_US, "window_s": 900, "config": None}
+
+
+def test_the_api_takes_a_time_as_text_or_a_datetime_to_the_same_microsecond():
+    one_hour_east = timezone(timedelta(hours=1))
+    assert api._time_us(AS_OF) == api._time_us(datetime(2026, 1, 1, 1)) == api._time_us(
+        datetime(2026, 1, 1, 2, tzinfo=one_hour_east)) == AS_OF_US
+
+
+def test_a_bad_as_of_stops_the_command_where_it_is_read_naming_the_flag(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--input", str(tmp_path), "--output", str(tmp_path / "out"), "--as_of", "yesterday"])
+    assert exited.value.code == 2
+    assert ("error: argument --as_of: not an ISO-8601 time: 'yesterday' (example: 2026-01-01T12:00:00Z)"
+            in capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+    launch = parse_options("launcher", ["--input=gs://b/in", "--output=gs://b/out", "--as_of=yesterday"])
+    with pytest.raises(OptionsError, match=r"--as_of yesterday: not an ISO-8601 time: 'yesterday'"):
+        typed_values("launcher", launch.view_as(GoodputOptions))
+    with pytest.raises(ValueError, match="not an ISO-8601 time: 'yesterday'"):
+        api._time_us("yesterday")
+
+
+def test_the_commands_own_option_in_a_configs_beam_section_is_refused(tmp_path):
+    config = tmp_path / "beam.yaml"
+    config.write_text(f"beam:\n  as_of: '{AS_OF}'\n")
+    with pytest.raises(OptionsError, match=r"--as_of is an option of `run` itself, not a Beam pipeline option "
+                                           rf"\(in the beam: section of {config}\)"):
+        beam_flags_for("run", str(config), [])
+
+
+@pytest.mark.parametrize(("given", "refusal"), [
+    ({"as_of_us": AS_OF_US, "chunk_hours": 24}, "--chunk_hours computes up to each chunk's latest event"),
+    ({"chunk_hours": 0}, r"--chunk_hours must be at least 1 \(got 0\)"),
+], ids=["chunks and as_of", "no hours"])
+def test_options_that_cannot_go_together_are_refused_when_the_run_options_are_made(given, refusal):
+    with pytest.raises(ValueError, match=refusal):
+        RunOptions("in/", "out/", **given)
+
+
+def test_a_run_opens_its_output_store_once(tmp_path, monkeypatch, capsys):
+    for stream, records in worked_example.records().items():
+        write_events(tmp_path / "fleet" / stream / "part-0.avro", stream, records)
+    opened = []
+    original = store.Store.__init__
+
+    def counted(self, root):
+        opened.append(root)
+        original(self, root)
+
+    monkeypatch.setattr(store.Store, "__init__", counted)
+    assert main(["run", "--input", str(tmp_path / "fleet"), "--output", str(tmp_path / "out"), "--as_of", AS_OF]) == 0
+    assert "Fleet ML Productivity Goodput" in capsys.readouterr().out  # the headline read it too
+    assert opened == [str(tmp_path / "out")]
