@@ -272,9 +272,10 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
               beam_args: list[str] | None = None, *, stream_settings: StreamSettings | None = None,
               replace: bool = False, mode: str = "batch", build_views: bool = True,
               chunk_hours: int | None = None, progress: Callable[[str], None] | None = None,
-              confirm_as_of: bool = False) -> BatchOutcome:
+              confirm_as_of: bool = False, maintain: bool = True) -> BatchOutcome:
     """`run` with these settings rather than the store's (`mpg stream`, `mpg demo`, tests); a run whose
-    settings would change the stored figures is refused (SettingsConflict) before it computes."""
+    settings would change the stored figures is refused (SettingsConflict) before it computes.
+    `maintain=False` leaves the store's maintenance after the commit to the caller (`mpg stream`)."""
     options = RunOptions(input_dir, output_dir, as_of_us, confirm_as_of, replace, chunk_hours=chunk_hours,
                          beam_args=tuple(beam_args or ()))
     given = RunSettings(settings, stream_settings or StreamSettings())
@@ -282,14 +283,16 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     def checked(plan: RunPlan) -> RunSettings:
         check_run(plan.store, plan.previous, given.settings, given.stream_settings)
         return given
-    return _run(options, checked, mode=mode, build_views=build_views, progress=progress)
+    return _run(options, checked, mode=mode, build_views=build_views, progress=progress, maintain=maintain)
 
 
 def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], RunSettings], *, store: Store | None = None,
-         mode: str = "batch", build_views: bool = True, progress: Callable[[str], None] | None = None) -> BatchOutcome:
+         mode: str = "batch", build_views: bool = True, progress: Callable[[str], None] | None = None,
+         maintain: bool = True) -> BatchOutcome:
     """Apply the input's new files to the store at `options.output` as one committed run, computed by
     one Beam pipeline, which the runner parallelises as it does (`options.beam_args`; `beam_args_for`),
-    with the settings `settings_of_run` gives for the run's plan.
+    with the settings `settings_of_run` gives for the run's plan, and maintained after its commit
+    unless `maintain` is False.
 
     With `chunk_hours`, the new events are computed chunk of event time by
     chunk, one pipeline after the other (`_run_in_chunks`), so memory follows
@@ -343,7 +346,7 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], RunSettings],
                                   stream_settings.allowed_lateness_s,
                                   (previous.run_id, previous.as_of_us) if previous else None)
         progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")
-        record = commit_run(plan, settings, stream_settings, mode, staged)
+        record = commit_run(plan, settings, stream_settings, mode, staged, maintain=maintain)
     database = _publish(store, record, settings, build_views, progress)
     return BatchOutcome(manifest=record.manifest, database=database, seconds=time.monotonic() - started, run=record,
                         skipped=skipped, deferred=tuple(deferred), note=chosen.note,
@@ -529,8 +532,9 @@ def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output
 
 
 def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, mode: str,
-               staged_folders: list[str] | None = None) -> RunRecord:
-    """Commit what the run staged as one run: tables, state, applied files, then its `runs` row.
+               staged_folders: list[str] | None = None, maintain: bool = True) -> RunRecord:
+    """Commit what the run staged as one run: tables, state, applied files, then its `runs` row,
+    and maintain the store (Store.maintain) unless `maintain` is False (a stream does it less often).
 
     Runs where the pipeline finished: in `mpg run`, and as the last step of a
     Flex Template job. The last staged folder (a backfill's last chunk's)
@@ -568,7 +572,8 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
                        manifest=manifest)
     transaction.commit(record)
     transaction.discard()
-    store.maintain(stream_settings.retention_hours)
+    if maintain:
+        store.maintain(stream_settings.retention_hours)
     return record
 
 

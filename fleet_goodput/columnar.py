@@ -76,6 +76,12 @@ MAX_IDEAL_FLOPS = 1e30
 
 _ORDER_OF_CODE = {code: same_instant_order(code) for code in (*RUNTIME_TYPES, PROFILE)}
 
+# An input file smaller than this is decoded record by record (`decode_file`): the columnar path
+# costs 2 to 3 ms a file whatever its size (polars' calls), fastavro about 10 us a record, and the
+# step blocks it would make save little in a file of a minute (100 runtime events: 67 elements).
+# Both break even near 200 events, 4 KiB of a deflated runtime file (docs/performance.md).
+SMALL_FILE_BYTES = 4096
+
 
 def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators,
                      during: TimeSlice | None = None, step_blocks: bool = False) -> DecodedFile:
@@ -99,14 +105,19 @@ def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators,
 def decode_input_file(stream: str, path: str, accelerators, during: TimeSlice | None = None,
                       open_file: Callable[[str], BinaryIO] = open_regular_file,
                       step_blocks: bool = False) -> DecodedFile:
-    """`decode_file_fast` of the input file at `path`, opened with `open_file`. A file that is not a
+    """`decode_file_fast` of the input file at `path`, opened with `open_file`, or for a file under
+    SMALL_FILE_BYTES `decode_file`, which returns the same and costs less there. A file that is not a
     regular one (fleet_goodput/input_files.py) is not read: it is one record read and rejected."""
     try:
         handle = open_file(path)
     except NotARegularFile as exc:
         return DecodedFile(rejected=[rejected_row(stream, str(exc), path)], read=1)
     with handle:
-        return decode_file_fast(stream, path, handle, accelerators, during, step_blocks)
+        data = handle.read()
+    if len(data) < SMALL_FILE_BYTES:
+        decoded = decode_file(stream, path, io.BytesIO(data), accelerators)
+        return decoded.during(during) if during else decoded
+    return decode_file_fast(stream, path, io.BytesIO(data), accelerators, during, step_blocks)
 
 
 def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:

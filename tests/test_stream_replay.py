@@ -107,3 +107,30 @@ def test_a_stream_waits_while_another_run_holds_the_output(runs, tmp_path):
     assert waited.committed and waited.run.run_id == 1
     assert {name: c["accepted"] for name, c in waited.manifest["streams"].items()} == \
         {name: c["accepted"] for name, c in batch.manifest["streams"].items()}
+
+
+def test_a_stream_maintains_its_store_at_most_once_a_minute_and_when_it_stops(runs, tmp_path, monkeypatch):
+    """A stream commits a run per poll; the store's maintenance (its vacuum, checkpoints and log clean-up)
+    runs at most once every MAINTAIN_EVERY_S and when the stream stops, where it leaves no data file that
+    the latest run does not read (a retention of 0 keeps the latest run only)."""
+    from pathlib import Path
+
+    from fleet_goodput.store import Store, table_paths
+
+    root, _, _ = runs
+    maintained = []
+    maintain = Store.maintain
+    monkeypatch.setattr(Store, "maintain", lambda store, hours: maintained.append(hours) or maintain(store, hours))
+    feeder = threading.Thread(target=replay, args=(root / "fleet", tmp_path / "live", 7_200.0, 600, lambda _: None))
+    (tmp_path / "live").mkdir()
+    feeder.start()
+    streamed = run_stream(str(tmp_path / "live"), str(tmp_path / "out"), load_settings(),
+                          StreamSettings(poll_s=0.1, retention_hours=0), stop_after_idle_s=1)
+    feeder.join()
+    assert streamed.run.run_id >= 2 and maintained == [0]  # a stream of a few seconds: once, when it stopped
+    store = Store(tmp_path / "out")
+    for name, relative in table_paths().items():
+        kept = set(store.files(name, streamed.run))
+        on_disk = {str(path.relative_to(tmp_path / "out")) for path in Path(store.path(relative)).rglob("*.parquet")
+                   if "_delta_log" not in path.parts}
+        assert on_disk == kept, name
