@@ -11,7 +11,8 @@ in the table's earlier Delta versions. Tables without a key (`rejected`,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import date
+from functools import lru_cache
 
 import pyarrow as pa
 
@@ -216,5 +217,15 @@ TABLES = {table.name: table for table in (JOB_WINDOW, JOBS, CAPACITY_LEVEL, REJE
 REPLACED_EACH_RUN = ("rejected_pending",)
 
 
+DAY_US = 86_400_000_000
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
+
+
 def utc_day(time_us: int) -> str:
-    return datetime.fromtimestamp(time_us / 1_000_000, tz=timezone.utc).strftime("%Y-%m-%d")
+    """The UTC day of a time, as a partition names it: a run writes thousands of rows of a few days."""
+    return _day_name(int(time_us // DAY_US))
+
+
+@lru_cache(maxsize=1024)
+def _day_name(days_since_epoch: int) -> str:
+    return date.fromordinal(_EPOCH_DAY + days_since_epoch).strftime("%Y-%m-%d")
