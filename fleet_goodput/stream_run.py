@@ -47,7 +47,8 @@ from fleet_goodput.views import build_database
 from fleet_goodput.pipelines import streaming
 
 
-# A stream maintains its store at most this often (about 0.25 CPU s each time: a tenth of a busy run).
+# A stream maintains its store at most this often: its runs come every few seconds, and a store keeps
+# quick to open and commit to, and keeps its retention, with a minute's more runs between maintenances.
 MAINTAIN_EVERY_S = 60.0
 
 
