@@ -38,6 +38,7 @@ from fleet_goodput.columnar import decode_input_file
 from fleet_goodput.config import Settings
 from fleet_goodput.decode import TimeSlice
 from fleet_goodput.input_files import NotARegularFile
+from fleet_goodput.local_beam import DEFAULT_RUNNER, runner_is_local
 from fleet_goodput.manifest import add_counts, build_manifest, counts_from_json, manifest_path, write_manifest_copy
 from fleet_goodput.quoting import literal_pattern
 from fleet_goodput.session import STATE_FORMAT
@@ -582,8 +583,7 @@ def is_dry_run(beam_args: list[str]) -> bool:
 
 def is_local(beam_args: list[str] | None) -> bool:
     """Whether the run computes in this machine's processes: no --runner, or one of Beam's local runners."""
-    runner = PipelineOptions(beam_args or []).view_as(StandardOptions).runner or goodput.DEFAULT_RUNNER
-    return runner.lower().removesuffix("runner") in ("fnapi", "direct", "bundlebaseddirect", "switchingdirect")
+    return runner_is_local(PipelineOptions(beam_args or []).view_as(StandardOptions).runner or DEFAULT_RUNNER)
 
 
 def worker_flags(workers: int | None, beam_args: list[str] | None) -> list[str]:

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from fleet_goodput.config import Settings, peak_table
 from fleet_goodput.decode import TimeSlice
+from fleet_goodput.local_beam import DEFAULT_RUNNER
 from fleet_goodput.store import STATE_KEYS_SCHEMA
 from fleet_goodput.stream_settings import StreamSettings
 from fleet_goodput.tables import TABLES
@@ -27,9 +28,6 @@ from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, P
 from fleet_goodput.transforms.write import StageRows, StageTables
 
 COUNTS_FILE = "counts.json"
-# The runner of a run given no --runner: the default DirectRunner first tries to
-# fetch the Prism runner, which hangs offline; the in-process FnApiRunner needs nothing.
-DEFAULT_RUNNER = "FnApiRunner"
 
 
 def _partition_time(row: dict, as_of_us: int | None) -> dict:

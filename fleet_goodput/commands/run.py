@@ -103,6 +103,7 @@ def pipeline_options(command: str, args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
+    import_beam_lightly(args)
     from fleet_goodput.batch import (InputError, ReconciliationError, is_dry_run, run_batch, translate_batch,
                                      worker_flags)
     from fleet_goodput.config import ConfigError, load_settings
@@ -170,6 +171,20 @@ def main(args: argparse.Namespace) -> int:
         return exits.OK
     say_headline(goodput.output, outcome.run.run_id)
     return exits.OK
+
+
+def import_beam_lightly(args: argparse.Namespace) -> None:
+    """Import Beam without its cloud and DataFrame clients when the run is local in every part
+    (fleet_goodput/local_beam.py): the flags are read as given, before Beam parses them."""
+    from fleet_goodput.config import ConfigError, beam_flags
+    from fleet_goodput.local_beam import import_beam_for_local_run, is_local_run
+
+    try:
+        flags = beam_flags(args.config) + args.argv
+    except ConfigError:
+        return  # said with its reason where the run reads the config
+    if is_local_run(flags, [args.input, args.output]):
+        import_beam_for_local_run()
 
 
 def refused(command: str, exc: Exception) -> int:
