@@ -60,11 +60,12 @@ class _DecodeAvroFile(beam.DoFn):
             decoded = decode_input_file(stream, path, self.accelerators, self.during, open_file=open_input,
                                         step_blocks=True)
         except FileNotFoundError:
-            return  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
-        yield from self._other_outputs(stream, decoded)
-        for key, batch in decoded.batches.items():
-            self.waiting[key] += batch
-        self.waiting_rows += decoded.read
+            decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
+        if decoded is not None:
+            yield from self._other_outputs(stream, decoded)
+            for key, batch in decoded.batches.items():
+                self.waiting[key] += batch
+            self.waiting_rows += decoded.read
         if self.waiting_rows >= self.FLUSH_ROWS:
             yield from self._flush()
 
