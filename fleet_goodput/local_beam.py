@@ -1,20 +1,21 @@
 """Importing Beam for a run computed on this machine, without the clients such a run never calls.
 
 `import apache_beam` imports every connector Beam ships: BigQuery, Pub/Sub,
-Cloud Storage and Dataflow's API clients (google-cloud-*, auth and crypto) and
-crypto), MongoDB's (pymongo) and pandas, for its DataFrame type hints. A run
-that reads and writes local folders on the in-process runner calls none of
-them, and importing them was about 0.6 of the 1.3 CPU seconds Beam takes to
-import (docs/performance.md, the section on the edges of `mpg run`): more
-than half the columnar floor's whole budget.
+Cloud Storage and the Dataflow API's clients (google-cloud-*, apitools, auth
+and crypto libraries) and MongoDB's (pymongo). A run that reads and writes
+local folders on the in-process runner calls none of them, and importing
+them is about 0.4 of the 1.3 CPU seconds Beam takes to import
+(docs/performance.md, the section on the edges of `mpg run`): 40% of what
+the columnar floor spends on everything.
 
 Beam imports each of them inside `try: ... except ImportError:` and goes on
 without that connector, so `import_beam_for_local_run` imports Beam with
 them marked absent in `sys.modules` (Python's own way to make an import
-fail), then removes the marks: anything imported later (pandas by Great
-Expectations, say) loads as usual. Only a run that is local in every part
-takes this path (`is_local_run`); a gs:// input or output, or another
-runner, imports Beam whole.
+fail), then removes the marks: anything imported later loads as usual. Only
+a run that is local in every part takes this path (`is_local_run`); a gs://
+input or output, or another runner, imports Beam whole. (pandas, which Beam
+imports for its DataFrame type hints, is not left out: pyarrow's datasets
+import it anyway when the run commits.)
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ LOCAL_RUNNERS = ("fnapi", "direct", "bundlebaseddirect", "switchingdirect")
 # imported by Beam in a `try` that catches ImportError (tests/test_local_beam.py keeps that true).
 UNUSED_BY_A_LOCAL_RUN = (
     "bson", "pymongo",  # apache_beam.io.mongodbio
-    "google.cloud.bigquery", "google.cloud.pubsub", "google.cloud.storage",  # apache_beam.io's GCP connectors
+    "apache_beam.io.gcp.bigquery",  # apache_beam.io skips its GCP connectors: BigQuery, Pub/Sub, GCS, cross-language
+    "google.cloud.storage",  # apache_beam.io.filesystems: the gs:// file system
     "google.cloud.dataflow",  # apache_beam.runners.dataflow: the Dataflow API client
 )
 # Beam warns, when MongoDB's client is missing, that it is; here it is missing on purpose.
