@@ -70,7 +70,7 @@ def test_a_keys_events_of_every_file_of_a_bundle_leave_as_one_element(fleet):
     expected = _file_by_file(fleet)
     keys = {key for key, _ in expected}
     assert len(expected) > len(keys)  # a job's events are spread over several files here
-    _check_read_step(fleet, sorted(keys), expected)  # one element per key: the files are one bundle
+    _check_read_step(fleet, sorted(keys), expected)  # one element per key: the files are one bundle, few rows
 
 
 def test_events_leave_once_enough_rows_wait(fleet, monkeypatch):

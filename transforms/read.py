@@ -5,12 +5,11 @@ Beam's file systems; a local path that is not a regular file is rejected
 unread, fleet_goodput/input_files.py) and decodes each file with
 `decode_file_fast`: in columns where it can prove every row clean, else
 record by record with fastavro (the reference path, which names every
-rejection). Events
-leave grouped per key as packed lists of slim tuples
-(`fleet_goodput.events.pack`), one for all the files of a bundle: Beam's
-cost is per element and per decoded object, and a job's events travel
-together to the same key anyway. `DecodeRecords` does the same for records that arrive one by one
-(tests, message queues).
+rejection). Events leave grouped per key as packed lists of slim tuples
+(`fleet_goodput.events.pack`), one for the files of a bundle: Beam's cost
+is per element and per decoded object, and a job's events travel together
+to the same key anyway. `DecodeRecords` does the same for records that
+arrive one by one (tests, message queues).
 """
 
 from __future__ import annotations
@@ -40,12 +39,14 @@ class _DecodeAvroFile(beam.DoFn):
     A key's events of every file of a bundle leave together: Beam's cost is per
     element at every step it crosses, and the key step merges a key's batches
     whatever their number or order. On the local runner a run's files are one
-    bundle, so 29 files of 2,381 jobs make 2,381 elements instead of 58,930. At
-    most `FLUSH_ROWS` rows wait decoded before they leave, which bounds the
-    memory a large bundle holds twice (decoded here, packed downstream).
+    bundle, so bench_run's 29 files of 2,381 jobs make about 2 elements a job
+    instead of 25 (58,930). When `FLUSH_ROWS` rows wait decoded (about 30 MB of
+    step spans in columns, more for other events), they leave: that bounds the
+    memory a bundle holds twice, decoded here and packed downstream (a Dataflow
+    worker runs a bundle on each of its threads).
     """
 
-    FLUSH_ROWS = 2_000_000
+    FLUSH_ROWS = 1_000_000
 
     def __init__(self, accelerators, during: TimeSlice | None):
         self.accelerators = accelerators
