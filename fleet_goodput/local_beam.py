@@ -4,7 +4,7 @@
 Cloud Storage and the Dataflow API's clients (google-cloud-*, apitools, auth
 and crypto libraries) and MongoDB's (pymongo). A run that reads and writes
 local folders on the in-process runner calls none of them, and importing
-them is about 0.4 of the 1.3 CPU seconds Beam takes to import
+them cost such a run about 0.45 of the 1.6 CPU seconds its imports took
 (docs/performance.md, the section on the edges of `mpg run`): 40% of what
 the columnar floor spends on everything.
 

@@ -5,9 +5,10 @@ files under its own staging folder (OUTPUT/_staging/<run>/<table>/); nothing
 there is read by anyone until the run commits the files to the Delta tables
 (fleet_goodput/store.py), so a run killed while writing leaves no trace in
 what readers see. Rows are grouped by UTC day where they are computed, one
-file per day and bundle, each with the `date` partition column. (Beam's `fileio.WriteToFiles` with `date=…/`
-destinations was measured to write nothing on the local filesystem while
-reporting success, hence pyarrow inside a DoFn.)
+file per day and bundle, each with the `date` partition column. (Beam's
+`fileio.WriteToFiles` with `date=…/` destinations was measured to write
+nothing on the local filesystem while reporting success, hence pyarrow inside
+a DoFn.)
 
 Streaming on Dataflow (`AppendTable`): a stream never ends, so each bundle's
 rows are appended as a new file, and the `version` column lets the views pick

@@ -174,7 +174,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def import_beam_lightly(args: argparse.Namespace) -> None:
-    """Import Beam without its cloud and DataFrame clients when the run is local in every part
+    """Import Beam without its cloud and MongoDB clients when the run is local in every part
     (fleet_goodput/local_beam.py): the flags are read as given, before Beam parses them."""
     from fleet_goodput.config import ConfigError, beam_flags
     from fleet_goodput.local_beam import import_beam_for_local_run, is_local_run
