@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from deltalake import DeltaTable
 
 from fleet_goodput.local_beam import UNUSED_BY_A_LOCAL_RUN, is_local_run, runner_flag, runner_is_local
 
@@ -87,3 +88,28 @@ def test_runner_names():
     assert runner_flag(["--runner=PrismRunner", "--project=p"], "FnApiRunner") == "PrismRunner"
     assert [runner_is_local(name) for name in ("FnApiRunner", "direct", "SwitchingDirectRunner", "PrismRunner",
                                                "DataflowRunner")] == [True, True, True, False, False]
+
+
+def _rows(output, table: str) -> list[dict]:
+    rows = DeltaTable(str(output / "tables" / table)).to_pyarrow_table().to_pylist()
+    return sorted(rows, key=repr)
+
+
+@pytest.mark.slow  # a whole `mpg run` in a fresh interpreter
+def test_mpg_run_imports_beam_lightly_and_computes_the_same_figures(worked_example_run, tmp_path):
+    """`mpg run` over local folders takes the lighter import, and its tables are those of a run
+    in a process that imported Beam whole (this one's fixture)."""
+    input_dir, whole = worked_example_run
+    light = tmp_path / "out"
+    code = f"""
+import sys
+from fleet_goodput.cli import main
+status = main(["run", "--input", {str(input_dir)!r}, "--output", {str(light)!r}, "-q"])
+print(sorted(name for name in {UNUSED_BY_A_LOCAL_RUN!r} if name in sys.modules))
+sys.exit(status)
+"""
+    done = _python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    for table in ("job_window", "jobs", "capacity_level", "rejected", "late"):
+        assert _rows(light, table) == _rows(whole, table), table
