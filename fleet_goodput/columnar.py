@@ -221,10 +221,7 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, during: TimeSlice | N
     height = frame.height
     if during is not None:
         frame = _during(frame, during)
-    times = (frame.select(pl.col("event_time").dt.epoch("us"), "job_id")  # as decode.clock_sample keeps them
-             .filter(pl.col("event_time") <= clock_horizon_us()).unique())
-    order = ["event_time", "job_id"]  # the latest and earliest distinct times, as asof.latest_times keeps them
-    latest = latest_times(times.top_k(KEPT, by=order).iter_rows(), times.bottom_k(KEPT, by=order).iter_rows())
+    latest = _clock_sample(frame)
     batches = defaultdict(list)
     if step_blocks and stream == "runtime":
         frame = _step_blocks(frame, batches)
@@ -248,6 +245,20 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, during: TimeSlice | N
         batches[job_id] += rows[end:end + length]
         end += length
     return DecodedFile(batches=batches, rejected=[], read=height, latest_times=latest)
+
+
+def _clock_sample(frame: pl.DataFrame) -> list[tuple[int, str]]:
+    """`decode.clock_sample` of the rows: the `KEPT` latest and earliest distinct (time, job) up to
+    the clock's horizon. Only rows at one of the `KEPT` latest or earliest distinct times can be
+    among them (each distinct time holds at least one pair), so only those rows are compared as
+    pairs: pairs of every row, with their strings, cost a tenth of a file's decode."""
+    times = (frame.select(pl.col("event_time").dt.epoch("us"), "job_id")
+             .filter(pl.col("event_time") <= clock_horizon_us()))
+    distinct = times["event_time"].unique()
+    if distinct.len() > 2 * KEPT:
+        earliest_until, latest_from = distinct.bottom_k(KEPT).max(), distinct.top_k(KEPT).min()
+        times = times.filter((pl.col("event_time") <= earliest_until) | (pl.col("event_time") >= latest_from))
+    return latest_times(times.iter_rows())
 
 
 def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
