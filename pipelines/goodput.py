@@ -3,7 +3,7 @@
 `build_goodput` wires the business steps on already-decoded streams, so tests
 pass `beam.Create` records through `DecodeRecords` where production reads
 files; `build_batch` reads the run's new input files and the saved state, and
-stages what it computes for the store to commit (fleet_goodput/batch.py).
+stages what it computes for the store to commit (fleet_goodput/runs/batch.py).
 Run it through the CLI: `mpg run --input DIR --output DIR`.
 """
 
@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import apache_beam as beam
 import pyarrow.parquet as pq
 
-from fleet_goodput.config import Settings, peak_table
-from fleet_goodput.decode import TimeSlice
-from fleet_goodput.manifest import counts_from_json
-from fleet_goodput.store import STATE_KEYS_SCHEMA
-from fleet_goodput.stream_settings import StreamSettings
-from fleet_goodput.tables import TABLES
+from fleet_goodput.core.config import Settings, peak_table
+from fleet_goodput.telemetry.decode import TimeSlice
+from fleet_goodput.store.manifest import counts_from_json
+from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA
+from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.store.tables import TABLES
 from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job
 from fleet_goodput.transforms.goodput import ComputeGoodput
 from fleet_goodput.transforms.read import EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles
@@ -67,7 +67,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     or `DecodeRecords`; `saved_state` holds (key, state blob) pairs from the
     store's last run. Every key advances once, to `as_of_us`, which ends the
     lifetime of whatever is still running; by default it is how far the
-    scheduler's clock has reached (fleet_goodput/asof.py). The streaming
+    scheduler's clock has reached (fleet_goodput/core/asof.py). The streaming
     pipeline (pipelines/streaming.py) is this one with keys advanced at each
     window end instead: both end in `goodput_tables`.
     """

@@ -90,7 +90,7 @@ def worked_example_run(tmp_path_factory) -> tuple[Path, Path]:
     Several files need exactly this output: each works on its own copy (`shutil.copytree`), so the pipeline
     runs once per worker instead of once per file."""
     import worked_example
-    from fleet_goodput.avro_io import write_events
+    from fleet_goodput.telemetry.avro_io import write_events
     from fleet_goodput.cli import main
 
     root = tmp_path_factory.mktemp("worked_example")

@@ -22,7 +22,7 @@ import pytest
 from apache_beam.io.filesystem import FileSystem
 
 import worked_example
-from fleet_goodput.avro_io import write_events
+from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.quoting import literal_pattern
 

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fleet_goodput.cli import main
-from fleet_goodput.config import load_settings
+from fleet_goodput.core.config import load_settings
 from fleet_goodput.quality.batches import open_views
 from fleet_goodput.quality.period import Period
 from fleet_goodput.report.figures import checkpoint_advice
@@ -58,7 +58,7 @@ def _read_csv(path: Path) -> list[dict]:
 
 
 def test_the_report_names_the_run_it_was_made_from(published, outputs):
-    from fleet_goodput.store import Store
+    from fleet_goodput.store.delta_store import Store
     run_id = Store(outputs["fleet"]).latest().run_id
     assert f"run {run_id}\n(reproduce with <code>mpg sql --output" in published.read_text()
 

@@ -13,10 +13,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import worked_example
-from fleet_goodput import api, store
-from fleet_goodput.avro_io import write_events
+from fleet_goodput import api
+from fleet_goodput.store import delta_store as store
+from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.cli import build_parser, main
-from fleet_goodput.options import OptionsError, RunOptions, typed_values
+from fleet_goodput.core.options import OptionsError, RunOptions, typed_values
 from fleet_goodput.pipelines.options import GoodputOptions, beam_flags_for, parse_options
 
 AS_OF = "2026-01-01T01:00:00Z"

@@ -2,11 +2,11 @@
 
 `ReadAvroFiles` reads the streams' Avro files (local paths, or gs:// with
 Beam's file systems; a local path that is not a regular file is rejected
-unread, fleet_goodput/input_files.py) and decodes each file with
+unread, fleet_goodput/telemetry/input_files.py) and decodes each file with
 `decode_file_fast`: in columns where it can prove every row clean, else
 record by record with fastavro (the reference path, which names every
 rejection). Events leave grouped per key as packed lists of slim tuples
-(`fleet_goodput.events.pack`), one for the files of a bundle: Beam's cost
+(`fleet_goodput.core.events.pack`), one for the files of a bundle: Beam's cost
 is per element and per decoded object, and a job's events travel together
 to the same key anyway. `DecodeRecords` does the same for records that
 arrive one by one (tests, message queues).
@@ -23,11 +23,11 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 from fleet_goodput import schemas
-from fleet_goodput.asof import CLOCK_STREAM
-from fleet_goodput.columnar import decode_input_file
-from fleet_goodput.decode import VALIDATORS, Invalid, TimeSlice, contract_violation, rejected_row
-from fleet_goodput.events import pack
-from fleet_goodput.input_files import open_regular_file
+from fleet_goodput.core.asof import CLOCK_STREAM
+from fleet_goodput.telemetry.columnar import decode_input_file
+from fleet_goodput.telemetry.decode import VALIDATORS, Invalid, TimeSlice, contract_violation, rejected_row
+from fleet_goodput.core.events import pack
+from fleet_goodput.telemetry.input_files import open_regular_file
 
 EVENTS, REJECTED, READ_COUNTS, LATEST_TIMES = "events", "rejected", "read_counts", "latest_times"
 
@@ -61,7 +61,7 @@ class _DecodeAvroFile(beam.DoFn):
             decoded = decode_input_file(stream, path, self.accelerators, self.during, open_file=open_input,
                                         step_blocks=True)
         except FileNotFoundError:
-            decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
+            decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/runs/batch.py)
         if decoded is not None:
             yield from self._other_outputs(stream, decoded)
             for key, batch in decoded.batches.items():
@@ -91,7 +91,7 @@ class _DecodeAvroFile(beam.DoFn):
 
 def open_input(path: str):
     """A remote input file through Beam's file systems; a local one only if it is a regular file
-    (else `NotARegularFile`, fleet_goodput/input_files.py)."""
+    (else `NotARegularFile`, fleet_goodput/telemetry/input_files.py)."""
     if "://" in path:
         return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     return open_regular_file(path)
@@ -108,7 +108,7 @@ class ReadAvroFiles(beam.PTransform):
 
     def __init__(self, files: dict[str, list[str]], accelerators, during: TimeSlice | None = None):
         """Each scheduler file's latest event times (of every key) come out in "latest_times", for the
-        run's as-of time (fleet_goodput/asof.py). With `during` (a backfill's chunk of event time),
+        run's as-of time (fleet_goodput/core/asof.py). With `during` (a backfill's chunk of event time),
         only its events, and rejected rows and read counts only from the first chunk."""
         super().__init__()
         self.files = [(stream, path) for stream, paths in files.items() for path in paths]

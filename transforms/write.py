@@ -3,7 +3,7 @@
 Batch (`StageTables`, `StageRows`): a run writes what it computed as Parquet
 files under its own staging folder (OUTPUT/_staging/<run>/<table>/); nothing
 there is read by anyone until the run commits the files to the Delta tables
-(fleet_goodput/store.py), so a run killed while writing leaves no trace in
+(fleet_goodput/store/delta_store.py), so a run killed while writing leaves no trace in
 what readers see. Rows are grouped by UTC day where they are computed, one
 file per day and bundle, each with the `date` partition column. (Beam's
 `fileio.WriteToFiles` with `date=…/` destinations was measured to write
@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from fleet_goodput.tables import Table, utc_day
+from fleet_goodput.store.tables import Table, utc_day
 
 
 def _filesystem(output_dir: str) -> tuple[pafs.FileSystem, str]:

@@ -30,7 +30,7 @@ import fastavro
 from tqdm import tqdm
 
 from fleet_goodput import console, schemas
-from fleet_goodput.avro_io import write_events
+from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.safe_text import printable
 
 REJECTED_FILE = "import_rejected.jsonl"

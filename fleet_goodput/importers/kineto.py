@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet_goodput.config import part_key
+from fleet_goodput.core.config import part_key
 from fleet_goodput.importers.common import (
     Imported, JobEmitter, Options, Refused, SourceError, Unmappable, chip_count, event_time_us, file_digest,
     load_json, progress,

@@ -12,7 +12,7 @@ import math
 import random
 from pathlib import Path
 
-from fleet_goodput.avro_io import write_events
+from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.simulator.timeline import CHECKPOINT_RESTORE, FleetTimeline, JobTimeline
 
 EVENTS_PER_PART = 50_000
