@@ -51,6 +51,7 @@ from fleet_goodput.timeutil import format_time_us
 from fleet_goodput.windows import window_start
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.transforms.read import open_input
+from fleet_goodput.transforms.slices import chunk_folder
 from fleet_goodput.transforms.sessionize import Continuation
 
 
@@ -410,10 +411,12 @@ def staging_folder(plan: RunPlan) -> str:
 
 def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args, chunk_us: int,
                    progress: Callable[[str], None]) -> list[str]:
-    """Run the pipeline once per chunk of event time, one after the other: each reads every new file
-    but computes only its chunk's events, continuing the state the one before staged, so memory
-    follows one chunk. Chunks cut by event time give the figures of one pass (the runs of a store are
-    split-invariant, tests/test_split_invariance.py). Returns every staged folder, in order."""
+    """Run the pipeline once per chunk of event time, one after the other: each computes only its
+    chunk's events, continuing the state the one before staged, so memory follows one chunk. Each
+    new file is decoded once, before the chunks, into its share of each (transforms/slices.py), so
+    a chunk reads its own events only. Chunks cut by event time give the figures of one pass (the
+    runs of a store are split-invariant, tests/test_split_invariance.py). Returns every staged
+    folder, in order."""
     started = time.monotonic()
     clock_files = [f for f in plan.files if f.stream == CLOCK_STREAM]
     clocks = [_clock_of(f.path, settings, chunk_us) for f in clock_files]
@@ -422,14 +425,24 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
     chunks = event_time_chunks(new, kept, chunk_us, set().union(*(begins for _, begins in clocks)))
     progress(f"Read the scheduler's clock from {len(clock_files):,} file(s) in {time.monotonic() - started:.1f} s: "
              f"{len(chunks)} chunk(s) of event time")
+    slices = f"{staging_folder(plan)}/slices"
+    if len(chunks) > 1:
+        started = time.monotonic()
+        with heartbeat(progress, "decoding the new files into the chunks"):
+            goodput.slice_files(plan.files_by_stream, settings, [chunk for _, chunk in chunks], slices, beam_args)
+        progress(f"  decoded {len(plan.files):,} file(s) once into {len(chunks)} chunks in "
+                 f"{time.monotonic() - started:.1f} s")
     # Where the fleet's history starts is the whole input's, not the first chunk's (fleet_goodput/asof.py).
     continuation = dataclasses.replace(plan.continuation, history_start_us=history_start(kept))
     state_files, staged = list(plan.state_files), []
     for number, (begins_us, chunk) in enumerate(chunks):
         started, folder = time.monotonic(), f"{staging_folder(plan)}/chunk-{number:04d}"
+        sliced = _slices_of(slices, number) if len(chunks) > 1 else None  # one chunk reads the files themselves
         with heartbeat(progress, f"computing chunk {number + 1}"):
             goodput.run(plan.files_by_stream, state_files, folder, settings, stream_settings, continuation,
-                        beam_args=beam_args, during=chunk)
+                        beam_args=beam_args, during=chunk, slices=sliced)
+        if sliced:
+            FileSystems.delete([f"{chunk_folder(slices, number)}/"])  # read: its disk space back now
         begins = format_time_us(begins_us) if begins_us is not None else "no scheduler event"
         progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {time.monotonic() - started:.1f} s")
         clock = read_staged_counts(folder)
@@ -439,6 +452,11 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
         state_files = [path for path, _, _ in _matched(f"{literal_pattern(folder)}/state_keys/*.parquet")]
         staged.append(folder)
     return staged
+
+
+def _slices_of(folder: str, chunk: int) -> list[str]:
+    """The slices of the new files written for chunk number `chunk`, in the order of the files."""
+    return sorted(path for path, _, _ in _matched(f"{literal_pattern(chunk_folder(folder, chunk))}/*.marshal"))
 
 
 def _clock_of(path: str, settings: Settings, chunk_us: int) -> tuple[list[tuple[int, str]], set[int]]:

@@ -88,12 +88,19 @@ def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators,
     STEP_BLOCK event holding them in columns (fleet_goodput/step_runs.py):
     expanded, the same events.
     """
+    return decode_file_slices(stream, source, handle, accelerators, [during], step_blocks)[0]
+
+
+def decode_file_slices(stream: str, source: str, handle: BinaryIO, accelerators, slices: list[TimeSlice | None],
+                       step_blocks: bool = False) -> list[DecodedFile]:
+    """`decode_file_fast(..., during=s, ...)` for each of `slices`, the file read and checked once
+    (a backfill's chunks, fleet_goodput/batch.py)."""
     data = handle.read()
     columns = _clean_columns(stream, data) if stream in KNOWN_FIELDS else None
     if columns is None:
         decoded = decode_file(stream, source, io.BytesIO(data), accelerators)
-        return decoded.during(during) if during else decoded
-    return _events_from_columns(stream, columns, during, step_blocks)
+        return [decoded.during(during) if during else decoded for during in slices]
+    return [_events_from_columns(stream, columns, during, step_blocks) for during in slices]
 
 
 def decode_input_file(stream: str, path: str, accelerators, during: TimeSlice | None = None,
@@ -101,12 +108,19 @@ def decode_input_file(stream: str, path: str, accelerators, during: TimeSlice | 
                       step_blocks: bool = False) -> DecodedFile:
     """`decode_file_fast` of the input file at `path`, opened with `open_file`. A file that is not a
     regular one (fleet_goodput/input_files.py) is not read: it is one record read and rejected."""
+    return decode_input_file_slices(stream, path, accelerators, [during], open_file, step_blocks)[0]
+
+
+def decode_input_file_slices(stream: str, path: str, accelerators, slices: list[TimeSlice | None],
+                             open_file: Callable[[str], BinaryIO] = open_regular_file,
+                             step_blocks: bool = False) -> list[DecodedFile]:
+    """`decode_input_file` of the file at `path` for each of `slices`, the file read once."""
     try:
         handle = open_file(path)
     except NotARegularFile as exc:
-        return DecodedFile(rejected=[rejected_row(stream, str(exc), path)], read=1)
+        return [DecodedFile(rejected=[rejected_row(stream, str(exc), path)], read=1) for _ in slices]
     with handle:
-        return decode_file_fast(stream, path, handle, accelerators, during, step_blocks)
+        return decode_file_slices(stream, path, handle, accelerators, slices, step_blocks)
 
 
 def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:

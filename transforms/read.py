@@ -22,7 +22,7 @@ from apache_beam.io.filesystems import FileSystems
 from fleet_goodput import schemas
 from fleet_goodput.asof import CLOCK_STREAM
 from fleet_goodput.columnar import decode_input_file
-from fleet_goodput.decode import VALIDATORS, Invalid, TimeSlice, contract_violation, rejected_row
+from fleet_goodput.decode import VALIDATORS, DecodedFile, Invalid, TimeSlice, contract_violation, rejected_row
 from fleet_goodput.events import pack
 from fleet_goodput.input_files import open_regular_file
 
@@ -40,19 +40,26 @@ class _DecodeAvroFile(beam.DoFn):
             decoded = decode_input_file(stream, path, self.accelerators, self.during, open_file=open_input,
                                         step_blocks=True)
         except FileNotFoundError:
-            decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
-        if decoded is not None:
-            yield from self._outputs(stream, decoded)
+            return  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
+        yield from map(as_tagged, file_outputs(stream, decoded, self.during))
 
-    def _outputs(self, stream, decoded):
-        for key, batch in decoded.batches.items():
-            yield key, pack(batch)
-        if stream == CLOCK_STREAM and decoded.latest_times:
-            yield beam.pvalue.TaggedOutput(LATEST_TIMES, decoded.latest_times)
-        if self.during is None or self.during.first:
-            for row in decoded.rejected:
-                yield beam.pvalue.TaggedOutput(REJECTED, row)
-            yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), decoded.read))
+
+def file_outputs(stream: str, decoded: DecodedFile, during: TimeSlice | None):
+    """What reading a decoded file gives, as (tag, value) pairs: its keys' packed events, a scheduler
+    file's latest times and, unless `during` is a later chunk, its rejected rows and read count."""
+    for key, batch in decoded.batches.items():
+        yield EVENTS, (key, pack(batch))
+    if stream == CLOCK_STREAM and decoded.latest_times:
+        yield LATEST_TIMES, decoded.latest_times
+    if during is None or during.first:
+        for row in decoded.rejected:
+            yield REJECTED, row
+        yield READ_COUNTS, ((stream, "read"), decoded.read)
+
+
+def as_tagged(pair):
+    tag, value = pair
+    return value if tag == EVENTS else beam.pvalue.TaggedOutput(tag, value)
 
 
 def open_input(path: str):
