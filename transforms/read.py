@@ -40,8 +40,9 @@ class _DecodeAvroFile(beam.DoFn):
             decoded = decode_input_file(stream, path, self.accelerators, self.during, open_file=open_input,
                                         step_blocks=True)
         except FileNotFoundError:
-            return  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
-        yield from map(as_tagged, file_outputs(stream, decoded, self.during))
+            decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
+        if decoded is not None:
+            yield from map(as_tagged, file_outputs(stream, decoded, self.during))
 
 
 def file_outputs(stream: str, decoded: DecodedFile, during: TimeSlice | None):
