@@ -26,13 +26,14 @@ Simulating is not measured, and `--inputs DIR` keeps the inputs there
 (DIR/1M, DIR/5M, …), simulated only where missing, for the next command.
 `--baseline SRC` runs another checkout's `mpg run` (e.g. `git archive main |
 tar -x -C SRC`) on the same inputs in the same command, before this one's;
-`--plain` also runs `mpg run` without `--chunk_hours` (its own default).
+`--runs plain` runs `mpg run` without `--chunk_hours` (its own default) instead,
+`--runs chunked plain` both.
 On a shared host compare CPU seconds, not wall time: the load average is
 printed before and after each run.
 
     .venv/bin/python benchmarks/bench_scaling.py                 # 1M, 5M, 10M
     .venv/bin/python benchmarks/bench_scaling.py --millions 1 2  # a quick look
-    .venv/bin/python benchmarks/bench_scaling.py --inputs /tmp/scaling-inputs --baseline /tmp/base --plain
+    .venv/bin/python benchmarks/bench_scaling.py --inputs /tmp/scaling-inputs --baseline /tmp/base --runs chunked plain
 
 Not a test, nothing is asserted.
 """
@@ -82,7 +83,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, help="Beam's worker processes for `mpg run` (default: Beam's, one)")
     parser.add_argument("--inputs", help="a folder to keep the simulated inputs in, and reuse (default: temporary)")
     parser.add_argument("--baseline", metavar="SRC", help="a checkout of other code whose `mpg run` runs too")
-    parser.add_argument("--plain", action="store_true", help="also run `mpg run` without --chunk_hours")
+    parser.add_argument("--runs", nargs="+", choices=("chunked", "plain"), default=["chunked"],
+                        help="with --chunk_hours (chunked), without (plain), or both")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -91,9 +93,9 @@ def main() -> None:
         if args.baseline:
             codes.insert(0, ("baseline", {**os.environ, "PYTHONPATH": str(
                 baseline_path(Path(args.baseline).resolve(), Path(scratch)))}))
-        variants = [(f"--chunk_hours={args.chunk_hours}", [f"--chunk_hours={args.chunk_hours}"])]
-        if args.plain:
-            variants.append(("no --chunk_hours", []))
+        variants = {"chunked": (f"--chunk_hours={args.chunk_hours}", [f"--chunk_hours={args.chunk_hours}"]),
+                    "plain": ("no --chunk_hours", [])}
+        variants = [variants[run] for run in args.runs]
         for millions in args.millions:
             fleet, hours = simulated(inputs, millions, args.seed)
             events = count_events(fleet)

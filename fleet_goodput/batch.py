@@ -441,7 +441,8 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
     if len(chunks) > 1:
         started = time.monotonic()
         with heartbeat(progress, "decoding the new files into the chunks"):
-            goodput.slice_files(plan.files_by_stream, settings, [chunk for _, chunk in chunks], slices, beam_args)
+            goodput.slice_files([(f.stream, f.path, f.size) for f in plan.files], settings,
+                                [chunk for _, chunk in chunks], slices, beam_args)
         read += (f", chunks of {describe_span(chunk_us)}, and decoded the {len(plan.files):,} new file(s) once "
                  f"into them in {time.monotonic() - started:.1f} s")
     progress(f"{read}: {len(chunks)} chunk(s) of event time")

@@ -22,7 +22,7 @@ from fleet_goodput.tables import TABLES
 from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job
 from fleet_goodput.transforms.goodput import ComputeGoodput
 from fleet_goodput.transforms.read import EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles
-from fleet_goodput.transforms.slices import ReadDecodedSlices, SliceFiles
+from fleet_goodput.transforms.slices import ReadDecodedSlices, SliceFiles, file_groups
 from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
                                    WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
 from fleet_goodput.transforms.write import StageRows, StageTables
@@ -178,13 +178,12 @@ def run(files: dict[str, list[str]], state_files: list[str], staging: str, setti
     result.wait_until_finish()
 
 
-def slice_files(files: dict[str, list[str]], settings: Settings, chunks: list[TimeSlice], folder: str,
+def slice_files(files: list[tuple[str, str, int]], settings: Settings, chunks: list[TimeSlice], folder: str,
                 beam_args: list[str] | None = None) -> None:
-    """Run the pipeline that decodes each of `files` once and writes its share of each of a
-    backfill's `chunks` under `folder` (transforms/slices.py)."""
+    """Run the pipeline that decodes each of the (stream, path, size) `files` once and writes its share
+    of each of a backfill's `chunks` under `folder` (transforms/slices.py)."""
     p, options = _pipeline(beam_args)
-    _ = p | "SliceFiles" >> SliceFiles([(stream, path) for stream, paths in files.items() for path in paths],
-                                       settings.accelerators, chunks, folder)
+    _ = p | "SliceFiles" >> SliceFiles(file_groups(files), settings.accelerators, chunks, folder)
     result = p.run()
     announce_job(result, options)
     result.wait_until_finish()

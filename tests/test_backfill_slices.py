@@ -1,7 +1,8 @@
 """A backfill decodes each file once into its chunks, and a large input is chunked without being asked.
 
-Each new file's share of every chunk is what decoding it for that chunk alone
-gives (transforms/slices.py writes those shares before the chunks run); the
+A group of new files' share of every chunk is what decoding each for that
+chunk alone gives (transforms/slices.py writes those shares before the
+chunks run); the
 length of the chunks a run picks by itself follows the input's size and the
 time it spans; and a run given no --chunk_hours over more input than
 `CHUNK_INPUT_BYTES` computes in chunks with one pass's figures.
@@ -12,35 +13,55 @@ from __future__ import annotations
 import pytest
 from test_backfill import _assert_same_tables  # tests/ is on the path: the same comparison of two stores
 
-from fleet_goodput import batch
+from fleet_goodput import batch, step_runs
+from fleet_goodput.asof import latest_times
 from fleet_goodput.batch import HOUR_US, chunk_length, run_batch
-from fleet_goodput.columnar import decode_input_file, decode_input_file_slices
+from fleet_goodput.columnar import decode_input_file, decode_input_files_slices
 from fleet_goodput.config import load_settings
 from fleet_goodput.decode import TimeSlice
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
 from fleet_goodput.store import STAGING
+from fleet_goodput.transforms.slices import file_groups
 
 ACCELERATORS = load_settings(None).accelerators
 MIB = 2**20
 
 
-def test_a_file_decoded_once_into_slices_gives_each_slice_as_decoded_alone(tmp_path):
+def test_files_decoded_together_into_slices_give_each_file_and_slice_as_decoded_alone(tmp_path):
+    """The same events of each job (a STEP_BLOCK of several files taken apart), rejected rows, records
+    read and latest times, from files decoded in columns and by the reference path."""
     simulate(tmp_path / "fleet", seed=3, hours=5, jobs=10)
     (tmp_path / "fleet" / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
     edges = [START_US + 2 * HOUR_US, START_US + 3 * HOUR_US + 17]
     slices = [TimeSlice(None, edges[0]), TimeSlice(edges[0], edges[1], first=False),
               TimeSlice(edges[1], None, first=False)]
-    files = sorted((tmp_path / "fleet").glob("*/*.avro"))
-    assert {path.parent.name for path in files} == {"scheduler", "runtime", "profiler"}
-    for path in files:
-        stream = path.parent.name
-        once = decode_input_file_slices(stream, str(path), ACCELERATORS, slices, step_blocks=True)
-        alone = [decode_input_file(stream, str(path), ACCELERATORS, during, step_blocks=True) for during in slices]
-        assert [(dict(d.batches), d.rejected, d.read, d.latest_times) for d in once] == \
-            [(dict(d.batches), d.rejected, d.read, d.latest_times) for d in alone], path
-        if path.name != "damaged.avro":
-            assert sum(len(d.batches) > 0 for d in once) >= 2, path  # the cuts fall inside the file
+    for stream in ("scheduler", "runtime", "profiler"):
+        paths = sorted(str(path) for path in (tmp_path / "fleet" / stream).glob("*.avro"))
+        assert len(paths) >= 2
+        together = decode_input_files_slices(stream, paths, ACCELERATORS, slices, step_blocks=True)
+        for during, merged in zip(slices, together):
+            alone = [decode_input_file(stream, path, ACCELERATORS, during, step_blocks=True) for path in paths]
+            keys = {key for decoded in alone for key in decoded.batches}
+            assert set(merged.batches) == keys and keys, (stream, during)
+            for key in keys:
+                assert _events(merged.batches[key]) == _events(
+                    [event for decoded in alone for event in decoded.batches.get(key, [])]), (stream, key)
+            assert sorted(map(repr, merged.rejected)) == sorted(repr(row) for d in alone for row in d.rejected)
+            assert merged.read == sum(decoded.read for decoded in alone)
+            assert merged.latest_times == latest_times(*(decoded.latest_times for decoded in alone))
+
+
+def _events(batch: list) -> list:
+    """A job's events one by one, in event order: its STEP_BLOCKs taken apart."""
+    return sorted(step_runs.originals(step_runs.collapse(batch)))
+
+
+def test_files_are_grouped_by_stream_up_to_group_bytes():
+    files = [("runtime", "a", 5), ("runtime", "b", 3), ("runtime", "c", 1), ("runtime", "d", 20),
+             ("profiler", "e", 1), ("profiler", "f", 1)]
+    assert file_groups(files, most_bytes=8) == [("runtime", ["a", "b"]), ("runtime", ["c"]), ("runtime", ["d"]),
+                                                ("profiler", ["e", "f"])]
 
 
 @pytest.mark.parametrize(("input_mib", "span_hours", "chunk_hours"), [
