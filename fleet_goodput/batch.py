@@ -469,7 +469,7 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
 
 
 def _slices_of(folder: str, chunk: int) -> list[str]:
-    """The slices of the new files written for chunk number `chunk`, in the order of the files."""
+    """The slices written for chunk number `chunk`, in the order of the groups of files they came from."""
     return sorted(path for path, _, _ in _matched(f"{literal_pattern(chunk_folder(folder, chunk))}/*.marshal"))
 
 
