@@ -25,7 +25,8 @@ from apache_beam.utils.windowed_value import WindowedValue
 from fleet_goodput import schemas
 from fleet_goodput.core.asof import CLOCK_STREAM
 from fleet_goodput.telemetry.columnar import decode_input_file
-from fleet_goodput.telemetry.decode import VALIDATORS, Invalid, TimeSlice, contract_violation, rejected_row
+from fleet_goodput.telemetry.decode import (VALIDATORS, DecodedFile, Invalid, TimeSlice, contract_violation,
+                                            rejected_row)
 from fleet_goodput.core.events import pack
 from fleet_goodput.telemetry.input_files import open_regular_file
 
@@ -63,7 +64,7 @@ class _DecodeAvroFile(beam.DoFn):
         except FileNotFoundError:
             decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/runs/batch.py)
         if decoded is not None:
-            yield from self._other_outputs(stream, decoded)
+            yield from map(as_tagged, other_outputs(stream, decoded, self.during))
             for key, batch in decoded.batches.items():
                 self.waiting[key] += batch
             self.waiting_rows += decoded.read
@@ -80,13 +81,28 @@ class _DecodeAvroFile(beam.DoFn):
         for key, batch in waiting.items():
             yield key, pack(batch)
 
-    def _other_outputs(self, stream, decoded):
-        if stream == CLOCK_STREAM and decoded.latest_times:
-            yield beam.pvalue.TaggedOutput(LATEST_TIMES, decoded.latest_times)
-        if self.during is None or self.during.first:
-            for row in decoded.rejected:
-                yield beam.pvalue.TaggedOutput(REJECTED, row)
-            yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), decoded.read))
+
+def other_outputs(stream: str, decoded: DecodedFile, during: TimeSlice | None):
+    """What reading a decoded file gives besides its events, as (tag, value) pairs: a scheduler file's
+    latest times and, unless `during` is a later chunk, its rejected rows and read count."""
+    if stream == CLOCK_STREAM and decoded.latest_times:
+        yield LATEST_TIMES, decoded.latest_times
+    if during is None or during.first:
+        for row in decoded.rejected:
+            yield REJECTED, row
+        yield READ_COUNTS, ((stream, "read"), decoded.read)
+
+
+def file_outputs(stream: str, decoded: DecodedFile, during: TimeSlice | None):
+    """What reading a decoded file gives, as (tag, value) pairs: its keys' packed events, then `other_outputs`."""
+    for key, batch in decoded.batches.items():
+        yield EVENTS, (key, pack(batch))
+    yield from other_outputs(stream, decoded, during)
+
+
+def as_tagged(pair):
+    tag, value = pair
+    return value if tag == EVENTS else beam.pvalue.TaggedOutput(tag, value)
 
 
 def open_input(path: str):

@@ -83,7 +83,9 @@ OPTIONS = {option.name: option for option in (
                      "figures is refused", "FILE"),
     Option("replace", "remove OUTPUT's earlier runs and start it afresh", is_switch=True),
     Option("chunk_hours", "compute a long input in chunks of this much event time (24: a day), one pipeline "
-                          "after the other, so memory follows one chunk; still one committed run", "HOURS", int),
+                          "after the other, so memory follows one chunk; still one committed run (default: a "
+                          "local run whose new files hold more than 24 MiB, without --as_of, is chunked by "
+                          "itself, about 24 MiB of input a chunk)", "HOURS", int),
     Option("workers", "processes Beam's local runner computes the run's pipeline in: short for "
                       "--direct_num_workers=N --direct_running_mode=multi_processing (default: Beam's, one; "
                       "on Dataflow, set --max_num_workers)", "N", int),

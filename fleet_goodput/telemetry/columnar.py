@@ -109,6 +109,51 @@ def decode_input_file(stream: str, path: str, accelerators, during: TimeSlice | 
         return decode_file_fast(stream, path, handle, accelerators, during, step_blocks)
 
 
+def decode_input_files_slices(stream: str, paths: list[str], accelerators, slices: list[TimeSlice | None],
+                              open_file: Callable[[str], BinaryIO] = open_regular_file,
+                              step_blocks: bool = False) -> list[DecodedFile]:
+    """`decode_input_file(..., during=s)` of each of `paths` (files of `stream`) for each of `slices`,
+    the files of each slice merged (a backfill's chunks, transforms/slices.py): the same events, rejected
+    rows, records read and latest times. The files whose every row is provably clean are decoded in
+    columns together, so each job's step events of them all make one STEP_BLOCK a slice, not one a
+    file (the key step merges a job's blocks however they come). A file gone since it was listed is
+    left out, as if it had not been listed."""
+    frames, parts = [], []
+    for path in paths:
+        try:
+            handle = open_file(path)
+        except NotARegularFile as exc:
+            parts.append([DecodedFile(rejected=[rejected_row(stream, str(exc), path)], read=1) for _ in slices])
+            continue
+        except FileNotFoundError:
+            continue
+        with handle:
+            data = handle.read()
+        columns = _clean_columns(stream, data) if stream in KNOWN_FIELDS else None
+        if columns is None:
+            decoded = decode_file(stream, path, io.BytesIO(data), accelerators)
+            parts.append([decoded.during(during) if during else decoded for during in slices])
+        else:
+            frames.append(columns)
+    if frames:
+        together = pl.concat(frames)
+        parts.append([_events_from_columns(stream, together, during, step_blocks) for during in slices])
+    return [_merged(list(of_slice)) for of_slice in zip(*parts)] if parts else [DecodedFile() for _ in slices]
+
+
+def _merged(parts: list[DecodedFile]) -> DecodedFile:
+    """Decoded files as one: each key's events of them all, every rejected row, the records of all."""
+    if len(parts) == 1:
+        return parts[0]
+    batches = defaultdict(list)
+    for part in parts:
+        for key, batch in part.batches.items():
+            batches[key] += batch
+    return DecodedFile(batches=batches, rejected=[row for part in parts for row in part.rejected],
+                       read=sum(part.read for part in parts),
+                       latest_times=latest_times(*(part.latest_times for part in parts)))
+
+
 def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:
     """The file's rows as columns when every one of them is provably clean, else None."""
     records = _records_in_whole_blocks(stream, data)
