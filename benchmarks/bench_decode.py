@@ -27,11 +27,11 @@ from pathlib import Path
 
 import fastavro
 
-from fleet_goodput.telemetry.columnar import decode_file_fast
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.telemetry.decode import EARLIEST_PLAUSIBLE_US, decode_file
 from fleet_goodput.core.events import PROFILE, same_instant_order
 from fleet_goodput.core.timeutil import EPOCH, ONE_MICROSECOND
+from fleet_goodput.telemetry.columnar import decode_file_fast
+from fleet_goodput.telemetry.decode import EARLIEST_PLAUSIBLE_US, decode_file
 
 
 def lean_per_record(stream: str, data: bytes) -> int:

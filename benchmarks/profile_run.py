@@ -80,11 +80,11 @@ def plain_stages(input_dir: str) -> dict[str, float]:
 
     from fleet_goodput.core.capacity import CapacityTimeline
     from fleet_goodput.core.config import load_settings
-    from fleet_goodput.core.keys import CAPACITY_KEY_PREFIX
-    from fleet_goodput.telemetry.decode import decode_file
     from fleet_goodput.core.events import Event
+    from fleet_goodput.core.keys import CAPACITY_KEY_PREFIX
     from fleet_goodput.core.timeline import JobTimeline
     from fleet_goodput.pipelines.goodput import peak_flops
+    from fleet_goodput.telemetry.decode import decode_file
 
     settings = load_settings(None)
     files = [(path.parent.name, path) for path in sorted(Path(input_dir).glob("*/*.avro"))]

@@ -114,8 +114,8 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     committed) when counts do not add up. On an output written before outputs
     kept their settings, warns (UserWarning) what this run stores.
     """
-    from fleet_goodput.runs import batch
     from fleet_goodput.core.options import OPTIONS, OptionsError, RunOptions
+    from fleet_goodput.runs import batch
 
     for flag in beam_args:
         name = str(flag).split("=", 1)[0]
@@ -152,9 +152,9 @@ def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int |
     stream, `.as_of_us`, `.describe()`). Refuses (FileExistsError) an `out`
     that already holds telemetry, unless `overwrite=True`.
     """
-    from fleet_goodput.telemetry.avro_io import clear_telemetry, telemetry_files
     from fleet_goodput.core.config import load_settings
     from fleet_goodput.simulator import simulate as simulate_fleet
+    from fleet_goodput.telemetry.avro_io import clear_telemetry, telemetry_files
 
     if telemetry_files(out):
         if not overwrite:

@@ -16,17 +16,17 @@ import apache_beam as beam
 import pyarrow.parquet as pq
 
 from fleet_goodput.core.config import Settings, peak_table
-from fleet_goodput.telemetry.decode import TimeSlice
-from fleet_goodput.store.manifest import counts_from_json
-from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA
 from fleet_goodput.core.stream_settings import StreamSettings
-from fleet_goodput.store.tables import TABLES
 from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job
+from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA
+from fleet_goodput.store.manifest import counts_from_json
+from fleet_goodput.store.tables import TABLES
+from fleet_goodput.telemetry.decode import TimeSlice
 from fleet_goodput.transforms.goodput import ComputeGoodput
 from fleet_goodput.transforms.read import EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles
-from fleet_goodput.transforms.slices import ReadDecodedSlices, SliceFiles, file_groups
 from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
-                                   WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
+                                                 WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
+from fleet_goodput.transforms.slices import ReadDecodedSlices, SliceFiles, file_groups
 from fleet_goodput.transforms.write import StageRows, StageTables
 
 # What a run's pipeline hands back to whoever commits the run: its clock and its counts, as a file

@@ -18,11 +18,11 @@ import apache_beam as beam
 from fleet_goodput import schemas
 from fleet_goodput.core.config import Settings
 from fleet_goodput.core.stream_settings import StreamSettings
-from fleet_goodput.store.tables import TABLES
 from fleet_goodput.pipelines.goodput import all_of, goodput_tables, key_rules
+from fleet_goodput.store.tables import TABLES
+from fleet_goodput.transforms.pubsub import ReadPubSubEvents
 from fleet_goodput.transforms.read import EVENTS
 from fleet_goodput.transforms.stream_sessionize import StreamSessionize
-from fleet_goodput.transforms.pubsub import ReadPubSubEvents
 from fleet_goodput.transforms.write import AppendCounts, AppendTable
 
 APPENDED = ("job_window", "jobs", "capacity_level", "rejected", "late")

@@ -13,17 +13,16 @@ from __future__ import annotations
 import pytest
 from test_backfill import _assert_same_tables  # tests/ is on the path: the same comparison of two stores
 
-from fleet_goodput.runs import batch
-
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.asof import latest_times
-from fleet_goodput.runs.batch import HOUR_US, chunk_length, run_batch
-from fleet_goodput.telemetry.columnar import decode_input_file, decode_input_files_slices
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.telemetry.decode import TimeSlice
+from fleet_goodput.runs import batch
+from fleet_goodput.runs.batch import HOUR_US, chunk_length, run_batch
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
 from fleet_goodput.store.delta_store import STAGING
+from fleet_goodput.telemetry.columnar import decode_input_file, decode_input_files_slices
+from fleet_goodput.telemetry.decode import TimeSlice
 from fleet_goodput.transforms.slices import file_groups
 
 ACCELERATORS = load_settings(None).accelerators

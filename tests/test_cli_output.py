@@ -18,13 +18,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import worked_example
-from fleet_goodput.telemetry.avro_io import split_by_time, write_events
 from fleet_goodput.cli import build_parser, main
 from fleet_goodput.report.headline import NO_RUNTIME
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
 from fleet_goodput.store.delta_store import Store
 from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import split_by_time, write_events
 
 pytestmark = pytest.mark.slow  # pipeline runs end to end
 

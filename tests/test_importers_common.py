@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.cli import main
 from fleet_goodput.core.config import Settings, load_settings, part_names
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.common import Options, SourceError, write_import
+from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.store.views import connect
 
 FIXTURES = Path(__file__).parent / "data"

@@ -26,11 +26,11 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 import worked_example
-from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.quality.period import Period, PeriodBusy, period_lock
 from fleet_goodput.store.delta_store import Store
 from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import write_events
 
 pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.cli import main
-from fleet_goodput.telemetry.recorder import Recorder
 from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import write_events
+from fleet_goodput.telemetry.recorder import Recorder
 from job_streams import micros, read_stream, write_job_scheduler
 
 JOB, CHIPS = "recorded-loop", 4

@@ -23,8 +23,8 @@ from fleet_goodput.cli import main
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.quality.batches import open_views
 from fleet_goodput.quality.period import Period
-from fleet_goodput.report.figures import checkpoint_advice
 from fleet_goodput.report.advice import ClassMeasures, advise, best_interval, model_rg
+from fleet_goodput.report.figures import checkpoint_advice
 from fleet_goodput.report.specification import SPECIFICATION_PAGE, section_id
 from test_quality import build_outputs, commit_change, pristine_copy, rewrite_partition, set_capacity_over_day
 

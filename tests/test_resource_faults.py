@@ -32,15 +32,15 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError
 
 from fleet_goodput import exits
-from fleet_goodput.telemetry.avro_io import split_by_time
-from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.cli import main
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.faults import fault_of
+from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
 from fleet_goodput.store.delta_store import STAGING, Store, table_paths
 from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import split_by_time
 
 pytestmark = pytest.mark.slow
 

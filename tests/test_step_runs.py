@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 
 from fleet_goodput.core import step_runs
-from fleet_goodput.telemetry.columnar import decode_file_fast
-from fleet_goodput.telemetry.decode import decode_file
 from fleet_goodput.core.config import load_settings, peak_table
 from fleet_goodput.core.events import Event, pack, unpack
 from fleet_goodput.core.session import WAITING, new_state
-from fleet_goodput.simulator import simulate
 from fleet_goodput.core.timeline import IDEAL, JobTimeline, StepRun
+from fleet_goodput.simulator import simulate
+from fleet_goodput.telemetry.columnar import decode_file_fast
+from fleet_goodput.telemetry.decode import decode_file
 from test_timeline import HOUR_US, PEAK, T0, ev, sample, seconds_by_category, submit
 
 

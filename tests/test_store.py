@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 
 import worked_example
-from fleet_goodput.telemetry.avro_io import write_events
-from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.cli import main
 from fleet_goodput.core.config import load_settings
+from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.store.views import DATABASE_FILE, connect
+from fleet_goodput.telemetry.avro_io import write_events
 
 pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
 
@@ -171,10 +171,10 @@ def test_the_default_as_of_follows_the_scheduler_to_the_microsecond(tmp_path):
 def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypatch):
     """A stream's frequent runs gather small files: a run that finds many compacts them as part
     of its commit; the vacuum then removes what no run within the retention reads."""
-    from fleet_goodput.store import delta_store as store_module
-    from fleet_goodput.telemetry.avro_io import split_by_time
-    from fleet_goodput.store.delta_store import Store
     from fleet_goodput.core.stream_settings import StreamSettings
+    from fleet_goodput.store import delta_store as store_module
+    from fleet_goodput.store.delta_store import Store
+    from fleet_goodput.telemetry.avro_io import split_by_time
 
     monkeypatch.setattr(store_module, "COMPACT_ABOVE_FILES", 2)  # the third run finds three files
     _write(tmp_path / "in", worked_example.records())

@@ -21,10 +21,10 @@ import pytest
 from deltalake import DeltaTable
 
 import worked_example
-from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.store.delta_store import MARKER, Store, StoreDamaged, table_paths
 from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import write_events
 
 pytestmark = pytest.mark.slow  # end to end: a second run, and `mpg run` in a second process
 

@@ -22,15 +22,15 @@ from deltalake import DeltaTable, write_deltalake
 
 import fleet_goodput as fg
 import worked_example
-from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.cli import main
-from fleet_goodput.core.config import load_settings, read_yaml
 from fleet_goodput.configs import DEFAULT_CONFIG
+from fleet_goodput.core.config import load_settings, read_yaml
+from fleet_goodput.core.stream_settings import StreamSettings
 from fleet_goodput.store.delta_store import SETTINGS, Store
 from fleet_goodput.store.stored_settings import (SettingsConflict, apply, commit_settings, differences, document,
-                                           kept_settings)
-from fleet_goodput.core.stream_settings import StreamSettings
+                                                 kept_settings)
 from fleet_goodput.store.views import DATABASE_FILE
+from fleet_goodput.telemetry.avro_io import write_events
 
 pytestmark = pytest.mark.slow  # several runs and a report end to end: scheduled first (tests/conftest.py)
 

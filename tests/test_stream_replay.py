@@ -7,13 +7,13 @@ import threading
 
 import pytest
 
-from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.runs.replay import replay
-from fleet_goodput.simulator import simulate
-from fleet_goodput.runs.stream_run import run_stream
 from fleet_goodput.core.stream_settings import StreamSettings
 from fleet_goodput.core.timeline import FIGURES
+from fleet_goodput.runs.batch import run_batch
+from fleet_goodput.runs.replay import replay
+from fleet_goodput.runs.stream_run import run_stream
+from fleet_goodput.simulator import simulate
 from fleet_goodput.store.views import connect
 
 pytestmark = pytest.mark.slow

@@ -24,10 +24,9 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from fleet_goodput import schemas
 from fleet_goodput.core.asof import CLOCK_STREAM
-from fleet_goodput.telemetry.columnar import decode_input_file
-from fleet_goodput.telemetry.decode import (VALIDATORS, DecodedFile, Invalid, TimeSlice, contract_violation,
-                                            rejected_row)
 from fleet_goodput.core.events import pack
+from fleet_goodput.telemetry.columnar import decode_input_file
+from fleet_goodput.telemetry.decode import VALIDATORS, DecodedFile, Invalid, TimeSlice, contract_violation, rejected_row
 from fleet_goodput.telemetry.input_files import open_regular_file
 
 EVENTS, REJECTED, READ_COUNTS, LATEST_TIMES = "events", "rejected", "read_counts", "latest_times"

@@ -22,8 +22,8 @@ import apache_beam as beam
 
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.asof import CLOCK_STREAM, default_as_of, history_start, latest_times
-from fleet_goodput.core.keys import is_capacity_key, parse_capacity_key
 from fleet_goodput.core.events import Event, stream_of, unpack
+from fleet_goodput.core.keys import is_capacity_key, parse_capacity_key
 from fleet_goodput.core.session import Advance, KeyState, late_row, make_timeline, new_state, state_from_bytes
 from fleet_goodput.core.timeutil import format_time_us
 

@@ -37,8 +37,8 @@ from apache_beam.utils.timestamp import Timestamp
 from fleet_goodput.core.events import Event, unpack
 from fleet_goodput.core.session import NEVER, KeyState, late_row
 from fleet_goodput.core.windows import window_start
-from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, REJECTED, WINDOW_VECTORS, KeyRules, job_of,
-                                   load_state, settled_outputs)
+from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, REJECTED, WINDOW_VECTORS, KeyRules,
+                                                 job_of, load_state, settled_outputs)
 
 @dataclass
 class _Clock:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from fleet_goodput import exits
 from fleet_goodput.commands.validate import add_quality_arguments, print_quality
-from fleet_goodput.core.config import ConfigError
 from fleet_goodput.console import VERBOSITY_HELP, progress
+from fleet_goodput.core.config import ConfigError
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
 from fleet_goodput.store.stored_settings import settings_for_reading

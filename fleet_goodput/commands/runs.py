@@ -6,9 +6,9 @@ import argparse
 import sys
 
 from fleet_goodput import exits
+from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.safe_text import json_text, printable
 from fleet_goodput.store.delta_store import Store, StoreDamaged, StoreError
-from fleet_goodput.core.timeutil import format_time_us
 
 DEFAULT_LAST = 20
 

@@ -23,8 +23,8 @@ import duckdb
 
 from fleet_goodput import console, exits
 from fleet_goodput.safe_text import csv_cell, json_text, printable
-from fleet_goodput.store.sql_guard import QueryRefused, lock_down, read_only_statements
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+from fleet_goodput.store.sql_guard import QueryRefused, lock_down, read_only_statements
 from fleet_goodput.store.views import connect
 
 UNSAFE_FLAG = "--unsafe-allow-writes-and-files"

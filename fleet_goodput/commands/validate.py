@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from fleet_goodput import console, exits
-from fleet_goodput.core.config import ConfigError
 from fleet_goodput.console import VERBOSITY_HELP, progress
+from fleet_goodput.core.config import ConfigError
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, add_period_arguments, period_from_args, period_lock
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
 from fleet_goodput.store.stored_settings import settings_for_reading

@@ -13,9 +13,8 @@ from pathlib import Path
 import yaml
 
 from fleet_goodput.configs import DEFAULT_CONFIG
-from fleet_goodput.core.setting_types import (
-    ConfigError, SettingError, expected, known_keys, listing, mapping, positive, text, whole,
-)
+from fleet_goodput.core.setting_types import (ConfigError, SettingError, expected, known_keys, listing, mapping,
+                                              positive, text, whole)
 
 
 # Precisions a catalogue entry may give a peak for, and a profiler sample may

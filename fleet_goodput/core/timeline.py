@@ -63,7 +63,7 @@ import numpy as np
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.config import DEFAULT_PRECISION, peak_of
 from fleet_goodput.core.events import (PROFILE, SAME_INSTANT_ORDERS, STEP_RUN, TERMINAL_TYPES, Event, Sample, Submit,
-                                  reason_of, stream_of)
+                                       reason_of, stream_of)
 from fleet_goodput.core.interruptions import InterruptionLog
 from fleet_goodput.core.windows import add_over_windows, split_at_windows
 

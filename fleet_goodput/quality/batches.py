@@ -18,10 +18,10 @@ import duckdb
 import pandas as pd
 
 from fleet_goodput.core.config import Settings
+from fleet_goodput.core.timeline import ALL_ALLOCATED
 from fleet_goodput.quality.period import Period
 from fleet_goodput.store.delta_store import Store
 from fleet_goodput.store.store_check import require_intact
-from fleet_goodput.core.timeline import ALL_ALLOCATED
 from fleet_goodput.store.views import create_views
 
 

@@ -18,10 +18,10 @@ from datetime import date
 
 import duckdb
 
-from fleet_goodput.safe_text import printable
-from fleet_goodput.store.delta_store import RunRecord
 from fleet_goodput.core.timeline import ABOVE_PEAK
 from fleet_goodput.core.timeutil import format_time_us
+from fleet_goodput.safe_text import printable
+from fleet_goodput.store.delta_store import RunRecord
 
 FACTORS = ("sg", "rg", "pg", "mpg")
 # A run that changed more days than this shows them as one range, not a line each.

@@ -33,28 +33,29 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 
 from fleet_goodput import schemas
 from fleet_goodput.core.asof import (CLOCK_STREAM, check_as_of_near_data, default_as_of, describe_span, history_start,
-                                latest_times)
-from fleet_goodput.telemetry.columnar import decode_input_file
+                                     latest_times)
 from fleet_goodput.core.config import Settings
-from fleet_goodput.telemetry.decode import TimeSlice
-from fleet_goodput.telemetry.input_files import NotARegularFile
-from fleet_goodput.store.manifest import add_counts, build_manifest, manifest_path, write_manifest_copy
 from fleet_goodput.core.options import RunOptions
-from fleet_goodput.quoting import literal_pattern
 from fleet_goodput.core.session import STATE_FORMAT
-from fleet_goodput.store.delta_store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
-                                 Transaction, claim_staging, clear_staging, delta_schema, is_remote)
-from fleet_goodput.store.store_check import require_intact
-from fleet_goodput.store.stored_settings import RunSettings, check_run, commit_settings, settings_for_run
 from fleet_goodput.core.stream_settings import StreamSettings
-from fleet_goodput.store.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.core.windows import window_start
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.pipelines.options import beam_flags_for
+from fleet_goodput.quoting import literal_pattern
+from fleet_goodput.store.delta_store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store,
+                                             StoreError, Transaction, claim_staging, clear_staging, delta_schema,
+                                             is_remote)
+from fleet_goodput.store.manifest import add_counts, build_manifest, manifest_path, write_manifest_copy
+from fleet_goodput.store.store_check import require_intact
+from fleet_goodput.store.stored_settings import RunSettings, check_run, commit_settings, settings_for_run
+from fleet_goodput.store.tables import REPLACED_EACH_RUN, TABLES
+from fleet_goodput.telemetry.columnar import decode_input_file
+from fleet_goodput.telemetry.decode import TimeSlice
+from fleet_goodput.telemetry.input_files import NotARegularFile
 from fleet_goodput.transforms.read import open_input
-from fleet_goodput.transforms.slices import chunk_folder
 from fleet_goodput.transforms.sessionize import Continuation
+from fleet_goodput.transforms.slices import chunk_folder
 
 
 class ReconciliationError(RuntimeError):

@@ -33,14 +33,14 @@ import sys
 
 import apache_beam as beam
 
-from fleet_goodput.runs.batch import RunPlan, commit_run, plan_run, staging_folder
 from fleet_goodput.core.config import Settings
 from fleet_goodput.core.options import OptionsError, typed_values
-from fleet_goodput.store.delta_store import Store
-from fleet_goodput.store.stored_settings import settings_for_run
 from fleet_goodput.core.stream_settings import StreamSettings
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.pipelines.options import GoodputOptions, announce_job, parse_options
+from fleet_goodput.runs.batch import RunPlan, commit_run, plan_run, staging_folder
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.stored_settings import settings_for_run
 
 
 def _commit(_, plan: RunPlan, settings: Settings, stream_settings: StreamSettings, **staged) -> int:

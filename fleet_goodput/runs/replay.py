@@ -17,8 +17,8 @@ from pathlib import Path
 import fastavro
 
 from fleet_goodput import schemas
-from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.core.timeutil import micros_of
+from fleet_goodput.telemetry.avro_io import write_events
 
 
 def load_slices(source: str | Path, slice_s: int) -> dict[int, dict[str, list[dict]]]:

@@ -30,13 +30,13 @@ from pathlib import Path
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from fleet_goodput.telemetry.avro_io import telemetry_files
-from fleet_goodput.runs.batch import BatchOutcome, is_dry_run, run_batch
 from fleet_goodput.core.config import Settings
-from fleet_goodput.store.delta_store import Store, StoreBusy
 from fleet_goodput.core.stream_settings import StreamSettings
-from fleet_goodput.store.views import build_database
 from fleet_goodput.pipelines import streaming
+from fleet_goodput.runs.batch import BatchOutcome, is_dry_run, run_batch
+from fleet_goodput.store.delta_store import Store, StoreBusy
+from fleet_goodput.store.views import build_database
+from fleet_goodput.telemetry.avro_io import telemetry_files
 
 
 @dataclass

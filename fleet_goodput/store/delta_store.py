@@ -59,9 +59,9 @@ import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
+from fleet_goodput.quoting import literal_pattern, path_of_uri
 from fleet_goodput.store import delta_arrow
 from fleet_goodput.store.keyed_tables import commit_keyed
-from fleet_goodput.quoting import literal_pattern, path_of_uri
 from fleet_goodput.store.tables import TABLES, Table
 
 STATE_KEYS = "state/keys"

@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import DeltaTable, Field, write_deltalake
 
-from fleet_goodput.store import delta_arrow
 from fleet_goodput.quoting import sql_string
+from fleet_goodput.store import delta_arrow
 from fleet_goodput.store.tables import Table
 
 ONE_ROW_PER_KEY = "fleet_goodput.one_row_per_key"

@@ -42,9 +42,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from fleet_goodput.core.config import Accelerator, ConfigError, Settings, SizeClass, check_window_s, load_settings
+from fleet_goodput.core.stream_settings import StreamSettings, load_stream_settings
 from fleet_goodput.store.delta_store import SETTINGS, RunRecord, Store, Transaction, is_remote
 from fleet_goodput.store.store_check import require_intact
-from fleet_goodput.core.stream_settings import StreamSettings, load_stream_settings
 
 SETTINGS_SCHEMA = pa.schema([("run_id", pa.int64()), ("settings", pa.string())])
 # The settings kept, in the order people read them.

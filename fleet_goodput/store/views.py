@@ -39,9 +39,9 @@ import pyarrow as pa
 
 from fleet_goodput import sql
 from fleet_goodput.core.config import Settings, load_settings
-from fleet_goodput.store.keyed_tables import holds_one_row_per_key
 from fleet_goodput.quoting import literal_pattern, sql_string
 from fleet_goodput.store.delta_store import RunRecord, Store, StoreError, is_remote
+from fleet_goodput.store.keyed_tables import holds_one_row_per_key
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stored_settings import KEYS, apply, document, kept_settings
 from fleet_goodput.store.tables import TABLES, Table

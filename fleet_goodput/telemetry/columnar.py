@@ -45,14 +45,14 @@ from fastavro.read import HEADER_SCHEMA
 
 from fleet_goodput import schemas
 from fleet_goodput.core.asof import KEPT, latest_times
-from fleet_goodput.telemetry.avro_codecs import check_block
-from fleet_goodput.telemetry.avro_bounds import most_records, record_bytes_at_least
 from fleet_goodput.core.config import PRECISIONS
-from fleet_goodput.telemetry.decode import (EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, DecodedFile, TimeSlice,
-                                  clock_horizon_us, decode_file, rejected_row)
 from fleet_goodput.core.events import PROFILE, RUNTIME_TYPES, same_instant_order
-from fleet_goodput.telemetry.input_files import NotARegularFile, open_regular_file
 from fleet_goodput.core.step_runs import CODES, make_blocks
+from fleet_goodput.telemetry.avro_bounds import most_records, record_bytes_at_least
+from fleet_goodput.telemetry.avro_codecs import check_block
+from fleet_goodput.telemetry.decode import (EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, DecodedFile, TimeSlice,
+                                            clock_horizon_us, decode_file, rejected_row)
+from fleet_goodput.telemetry.input_files import NotARegularFile, open_regular_file
 
 # The fields each fast-path stream is written for, in schema order. A schema
 # that gains a field sends its files to the reference path until this module

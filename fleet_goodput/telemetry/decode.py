@@ -26,16 +26,15 @@ from typing import BinaryIO
 
 import fastavro
 
-from fleet_goodput.telemetry import avro_codecs
-
 from fleet_goodput import schemas
 from fleet_goodput.core.asof import latest_times
-from fleet_goodput.telemetry.avro_blocks import AvroBlocks, Damage
-from fleet_goodput.telemetry.avro_bounds import UnsafeSchema, most_records, records_beyond
 from fleet_goodput.core.config import PRECISIONS
 from fleet_goodput.core.events import PROFILE, Event, make_event
 from fleet_goodput.core.keys import capacity_key
 from fleet_goodput.core.timeutil import EPOCH, ONE_MICROSECOND
+from fleet_goodput.telemetry import avro_codecs
+from fleet_goodput.telemetry.avro_blocks import AvroBlocks, Damage
+from fleet_goodput.telemetry.avro_bounds import UnsafeSchema, most_records, records_beyond
 
 # Every block fastavro decompresses in this process is bounded (a decompression bomb is a damaged block).
 avro_codecs.install()
