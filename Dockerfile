@@ -1,5 +1,5 @@
 # One image for both sides of a Dataflow job (docs/dataflow.md):
-#   - the Flex Template launcher, which runs templates/launch.py (fleet_goodput/launcher.py) to submit the job;
+#   - the Flex Template launcher, which runs templates/launch.py (fleet_goodput/runs/launcher.py) to submit the job;
 #   - the SDK container every worker runs (--sdk_container_image), so workers
 #     have this project and exactly the pinned dependencies preinstalled and
 #     install nothing at start-up.
@@ -43,10 +43,10 @@ COPY templates/launch.py templates/launch.py
 # resolver here could drift. (pip check would now flag the project's own
 # dependencies that workers never use, so the import below checks instead.)
 RUN pip install --no-cache-dir --no-deps . \
-    && python -c "import fleet_goodput.launcher, fleet_goodput.pipelines.streaming"
+    && python -c "import fleet_goodput.runs.launcher, fleet_goodput.pipelines.streaming"
 
 # The Flex Template launcher runs this file with the template's parameters; it
-# only calls fleet_goodput.launcher.main() from the installed package.
+# only calls fleet_goodput.runs.launcher.main() from the installed package.
 # Nothing else is staged at launch: no setup file, no requirements file.
 ENV FLEX_TEMPLATE_PYTHON_PY_FILE="${WORKDIR}/templates/launch.py"
 

@@ -7,7 +7,7 @@ the keyed tables (job_window, jobs, capacity_level) are then committed, the
 same rows into three stores of those tables alone, three ways:
 
 - replace: the partitions the rows touch are rewritten with the latest row of
-  each key (fleet_goodput/keyed_tables.py, what `mpg run` does);
+  each key (fleet_goodput/store/keyed_tables.py, what `mpg run` does);
 - merge:   a Delta MERGE on the key (and `date`): matched rows updated, the
   others inserted (delta-rs `DeltaTable.merge`);
 - append:  the rows appended as new versions, as stores did before (every
@@ -38,16 +38,16 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
-from fleet_goodput.avro_io import split_by_time
-from fleet_goodput.batch import commit_run, plan_run, staging_folder
-from fleet_goodput.config import load_settings
-from fleet_goodput.keyed_tables import commit_keyed, latest_per_key
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.stream_settings import StreamSettings
 from fleet_goodput.pipelines import goodput
+from fleet_goodput.runs.batch import commit_run, plan_run, staging_folder
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
-from fleet_goodput.store import Store, delta_schema
-from fleet_goodput.stream_settings import StreamSettings
-from fleet_goodput.tables import TABLES, Table
+from fleet_goodput.store.delta_store import Store, delta_schema
+from fleet_goodput.store.keyed_tables import commit_keyed, latest_per_key
+from fleet_goodput.store.tables import TABLES, Table
+from fleet_goodput.telemetry.avro_io import split_by_time
 
 DAY_US = 86_400 * 1_000_000
 KEYED = [table for table in TABLES.values() if table.key]

@@ -29,9 +29,9 @@ DAY_US = 86_400 * 1_000_000
 
 def prepare(root: Path, days: int, jobs_per_hour: float, seed: int) -> None:
     """Simulate the fleet and cut it into days (run in a child process: see main)."""
-    from fleet_goodput.avro_io import split_by_time
     from fleet_goodput.simulator import simulate
     from fleet_goodput.simulator.run import START_US
+    from fleet_goodput.telemetry.avro_io import split_by_time
 
     hours = days * 24
     summary = simulate(root / "fleet", seed=seed, hours=hours, jobs=round(jobs_per_hour * hours))

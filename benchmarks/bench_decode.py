@@ -1,11 +1,11 @@
 """Benchmark: three ways to decode a telemetry folder into event batches.
 
-- reference: `fleet_goodput.decode.decode_file`, record by record (fastavro,
+- reference: `fleet_goodput.telemetry.decode.decode_file`, record by record (fastavro,
   a validator per record, an `Event` per record);
 - lean per-record: fastavro records turned straight into event tuples with
   the checks inlined, the best a record-by-record path can hope for (it
   skips rejection reasons, so it is a bound, not a candidate for production);
-- columnar: `fleet_goodput.columnar.decode_file_fast` (polars columns, a
+- columnar: `fleet_goodput.telemetry.columnar.decode_file_fast` (polars columns, a
   vectorised clean-row check, the reference for anything doubtful).
 
 All three run in this process on the same files, one after the other.
@@ -27,11 +27,11 @@ from pathlib import Path
 
 import fastavro
 
-from fleet_goodput.columnar import decode_file_fast
-from fleet_goodput.config import load_settings
-from fleet_goodput.decode import EARLIEST_PLAUSIBLE_US, decode_file
-from fleet_goodput.events import PROFILE, same_instant_order
-from fleet_goodput.timeutil import EPOCH, ONE_MICROSECOND
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.events import PROFILE, same_instant_order
+from fleet_goodput.core.timeutil import EPOCH, ONE_MICROSECOND
+from fleet_goodput.telemetry.columnar import decode_file_fast
+from fleet_goodput.telemetry.decode import EARLIEST_PLAUSIBLE_US, decode_file
 
 
 def lean_per_record(stream: str, data: bytes) -> int:

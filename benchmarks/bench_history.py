@@ -39,10 +39,10 @@ sys.path.insert(0, str(ROOT / "tests"))  # the history builder, shared with the 
 
 from long_history import extend_history  # noqa: E402
 
-from fleet_goodput.avro_io import split_by_time  # noqa: E402
+from fleet_goodput.telemetry.avro_io import split_by_time  # noqa: E402
 from fleet_goodput.cli import main as mpg  # noqa: E402
 from fleet_goodput.simulator import simulate  # noqa: E402
-from fleet_goodput.store import Store  # noqa: E402
+from fleet_goodput.store.delta_store import Store  # noqa: E402
 
 MPG = [sys.executable, "-m", "fleet_goodput.cli"]
 OPEN = "import sys, fleet_goodput as fg; fg.open(sys.argv[1]).sql('select count(*) from fleet_daily').fetchall()"

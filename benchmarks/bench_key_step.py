@@ -23,14 +23,14 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from fleet_goodput import step_runs
-from fleet_goodput.asof import CLOCK_STREAM, latest_times
-from fleet_goodput.columnar import decode_input_file
-from fleet_goodput.config import load_settings
-from fleet_goodput.events import pack
+from fleet_goodput.core import step_runs
+from fleet_goodput.core.asof import CLOCK_STREAM, latest_times
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.events import pack
+from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.timeline import JobTimeline
 from fleet_goodput.pipelines.goodput import key_rules
-from fleet_goodput.stream_settings import StreamSettings
-from fleet_goodput.timeline import JobTimeline
+from fleet_goodput.telemetry.columnar import decode_input_file
 from fleet_goodput.transforms.sessionize import ClockFn, Continuation, _AdvanceKeyFn
 
 STREAMS = ("scheduler", "runtime", "profiler")

@@ -1,6 +1,6 @@
 """Benchmark: opening an output's views, bound as they are created or at first read.
 
-`fleet_goodput.views.connect` (what `mpg sql`, `fleet_goodput.open`, reports
+`fleet_goodput.store.views.connect` (what `mpg sql`, `fleet_goodput.open`, reports
 and validation open) creates every view of a run in a fresh in-memory DuckDB.
 DuckDB binds a view as it creates it, and binding a mart binds every view it
 reads again; where DuckDB can, `connect` defers that to the first query that
@@ -21,8 +21,8 @@ import time
 
 import duckdb
 
-from fleet_goodput.config import load_settings
-from fleet_goodput.views import create_views
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.store.views import create_views
 
 FIRST_QUERY = "select count(*) from goodput_by_team"
 

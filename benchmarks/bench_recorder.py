@@ -1,4 +1,4 @@
-"""Benchmark: what recording costs a training loop per step (fleet_goodput/recorder.py).
+"""Benchmark: what recording costs a training loop per step (fleet_goodput/telemetry/recorder.py).
 
 The same loop of empty steps runs bare, with `with recorder.step(n):`, and with
 a step and a profiler sample each step. Two figures per variant, in µs of CPU
@@ -26,7 +26,7 @@ import argparse
 import tempfile
 import time
 
-from fleet_goodput.recorder import Recorder
+from fleet_goodput.telemetry.recorder import Recorder
 
 
 def bare(steps: int, _recorder: Recorder) -> None:

@@ -68,10 +68,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet_goodput.avro_io import split_by_time, telemetry_files
-from fleet_goodput.replay import load_slices
+from fleet_goodput.runs.replay import load_slices
 from fleet_goodput.simulator import START_US, simulate
-from fleet_goodput.store import Store
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.telemetry.avro_io import split_by_time, telemetry_files
 
 HOUR_US = 3_600 * 1_000_000
 RUN_LINE = re.compile(r"run (\d+): \d+ new file\(s\) in ([\d.]+) s(?: \(([\d.]+) CPU s\))?")

@@ -4,7 +4,7 @@ Runs `mpg run` in this process under pyinstrument (a sampling profiler, so
 the per-call cost of deterministic profiling does not inflate the Python-heavy
 stages) and files every sample under the stage of the innermost frame that
 belongs to one: imports, building the Beam graph, decode (fastavro or the columnar reader), validate (building
-and checking events in fleet_goodput/decode.py or columnar.py), timeline,
+and checking events in fleet_goodput/telemetry/decode.py or columnar.py), timeline,
 sessionize (the keyed-state glue around it), Beam's state cache sizing, write,
 DuckDB views, imports, and Beam itself (coders, shuffle, bundles) for samples
 in none of these.
@@ -38,13 +38,13 @@ STAGE_RULES = (
     ("Beam state cache sizing", ("/objsize/", "statecache.py")),
     ("decode: fastavro", ("/fastavro/",)),
     ("decode: columnar reader", ("/polars/",)),
-    ("validate + build events", ("fleet_goodput/decode.py", "fleet_goodput/columnar.py", "fleet_goodput/events.py")),
+    ("validate + build events", ("fleet_goodput/telemetry/decode.py", "fleet_goodput/telemetry/columnar.py", "fleet_goodput/core/events.py")),
     ("read step glue", ("transforms/read.py",)),
-    ("timeline", ("fleet_goodput/timeline.py", "fleet_goodput/capacity.py", "fleet_goodput/windows.py")),
+    ("timeline", ("fleet_goodput/core/timeline.py", "fleet_goodput/core/capacity.py", "fleet_goodput/core/windows.py")),
     ("sessionize glue (state, pickling)", ("transforms/sessionize", "transforms/stream_sessionize")),
     ("compute goodput rows", ("transforms/goodput.py",)),
-    ("write Parquet", ("transforms/write.py", "fleet_goodput/tables.py", "/pyarrow/")),
-    ("DuckDB views and manifest", ("fleet_goodput/views.py", "fleet_goodput/manifest.py", "/duckdb/")),
+    ("write Parquet", ("transforms/write.py", "fleet_goodput/store/tables.py", "/pyarrow/")),
+    ("DuckDB views and manifest", ("fleet_goodput/store/views.py", "fleet_goodput/store/manifest.py", "/duckdb/")),
 )
 BEAM = "Beam: coders, shuffle, bundles, graph"
 
@@ -78,12 +78,13 @@ def plain_stages(input_dir: str) -> dict[str, float]:
     """Seconds of each stage run alone, in plain Python, on every file of `input_dir`."""
     import fastavro
 
-    from fleet_goodput.capacity import CapacityTimeline
-    from fleet_goodput.config import load_settings
-    from fleet_goodput.decode import CAPACITY_KEY_PREFIX, decode_file
-    from fleet_goodput.events import Event
-    from fleet_goodput.timeline import JobTimeline
+    from fleet_goodput.core.capacity import CapacityTimeline
+    from fleet_goodput.core.config import load_settings
+    from fleet_goodput.core.events import Event
+    from fleet_goodput.core.keys import CAPACITY_KEY_PREFIX
+    from fleet_goodput.core.timeline import JobTimeline
     from fleet_goodput.pipelines.goodput import peak_flops
+    from fleet_goodput.telemetry.decode import decode_file
 
     settings = load_settings(None)
     files = [(path.parent.name, path) for path in sorted(Path(input_dir).glob("*/*.avro"))]
@@ -105,7 +106,7 @@ def plain_stages(input_dir: str) -> dict[str, float]:
     seconds["decode_file (decode + validate + events)"] = time.perf_counter() - started
 
     try:
-        from fleet_goodput.columnar import decode_file_fast
+        from fleet_goodput.telemetry.columnar import decode_file_fast
     except ImportError:  # a checkout from before the columnar path, profiled for a before/after
         decode_file_fast = None
     if decode_file_fast is not None:

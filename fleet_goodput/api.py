@@ -19,12 +19,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet_goodput.timeutil import EPOCH, ONE_MICROSECOND, parse_time_us
+from fleet_goodput.core.timeutil import EPOCH, ONE_MICROSECOND, parse_time_us
 
 if TYPE_CHECKING:
     import duckdb
 
-    from fleet_goodput.batch import BatchOutcome
+    from fleet_goodput.runs.batch import BatchOutcome
     from fleet_goodput.simulator import SimulationSummary
 
 __all__ = ["open", "run", "simulate"]
@@ -47,7 +47,7 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
     data in.
 
     `confined` (the default) locks the connection down as `mpg sql` does
-    (fleet_goodput/sql_guard.py): it reads files under `output` only, reaches
+    (fleet_goodput/store/sql_guard.py): it reads files under `output` only, reaches
     no network, loads no extension, and its settings cannot be changed.
     DuckDB has no read-only switch for a folder, so a `COPY ... TO` or a
     relation's `write_parquet` aimed inside `output` would still write
@@ -58,17 +58,17 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
     The views use the settings the output keeps, those its figures were
     computed with (the `settings` view shows them). `config` is not needed: a
     settings file given is checked against them, and one that differs raises
-    fleet_goodput.stored_settings.SettingsConflict naming each difference (for
+    fleet_goodput.store.stored_settings.SettingsConflict naming each difference (for
     an output written before outputs kept their settings, it gives the size
     classes, as the defaults do without it). Raises FileNotFoundError when
-    `output` holds no committed run, fleet_goodput.store.StoreDamaged for a
+    `output` holds no committed run, fleet_goodput.store.delta_store.StoreDamaged for a
     damaged output (naming the damage: `mpg check --output OUTPUT` says how
-    to recover), and fleet_goodput.store.StoreError for a run that does not
+    to recover), and fleet_goodput.store.delta_store.StoreError for a run that does not
     exist or an output on gs:// (query a local copy).
     """
-    from fleet_goodput.sql_guard import lock_down
-    from fleet_goodput.stored_settings import settings_for_reading
-    from fleet_goodput.views import connect
+    from fleet_goodput.store.sql_guard import lock_down
+    from fleet_goodput.store.stored_settings import settings_for_reading
+    from fleet_goodput.store.views import connect
 
     connection = connect(output, run=run, settings=settings_for_reading(output, run, config))
     if confined:
@@ -95,27 +95,27 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     after those of the config's `beam:` section, so they win. `workers` is
     how many processes Beam's local runner computes the run in (by default
     Beam's: one). Beam flags are checked as `mpg run` checks them: an
-    unknown one raises fleet_goodput.options.OptionsError naming the nearest.
+    unknown one raises fleet_goodput.core.options.OptionsError naming the nearest.
     An `as_of` more than the allowed lateness past the newest scheduler event
-    raises fleet_goodput.asof.SuspiciousAsOf (nothing committed) unless
+    raises fleet_goodput.core.asof.SuspiciousAsOf (nothing committed) unless
     `confirm_as_of=True`.
 
     Returns a `BatchOutcome`: `.run` (the committed run record: `.run_id`,
     `.as_of_us`, ...), `.manifest` (what was read, accepted, rejected and
     late, per stream), `.skipped` (input files an earlier run already
     applied), `.committed` (False when nothing was new and the latest run
-    stands) and `.seconds`. Raises fleet_goodput.batch.InputError for a
-    missing or empty input, fleet_goodput.store.StoreError for an as-of
+    stands) and `.seconds`. Raises fleet_goodput.runs.batch.InputError for a
+    missing or empty input, fleet_goodput.store.delta_store.StoreError for an as-of
     before the last run's, an output another run holds, a folder that holds
     files of someone else (NotAStore) or a damaged output (StoreDamaged),
-    fleet_goodput.stored_settings.SettingsConflict when `config` would change
+    fleet_goodput.store.stored_settings.SettingsConflict when `config` would change
     the figures the output holds (naming each difference; `replace=True`
-    starts afresh), and fleet_goodput.batch.ReconciliationError (nothing
+    starts afresh), and fleet_goodput.runs.batch.ReconciliationError (nothing
     committed) when counts do not add up. On an output written before outputs
     kept their settings, warns (UserWarning) what this run stores.
     """
-    from fleet_goodput import batch
-    from fleet_goodput.options import OPTIONS, OptionsError, RunOptions
+    from fleet_goodput.core.options import OPTIONS, OptionsError, RunOptions
+    from fleet_goodput.runs import batch
 
     for flag in beam_args:
         name = str(flag).split("=", 1)[0]
@@ -152,9 +152,9 @@ def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int |
     stream, `.as_of_us`, `.describe()`). Refuses (FileExistsError) an `out`
     that already holds telemetry, unless `overwrite=True`.
     """
-    from fleet_goodput.avro_io import clear_telemetry, telemetry_files
-    from fleet_goodput.config import load_settings
+    from fleet_goodput.core.config import load_settings
     from fleet_goodput.simulator import simulate as simulate_fleet
+    from fleet_goodput.telemetry.avro_io import clear_telemetry, telemetry_files
 
     if telemetry_files(out):
         if not overwrite:

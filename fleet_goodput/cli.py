@@ -16,7 +16,7 @@ import pkgutil
 import sys
 
 from fleet_goodput import __version__, commands, console, exits, faults
-from fleet_goodput.options import unknown_flag_message
+from fleet_goodput.core.options import unknown_flag_message
 
 # Command modules whose command is not their module's name.
 _MODULE_OF = {"import": "importer"}

@@ -7,9 +7,9 @@ elsewhere), Ctrl-C (SIGINT) and SIGTERM reach the user as
     mpg run: no space left on device: /out/_staging/…/part-0.parquet; <what stands>
 
 with the codes of fleet_goodput/exits.py, instead of a traceback. The store is
-safe on each by construction (fleet_goodput/store.py: a run is visible only
+safe on each by construction (fleet_goodput/store/delta_store.py: a run is visible only
 once its `runs` row is committed), and a run removes what it staged as it
-stops (fleet_goodput/batch.py).
+stops (fleet_goodput/runs/batch.py).
 
 The OS error is seldom the exception that arrives. Beam re-raises an error of a
 pipeline step under another exception, the original as its cause or context,

@@ -3,7 +3,7 @@
 `build_goodput` wires the business steps on already-decoded streams, so tests
 pass `beam.Create` records through `DecodeRecords` where production reads
 files; `build_batch` reads the run's new input files and the saved state, and
-stages what it computes for the store to commit (fleet_goodput/batch.py).
+stages what it computes for the store to commit (fleet_goodput/runs/batch.py).
 Run it through the CLI: `mpg run --input DIR --output DIR`.
 """
 
@@ -15,17 +15,18 @@ from dataclasses import dataclass
 import apache_beam as beam
 import pyarrow.parquet as pq
 
-from fleet_goodput.config import Settings, peak_table
-from fleet_goodput.decode import TimeSlice
-from fleet_goodput.manifest import counts_from_json
-from fleet_goodput.store import STATE_KEYS_SCHEMA
-from fleet_goodput.stream_settings import StreamSettings
-from fleet_goodput.tables import TABLES
+from fleet_goodput.core.config import Settings, peak_table
+from fleet_goodput.core.stream_settings import StreamSettings
 from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job
+from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA
+from fleet_goodput.store.manifest import counts_from_json
+from fleet_goodput.store.tables import TABLES
+from fleet_goodput.telemetry.decode import TimeSlice
 from fleet_goodput.transforms.goodput import ComputeGoodput
 from fleet_goodput.transforms.read import EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles
 from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
-                                   WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
+                                                 WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
+from fleet_goodput.transforms.slices import ReadDecodedSlices, SliceFiles, file_groups
 from fleet_goodput.transforms.write import StageRows, StageTables
 
 # What a run's pipeline hands back to whoever commits the run: its clock and its counts, as a file
@@ -67,7 +68,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     or `DecodeRecords`; `saved_state` holds (key, state blob) pairs from the
     store's last run. Every key advances once, to `as_of_us`, which ends the
     lifetime of whatever is still running; by default it is how far the
-    scheduler's clock has reached (fleet_goodput/asof.py). The streaming
+    scheduler's clock has reached (fleet_goodput/core/asof.py). The streaming
     pipeline (pipelines/streaming.py) is this one with keys advanced at each
     window end instead: both end in `goodput_tables`.
     """
@@ -131,8 +132,11 @@ def peak_flops(settings: Settings) -> dict[str, float]:
 
 
 def read_sources(p: beam.Pipeline, files: dict[str, list[str]], settings: Settings,
-                 during: TimeSlice | None = None) -> dict:
-    """The run's new Avro files of every stream, decoded and validated (only the events `during` holds)."""
+                 during: TimeSlice | None = None, slices: list[str] | None = None) -> dict:
+    """The run's new Avro files of every stream, decoded and validated (only the events `during` holds);
+    or, given `slices`, a backfill chunk's share of them, decoded before (transforms/slices.py)."""
+    if slices is not None:
+        return {"files": p | "ReadDecodedSlices" >> ReadDecodedSlices(slices)}
     return {"files": p | "ReadTelemetry" >> ReadAvroFiles(files, settings.accelerators, during)}
 
 
@@ -193,10 +197,11 @@ def stage_outputs(outputs: dict, staging: str) -> dict:
 
 def build_batch(p: beam.Pipeline, files: dict[str, list[str]], state_files: list[str], staging: str,
                 settings: Settings, stream_settings: StreamSettings, continuation: Continuation,
-                as_of_us: int | None = None, during: TimeSlice | None = None) -> dict:
-    """The whole batch job on `p`: read the files (only the events `during` holds, when given) and
-    the saved state, compute, stage; returns the outputs."""
-    outputs = build_goodput(p, read_sources(p, files, settings, during), settings, as_of_us,
+                as_of_us: int | None = None, during: TimeSlice | None = None,
+                slices: list[str] | None = None) -> dict:
+    """The whole batch job on `p`: read the files (only the events `during` holds, when given; a
+    chunk's `slices` of them, when given) and the saved state, compute, stage; returns the outputs."""
+    outputs = build_goodput(p, read_sources(p, files, settings, during, slices), settings, as_of_us,
                             stream_settings=stream_settings, continuation=continuation,
                             saved_state=read_saved_state(p, state_files))
     outputs["staged"] = stage_outputs(outputs, staging)
@@ -205,9 +210,31 @@ def build_batch(p: beam.Pipeline, files: dict[str, list[str]], state_files: list
 
 def run(files: dict[str, list[str]], state_files: list[str], staging: str, settings: Settings,
         stream_settings: StreamSettings, continuation: Continuation, as_of_us: int | None = None,
-        beam_args: list[str] | None = None, during: TimeSlice | None = None) -> None:
+        beam_args: list[str] | None = None, during: TimeSlice | None = None,
+        slices: list[str] | None = None) -> None:
     """Build and run the batch pipeline: everything it computes is staged under `staging`.
-    With `during`, it computes only the events of that chunk of event time (a backfill's)."""
+    With `during`, it computes only the events of that chunk of event time (a backfill's); with
+    `slices`, only those, which `slice_files` wrote for the chunk."""
+    p, options = _pipeline(beam_args)
+    build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us, during, slices)
+    result = p.run()
+    announce_job(result, options)  # before waiting: a Dataflow job runs for minutes
+    result.wait_until_finish()
+
+
+def slice_files(files: list[tuple[str, str, int]], settings: Settings, chunks: list[TimeSlice], folder: str,
+                beam_args: list[str] | None = None) -> None:
+    """Run the pipeline that decodes each of the (stream, path, size) `files` once and writes its share
+    of each of a backfill's `chunks` under `folder` (transforms/slices.py)."""
+    p, options = _pipeline(beam_args)
+    _ = p | "SliceFiles" >> SliceFiles(file_groups(files), settings.accelerators, chunks, folder)
+    result = p.run()
+    announce_job(result, options)
+    result.wait_until_finish()
+
+
+def _pipeline(beam_args: list[str] | None) -> tuple[beam.Pipeline, ViewCachingOptions]:
+    """A pipeline with the run's options: `beam_args`, the in-process runner if none is given."""
     args = list(beam_args or [])
     if not any(arg.startswith("--runner") for arg in args):
         args.append(f"--runner={DEFAULT_RUNNER}")
@@ -217,8 +244,4 @@ def run(files: dict[str, list[str]], state_files: list[str], staging: str, setti
         # steps' plain tuples, strings and bytes do not need.
         args.append("--no_pipeline_type_check")
     options = ViewCachingOptions(args)
-    p = beam.Pipeline(options=options)
-    build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us, during)
-    result = p.run()
-    announce_job(result, options)  # before waiting: a Dataflow job runs for minutes
-    result.wait_until_finish()
+    return beam.Pipeline(options=options), options

@@ -16,12 +16,12 @@ import argparse
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, _BeamArgumentParser
 from apache_beam.runners.dataflow.dataflow_runner import DataflowPipelineResult
 
-from fleet_goodput.config import beam_flags
-from fleet_goodput.options import COMMAND_OPTIONS, OPTIONS, OptionsError, console_url, unknown_flag_message
+from fleet_goodput.core.config import beam_flags
+from fleet_goodput.core.options import COMMAND_OPTIONS, OPTIONS, OptionsError, console_url, unknown_flag_message
 
 
 class GoodputOptions(PipelineOptions):
-    """--input, --output, --as_of, … (fleet_goodput/options.py holds the table)."""
+    """--input, --output, --as_of, … (fleet_goodput/core/options.py holds the table)."""
 
     @classmethod
     def _add_argparse_args(cls, parser) -> None:

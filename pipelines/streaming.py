@@ -8,7 +8,7 @@ the run's as-of time, so (job, window) results get a new version as late
 events and later resolutions arrive. The tables come out of the batch
 pipeline's own tail (`goodput_tables`) and are appended rather than staged
 for a commit. A local `mpg stream` commits one continued batch run per batch
-of new files instead (fleet_goodput/stream_run.py).
+of new files instead (fleet_goodput/runs/stream_run.py).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from __future__ import annotations
 import apache_beam as beam
 
 from fleet_goodput import schemas
-from fleet_goodput.config import Settings
-from fleet_goodput.stream_settings import StreamSettings
-from fleet_goodput.tables import TABLES
+from fleet_goodput.core.config import Settings
+from fleet_goodput.core.stream_settings import StreamSettings
 from fleet_goodput.pipelines.goodput import all_of, goodput_tables, key_rules
+from fleet_goodput.store.tables import TABLES
+from fleet_goodput.transforms.pubsub import ReadPubSubEvents
 from fleet_goodput.transforms.read import EVENTS
 from fleet_goodput.transforms.stream_sessionize import StreamSessionize
-from fleet_goodput.transforms.pubsub import ReadPubSubEvents
 from fleet_goodput.transforms.write import AppendCounts, AppendTable
 
 APPENDED = ("job_window", "jobs", "capacity_level", "rejected", "late")

@@ -1,7 +1,7 @@
 """DuckDB views over the Parquet tables, one object per file.
 
 Layers: `raw` views over Parquet (generated from the table definitions in
-fleet_goodput/tables.py), `derived` views that join and classify, and the
+fleet_goodput/store/tables.py), `derived` views that join and classify, and the
 `marts` people query. `VIEW_FILES` is the registry: the order views are
 created in, each after the views it reads.
 """

@@ -90,8 +90,8 @@ def worked_example_run(tmp_path_factory) -> tuple[Path, Path]:
     Several files need exactly this output: each works on its own copy (`shutil.copytree`), so the pipeline
     runs once per worker instead of once per file."""
     import worked_example
-    from fleet_goodput.avro_io import write_events
     from fleet_goodput.cli import main
+    from fleet_goodput.telemetry.avro_io import write_events
 
     root = tmp_path_factory.mktemp("worked_example")
     for stream, records in worked_example.records().items():

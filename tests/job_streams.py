@@ -8,7 +8,7 @@ from pathlib import Path
 
 import fastavro
 
-from fleet_goodput.avro_io import write_events
+from fleet_goodput.telemetry.avro_io import write_events
 
 
 def write_job_scheduler(input_dir: Path, job_id: str, chips: int, submit_us: int, finish_us: int,

@@ -19,11 +19,11 @@ import pandas as pd
 import pytest
 
 import fleet_goodput as fg
-from fleet_goodput.avro_io import split_by_time
 from fleet_goodput.cli import main
+from fleet_goodput.core.timeline import CATEGORIES
 from fleet_goodput.simulator import START_US
-from fleet_goodput.store import StoreError
-from fleet_goodput.timeline import CATEGORIES
+from fleet_goodput.store.delta_store import StoreError
+from fleet_goodput.telemetry.avro_io import split_by_time
 
 CUT = datetime(2026, 1, 1, 2, 0)  # no time zone: taken as UTC
 CUT_US = START_US + 2 * 3600 * 1_000_000

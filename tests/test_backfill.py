@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_goodput.avro_io import split_by_time, write_events
-from fleet_goodput.batch import event_time_chunks, run_batch, worker_flags
-from fleet_goodput.config import load_settings
-from fleet_goodput.decode import TimeSlice
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.timeline import FIGURES
+from fleet_goodput.runs.batch import event_time_chunks, run_batch, worker_flags
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
-from fleet_goodput.store import Store
-from fleet_goodput.timeline import FIGURES
-from fleet_goodput.views import connect
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import split_by_time, write_events
+from fleet_goodput.telemetry.decode import TimeSlice
 
 HOUR_US = 3600 * 1_000_000
 CUT_US = START_US + 3 * HOUR_US + 1_000_123_456  # not on a window edge, where capacity events fall

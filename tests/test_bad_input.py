@@ -19,9 +19,9 @@ import pytest
 
 from fleet_goodput import schemas
 import worked_example
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
-from fleet_goodput.views import connect
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import write_events
 
 T0 = worked_example.T0_US
 

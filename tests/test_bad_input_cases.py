@@ -31,11 +31,11 @@ import pytest
 from fleet_goodput import schemas
 import hostile_avro
 import worked_example
-from fleet_goodput.avro_blocks import read_long
-from fleet_goodput.decode import contract_violation
-from fleet_goodput.headline import fleet_totals, render
-from fleet_goodput.views import connect
+from fleet_goodput.report.headline import fleet_totals, render
 from fleet_goodput.sql import view_sql
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_blocks import read_long
+from fleet_goodput.telemetry.decode import contract_violation
 
 T0 = worked_example.T0_US
 SECOND = 1_000_000

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_goodput.config import (
-    PRECISIONS, ConfigError, load_catalogue, load_settings, part_key, part_names, peak_of, peak_table,
-)
-from fleet_goodput.events import PROFILE, make_event
-from fleet_goodput.timeline import IDEAL, JobTimeline
+from fleet_goodput.core.config import (PRECISIONS, ConfigError, load_catalogue, load_settings, part_key, part_names,
+                                       peak_of, peak_table)
+from fleet_goodput.core.events import PROFILE, make_event
+from fleet_goodput.core.timeline import IDEAL, JobTimeline
 
 CATALOGUE = load_settings().accelerators
 

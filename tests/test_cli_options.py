@@ -17,11 +17,11 @@ from apache_beam.runners.dataflow.dataflow_runner import DataflowPipelineResult
 from google.cloud.dataflow import Job
 
 import worked_example
-from fleet_goodput.avro_io import write_events
-from fleet_goodput.batch import heartbeat
 from fleet_goodput.cli import main
-from fleet_goodput.options import console_url, unknown_flag_message
+from fleet_goodput.core.options import console_url, unknown_flag_message
 from fleet_goodput.pipelines.options import announce_job, parse_options
+from fleet_goodput.runs.batch import heartbeat
+from fleet_goodput.telemetry.avro_io import write_events
 
 ROOT = Path(__file__).parents[1]
 

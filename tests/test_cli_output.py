@@ -18,13 +18,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import worked_example
-from fleet_goodput.avro_io import split_by_time, write_events
 from fleet_goodput.cli import build_parser, main
-from fleet_goodput.headline import NO_RUNTIME
+from fleet_goodput.report.headline import NO_RUNTIME
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
-from fleet_goodput.store import Store
-from fleet_goodput.views import connect
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import split_by_time, write_events
 
 pytestmark = pytest.mark.slow  # pipeline runs end to end
 
@@ -176,7 +176,7 @@ def test_with_runtime_but_no_profile_pg_and_mpg_read_as_unknown(tmp_path):
 
 
 LOCKING = {"run", "stream", "validate", "report", "demo", "check", "collect", "rollback"}
-# The commands that open a store refuse a damaged one with exit 3 (fleet_goodput/store_check.py).
+# The commands that open a store refuse a damaged one with exit 3 (fleet_goodput/store/store_check.py).
 OPENING = {"run", "stream", "sql", "runs", "validate", "report", "check", "rollback"}
 
 

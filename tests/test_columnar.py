@@ -19,12 +19,12 @@ import fastavro
 import pytest
 
 from fleet_goodput import schemas
-from fleet_goodput.asof import latest_times
-from fleet_goodput.avro_io import write_events
-from fleet_goodput.columnar import _clean_columns, decode_file_fast
-from fleet_goodput.config import load_settings
-from fleet_goodput.decode import TimeSlice, clock_horizon_us, decode_file
+from fleet_goodput.core.asof import latest_times
+from fleet_goodput.core.config import load_settings
 from fleet_goodput.simulator import simulate
+from fleet_goodput.telemetry.avro_io import write_events
+from fleet_goodput.telemetry.columnar import _clean_columns, decode_file_fast
+from fleet_goodput.telemetry.decode import TimeSlice, clock_horizon_us, decode_file
 
 ACCELERATORS = load_settings(None).accelerators
 T0 = 1_767_225_600_000_000  # 2026-01-01T00:00Z

@@ -22,14 +22,14 @@ import io
 import fastavro
 import pytest
 
-from fleet_goodput.avro_io import micros_of, split_by_time, write_events
-from fleet_goodput.batch import run_batch
 from fleet_goodput.cli import main
-from fleet_goodput.config import load_settings
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.timeutil import format_time_us
+from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
-from fleet_goodput.store import Store
-from fleet_goodput.timeutil import format_time_us
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.telemetry.avro_io import micros_of, split_by_time, write_events
 from test_split_invariance import _assert_same_job_windows, _capacity, _job_windows, _jobs
 
 pytestmark = pytest.mark.slow

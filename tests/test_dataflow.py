@@ -22,13 +22,13 @@ import pytest
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from fleet_goodput import batch, launcher
-from fleet_goodput.batch import InputFile, RunPlan, translate_batch
 from fleet_goodput.cli import main
-from fleet_goodput.config import ConfigError, load_settings
-from fleet_goodput.options import COMMAND_OPTIONS, OPTIONS, OptionsError
+from fleet_goodput.core.config import ConfigError, load_settings
+from fleet_goodput.core.options import COMMAND_OPTIONS, OPTIONS, OptionsError
 from fleet_goodput.pipelines.options import GoodputOptions, parse_options
-from fleet_goodput.store import Store
+from fleet_goodput.runs import batch, launcher
+from fleet_goodput.runs.batch import InputFile, RunPlan, translate_batch
+from fleet_goodput.store.delta_store import Store
 
 BUCKET = "gs://fleet-goodput-test"
 IMAGE = "us-central1-docker.pkg.dev/fleet-goodput-test/images/fleet-goodput:test"

@@ -18,7 +18,7 @@ import pytest
 import hostile_avro
 import worked_example
 from fleet_goodput import schemas
-from fleet_goodput.avro_bounds import MAX_SCHEMA_DEPTH, UnsafeSchema, record_bytes_at_least
+from fleet_goodput.telemetry.avro_bounds import MAX_SCHEMA_DEPTH, UnsafeSchema, record_bytes_at_least
 
 RECORD = worked_example.records()["runtime"][0]
 ACCELERATORS = ("tpu-v5e",)
@@ -29,8 +29,8 @@ def decode_in_a_fresh_process(path: Path) -> list[dict]:
     reference path make of the file at `path`: read count, events, rejected (reason, records)."""
     code = f"""
 import json
-from fleet_goodput.columnar import decode_file_fast, decode_input_file
-from fleet_goodput.decode import decode_file
+from fleet_goodput.telemetry.columnar import decode_file_fast, decode_input_file
+from fleet_goodput.telemetry.decode import decode_file
 
 def outcome(decoded):
     events = sum(len(batch) for batch in decoded.batches.values())
@@ -82,9 +82,9 @@ def test_a_pipe_or_a_device_is_never_read(tmp_path):
     (folder / "c-link-to-pipe.avro").symlink_to(folder / "a-pipe.avro")
     code = f"""
 import json
-from fleet_goodput.batch import list_input
-from fleet_goodput.columnar import decode_input_file
-from fleet_goodput.decode import TimeSlice
+from fleet_goodput.runs.batch import list_input
+from fleet_goodput.telemetry.columnar import decode_input_file
+from fleet_goodput.telemetry.decode import TimeSlice
 
 listed = list_input({str(tmp_path / "input")!r})
 decoded = [decode_input_file(f.stream, f.path, ()) for f in listed]
@@ -172,8 +172,8 @@ def test_every_codec_stops_at_the_bound(monkeypatch, codec):
 
     import fastavro
 
-    import fleet_goodput.decode  # noqa: F401 - importing the decoder bounds fastavro's block readers
-    from fleet_goodput import avro_codecs
+    import fleet_goodput.telemetry.decode  # noqa: F401 - importing the decoder bounds fastavro's block readers
+    from fleet_goodput.telemetry import avro_codecs
 
     monkeypatch.setattr(avro_codecs, "MAX_BLOCK_BYTES", 1 << 20)
     schema = {"type": "record", "name": "r", "fields": [{"name": "s", "type": "string"}]}

@@ -8,8 +8,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from fleet_goodput.config import load_settings
-from fleet_goodput.views import create_views
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.store.views import create_views
 
 DOC = Path(__file__).parents[1] / "docs" / "tables-and-views.md"
 DIMENSIONS = ("workload", "size_class", "accelerator", "team", "framework", "queue", "cluster_queue")
@@ -58,7 +58,7 @@ def test_every_view_is_documented(connection):
 
 
 def test_views_bound_at_first_read_are_the_views_bound_as_created(connection, tmp_path):
-    """connect() defers binding where DuckDB can (fleet_goodput/views.py): the same views, names and types."""
+    """connect() defers binding where DuckDB can (fleet_goodput/store/views.py): the same views, names and types."""
     deferred = duckdb.connect()
     create_views(deferred, tmp_path, load_settings(), defer_binding=True)
     views = [row[0] for row in connection.execute("select view_name from duckdb_views() where not internal "

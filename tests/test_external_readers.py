@@ -20,15 +20,15 @@ import pytest
 from deltalake import DeltaTable
 
 from fleet_goodput import schemas
-from fleet_goodput.avro_io import write_events
-from fleet_goodput.batch import run_batch
-from fleet_goodput.config import load_settings
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.timeutil import micros_of
+from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
-from fleet_goodput.store import Store
-from fleet_goodput.tables import TABLES
-from fleet_goodput.timeutil import micros_of
-from fleet_goodput.views import connect
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.tables import TABLES
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import write_events
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,8 @@ shortcut is taken."""
 
 from __future__ import annotations
 
-from fleet_goodput import step_runs
-from fleet_goodput.timeline import JobTimeline, StepRun
+from fleet_goodput.core import step_runs
+from fleet_goodput.core.timeline import JobTimeline, StepRun
 from test_step_runs import as_decoded, both, outcome, runs_in, spans
 from test_timeline import HOUR_US, PEAK, ev, sample, seconds_by_category, submit
 

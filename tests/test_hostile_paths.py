@@ -22,9 +22,9 @@ import pytest
 from apache_beam.io.filesystem import FileSystem
 
 import worked_example
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.quoting import literal_pattern
+from fleet_goodput.telemetry.avro_io import write_events
 
 pytestmark = pytest.mark.slow  # one pipeline run and one report per name
 

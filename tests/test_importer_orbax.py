@@ -14,8 +14,8 @@ import pytest
 
 from fleet_goodput.cli import main
 from fleet_goodput.importers import IMPORTERS
-from fleet_goodput.recorder import Recorder
-from fleet_goodput.views import connect
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.recorder import Recorder
 from job_streams import micros, read_stream, write_job_scheduler
 from test_importers_common import import_to, options, rejected_rows, tree_bytes
 

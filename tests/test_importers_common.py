@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from fleet_goodput.batch import run_batch
 from fleet_goodput.cli import main
-from fleet_goodput.config import Settings, load_settings, part_names
+from fleet_goodput.core.config import Settings, load_settings, part_names
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.common import Options, SourceError, write_import
-from fleet_goodput.views import connect
+from fleet_goodput.runs.batch import run_batch
+from fleet_goodput.store.views import connect
 
 FIXTURES = Path(__file__).parent / "data"
 # The real public samples, each with its licence and source (tests/data/public/README.md).

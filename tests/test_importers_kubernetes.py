@@ -20,7 +20,7 @@ from fleet_goodput.cli import main
 from fleet_goodput.importers import kubernetes
 from fleet_goodput.importers.common import write_import
 from fleet_goodput.quality.period import Period
-from fleet_goodput.views import connect
+from fleet_goodput.store.views import connect
 from test_importers_common import FIXTURES, SETTINGS, by_job, options, run_and_read, tree_bytes
 
 ROOT = Path(__file__).parent.parent

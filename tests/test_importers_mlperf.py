@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from fleet_goodput.cli import main
-from fleet_goodput.config import load_catalogue, part_key, part_names
 from fleet_goodput.configs import DEFAULT_CONFIG
+from fleet_goodput.core.config import load_catalogue, part_key, part_names
 from test_importers_common import FIXTURES, PUBLIC_DATA, SETTINGS, by_job, import_to, rejected_rows, run_and_read
 
 RESULTS = PUBLIC_DATA / "mlperf-results"

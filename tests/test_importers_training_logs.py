@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from fleet_goodput.cli import main
+from fleet_goodput.core.timeutil import parse_time_us
 from fleet_goodput.importers.common import SourceError
-from fleet_goodput.timeutil import parse_time_us
 from test_importers_common import FIXTURES, by_job, import_to, rejected_rows, run_and_read
 
 LOGS = FIXTURES / "logs"

@@ -17,13 +17,13 @@ from pathlib import Path
 import fastavro
 import pytest
 
-from fleet_goodput.avro_io import split_by_time, write_events
-from fleet_goodput.batch import InputError, run_batch
-from fleet_goodput.config import load_settings
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.runs.batch import InputError, run_batch
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
-from fleet_goodput.store import Store
-from fleet_goodput.views import connect
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import split_by_time, write_events
 from test_split_invariance import _capacity, _job_windows, _jobs
 
 pytestmark = pytest.mark.slow  # a few small pipeline runs

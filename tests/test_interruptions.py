@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_goodput.interruptions import cause_of
+from fleet_goodput.core.interruptions import cause_of
 from test_timeline import T0, ev, run, submit
 
 
@@ -51,10 +51,10 @@ def test_the_report_section_sums_the_recorded_slurm_run_by_cause(tmp_path):
     requested GPUs × the seconds until the job held them again (no runtime stream: no work is known lost)."""
     from datetime import date
 
-    from fleet_goodput.batch import run_batch
     from fleet_goodput.quality.period import Period
     from fleet_goodput.report.figures import interruptions
-    from fleet_goodput.views import connect
+    from fleet_goodput.runs.batch import run_batch
+    from fleet_goodput.store.views import connect
     from test_importers_common import FIXTURES, SETTINGS, import_to
 
     import_to("slurm", FIXTURES / "slurm", tmp_path / "in")

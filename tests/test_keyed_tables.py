@@ -1,4 +1,4 @@
-"""A keyed table's latest Delta version holds one row per key: the latest figures (fleet_goodput/keyed_tables.py).
+"""A keyed table's latest Delta version holds one row per key: the latest figures (fleet_goodput/store/keyed_tables.py).
 
 Small hand-made rows of `capacity_window` (key: cluster, accelerator, window_start), committed the way a run
 commits them, and read back as any Delta reader would.
@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
-from fleet_goodput.keyed_tables import ONE_ROW_PER_KEY, commit_keyed, holds_one_row_per_key
-from fleet_goodput.store import delta_schema
-from fleet_goodput.tables import CAPACITY_WINDOW, utc_day
+from fleet_goodput.store.delta_store import delta_schema
+from fleet_goodput.store.keyed_tables import ONE_ROW_PER_KEY, commit_keyed, holds_one_row_per_key
+from fleet_goodput.store.tables import CAPACITY_WINDOW, utc_day
 
 HOUR_US = 3600 * 1_000_000
 DAY1 = 1_767_225_600 * 1_000_000  # 2026-01-01T00:00Z

@@ -1,12 +1,21 @@
-"""Imports run one way: CLI → runs → pipelines → transforms → the Beam-free core.
+"""Imports run one way, down the layers the package's folders show.
+
+    CLI (fleet_goodput, api, cli, commands/)
+    → runs/ (plan, run and commit a pipeline)
+    → pipelines/
+    → transforms/, and the applications: importers/, quality/, report/, simulator/
+    → telemetry/ (reading and writing telemetry) and store/ (the output store), which do not import each other
+    → core/ (events, windows, timelines, key state, settings) and the top-level basics (console, exits,
+      faults, quoting, safe_text)
 
 Read with `ast` from the installed package's sources, without importing the
-modules. A layer may import its own and any lower layer, never a higher one,
-whether at module level or inside a function; `if TYPE_CHECKING:` blocks are
-annotations, not imports, and are skipped. Beam is imported at module level
-only by the runs, the pipelines and the transforms: everything else (the
-core, the CLI, the notebook API) loads it only inside the functions that run
-a pipeline, so `mpg sql` and `import fleet_goodput` never pay for it.
+modules. A layer may import its own and any lower layer, never a higher one
+nor a sibling, whether at module level or inside a function; `if
+TYPE_CHECKING:` blocks are annotations, not imports, and are skipped. Beam is
+imported at module level only by the runs, the pipelines and the transforms:
+everything else (the core, the CLI, the notebook API) loads it only inside
+the functions that run a pipeline, so `mpg sql` and `import fleet_goodput`
+never pay for it.
 """
 
 from __future__ import annotations
@@ -22,26 +31,31 @@ from pathlib import Path
 import pytest
 
 PACKAGE = "fleet_goodput"
-CLI, RUNS, PIPELINES, TRANSFORMS, CORE = "CLI", "runs", "pipelines", "transforms", "core"
-RANK = {CORE: 0, TRANSFORMS: 1, PIPELINES: 2, RUNS: 3, CLI: 4}
-# The runs: each plans, runs and commits a pipeline (batch, the local stream, the Flex Template launch).
-RUN_MODULES = {"fleet_goodput.batch", "fleet_goodput.stream_run", "fleet_goodput.launcher"}
+CLI, RUNS, PIPELINES, TRANSFORMS, APPLICATIONS = "CLI", "runs", "pipelines", "transforms", "applications"
+TELEMETRY, STORE, CORE = "telemetry", "store", "core"
+RANK = {CORE: 0, TELEMETRY: 1, STORE: 1, TRANSFORMS: 2, APPLICATIONS: 2, PIPELINES: 3, RUNS: 4, CLI: 5}
 # The front ends: the package itself re-exports the notebook API.
 CLI_MODULES = {"fleet_goodput", "fleet_goodput.api", "fleet_goodput.cli"}
-# The only modules outside pipelines/ and transforms/ that import Beam when imported.
-BEAM_AT_IMPORT = RUN_MODULES
+# The basics every layer may use: how commands speak and exit, and how text is quoted and shown.
+BASICS = {f"fleet_goodput.{name}" for name in ("console", "exits", "faults", "quoting", "safe_text")}
+FOLDERS = {"commands": CLI, "runs": RUNS, "pipelines": PIPELINES, "transforms": TRANSFORMS,
+           "importers": APPLICATIONS, "quality": APPLICATIONS, "report": APPLICATIONS, "simulator": APPLICATIONS,
+           "telemetry": TELEMETRY, "store": STORE, "core": CORE,
+           # packages of data, not code
+           "schemas": CORE, "sql": CORE, "configs": CORE, "docs": CORE}
+
+
+# The only modules outside pipelines/ and transforms/ that import Beam when imported: the runs of a pipeline.
+BEAM_AT_IMPORT = {f"fleet_goodput.runs.{name}" for name in ("batch", "stream_run", "launcher")}
 
 
 def layer_of(module: str) -> str:
-    if module in CLI_MODULES or module.startswith("fleet_goodput.commands"):
+    if module in CLI_MODULES:
         return CLI
-    if module in RUN_MODULES:
-        return RUNS
-    if module.startswith("fleet_goodput.pipelines"):
-        return PIPELINES
-    if module.startswith("fleet_goodput.transforms"):
-        return TRANSFORMS
-    return CORE
+    if module in BASICS:
+        return CORE
+    folder = module.split(".")[1]
+    return FOLDERS[folder]
 
 
 def _package_sources() -> dict[str, Path]:
@@ -114,18 +128,20 @@ def imports(module: str) -> list[tuple[str, bool]]:
     return found
 
 
-def test_every_layer_has_its_modules():
-    layers = {layer_of(module) for module in SOURCES}
-    assert layers == set(RANK)
-    assert RUN_MODULES | CLI_MODULES <= set(SOURCES)
+def test_every_module_is_in_a_layer_folder():
+    """Only the front ends and the basics sit at the top; every other module is in its layer's folder."""
+    top = {module for module in SOURCES if module.count(".") == 1 and module.rpartition(".")[2] not in FOLDERS}
+    assert top == (CLI_MODULES | BASICS) - {PACKAGE}
+    assert {layer_of(module) for module in SOURCES} == set(RANK)
 
 
 @pytest.mark.parametrize("module", sorted(SOURCES))
 def test_imports_point_down_the_layers(module):
     layer = layer_of(module)
-    upward = sorted({f"{name} ({layer_of(name)})" for name, _ in imports(module)
-                     if (name == PACKAGE or name.startswith(f"{PACKAGE}.")) and RANK[layer_of(name)] > RANK[layer]})
-    assert upward == [], f"{module} ({layer}) imports a higher layer"
+    wrong = sorted({f"{name} ({layer_of(name)})" for name, _ in imports(module)
+                    if (name == PACKAGE or name.startswith(f"{PACKAGE}.")) and layer_of(name) != layer
+                    and RANK[layer_of(name)] >= RANK[layer]})
+    assert wrong == [], f"{module} ({layer}) imports a higher or a sibling layer"
 
 
 @pytest.mark.parametrize("module", sorted(SOURCES))
@@ -144,8 +160,8 @@ def test_the_modules_allowed_beam_at_import_do_import_it(module):
 
 
 def test_the_recorder_loads_neither_beam_nor_duckdb():
-    """Training code imports fleet_goodput.recorder: it must cost the job no more than fastavro."""
+    """Training code imports fleet_goodput.telemetry.recorder: it must cost the job no more than fastavro."""
     heavy = {"apache_beam", "duckdb", "deltalake", "great_expectations", "polars", "pandas", "pyarrow"}
-    code = f"import sys, fleet_goodput.recorder; print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy!r}))"
+    code = f"import sys, fleet_goodput.telemetry.recorder; print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy!r}))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"

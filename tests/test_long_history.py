@@ -16,14 +16,14 @@ import pytest
 
 import worked_example
 from long_history import extend_history
-from fleet_goodput import store as store_module
-from fleet_goodput.avro_io import split_by_time, write_events
-from fleet_goodput.batch import run_batch
 from fleet_goodput.cli import main
-from fleet_goodput.config import load_settings
-from fleet_goodput.store import CHECKPOINT_EVERY, RUNS, Store, StoreError, table_paths
-from fleet_goodput.timeutil import format_time_us
-from fleet_goodput.views import connect
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.timeutil import format_time_us
+from fleet_goodput.runs.batch import run_batch
+from fleet_goodput.store import delta_store as store_module
+from fleet_goodput.store.delta_store import CHECKPOINT_EVERY, RUNS, Store, StoreError, table_paths
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import split_by_time, write_events
 
 KEPT = 100  # the runs a store keeps readable, at most (KEEP_RUNS_AT_MOST, 1,000 in use: fewer here, to be quick)
 HISTORY = 300

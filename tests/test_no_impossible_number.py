@@ -21,11 +21,11 @@ import duckdb
 import pytest
 
 import worked_example
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.quality.period import Period
 from fleet_goodput.report.figures import collect
-from fleet_goodput.views import connect
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import write_events
 
 T0 = worked_example.T0_US
 SECOND = 1_000_000

@@ -20,11 +20,11 @@ import worked_example
 from fleet_goodput import exits
 from fleet_goodput.api import run as api_run
 from fleet_goodput.api import simulate
-from fleet_goodput.avro_io import split_by_time
 from fleet_goodput.cli import main
-from fleet_goodput.options import OptionsError
-from fleet_goodput.store import Store, Transaction
-from fleet_goodput.views import connect
+from fleet_goodput.core.options import OptionsError
+from fleet_goodput.store.delta_store import Store, Transaction
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import split_by_time
 
 pytestmark = pytest.mark.slow  # a dozen pipeline runs
 

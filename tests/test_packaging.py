@@ -18,7 +18,7 @@ ROOT = Path(__file__).parents[1]
 NOT_ON_WORKERS = ("duckdb", "great_expectations", "scipy", "tqdm", "jinja2", "mistune")
 # What the launcher and the workers load: the launcher module (whose CommitRun
 # step runs on a worker), both pipelines and every transform.
-WORKER_MODULES = ("fleet_goodput.launcher", "fleet_goodput.pipelines.goodput", "fleet_goodput.pipelines.streaming", "fleet_goodput.transforms.read",
+WORKER_MODULES = ("fleet_goodput.runs.launcher", "fleet_goodput.pipelines.goodput", "fleet_goodput.pipelines.streaming", "fleet_goodput.transforms.read",
                   "fleet_goodput.transforms.sessionize", "fleet_goodput.transforms.goodput", "fleet_goodput.transforms.write", "fleet_goodput.transforms.pubsub",
                   "fleet_goodput.transforms.stream_sessionize")
 

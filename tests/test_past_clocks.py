@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 import worked_example
-from fleet_goodput.avro_io import write_events
-from fleet_goodput.batch import run_batch
-from fleet_goodput.config import load_settings
-from fleet_goodput.session import MAX_QUEUE_WAIT_US
-from fleet_goodput.views import connect
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.session import MAX_QUEUE_WAIT_US
+from fleet_goodput.runs.batch import run_batch
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import write_events
 
 T0 = worked_example.T0_US
 DAY_US = 86_400 * 1_000_000

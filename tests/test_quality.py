@@ -26,11 +26,11 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 import worked_example
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
 from fleet_goodput.quality.period import Period, PeriodBusy, period_lock
-from fleet_goodput.store import Store
-from fleet_goodput.views import connect
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import write_events
 
 pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
 
@@ -271,7 +271,7 @@ def test_a_period_past_the_data_fails_on_completeness_when_required_and_on_missi
 
 
 def test_every_expectation_says_why_and_how_bad(outputs):
-    from fleet_goodput.config import load_settings
+    from fleet_goodput.core.config import load_settings
     from fleet_goodput.quality.suites import SuiteInputs, build_suites
 
     settings = load_settings()

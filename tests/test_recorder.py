@@ -1,4 +1,4 @@
-"""fleet_goodput.recorder: a training loop's events into the contract's Avro files, read back with fastavro
+"""fleet_goodput.telemetry.recorder: a training loop's events into the contract's Avro files, read back with fastavro
 alone and through `mpg run`; flushed at exit, complete files only when killed, never blocking."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
-from fleet_goodput.recorder import Recorder
-from fleet_goodput.views import connect
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import write_events
+from fleet_goodput.telemetry.recorder import Recorder
 from job_streams import micros, read_stream, write_job_scheduler
 
 JOB, CHIPS = "recorded-loop", 4
@@ -83,7 +83,7 @@ def test_a_recorded_loop_through_mpg_run(tmp_path):
 
 def test_what_is_queued_is_written_at_exit(tmp_path):
     script = f"""
-        from fleet_goodput.recorder import Recorder
+        from fleet_goodput.telemetry.recorder import Recorder
         recorder = Recorder({str(tmp_path)!r}, "at-exit", roll_seconds=3600)
         for step in range(5):
             with recorder.step(step):
@@ -98,7 +98,7 @@ def test_sigterm_writes_the_rest_then_ends_the_process(tmp_path):
     SIGTERM ends it by default."""
     script = f"""
         import time
-        from fleet_goodput.recorder import Recorder
+        from fleet_goodput.telemetry.recorder import Recorder
         recorder = Recorder({str(tmp_path)!r}, "preempted", roll_seconds=3600, close_on_sigterm=True)
         for step in range(1, 4):
             with recorder.step(step):
@@ -117,7 +117,7 @@ def test_a_killed_recorder_leaves_only_complete_files_that_mpg_run_reads(tmp_pat
     telemetry = tmp_path / "in"
     script = f"""
         import time
-        from fleet_goodput.recorder import Recorder
+        from fleet_goodput.telemetry.recorder import Recorder
         recorder = Recorder({str(telemetry)!r}, {JOB!r}, roll_seconds=0.02)
         step = 0
         while True:

@@ -10,8 +10,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from fleet_goodput.recorder import Recorder  # noqa: E402
-from fleet_goodput.recorder_keras import RecordSteps  # noqa: E402
+from fleet_goodput.telemetry.recorder import Recorder  # noqa: E402
+from fleet_goodput.telemetry.recorder_keras import RecordSteps  # noqa: E402
 from job_streams import read_stream  # noqa: E402
 
 BATCHES_PER_EPOCH, FLOPS = 4, 2.5e6

@@ -6,7 +6,7 @@ from __future__ import annotations
 import fastavro
 import pytest
 
-from fleet_goodput.replay import load_slices, replay
+from fleet_goodput.runs.replay import load_slices, replay
 from fleet_goodput.simulator import simulate
 
 

@@ -20,11 +20,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from fleet_goodput.cli import main
-from fleet_goodput.config import load_settings
+from fleet_goodput.core.config import load_settings
 from fleet_goodput.quality.batches import open_views
 from fleet_goodput.quality.period import Period
-from fleet_goodput.report.figures import checkpoint_advice
 from fleet_goodput.report.advice import ClassMeasures, advise, best_interval, model_rg
+from fleet_goodput.report.figures import checkpoint_advice
 from fleet_goodput.report.specification import SPECIFICATION_PAGE, section_id
 from test_quality import build_outputs, commit_change, pristine_copy, rewrite_partition, set_capacity_over_day
 
@@ -58,7 +58,7 @@ def _read_csv(path: Path) -> list[dict]:
 
 
 def test_the_report_names_the_run_it_was_made_from(published, outputs):
-    from fleet_goodput.store import Store
+    from fleet_goodput.store.delta_store import Store
     run_id = Store(outputs["fleet"]).latest().run_id
     assert f"run {run_id}\n(reproduce with <code>mpg sql --output" in published.read_text()
 

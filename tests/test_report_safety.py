@@ -38,11 +38,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from fleet_goodput import console, headline
-from fleet_goodput.avro_io import write_events
+from fleet_goodput import console
 from fleet_goodput.cli import main
 from fleet_goodput.quality.docs import sanitize
+from fleet_goodput.report import headline
 from fleet_goodput.safe_text import csv_cell, printable, spreadsheet_safe
+from fleet_goodput.telemetry.avro_io import write_events
 from test_quality import _Fleet, _training
 from test_report import _browser, _chromium
 

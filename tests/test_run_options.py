@@ -13,11 +13,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import worked_example
-from fleet_goodput import api, store
-from fleet_goodput.avro_io import write_events
+from fleet_goodput import api
 from fleet_goodput.cli import build_parser, main
-from fleet_goodput.options import OptionsError, RunOptions, typed_values
+from fleet_goodput.core.options import OptionsError, RunOptions, typed_values
 from fleet_goodput.pipelines.options import GoodputOptions, beam_flags_for, parse_options
+from fleet_goodput.store import delta_store as store
+from fleet_goodput.telemetry.avro_io import write_events
 
 AS_OF = "2026-01-01T01:00:00Z"
 AS_OF_US = (1_767_225_600 + 3600) * 1_000_000  # 2026-01-01T00:00:00Z is 1,767,225,600 s after the epoch, plus 1 h

@@ -10,7 +10,7 @@ import pytest
 
 import worked_example
 from fleet_goodput.cli import main
-from fleet_goodput.views import connect
+from fleet_goodput.store.views import connect
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,10 @@ import fastavro.validation
 import pytest
 
 from fleet_goodput import schemas
-from fleet_goodput.avro_io import write_events
-from fleet_goodput.config import load_settings
-from fleet_goodput.decode import VALIDATORS, Invalid, decode_file
-from fleet_goodput.events import Sample, Submit
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.events import Sample, Submit
+from fleet_goodput.telemetry.avro_io import write_events
+from fleet_goodput.telemetry.decode import VALIDATORS, Invalid, decode_file
 
 ACCELERATORS = load_settings().accelerators
 FIXTURES = Path(__file__).parent / "data"

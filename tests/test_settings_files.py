@@ -1,5 +1,5 @@
 """A settings file is parsed safely and checked against a typed schema: each bad value is refused
-with its key path and what it expects, before anything runs (fleet_goodput/setting_types.py)."""
+with its key path and what it expects, before anything runs (fleet_goodput/core/setting_types.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 import fleet_goodput as fg
 from fleet_goodput.cli import main
-from fleet_goodput.config import ConfigError, beam_flags, load_catalogue, load_settings
-from fleet_goodput.stream_settings import load_stream_settings
+from fleet_goodput.core.config import ConfigError, beam_flags, load_catalogue, load_settings
+from fleet_goodput.core.stream_settings import load_stream_settings
 
 WINDOW = "a whole number of seconds that divide a day (86400) evenly, such as 3600"
 TEXT_HINT = "(quoted, so it is text: write the number without quotes)"

@@ -13,11 +13,11 @@ import duckdb
 import fastavro
 import pytest
 
-from fleet_goodput.batch import run_batch
-from fleet_goodput.config import load_settings
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.timeline import CATEGORIES
+from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.simulator import simulate
-from fleet_goodput.timeline import CATEGORIES
-from fleet_goodput.views import connect
+from fleet_goodput.store.views import connect
 
 pytestmark = pytest.mark.slow  # a pipeline run per fleet: scheduled first (tests/conftest.py)
 

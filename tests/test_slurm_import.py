@@ -8,10 +8,10 @@ import json
 import fastavro
 import pytest
 
-from fleet_goodput.batch import run_batch
 from fleet_goodput.importers.common import MICROS
 from fleet_goodput.importers.slurm import AcceleratorMap
-from fleet_goodput.views import connect
+from fleet_goodput.runs.batch import run_batch
+from fleet_goodput.store.views import connect
 from slurm_truth import capacity_chip_seconds, interruptions, job_chip_seconds
 from test_importers_common import FIXTURES, SETTINGS, by_job, import_to, rejected_rows
 

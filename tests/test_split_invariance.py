@@ -14,13 +14,13 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from fleet_goodput.avro_io import split_by_time
-from fleet_goodput.batch import run_batch
-from fleet_goodput.config import load_settings
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.timeline import FIGURES
+from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
-from fleet_goodput.timeline import FIGURES
-from fleet_goodput.views import connect
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import split_by_time
 
 pytestmark = pytest.mark.slow
 
@@ -149,7 +149,7 @@ def test_a_file_delivered_again_changes_nothing(fleet, tmp_path):
 
 
 def test_an_as_of_before_the_last_run_is_a_clear_error(fleet):
-    from fleet_goodput.store import StoreError
+    from fleet_goodput.store.delta_store import StoreError
     root, whole = fleet
     with pytest.raises(StoreError, match="earlier than run 1's as-of"):
         run_batch(str(root / "fleet"), str(root / "whole"), load_settings(), as_of_us=whole.manifest["as_of_us"] - 1)
@@ -166,7 +166,7 @@ def test_state_follows_the_open_jobs_not_the_history(consecutive):
 
 
 def _state_keys(output) -> int:
-    from fleet_goodput.store import Store
+    from fleet_goodput.store.delta_store import Store
     store = Store(output)
     return store.read("state_keys", store.latest()).num_rows
 

@@ -22,7 +22,7 @@ import duckdb
 import pytest
 
 from fleet_goodput.cli import main
-from fleet_goodput.sql_guard import QueryRefused, lock_down, read_only_statements
+from fleet_goodput.store.sql_guard import QueryRefused, lock_down, read_only_statements
 
 UNSAFE = "--unsafe-allow-writes-and-files"
 

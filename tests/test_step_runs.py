@@ -1,4 +1,4 @@
-"""A job's spans that follow one another as one STEP_RUN event (fleet_goodput/step_runs.py): fewer
+"""A job's spans that follow one another as one STEP_RUN event (fleet_goodput/core/step_runs.py): fewer
 events for the timeline to apply one by one, and never a different figure, count, rejection or late row.
 
 Every case feeds one timeline the events one by one (the reference) and another the same events
@@ -14,14 +14,14 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from fleet_goodput import step_runs
-from fleet_goodput.columnar import decode_file_fast
-from fleet_goodput.decode import decode_file
-from fleet_goodput.config import load_settings, peak_table
-from fleet_goodput.events import Event, pack, unpack
-from fleet_goodput.session import WAITING, new_state
+from fleet_goodput.core import step_runs
+from fleet_goodput.core.config import load_settings, peak_table
+from fleet_goodput.core.events import Event, pack, unpack
+from fleet_goodput.core.session import WAITING, new_state
+from fleet_goodput.core.timeline import IDEAL, JobTimeline, StepRun
 from fleet_goodput.simulator import simulate
-from fleet_goodput.timeline import IDEAL, JobTimeline, StepRun
+from fleet_goodput.telemetry.columnar import decode_file_fast
+from fleet_goodput.telemetry.decode import decode_file
 from test_timeline import HOUR_US, PEAK, T0, ev, sample, seconds_by_category, submit
 
 

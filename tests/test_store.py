@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 
 import worked_example
-from fleet_goodput.avro_io import write_events
-from fleet_goodput.batch import run_batch
 from fleet_goodput.cli import main
-from fleet_goodput.config import load_settings
-from fleet_goodput.views import DATABASE_FILE, connect
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.runs.batch import run_batch
+from fleet_goodput.store.views import DATABASE_FILE, connect
+from fleet_goodput.telemetry.avro_io import write_events
 
 pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
 
@@ -92,8 +92,8 @@ def test_every_table_exists_with_its_schema_from_the_first_run(worked):
     import polars as pl
     from deltalake import DeltaTable
 
-    from fleet_goodput.store import delta_schema
-    from fleet_goodput.tables import TABLES
+    from fleet_goodput.store.delta_store import delta_schema
+    from fleet_goodput.store.tables import TABLES
 
     for name, table in TABLES.items():
         path = str(worked / "out" / "tables" / name)
@@ -109,7 +109,7 @@ def test_a_reader_undoes_what_a_killed_run_left_but_leaves_a_run_in_progress_alo
     import polars as pl
     from deltalake import DeltaTable, write_deltalake
 
-    from fleet_goodput.store import Store
+    from fleet_goodput.store.delta_store import Store
 
     output = tmp_path / "out"
     shutil.copytree(worked / "out", output)
@@ -171,10 +171,10 @@ def test_the_default_as_of_follows_the_scheduler_to_the_microsecond(tmp_path):
 def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypatch):
     """A stream's frequent runs gather small files: a run that finds many compacts them as part
     of its commit; the vacuum then removes what no run within the retention reads."""
-    from fleet_goodput import store as store_module
-    from fleet_goodput.avro_io import split_by_time
-    from fleet_goodput.store import Store
-    from fleet_goodput.stream_settings import StreamSettings
+    from fleet_goodput.core.stream_settings import StreamSettings
+    from fleet_goodput.store import delta_store as store_module
+    from fleet_goodput.store.delta_store import Store
+    from fleet_goodput.telemetry.avro_io import split_by_time
 
     monkeypatch.setattr(store_module, "COMPACT_ABOVE_FILES", 2)  # the third run finds three files
     _write(tmp_path / "in", worked_example.records())

@@ -21,10 +21,10 @@ import pytest
 from deltalake import DeltaTable
 
 import worked_example
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
-from fleet_goodput.store import MARKER, Store, StoreDamaged, table_paths
-from fleet_goodput.views import connect
+from fleet_goodput.store.delta_store import MARKER, Store, StoreDamaged, table_paths
+from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import write_events
 
 pytestmark = pytest.mark.slow  # end to end: a second run, and `mpg run` in a second process
 
@@ -322,7 +322,7 @@ UNLOCKED_RUN = textwrap.dedent("""
     import fcntl, sys, time
     from pathlib import Path
     fcntl.flock = lambda *args, **kwargs: None
-    from fleet_goodput import batch
+    from fleet_goodput.runs import batch
     commit_run, ready, go = batch.commit_run, Path(sys.argv[1]), Path(sys.argv[2])
     def commit_when_told(*args, **kwargs):
         ready.touch()

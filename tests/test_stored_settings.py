@@ -22,15 +22,15 @@ from deltalake import DeltaTable, write_deltalake
 
 import fleet_goodput as fg
 import worked_example
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.cli import main
-from fleet_goodput.config import load_settings, read_yaml
 from fleet_goodput.configs import DEFAULT_CONFIG
-from fleet_goodput.store import SETTINGS, Store
-from fleet_goodput.stored_settings import (SettingsConflict, apply, commit_settings, differences, document,
-                                           kept_settings)
-from fleet_goodput.stream_settings import StreamSettings
-from fleet_goodput.views import DATABASE_FILE
+from fleet_goodput.core.config import load_settings, read_yaml
+from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.store.delta_store import SETTINGS, Store
+from fleet_goodput.store.stored_settings import (SettingsConflict, apply, commit_settings, differences, document,
+                                                 kept_settings)
+from fleet_goodput.store.views import DATABASE_FILE
+from fleet_goodput.telemetry.avro_io import write_events
 
 pytestmark = pytest.mark.slow  # several runs and a report end to end: scheduled first (tests/conftest.py)
 
@@ -171,8 +171,8 @@ def test_a_run_that_would_change_stored_figures_is_refused_naming_each_differenc
 
 
 def test_a_flex_template_launch_is_refused_at_launch_as_a_run_is(custom, tmp_path):
-    from fleet_goodput import launcher
-    from fleet_goodput.batch import plan_run
+    from fleet_goodput.runs import launcher
+    from fleet_goodput.runs.batch import plan_run
 
     output = _copy(custom[1], tmp_path)
     more = _more_input(tmp_path)

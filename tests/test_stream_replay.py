@@ -7,14 +7,14 @@ import threading
 
 import pytest
 
-from fleet_goodput.batch import run_batch
-from fleet_goodput.config import load_settings
-from fleet_goodput.replay import replay
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.timeline import FIGURES
+from fleet_goodput.runs.batch import run_batch
+from fleet_goodput.runs.replay import replay
+from fleet_goodput.runs.stream_run import run_stream
 from fleet_goodput.simulator import simulate
-from fleet_goodput.stream_run import run_stream
-from fleet_goodput.stream_settings import StreamSettings
-from fleet_goodput.timeline import FIGURES
-from fleet_goodput.views import connect
+from fleet_goodput.store.views import connect
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ def test_a_stop_request_ends_the_stream_cleanly(runs, tmp_path):
 def test_a_stream_waits_while_another_run_holds_the_output(runs, tmp_path):
     """A daily `mpg run` (here: this test holding the output's lock, as a run does) and a stream on one
     output: the stream does not stop, it waits, says so, and applies the files once the lock is free."""
-    from fleet_goodput.store import Store
+    from fleet_goodput.store.delta_store import Store
 
     root, _, batch = runs
     busy, release = [], threading.Event()
@@ -115,7 +115,7 @@ def test_a_stream_maintains_its_store_at_most_once_a_minute_and_when_it_stops(ru
     the latest run does not read (a retention of 0 keeps the latest run only)."""
     from pathlib import Path
 
-    from fleet_goodput.store import Store, table_paths
+    from fleet_goodput.store.delta_store import Store, table_paths
 
     root, _, _ = runs
     maintained = []

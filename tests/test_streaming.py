@@ -25,8 +25,8 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms.window import TimestampedValue
 
 import worked_example
-from fleet_goodput.config import load_settings
-from fleet_goodput.stream_settings import StreamSettings
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.stream_settings import StreamSettings
 from fleet_goodput.pipelines.streaming import build_streaming, write_streaming_outputs
 from fleet_goodput.transforms.read import DecodeRecords
 

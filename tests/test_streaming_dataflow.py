@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet_goodput.cli import main
-from fleet_goodput.config import load_settings
-from fleet_goodput.stream_run import translate_stream
-from fleet_goodput.stream_settings import load_stream_settings
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.stream_settings import load_stream_settings
+from fleet_goodput.runs.stream_run import translate_stream
 
 ROOT = Path(__file__).parents[1]
 CONFIG = str(ROOT / "configs" / "dataflow.yaml")

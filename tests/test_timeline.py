@@ -8,8 +8,8 @@ import random
 import pytest
 
 import worked_example
-from fleet_goodput.events import PROFILE, make_event
-from fleet_goodput.timeline import ALL_ALLOCATED, CATEGORIES, FIGURES, IDEAL, JobTimeline
+from fleet_goodput.core.events import PROFILE, make_event
+from fleet_goodput.core.timeline import ALL_ALLOCATED, CATEGORIES, FIGURES, IDEAL, JobTimeline
 
 T0 = worked_example.T0_US
 HOUR_US = 3_600_000_000

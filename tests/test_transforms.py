@@ -10,7 +10,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from fleet_goodput import schemas
 import worked_example
-from fleet_goodput.config import load_settings
+from fleet_goodput.core.config import load_settings
 from fleet_goodput.pipelines.goodput import build_goodput
 from fleet_goodput.transforms.read import DecodeRecords
 

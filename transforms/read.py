@@ -2,37 +2,58 @@
 
 `ReadAvroFiles` reads the streams' Avro files (local paths, or gs:// with
 Beam's file systems; a local path that is not a regular file is rejected
-unread, fleet_goodput/input_files.py) and decodes each file with
+unread, fleet_goodput/telemetry/input_files.py) and decodes each file with
 `decode_file_fast`: in columns where it can prove every row clean, else
 record by record with fastavro (the reference path, which names every
-rejection). Events
-leave grouped per (file, key) as packed lists of slim tuples
-(`fleet_goodput.events.pack`): Beam's cost is per element and per decoded
-object, and a job's events of one file travel together to the same key
-anyway. `DecodeRecords` does the same for records that arrive one by one
-(tests, message queues).
+rejection). Events leave grouped per key as packed lists of slim tuples
+(`fleet_goodput.core.events.pack`), one for the files of a bundle: Beam's cost
+is per element and per decoded object, and a job's events travel together
+to the same key anyway. `DecodeRecords` does the same for records that
+arrive one by one (tests, message queues).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
 
 from fleet_goodput import schemas
-from fleet_goodput.asof import CLOCK_STREAM
-from fleet_goodput.columnar import decode_input_file
-from fleet_goodput.decode import VALIDATORS, Invalid, TimeSlice, contract_violation, rejected_row
-from fleet_goodput.events import pack
-from fleet_goodput.input_files import open_regular_file
+from fleet_goodput.core.asof import CLOCK_STREAM
+from fleet_goodput.core.events import pack
+from fleet_goodput.telemetry.columnar import decode_input_file
+from fleet_goodput.telemetry.decode import VALIDATORS, DecodedFile, Invalid, TimeSlice, contract_violation, rejected_row
+from fleet_goodput.telemetry.input_files import open_regular_file
 
 EVENTS, REJECTED, READ_COUNTS, LATEST_TIMES = "events", "rejected", "read_counts", "latest_times"
 
 
 class _DecodeAvroFile(beam.DoFn):
+    """(stream, path) → the file's events, one packed batch per key and bundle, and its rejected
+    rows, read count and (of a scheduler file) latest times.
+
+    A key's events of every file of a bundle leave together: Beam's cost is per
+    element at every step it crosses, and the key step merges a key's batches
+    whatever their number or order. On the local runner a run's files are one
+    bundle, so bench_run's 29 files of 2,381 jobs make about 2 elements a job
+    instead of 25 (58,930). When `FLUSH_ROWS` rows wait decoded (about 30 MB of
+    step spans in columns, more for other events), they leave: that bounds the
+    memory a bundle holds twice, decoded here and packed downstream (a Dataflow
+    worker runs a bundle on each of its threads).
+    """
+
+    FLUSH_ROWS = 1_000_000
+
     def __init__(self, accelerators, during: TimeSlice | None):
         self.accelerators = accelerators
         self.during = during
+
+    def start_bundle(self):
+        self.waiting, self.waiting_rows = defaultdict(list), 0
 
     def process(self, stream_and_path):
         stream, path = stream_and_path
@@ -40,24 +61,52 @@ class _DecodeAvroFile(beam.DoFn):
             decoded = decode_input_file(stream, path, self.accelerators, self.during, open_file=open_input,
                                         step_blocks=True)
         except FileNotFoundError:
-            decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/batch.py)
+            decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/runs/batch.py)
         if decoded is not None:
-            yield from self._outputs(stream, decoded)
+            yield from map(as_tagged, other_outputs(stream, decoded, self.during))
+            for key, batch in decoded.batches.items():
+                self.waiting[key] += batch
+            self.waiting_rows += decoded.read
+        if self.waiting_rows >= self.FLUSH_ROWS:
+            yield from self._flush()
 
-    def _outputs(self, stream, decoded):
-        for key, batch in decoded.batches.items():
+    def finish_bundle(self):
+        # finish_bundle outputs need their window spelled out (the batch's global one).
+        for keyed in self._flush():
+            yield WindowedValue(keyed, GlobalWindow().max_timestamp(), (GlobalWindow(),))
+
+    def _flush(self):
+        waiting, self.waiting, self.waiting_rows = self.waiting, defaultdict(list), 0
+        for key, batch in waiting.items():
             yield key, pack(batch)
-        if stream == CLOCK_STREAM and decoded.latest_times:
-            yield beam.pvalue.TaggedOutput(LATEST_TIMES, decoded.latest_times)
-        if self.during is None or self.during.first:
-            for row in decoded.rejected:
-                yield beam.pvalue.TaggedOutput(REJECTED, row)
-            yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), decoded.read))
+
+
+def other_outputs(stream: str, decoded: DecodedFile, during: TimeSlice | None):
+    """What reading a decoded file gives besides its events, as (tag, value) pairs: a scheduler file's
+    latest times and, unless `during` is a later chunk, its rejected rows and read count."""
+    if stream == CLOCK_STREAM and decoded.latest_times:
+        yield LATEST_TIMES, decoded.latest_times
+    if during is None or during.first:
+        for row in decoded.rejected:
+            yield REJECTED, row
+        yield READ_COUNTS, ((stream, "read"), decoded.read)
+
+
+def file_outputs(stream: str, decoded: DecodedFile, during: TimeSlice | None):
+    """What reading a decoded file gives, as (tag, value) pairs: its keys' packed events, then `other_outputs`."""
+    for key, batch in decoded.batches.items():
+        yield EVENTS, (key, pack(batch))
+    yield from other_outputs(stream, decoded, during)
+
+
+def as_tagged(pair):
+    tag, value = pair
+    return value if tag == EVENTS else beam.pvalue.TaggedOutput(tag, value)
 
 
 def open_input(path: str):
     """A remote input file through Beam's file systems; a local one only if it is a regular file
-    (else `NotARegularFile`, fleet_goodput/input_files.py)."""
+    (else `NotARegularFile`, fleet_goodput/telemetry/input_files.py)."""
     if "://" in path:
         return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     return open_regular_file(path)
@@ -74,7 +123,7 @@ class ReadAvroFiles(beam.PTransform):
 
     def __init__(self, files: dict[str, list[str]], accelerators, during: TimeSlice | None = None):
         """Each scheduler file's latest event times (of every key) come out in "latest_times", for the
-        run's as-of time (fleet_goodput/asof.py). With `during` (a backfill's chunk of event time),
+        run's as-of time (fleet_goodput/core/asof.py). With `during` (a backfill's chunk of event time),
         only its events, and rejected rows and read counts only from the first chunk."""
         super().__init__()
         self.files = [(stream, path) for stream, paths in files.items() for path in paths]

@@ -1,13 +1,13 @@
 """Sessionizing jobs and capacity in event time, continuing from saved state.
 
 Batch runs (one run, or a run that continues the store's earlier runs) join
-each key's new events with its saved state (`fleet_goodput/session.py`), then
+each key's new events with its saved state (`fleet_goodput/core/session.py`), then
 advance every key to the run's as-of time T: late events (at or before the
 previous frontier) are set aside, the rest wait in the key's state, which
 settles up to the frontier T − allowed lateness and reports its figures as
 of T. Events after T wait in the state too, and count in the run whose T
 reaches them. By default T is the time the scheduler's clock has reached
-(fleet_goodput/asof.py), known from the files' latest scheduler event times
+(fleet_goodput/core/asof.py), known from the files' latest scheduler event times
 before any key advances.
 
 Streaming (transforms/stream_sessionize.py) advances the same state at each
@@ -16,17 +16,16 @@ window end, so batch, continued batch and streaming share one state model.
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
 
 import apache_beam as beam
 
-from fleet_goodput import step_runs
-from fleet_goodput.asof import CLOCK_STREAM, default_as_of, history_start, latest_times
-from fleet_goodput.decode import is_capacity_key, parse_capacity_key
-from fleet_goodput.events import Event, stream_of, unpack
-from fleet_goodput.session import Advance, KeyState, late_row, make_timeline, new_state
-from fleet_goodput.timeutil import format_time_us
+from fleet_goodput.core import step_runs
+from fleet_goodput.core.asof import CLOCK_STREAM, default_as_of, history_start, latest_times
+from fleet_goodput.core.events import Event, stream_of, unpack
+from fleet_goodput.core.keys import is_capacity_key, parse_capacity_key
+from fleet_goodput.core.session import Advance, KeyState, late_row, make_timeline, new_state, state_from_bytes
+from fleet_goodput.core.timeutil import format_time_us
 
 WINDOW_VECTORS, JOBS, REJECTED, PENDING_REJECTED = "window_vectors", "jobs", "rejected", "rejected_pending"
 COUNTS, PENDING_COUNTS, CAPACITY, LATE, STATE = "counts", "pending_counts", "capacity", "late", "state"
@@ -91,7 +90,7 @@ def job_of(key: str) -> str | None:
 def load_state(key: str, blobs: list, rules: KeyRules, continuation: Continuation = Continuation()) -> KeyState:
     """The key's saved state (the first of `blobs`), or a new one from the continuation's frontier."""
     if blobs:
-        return pickle.loads(blobs[0])
+        return state_from_bytes(blobs[0])
     timeline = make_timeline(key, is_capacity_key(key), rules.window_us, rules.peak_flops)
     frontier = continuation.frontier_us
     return new_state(key, timeline) if frontier is None else new_state(key, timeline, frontier)
@@ -123,7 +122,7 @@ def reject_before_history(state: KeyState, start_us: int | None):
 
 
 class ClockFn(beam.CombineFn):
-    """The scheduler's kept (time, key), the store's and the run's (fleet_goodput/asof.py) → the run's
+    """The scheduler's kept (time, key), the store's and the run's (fleet_goodput/core/asof.py) → the run's
     clock: {"as_of_us": the given as-of time or the default, "latest_times": what the store keeps next,
     "history_start_us": where the fleet's history starts, or None}."""
 
@@ -232,7 +231,7 @@ class SessionizeKeys(beam.PTransform):
     """{"events": (key, [events]), "state": (key, state blob), "latest_times": [int]} → the outputs named above.
 
     `as_of_us` is the given as-of time, or None for the default, the time the
-    scheduler's clock has reached (fleet_goodput/asof.py). It is known from
+    scheduler's clock has reached (fleet_goodput/core/asof.py). It is known from
     the scheduler's latest event times ("latest_times", each file's) before
     any key advances, so every key advances once.
     The run's clock comes out as "clock" ({"as_of_us", "latest_times"}: the

@@ -1,7 +1,7 @@
 """The streaming window trigger: keys advance at each window end, with late data and updates.
 
 Per key (a job, or a cluster's capacity) the state is the `KeyState` that
-batch runs keep between runs (fleet_goodput/session.py), loaded and reported
+batch runs keep between runs (fleet_goodput/core/session.py), loaded and reported
 with the batch sessionizer's own functions (transforms/sessionize.py:
 `load_state`, `settled_outputs`), so the two differ only in when a key
 advances: a batch run advances every key once, to the run's as-of time; here
@@ -34,11 +34,11 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
-from fleet_goodput.events import Event, unpack
-from fleet_goodput.session import NEVER, KeyState, late_row
-from fleet_goodput.windows import window_start
-from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, REJECTED, WINDOW_VECTORS, KeyRules, job_of,
-                                   load_state, settled_outputs)
+from fleet_goodput.core.events import Event, unpack
+from fleet_goodput.core.session import NEVER, KeyState, late_row
+from fleet_goodput.core.windows import window_start
+from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, REJECTED, WINDOW_VECTORS, KeyRules,
+                                                 job_of, load_state, settled_outputs)
 
 @dataclass
 class _Clock:

@@ -3,11 +3,12 @@
 Batch (`StageTables`, `StageRows`): a run writes what it computed as Parquet
 files under its own staging folder (OUTPUT/_staging/<run>/<table>/); nothing
 there is read by anyone until the run commits the files to the Delta tables
-(fleet_goodput/store.py), so a run killed while writing leaves no trace in
-what readers see. Rows are grouped by UTC day, one file per day, each with the
-`date` partition column. (Beam's `fileio.WriteToFiles` with `date=…/`
-destinations was measured to write nothing on the local filesystem while
-reporting success, hence pyarrow inside a DoFn.)
+(fleet_goodput/store/delta_store.py), so a run killed while writing leaves no trace in
+what readers see. Rows are grouped by UTC day where they are computed, one
+file per day and bundle, each with the `date` partition column. (Beam's
+`fileio.WriteToFiles` with `date=…/` destinations was measured to write
+nothing on the local filesystem while reporting success, hence pyarrow inside
+a DoFn.)
 
 Streaming on Dataflow (`AppendTable`): a stream never ends, so each bundle's
 rows are appended as a new file, and the `version` column lets the views pick
@@ -26,7 +27,7 @@ import pyarrow.parquet as pq
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from fleet_goodput.tables import Table, utc_day
+from fleet_goodput.store.tables import Table, utc_day
 
 
 def _filesystem(output_dir: str) -> tuple[pafs.FileSystem, str]:
@@ -46,19 +47,42 @@ def write_staged_day(table: Table, folder: str, day: str, rows: list[dict]) -> s
     return path
 
 
-def _write_table_day(key_rows, tables: dict[str, Table], staging: str) -> str:
-    (name, day), rows = key_rows
-    return write_staged_day(tables[name], f"{staging}/{name}", day, list(rows))
+class _StageTableDaysFn(beam.DoFn):
+    """Buffers a bundle's rows of one table by UTC day and writes each day as one staged file, or
+    more: a day's rows leave as a file whenever `FLUSH_ROWS` of them wait, which bounds memory."""
 
+    FLUSH_ROWS = 100_000
 
-def _keyed_by_table_and_day(row: dict, name: str, date_from: str) -> tuple:
-    return (name, utc_day(row[date_from])), row
+    def __init__(self, table: Table, folder: str):
+        self.table = table
+        self.folder = folder
+
+    def start_bundle(self):
+        self.rows = defaultdict(list)
+
+    def process(self, row):
+        day = utc_day(row[self.table.date_from])
+        waiting = self.rows[day]
+        waiting.append(row)
+        if len(waiting) >= self.FLUSH_ROWS:
+            yield write_staged_day(self.table, self.folder, day, self.rows.pop(day))
+
+    def finish_bundle(self):
+        rows, self.rows = self.rows, defaultdict(list)
+        for day, waiting in rows.items():
+            # finish_bundle outputs need their window spelled out (the batch's global one).
+            yield WindowedValue(write_staged_day(self.table, self.folder, day, waiting),
+                                GlobalWindow().max_timestamp(), (GlobalWindow(),))
 
 
 class StageTables(beam.PTransform):
-    """{table name: rows} → one staged Parquet file per table and UTC day under `staging/<table>/`;
-    outputs the paths. One grouping for every table: each transform costs the runner a
-    fixed overhead, which a small continuing run (a stream's) would otherwise pay per table."""
+    """{table name: rows} → staged Parquet files under `staging/<table>/`, one per table, UTC day
+    and bundle (more for a day of over `_StageTableDaysFn.FLUSH_ROWS` rows); outputs the paths.
+
+    Each table's rows are written where they are computed, in the same fused
+    stage: no shuffle, which cost a run encoding and decoding every row as a
+    dict, and a stage of its own. A table's file order is its `sort_by`
+    (`Table.to_arrow`), whatever order the rows arrive in."""
 
     def __init__(self, tables: dict[str, Table], staging: str):
         super().__init__()
@@ -66,15 +90,8 @@ class StageTables(beam.PTransform):
         self.staging = staging
 
     def expand(self, rows_by_table: dict):
-        keyed = [rows | f"Key_{name}" >> beam.Map(_keyed_by_table_and_day, name=name,
-                                                   date_from=self.tables[name].date_from)
-                 for name, rows in rows_by_table.items()]
-        return (
-            keyed
-            | "AllTables" >> beam.Flatten()
-            | "GroupByTableAndDay" >> beam.GroupByKey()
-            | "WriteTableDay" >> beam.Map(_write_table_day, tables=self.tables, staging=self.staging)
-        )
+        return [rows | f"Stage_{name}" >> beam.ParDo(_StageTableDaysFn(self.tables[name], f"{self.staging}/{name}"))
+                for name, rows in rows_by_table.items()] | "AllStaged" >> beam.Flatten()
 
 
 class _StageRowsFn(beam.DoFn):

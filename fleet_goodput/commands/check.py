@@ -15,7 +15,7 @@ so is its saved state (state/keys, state/files). Prints what it found.
 
 A damaged store is refused by every command that opens it (exit 3) until it
 is repaired. With --repair, what can be repaired without losing anything the
-store still holds whole is repaired (fleet_goodput/store_check.py):
+store still holds whole is repaired (fleet_goodput/store/store_check.py):
   - a torn last commit of runs/_delta_log is moved aside to OUTPUT/_damaged/:
     the run before it is the latest again; so is a torn commit of a table's
     log after the version the latest run names (a run killed in its commit);
@@ -50,8 +50,8 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fleet_goodput.store import Store, StoreBusy, StoreError, is_remote
-    from fleet_goodput.store_check import inspect
+    from fleet_goodput.store.delta_store import Store, StoreBusy, StoreError, is_remote
+    from fleet_goodput.store.store_check import inspect
 
     store = Store(args.output)
     if is_remote(store.root) or not Path(store.root).is_dir():
@@ -91,7 +91,7 @@ def _report(store, report) -> int:
 
 def _check_and_repair(store) -> int:
     """Inspect, repair what can be (the lock is held), and inspect again."""
-    from fleet_goodput.store_check import cause, inspect, repair
+    from fleet_goodput.store.store_check import cause, inspect, repair
 
     report = inspect(store)
     if report.intact or report.repair is None:

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from fleet_goodput import exits
-from fleet_goodput.config import ConfigError, load_settings
 from fleet_goodput.console import VERBOSITY_HELP, say
+from fleet_goodput.core.config import ConfigError, load_settings
 from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP
 
 DESCRIPTION = """\
@@ -59,10 +59,10 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     import time
 
+    from fleet_goodput.core.timeutil import parse_time_us
     from fleet_goodput.importers.common import MICROS, Options, SourceError
     from fleet_goodput.importers.slurm import AcceleratorMap
     from fleet_goodput.importers.slurm_collect import CollectBusy, CollectError, collect
-    from fleet_goodput.timeutil import parse_time_us
 
     try:
         settings = load_settings(args.config)

@@ -37,10 +37,10 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.config import load_settings
+    from fleet_goodput.core.config import load_settings
     from fleet_goodput.quality.period import PeriodBusy
     from fleet_goodput.simulator import simulate
-    from fleet_goodput.store import StoreBusy, StoreError
+    from fleet_goodput.store.delta_store import StoreBusy, StoreError
 
     root = Path(args.dir)
     telemetry, results = root / "telemetry", root / "results"
@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
     simulation = simulate(telemetry, seed=args.seed, hours=args.hours)
     say(f"Simulated {simulation}")
     progress(f"[2/3] Running the goodput pipeline (Apache Beam, local runner) into {results} ...")
-    from fleet_goodput.batch import run_batch  # imports Beam, which takes a few seconds
+    from fleet_goodput.runs.batch import run_batch  # imports Beam, which takes a few seconds
 
     try:
         outcome = run_batch(str(telemetry), str(results), load_settings(), replace=True, progress=progress)

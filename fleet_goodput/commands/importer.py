@@ -11,15 +11,13 @@ import sys
 from pathlib import Path
 
 from fleet_goodput import exits
-from fleet_goodput.config import ConfigError, load_settings, part_names
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
+from fleet_goodput.core.config import ConfigError, load_settings, part_names
+from fleet_goodput.core.timeutil import parse_time_us
 from fleet_goodput.importers import IMPORTERS
+from fleet_goodput.importers.common import (CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options,
+                                            SourceError, append_import, summary, write_import)
 from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP, AcceleratorMap
-from fleet_goodput.importers.common import (
-    CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options, SourceError, append_import, summary,
-    write_import,
-)
-from fleet_goodput.timeutil import parse_time_us
 
 # Rejections listed when nothing is left to import; the rest are counted.
 MAX_LISTED = 20

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from fleet_goodput import exits
-from fleet_goodput.avro_io import clear_telemetry, telemetry_files
 from fleet_goodput.console import VERBOSITY_HELP, progress
-from fleet_goodput.replay import replay
+from fleet_goodput.runs.replay import replay
+from fleet_goodput.telemetry.avro_io import clear_telemetry, telemetry_files
 
 DESCRIPTION = """\
 Feed recorded telemetry (DIR/<stream>/*.avro, e.g. from `mpg simulate`) into

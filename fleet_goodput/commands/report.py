@@ -8,11 +8,11 @@ from pathlib import Path
 
 from fleet_goodput import exits
 from fleet_goodput.commands.validate import add_quality_arguments, print_quality
-from fleet_goodput.config import ConfigError
 from fleet_goodput.console import VERBOSITY_HELP, progress
+from fleet_goodput.core.config import ConfigError
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
-from fleet_goodput.store import StoreDamaged, StoreError
-from fleet_goodput.stored_settings import settings_for_reading
+from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+from fleet_goodput.store.stored_settings import settings_for_reading
 
 DESCRIPTION = """\
 Validate an output folder for a period (the checks of `mpg validate`), then

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from fleet_goodput import exits
 
@@ -41,18 +40,18 @@ def register(subparsers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput.commands.run import refused
-    from fleet_goodput.config import load_settings
-    from fleet_goodput.manifest import write_manifest_copy
-    from fleet_goodput.rollback import roll_back
-    from fleet_goodput.store import StoreError
-    from fleet_goodput.timeutil import format_time_us
-    from fleet_goodput.views import build_database
+    from fleet_goodput.core.config import load_settings
+    from fleet_goodput.core.timeutil import format_time_us
+    from fleet_goodput.store.delta_store import StoreError
+    from fleet_goodput.store.manifest import write_manifest_copy
+    from fleet_goodput.store.rollback import roll_back
+    from fleet_goodput.store.views import build_database
 
     try:
         done = roll_back(args.output, args.to_run)
     except StoreError as exc:
         return refused("rollback", exc)
-    # As a run publishes (fleet_goodput/batch.py): the views, then manifest.json, which says they are built.
+    # As a run publishes (fleet_goodput/runs/batch.py): the views, then manifest.json, which says they are built.
     build_database(args.output, load_settings())
     write_manifest_copy(args.output, done.record.manifest)
     undone = ", ".join(map(str, done.undone))

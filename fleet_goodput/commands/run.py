@@ -8,7 +8,7 @@ import sys
 
 from fleet_goodput import console, exits
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
-from fleet_goodput.options import BEAM_HELP, OptionsError, RunOptions, add_options, launch_problems
+from fleet_goodput.core.options import BEAM_HELP, OptionsError, RunOptions, add_options, launch_problems
 from fleet_goodput.quoting import sql_string
 
 DESCRIPTION = """\
@@ -92,10 +92,11 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.batch import InputError, ReconciliationError, beam_args_for, is_dry_run, run, translate_batch
-    from fleet_goodput.config import ConfigError, load_settings
-    from fleet_goodput.store import Store, StoreError
-    from fleet_goodput.timeutil import format_time_us
+    from fleet_goodput.core.config import ConfigError, load_settings
+    from fleet_goodput.core.timeutil import format_time_us
+    from fleet_goodput.runs.batch import (InputError, ReconciliationError, beam_args_for, is_dry_run, run,
+                                          translate_batch)
+    from fleet_goodput.store.delta_store import Store, StoreError
 
     try:
         options = RunOptions.of(args, beam_args_for(args.config, args.beam_args, args.workers))
@@ -156,7 +157,7 @@ def main(args: argparse.Namespace) -> int:
 def refused(command: str, exc: Exception) -> int:
     """Say why `mpg COMMAND` could not go on, and the exit code that tells a scheduler what to do:
     retry a busy output, check a damaged one, fix the arguments otherwise."""
-    from fleet_goodput.store import StoreBusy, StoreDamaged
+    from fleet_goodput.store.delta_store import StoreBusy, StoreDamaged
 
     print(f"mpg {command}: {exc}", file=sys.stderr)
     if isinstance(exc, StoreBusy):
@@ -167,9 +168,9 @@ def refused(command: str, exc: Exception) -> int:
 def say_headline(output, since_run: int) -> None:
     """The headline of the latest run of `output` (a folder, or the Store a run opened), with the runs
     from `since_run` as this run's part; not under -q."""
-    from fleet_goodput.headline import render
-    from fleet_goodput.store import Store
-    from fleet_goodput.views import connect
+    from fleet_goodput.report.headline import render
+    from fleet_goodput.store.delta_store import Store
+    from fleet_goodput.store.views import connect
 
     if console.verbosity() == console.QUIET:
         return

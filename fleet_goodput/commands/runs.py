@@ -6,9 +6,9 @@ import argparse
 import sys
 
 from fleet_goodput import exits
+from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.safe_text import json_text, printable
-from fleet_goodput.store import Store, StoreDamaged, StoreError
-from fleet_goodput.timeutil import format_time_us
+from fleet_goodput.store.delta_store import Store, StoreDamaged, StoreError
 
 DEFAULT_LAST = 20
 
@@ -57,7 +57,7 @@ def rows(output: str, last: int | None = None, since_us: int | None = None) -> l
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.timeutil import parse_time_us
+    from fleet_goodput.core.timeutil import parse_time_us
 
     try:
         since_us = parse_time_us(args.since) if args.since else None

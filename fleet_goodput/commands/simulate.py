@@ -12,10 +12,10 @@ import argparse
 import sys
 
 from fleet_goodput import exits
-from fleet_goodput.avro_io import clear_telemetry, telemetry_files
-from fleet_goodput.config import load_settings
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
+from fleet_goodput.core.config import load_settings
 from fleet_goodput.simulator import fleet, simulate
+from fleet_goodput.telemetry.avro_io import clear_telemetry, telemetry_files
 
 DESCRIPTION = """\
 Simulate an accelerator fleet (3-5 clusters of TPUs and GPUs, gang-scheduled

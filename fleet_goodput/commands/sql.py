@@ -4,7 +4,7 @@ The query comes from the command line, from a file (`-f FILE`) or from
 standard input (`-`, or `-f -`), and prints as an aligned table, CSV, JSON or
 a Markdown table.
 
-By default the query runs locked down (fleet_goodput/sql_guard.py): queries
+By default the query runs locked down (fleet_goodput/store/sql_guard.py): queries
 only, reading files under OUTPUT only, no network, no extensions, no settings.
 `--unsafe-allow-writes-and-files` lifts that for an operator who means it.
 """
@@ -23,9 +23,9 @@ import duckdb
 
 from fleet_goodput import console, exits
 from fleet_goodput.safe_text import csv_cell, json_text, printable
-from fleet_goodput.sql_guard import QueryRefused, lock_down, read_only_statements
-from fleet_goodput.store import StoreDamaged, StoreError
-from fleet_goodput.views import connect
+from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+from fleet_goodput.store.sql_guard import QueryRefused, lock_down, read_only_statements
+from fleet_goodput.store.views import connect
 
 UNSAFE_FLAG = "--unsafe-allow-writes-and-files"
 CSV_RAW_FLAG = "--csv-raw"

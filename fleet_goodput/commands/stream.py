@@ -12,7 +12,7 @@ from pathlib import Path
 from fleet_goodput import exits
 from fleet_goodput.commands.run import BeamHelp, dry_run, refused, say_headline, summary
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
-from fleet_goodput.options import BEAM_HELP, OptionsError, add_options
+from fleet_goodput.core.options import BEAM_HELP, OptionsError, add_options
 
 DESCRIPTION = """\
 Run the goodput pipeline on a stream: locally, a folder that keeps receiving
@@ -83,14 +83,14 @@ def _busy_notice(poll_s: float):
 
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput import schemas
-    from fleet_goodput.avro_io import telemetry_files
-    from fleet_goodput.batch import ReconciliationError, is_dry_run
-    from fleet_goodput.config import ConfigError, load_settings
+    from fleet_goodput.core.config import ConfigError, load_settings
+    from fleet_goodput.core.stream_settings import load_stream_settings
     from fleet_goodput.pipelines.options import beam_flags_for
-    from fleet_goodput.store import StoreError
-    from fleet_goodput.stored_settings import settings_for_output
-    from fleet_goodput.stream_run import run_stream, translate_stream
-    from fleet_goodput.stream_settings import load_stream_settings
+    from fleet_goodput.runs.batch import ReconciliationError, is_dry_run
+    from fleet_goodput.runs.stream_run import run_stream, translate_stream
+    from fleet_goodput.store.delta_store import StoreError
+    from fleet_goodput.store.stored_settings import settings_for_output
+    from fleet_goodput.telemetry.avro_io import telemetry_files
 
     try:
         flags = beam_flags_for("stream", args.config, args.beam_args)

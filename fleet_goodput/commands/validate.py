@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 from fleet_goodput import console, exits
-from fleet_goodput.config import ConfigError
 from fleet_goodput.console import VERBOSITY_HELP, progress
+from fleet_goodput.core.config import ConfigError
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, add_period_arguments, period_from_args, period_lock
-from fleet_goodput.store import StoreDamaged, StoreError
-from fleet_goodput.stored_settings import settings_for_reading
+from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+from fleet_goodput.store.stored_settings import settings_for_reading
 
 DESCRIPTION = """\
 Check an output folder of `mpg run` with Great Expectations before anyone reads it.

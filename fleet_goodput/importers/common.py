@@ -30,8 +30,8 @@ import fastavro
 from tqdm import tqdm
 
 from fleet_goodput import console, schemas
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.safe_text import printable
+from fleet_goodput.telemetry.avro_io import write_events
 
 REJECTED_FILE = "import_rejected.jsonl"
 CAVEATS_FILE = "import_caveats.jsonl"

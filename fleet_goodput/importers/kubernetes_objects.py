@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fleet_goodput.core.timeutil import parse_time_us
 from fleet_goodput.importers.common import MAX_CHIPS, Imported, Unmappable, capacity, chip_count, event_time_us
-from fleet_goodput.timeutil import parse_time_us
 
 PREFIX = "k8s"
 # Extended resources that count accelerator chips, in the order they are looked for.

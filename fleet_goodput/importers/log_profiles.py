@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from fleet_goodput.config import PRECISIONS, read_yaml
-from fleet_goodput.setting_types import ConfigError
+from fleet_goodput.core.config import PRECISIONS, read_yaml
+from fleet_goodput.core.setting_types import ConfigError
 
 BUILT_IN = "log_profiles.yaml"
 # Each kind of line a profile may recognise → the named groups its pattern must have

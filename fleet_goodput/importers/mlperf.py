@@ -47,11 +47,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet_goodput.config import part_key
-from fleet_goodput.importers.common import (
-    DEFAULT_MAX_EXPANDED_BYTES, Imported, JobEmitter, Options, Refused, SourceError, Unmappable, bounded_lines,
-    capacity, chip_count, decode_json, event_time_us, file_digest, load_json, progress, subtract, too_long,
-)
+from fleet_goodput.core.config import part_key
+from fleet_goodput.importers.common import (DEFAULT_MAX_EXPANDED_BYTES, Imported, JobEmitter, Options, Refused,
+                                            SourceError, Unmappable, bounded_lines, capacity, chip_count, decode_json,
+                                            event_time_us, file_digest, load_json, progress, subtract, too_long)
 
 NAME = "mlperf"
 HELP = ("MLPerf Training result logs (the results repository, results/ + systems/, or one log; "

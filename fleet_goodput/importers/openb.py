@@ -24,11 +24,9 @@ import csv
 from collections import Counter
 from pathlib import Path
 
-from fleet_goodput.importers.common import (
-    LATEST_US, MAX_CHIPS, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, capacity, chip_count,
-    file_digest, progress, require_file,
-)
-from fleet_goodput.timeutil import format_time_us, parse_time_us
+from fleet_goodput.core.timeutil import format_time_us, parse_time_us
+from fleet_goodput.importers.common import (LATEST_US, MAX_CHIPS, MICROS, Imported, JobEmitter, Options, SourceError,
+                                            Unmappable, capacity, chip_count, file_digest, progress, require_file)
 
 NAME = "openb"
 HELP = "Alibaba openb GPU pod trace (pod list + GPU node list CSVs) → scheduler events"

@@ -34,11 +34,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from fleet_goodput.config import read_yaml
-from fleet_goodput.setting_types import ConfigError
-from fleet_goodput.importers.common import (
-    MAX_CHIPS, MICROS, Imported, Options, SourceError, Unmappable, chip_count, event_time_us, file_digest, require_file,
-)
+from fleet_goodput.core.config import read_yaml
+from fleet_goodput.core.setting_types import ConfigError
+from fleet_goodput.importers.common import (MAX_CHIPS, MICROS, Imported, Options, SourceError, Unmappable, chip_count,
+                                            event_time_us, file_digest, require_file)
 
 NAME = "slurm"
 HELP = "Slurm accounting: sacct -D -X --parsable2 rows, sacctmgr node events, scontrol node list"

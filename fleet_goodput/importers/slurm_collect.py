@@ -27,9 +27,9 @@ from pathlib import Path
 
 import fastavro
 
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.importers.common import MICROS, Options
 from fleet_goodput.importers.slurm import EVENT_FIELDS, EVENTS, NODES, SACCT, SACCT_FIELDS, convert
+from fleet_goodput.telemetry.avro_io import write_events
 
 STATE_DIR = ".slurm-collect"
 CURSOR = "cursor.json"

@@ -2,7 +2,7 @@
 
 Every suite reads the views `mpg sql` uses, rebuilt in memory so validation
 never touches OUTPUT/goodput.duckdb. A keyed table's view is the table's rows
-as stored (one per key: fleet_goodput/keyed_tables.py), so a duplicated key
+as stored (one per key: fleet_goodput/store/keyed_tables.py), so a duplicated key
 or file shows in them; the table suites of `rejected` read its settled rows
 (the table `rejected`, not the provisional `rejected_pending`). Frames carry derived check columns. A derived column turns a
 rule GX has no built-in expectation for (conservation within a tolerance, a
@@ -17,12 +17,12 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from fleet_goodput.config import Settings
+from fleet_goodput.core.config import Settings
+from fleet_goodput.core.timeline import ALL_ALLOCATED
 from fleet_goodput.quality.period import Period
-from fleet_goodput.store import Store
-from fleet_goodput.store_check import require_intact
-from fleet_goodput.timeline import ALL_ALLOCATED
-from fleet_goodput.views import create_views
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.store_check import require_intact
+from fleet_goodput.store.views import create_views
 
 
 def open_views(output_dir: str | Path, settings: Settings, run_id: int | None = None) -> duckdb.DuckDBPyConnection:

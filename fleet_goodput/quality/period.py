@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-from fleet_goodput.store import Store
+from fleet_goodput.store.delta_store import Store
 
 
 class PeriodError(ValueError):

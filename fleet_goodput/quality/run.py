@@ -27,16 +27,16 @@ import great_expectations as gx
 from great_expectations.core.run_identifier import RunIdentifier
 from great_expectations.data_context.types.base import ProgressBarsConfig
 
-from fleet_goodput.config import Settings
+from fleet_goodput.core.config import Settings
+from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.quality import batches
 from fleet_goodput.quality.docs import write_index
 from fleet_goodput.quality.gx_views import DATA_DOCS_SITE
 from fleet_goodput.quality.period import Period
 from fleet_goodput.quality.suites import CRITICAL, SuiteInputs, build_suites
 from fleet_goodput.safe_text import json_text
-from fleet_goodput.store import Store
-from fleet_goodput.stored_settings import settings_of
-from fleet_goodput.timeutil import format_time_us
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.stored_settings import settings_of
 
 QUALITY_DIR = "quality"
 SUMMARY_FILE = "summary.json"

@@ -22,7 +22,7 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 
 from fleet_goodput.quality.period import Period
-from fleet_goodput.tables import CAPACITY_WINDOW, JOB_WINDOW, JOBS, REJECTED, Table
+from fleet_goodput.store.tables import CAPACITY_WINDOW, JOB_WINDOW, JOBS, REJECTED, Table
 
 CRITICAL, WARNING = "critical", "warning"
 
@@ -78,7 +78,7 @@ def _chip_s_columns(table: Table) -> list[str]:
 def _schema(table: Table):
     return expect(gxe.ExpectTableColumnsToMatchSet, severity=CRITICAL, column_set=_columns(table), exact_match=False,
                   title=f"{table.name} has every column of its definition",
-                  why="The views and the report read these columns by name (fleet_goodput/tables.py); a missing "
+                  why="The views and the report read these columns by name (fleet_goodput/store/tables.py); a missing "
                       "column means a writer and a reader disagree on the schema.")
 
 
@@ -89,7 +89,7 @@ def _one_row_per_key(table: Table):
     return expect(check, **columns, severity=CRITICAL,
                   title=f"one row per {', '.join(table.key)}",
                   why="A run replaces the rows it changes, so the table holds the latest figures of each key once "
-                      "(fleet_goodput/keyed_tables.py), and anything reading it (the views, polars, Spark) sums it "
+                      "(fleet_goodput/store/keyed_tables.py), and anything reading it (the views, polars, Spark) sums it "
                       "as it is. Two rows for one key (a duplicated file, a hand-copied partition, a writer that "
                       "appended instead of replacing) would count that key twice. No duplicate is tolerated.")
 

@@ -9,7 +9,7 @@ Per job class, from the jobs' whole lives:
 
 - disruptions D (`jobs.disruptions`, counted by each job's timeline): running
   attempts cut by a PREEMPT below the request or a FAIL, and runtime
-  restarts inside an allocation (fleet_goodput/timeline.py);
+  restarts inside an allocation (fleet_goodput/core/timeline.py);
 - M = all-allocated time / D and t_rm = checkpoint_restore time / D (measured);
 - with n saves completed (`jobs.checkpoint_saves`, counted by each job's
   timeline): C = productive step time / n (the steps the saves preserved)

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from fleet_goodput.headline import days_with_runtime
+from fleet_goodput.core.timeline import CATEGORIES
 from fleet_goodput.quality.period import Period
 from fleet_goodput.report.advice import ClassMeasures, advise
-from fleet_goodput.timeline import CATEGORIES
+from fleet_goodput.report.headline import days_with_runtime
 
 QUEUE_DIMENSIONS = ("queue", "cluster_queue")  # shown where the scheduler names queues (Kueue: docs/kubernetes.md)
 DIMENSIONS = ("accelerator", "workload", "size_class", "team", *QUEUE_DIMENSIONS)

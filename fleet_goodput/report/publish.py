@@ -16,17 +16,17 @@ import os
 import shutil
 from pathlib import Path
 
-from fleet_goodput.config import Settings
+from fleet_goodput.core.config import Settings
 from fleet_goodput.quality.batches import open_views
 from fleet_goodput.quality.period import Period, period_lock
 from fleet_goodput.quality.run import SUMMARY_FILE, QualityResult, quality_dir, validate_output
 from fleet_goodput.report import figures as report_figures
 from fleet_goodput.report.figures import job_detail, previous_period
-from fleet_goodput.store import Store
-from fleet_goodput.stored_settings import settings_of
 from fleet_goodput.report.render import job_page_name, render_job, render_report, render_specification
 from fleet_goodput.report.specification import SPECIFICATION_PAGE
 from fleet_goodput.report.spreadsheet import write_csv
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.stored_settings import settings_of
 
 REPORTS_DIR = "reports"
 REPORT_FILE = "index.html"

@@ -21,11 +21,11 @@ from importlib.metadata import version
 import jinja2
 import markupsafe
 
+from fleet_goodput.core.timeline import CATEGORIES
 from fleet_goodput.report import charts
 from fleet_goodput.report.figures import BADPUT, DIMENSIONS, FACTORS, QUEUE_DIMENSIONS
 from fleet_goodput.report.specification import LEVERS_SECTION, MODEL_SECTION, SPECIFICATION_PAGE, specification_html
 from fleet_goodput.safe_text import printable
-from fleet_goodput.timeline import CATEGORIES
 
 LEVERS = {  # docs/metric.md section 6
     "queued": "reservations and hot spares; topology-aware packing and defragmentation; preemption policy by job size",

@@ -12,8 +12,8 @@ import math
 import random
 from pathlib import Path
 
-from fleet_goodput.avro_io import write_events
 from fleet_goodput.simulator.timeline import CHECKPOINT_RESTORE, FleetTimeline, JobTimeline
+from fleet_goodput.telemetry.avro_io import write_events
 
 EVENTS_PER_PART = 50_000
 MIN_PARTS = 3  # even a tiny run spreads each job over several files

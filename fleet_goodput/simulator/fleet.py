@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 
-from fleet_goodput.config import Settings
+from fleet_goodput.core.config import Settings
 from fleet_goodput.simulator.timeline import Cluster, JobSpec
 
 SECOND_US = 1_000_000

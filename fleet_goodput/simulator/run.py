@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet_goodput.config import Settings, load_settings
+from fleet_goodput.core.config import Settings, load_settings
 from fleet_goodput.simulator import emit, fleet, scheduler, truth
 from fleet_goodput.simulator.timeline import Cluster
 

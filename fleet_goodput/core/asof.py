@@ -1,0 +1,130 @@
+"""The default as-of time of a run: how far the fleet's clock has reached.
+
+A run reports every job as of one time T. By default T follows the
+*scheduler* stream: the scheduler sees every job and every cluster, and its
+events (a SUBMIT, an ALLOCATE, a FINISH, a CAPACITY level restated) are the
+fleet's statement of what happened up to when. Runtime and profiler events
+never move T, so a job's host with a wrong clock cannot drag the fleet
+forward; their events after T wait in their job's state and count in the
+run whose T reaches them (nothing after T is rejected for being after it).
+
+Within the scheduler stream, a few events of one job far ahead of the rest,
+a clock gone wrong, do not move T either: T is the latest scheduler event
+time, except that a trailing group of at most `OUTLIER_EVENTS` events, all
+of one job, that follows a silence of the scheduler of more than
+`MAX_LEAD_US` is set aside (it waits, and counts once later events reach
+it). Events of several jobs together, and capacity levels (which an
+exporter restates at the end of an export to say how far it has seen), are
+the fleet's word and always count. T never goes
+back from the store's last run. A run given `--as_of` uses that instead.
+
+Clocks also reset into the past (a host back at a default date): a leading
+group of at most `OUTLIER_EVENTS` scheduler events that the rest of the
+fleet's history follows only after more than `MAX_PAST_GAP_US` is rejected
+with that reason (`history_start`), so no capacity or lifetime is stretched
+over the years between. An event dated before the history of a store that
+already has runs is late anyway (fleet_goodput/core/session.py).
+
+Because the rules read only the store's latest and earliest `KEPT`
+scheduler events (time and key), a store keeps them, and the as-of of a run
+over everything equals the last as-of of any sequence of runs over the same
+files: however the telemetry is cut, the figures are the same
+(tests/test_split_invariance.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+
+from fleet_goodput.core.keys import is_capacity_key
+
+CLOCK_STREAM = "scheduler"
+OUTLIER_EVENTS = 10  # at most this many trailing events after a silence are taken for a wrong clock
+MAX_LEAD_US = 3600 * 1_000_000  # a silence longer than this before them marks them
+KEPT = OUTLIER_EVENTS + 1  # the latest event times the rule needs: the group and the event before it
+# A silence this long after a store's first few events is a clock reset to a default date: years, not
+# the months between two benchmark runs of an imported trace (tests/test_importers_real_logs.py).
+MAX_PAST_GAP_US = 366 * 86_400 * 1_000_000
+
+
+def latest_times(*parts: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
+    """What a store keeps of the scheduler's clock: the `KEPT` latest and the `KEPT` earliest distinct
+    (time, key) of all `parts`, latest first. Each part may itself be such a list: the latest (and
+    earliest) of a union are among its parts' latest (and earliest)."""
+    items = {tuple(item) for part in parts for item in part}
+    return sorted(set(heapq.nlargest(KEPT, items)) | set(heapq.nsmallest(KEPT, items)), reverse=True)
+
+
+def clock_time(latest: list[tuple[int, str]]) -> int | None:
+    """The time the scheduler stream has reached, from its latest (time, key) events, latest first."""
+    if not latest:
+        return None
+    latest = latest[:KEPT]
+    reached = latest[0][0]
+    for index in range(min(OUTLIER_EVENTS, len(latest) - 1)):
+        keys = {key for _, key in latest[:index + 1]}
+        one_job = len(keys) == 1 and not is_capacity_key(next(iter(keys)))
+        if one_job and latest[index][0] - latest[index + 1][0] > MAX_LEAD_US:
+            reached = latest[index + 1][0]  # events 0..index, of one job, came after a silence: a clock ahead
+    return reached
+
+
+def history_start(kept: list[tuple[int, str]]) -> int | None:
+    """The time the fleet's history starts at, when a few scheduler events come before it: a clock
+    reset to a default date. A leading group of at most `OUTLIER_EVENTS` events followed by more than
+    `MAX_PAST_GAP_US` without any is set aside (None: nothing is)."""
+    earliest = sorted(kept)[:KEPT]
+    start = None
+    for index in range(min(OUTLIER_EVENTS, len(earliest) - 1)):
+        if earliest[index + 1][0] - earliest[index][0] > MAX_PAST_GAP_US:
+            start = earliest[index + 1][0]
+    return start
+
+
+def default_as_of(latest: list[tuple[int, str]], previous_as_of_us: int | None) -> int | None:
+    """A run's as-of time when none is given: the clock's time, never before the last run's."""
+    reached = clock_time(latest)
+    if reached is None or previous_as_of_us is None:
+        return reached if reached is not None else previous_as_of_us
+    return max(reached, previous_as_of_us)
+
+
+CONFIRM_FLAG = "--confirm_as_of"
+
+
+class SuspiciousAsOf(ValueError):
+    """An --as_of far past the data: refused unless confirmed (CONFIRM_FLAG, `confirm_as_of=True`)."""
+
+
+def check_as_of_near_data(as_of_us: int, latest: list[tuple[int, str]], allowed_lateness_s: int,
+                          previous: tuple[int, int | None] | None = None) -> None:
+    """SuspiciousAsOf when a given as-of time lies more than the allowed lateness past the newest
+    scheduler event the store knows (`latest`, latest first): a typo such as a month too far would
+    end every running job there, and turn the next day's events late. `previous` is the last run's
+    (id, as-of), named in the message."""
+    if not latest:
+        return  # no scheduler event to measure it against
+    from fleet_goodput.core.timeutil import format_time_us
+
+    newest_us = max(time_us for time_us, _ in latest)
+    past_us = as_of_us - newest_us
+    if past_us <= allowed_lateness_s * 1_000_000:
+        return
+    last = f"; the last run, {previous[0]}, was as of {format_time_us(previous[1])}" if previous else ""
+    raise SuspiciousAsOf(
+        f"--as_of {format_time_us(as_of_us)} is {describe_span(past_us)} past the newest scheduler event "
+        f"({format_time_us(newest_us)}), more than the allowed lateness ({describe_span(allowed_lateness_s * 1_000_000)})"
+        f"{last}. Every job still running would be ended there, and events up to it that arrive later would be "
+        f"late. Nothing was committed. If the time is right (the fleet fell silent), run again with {CONFIRM_FLAG}")
+
+
+def describe_span(span_us: int) -> str:
+    """A duration as people say it: `334 days 2 h`, `5 h 30 min`, `45 min`, `20 s`."""
+    seconds = span_us // 1_000_000
+    days, hours, minutes = seconds // 86_400, seconds % 86_400 // 3600, seconds % 3600 // 60
+    if days:
+        return f"{days} day{'s' if days != 1 else ''}" + (f" {hours} h" if hours else "")
+    if hours:
+        return f"{hours} h" + (f" {minutes} min" if minutes else "")
+    return f"{minutes} min" if minutes else f"{seconds} s"

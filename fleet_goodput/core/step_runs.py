@@ -1,0 +1,239 @@
+"""A job's spans that follow one another as one event: less Python work per event, the same figures.
+
+Nearly every runtime event starts or ends a step span or a data wait, and a
+job emits them one after the other. The columnar decoder (fleet_goodput/
+columnar.py) hands each job's step events (those with a step) and data waits
+(those without) of a file on in columns, as one `STEP_BLOCK`; the key step
+merges a job's blocks from every file (`collapse`: a job's events may be
+spread over many files) and makes each stretch of two or more spans next to
+each other in event order, one at least a step span, whose steps are
+plausible and never go back, into one `STEP_RUN` event. It carries every
+original event in four compact values: the events' times, steps and codes
+(bytes; a START and its END in turn) and their ids (a tuple). Its time,
+same-instant order and id are its first event's, so it sorts where that
+event would.
+
+A run stands for its events, never changes a figure, and is taken apart
+wherever one event might be treated differently from the others:
+
+- `split_at` cuts it at a time (the frontier, the as-of time), so late,
+  waiting and settled events are those of the events themselves;
+- the timeline (fleet_goodput/core/timeline.py) expands the spans another event of
+  the job falls on and cuts the run where one falls between two spans; it
+  expands the whole run where its state is one in which a span does more than
+  take its time (a job not holding all its chips, a step, data wait or
+  compile left open, steps going back) and where an id was seen before;
+  every rejection and duplicate is of an event;
+- counts are of its events (`size`), and so are late and rejected rows (`expand`).
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+
+import numpy as np
+
+from fleet_goodput.core.events import SAME_INSTANT_ORDERS, STEP_RUN, Event, same_instant_order
+
+# A job's step events (those with a step) and data waits (those without) from one file, in columns,
+# as the decoder hands them on: the key step makes runs of them (`collapse`).
+STEP_BLOCK = "STEP_BLOCK"
+# The events a run holds, by their code in its columns: a STEP_START is code 0, and so on.
+CODES = ("STEP_START", "STEP_END", "DATA_WAIT_START", "DATA_WAIT_END")
+_CODE_NUMBERS = {code: number for number, code in enumerate(CODES)}
+START_ORDER, END_ORDER = same_instant_order("STEP_START"), same_instant_order("STEP_END")
+_ORDER_OF_CODE = tuple(same_instant_order(code) for code in CODES)
+_ORDERS = np.array(_ORDER_OF_CODE)
+_STEP_START, _STEP_END, _WAIT_START, _WAIT_END = range(4)
+
+
+def code_numbers(codes) -> np.ndarray:
+    """The numbers of `codes` (each one of CODES), as a run's columns hold them."""
+    return np.array([_CODE_NUMBERS[code] for code in codes], dtype=np.int8)
+
+
+def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids) -> tuple:
+    """The STEP_RUN event of the events at `times` with `steps` (0 for a data wait, which has
+    none), `codes` (numbers of CODES: STARTs and ENDs in turn) and `ids` (kept as a tuple: the
+    timeline reads them as strings, and splitting a joined string made each one again)."""
+    return (int(times[0]), START_ORDER, ids[0], STEP_RUN,
+            (times.tobytes(), steps.tobytes(), codes.tobytes(), tuple(ids)))
+
+
+def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str) -> tuple:
+    """The STEP_BLOCK of events at `times` with `steps` (0 for a data wait), `codes` (numbers
+    of CODES) and the ids `ids` (space-separated)."""
+    return make_blocks(times, steps, codes, [ids], [len(times)])[0]
+
+
+def make_blocks(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str], counts: list[int]) -> list:
+    """The STEP_BLOCKs of consecutive stretches of the events (as `make_block`'s): block i holds the
+    next `counts[i]` events, whose ids are `ids[i]`. The columns are made bytes once, each block a
+    slice of them: a file holds thousands of blocks."""
+    times, steps = times.astype(np.int64, copy=False), steps.astype(np.int64, copy=False)
+    ends = np.cumsum(counts)
+    firsts = ends - counts
+    latest = np.maximum.reduceat(times, firsts).tolist() if len(times) else []  # for `events.pack`
+    times, steps, codes = times.tobytes(), steps.tobytes(), codes.astype(np.int8, copy=False).tobytes()
+    return [(latest_us, 0, block_ids.partition(" ")[0], STEP_BLOCK,
+             (times[8 * first:8 * end], steps[8 * first:8 * end], codes[first:end], block_ids))
+            for latest_us, first, end, block_ids in zip(latest, firsts.tolist(), ends.tolist(), ids)]
+
+
+def collapse(events: list) -> list:
+    """A job's events with its STEP_BLOCKs (from every file) taken apart: each run of two or more
+    spans that follow one another, one at least a step span, as a STEP_RUN; every other event of
+    the blocks as itself.
+
+    A span is a START followed, in event order, by its END: a data wait, or a step span lasting
+    a while with no more steps than microseconds (else the timeline rejects the end). Spans next
+    to each other in event order follow one another, idle time between them or not, unless a step
+    span starts below the step the step span before it ended at (steps going back: an implicit
+    restore). Events of the job that are not in the blocks may still fall inside a run: the
+    timeline then takes the spans they touch apart.
+    """
+    blocks = [event for event in events if event[3] == STEP_BLOCK]
+    if not blocks:
+        return events
+    out = [event for event in events if event[3] != STEP_BLOCK]
+    times = np.frombuffer(b"".join([block[4][0] for block in blocks]), dtype=np.int64)
+    steps = np.frombuffer(b"".join([block[4][1] for block in blocks]), dtype=np.int64)
+    codes = np.frombuffer(b"".join([block[4][2] for block in blocks]), dtype=np.int8)
+    ids = " ".join(block[4][3] for block in blocks).split(" ")
+    orders = _ORDERS[codes]
+    keys = times * SAME_INSTANT_ORDERS + orders  # event order up to the id: time, then same-instant order
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    if (keys[1:] == keys[:-1]).any():  # rare: ties to order by id
+        order = np.array(sorted(range(len(ids)), key=lambda index: (times[index], orders[index], ids[index])))
+    times, steps, codes = times[order], steps[order], codes[order]
+    ids = list(itemgetter(*order.tolist())(ids)) if len(ids) > 1 else ids
+    count = len(times)
+    duration, climb = times[1:] - times[:-1], steps[1:] - steps[:-1]
+    is_step, is_wait = np.zeros(count, dtype=bool), np.zeros(count, dtype=bool)  # a span starts at the row
+    is_step[:-1] = ((codes[:-1] == _STEP_START) & (codes[1:] == _STEP_END) & (duration > 0) & (climb >= 0)
+                    & (climb < duration))
+    is_wait[:-1] = (codes[:-1] == _WAIT_START) & (codes[1:] == _WAIT_END)
+    span = is_step | is_wait
+    # The step the last step span up to each event ended at (-1: none), for steps going back.
+    step_end = np.zeros(count, dtype=bool)
+    step_end[1:] = is_step[:-1]
+    if step_end.any():
+        last_end = np.maximum.accumulate(np.where(step_end, np.arange(count), -1))
+        ended = np.where(last_end >= 0, steps[last_end], -1)
+    else:
+        ended = np.full(count, -1)
+    follows = np.zeros_like(span)
+    follows[2:] = span[2:] & span[:-2] & ~(is_step[2:] & (steps[2:] < ended[1:-1]))
+    first_spans = np.flatnonzero(span & ~follows)
+    span_rows = np.flatnonzero(span)
+    bounds = np.append(np.searchsorted(span_rows, first_spans), len(span_rows))
+    member = np.zeros_like(span)
+    for run_first, run_stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        if run_stop - run_first < 2 or not is_step[span_rows[run_first:run_stop]].any():
+            continue
+        first, stop = int(span_rows[run_first]), int(span_rows[run_stop - 1]) + 2
+        out.append(make_run(times[first:stop], steps[first:stop], codes[first:stop], ids[first:stop]))
+        member[first:stop] = True
+    alone = np.flatnonzero(~member).tolist()
+    out += _events(times[alone], steps[alone], codes[alone], [ids[index] for index in alone])
+    return out
+
+
+def _events(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str]) -> list[Event]:
+    return [Event(time_us, _ORDER_OF_CODE[code], event_id, CODES[code], (step,) if code < _WAIT_START else (None,))
+            for time_us, step, code, event_id in zip(times.tolist(), steps.tolist(), codes.tolist(), ids)]
+
+
+def arrays(run) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """(times, steps, codes, ids) of a STEP_RUN's events: a START and its END in turn."""
+    times, steps, codes, ids = run[4]
+    return (np.frombuffer(times, dtype=np.int64), np.frombuffer(steps, dtype=np.int64),
+            np.frombuffer(codes, dtype=np.int8), _ids_of(ids))
+
+
+def _ids_of(ids) -> tuple[str, ...]:
+    """A run's ids: a tuple, or, in a run a key's saved state kept from before, one string of them
+    (ids hold no space)."""
+    return ids if isinstance(ids, tuple) else tuple(ids.split(" "))
+
+
+def is_run(event) -> bool:
+    return event[3] == STEP_RUN
+
+
+def size(event) -> int:
+    """The number of events an event stands for."""
+    return len(event[4][2]) if event[3] == STEP_RUN else 1
+
+
+def end_us(event) -> int:
+    """The time of its last event."""
+    return int.from_bytes(event[4][0][-8:], "little", signed=True) if event[3] == STEP_RUN else event[0]
+
+
+def last_key(run) -> tuple[int, int, str]:
+    """(time, same-instant order, id) of a STEP_RUN's last event, an END: it sorts there."""
+    return end_us(run), END_ORDER, _ids_of(run[4][3])[-1]
+
+
+def expand(event) -> list[Event]:
+    """The events a STEP_RUN stands for (a plain event: itself)."""
+    if event[3] != STEP_RUN:
+        return [Event._make(event)]
+    return _events(*arrays(event))
+
+
+def originals(events) -> list[Event]:
+    """`events` with every STEP_RUN expanded."""
+    return [original for event in events for original in expand(event)]
+
+
+def spans_of(run, first: int, stop: int) -> list:
+    """Spans `first` to `stop` (excluded) of a STEP_RUN: a STEP_RUN of them, or nothing."""
+    if stop <= first:
+        return []
+    times, steps, codes, ids = arrays(run)
+    first, stop = 2 * first, 2 * stop
+    return [Event._make(make_run(times[first:stop], steps[first:stop], codes[first:stop], ids[first:stop]))]
+
+
+def taken_apart(run, touched: np.ndarray, cut_after: np.ndarray) -> list[Event]:
+    """A STEP_RUN's spans where `touched` as their events, each stretch of the others as a run,
+    stretches cut after each span where `cut_after`."""
+    times, steps, codes, ids = arrays(run)
+    out, first = [], 0
+    cut_after[-1] = True  # the run's end ends its last stretch
+    for span in np.flatnonzero(touched | cut_after).tolist():
+        stop = span if touched[span] else span + 1  # the stretch's spans: first to stop (excluded)
+        if stop > first:
+            rows = slice(2 * first, 2 * stop)
+            out.append(Event._make(make_run(times[rows], steps[rows], codes[rows], ids[rows])))
+        if touched[span]:
+            rows = slice(2 * span, 2 * span + 2)
+            out += _events(times[rows], steps[rows], codes[rows], ids[rows])
+        first = span + 1
+    return out
+
+
+def split_at(events, time_us: int) -> tuple[list, list]:
+    """(events at or before `time_us`, events after it), a STEP_RUN cut between its events."""
+    before, after = [], []
+    for event in events:
+        if event[3] != STEP_RUN or end_us(event) <= time_us:
+            (before if event[0] <= time_us else after).append(event)
+            continue
+        if event[0] > time_us:
+            after.append(event)
+            continue
+        times = arrays(event)[0]
+        spans = len(times) // 2
+        done = int(np.searchsorted(times[1::2], time_us, side="right"))  # spans ended at or before it
+        before += spans_of(event, 0, done)
+        if times[2 * done] <= time_us:  # the next span started at or before it: its START is before
+            start, end = expand(spans_of(event, done, done + 1)[0])
+            before.append(start)
+            after.append(end)
+            done += 1
+        after += spans_of(event, done, spans)
+    return before, after

@@ -1,0 +1,200 @@
+"""The figures people read first, queried from the views and printed as text.
+
+The headline says what it covers: the whole store (its days and as-of time),
+then the part a run (or a stream's runs) changed, day by day, so a daily run
+shows the day it just added. Where no runtime span covers the chip-time held,
+RG is 0 only because nothing was reported: the headline says that RG, PG and
+MPG cannot be measured instead of printing 0.0% (imports of scheduler traces
+such as Philly and OpenB have no runtime stream). What is left out so that no
+factor passes 100% is said too: clusters whose capacity does not cover the
+chips held, and profiler samples and jobs left out of PG. Names from the telemetry
+(segments, clusters) show their control characters as \\xNN (safe_text.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+
+import duckdb
+
+from fleet_goodput.core.timeline import ABOVE_PEAK
+from fleet_goodput.core.timeutil import format_time_us
+from fleet_goodput.safe_text import printable
+from fleet_goodput.store.delta_store import RunRecord
+
+FACTORS = ("sg", "rg", "pg", "mpg")
+# A run that changed more days than this shows them as one range, not a line each.
+DAYS_SHOWN = 7
+NO_RUNTIME = "RG, PG and MPG cannot be measured: no runtime event"
+
+
+def _fmt(value) -> str:
+    return "   n/a" if value is None else f"{value:6.1%}"
+
+
+def fleet_totals(connection: duckdb.DuckDBPyConnection, days: Sequence[date] | None = None) -> dict:
+    """Fleet MPG over the whole output (or the given days), on the capacity base (ratios of sums),
+    over the windows whose capacity covers the chips held (fleet_daily's rule)."""
+    row = connection.execute("""
+        select
+            unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
+                                   sum(profiled_productive_chip_s), sum(capacity_chip_s))),
+            sum(capacity_chip_s) / 3600 as capacity_chip_hours
+        from fleet_daily
+        where $days is null or list_contains($days, day)
+    """, {"days": None if days is None else list(days)}).fetchone()
+    return dict(zip(("sg", "rg", "pg", "mpg", "pg_coverage", "capacity_chip_hours"), row))
+
+
+def days_with_runtime(connection: duckdb.DuckDBPyConnection) -> set[date]:
+    """The days on which some runtime span covers chip-time (RG is measured there). On any other
+    day every all-allocated second is `idle`, so RG = 0 says only that no job reported anything."""
+    rows = connection.execute("""
+        select distinct day from job_window_enriched
+        where all_allocated_chip_s > idle_chip_s or clipped_runtime_chip_s > 0
+    """).fetchall()
+    return {day for (day,) in rows}
+
+
+def changed_days(connection: duckdb.DuckDBPyConnection, after_version_us: int | None) -> list[date]:
+    """The days with a job or capacity window of a version later than `after_version_us`
+    (every day when None): the days the runs since then changed."""
+    rows = connection.execute("""
+        select date from job_window where $after is null or epoch_us(version) > $after
+        union
+        select date from capacity_window where $after is null or epoch_us(version) > $after
+        order by 1
+    """, {"after": after_version_us}).fetchall()
+    return [day for (day,) in rows]
+
+
+def _factor_line(totals: dict, runtime: bool, why_no_runtime: str) -> str:
+    """MPG = SG x RG x PG, saying why a factor is missing rather than printing 0 or n/a alone."""
+    capacity = f"capacity {totals['capacity_chip_hours'] or 0:,.0f} chip-h"
+    if not runtime:
+        return f"SG {_fmt(totals['sg'])}; {NO_RUNTIME} {why_no_runtime}   ({capacity})"
+    if totals["pg"] is None and totals["rg"]:  # productive time, none of it profiled
+        return (f"MPG unknown = SG {_fmt(totals['sg'])} x RG {_fmt(totals['rg'])} x PG unknown   "
+                f"(no productive step has a profiler sample: PG coverage 0%; {capacity})")
+    return (f"MPG {_fmt(totals['mpg'])} = SG {_fmt(totals['sg'])} x RG {_fmt(totals['rg'])} x PG {_fmt(totals['pg'])}"
+            f"   (PG coverage {_fmt(totals['pg_coverage'])}, {capacity})")
+
+
+def _days_text(days: Sequence[date]) -> str:
+    if not days:
+        return "no day"
+    span = f"{days[0]}" if len(days) == 1 else f"{days[0]} .. {days[-1]}"
+    return f"{len(days)} day{'s' if len(days) != 1 else ''}, {span}"
+
+
+def coverage_lines(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord], since_run: int | None,
+                   runtime_days: set[date]) -> list[str]:
+    """The whole store's figures, saying what they cover; then those of the days that the runs
+    from `since_run` (default: the latest) to the latest changed."""
+    store_days = [day for (day,) in connection.execute("select distinct day from fleet_daily order by day").fetchall()]
+    latest = runs[-1] if runs else None
+    accepted_runtime = (latest.manifest.get("streams", {}).get("runtime", {}).get("accepted") if latest else None)
+    why = "(the input has no runtime stream)" if accepted_runtime == 0 else "covers these days"
+    as_of = f", as of {format_time_us(latest.as_of_us)} (run {latest.run_id})" if latest else ""
+    lines = [f"  Whole store, {_days_text(store_days)}{as_of}:",
+             f"    {_factor_line(fleet_totals(connection), bool(runtime_days), why)}"]
+    if latest is None:
+        return lines
+    first = since_run or latest.run_id
+    part = [run for run in runs if run.run_id >= first]
+    before = [run for run in runs if run.run_id < first]
+    days = changed_days(connection, before[-1].manifest.get("version_us") if before else None)
+    read = sum(counts.get("read", 0) for run in part for counts in run.manifest.get("this_run", {}).values())
+    label = f"This run (run {first})" if first == latest.run_id else f"These runs ({first} .. {latest.run_id})"
+    lines.append(f"  {label} read {read:,} new events and changed {_days_text(days)}"
+                 + (":" if days and days != store_days else (" (the whole store, above)" if days else ".")))
+    if days == store_days:
+        return lines
+    groups = [[day] for day in days] if len(days) <= DAYS_SHOWN else [days]
+    for group in groups:
+        name = str(group[0]) if len(group) == 1 else f"{group[0]} .. {group[-1]}"
+        runtime = bool(runtime_days.intersection(group))
+        lines.append(f"    {name}  {_factor_line(fleet_totals(connection, group), runtime, why)}")
+    return lines
+
+
+def capacity_gap_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
+    """The clusters left out of the fleet figures because their capacity does not cover the chips held."""
+    rows = connection.execute("""
+        select cluster, accelerator, problem, windows, held_chip_s / 3600
+        from capacity_gaps order by held_chip_s desc, cluster, accelerator
+    """).fetchall()
+    if not rows:
+        return []
+    problems = {"no_capacity": "no CAPACITY level", "over_capacity": "more chips held than online"}
+    return ["Left out of the fleet figures (chips held that capacity does not cover):"] + [
+        f"  {printable(str(cluster))}/{printable(str(accelerator))}: {problems[problem]} in {windows} window(s), {chip_hours:,.1f} chip-h held"
+        for cluster, accelerator, problem, windows, chip_hours in rows
+    ]
+
+
+def pg_set_aside_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
+    """What PG leaves out rather than show a figure above 100% (docs/metric.md section 3): profiler
+    samples above their precision's peak (rejected) and jobs whose steps claim more ideal chip-time
+    than they ran in (the view pg_set_aside), each with its reason in the store."""
+    samples, sampled_jobs = connection.execute("""
+        select coalesce(sum(records), 0), count(distinct job_id) from rejected
+        where stream = 'profiler' and contains(reason, $above_peak)
+    """, {"above_peak": ABOVE_PEAK}).fetchone()
+    jobs, chip_hours = connection.execute(
+        "select count(*), coalesce(sum(profiled_productive_chip_s), 0) / 3600 from pg_set_aside").fetchone()
+    lines = []
+    if samples:
+        lines.append(f"  {samples:,} profiler sample(s) of {sampled_jobs:,} job(s) rejected: {ABOVE_PEAK} "
+                     "(mpg sql \"select * from rejected where stream = 'profiler'\")")
+    if jobs:
+        lines.append(f"  {jobs:,} job(s) whose steps claim more ideal chip-time than they ran in: PG unknown, "
+                     f"{chip_hours:,.1f} productive chip-h counted as unprofiled (mpg sql \"select * from pg_set_aside\")")
+    return ["Left out of PG (each would show a PG above 100%):", *lines] if lines else []
+
+
+def segment_table(connection: duckdb.DuckDBPyConnection, dimension: str, runtime: bool = True) -> list[str]:
+    """One line per segment; without `runtime` (no runtime event in the store) RG, PG and MPG show as -."""
+    rows = connection.execute(f"""
+        select {dimension}, jobs, sg, rg, pg, mpg, pg_coverage, lifetime_chip_s / 3600
+        from goodput_by_{dimension} order by lifetime_chip_s desc
+    """).fetchall()
+    lines = [f"  {dimension:<16} {'jobs':>6} {'SG':>7} {'RG':>7} {'PG':>7} {'MPG':>7} {'PG cov':>7} {'chip-h':>10}"]
+    for name, jobs, sg, *runtime_factors, chip_hours in rows:
+        measured = " ".join(_fmt(value) if runtime else f"{'-':>6}" for value in runtime_factors)
+        lines.append(f"  {printable(str(name)):<16} {jobs:>6} {_fmt(sg)} {measured} {chip_hours:>10,.0f}")
+    return lines
+
+
+def badput_lines(connection: duckdb.DuckDBPyConnection, top: int = 6) -> list[str]:
+    rows = connection.execute(f"""
+        select category, base, chip_hours, share from badput_breakdown
+        where category != 'productive' and chip_hours > 0
+        order by chip_hours desc limit {int(top)}
+    """).fetchall()
+    return [f"  {category:<20} {chip_hours:>12,.1f} chip-h  {share:6.1%} of {base}" for category, base, chip_hours, share in rows]
+
+
+def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = (), since_run: int | None = None) -> str:
+    """The headline. `runs` are the store's runs, oldest first (Store.runs(), from the one before
+    `since_run` at least), whose last the views show; `since_run` starts the part the headline
+    calls this run's (default: the last run)."""
+    runtime_days = days_with_runtime(connection)
+    unmeasured = "" if runtime_days else f"; {NO_RUNTIME}"
+    lines = [
+        "Fleet ML Productivity Goodput (capacity base, ratios of sums)",
+        *coverage_lines(connection, runs, since_run, runtime_days),
+        *capacity_gap_lines(connection),
+        *pg_set_aside_lines(connection),
+        "",
+        f"By accelerator (demand base: requested chips x job lifetime{unmeasured})",
+        *segment_table(connection, "accelerator", bool(runtime_days)),
+        "",
+        f"By workload (demand base{unmeasured})",
+        *segment_table(connection, "workload", bool(runtime_days)),
+        "",
+        "Top badput (chip-hours)" + ("" if runtime_days else ": with no runtime event, all-allocated time is idle"),
+        *badput_lines(connection),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,267 @@
+"""Is the output store whole? What `mpg check` verifies, and what it can repair.
+
+A store is damaged when what its runs name is not there: a commit of a Delta
+log torn or deleted, a data file deleted or overwritten, `state/` or `runs/`
+deleted by hand. Every command that opens a store (`mpg run`, `mpg sql`,
+`mpg validate`, `mpg report`, `fleet_goodput.open`) first checks the latest
+run (`require_intact`): its `runs` row, every table version it names, and
+every data file of those versions, present at the size its log records,
+and that no commit after those versions is torn. A
+damaged store is refused with what is wrong, before anything is read or
+changed, instead of a traceback or a run that starts the history again.
+
+`inspect` checks more (every run, and each data file's Parquet footer) and
+says what `repair` can do, which is only what loses nothing the store still
+holds whole:
+  - a torn last commit of `runs/_delta_log` is moved aside (to
+    OUTPUT/_damaged/), so the run before it is the latest again; its input
+    files are applied again by the next run; so is a torn commit of a
+    table's log after the version the latest run names (no run needs it);
+  - a latest run that names something missing or damaged is rolled back to
+    the latest earlier run that is whole: the `runs` table and every table
+    are restored to that run's versions (Delta restore: a new version, the
+    later runs' rows stay in the history), and the next run applies the
+    input files that came after it again.
+Otherwise (no earlier run is whole, `runs/` or a saved state gone) the way
+back is to start the output afresh with --replace and run the inputs again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from fleet_goodput.store import delta_arrow
+from fleet_goodput.store.delta_store import RUNS, RunRecord, Store, StoreDamaged, is_remote, table_paths
+
+DAMAGED_DIR = "_damaged"  # where --repair moves what it takes out of a log
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong with the store."""
+
+    problem: str
+
+
+@dataclass(frozen=True)
+class Report:
+    findings: tuple[Finding, ...]
+    repair: str | None  # what --repair would do, or None when nothing safe can
+    why_not: str = ""  # why nothing safe can
+    rollback_to: RunRecord | None = None
+    set_aside: tuple[Path, ...] = ()  # torn commits no committed run needs, which --repair moves to _damaged/
+    runs: int = 0
+
+    @property
+    def intact(self) -> bool:
+        return not self.findings
+
+
+def require_intact(store: Store) -> RunRecord | None:
+    """The latest run, if the store holds it whole; StoreDamaged naming what is not, before anything reads it."""
+    latest = store.latest()
+    if latest is None or is_remote(store.root):
+        return latest
+    problems = run_problems(store, latest) + [problem for problem, _ in torn_after(store, latest)]
+    if problems:
+        raise StoreDamaged(f"{store.root} is damaged (run {latest.run_id} is its latest):\n"
+                           + "".join(f"  {problem}\n" for problem in problems), store.root)
+    return latest
+
+
+def cause(error: BaseException) -> str:
+    """The first line of a library's error, without the backtrace delta-rs appends."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def run_problems(store: Store, record: RunRecord, read_footers: bool = False) -> list[str]:
+    """What of `record`'s snapshot is missing or damaged: table versions that do not load, data
+    files absent or of another size than their log records (and, with `read_footers`, unreadable)."""
+    problems = []
+    for name, relative in table_paths().items():
+        version = record.versions.get(name)
+        if version is None:
+            continue
+        log = Path(store.path(relative), "_delta_log")
+        if not log.is_dir():
+            problems.append(f"{relative}/ is missing (run {record.run_id} names its version {version})")
+            continue
+        gone = _missing_commits(log, version)
+        if gone:
+            named = (f"which run {record.run_id} names" if gone[-1] == version
+                     else f"which run {record.run_id}'s version {version} is built on")
+            problems.append(f"{relative}/_delta_log/{gone[-1]:020d}.json is missing: version {gone[-1]} of "
+                            f"{relative}, {named}")
+            continue
+        try:
+            actions = pa.table(DeltaTable(store.path(relative), version=version).get_add_actions(flatten=True))
+        except Exception as error:  # delta-rs names the torn or missing commit
+            problems.append(f"{relative}/_delta_log cannot be read at version {version}, which run "
+                            f"{record.run_id} names: {cause(error)}")
+            continue
+        for path, size in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()):
+            problem = _file_problem(store, f"{relative}/{unquote(path)}", size, read_footers)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+def _missing_commits(log: Path, version: int) -> list[int]:
+    """The commits that reading `version` needs and the log lacks: every one after the last
+    checkpoint up to it (Delta may clean up the commits a checkpoint holds)."""
+    names = os.listdir(log)
+    checkpoints = [int(name[:20]) for name in names if ".checkpoint" in name and name[:20].isdigit()]
+    start = max((c for c in checkpoints if c <= version), default=-1) + 1
+    commits = {int(name[:20]) for name in names if name.endswith(".json") and name[:20].isdigit()}
+    return [v for v in range(start, version + 1) if v not in commits]
+
+
+def _file_problem(store: Store, relative: str, size: int, read_footer: bool) -> str | None:
+    path = store.path(relative)
+    try:
+        actual = os.stat(path).st_size
+    except FileNotFoundError:
+        return f"data file {relative} is missing"
+    if actual != size:
+        return f"data file {relative} is damaged: {actual:,} bytes, its Delta log says {size:,}"
+    if read_footer:
+        try:
+            pq.read_metadata(path)
+        except Exception as error:  # pyarrow's "magic bytes not found", a short footer…
+            return f"data file {relative} is damaged: {cause(error)}"
+    return None
+
+
+# ---- mpg check --------------------------------------------------------------------
+def inspect(store: Store) -> Report:
+    """Everything `mpg check` verifies, and what --repair would do about what it finds."""
+    try:
+        runs = store.runs()
+    except StoreDamaged as damage:
+        torn = torn_runs_commit(store)
+        if torn is None:
+            return Report((Finding(damage.problem),), None,
+                          why_not="the record of the store's runs is lost, and with it which table versions "
+                                  "make each run")
+        return Report((Finding(f"{RUNS}/_delta_log/{torn.name}, the last commit of the runs, is torn (not whole "
+                               "JSON): the run it recorded was never whole"),),
+                      f"move {RUNS}/_delta_log/{torn.name} aside to {DAMAGED_DIR}/ and restore every table to the "
+                      "run before it; the next run applies its input files again", set_aside=(torn,))
+    if not runs:
+        return Report((), None)
+    latest = runs[-1]
+    problems = run_problems(store, latest, read_footers=True)
+    torn = torn_after(store, latest)
+    if not problems and not torn:
+        return Report((), None, runs=len(runs))
+    findings = tuple(Finding(f"run {latest.run_id} (the latest): {problem}") for problem in problems)
+    findings += tuple(Finding(problem) for problem, _ in torn)
+    if not problems:
+        names = ", ".join(_relative(store, path) for _, path in torn)
+        return Report(findings, f"move {names} aside to {DAMAGED_DIR}/ and restore those tables to run "
+                                f"{latest.run_id}'s versions", set_aside=tuple(path for _, path in torn),
+                      runs=len(runs))
+    earlier = next((run for run in reversed(runs[:-1]) if not run_problems(store, run, read_footers=True)), None)
+    if earlier is None:
+        return Report(findings, None, runs=len(runs), why_not="no earlier run is whole to roll back to")
+    if not _restorable(store):
+        return Report(findings, None, runs=len(runs),
+                      why_not=f"run {earlier.run_id} is whole, but a table's log does not read at its latest "
+                              "version, which a Delta restore starts from")
+    later = ", ".join(str(run.run_id) for run in runs if run.run_id > earlier.run_id)
+    return Report(findings, f"roll the store back to run {earlier.run_id}, the latest whole one: restore the runs "
+                            f"table and every table to its versions (run(s) {later} stay in the Delta history); "
+                            "the next run applies the input files that came after it again",
+                  rollback_to=earlier, runs=len(runs))
+
+
+def torn_after(store: Store, record: RunRecord) -> list[tuple[str, Path]]:
+    """The torn commits (not whole JSON) of each table's log after the version `record` names: what a
+    run killed mid-commit, or a disk, left; no committed run needs them, but no table reads past them."""
+    torn = []
+    for name, relative in table_paths().items():
+        recorded = record.versions.get(name)
+        log = Path(store.path(relative), "_delta_log")
+        later = sorted((int(p.stem), p) for p in log.glob("*.json")
+                       if p.stem.isdigit() and (recorded is None or int(p.stem) > recorded))
+        torn += [(f"{relative}/_delta_log/{path.name}, a commit after the version run {record.run_id} names, is "
+                  "torn (not whole JSON)", path) for _, path in later if not _whole_json(path)]
+    return torn
+
+
+def _whole_json(path: Path) -> bool:
+    try:
+        for line in path.read_text().splitlines():
+            if line.strip():
+                json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def _relative(store: Store, path: Path) -> str:
+    return str(path.relative_to(store.root))
+
+
+def torn_runs_commit(store: Store) -> Path | None:
+    """The last commit of the runs' log, if it is torn (not whole JSON) and the log reads without it."""
+    log = Path(store.path(RUNS), "_delta_log")
+    commits = sorted((int(p.stem), p) for p in log.glob("*.json") if p.stem.isdigit())
+    if not commits:
+        return None
+    version, last = commits[-1]
+    if _whole_json(last) or version == 0:
+        return None  # the damage is elsewhere, or there is no earlier version to fall back to
+    try:
+        DeltaTable(str(log.parent), version=version - 1)
+    except Exception:
+        return None
+    return last
+
+
+def _restorable(store: Store) -> bool:
+    """Whether every table's log reads at its latest version, which a Delta restore starts from."""
+    for relative in [RUNS, *table_paths().values()]:
+        try:
+            store._delta(relative)
+        except Exception:
+            return False
+    return True
+
+
+def repair(store: Store, report: Report) -> None:
+    """Do what `report.repair` says (the caller holds the store's lock)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    # A torn commit and every commit after it (a log is read in order: none after it is reachable).
+    for torn in report.set_aside:
+        for path in sorted(torn.parent.glob("*.json")):
+            if path.stem.isdigit() and int(path.stem) >= int(torn.stem) and path.exists():
+                aside = Path(store.root, DAMAGED_DIR, stamp, _relative(store, path.parent))
+                aside.mkdir(parents=True, exist_ok=True)
+                shutil.move(path, aside / path.name)
+    if report.rollback_to is not None:
+        runs_table = DeltaTable(store.path(RUNS))
+        runs_table.restore(_runs_version_of(store, report.rollback_to.run_id, runs_table.version()))
+    store.undo_killed_run()
+
+
+def _runs_version_of(store: Store, run_id: int, latest: int) -> int:
+    """The version of the runs table whose last run is `run_id`."""
+    for version in range(latest, -1, -1):
+        try:
+            rows = delta_arrow.dataset(DeltaTable(store.path(RUNS), version=version)).to_table(columns=["run_id"])
+        except Exception:  # a version whose log entries were cleaned up (Store.maintain): none earlier reads
+            break
+        if rows.num_rows and max(rows.column("run_id").to_pylist()) == run_id:
+            return version
+    raise StoreDamaged(f"no version of {store.root}/{RUNS} ends with run {run_id}", store.root)

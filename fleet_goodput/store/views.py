@@ -1,0 +1,226 @@
+"""The DuckDB views over one run's snapshot of the output store.
+
+`create_views` builds the `raw` layer over the exact Parquet files of a
+committed run's table versions (fleet_goodput/store/delta_store.py), so a view never sees
+a half-written run, and reading run N gives run N's figures whatever came
+after. A keyed table holds one row per key (fleet_goodput/store/keyed_tables.py), so
+its view is its rows as they are; only a snapshot written before that rule
+keeps the latest version of each key here. Then the `settings` the run was
+computed with, which the store keeps (fleet_goodput/store/stored_settings.py), and
+the `size_classes` lookup from them, then every SQL file of the registry in
+order.
+
+The views `connect` makes name their files by absolute path, found from
+wherever the output is now. Those stored in `goodput.duckdb` name them
+relative to the output, through the macro `goodput_file`, so a moved or copied
+output keeps working: opened directly (the DuckDB CLI, `duckdb.connect`), the
+file knows its own folder from DuckDB's default `temp_directory`
+(`<database>.tmp`), so it reads from any working directory; attached to
+another database, or with `temp_directory` set, it reads relative to the
+working directory (and `file_search_path`), so open it from inside the output.
+
+`connect` gives an in-memory connection with the views of the latest run (or
+of `run`), which DuckDB binds as queries first read them, where it can (a
+third of the time to open them); `build_database` also stores them in
+`OUTPUT/goodput.duckdb` for the DuckDB CLI and other tools.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shlex
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from fleet_goodput import sql
+from fleet_goodput.core.config import Settings, load_settings
+from fleet_goodput.quoting import literal_pattern, sql_string
+from fleet_goodput.store.delta_store import RunRecord, Store, StoreError, is_remote
+from fleet_goodput.store.keyed_tables import holds_one_row_per_key
+from fleet_goodput.store.store_check import require_intact
+from fleet_goodput.store.stored_settings import KEYS, apply, document, kept_settings
+from fleet_goodput.store.tables import TABLES, Table
+
+DATABASE_FILE = "goodput.duckdb"
+# The oldest DuckDB the project declares (pyproject.toml) must open the file.
+STORAGE_VERSION = "v1.1.0"
+
+# The head of each registry file's statement, where a deferred view says so.
+_VIEW_HEAD = re.compile(r"^(create or replace view [\w.]+)(?=\s+as\b)", re.IGNORECASE | re.MULTILINE)
+
+_DUCKDB_TYPES = {"string": "varchar", "double": "double", "int64": "bigint", "int32": "integer",
+                 "timestamp[us, tz=UTC]": "timestamptz"}
+
+
+def _duckdb_type(arrow_type: pa.DataType) -> str:
+    """The DuckDB spelling of a table column's Arrow type (a list of structs too: jobs.interruptions)."""
+    if pa.types.is_list(arrow_type):
+        return f"{_duckdb_type(arrow_type.value_type)}[]"
+    if pa.types.is_struct(arrow_type):
+        fields = ", ".join(f"{field.name} {_duckdb_type(field.type)}" for field in arrow_type)
+        return f"struct({fields})"
+    return _DUCKDB_TYPES[str(arrow_type)]
+
+
+# A stored view's file, relative to the output: from the database file's own folder where
+# DuckDB's default temp_directory (`<database>.tmp`) tells it, else from the working directory.
+# Table function arguments are folded when a query binds, so this works inside read_parquet.
+# read_parquet takes a glob: the folder's `*`, `?` and `[` are written as `[*]`, `[?]` and `[[]`
+# (quoting.literal_pattern; the relative name comes quoted already).
+_GOODPUT_FILE_MACRO = r"""create or replace macro {prefix}goodput_file(relative) as
+    case when regexp_matches(current_setting('temp_directory'), '\.duckdb\.tmp$')
+         then regexp_replace(regexp_replace(current_setting('temp_directory'), '[^/]*\.tmp$', ''),
+                             '([*?\[])', '[\1]', 'g') || relative
+         else relative end"""
+
+
+def _source(files: list[str], relative: bool) -> str:
+    # read_parquet reads a name as a glob: each is quoted to match its own file alone.
+    literals = (sql_string(literal_pattern(name)) for name in files)
+    listed = ", ".join(f"goodput_file({literal})" if relative else literal for literal in literals)
+    return (f"read_parquet([{listed}], hive_partitioning = true, hive_types = {{'date': date}}, "
+            "union_by_name = true)")
+
+
+def _empty(table: Table) -> str:
+    columns = ", ".join(f"cast(null as {_duckdb_type(c.type)}) as {c.name}" for c in table.columns)
+    return f"select {columns}, cast(null as date) as date where false"
+
+
+def _raw_select(store: Store, name: str, record: RunRecord | None, relative: bool) -> str:
+    table = TABLES[name]
+    snapshot = store.snapshot(name, record)
+    files = store.relative_files(snapshot)
+    if not files:
+        return _empty(table)
+    source = _source(files if relative else [store.path(f) for f in files], relative)
+    if not table.key or holds_one_row_per_key(snapshot):
+        return f"select * from {source}"
+    # Written before keyed tables held one row per key: every version of a row is stored.
+    return (f"select * from {source} "
+            f"qualify row_number() over (partition by {', '.join(table.key)} order by version desc) = 1")
+
+
+def _raw_views(store: Store, record: RunRecord | None, relative: bool) -> dict[str, str]:
+    selects = {name: _raw_select(store, name, record, relative) for name in TABLES}
+    # Rejections of events still inside the lateness are provisional: shown, and marked.
+    selects["rejected"] = (f"select *, false as provisional from ({selects['rejected']}) "
+                           f"union all by name select *, true as provisional from ({selects.pop('rejected_pending')})")
+    return selects
+
+
+def _size_classes_sql(settings: Settings) -> str:
+    rows, lower = [], 1
+    for ordinal, size_class in enumerate(settings.size_classes):
+        upper = size_class.max_chips if size_class.max_chips is not None else 2**62
+        rows.append(f"({ordinal}, {sql_string(size_class.name)}, {lower}, {upper})")
+        lower = upper + 1
+    return ("create or replace view size_classes as select * from (values " + ", ".join(rows)
+            + ") as t(ordinal, size_class, min_chips, max_chips)")
+
+
+def _settings_sql(settings: Settings, kept: dict) -> str:
+    """One row per setting, its value as JSON, and whether the store keeps it (else it is the
+    settings file's or the default, for a store from before settings were kept)."""
+    values = document(settings, kept.get("allowed_lateness_s"))
+    rows = ", ".join(f"({ordinal}, {sql_string(key)}, {sql_string(json.dumps(values[key]))}, "
+                     f"{str(key in kept).lower()})" for ordinal, key in enumerate(KEYS))
+    return (f"create or replace view settings as select setting, value, stored from (values {rows}) "
+            "as t(ordinal, setting, value, stored) order by ordinal")
+
+
+@functools.cache
+def _deferred_binding() -> str:
+    """The clause that makes DuckDB create a view without binding it, or "" where this DuckDB has none.
+
+    DuckDB binds a view as it creates it, and binding a view binds every view
+    it reads again: over the marts' chain, two thirds of the time it takes to
+    open the views (0.15 s → 0.05 s, benchmarks/bench_open.py). A DuckDB that
+    can defer it (`WITH (DEFER_BINDING)`) binds each view at the first query
+    that reads it instead, at no extra cost to that query.
+    """
+    try:
+        with duckdb.connect() as probe:
+            probe.execute("create view probe with (defer_binding) as select 1")
+        return " with (defer_binding)"
+    except duckdb.Error:  # a DuckDB that does not know the clause: bind as before
+        return ""
+
+
+def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path | Store, settings: Settings,
+                 run_id: int | None = None, schema: str | None = None,
+                 relative: bool = False, defer_binding: bool = False) -> RunRecord | None:
+    """Create every view of run `run_id` (default: the latest) in `connection`; returns that run.
+
+    With `defer_binding`, DuckDB binds each view when a query first reads it,
+    where it can (`_deferred_binding`); views stored in a file are bound as
+    they are created, so the oldest DuckDB declared can read them and their
+    relative file names resolve then. The views use the settings the store
+    keeps for the run; `settings` only where it keeps none (an older store).
+    """
+    store = Store.of(output_dir)
+    record = store.run(run_id) if run_id is not None else store.latest()
+    kept = kept_settings(store, record)
+    settings = apply(kept, settings)
+    prefix = f"{schema}." if schema else ""
+    deferred = _deferred_binding() if defer_binding else ""
+    statements = [_GOODPUT_FILE_MACRO.format(prefix=prefix)] if relative else []
+    statements += [f"create or replace view {prefix}{name}{deferred} as {select}"
+                   for name, select in _raw_views(store, record, relative).items()]
+    statements.append(_settings_sql(settings, kept).replace("view settings", f"view {prefix}settings"))
+    statements.append(_size_classes_sql(settings).replace("view size_classes", f"view {prefix}size_classes"))
+    if schema:
+        connection.execute(f"use {schema}")
+    for statement in statements:
+        connection.execute(statement)
+    for relative_path in sql.VIEW_FILES:
+        connection.execute(_VIEW_HEAD.sub(rf"\1{deferred}", sql.view_sql(relative_path), count=1))
+    return record
+
+
+def build_database(output_dir: str | Path | Store, settings: Settings) -> Path:
+    """(Re)create `OUTPUT/goodput.duckdb` with the latest run's views; returns its path.
+
+    The views use the settings the store keeps (`settings` only where it keeps none).
+
+    Written beside and renamed into place, so a reader never opens half a file.
+    """
+    store = Store.of(output_dir)
+    path = Path(store.root) / DATABASE_FILE
+    tmp = path.with_name(f".{DATABASE_FILE}.tmp")
+    tmp.unlink(missing_ok=True)
+    with duckdb.connect() as connection:
+        # The relative names must resolve while the views are created (DuckDB binds them then): from
+        # the output, as when goodput.duckdb is opened (`goodput_file`). Not file_search_path, which
+        # would split the output's path at a comma.
+        connection.execute(f"set temp_directory = {sql_string(Path(store.root) / f'{DATABASE_FILE}.tmp')}")
+        connection.execute(f"attach {sql_string(tmp)} as goodput (storage_version {sql_string(STORAGE_VERSION)})")
+        create_views(connection, store, settings, schema="goodput", relative=True)
+        connection.execute("use memory")
+        connection.execute("detach goodput")
+    os.replace(tmp, path)
+    return path
+
+
+def connect(output_dir: str | Path | Store, run: int | None = None,
+            settings: Settings | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the views of run `run` (default: the latest committed run),
+    with the settings the store keeps for it (`settings`, by default the defaults, where it keeps none)."""
+    root = output_dir.root if isinstance(output_dir, Store) else output_dir
+    if is_remote(root):
+        raise StoreError(f"{root} is remote: query a local copy (docs/dataflow.md, 'Querying a gs:// output')")
+    store = Store.of(output_dir)
+    latest = require_intact(store)  # StoreDamaged, naming the damage, before anything reads it
+    store.undo_killed_run_if_idle()
+    if latest is None:
+        raise FileNotFoundError(f"no committed run in {root}: "
+                                f"run `mpg run --input DIR --output {shlex.quote(str(root))}` "
+                                "(or `mpg stream`) first")
+    connection = duckdb.connect()
+    create_views(connection, store, settings or load_settings(), run_id=run, defer_binding=True)
+    return connection

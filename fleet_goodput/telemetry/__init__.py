@@ -1,0 +1,1 @@
+"""Telemetry files: reading and validating Avro in rows and in columns, writing it, and recording it from a training loop."""

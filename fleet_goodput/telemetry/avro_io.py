@@ -1,0 +1,75 @@
+"""Writing telemetry as Avro files of the contract's schemas.
+
+Records are plain dicts with `event_time` in integer microseconds since the
+Unix epoch (UTC); fastavro encodes that as `timestamp-micros`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+import fastavro
+
+from fleet_goodput import schemas
+from fleet_goodput.core.timeutil import micros_of
+
+
+def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: str = "deflate",
+                 sync_marker: bytes | None = None) -> int:
+    """Write `records` of `stream` to `path` atomically; returns how many were written.
+
+    The file appears under its final name only when complete, so a reader
+    watching the folder never sees half a file. The Avro sync marker (random
+    in fastavro) defaults to one derived from the stream and file name, so the
+    same records give byte-identical files.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records = list(records)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as out:
+        marker = sync_marker or hashlib.sha256(f"{stream}:{path.name}".encode()).digest()[:16]
+        fastavro.writer(out, schemas.load(stream), records, codec=codec, sync_marker=marker)
+    os.replace(tmp, path)
+    return len(records)
+
+
+def telemetry_files(root: str | Path) -> list[Path]:
+    """The Avro files of every stream under `root`."""
+    return [path for stream in schemas.STREAMS for path in sorted(Path(root, stream).glob("*.avro"))]
+
+
+def clear_telemetry(root: str | Path, also: tuple[str, ...] = ()) -> None:
+    """Remove `root`'s stream folders (and the named siblings), so a new set of
+    files cannot mix with an old one's leftovers."""
+    for name in (*schemas.STREAMS, *also):
+        shutil.rmtree(Path(root, name), ignore_errors=True)
+
+
+def split_by_time(source: str | Path, boundaries_us: list[int], target: str | Path) -> list[Path]:
+    """Cut `source`'s telemetry at `boundaries_us` into consecutive folders
+    `target/part-00`, `part-01`, …: part k holds the events with
+    boundaries[k-1] < event_time <= boundaries[k] (the last part: the rest).
+
+    How telemetry arrives day by day; used to check that consecutive runs
+    give the figures of one run over all of it, and by the benchmarks.
+    """
+    edges = sorted(boundaries_us)
+    parts = [Path(target, f"part-{k:02d}") for k in range(len(edges) + 1)]
+    for stream in schemas.STREAMS:
+        for path in sorted(Path(source, stream).glob("*.avro")):
+            with open(path, "rb") as handle:
+                records = list(fastavro.reader(handle))
+            chunks: list[list[dict]] = [[] for _ in parts]
+            for record in records:
+                time_us = micros_of(record["event_time"])
+                chunks[bisect.bisect_left(edges, time_us)].append(record)
+            for part, chunk in zip(parts, chunks):
+                if chunk:
+                    write_events(part / stream / path.name, stream, chunk)
+    return parts

@@ -1,0 +1,222 @@
+"""Recording a training job's runtime and profiler events from inside its training loop.
+
+    from fleet_goodput.telemetry.recorder import Recorder
+
+    recorder = Recorder("/data/telemetry", job_id="llama-7b-0412", attempt=restart_count)
+    with recorder.span("INIT"):
+        state = init()
+    for step in range(first_step, last_step + 1):
+        with recorder.step(step):
+            state = train_step(state)
+        if step % 1000 == 0:
+            with recorder.span("CHECKPOINT_SAVE", step):   # END: the step made durable
+                save(state, step)
+    recorder.close()                                       # also run at exit
+
+The events go to FOLDER/runtime/*.avro and FOLDER/profiler/*.avro in the
+contract's schemas (schemas/), beside the job's scheduler stream for
+`mpg run --input FOLDER`. Recording never blocks the training step: a call
+appends a tuple to a bounded queue (a deque; no lock, no I/O) and a background
+thread writes a file per stream every `roll_seconds`. A file is written under
+a temporary name (`.NAME.tmp`, which `mpg run` does not read) and renamed
+when complete, so a job killed at any instant leaves only complete files; what
+it loses is at most the last `roll_seconds` of events. At interpreter exit
+(atexit) and on `close()` the rest is written. SIGTERM (a preemption's first
+word) skips atexit: with `close_on_sigterm=True` the recorder writes the rest
+first, then lets the signal do what it did before (the previous handler, or
+the default: the process ends).
+
+Event ids are derived from the event itself (job, attempt, type, step and
+time), so a file written twice dedupes in `mpg run`, and two runs of a job
+never collide. The module imports fastavro and the project's Avro writer
+(fleet_goodput.telemetry.avro_io) only: neither Beam nor DuckDB.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import os
+import re
+import signal
+import socket
+import threading
+import time
+
+from fleet_goodput.telemetry.avro_io import write_events
+
+SPAN_KINDS = ("INIT", "COMPILE", "STEP", "CHECKPOINT_SAVE", "CHECKPOINT_RESTORE", "DATA_WAIT")
+FLOPS_SOURCES = ("HLO_UNOPTIMIZED", "ANALYTIC", "EXECUTED")
+DEFAULT_ROLL_SECONDS = 60.0
+# About 100 MB of queued tuples: hours of steps, should the disk stall.
+DEFAULT_MAX_QUEUED = 1_000_000
+_PROFILE = "PROFILE"
+_log = logging.getLogger(__name__)
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+class _Span:
+    """`with recorder.span(kind, step)`: KIND_START on entry, KIND_END on exit (also on an exception)."""
+
+    __slots__ = ("recorder", "start", "end", "step")
+
+    def __init__(self, recorder: Recorder, kind: str, step: int | None):
+        self.recorder, self.start, self.end, self.step = recorder, f"{kind}_START", f"{kind}_END", step
+
+    def __enter__(self):
+        self.recorder._put((self.start, _now_us(), self.step))
+        return self
+
+    def __exit__(self, *exc_info):
+        self.recorder._put((self.end, _now_us(), self.step))
+        return False
+
+
+class Recorder:
+    """Records one job's runtime and profiler events into rolling Avro files under `folder`.
+
+    `attempt` is the job's restart count where the launcher knows it (a
+    Kubernetes restart count, a Slurm requeue count); it goes into every event.
+    Calls are for one training thread; the writing is on a thread of its own.
+    """
+
+    def __init__(self, folder: str | os.PathLike, job_id: str, *, attempt: int | None = None,
+                 roll_seconds: float = DEFAULT_ROLL_SECONDS, max_queued: int = DEFAULT_MAX_QUEUED,
+                 close_on_sigterm: bool = False):
+        if not job_id:
+            raise ValueError("job_id is required: the id of the job in its scheduler stream")
+        if roll_seconds <= 0 or max_queued <= 0:
+            raise ValueError("roll_seconds and max_queued must be positive")
+        self.folder, self.job_id, self.attempt = os.fspath(folder), job_id, attempt
+        self.roll_seconds, self.max_queued = roll_seconds, max_queued
+        self.dropped = 0  # events refused because the queue was full (the writer could not keep up)
+        self.files_written = 0
+        self._queue: collections.deque = collections.deque()
+        # Files of this recorder: job, host, process and start time keep them apart from any other's.
+        safe_job, host = (re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80] for name in (job_id, socket.gethostname()))
+        self._file_stem = f"{safe_job}-{host}-{os.getpid()}-{_now_us()}"
+        self._sequence = 0
+        # Reentrant: a SIGTERM handler's close() may interrupt a flush() of the same thread. The files it
+        # writes twice then hold the same event ids, which mpg run drops as duplicates.
+        self._write_lock = threading.RLock()
+        self._unwritten: dict[str, list[dict]] = {"runtime": [], "profiler": []}  # a failed write retries them
+        self._closed = False
+        if close_on_sigterm:  # signal handlers belong to the main thread: this raises ValueError elsewhere
+            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._wake = threading.Event()
+        self._writer = threading.Thread(target=self._write_loop, name="fleet-goodput-recorder", daemon=True)
+        self._writer.start()
+        atexit.register(self.close)
+
+    # ---- recording (the training thread) --------------------------------
+    def _put(self, event: tuple) -> None:
+        if len(self._queue) >= self.max_queued:
+            self.dropped += 1
+            return
+        self._queue.append(event)
+
+    def step(self, step: int) -> _Span:
+        """`with recorder.step(n):` one training step, STEP_START and STEP_END at step n."""
+        return _Span(self, "STEP", step)
+
+    def span(self, kind: str, step: int | None = None) -> _Span:
+        """`with recorder.span(kind, step):` a span of INIT, COMPILE, STEP, CHECKPOINT_SAVE (step: the
+        step made durable), CHECKPOINT_RESTORE (step: the step resumed from) or DATA_WAIT."""
+        return _Span(self, self._kind(kind), step)
+
+    def start(self, kind: str, step: int | None = None) -> None:
+        """KIND_START now, for spans that do not fit a `with` block (STEP_START: the first step of the span)."""
+        self._put((f"{self._kind(kind)}_START", _now_us(), step))
+
+    def end(self, kind: str, step: int | None = None) -> None:
+        """KIND_END now (STEP_END: the last step of the span; CHECKPOINT_SAVE_END: the step made durable)."""
+        self._put((f"{self._kind(kind)}_END", _now_us(), step))
+
+    def profile(self, step: int, duration_s: float, chips: int, ideal_flops: float,
+                flops_source: str = "ANALYTIC", precision: str | None = None) -> None:
+        """A profiler sample: step `step` took `duration_s` on `chips` chips and needed `ideal_flops`
+        (the whole job's FLOPs of one step, all chips); `precision` None means bf16."""
+        if flops_source not in FLOPS_SOURCES:
+            raise ValueError(f"unknown flops_source {flops_source!r}; expected one of {', '.join(FLOPS_SOURCES)}")
+        self._put((_PROFILE, _now_us(), step, float(duration_s), int(chips), float(ideal_flops), flops_source,
+                   precision))
+
+    @staticmethod
+    def _kind(kind: str) -> str:
+        if kind not in SPAN_KINDS:
+            raise ValueError(f"unknown span kind {kind!r}; expected one of {', '.join(SPAN_KINDS)}")
+        return kind
+
+    # ---- writing (the writer thread) -------------------------------------
+    def flush(self) -> None:
+        """Write what is queued now, from the calling thread, as complete files."""
+        self._write_queued()
+
+    def close(self) -> None:
+        """Stop the writer and write what is left. Idempotent; run at exit."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        self._wake.set()
+        self._writer.join()
+        self._write_queued()
+        if self.dropped:
+            _log.warning("fleet-goodput recorder dropped %d events of job %s: the queue was full",
+                         self.dropped, self.job_id)
+
+    def _on_sigterm(self, signum, frame) -> None:
+        self.close()
+        previous = self._previous_sigterm
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:  # the default (or a handler not set from Python): the process ends
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc_info) -> bool:
+        self.close()
+        return False
+
+    def _write_loop(self) -> None:
+        while not self._wake.wait(self.roll_seconds):
+            try:
+                self._write_queued()
+            except Exception:  # never let the writer die: the next roll tries again
+                _log.exception("fleet-goodput recorder could not write events of job %s", self.job_id)
+
+    def _write_queued(self) -> None:
+        with self._write_lock:  # flush() and the writer thread may both write
+            unwritten, queue = self._unwritten, self._queue
+            while True:
+                try:
+                    event = queue.popleft()
+                except IndexError:
+                    break
+                unwritten["profiler" if event[0] == _PROFILE else "runtime"].append(self._record(event))
+            for stream, records in unwritten.items():
+                if records:
+                    name = f"{self._file_stem}-{self._sequence:06d}.avro"
+                    self._sequence += 1  # before writing: a reentrant write takes the next name
+                    write_events(os.path.join(self.folder, stream, name), stream, records)  # raises: kept for later
+                    self.files_written += 1
+                    records.clear()
+
+    def _record(self, event: tuple) -> dict:
+        type_, time_us, step = event[:3]
+        attempt = "-" if self.attempt is None else self.attempt
+        event_id = f"rec/{self.job_id}/{attempt}/{type_}/{'-' if step is None else step}/{time_us}"
+        if type_ == _PROFILE:
+            duration_s, chips, ideal_flops, flops_source, precision = event[3:]
+            return {"event_id": event_id, "event_time": time_us, "job_id": self.job_id, "step": step,
+                    "duration_s": duration_s, "chips": chips, "ideal_flops": ideal_flops,
+                    "flops_source": flops_source, "bytes_accessed": None, "precision": precision}
+        return {"event_id": event_id, "event_time": time_us, "job_id": self.job_id, "type": type_, "step": step,
+                "attempt": self.attempt}

@@ -1,0 +1,65 @@
+"""A store written before the package's modules moved into layers keeps going.
+
+tests/data/store-flat-layout/store was written by fleet-goodput at 427cfaa,
+when every module sat at the top of the package: `mpg run` over
+tests/data/store-flat-layout/fleet (2 simulated hours, seed 5, 12 jobs) with
+`--as_of 2026-01-01T01:00:00Z`. Its open keys' saved state names the classes
+by their modules of then (fleet_goodput.session, fleet_goodput.timeline,
+fleet_goodput.interruptions). A store is kept for years: continued by
+today's code to the end of the same files, it must give what one run of
+today's code gives over them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.session import state_from_bytes
+from fleet_goodput.runs.batch import run_batch
+from fleet_goodput.store.views import connect
+
+WRITTEN_BEFORE = Path(__file__).parent / "data" / "store-flat-layout"
+QUERIES = {
+    "job_window": "select * exclude (version) from job_window",
+    "jobs": "select * exclude (version, date) from jobs",
+    "capacity_window": "select * exclude (version) from capacity_window",
+}
+
+
+def _rows(output, query: str) -> list:
+    with connect(output) as connection:
+        return sorted(connection.execute(query).fetchall())
+
+
+@pytest.fixture(scope="module")
+def continued_and_fresh(tmp_path_factory):
+    root = tmp_path_factory.mktemp("flat")
+    shutil.copytree(WRITTEN_BEFORE, root, dirs_exist_ok=True)
+    continued = run_batch(str(root / "fleet"), str(root / "store"), load_settings(), build_views=False)
+    fresh = run_batch(str(root / "fleet"), str(root / "fresh"), load_settings(), build_views=False)
+    return root, continued, fresh
+
+
+def test_the_saved_state_names_the_modules_of_then():
+    """The fixture is what it claims: its state would not unpickle by today's module names alone."""
+    blobs = [blob for path in (WRITTEN_BEFORE / "store" / "state" / "keys").glob("*.parquet")
+             for blob in pq.read_table(path, columns=["blob"]).column("blob").to_pylist()]
+    assert len(blobs) >= 10
+    assert all(b"fleet_goodput.session" in blob and b"fleet_goodput.core" not in blob for blob in blobs)
+    states = [state_from_bytes(blob) for blob in blobs]
+    assert {type(state).__module__ for state in states} == {"fleet_goodput.core.session"}
+
+
+def test_continuing_it_gives_what_one_run_gives(continued_and_fresh):
+    root, continued, fresh = continued_and_fresh
+    assert continued.committed and continued.run.run_id == 2
+    assert continued.manifest["as_of_us"] == fresh.manifest["as_of_us"]
+    for name, query in QUERIES.items():
+        expected = _rows(root / "fresh", query)
+        assert len(expected) >= 8, name
+        assert _rows(root / "store", query) == expected, name
