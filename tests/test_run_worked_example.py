@@ -73,5 +73,9 @@ def test_run_explains_an_empty_input_folder(tmp_path, capsys):
 
 
 def test_run_rejects_a_malformed_as_of(worked_example_input, tmp_path, capsys):
-    assert main(["run", "--input", str(worked_example_input), "--output", str(tmp_path), "--as_of", "yesterday"]) == 2
-    assert "ISO-8601" in capsys.readouterr().err
+    """Refused where the command line is read, as argparse refuses any argument: exit 2, nothing written."""
+    with pytest.raises(SystemExit) as refused:
+        main(["run", "--input", str(worked_example_input), "--output", str(tmp_path), "--as_of", "yesterday"])
+    assert refused.value.code == 2
+    assert "argument --as_of: not an ISO-8601 time: 'yesterday'" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
