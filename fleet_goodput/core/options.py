@@ -19,6 +19,7 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fleet_goodput.core.config import load_settings
 from fleet_goodput.core.timeutil import parse_time_us
 
 
@@ -131,6 +132,11 @@ class RunOptions:
             raise ValueError("--chunk_hours computes up to each chunk's latest event; it does not take --as_of")
         if self.chunk_hours is not None and self.chunk_hours < 1:
             raise ValueError(f"--chunk_hours must be at least 1 (got {self.chunk_hours})")
+        if self.config is not None:
+            # A settings file's own mistakes (a wrong type, an unknown key: ConfigError) are refused here,
+            # before anything is read or written; the run layers it over the store's settings once it
+            # holds the output's lock (fleet_goodput/store/stored_settings.py).
+            load_settings(self.config)
 
     @classmethod
     def of(cls, values, beam_args: list[str] | tuple[str, ...] = ()) -> RunOptions:
