@@ -201,16 +201,7 @@ class KeyState:
         return (isinstance(timeline, JobTimeline) and not self.waiting and timeline.end_us is not None
                 and timeline.end_us <= self.frontier_us and not timeline.unresolved and timeline.open_step is None)
 
-    def close(self, end_us: int) -> Advance:
-        """End of input at `end_us`: settle everything up to it and close the key for good."""
-        result = Advance()
-        self._judge_submit(end_us, result)  # one not yet confirmed stands: the input ends within its wait
-        self._settle(end_us, result, close=True)
-        self._emit(dict(self.totals), _summary_of(self.timeline), result)
-        self.finished = True
-        return result
-
-    def _settle(self, frontier_us: int, result: Advance, close: bool = False, hold_from_us: int | None = None) -> None:
+    def _settle(self, frontier_us: int, result: Advance, hold_from_us: int | None = None) -> None:
         """Feed the waiting events up to `frontier_us` to the timeline; those from `hold_from_us` on
         (a SUBMIT waiting for confirmation, and what follows it) stay waiting."""
         timeline = self.timeline
@@ -220,10 +211,7 @@ class KeyState:
         # A repeat of a settled event has its time, at or before the frontier,
         # so it arrives late: settled ids need no memory.
         timeline.seen_ids.clear()
-        if close:
-            timeline.close(frontier_us)
-        else:
-            timeline.advance_to(frontier_us)
+        timeline.advance_to(frontier_us)
         self.frontier_us = frontier_us
         _accumulate(self.totals, timeline.flush())
         result.settled_rejections += [(r.event, r.reason) for r in timeline.rejections]
