@@ -114,6 +114,7 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     committed) when counts do not add up. On an output written before outputs
     kept their settings, warns (UserWarning) what this run stores.
     """
+    from fleet_goodput.core.config import SettingsFile
     from fleet_goodput.core.options import OPTIONS, OptionsError, RunOptions
     from fleet_goodput.runs import batch
 
@@ -123,9 +124,10 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
             raise OptionsError(f"{name} in beam_args is an option of `mpg run`, not a Beam pipeline flag: "
                                "fleet_goodput.run takes it as an argument where it has one (as_of=, replace=, "
                                "config=, workers=, confirm_as_of=)")
+    settings_file = None if config is None else SettingsFile.read(config)  # read once: all the run takes from it
     options = RunOptions(str(input), str(output), as_of_us=_time_us(as_of), confirm_as_of=confirm_as_of,
-                         replace=replace, config=None if config is None else str(config),
-                         beam_args=batch.beam_args_for(config, list(beam_args), workers, where=" (in beam_args)"))
+                         replace=replace, config=settings_file, beam_args=batch.beam_args_for(
+                             settings_file, list(beam_args), workers, where=" (in beam_args)"))
     outcome = batch.run(options)
     if outcome.note:
         warnings.warn(outcome.note, stacklevel=2)

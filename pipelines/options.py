@@ -16,7 +16,7 @@ import argparse
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, _BeamArgumentParser
 from apache_beam.runners.dataflow.dataflow_runner import DataflowPipelineResult
 
-from fleet_goodput.core.config import beam_flags
+from fleet_goodput.core.config import SettingsFile, beam_flags
 from fleet_goodput.core.options import COMMAND_OPTIONS, OPTIONS, OptionsError, console_url, unknown_flag_message
 
 
@@ -88,9 +88,10 @@ def check_flags(command: str, flags: list[str], where: str = "", *, beam_only: b
         raise OptionsError(unknown_flag_message(unknown[0], known) + where)
 
 
-def beam_flags_for(command: str, config: str | None, flags: list[str], where: str = "") -> list[str]:
-    """Beam's pipeline options for a run of `command`: the `beam:` section of `config`, then `flags`
-    (which come after, so they win), each checked to be Beam's (`where` says where `flags` came from)."""
+def beam_flags_for(command: str, config: str | SettingsFile | None, flags: list[str], where: str = "") -> list[str]:
+    """Beam's pipeline options for a run of `command`: the `beam:` section of `config` (a settings file's
+    path, or the file read already), then `flags` (which come after, so they win), each checked to be
+    Beam's (`where` says where `flags` came from)."""
     config_flags = beam_flags(config)
     check_flags(command, config_flags, where=f" (in the beam: section of {config})", beam_only=True)
     check_flags(command, flags, where=where, beam_only=True)

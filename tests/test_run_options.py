@@ -8,6 +8,7 @@ options are not handed to Beam, and a run opens its output store once.
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -95,3 +96,33 @@ def test_a_run_opens_its_output_store_once(tmp_path, monkeypatch, capsys):
     assert main(["run", "--input", str(tmp_path / "fleet"), "--output", str(tmp_path / "out"), "--as_of", AS_OF]) == 0
     assert "Fleet ML Productivity Goodput" in capsys.readouterr().out  # the headline read it too
     assert opened == [str(tmp_path / "out")]
+
+
+# Paths whose opens the audit hook counts while a test watches them ({path: opens}); empty otherwise.
+_WATCHED: dict[str, int] = {}
+
+
+def _count_opens(event: str, args: tuple) -> None:
+    if event == "open" and _WATCHED and isinstance(args[0], str) and args[0] in _WATCHED:
+        _WATCHED[args[0]] += 1
+
+
+sys.addaudithook(_count_opens)  # every open of a file by path (open, io.open, os.open) raises the audit event
+
+
+def test_a_run_reads_its_settings_file_once(tmp_path, capsys):
+    """The file is read and checked where the run options are built, and that one parsed copy gives the
+    run its Beam options, its settings and its streaming settings, under the output's lock too."""
+    for stream, records in worked_example.records().items():
+        write_events(tmp_path / "fleet" / stream / "part-0.avro", stream, records)
+    config = tmp_path / "settings.yaml"
+    config.write_text("window_s: 3600\nbeam:\n  direct_num_workers: 1\nstreaming:\n  allowed_lateness_s: 3600\n")
+    _WATCHED[str(config)] = 0
+    try:
+        assert main(["run", "--input", str(tmp_path / "fleet"), "--output", str(tmp_path / "out"), "--as_of", AS_OF,
+                     "--config", str(config)]) == 0
+        opens = _WATCHED[str(config)]
+    finally:
+        _WATCHED.clear()
+    assert "Fleet ML Productivity Goodput" in capsys.readouterr().out
+    assert opens == 1

@@ -92,14 +92,15 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.core.config import ConfigError, load_settings
+    from fleet_goodput.core.config import ConfigError, SettingsFile, load_settings
     from fleet_goodput.core.timeutil import format_time_us
     from fleet_goodput.runs.batch import (InputError, ReconciliationError, beam_args_for, is_dry_run, run,
                                           translate_batch)
     from fleet_goodput.store.delta_store import Store, StoreError
 
     try:
-        options = RunOptions.of(args, beam_args_for(args.config, args.beam_args, args.workers))
+        config = None if args.config is None else SettingsFile.read(args.config)  # read once, here
+        options = RunOptions.of(args, beam_args_for(config, args.beam_args, args.workers), config)
         if is_dry_run(list(options.beam_args)):
             settings = load_settings(options.config)
             return dry_run(options.beam_args, options.input, options.output,

@@ -83,7 +83,7 @@ def _busy_notice(poll_s: float):
 
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput import schemas
-    from fleet_goodput.core.config import ConfigError, load_settings
+    from fleet_goodput.core.config import ConfigError, SettingsFile, load_settings
     from fleet_goodput.core.stream_settings import load_stream_settings
     from fleet_goodput.pipelines.options import beam_flags_for
     from fleet_goodput.runs.batch import ReconciliationError, is_dry_run
@@ -93,11 +93,12 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.telemetry.avro_io import telemetry_files
 
     try:
-        flags = beam_flags_for("stream", args.config, args.beam_args)
-        settings = load_settings(args.config)
-        stream_settings = load_stream_settings(args.config, allowed_lateness_s=args.allowed_lateness_s)
+        config = None if args.config is None else SettingsFile.read(args.config)  # read once, for all below
+        flags = beam_flags_for("stream", config, args.beam_args)
+        settings = load_settings(config)
+        stream_settings = load_stream_settings(config, allowed_lateness_s=args.allowed_lateness_s)
         if stream_settings.source == "directory":  # the runs commit to the store: its settings
-            chosen = settings_for_output(args.output, args.config, replace=args.replace,
+            chosen = settings_for_output(args.output, config, replace=args.replace,
                                          allowed_lateness_s=args.allowed_lateness_s)
             settings, stream_settings = chosen.settings, chosen.stream_settings
             if chosen.note:

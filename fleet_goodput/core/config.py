@@ -7,7 +7,7 @@ its own parts passes one file and the whole pipeline sees the same catalogue.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -228,8 +228,37 @@ def peak_of(table: dict[str, float], accelerator: str, precision: str | None) ->
     return table.get(f"{accelerator}/{precision}")
 
 
-def load_settings(path: str | Path | None = None, base: Settings | None = None) -> Settings:
-    """`base` (by default the bundled defaults), with the keys of `path` (if given) replacing its.
+@dataclass(frozen=True)
+class SettingsFile:
+    """A settings file (--config) read and parsed once: its mapping, safely parsed (`read_yaml`), and
+    where it was read from, whose folder a relative catalogue path is taken from. A run reads its file
+    into one where its options are built (fleet_goodput/core/options.py) and hands that down: its
+    `beam:` section, its settings and its `streaming:` section are each taken from it, never from
+    the file again. The mapping is the file's as parsed; nothing changes it."""
+
+    path: str
+    raw: dict = field(hash=False)  # a run's options stay hashable: the path stands for the file
+
+    @classmethod
+    def read(cls, path: str | Path) -> SettingsFile:
+        return cls(str(path), read_yaml(path))
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.path).parent
+
+    def __str__(self) -> str:  # messages name the file as it was given
+        return self.path
+
+
+def settings_file(config: str | Path | SettingsFile) -> SettingsFile:
+    """`config` parsed: read now if it is a path, as it is if it was read already."""
+    return config if isinstance(config, SettingsFile) else SettingsFile.read(config)
+
+
+def load_settings(path: str | Path | SettingsFile | None = None, base: Settings | None = None) -> Settings:
+    """`base` (by default the bundled defaults), with the keys of `path` (if given; a file's path or
+    the file already read) replacing its.
 
     A store passes the settings it keeps as `base` (fleet_goodput/store/stored_settings.py),
     so a file that names only some keys changes only those."""
@@ -237,7 +266,8 @@ def load_settings(path: str | Path | None = None, base: Settings | None = None) 
         base = _overlay(read_yaml(DEFAULT_CONFIG), Path(str(DEFAULT_CONFIG)).parent, None, DEFAULT_CONFIG)
     if path is None:
         return base
-    return _overlay(read_yaml(path), Path(path).parent, base, path)
+    file = settings_file(path)
+    return _overlay(file.raw, file.folder, base, file.path)
 
 
 def _overlay(raw: dict, folder: Path, base: Settings | None, path) -> Settings:
@@ -302,14 +332,14 @@ _OPTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OPTION_VALUE = "a string, number or true/false, or a list of them"
 
 
-def beam_flags(path: str | Path | None) -> list[str]:
-    """Pipeline options from the `beam:` section of a settings file, as flags.
+def beam_flags(path: str | Path | SettingsFile | None) -> list[str]:
+    """Pipeline options from the `beam:` section of a settings file (its path, or the file already read), as flags.
 
     Command-line Beam flags come after these, so they override them.
     """
     if path is None:
         return []
-    section = read_yaml(path).get("beam") or {}
+    section = settings_file(path).raw.get("beam") or {}
     try:
         return [flag for name, value in mapping(section, "beam", "a mapping of pipeline options").items()
                 for flag in _beam_flag(name, value)]

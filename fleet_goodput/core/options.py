@@ -19,7 +19,7 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.config import SettingsFile, load_settings, settings_file
 from fleet_goodput.core.timeutil import parse_time_us
 
 
@@ -121,7 +121,9 @@ class RunOptions:
     as_of_us: int | None = None  # None: how far the scheduler's clock has reached (fleet_goodput/core/asof.py)
     confirm_as_of: bool = False
     replace: bool = False
-    config: str | None = None  # a settings file: its keys replace the store's (fleet_goodput/store/stored_settings.py)
+    # The settings file (--config), read once where the options are built (a path given is read here): its keys
+    # replace the store's (fleet_goodput/store/stored_settings.py), without the file being read again.
+    config: SettingsFile | None = None
     chunk_hours: int | None = None
     # Beam's own pipeline options, checked: the config's `beam:` section, the command line's, and what
     # --workers is short for (fleet_goodput/runs/batch.py, `beam_args_for`)
@@ -133,18 +135,20 @@ class RunOptions:
         if self.chunk_hours is not None and self.chunk_hours < 1:
             raise ValueError(f"--chunk_hours must be at least 1 (got {self.chunk_hours})")
         if self.config is not None:
+            object.__setattr__(self, "config", settings_file(self.config))
             # A settings file's own mistakes (a wrong type, an unknown key: ConfigError) are refused here,
             # before anything is read or written; the run layers it over the store's settings once it
             # holds the output's lock (fleet_goodput/store/stored_settings.py).
             load_settings(self.config)
 
     @classmethod
-    def of(cls, values, beam_args: list[str] | tuple[str, ...] = ()) -> RunOptions:
+    def of(cls, values, beam_args: list[str] | tuple[str, ...] = (), config: SettingsFile | None = None) -> RunOptions:
         """The run options of a parsed command line (`values` has an attribute per option of `mpg run`,
-        each already typed) and Beam's options for it."""
+        each already typed) and Beam's options for it; `config` is the file `values.config` names if the
+        caller read it already (for the `beam:` section in `beam_args`), so it is not read again."""
         return cls(input=str(values.input), output=str(values.output), as_of_us=values.as_of,
                    confirm_as_of=values.confirm_as_of, replace=values.replace,
-                   config=None if values.config is None else str(values.config), chunk_hours=values.chunk_hours,
+                   config=config if config is not None else values.config, chunk_hours=values.chunk_hours,
                    beam_args=tuple(beam_args))
 
 

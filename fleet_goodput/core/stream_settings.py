@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from fleet_goodput.core.config import read_yaml
+from fleet_goodput.core.config import SettingsFile, settings_file
 from fleet_goodput.core.setting_types import ConfigError, SettingError, mapping, positive, text, whole
 
 SOURCES = ("directory", "pubsub")
@@ -62,13 +62,13 @@ _CHECKS = {
 }
 
 
-def load_stream_settings(path: str | Path | None = None, base: StreamSettings | None = None,
+def load_stream_settings(path: str | Path | SettingsFile | None = None, base: StreamSettings | None = None,
                          **overrides) -> StreamSettings:
-    """`base` (by default StreamSettings()), with the `streaming:` keys of `path` and then
-    `overrides` (those not None) replacing its."""
+    """`base` (by default StreamSettings()), with the `streaming:` keys of `path` (a settings file's
+    path, or the file already read) and then `overrides` (those not None) replacing its."""
     raw = {f.name: getattr(base, f.name) for f in fields(StreamSettings)} if base is not None else {}
     if path is not None:
-        section = read_yaml(path).get("streaming") or {}
+        section = settings_file(path).raw.get("streaming") or {}
         if not isinstance(section, dict):
             raise ConfigError(f"`streaming:` in {path} must be a mapping")
         unknown = set(section) - set(_CHECKS)

@@ -34,7 +34,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from fleet_goodput import schemas
 from fleet_goodput.core.asof import (CLOCK_STREAM, check_as_of_near_data, default_as_of, describe_span, history_start,
                                      latest_times)
-from fleet_goodput.core.config import Settings
+from fleet_goodput.core.config import Settings, SettingsFile
 from fleet_goodput.core.options import RunOptions
 from fleet_goodput.core.session import STATE_FORMAT
 from fleet_goodput.core.stream_settings import StreamSettings
@@ -658,9 +658,11 @@ def is_local(beam_args: list[str] | None) -> bool:
     return runner.lower().removesuffix("runner") in ("fnapi", "direct", "bundlebaseddirect", "switchingdirect")
 
 
-def beam_args_for(config: str | None, flags: list[str], workers: int | None, where: str = "") -> tuple[str, ...]:
-    """Beam's pipeline options for a batch run: the `beam:` section of `config`, then `flags`, each
-    checked to be Beam's (`where` says where `flags` came from), then what `--workers` is short for."""
+def beam_args_for(config: str | SettingsFile | None, flags: list[str], workers: int | None,
+                  where: str = "") -> tuple[str, ...]:
+    """Beam's pipeline options for a batch run: the `beam:` section of `config` (a settings file's path, or
+    the file read already), then `flags`, each checked to be Beam's (`where` says where `flags` came
+    from), then what `--workers` is short for."""
     checked = beam_flags_for("run", config, flags, where)
     return (*checked, *worker_flags(workers, checked))
 

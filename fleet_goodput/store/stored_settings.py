@@ -41,7 +41,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from fleet_goodput.core.config import Accelerator, ConfigError, Settings, SizeClass, check_window_s, load_settings
+from fleet_goodput.core.config import (Accelerator, ConfigError, Settings, SettingsFile, SizeClass, check_window_s,
+                                      load_settings, settings_file)
 from fleet_goodput.core.stream_settings import StreamSettings, load_stream_settings
 from fleet_goodput.store.delta_store import SETTINGS, RunRecord, Store, Transaction, is_remote
 from fleet_goodput.store.store_check import require_intact
@@ -154,9 +155,11 @@ def _show(value) -> str:
     return repr(value) if isinstance(value, str) and value != ABSENT else str(value)
 
 
-def _layered(kept: dict, config: str | Path | None, window_s: int | None = None,
+def _layered(kept: dict, config: str | Path | SettingsFile | None, window_s: int | None = None,
              allowed_lateness_s: int | None = None) -> tuple[Settings, StreamSettings]:
-    """The store's settings, then those `config` names, then the flags given (not None)."""
+    """The store's settings, then those `config` names (read once here if not read already), then the
+    flags given (not None)."""
+    config = None if config is None else settings_file(config)
     settings = load_settings(config, base=apply(kept, load_settings()))
     if window_s is not None:
         settings = dataclasses.replace(settings, window_s=check_window_s(window_s))
@@ -165,7 +168,7 @@ def _layered(kept: dict, config: str | Path | None, window_s: int | None = None,
 
 
 # ---- runs ---------------------------------------------------------------------
-def settings_for_output(output: str | Path, config: str | Path | None = None, *, replace: bool = False,
+def settings_for_output(output: str | Path, config: str | Path | SettingsFile | None = None, *, replace: bool = False,
                         allowed_lateness_s: int | None = None) -> RunSettings:
     """The settings a run on `output` computes with (`replace`: as if it held no run); see `settings_for_run`."""
     store = Store(output)
@@ -173,7 +176,7 @@ def settings_for_output(output: str | Path, config: str | Path | None = None, *,
                             allowed_lateness_s=allowed_lateness_s)
 
 
-def settings_for_run(store: Store, previous: RunRecord | None, config: str | Path | None = None, *,
+def settings_for_run(store: Store, previous: RunRecord | None, config: str | Path | SettingsFile | None = None, *,
                      window_s: int | None = None, allowed_lateness_s: int | None = None) -> RunSettings:
     """The settings of a run that continues `previous`: the store's, with those `config` names and
     the flags given replacing them. Raises SettingsConflict where they would change stored figures."""
