@@ -107,7 +107,13 @@ def _count_opens(event: str, args: tuple) -> None:
         _WATCHED[args[0]] += 1
 
 
-sys.addaudithook(_count_opens)  # every open of a file by path (open, io.open, os.open) raises the audit event
+def _watch(path) -> None:
+    """Count the opens of `path` from now on (every open by path, whether open, io.open or os.open, raises
+    the `open` audit event); a hook cannot be removed, so it is added once, by the first test that watches."""
+    if not hasattr(_watch, "hooked"):
+        sys.addaudithook(_count_opens)
+        _watch.hooked = True
+    _WATCHED[str(path)] = 0
 
 
 def test_a_run_reads_its_settings_file_once(tmp_path, capsys):
@@ -117,7 +123,7 @@ def test_a_run_reads_its_settings_file_once(tmp_path, capsys):
         write_events(tmp_path / "fleet" / stream / "part-0.avro", stream, records)
     config = tmp_path / "settings.yaml"
     config.write_text("window_s: 3600\nbeam:\n  direct_num_workers: 1\nstreaming:\n  allowed_lateness_s: 3600\n")
-    _WATCHED[str(config)] = 0
+    _watch(config)
     try:
         assert main(["run", "--input", str(tmp_path / "fleet"), "--output", str(tmp_path / "out"), "--as_of", AS_OF,
                      "--config", str(config)]) == 0
