@@ -8,6 +8,7 @@ options are not handed to Beam, and a run opens its output store once.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from datetime import datetime, timedelta, timezone
 
@@ -16,6 +17,7 @@ import pytest
 import worked_example
 from fleet_goodput import api
 from fleet_goodput.cli import build_parser, main
+from fleet_goodput.configs import CONFIG_DIR
 from fleet_goodput.core.options import OptionsError, RunOptions, typed_values
 from fleet_goodput.pipelines.options import GoodputOptions, beam_flags_for, parse_options
 from fleet_goodput.store import delta_store as store
@@ -116,19 +118,23 @@ def _watch(path) -> None:
     _WATCHED[str(path)] = 0
 
 
-def test_a_run_reads_its_settings_file_once(tmp_path, capsys):
+def test_a_run_reads_its_settings_file_and_the_catalogue_it_names_once(tmp_path, capsys):
     """The file is read and checked where the run options are built, and that one parsed copy gives the
     run its Beam options, its settings and its streaming settings, under the output's lock too."""
     for stream, records in worked_example.records().items():
         write_events(tmp_path / "fleet" / stream / "part-0.avro", stream, records)
+    catalogue = tmp_path / "parts.yaml"
+    shutil.copy(CONFIG_DIR / "accelerators.yaml", catalogue)  # a copy: the defaults read the bundled one
     config = tmp_path / "settings.yaml"
-    config.write_text("window_s: 3600\nbeam:\n  direct_num_workers: 1\nstreaming:\n  allowed_lateness_s: 3600\n")
+    config.write_text("window_s: 3600\naccelerators: parts.yaml\nbeam:\n  direct_num_workers: 1\n"
+                      "streaming:\n  allowed_lateness_s: 3600\n")
     _watch(config)
+    _watch(catalogue)
     try:
         assert main(["run", "--input", str(tmp_path / "fleet"), "--output", str(tmp_path / "out"), "--as_of", AS_OF,
                      "--config", str(config)]) == 0
-        opens = _WATCHED[str(config)]
+        opens = dict(_WATCHED)
     finally:
         _WATCHED.clear()
     assert "Fleet ML Productivity Goodput" in capsys.readouterr().out
-    assert opens == 1
+    assert opens == {str(config): 1, str(catalogue): 1}

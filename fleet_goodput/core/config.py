@@ -6,8 +6,10 @@ its own parts passes one file and the whole pipeline sees the same catalogue.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -233,8 +235,9 @@ class SettingsFile:
     """A settings file (--config) read and parsed once: its mapping, safely parsed (`read_yaml`), and
     where it was read from, whose folder a relative catalogue path is taken from. A run reads its file
     into one where its options are built (fleet_goodput/core/options.py) and hands that down: its
-    `beam:` section, its settings and its `streaming:` section are each taken from it, never from
-    the file again. The mapping is the file's as parsed; nothing changes it."""
+    `beam:` section, its settings (`named`, checked once, the catalogue it names read once) and its
+    `streaming:` section are each taken from it, never from the file again. The mapping is the
+    file's as parsed; nothing changes it."""
 
     path: str
     raw: dict = field(hash=False)  # a run's options stay hashable: the path stands for the file
@@ -246,6 +249,12 @@ class SettingsFile:
     @property
     def folder(self) -> Path:
         return Path(self.path).parent
+
+    @cached_property
+    def named(self) -> dict:
+        """The pipeline settings the file names, checked, as {Settings field: value}; ConfigError for a
+        mistake. Kept once made, so a run's check at its edge and its layering under the lock share them."""
+        return _named(self.raw, self.folder, self.path)
 
     def __str__(self) -> str:  # messages name the file as it was given
         return self.path
@@ -263,31 +272,32 @@ def load_settings(path: str | Path | SettingsFile | None = None, base: Settings 
     A store passes the settings it keeps as `base` (fleet_goodput/store/stored_settings.py),
     so a file that names only some keys changes only those."""
     if base is None:
-        base = _overlay(read_yaml(DEFAULT_CONFIG), Path(str(DEFAULT_CONFIG)).parent, None, DEFAULT_CONFIG)
+        base = Settings(**_named(read_yaml(DEFAULT_CONFIG), Path(str(DEFAULT_CONFIG)).parent, DEFAULT_CONFIG))
     if path is None:
         return base
-    file = settings_file(path)
-    return _overlay(file.raw, file.folder, base, file.path)
+    return dataclasses.replace(base, **settings_file(path).named)
 
 
-def _overlay(raw: dict, folder: Path, base: Settings | None, path) -> Settings:
-    """The settings `raw` names (a catalogue path relative to `folder`), the rest from `base`."""
+def _named(raw: dict, folder: Path, path) -> dict:
+    """The settings `raw` names, checked, as {Settings field: value} (a catalogue path relative to `folder`)."""
     unknown = set(raw) - set(SETTING_KEYS) - _FOREIGN_KEYS
     if unknown:
         raise ConfigError(f"unknown setting(s) {', '.join(sorted(map(str, unknown)))} in {path}; "
                           f"known: {', '.join(SETTING_KEYS)}")
+    named = {}
     try:
-        window_s = check_window_s(raw["window_s"]) if "window_s" in raw else base.window_s
-        size_classes = size_classes_of(raw["size_classes"]) if "size_classes" in raw else base.size_classes
+        if "window_s" in raw:
+            named["window_s"] = check_window_s(raw["window_s"])
+        if "size_classes" in raw:
+            named["size_classes"] = size_classes_of(raw["size_classes"])
         catalogue_path = Path(text(raw["accelerators"], "accelerators", "the path of a catalogue file")
                               ) if "accelerators" in raw else None
     except SettingError as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
-    if catalogue_path is None:
-        accelerators = base.accelerators
-    else:
-        accelerators = load_catalogue(catalogue_path if catalogue_path.is_absolute() else folder / catalogue_path)
-    return Settings(window_s=window_s, accelerators=accelerators, size_classes=size_classes)
+    if catalogue_path is not None:
+        named["accelerators"] = load_catalogue(catalogue_path if catalogue_path.is_absolute()
+                                               else folder / catalogue_path)
+    return named
 
 
 def check_window_s(window_s) -> int:
