@@ -3,7 +3,8 @@
 `--as_of` becomes microseconds where the command line is read (the CLI's
 parser, the launcher's `typed_values`, the API's `run`), or the command stops
 there naming the flag; the run below never sees its text. The command's own
-options are not handed to Beam, and a run opens its output store once.
+options are not handed to Beam, a run opens its output store once, and it
+reads its settings file (and the catalogue that names) once.
 """
 
 from __future__ import annotations
