@@ -4,7 +4,7 @@
 parser, the launcher's `typed_values`, the API's `run`), or the command stops
 there naming the flag; the run below never sees its text. The command's own
 options are not handed to Beam, a run opens its output store once, and it
-reads its settings file (and the catalogue that names) once.
+reads its settings file (and the catalogue the file names) once.
 """
 
 from __future__ import annotations
