@@ -19,7 +19,7 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fleet_goodput.core.config import SettingsFile, load_settings, settings_file
+from fleet_goodput.core.config import SettingsFile, settings_file
 from fleet_goodput.core.timeutil import parse_time_us
 
 
@@ -135,11 +135,13 @@ class RunOptions:
         if self.chunk_hours is not None and self.chunk_hours < 1:
             raise ValueError(f"--chunk_hours must be at least 1 (got {self.chunk_hours})")
         if self.config is not None:
-            object.__setattr__(self, "config", settings_file(self.config))
+            config = settings_file(self.config)
+            object.__setattr__(self, "config", config)
             # A settings file's own mistakes (a wrong type, an unknown key: ConfigError) are refused here,
-            # before anything is read or written; the run layers it over the store's settings once it
-            # holds the output's lock (fleet_goodput/store/stored_settings.py).
-            load_settings(self.config)
+            # before anything is read or written: checking the settings it names keeps them
+            # (`SettingsFile.named`) for the run to layer over the store's once it holds the output's lock
+            # (fleet_goodput/store/stored_settings.py). Nothing else is read for it, the defaults included.
+            _ = config.named
 
     @classmethod
     def of(cls, values, beam_args: list[str] | tuple[str, ...] = (), config: SettingsFile | None = None) -> RunOptions:
@@ -163,10 +165,6 @@ def add_options(parser: argparse.ArgumentParser, command: str) -> None:
     group = parser.add_argument_group("goodput options")
     for name in COMMAND_OPTIONS[command]:
         OPTIONS[name].add_to(group, required=True)
-
-
-def command_flags(command: str) -> list[str]:
-    return [OPTIONS[name].flag for name in COMMAND_OPTIONS[command]]
 
 
 def unknown_flag_message(flag: str, known: list[str]) -> str:
