@@ -1,9 +1,13 @@
-"""Benchmark: `mpg run` on about a million simulated events, against two floors.
+"""Benchmark: `mpg run` on about a million simulated events, against three floors.
 
 A floor is what any tool must pay to touch the same data and sum it per job
 in DuckDB. The fastavro floor decodes every Avro record with fastavro; the
 columnar floor reads every file into columns with polars (all fields, but
 for scheduler files the nullable `workload` enum, which polars cannot read).
+The Beam floor does the columnar floor's work inside the smallest Beam
+pipeline, on the runner `mpg run` uses: what a run costs for being a Beam
+pipeline before it computes anything (importing Beam alone takes longer
+than the whole columnar floor).
 Floors and runs are child processes of this command, one after the other,
 so their wall time and peak memory (the highest RSS summed over a child and
 its processes) are measured the same way on the same files. `mpg run` runs
@@ -52,17 +56,56 @@ def floor(input_dir: str) -> int:
 
 def columnar_floor(input_dir: str) -> int:
     """Read every file into columns with polars and sum per job in DuckDB; returns the records read."""
-    import duckdb
+    import pyarrow as pa
+
+    events = pa.concat_tables(job_times(path) for path in telemetry_files(input_dir))
+    sum_per_job(events)
+    return len(events)
+
+
+def beam_floor(input_dir: str) -> None:
+    """The columnar floor's work in the smallest Beam pipeline: what any Beam run costs before it computes.
+
+    The files are read in a `FlatMap`, gathered with `ToList` and summed
+    once, on Beam's default (direct) runner in this process: importing Beam
+    and running a pipeline are what this floor adds to the columnar one.
+    """
+    import apache_beam as beam
+
+    with beam.Pipeline() as pipeline:
+        (pipeline
+         | beam.Create([str(path) for path in telemetry_files(input_dir)])
+         | beam.Map(job_times)
+         | beam.combiners.ToList()
+         | beam.Map(lambda tables: sum_per_job(_concat(tables))))
+
+
+def telemetry_files(input_dir: str) -> list[Path]:
+    return sorted(Path(input_dir).glob("*/*.avro"))
+
+
+def job_times(path) -> "pa.Table":
+    """One file's job ids and event times, read into Arrow columns by polars."""
     import polars as pl
 
-    frames = []
-    for path in sorted(Path(input_dir).glob("*/*.avro")):
-        # polars cannot read the scheduler's nullable enum (`workload`): read the rest.
-        columns = None if path.parent.name != "scheduler" else [
-            "event_id", "event_time", "job_id", "type", "cluster", "accelerator", "chips",
-            "framework", "team", "topology", "priority"]
-        frames.append(pl.read_avro(path, columns=columns).select("job_id", "event_time"))
-    events = pl.concat(frames).to_arrow()
+    path = Path(path)
+    # polars cannot read the scheduler's nullable enum (`workload`): read the rest.
+    columns = None if path.parent.name != "scheduler" else [
+        "event_id", "event_time", "job_id", "type", "cluster", "accelerator", "chips",
+        "framework", "team", "topology", "priority"]
+    return pl.read_avro(path, columns=columns).select("job_id", "event_time").to_arrow()
+
+
+def _concat(tables) -> "pa.Table":
+    import pyarrow as pa
+
+    return pa.concat_tables(tables)
+
+
+def sum_per_job(events) -> int:
+    """Events and span per job in DuckDB; returns the events summed."""
+    import duckdb
+
     duckdb.sql("select job_id, count(*) as events, max(event_time) - min(event_time) as span from events group by job_id").fetchall()
     return len(events)
 
@@ -139,12 +182,16 @@ def main() -> int:
     parser.add_argument("--baseline", metavar="SRC", help="a checkout of other code whose `mpg run` runs too, for a before/after")
     parser.add_argument("--floor-only", metavar="INPUT", help=argparse.SUPPRESS)
     parser.add_argument("--columnar-floor-only", metavar="INPUT", help=argparse.SUPPRESS)
+    parser.add_argument("--beam-floor-only", metavar="INPUT", help=argparse.SUPPRESS)
     args, beam_args = parser.parse_known_args()
     if args.floor_only:
         floor(args.floor_only)
         return 0
     if args.columnar_floor_only:
         columnar_floor(args.columnar_floor_only)
+        return 0
+    if args.beam_floor_only:
+        beam_floor(args.beam_floor_only)
         return 0
 
     work = Path(args.dir or tempfile.mkdtemp(prefix="mpg-bench-"))
@@ -161,6 +208,7 @@ def main() -> int:
     rows = {
         "floor: fastavro decode + DuckDB sum": measure([sys.executable, __file__, "--floor-only", str(telemetry)]),
         "floor: polars columns + DuckDB sum": measure([sys.executable, __file__, "--columnar-floor-only", str(telemetry)]),
+        "floor: the same in a Beam pipeline": measure([sys.executable, __file__, "--beam-floor-only", str(telemetry)]),
     }
     if args.baseline:
         env = {**os.environ, "PYTHONPATH": str(baseline_path(Path(args.baseline).resolve(), work))}
@@ -175,13 +223,14 @@ def main() -> int:
     print(f"\n{events:,} events ({', '.join(f'{n:,} {s}' for s, n in counts.items())}), {os.cpu_count()} cores\n")
     # Ratios of time, floor / run (1.0: as fast as the floor), by wall clock and by CPU seconds.
     print(f"{'':<40} {'seconds':>8} {'events/s':>10} {'CPU s':>7} {'peak MiB':>9} "
-          f"{'fastavro floor/run':>19} {'columnar floor/run':>19} {'same, by CPU s':>15}")
+          f"{'fastavro floor/run':>19} {'columnar floor/run':>19} {'Beam floor/run':>15} {'same three, by CPU s':>23}")
     fastavro_s, _, fastavro_cpu = rows["floor: fastavro decode + DuckDB sum"]
     columnar_s, _, columnar_cpu = rows["floor: polars columns + DuckDB sum"]
+    beam_s, _, beam_cpu = rows["floor: the same in a Beam pipeline"]
     for name, (seconds, mib, cpu_s) in rows.items():
         print(f"{name:<40} {seconds:>8.1f} {events / seconds:>10,.0f} {cpu_s:>7.1f} {mib:>9,.0f} "
-              f"{fastavro_s / seconds:>19.2f} {columnar_s / seconds:>19.2f} "
-              f"{fastavro_cpu / cpu_s:>7.2f} {columnar_cpu / cpu_s:>7.2f}")
+              f"{fastavro_s / seconds:>19.2f} {columnar_s / seconds:>19.2f} {beam_s / seconds:>15.2f} "
+              f"{fastavro_cpu / cpu_s:>7.2f} {columnar_cpu / cpu_s:>7.2f} {beam_cpu / cpu_s:>7.2f}")
     return 0
 
 
