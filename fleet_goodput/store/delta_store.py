@@ -216,7 +216,12 @@ class Store:
             return self._opened(relative, version)
         table = self._open.get(relative)
         if table is None:
-            table = self._opened(relative)
+            try:
+                table = self._opened(relative)
+            except Exception:  # delta-rs: a torn commit after `version` (a killed run's), which a check names
+                if version is None:
+                    raise
+                return self._opened(relative, version)
             if table is None:
                 return self._opened(relative, version) if version is not None else None
             self._open[relative] = table
