@@ -30,7 +30,9 @@ lateness go to the `late` table and are counted in the manifest.
 
 Locally, OUTPUT keeps the settings its figures were computed with, as for
 `mpg run`: a stream continuing it uses them, and one whose --config or
---allowed_lateness_s would change the stored figures is refused.
+--allowed_lateness_s would change the stored figures is refused. Each run
+takes them as it starts, so settings another run stores meanwhile (an
+accelerator a daily run adds to the catalogue) are followed.
 
 It stops on Ctrl-C / SIGTERM or after --stop_after_idle_s seconds without a new
 file. Killed any other way (even SIGKILL), it loses nothing committed: start

@@ -21,7 +21,9 @@ before that leaves the maintenance to the output's next commit.
 The stream shares its output with other runs, such as a daily `mpg run` from
 cron: when one holds the output, the stream waits (telling `on_busy`) and
 tries again at its next poll, with the files it has not applied yet; it never
-stops for it.
+stops for it. Each of its runs chooses its settings under the lock from the
+run it continues, as `mpg run` does, so what another run stored meanwhile is
+followed. One `Store` serves the whole stream.
 
 On Dataflow the stream is the Beam streaming pipeline on Pub/Sub
 (pipelines/streaming.py), whose state the runner keeps.
