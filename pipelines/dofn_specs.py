@@ -6,7 +6,7 @@ four times more as the pipeline becomes its proto and the runner checks it,
 and twice when a bundle processor unpickles its own copy. Each call takes an
 `inspect.signature` of every method the DoFn has (about 30). A stream's run
 of the goodput pipeline (38 ParDos) made 298 calls, about 0.16 of its 0.8 CPU
-seconds (docs/performance.md, "A stream run's Delta tables opened once").
+seconds (docs/performance.md, "`mpg stream` at 2,000×").
 
 The answer depends only on the DoFn's methods and their default arguments,
 which are fixed once the object is made, so `remember_dofn_specs` has Beam
