@@ -376,5 +376,6 @@ def main() -> None:
             if len(cpu_points) > 1:
                 print_idle_host_model(cpu_points, rate_1x, args.slice_s, window_s, [r.speed for r, _ in ran])
 
+
 if __name__ == "__main__":
     main()
