@@ -195,6 +195,11 @@ class Store:
                              f"({_UNSTORABLE_REASON}); choose another output folder")
         self._open: dict[str, DeltaTable] | None = None  # while this process holds the lock: `_delta`
 
+    def __getstate__(self) -> dict:
+        # A Store travels pickled with a run's plan (a Flex Template job's commit step): the tables this
+        # process has open under its lock stay with it.
+        return {**self.__dict__, "_open": None}
+
     @classmethod
     def of(cls, output: str | Path | Store) -> Store:
         """The store at `output`, or `output` itself when it is one: what a run opened is passed on."""
