@@ -214,7 +214,7 @@ class Store:
 
         While this process holds the output's lock, each table's latest version is opened once and
         brought up to date at each use (the log read on from where it was: 0.25 ms of CPU, where an
-        open costs 4 ms), so a run's checks, writes and compaction, about 50 opens, share nine. Only
+        open costs 4 ms), so a run's checks, writes and compaction, about 50 opens, share ten. Only
         this process changes the tables meanwhile, and what it writes goes through these handles or
         is read on from the log; a handle is used at once, never kept by the caller."""
         if self._open is None:
