@@ -72,7 +72,7 @@ def append(path: Path, files: list[str], table: Table, exists: bool) -> None:
 
 
 def replace(path: Path, files: list[str], table: Table, exists: bool) -> None:
-    commit_keyed(str(path), files, table, delta_schema(table), exists)
+    commit_keyed(str(path), files, table, delta_schema(table), DeltaTable(path) if exists else None)
 
 
 def run_day(part: Path, output: Path, saved: Path) -> float:

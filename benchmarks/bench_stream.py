@@ -45,6 +45,13 @@ each run's fixed cost and the marginal events/s.
 
     .venv/bin/python benchmarks/bench_stream.py                              # 1x to 1000x, 2 min each
     .venv/bin/python benchmarks/bench_stream.py --speeds 10 300 --seconds 60  # a quick look
+    .venv/bin/python benchmarks/bench_stream.py --speeds 500 2000 --baseline /tmp/main  # against another checkout
+
+With `--baseline DIR`, each speed is streamed twice in turn, by DIR's own
+install (DIR/.venv/bin/python, run from DIR so that it imports its own
+package) and then by this one, into copies of one warm-up store and from one
+replay source, so that both sides see the same fleet; every row and fit
+says which side it is.
 
 Not a test, nothing is asserted. Wall times depend on what else the machine
 runs: the load average is printed with each row.
@@ -94,7 +101,17 @@ class Commit:
 
 
 @dataclass(frozen=True)
+class Side:
+    """A checkout whose `mpg stream` is measured: its name in the tables, its Python, and where it runs from."""
+
+    name: str
+    python: str
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
 class Result:
+    side: str
     speed: float
     replayed: int
     events: int
@@ -112,8 +129,8 @@ class Result:
     caught_up: bool
 
 
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "fleet_goodput.cli", *args]
+def cli(*args: str, python: str = sys.executable) -> list[str]:
+    return [python, "-m", "fleet_goodput.cli", *args]
 
 
 def cut_sources(fleet: Path, root: Path, warmup_us: int, ends_us: list[int]) -> tuple[Path, dict[int, Path]]:
@@ -193,15 +210,17 @@ def slice_waits(arrived: list[Landing], done: list[Commit]) -> list[float]:
             for a in arrived if a.newest_us <= done[-1].as_of_us]
 
 
-def run_speed(speed: float, source: Path, warm: Path, root: Path, slice_s: int,
+def run_speed(side: Side, speed: float, source: Path, warm: Path, root: Path, slice_s: int,
               catch_up_s: float) -> dict:
-    """Stream one speed's replay; returns what only the running processes tell: peak RSS, load, caught up."""
-    name = f"{speed:g}x"
+    """Stream one speed's replay with `side`'s `mpg stream`; returns what only the running processes
+    tell: peak RSS, load, caught up."""
+    name = f"{side.name}-{speed:g}x"
     live, output = root / f"live-{name}", root / f"out-{name}"
     shutil.copytree(warm, output)
     out_log, err_log = root / f"stream-{name}.out", root / f"stream-{name}.err"
     with open(out_log, "w") as out, open(err_log, "w") as err:
-        stream = subprocess.Popen(cli("stream", "--input", str(live), "--output", str(output)), stdout=out, stderr=err)
+        stream = subprocess.Popen(cli("stream", "--input", str(live), "--output", str(output), python=side.python),
+                                  stdout=out, stderr=err, cwd=side.cwd)
         wait_for_line(err_log, "Watching", stream)  # a progress line: on stderr
         load_before = os.getloadavg()[0]
         subprocess.run(cli("replay", "--from", str(source), "--to", str(live), "--speed", f"{speed:g}",
@@ -222,9 +241,10 @@ def run_speed(speed: float, source: Path, warm: Path, root: Path, slice_s: int,
             "load": f"{load_before:.1f}-{load_after:.1f}", "caught_up": caught_up}
 
 
-def analyse(speed: float, root: Path, source: Path, slice_s: int, process: dict) -> tuple[Result, list[Commit]]:
-    """The figures of one speed, from the landed files, the runs table and the stream's log."""
-    name = f"{speed:g}x"
+def analyse(side: str, speed: float, root: Path, source: Path, slice_s: int,
+            process: dict) -> tuple[Result, list[Commit]]:
+    """The figures of one side's speed, from the landed files, the runs table and the stream's log."""
+    name = f"{side}-{speed:g}x"
     output = root / f"out-{name}"
     arrived, done = landings(root / f"live-{name}", source, slice_s), commits(output, root / f"stream-{name}.err")
     steps = lag_steps(arrived, done, Store(output).runs()[0].as_of_us)
@@ -235,7 +255,7 @@ def analyse(speed: float, root: Path, source: Path, slice_s: int, process: dict)
     # offered until the last slice landed, committed until the last run committed.
     after_first = events - arrived[0].events
     run_seconds = [c.seconds for c in done if c.seconds is not None]
-    return Result(speed=speed, replayed=sum(a.events for a in arrived), events=events,
+    return Result(side=side, speed=speed, replayed=sum(a.events for a in arrived), events=events,
                   offered=sum(a.events for a in arrived[1:]) / (arrived[-1].wall_s - arrived[0].wall_s),
                   committed=after_first / (done[-1].wall_s - arrived[0].wall_s), runs=len(done),
                   run_median_s=statistics.median(run_seconds), busy=sum(run_seconds) / span_s,
@@ -266,15 +286,22 @@ def print_idle_host_model(cpu_points: list[tuple[int, float]], rate_1x: float, s
     just after a run started waits for it and the next, so the lag peaks near 2 d x speed + a slice."""
     fixed, rate = fit(cpu_points)
     print(f"run CPU seconds = {fixed:.2f} s + events / {rate:,.0f} per s  (least squares over {len(cpu_points)} runs)")
-    for speed in speeds:
+
+    def lag_s(speed: float) -> float:
         offered = speed * rate_1x
-        if offered >= rate:
-            print(f"  {speed:g}x on an idle core: offered {offered:,.0f} events/s is beyond the throughput; no bound")
+        return float("inf") if offered >= rate else 2 * fixed / (1 - offered / rate) * speed + slice_s
+
+    for speed in speeds:
+        if lag_s(speed) == float("inf"):
+            print(f"  {speed:g}x on an idle core: offered {speed * rate_1x:,.0f} events/s is beyond the throughput; "
+                  "no bound")
             continue
-        run_s = fixed / (1 - offered / rate)
-        lag_s = 2 * run_s * speed + slice_s
-        print(f"  {speed:g}x on an idle core: runs of {run_s:.2f} s, lag max about {lag_s:,.0f} s "
-              f"({lag_s / window_s:.2f} windows)")
+        print(f"  {speed:g}x on an idle core: runs of {(lag_s(speed) - slice_s) / 2 / speed:.2f} s, lag max about "
+              f"{lag_s(speed):,.0f} s ({lag_s(speed) / window_s:.2f} windows)")
+    low, high = 1.0, rate / rate_1x  # the lag grows with the speed: bisect for where it reaches two windows
+    for _ in range(60):
+        low, high = (low, (low + high) / 2) if lag_s((low + high) / 2) > 2 * window_s else ((low + high) / 2, high)
+    print(f"  within two windows on an idle core up to about {low:,.0f}x")
 
 
 def main() -> None:
@@ -287,6 +314,9 @@ def main() -> None:
     parser.add_argument("--warmup-hours", type=float, default=6.0)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--workdir", help="keep the files here (default: a temporary folder)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also measure the checkout in DIR, with its own .venv (e.g. main: git -C MAIN archive "
+                             "HEAD | tar -x -C DIR, then its venv), each speed streamed by it and then by this one")
     args = parser.parse_args()
 
     # A child's ru_maxrss starts from its parent's high-water mark (Linux carries it across
@@ -304,38 +334,47 @@ def main() -> None:
             prepare, root, args.seed, hours, warmup_us, [warmup_us + span for span in spans_us.values()]).result()
         print(f"  warm-up: `mpg run` over the first {args.warmup_hours:g} h, {warm_events:,} events", flush=True)
 
+        this = Side("this", sys.executable)
+        sides = [Side("baseline", str(Path(args.baseline, ".venv", "bin", "python")), args.baseline), this] \
+            if args.baseline else [this]
         results = []
         for speed in args.speeds:
-            print(f"replaying {spans_us[speed] / HOUR_US:.2f} h at {speed:g}x ...", flush=True)
             source = sources[warmup_us + spans_us[speed]]
-            process = run_speed(speed, source, root / "warm", root, args.slice_s,
-                                catch_up_s=max(120.0, 2 * args.seconds))
-            result, done = helper.submit(analyse, speed, root, source, args.slice_s, process).result()
-            results.append((result, done))
-            print(f"  {result.events:,} events in {result.runs} runs; lag max {result.lag_max_s:,.0f} s "
-                  f"({result.lag_max_s / window_s:.2f} windows)", flush=True)
+            for side in sides:
+                print(f"replaying {spans_us[speed] / HOUR_US:.2f} h at {speed:g}x into {side.name}'s stream ...",
+                      flush=True)
+                process = run_speed(side, speed, source, root / "warm", root, args.slice_s,
+                                    catch_up_s=max(120.0, 2 * args.seconds))
+                result, done = helper.submit(analyse, side.name, speed, root, source, args.slice_s, process).result()
+                results.append((result, done))
+                print(f"  {result.events:,} events in {result.runs} runs; lag max {result.lag_max_s:,.0f} s "
+                      f"({result.lag_max_s / window_s:.2f} windows)", flush=True)
 
-        rate_1x = sum(r.replayed for r, _ in results) / (sum(spans_us.values()) / 1e6)
+        rate_1x = sum(r.replayed for r, _ in results if r.side == this.name) / (sum(spans_us.values()) / 1e6)
         print(f"\n1x = the fleet's own rate, about {rate_1x:.1f} events/s; window {window_s} s\n")
-        header = (f"{'speed':>6} {'offered ev/s':>12} {'committed ev/s':>14} {'runs':>5} {'s/run':>6} {'busy':>5} "
-                  f"{'lag max s':>10} {'windows':>8} {'lag mean s':>10} {'windows':>8} {'wall max s':>10} "
+        header = (f"{'side':>8} {'speed':>6} {'offered ev/s':>12} {'committed ev/s':>14} {'runs':>5} {'s/run':>6} "
+                  f"{'busy':>5} {'lag max s':>10} {'windows':>8} {'lag mean s':>10} {'windows':>8} {'wall max s':>10} "
                   f"{'peak MiB':>9} {'CPU s':>6} {'within 2':>8} {'load':>9}")
         print(header)
         for r, _ in results:
             within = ("yes" if r.lag_max_s <= 2 * window_s else "NO") + ("" if r.caught_up else "*")
-            print(f"{r.speed:>5g}x {r.offered:12,.0f} {r.committed:14,.0f} {r.runs:5d} {r.run_median_s:6.1f} "
-                  f"{r.busy:5.0%} {r.lag_max_s:10,.0f} {r.lag_max_s / window_s:8.2f} {r.lag_mean_s:10,.0f} "
-                  f"{r.lag_mean_s / window_s:8.2f} {r.wall_max_s:10.1f} {r.peak_mib:9.0f} {r.cpu_s:6.1f} {within:>8} {r.load:>9}")
+            print(f"{r.side:>8} {r.speed:>5g}x {r.offered:12,.0f} {r.committed:14,.0f} {r.runs:5d} "
+                  f"{r.run_median_s:6.1f} {r.busy:5.0%} {r.lag_max_s:10,.0f} {r.lag_max_s / window_s:8.2f} "
+                  f"{r.lag_mean_s:10,.0f} {r.lag_mean_s / window_s:8.2f} {r.wall_max_s:10.1f} {r.peak_mib:9.0f} "
+                  f"{r.cpu_s:6.1f} {within:>8} {r.load:>9}")
         own_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"(this process peaked at {own_mib:.0f} MiB: a stream's peak cannot read lower than that)")
         if not all(r.caught_up for r, _ in results):
             print("* the stream had not applied every replayed file when it was stopped")
-        points = [(c.events, c.seconds) for _, done in results for c in done if c.seconds is not None]
-        fixed, rate = fit(points)
-        print(f"\nrun seconds = {fixed:.2f} s + events / {rate:,.0f} per s  (least squares over {len(points)} runs)")
-        cpu_points = [(c.events, c.cpu_s) for _, done in results for c in done if c.cpu_s is not None]
-        if len(cpu_points) > 1:
-            print_idle_host_model(cpu_points, rate_1x, args.slice_s, window_s, [r.speed for r, _ in results])
+        for side in sides:
+            ran = [(r, done) for r, done in results if r.side == side.name]
+            points = [(c.events, c.seconds) for _, done in ran for c in done if c.seconds is not None]
+            fixed, rate = fit(points)
+            print(f"\n{side.name}: run seconds = {fixed:.2f} s + events / {rate:,.0f} per s  "
+                  f"(least squares over {len(points)} runs)")
+            cpu_points = [(c.events, c.cpu_s) for _, done in ran for c in done if c.cpu_s is not None]
+            if len(cpu_points) > 1:
+                print_idle_host_model(cpu_points, rate_1x, args.slice_s, window_s, [r.speed for r, _ in ran])
 
 
 if __name__ == "__main__":

@@ -42,10 +42,10 @@ def _read(path) -> list[tuple]:
 def test_a_run_replaces_the_rows_it_changed_and_keeps_the_rest(tmp_path):
     table = tmp_path / "capacity_window"
     first = _stage(tmp_path, "run1", _rows(("a", DAY1, 10.0, 1), ("a", DAY2, 20.0, 1), ("b", DAY2, 5.0, 1)))
-    commit_keyed(str(table), [first], CAPACITY_WINDOW, SCHEMA, exists=False)
+    commit_keyed(str(table), [first], CAPACITY_WINDOW, SCHEMA, current=None)
     # The next run revises a's day-2 window twice (two chunks: the later version wins) and adds a window.
     second = _stage(tmp_path, "run2", _rows(("a", DAY2, 25.0, 2), ("a", DAY2, 30.0, 3), ("b", DAY2 + HOUR_US, 7.0, 3)))
-    commit_keyed(str(table), [second], CAPACITY_WINDOW, SCHEMA, exists=True)
+    commit_keyed(str(table), [second], CAPACITY_WINDOW, SCHEMA, current=DeltaTable(str(table)))
     assert _read(table) == [("a", DAY1 / 1e6, 10.0), ("a", DAY2 / 1e6, 30.0), ("b", DAY2 / 1e6, 5.0),
                             ("b", (DAY2 + HOUR_US) / 1e6, 7.0)]
     history = DeltaTable(str(table), version=0).to_pyarrow_table()  # what the first run left
@@ -58,7 +58,7 @@ def test_a_run_replaces_the_rows_it_changed_and_keeps_the_rest(tmp_path):
 
 def test_a_first_run_with_nothing_to_write_creates_the_table_empty(tmp_path):
     table = tmp_path / "capacity_window"
-    commit_keyed(str(table), [], CAPACITY_WINDOW, SCHEMA, exists=False)
+    commit_keyed(str(table), [], CAPACITY_WINDOW, SCHEMA, current=None)
     read = DeltaTable(str(table)).to_pyarrow_table()
     assert read.num_rows == 0 and read.schema.names == SCHEMA.names
 
@@ -71,7 +71,7 @@ def test_a_table_written_before_the_rule_is_rewritten_whole_by_its_next_run(tmp_
     write_deltalake(str(table), old, partition_by=["date"])
     assert not holds_one_row_per_key(DeltaTable(str(table)))
     staged = _stage(tmp_path, "run", _rows(("a", DAY2, 22.0, 3)))  # touches day 2 only
-    commit_keyed(str(table), [staged], CAPACITY_WINDOW, SCHEMA, exists=True)
+    commit_keyed(str(table), [staged], CAPACITY_WINDOW, SCHEMA, current=DeltaTable(str(table)))
     assert _read(table) == [("a", DAY1 / 1e6, 12.0), ("a", DAY2 / 1e6, 22.0)]
     assert DeltaTable(str(table)).metadata().configuration[ONE_ROW_PER_KEY] == "cluster,accelerator,window_start"
     assert DeltaTable(str(table), version=0).to_pyarrow_table().num_rows == 4
@@ -83,8 +83,8 @@ def test_a_column_the_definition_gained_joins_a_table_made_without_it(tmp_path):
     table = tmp_path / "capacity_window"
     older = pa.schema([field for field in SCHEMA if field.name != "capacity_chip_s"])
     first = _stage(tmp_path, "run1", _rows(("a", DAY1, 10.0, 1), ("b", DAY2, 5.0, 1)).drop_columns(["capacity_chip_s"]))
-    commit_keyed(str(table), [first], CAPACITY_WINDOW, older, exists=False)
+    commit_keyed(str(table), [first], CAPACITY_WINDOW, older, current=None)
     second = _stage(tmp_path, "run2", _rows(("b", DAY2, 7.0, 2)))
-    commit_keyed(str(table), [second], CAPACITY_WINDOW, SCHEMA, exists=True)
+    commit_keyed(str(table), [second], CAPACITY_WINDOW, SCHEMA, current=DeltaTable(str(table)))
     assert _read(table) == [("a", DAY1 / 1e6, None), ("b", DAY2 / 1e6, 7.0)]
     assert "capacity_chip_s" in {field.name for field in DeltaTable(str(table)).schema().fields}

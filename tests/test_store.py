@@ -275,3 +275,28 @@ def test_telemetry_dated_after_this_machines_clock_is_never_rejected_for_it(tmp_
     with connect(tmp_path / "out") as connection:
         fates = dict(connection.execute("select provisional, count(*) from rejected group by all").fetchall())
     assert fates == {True: sum(len(rows) for rows in records.values())}
+
+
+def test_a_store_holding_the_lock_opens_each_table_once_and_reads_on_what_is_written(tmp_path):
+    """Under the lock a table is opened once and brought up to date at each use (a run's checks, writes
+    and compaction share it); a version asked for that is not the latest is opened as it was; without
+    the lock, and in a pickled copy (a Flex Template's plan), nothing is kept open."""
+    import pickle
+
+    from deltalake import write_deltalake
+
+    from fleet_goodput.store.delta_store import Store
+
+    store = Store(tmp_path / "out")
+    with store.lock():
+        write_deltalake(store.path("tables/t"), pa.table({"a": [1]}))
+        opened = store._delta("tables/t")
+        write_deltalake(store.path("tables/t"), pa.table({"a": [2]}), mode="append")  # by path, not by the handle
+        assert store._delta("tables/t") is opened and opened.version() == 1
+        assert store._delta("tables/t", version=1) is opened
+        assert store._delta("tables/t", version=0).to_pyarrow_table().column("a").to_pylist() == [1]
+        assert pickle.loads(pickle.dumps(store))._open is None
+        store.replace()  # the tables are gone: nothing open is kept
+        assert store._delta("tables/t") is None
+    write_deltalake(store.path("tables/t"), pa.table({"a": [3]}))
+    assert store._delta("tables/t") is not store._delta("tables/t")  # unlocked: opened at each look

@@ -3,12 +3,14 @@ the same latest per-job, per-window numbers as `mpg run` on the same files."""
 
 from __future__ import annotations
 
+import shutil
 import threading
+from pathlib import Path
 
 import pytest
+import yaml
 
-from fleet_goodput.core.config import load_settings
-from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.config import SettingsFile, load_settings
 from fleet_goodput.core.timeline import FIGURES
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.runs.replay import replay
@@ -30,12 +32,19 @@ def runs(tmp_path_factory):
     feeder = threading.Thread(target=replay, args=(root / "fleet", root / "live", 3_600.0, 300, lambda _: None))
     (root / "live").mkdir()
     feeder.start()
-    streamed = run_stream(str(root / "live"), str(root / "streamed"), settings,
-                          StreamSettings(poll_s=0.1, allowed_lateness_s=3600), stop_after_idle_s=1)
+    streamed = run_stream(str(root / "live"), str(root / "streamed"), _streaming(root, poll_s=0.1),
+                          allowed_lateness_s=3600, stop_after_idle_s=1)
     feeder.join()
     # Read through connect(): goodput.duckdb is not read (build_views=False).
     batch = run_batch(str(root / "fleet"), str(root / "batch"), settings, build_views=False)
     return root, streamed, batch
+
+
+def _streaming(folder, **section) -> SettingsFile:
+    """A settings file with a `streaming:` section of its own, as `mpg stream --config` reads it."""
+    path = folder / "stream-settings.yaml"
+    path.write_text(yaml.safe_dump({"streaming": section}))
+    return SettingsFile.read(path)
 
 
 def _rows(output, query: str) -> list[tuple]:
@@ -75,8 +84,8 @@ def test_a_stop_request_ends_the_stream_cleanly(runs, tmp_path):
     root, _, batch = runs
     stop = threading.Event()
     threading.Timer(1.0, stop.set).start()  # the stream's first run over the fleet is in hand by then
-    stopped = run_stream(str(root / "fleet"), str(tmp_path / "out"), load_settings(),
-                         StreamSettings(poll_s=0.1), stop_after_idle_s=None, stop=stop)
+    stopped = run_stream(str(root / "fleet"), str(tmp_path / "out"), _streaming(tmp_path, poll_s=0.1),
+                         stop_after_idle_s=None, stop=stop)
     assert stopped.manifest["reconciles"] and stopped.database.exists()
     assert {name: c["accepted"] for name, c in stopped.manifest["streams"].items()} == \
         {name: c["accepted"] for name, c in batch.manifest["streams"].items()}
@@ -100,7 +109,7 @@ def test_a_stream_waits_while_another_run_holds_the_output(runs, tmp_path):
     holder.start()
     holder_ready.wait(10)
     threading.Timer(1.0, release.set).start()  # the "daily run" ends after a few of the stream's polls
-    waited = run_stream(str(root / "fleet"), str(tmp_path / "out"), load_settings(), StreamSettings(poll_s=0.1),
+    waited = run_stream(str(root / "fleet"), str(tmp_path / "out"), _streaming(tmp_path, poll_s=0.1),
                         stop_after_idle_s=0.5, on_busy=busy.append)
     holder.join()
     assert len(busy) >= 3 and all("in use by another run" in reason for reason in busy)
@@ -113,7 +122,6 @@ def test_a_stream_maintains_its_store_at_most_once_a_minute_and_when_it_stops(ru
     """A stream commits a run per poll; the store's maintenance (its vacuum, checkpoints and log clean-up)
     runs at most once every MAINTAIN_EVERY_S and when the stream stops, where it leaves no data file that
     the latest run does not read (a retention of 0 keeps the latest run only)."""
-    from pathlib import Path
 
     from fleet_goodput.store.delta_store import Store, table_paths
 
@@ -124,8 +132,8 @@ def test_a_stream_maintains_its_store_at_most_once_a_minute_and_when_it_stops(ru
     feeder = threading.Thread(target=replay, args=(root / "fleet", tmp_path / "live", 7_200.0, 600, lambda _: None))
     (tmp_path / "live").mkdir()
     feeder.start()
-    streamed = run_stream(str(tmp_path / "live"), str(tmp_path / "out"), load_settings(),
-                          StreamSettings(poll_s=0.1, retention_hours=0), stop_after_idle_s=1)
+    streamed = run_stream(str(tmp_path / "live"), str(tmp_path / "out"),
+                          _streaming(tmp_path, poll_s=0.1, retention_hours=0), stop_after_idle_s=1)
     feeder.join()
     assert streamed.run.run_id >= 2 and maintained == [0]  # a stream of a few seconds: once, when it stopped
     store = Store(tmp_path / "out")
@@ -134,3 +142,44 @@ def test_a_stream_maintains_its_store_at_most_once_a_minute_and_when_it_stops(ru
         on_disk = {str(path.relative_to(tmp_path / "out")) for path in Path(store.path(relative)).rglob("*.parquet")
                    if "_delta_log" not in path.parts}
         assert on_disk == kept, name
+
+
+def test_a_stream_follows_the_settings_another_run_stores_meanwhile(runs, tmp_path):
+    """Each of a stream's runs takes its settings under the output's lock from the run it continues: a
+    daily run that adds an accelerator to the store's catalogue between two of the stream's runs is
+    followed (the stream's next run keeps it), not taken for an accelerator removed and refused."""
+    from fleet_goodput.configs import DEFAULT_CONFIG
+    from fleet_goodput.core.config import read_yaml
+    from fleet_goodput.core.options import RunOptions
+    from fleet_goodput.runs.batch import run
+    from fleet_goodput.simulator import START_US
+    from fleet_goodput.store.delta_store import Store
+    from fleet_goodput.store.stored_settings import kept_settings
+    from fleet_goodput.telemetry.avro_io import split_by_time, telemetry_files
+
+    root, _, _ = runs
+    hour_us = 3_600_000_000
+    first, daily, last = split_by_time(root / "fleet", [START_US + hour_us, START_US + 2 * hour_us], tmp_path / "parts")
+
+    def deliver(part):  # into the watched folder, under names of their own
+        for path in telemetry_files(part):
+            (tmp_path / "live" / path.parent.name).mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, tmp_path / "live" / path.parent.name / f"{part.name}-{path.name}")
+
+    catalogue = read_yaml(Path(str(DEFAULT_CONFIG)).parent / "accelerators.yaml")
+    catalogue["tpu-v9"] = {**catalogue["tpu-v7"], "source": "a future part"}
+    (tmp_path / "catalogue.yaml").write_text(yaml.safe_dump(catalogue))
+    (tmp_path / "extended.yaml").write_text(f"accelerators: {tmp_path / 'catalogue.yaml'}\n")
+
+    def daily_run_then_more_files(state, _outcome):
+        if state.runs == 1:
+            run(RunOptions(str(daily), str(tmp_path / "out"), config=SettingsFile.read(tmp_path / "extended.yaml")),
+                build_views=False)
+            deliver(last)
+
+    deliver(first)
+    streamed = run_stream(str(tmp_path / "live"), str(tmp_path / "out"), _streaming(tmp_path, poll_s=0.1),
+                          stop_after_idle_s=0.5, progress=daily_run_then_more_files)
+    store = Store(tmp_path / "out")
+    assert [run.mode for run in store.runs()] == ["stream", "batch", "stream"] and streamed.committed
+    assert "tpu-v9" in kept_settings(store, store.latest())["accelerators"]

@@ -30,7 +30,9 @@ lateness go to the `late` table and are counted in the manifest.
 
 Locally, OUTPUT keeps the settings its figures were computed with, as for
 `mpg run`: a stream continuing it uses them, and one whose --config or
---allowed_lateness_s would change the stored figures is refused.
+--allowed_lateness_s would change the stored figures is refused. Each run
+takes them as it starts, so settings another run stores meanwhile (an
+accelerator a daily run adds to the catalogue) are followed.
 
 It stops on Ctrl-C / SIGTERM or after --stop_after_idle_s seconds without a new
 file. Killed any other way (even SIGKILL), it loses nothing committed: start
@@ -88,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.pipelines.options import beam_flags_for
     from fleet_goodput.runs.batch import ReconciliationError, is_dry_run
     from fleet_goodput.runs.stream_run import run_stream, translate_stream
-    from fleet_goodput.store.delta_store import StoreError
+    from fleet_goodput.store.delta_store import Store, StoreError
     from fleet_goodput.store.stored_settings import settings_for_output
     from fleet_goodput.telemetry.avro_io import telemetry_files
 
@@ -98,7 +100,8 @@ def main(args: argparse.Namespace) -> int:
         settings = load_settings(config)
         stream_settings = load_stream_settings(config, allowed_lateness_s=args.allowed_lateness_s)
         if stream_settings.source == "directory":  # the runs commit to the store: its settings
-            chosen = settings_for_output(args.output, config, replace=args.replace,
+            store = Store(args.output)  # the stream's one: every run's too
+            chosen = settings_for_output(store, config, replace=args.replace,
                                          allowed_lateness_s=args.allowed_lateness_s)
             settings, stream_settings = chosen.settings, chosen.stream_settings
             if chosen.note:
@@ -129,9 +132,9 @@ def main(args: argparse.Namespace) -> int:
              f"{stream_settings.allowed_lateness_s} s{idle}) ...")
     committed: list[int] = []
     try:
-        outcome = run_stream(args.input, args.output, settings, stream_settings, idle_s, flags,
-                             replace=args.replace, progress=_progress(committed), stop=stop,
-                             on_busy=_busy_notice(stream_settings.poll_s))
+        outcome = run_stream(args.input, store, config, allowed_lateness_s=args.allowed_lateness_s,
+                             stop_after_idle_s=idle_s, beam_args=flags, replace=args.replace,
+                             progress=_progress(committed), stop=stop, on_busy=_busy_notice(stream_settings.poll_s))
     except (StoreError, ConfigError) as exc:
         return refused("stream", exc)
     except ReconciliationError as exc:

@@ -259,15 +259,18 @@ def plan_run(input_dir: str, store: Store, as_of_us: int | None,
     return RunPlan(input_dir, store, transaction.token, previous, tuple(files), tuple(skipped), state_files)
 
 
-def run(options: RunOptions, *, store: Store | None = None,
-        progress: Callable[[str], None] | None = None) -> BatchOutcome:
-    """`mpg run` and `fleet_goodput.run`: one committed run as `options` ask, computed with the
-    settings the store keeps, those `options.config` names replacing them where that leaves the stored
-    figures right (fleet_goodput/store/stored_settings.py), chosen under the output's lock from the run it
-    continues. `store` is the output (`options.output`) if the caller opened it already. The outcome's
-    `note` says what a store from before settings were kept now stores."""
-    return _run(options, lambda plan: settings_for_run(plan.store, plan.previous, options.config),
-                store=store, progress=progress)
+def run(options: RunOptions, *, store: Store | None = None, progress: Callable[[str], None] | None = None,
+        allowed_lateness_s: int | None = None, mode: str = "batch", build_views: bool = True,
+        maintain: bool = True) -> BatchOutcome:
+    """`mpg run`, `fleet_goodput.run` and each run of `mpg stream`: one committed run as `options` ask,
+    computed with the settings the store keeps, those `options.config` names (and `allowed_lateness_s`,
+    a stream's flag) replacing them where that leaves the stored figures right
+    (fleet_goodput/store/stored_settings.py), chosen under the output's lock from the run it continues.
+    `store` is the output (`options.output`) if the caller opened it already. The outcome's `note` says
+    what a store from before settings were kept now stores; `maintain=False` as in `run_batch`."""
+    return _run(options, lambda plan: settings_for_run(plan.store, plan.previous, options.config,
+                                                       allowed_lateness_s=allowed_lateness_s),
+                store=store, progress=progress, mode=mode, build_views=build_views, maintain=maintain)
 
 
 def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,

@@ -21,7 +21,9 @@ before that leaves the maintenance to the output's next commit.
 The stream shares its output with other runs, such as a daily `mpg run` from
 cron: when one holds the output, the stream waits (telling `on_busy`) and
 tries again at its next poll, with the files it has not applied yet; it never
-stops for it.
+stops for it. Each of its runs chooses its settings under the lock from the
+run it continues, as `mpg run` does, so what another run stored meanwhile is
+followed. One `Store` serves the whole stream.
 
 On Dataflow the stream is the Beam streaming pipeline on Pub/Sub
 (pipelines/streaming.py), whose state the runner keeps.
@@ -38,10 +40,12 @@ from pathlib import Path
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from fleet_goodput.core.config import Settings
-from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.config import Settings, SettingsFile, load_settings
+from fleet_goodput.core.options import RunOptions
+from fleet_goodput.core.stream_settings import StreamSettings, load_stream_settings
 from fleet_goodput.pipelines import streaming
-from fleet_goodput.runs.batch import BatchOutcome, is_dry_run, run_batch
+from fleet_goodput.pipelines.dofn_specs import remember_dofn_specs
+from fleet_goodput.runs.batch import BatchOutcome, is_dry_run, run
 from fleet_goodput.store.delta_store import Store, StoreBusy
 from fleet_goodput.store.views import build_database
 from fleet_goodput.telemetry.avro_io import telemetry_files
@@ -66,18 +70,28 @@ def _listing(root: Path) -> tuple:
     return tuple((str(path), status.st_size, status.st_mtime_ns) for path, status in statuses)
 
 
-def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_settings: StreamSettings,
-               stop_after_idle_s: float | None = None, beam_args: list[str] | None = None,
-               replace: bool = False, progress=None, stop: threading.Event | None = None,
-               on_busy: Callable[[str], None] | None = None) -> BatchOutcome:
+def run_stream(input_dir: str, output: str | Store, config: SettingsFile | None = None, *,
+               allowed_lateness_s: int | None = None, stop_after_idle_s: float | None = None,
+               beam_args: list[str] | None = None, replace: bool = False, progress=None,
+               stop: threading.Event | None = None, on_busy: Callable[[str], None] | None = None) -> BatchOutcome:
     """Watch `input_dir` until `stop` is set or nothing new arrived for `stop_after_idle_s`;
     returns the last run's outcome (the output's latest run if nothing new came). While another
-    run holds the output, `on_busy` is told why at each poll, and new files wait."""
+    run holds the output, `on_busy` is told why at each poll, and new files wait.
+
+    Each run computes with the settings the store keeps, chosen under the output's lock from the
+    run it continues, with those `config` names and `allowed_lateness_s` replacing them, as `mpg run
+    --config` does: a daily run that adds an accelerator to the store's catalogue meanwhile is
+    followed, not refused. `config`'s `streaming:` section also sets how often the folder is listed
+    and the store's retention. One `Store` (`output`, or opened here) serves every run."""
+    remember_dofn_specs()  # Beam's look at each step's DoFn, once per DoFn: every run builds 38
     stop = stop or threading.Event()
+    store = Store.of(output)
+    watching = load_stream_settings(config, allowed_lateness_s=allowed_lateness_s)
+    options = RunOptions(input_dir, store.root, config=config, beam_args=tuple(beam_args or ()))
     root = Path(input_dir)
     if replace:
-        with Store(output_dir).lock():
-            Store(output_dir).replace()
+        with store.lock():
+            store.replace()
     state = StreamProgress()
     seen, last_new = None, time.monotonic()
     maintained, unmaintained = time.monotonic(), False  # the output's last commit, another run's, maintained it
@@ -87,14 +101,13 @@ def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_setti
             cpu_s = time.process_time()
             due = time.monotonic() - maintained >= MAINTAIN_EVERY_S
             try:
-                outcome = run_batch(input_dir, output_dir, settings, beam_args=beam_args,
-                                    stream_settings=stream_settings, mode="stream", build_views=False,
-                                    maintain=due)
+                outcome = run(options, store=store, allowed_lateness_s=allowed_lateness_s, mode="stream",
+                              build_views=False, maintain=due)
             except StoreBusy as exc:
                 if on_busy:
                     on_busy(str(exc))
                 last_new = time.monotonic()  # files are waiting: the stream is not idle
-                stop.wait(stream_settings.poll_s)
+                stop.wait(watching.poll_s)
                 continue  # the listing is not marked seen: the next poll tries again
             seen = listing
             last_new = time.monotonic()  # idle time counts from when the stream caught up
@@ -112,17 +125,16 @@ def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_setti
                 continue  # look again at once: files may have landed during the run
         if stop.is_set() or (stop_after_idle_s is not None and time.monotonic() - last_new >= stop_after_idle_s):
             break
-        stop.wait(stream_settings.poll_s)
-    store = Store(output_dir)
+        stop.wait(watching.poll_s)
     if unmaintained:
-        _maintain(store, stream_settings)
+        _maintain(store, watching)
     latest = store.latest()
     if latest is None:
         return BatchOutcome(manifest={}, database=None, seconds=0.0, run=None, committed=False)
-    database = build_database(output_dir, settings)
+    database = build_database(store, load_settings(config))  # the views use the settings the store keeps
     seconds = state.last.seconds if state.last else 0.0
     return BatchOutcome(manifest=latest.manifest, database=database, seconds=seconds, run=latest,
-                        committed=state.runs > 0)
+                        committed=state.runs > 0, store=store)
 
 
 def _maintain(store: Store, stream_settings: StreamSettings) -> None:

@@ -65,15 +65,17 @@ def _with_new_columns(table: DeltaTable, schema: pa.Schema) -> pa.Schema:
     return pa.schema([schema.field(name) for name in held] + new)
 
 
-def commit_keyed(path: str, staged_files: list[str], table: Table, schema: pa.Schema, exists: bool) -> None:
+def commit_keyed(path: str, staged_files: list[str], table: Table, schema: pa.Schema,
+                 current: DeltaTable | None) -> None:
     """Commit staged rows of keyed `table` (Delta table at `path`, stored with `schema`) in one commit
-    that replaces the partitions they touch; creates the table, empty if nothing is staged, when not `exists`."""
-    current = DeltaTable(path) if exists else None
+    that replaces the partitions they touch. `current` is the table's latest version, open (the run
+    has it: brought up to date by the commit); without it the table is created, empty if nothing is staged."""
     if current is not None:
         schema = _with_new_columns(current, schema)
     staged = ds.dataset(staged_files, schema=schema, format="parquet")
     days = set(pc.unique(staged.to_table(columns=["date"]).column("date")).to_pylist())
-    if current is not None and not holds_one_row_per_key(current):
+    one_row_per_key = current is not None and holds_one_row_per_key(current)
+    if current is not None and not one_row_per_key:
         days |= set(_days(current))  # written under the old rule: every partition may hold older versions
     if current is not None and not days:
         return
@@ -91,10 +93,11 @@ def commit_keyed(path: str, staged_files: list[str], table: Table, schema: pa.Sc
         write_deltalake(path, reader, mode="overwrite", partition_by=["date"])
     else:
         listed = ", ".join(sql_string(day) for day in sorted(days))
-        write_deltalake(path, reader, mode="overwrite", predicate=f"date in ({listed})")
-    if current is None or not holds_one_row_per_key(current):
+        write_deltalake(current, reader, mode="overwrite", predicate=f"date in ({listed})")
+    if not one_row_per_key:
         # A property of our own: delta-rs checks only the ones it knows when told not to raise.
-        DeltaTable(path).alter.set_table_properties({ONE_ROW_PER_KEY: ",".join(table.key)}, raise_if_not_exists=False)
+        (current or DeltaTable(path)).alter.set_table_properties({ONE_ROW_PER_KEY: ",".join(table.key)},
+                                                                  raise_if_not_exists=False)
 
 
 def _days(table: DeltaTable) -> list[str]:

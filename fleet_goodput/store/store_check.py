@@ -39,6 +39,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 from fleet_goodput.store import delta_arrow
 from fleet_goodput.store.delta_store import RUNS, RunRecord, Store, StoreDamaged, is_remote, table_paths
@@ -104,7 +105,10 @@ def run_problems(store: Store, record: RunRecord, read_footers: bool = False) ->
                             f"{relative}, {named}")
             continue
         try:
-            actions = pa.table(DeltaTable(store.path(relative), version=version).get_add_actions(flatten=True))
+            table = store._delta(relative, version)  # the run's open table, under the lock
+            if table is None:
+                raise TableNotFoundError(f"no Delta log in {relative}/_delta_log")
+            actions = pa.table(table.get_add_actions(flatten=True))
         except Exception as error:  # delta-rs names the torn or missing commit
             problems.append(f"{relative}/_delta_log cannot be read at version {version}, which run "
                             f"{record.run_id} names: {cause(error)}")
@@ -249,6 +253,7 @@ def repair(store: Store, report: Report) -> None:
                 aside = Path(store.root, DAMAGED_DIR, stamp, _relative(store, path.parent))
                 aside.mkdir(parents=True, exist_ok=True)
                 shutil.move(path, aside / path.name)
+    store.forget_open_tables()
     if report.rollback_to is not None:
         runs_table = DeltaTable(store.path(RUNS))
         runs_table.restore(_runs_version_of(store, report.rollback_to.run_id, runs_table.version()))

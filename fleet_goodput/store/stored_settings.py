@@ -168,10 +168,10 @@ def _layered(kept: dict, config: str | Path | SettingsFile | None, window_s: int
 
 
 # ---- runs ---------------------------------------------------------------------
-def settings_for_output(output: str | Path, config: str | Path | SettingsFile | None = None, *, replace: bool = False,
-                        allowed_lateness_s: int | None = None) -> RunSettings:
+def settings_for_output(output: str | Path | Store, config: str | Path | SettingsFile | None = None, *,
+                        replace: bool = False, allowed_lateness_s: int | None = None) -> RunSettings:
     """The settings a run on `output` computes with (`replace`: as if it held no run); see `settings_for_run`."""
-    store = Store(output)
+    store = Store.of(output)
     return settings_for_run(store, None if replace else store.latest(), config,
                             allowed_lateness_s=allowed_lateness_s)
 
