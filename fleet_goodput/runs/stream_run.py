@@ -44,7 +44,6 @@ from fleet_goodput.core.config import Settings, SettingsFile, load_settings
 from fleet_goodput.core.options import RunOptions
 from fleet_goodput.core.stream_settings import StreamSettings, load_stream_settings
 from fleet_goodput.pipelines import streaming
-from fleet_goodput.pipelines.dofn_specs import remember_dofn_specs
 from fleet_goodput.runs.batch import BatchOutcome, is_dry_run, run
 from fleet_goodput.store.delta_store import Store, StoreBusy
 from fleet_goodput.store.views import build_database
@@ -83,7 +82,6 @@ def run_stream(input_dir: str, output: str | Store, config: SettingsFile | None 
     --config` does: a daily run that adds an accelerator to the store's catalogue meanwhile is
     followed, not refused. `config`'s `streaming:` section also sets how often the folder is listed
     and the store's retention. One `Store` (`output`, or opened here) serves every run."""
-    remember_dofn_specs()  # Beam's look at each step's DoFn, once per DoFn: every run builds 38
     stop = stop or threading.Event()
     store = Store.of(output)
     watching = load_stream_settings(config, allowed_lateness_s=allowed_lateness_s)
