@@ -30,6 +30,7 @@ wherever one event might be treated differently from the others:
 from __future__ import annotations
 
 from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -150,6 +151,56 @@ def arrays(run) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
     times, steps, codes, ids = run[4]
     return (np.frombuffer(times, dtype=np.int64), np.frombuffer(steps, dtype=np.int64),
             np.frombuffer(codes, dtype=np.int8), _ids_of(ids))
+
+
+class RunShape(NamedTuple):
+    """What applying a STEP_RUN needs of its columns, the timeline's state aside (`shapes`)."""
+
+    start_us: int  # its first event's time
+    end_us: int  # its last event's time
+    first_step: int | None  # the step its first step span starts at (None: it has no step span)
+    last_step: int | None  # the step its last step span ends at
+    span_us: int  # the time inside its spans
+    wait_us: int  # the time inside its data waits
+    starts: np.ndarray  # its step spans: each one's start, end, first and last step
+    ends: np.ndarray
+    firsts: np.ndarray
+    lasts: np.ndarray
+
+
+def shapes(runs: list) -> list[RunShape]:
+    """Each STEP_RUN's `RunShape`, computed for all of them at once: a handful of numpy calls a
+    feed rather than a dozen a run (a job's runs hold a few dozen spans each)."""
+    if not runs:
+        return []
+    times = np.frombuffer(b"".join([run[4][0] for run in runs]), dtype=np.int64)
+    steps = np.frombuffer(b"".join([run[4][1] for run in runs]), dtype=np.int64)
+    codes = np.frombuffer(b"".join([run[4][2] for run in runs]), dtype=np.int8)
+    span_bounds = np.cumsum([0] + [len(run[4][2]) // 2 for run in runs])  # each run's spans: bounds[i] on
+    firsts = span_bounds[:-1]
+    lengths = times[1::2] - times[0::2]
+    stepping = codes[0::2] == _STEP_START
+    step_bounds = np.concatenate(([0], np.cumsum(np.add.reduceat(stepping, firsts, dtype=np.int64))))
+    step_starts, step_ends = times[0::2][stepping], times[1::2][stepping]
+    step_firsts, step_lasts = steps[0::2][stepping], steps[1::2][stepping]
+    has_steps = step_bounds[1:] > step_bounds[:-1]
+    if len(step_firsts):  # clipped to a real row: a run without step spans gets None below
+        first_steps = step_firsts[np.minimum(step_bounds[:-1], len(step_firsts) - 1)]
+        last_steps = step_lasts[np.maximum(step_bounds[1:] - 1, 0)]
+    else:  # data waits only
+        first_steps = last_steps = firsts
+    columns = zip(times[2 * firsts].tolist(), times[2 * span_bounds[1:] - 1].tolist(), has_steps.tolist(),
+                  first_steps.tolist(), last_steps.tolist(), np.add.reduceat(lengths, firsts).tolist(),
+                  np.add.reduceat(np.where(stepping, 0, lengths), firsts).tolist(),
+                  step_bounds[:-1].tolist(), step_bounds[1:].tolist())
+    return [RunShape(start, end, first_step if has else None, last_step if has else None, span_us, wait_us,
+                     step_starts[first:stop], step_ends[first:stop], step_firsts[first:stop], step_lasts[first:stop])
+            for start, end, has, first_step, last_step, span_us, wait_us, first, stop in columns]
+
+
+def ids(run) -> tuple[str, ...]:
+    """A STEP_RUN's events' ids."""
+    return _ids_of(run[4][3])
 
 
 def _ids_of(ids) -> tuple[str, ...]:

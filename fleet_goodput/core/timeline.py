@@ -81,6 +81,7 @@ EXTRA_FIGURES = ("lifetime", "all_allocated", "held", "partial_held", "clipped_r
 FIGURES = CATEGORIES + EXTRA_FIGURES
 IDEAL = len(FIGURES)  # index of ideal chip-seconds, the one float in the vector
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
+_LIFETIME, _HELD, _ALL_ALLOCATED = _INDEX["lifetime"], _INDEX["held"], _INDEX["all_allocated"]
 
 # Runtime span kinds, in the precedence docs/metric.md section 3 gives for overlapping spans.
 SPAN_PRECEDENCE = ("data_wait", "compile", "step", "checkpoint_save", "checkpoint_restore", "init")
@@ -286,6 +287,7 @@ class JobTimeline:
         runs = [event for event in ordered if event.code == STEP_RUN]
         if runs:
             ordered = _runs_apart_from_other_events(ordered, runs)
+            shapes = iter(step_runs.shapes([event for event in ordered if event.code == STEP_RUN]))
         expanded = []  # the events of runs applied one by one, merged into the order
         position = 0
         while position < len(ordered) or expanded:
@@ -293,8 +295,8 @@ class JobTimeline:
                 event = heapq.heappop(expanded)
             else:
                 event, position = ordered[position], position + 1
-            if event.code == STEP_RUN:
-                if not self._apply_run(event):
+            if event.code == STEP_RUN:  # only `ordered` holds runs, in the order of their shapes
+                if not self._apply_run(event, next(shapes)):
                     for original in step_runs.expand(event):
                         heapq.heappush(expanded, original)
                 continue
@@ -316,48 +318,59 @@ class JobTimeline:
         else:
             self.accepted[stream_of(event.code)] += 1
 
-    def _apply_run(self, run: Event) -> bool:
-        """Apply a STEP_RUN's spans at once, where each step span would only close and await
-        resolution, and a data wait or idle time between them only take their time
+    def _apply_run(self, run: Event, shape: step_runs.RunShape) -> bool:
+        """Apply a STEP_RUN (whose `shape` is given) at once, where each step span would only close
+        and await resolution, and a data wait or idle time between them only take their time
         (fleet_goodput/core/step_runs.py); False, having changed nothing, where one might do more."""
-        times, steps, codes, ids = step_runs.arrays(run)
         submit, open_spans = self.submit, self.open_spans
-        stepping = codes[0::2] == 0  # the step spans among the run's spans
-        step_spans = np.flatnonzero(stepping)
-        if not len(step_spans):  # data waits only (a run taken apart): one by one
+        if shape.first_step is None:  # data waits only (a run taken apart): one by one
             return False
-        first_start, last_end = 2 * int(step_spans[0]), 2 * int(step_spans[-1]) + 1  # rows of its step spans' edges
+        ids = step_runs.ids(run)
         if (submit is None or self.end_us is not None or self.held < submit.chips
                 or "step" in open_spans or "data_wait" in open_spans or "compile" in open_spans
-                or (self.reported_step is not None and steps[first_start] < self.reported_step)
+                or (self.reported_step is not None and shape.first_step < self.reported_step)
                 or not self.seen_ids.keys().isdisjoint(ids)):
             return False
-        start, end = int(times[0]), int(times[-1])
+        start, end = shape.start_us, shape.end_us
         self.advance_to(start)
         self.seen_ids.update(dict.fromkeys(ids, tuple(run)))
         self.accepted["runtime"] += len(ids)
         self.attempt_ran_steps = True
-        self._resumed_work(int(times[first_start]))  # at its first STEP_START
-        self.reported_step = int(steps[last_end])
+        self._resumed_work(int(shape.starts[0]))  # at its first STEP_START
+        self.reported_step = shape.last_step
         chips, window_us, deltas = submit.chips, self.window_us, self._deltas
-        figures = ((_INDEX["lifetime"], chips), (_INDEX["held"], self.held), (_INDEX["all_allocated"], chips))
-        add_over_windows(deltas, start, end, window_us, figures)
-        starts, ends = times[0::2], times[1::2]
-        firsts, lasts = steps[0::2], steps[1::2]
-        if len(step_spans) < len(stepping):  # data waits among them
-            waits = ~stepping
-            _add_by_window(deltas, _INDEX["data_wait"], chips, starts[waits], ends[waits], window_us)
-            starts, ends, firsts, lasts = starts[stepping], ends[stepping], firsts[stepping], lasts[stepping]
-        if end - start > int((times[1::2] - times[0::2]).sum()):  # time between spans: to the span still open, or idle
-            kind = next((kind for kind in SPAN_PRECEDENCE if kind in open_spans), "idle")
-            _add_by_window(deltas, _INDEX[kind], chips, times[1:-1:2], times[2::2], window_us)
+        # Time between spans goes to the span still open, or is idle.
+        kind = next((kind for kind in SPAN_PRECEDENCE if kind in open_spans), "idle")
+        window = start - start % window_us
+        if end < window + window_us:  # the common case: every stretch in one window, summed at once
+            vector, length = deltas[window], end - start
+            vector[_LIFETIME] += chips * length
+            vector[_HELD] += self.held * length
+            vector[_ALL_ALLOCATED] += chips * length
+            vector[_INDEX["data_wait"]] += chips * shape.wait_us
+            vector[_INDEX[kind]] += chips * (length - shape.span_us)
+        else:
+            self._add_run_stretches(run, shape, kind)
         self.now_us = end
-        run = StepRun(starts, ends, firsts, lasts, self._preserved_step())
+        run = StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, self._preserved_step())
         if submit.workload in ("SERVING", "BULK_INFERENCE"):
             self._resolve(run, "productive")  # a served request is progress once answered
         else:
             self.unresolved.append(run)
         return True
+
+    def _add_run_stretches(self, run: Event, shape: step_runs.RunShape, between: str) -> None:
+        """A run's time window by window: all of it held, its data waits', and the time between
+        its spans as `between`."""
+        times, _, codes, _ = step_runs.arrays(run)
+        chips, window_us, deltas = self.submit.chips, self.window_us, self._deltas
+        figures = ((_LIFETIME, chips), (_HELD, self.held), (_ALL_ALLOCATED, chips))
+        add_over_windows(deltas, shape.start_us, shape.end_us, window_us, figures)
+        waits = codes[0::2] != 0
+        if waits.any():
+            _add_by_window(deltas, _INDEX["data_wait"], chips, times[0::2][waits], times[1::2][waits], window_us)
+        if shape.end_us - shape.start_us > shape.span_us:
+            _add_by_window(deltas, _INDEX[between], chips, times[1:-1:2], times[2::2], window_us)
 
     def _apply(self, event: Event) -> str | None:
         code = event.code
