@@ -719,13 +719,13 @@ class JobTimeline:
         if provisional:
             self._report_pending()
         if self.samples or self.closed:
-            per_sample = None
+            runs = [span for _, _, span in self._productive if isinstance(span, StepRun)]
+            valued = iter(self._valued_spans(runs) if runs and self.samples else ())
             for start_us, end_us, span in self._productive:
-                if isinstance(span, StepRun):
-                    per_sample = per_sample or self._per_sample()
-                    self._add_run_ideal(span, *per_sample)
-                else:
+                if not isinstance(span, StepRun):
                     self._add_productive_ideal(start_us, end_us, span)
+                elif self.samples:  # without a sample (closed), nothing to value it by
+                    self._add_run_ideal(*next(valued))
             self._productive = []
         deltas, self._deltas = self._deltas, defaultdict(zero_vector)
         return deltas
@@ -741,41 +741,50 @@ class JobTimeline:
             vector[IDEAL] += ideal_chip_s * share
             vector[_INDEX["profiled_productive"]] += chips * (piece_end - piece_start)
 
-    def _per_sample(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Each sample's time, ideal FLOPs, peak (1 where unknown) and whether its peak is known."""
+    def _valued_spans(self, runs: list[StepRun]) -> list[tuple]:
+        """For each run, its spans' ideal chip-seconds, starts, ends and whether their peak is known,
+        whether all of them are, and their time: valued for all the runs at once (a handful of numpy
+        calls a flush, not a dozen a run), span by span as `_span_ideal_chip_s` values a span."""
         peaks = [peak_of(self.peak_flops, self.submit.accelerator, sample.precision) for sample in self.samples]
-        return (np.array(self.sample_times, dtype=np.int64), np.array([s.ideal_flops for s in self.samples]),
-                np.array([peak or 1.0 for peak in peaks]), np.array([peak is not None for peak in peaks]))
-
-    def _add_run_ideal(self, run: StepRun, sample_times, ideal_flops, peaks, known) -> None:
-        """`_add_productive_ideal` of each of the run's spans in turn: the same products, added
-        to each window's ideal in the same order (a float sum depends on its order)."""
-        if not len(sample_times):
-            return
-        starts, ends = run.starts, run.ends
+        ideal_flops = np.array([sample.ideal_flops for sample in self.samples])
+        known = np.array([peak is not None for peak in peaks])
+        starts, ends = np.concatenate([run.starts for run in runs]), np.concatenate([run.ends for run in runs])
         # The latest sample at or before each span (the first sample for spans before it).
-        positions = np.maximum(np.searchsorted(sample_times, starts, side="right") - 1, 0)
+        positions = np.maximum(np.searchsorted(np.array(self.sample_times, dtype=np.int64), starts, side="right") - 1, 0)
         known = known[positions]
-        ideals = run.steps * ideal_flops[positions] / peaks[positions]  # steps × FLOPs ÷ peak, as for a span
+        # steps × FLOPs ÷ peak (1 where unknown), as for a span
+        ideals = np.concatenate([run.steps for run in runs]) * ideal_flops[positions] / np.array(
+            [peak or 1.0 for peak in peaks])[positions]
+        bounds = np.cumsum([0] + [len(run.starts) for run in runs])
+        firsts = bounds[:-1]
+        ideals, known_list, starts_list, ends_list = ideals.tolist(), known.tolist(), starts.tolist(), ends.tolist()
+        return [(ideals[first:stop], starts_list[first:stop], ends_list[first:stop], known_list[first:stop],
+                 all_known, span_us)
+                for first, stop, all_known, span_us in zip(firsts.tolist(), bounds[1:].tolist(),
+                                                           np.logical_and.reduceat(known, firsts).tolist(),
+                                                           np.add.reduceat(ends - starts, firsts).tolist())]
+
+    def _add_run_ideal(self, ideals: list, starts: list, ends: list, known: list, all_known: bool,
+                       span_us: int) -> None:
+        """`_add_productive_ideal` of each of a run's spans in turn (`_valued_spans`): the same
+        products, added to each window's ideal in the same order (a float sum depends on its order)."""
         chips, window_us, deltas = self.submit.chips, self.window_us, self._deltas
-        run_start, run_end = run.start_us, run.end_us
+        run_start = starts[0]
         window = run_start - run_start % window_us
-        if run_end <= window + window_us and known.all():  # the common case: all in one window
+        if ends[-1] <= window + window_us and all_known:  # the common case: all in one window
             vector = deltas[window]
             ideal = vector[IDEAL]
-            for span_ideal in ideals.tolist():
+            for span_ideal in ideals:
                 ideal += span_ideal
             vector[IDEAL] = ideal
-            vector[_INDEX["profiled_productive"]] += chips * int((ends - starts).sum())
+            vector[_INDEX["profiled_productive"]] += chips * span_us
             return
         profiled = _INDEX["profiled_productive"]
-        windows = starts - starts % window_us
-        inside = (ends <= windows + window_us).tolist()
-        for span_ideal, start_us, end_us, span_known, window, whole in zip(
-                ideals.tolist(), starts.tolist(), ends.tolist(), known.tolist(), windows.tolist(), inside):
+        for span_ideal, start_us, end_us, span_known in zip(ideals, starts, ends, known):
             if not span_known:
                 continue
-            if whole:  # its share is 1: its ideal, as is
+            window = start_us - start_us % window_us
+            if end_us <= window + window_us:  # its share is 1: its ideal, as is
                 vector = deltas[window]
                 vector[IDEAL] += span_ideal
                 vector[profiled] += chips * (end_us - start_us)
