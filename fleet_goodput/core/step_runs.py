@@ -160,28 +160,31 @@ class RunShape(NamedTuple):
     end_us: int  # its last event's time
     first_step: int | None  # the step its first step span starts at (None: it has no step span)
     last_step: int | None  # the step its last step span ends at
-    span_us: int  # the time inside its spans
-    wait_us: int  # the time inside its data waits
+    # (window start, data-wait time, time between spans) of each window it covers, in order; None
+    # where a data wait or a time between spans of none is at the window edge it ends at
+    windows: list[tuple[int, int, int]] | None
     starts: np.ndarray  # its step spans: each one's start, end, first and last step
     ends: np.ndarray
     firsts: np.ndarray
     lasts: np.ndarray
 
 
-def shapes(runs: list) -> list[RunShape]:
-    """Each STEP_RUN's `RunShape`, computed for all of them at once: a handful of numpy calls a
-    feed rather than a dozen a run (a job's runs hold a few dozen spans each)."""
+def shapes(runs: list, window_us: int) -> list[RunShape]:
+    """Each STEP_RUN's `RunShape` in windows of `window_us`, computed for all of them at once: a
+    few dozen numpy calls a feed rather than a dozen a run (a run holds a few dozen spans).
+    The runs do not overlap, in event order (as the timeline feeds them)."""
     if not runs:
         return []
     times = np.frombuffer(b"".join([run[4][0] for run in runs]), dtype=np.int64)
     steps = np.frombuffer(b"".join([run[4][1] for run in runs]), dtype=np.int64)
     codes = np.frombuffer(b"".join([run[4][2] for run in runs]), dtype=np.int8)
-    span_bounds = np.cumsum([0] + [len(run[4][2]) // 2 for run in runs])  # each run's spans: bounds[i] on
+    span_bounds = np.cumsum([0] + [len(run[4][2]) // 2 for run in runs])  # run i's spans: bounds[i] on
     firsts = span_bounds[:-1]
-    lengths = times[1::2] - times[0::2]
+    span_starts, span_ends = times[0::2], times[1::2]
+    lengths = span_ends - span_starts
     stepping = codes[0::2] == _STEP_START
     step_bounds = np.concatenate(([0], np.cumsum(np.add.reduceat(stepping, firsts, dtype=np.int64))))
-    step_starts, step_ends = times[0::2][stepping], times[1::2][stepping]
+    step_starts, step_ends = span_starts[stepping], span_ends[stepping]
     step_firsts, step_lasts = steps[0::2][stepping], steps[1::2][stepping]
     has_steps = step_bounds[1:] > step_bounds[:-1]
     if len(step_firsts):  # clipped to a real row: a run without step spans gets None below
@@ -189,13 +192,58 @@ def shapes(runs: list) -> list[RunShape]:
         last_steps = step_lasts[np.maximum(step_bounds[1:] - 1, 0)]
     else:  # data waits only
         first_steps = last_steps = firsts
-    columns = zip(times[2 * firsts].tolist(), times[2 * span_bounds[1:] - 1].tolist(), has_steps.tolist(),
-                  first_steps.tolist(), last_steps.tolist(), np.add.reduceat(lengths, firsts).tolist(),
-                  np.add.reduceat(np.where(stepping, 0, lengths), firsts).tolist(),
-                  step_bounds[:-1].tolist(), step_bounds[1:].tolist())
-    return [RunShape(start, end, first_step if has else None, last_step if has else None, span_us, wait_us,
+    run_starts, run_ends = span_starts[firsts], span_ends[span_bounds[1:] - 1]
+    windows = _by_window(window_us, run_starts, run_ends, firsts, span_starts, span_ends, lengths, stepping)
+    columns = zip(run_starts.tolist(), run_ends.tolist(), has_steps.tolist(), first_steps.tolist(),
+                  last_steps.tolist(), step_bounds[:-1].tolist(), step_bounds[1:].tolist(), windows)
+    return [RunShape(start, end, first_step if has else None, last_step if has else None, run_windows,
                      step_starts[first:stop], step_ends[first:stop], step_firsts[first:stop], step_lasts[first:stop])
-            for start, end, has, first_step, last_step, span_us, wait_us, first, stop in columns]
+            for start, end, has, first_step, last_step, first, stop, run_windows in columns]
+
+
+def _by_window(window_us: int, run_starts, run_ends, firsts, span_starts, span_ends, lengths, stepping) -> list:
+    """`RunShape.windows` of each run: its data-wait time and time between spans in each window.
+
+    The time of each kind before a window edge inside a run is found from running totals over the
+    spans: the spans that start before the edge, less what the last of them runs past it; a window's
+    time is the difference between its two edges'. A run ending at a window edge is left to the
+    caller (None), which then touches the window a stretch of none at that edge starts in, as
+    adding stretch by stretch does."""
+    run_windows = run_starts - run_starts % window_us
+    # Edges inside each run: its windows' starts but the first (none where it ends at an edge).
+    edge_counts = np.where(run_ends % window_us == 0, 0, (run_ends - run_ends % window_us - run_windows) // window_us)
+    wait_lengths = np.where(stepping, 0, lengths)
+    wait_totals = np.add.reduceat(wait_lengths, firsts).tolist()
+    gap_totals = (run_ends - run_starts - np.add.reduceat(lengths, firsts)).tolist()
+    run_of_edge = np.repeat(np.arange(len(firsts)), edge_counts)
+    if len(run_of_edge):
+        rank = np.arange(len(run_of_edge)) - np.repeat(np.cumsum(edge_counts) - edge_counts, edge_counts)
+        edges = run_windows[run_of_edge] + (rank + 1) * window_us
+        spans_done = np.concatenate(([0], np.cumsum(lengths)))  # the time in spans before span i
+        waits_done = np.concatenate(([0], np.cumsum(wait_lengths)))
+        last = np.searchsorted(span_starts, edges) - 1  # the last span starting before each edge
+        past = np.maximum(span_ends[last] - edges, 0)  # how far it runs past the edge
+        first_span = firsts[run_of_edge]
+        span_before = spans_done[last + 1] - past - spans_done[first_span]
+        wait_before = (waits_done[last + 1] - np.where(stepping[last], 0, past) - waits_done[first_span]).tolist()
+        gap_before = (edges - run_starts[run_of_edge] - span_before).tolist()
+    out, edge = [], 0
+    for window, multiple, ends_at_edge, wait_total, gap_total, count in zip(
+            run_windows.tolist(), (run_ends >= run_windows + window_us).tolist(), (run_ends % window_us == 0).tolist(),
+            wait_totals, gap_totals, edge_counts.tolist()):
+        if not multiple:
+            out.append([(window, wait_total, gap_total)])
+            continue
+        if ends_at_edge:
+            out.append(None)
+            continue
+        waits = [*wait_before[edge:edge + count], wait_total]
+        gaps = [*gap_before[edge:edge + count], gap_total]
+        out.append([(window + index * window_us, wait - wait_earlier, gap - gap_earlier)
+                    for index, (wait, wait_earlier, gap, gap_earlier)
+                    in enumerate(zip(waits, [0, *waits[:-1]], gaps, [0, *gaps[:-1]]))])
+        edge += count
+    return out
 
 
 def ids(run) -> tuple[str, ...]:

@@ -81,7 +81,8 @@ EXTRA_FIGURES = ("lifetime", "all_allocated", "held", "partial_held", "clipped_r
 FIGURES = CATEGORIES + EXTRA_FIGURES
 IDEAL = len(FIGURES)  # index of ideal chip-seconds, the one float in the vector
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
-_LIFETIME, _HELD, _ALL_ALLOCATED = _INDEX["lifetime"], _INDEX["held"], _INDEX["all_allocated"]
+_LIFETIME, _HELD, _ALL_ALLOCATED, _DATA_WAIT = (_INDEX["lifetime"], _INDEX["held"], _INDEX["all_allocated"],
+                                                _INDEX["data_wait"])
 
 # Runtime span kinds, in the precedence docs/metric.md section 3 gives for overlapping spans.
 SPAN_PRECEDENCE = ("data_wait", "compile", "step", "checkpoint_save", "checkpoint_restore", "init")
@@ -287,7 +288,7 @@ class JobTimeline:
         runs = [event for event in ordered if event.code == STEP_RUN]
         if runs:
             ordered = _runs_apart_from_other_events(ordered, runs)
-            shapes = iter(step_runs.shapes([event for event in ordered if event.code == STEP_RUN]))
+            shapes = iter(step_runs.shapes([event for event in ordered if event.code == STEP_RUN], self.window_us))
         expanded = []  # the events of runs applied one by one, merged into the order
         position = 0
         while position < len(ordered) or expanded:
@@ -338,19 +339,18 @@ class JobTimeline:
         self.attempt_ran_steps = True
         self._resumed_work(int(shape.starts[0]))  # at its first STEP_START
         self.reported_step = shape.last_step
-        chips, window_us, deltas = submit.chips, self.window_us, self._deltas
         # Time between spans goes to the span still open, or is idle.
-        kind = next((kind for kind in SPAN_PRECEDENCE if kind in open_spans), "idle")
-        window = start - start % window_us
-        if end < window + window_us:  # the common case: every stretch in one window, summed at once
-            vector, length = deltas[window], end - start
-            vector[_LIFETIME] += chips * length
-            vector[_HELD] += self.held * length
-            vector[_ALL_ALLOCATED] += chips * length
-            vector[_INDEX["data_wait"]] += chips * shape.wait_us
-            vector[_INDEX[kind]] += chips * (length - shape.span_us)
+        between = _INDEX[next((kind for kind in SPAN_PRECEDENCE if kind in open_spans), "idle")]
+        if shape.windows is None:
+            self._add_run_stretches(run, between)
         else:
-            self._add_run_stretches(run, shape, kind)
+            chips, deltas = submit.chips, self._deltas
+            figures = ((_LIFETIME, chips), (_HELD, self.held), (_ALL_ALLOCATED, chips))
+            add_over_windows(deltas, start, end, self.window_us, figures)
+            for window, wait_us, between_us in shape.windows:
+                vector = deltas[window]
+                vector[_DATA_WAIT] += chips * wait_us
+                vector[between] += chips * between_us
         self.now_us = end
         run = StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, self._preserved_step())
         if submit.workload in ("SERVING", "BULK_INFERENCE"):
@@ -359,18 +359,19 @@ class JobTimeline:
             self.unresolved.append(run)
         return True
 
-    def _add_run_stretches(self, run: Event, shape: step_runs.RunShape, between: str) -> None:
-        """A run's time window by window: all of it held, its data waits', and the time between
-        its spans as `between`."""
+    def _add_run_stretches(self, run: Event, between: int) -> None:
+        """A run's time window by window, stretch by stretch: all of it held, its data waits', and
+        the time between its spans to figure `between`."""
         times, _, codes, _ = step_runs.arrays(run)
         chips, window_us, deltas = self.submit.chips, self.window_us, self._deltas
+        start, end = int(times[0]), int(times[-1])
         figures = ((_LIFETIME, chips), (_HELD, self.held), (_ALL_ALLOCATED, chips))
-        add_over_windows(deltas, shape.start_us, shape.end_us, window_us, figures)
+        add_over_windows(deltas, start, end, window_us, figures)
         waits = codes[0::2] != 0
         if waits.any():
-            _add_by_window(deltas, _INDEX["data_wait"], chips, times[0::2][waits], times[1::2][waits], window_us)
-        if shape.end_us - shape.start_us > shape.span_us:
-            _add_by_window(deltas, _INDEX[between], chips, times[1:-1:2], times[2::2], window_us)
+            _add_by_window(deltas, _DATA_WAIT, chips, times[0::2][waits], times[1::2][waits], window_us)
+        if end - start > int((times[1::2] - times[0::2]).sum()):
+            _add_by_window(deltas, between, chips, times[1:-1:2], times[2::2], window_us)
 
     def _apply(self, event: Event) -> str | None:
         code = event.code
