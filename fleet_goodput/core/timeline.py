@@ -266,7 +266,8 @@ class JobTimeline:
         self.unresolved: list[StepSpan] = []  # closed step spans awaiting a checkpoint or a disruption
         self.sample_times: list[int] = []
         self.samples: list[Sample] = []
-        self.seen_ids: dict[str, tuple] = {}  # event_id -> the first event that carried it
+        self._seen_ids: dict[str, tuple] = {}  # event_id -> the first event that carried it (`seen_ids`)
+        self._unindexed: list = []  # events and runs applied whose ids are new and their own, not yet in it
         self.duplicates = defaultdict(int)  # stream -> repeated event_ids dropped
         self.accepted = defaultdict(int)  # stream -> events accepted
         self.implicitly_closed_spans = 0
@@ -281,6 +282,48 @@ class JobTimeline:
         self._deltas: dict[int, list] = defaultdict(zero_vector)
         self._productive: list[tuple[int, int, StepSpan]] = []  # awaiting ideal at flush
 
+    # ---- the ids seen -----------------------------------------------------
+    # A repeated event_id is found by looking every event's id up among those seen. Where no id of a
+    # feed's events repeats another's or one seen before (one set says so), they are applied without
+    # the look-ups and kept aside, to be indexed only if asked: the key step forgets the ids of
+    # settled events before any later feed.
+    @property
+    def seen_ids(self) -> dict[str, tuple]:
+        """event_id -> the first event that carried it (a STEP_RUN, for each of the events it stands for)."""
+        if self._unindexed:
+            for applied in self._unindexed:
+                if applied[3] == STEP_RUN:
+                    self._seen_ids.update(dict.fromkeys(step_runs.ids(applied), tuple(applied)))
+                else:
+                    self._seen_ids[applied[2]] = tuple(applied)
+            self._unindexed = []
+        return self._seen_ids
+
+    def forget_ids(self) -> None:
+        """Forget every id seen (the key step does, once events are settled: a repeat of one arrives late)."""
+        self._seen_ids, self._unindexed = {}, []
+
+    def _all_ids_new(self, ordered: list[Event]) -> bool:
+        """Whether no event of `ordered` carries an id seen before or another's of them."""
+        if self.seen_ids:
+            return False
+        ids = [event[2] for event in ordered if event[3] != STEP_RUN]
+        for event in ordered:
+            if event[3] == STEP_RUN:
+                ids += step_runs.ids(event)
+        return len(set(ids)) == len(ids)
+
+    # A timeline is pickled as it always was, its ids seen indexed (a key's saved state: session.py).
+    def __getstate__(self) -> dict:
+        state = {**self.__dict__, "seen_ids": self.seen_ids}
+        del state["_seen_ids"], state["_unindexed"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        state["_seen_ids"], state["_unindexed"] = state.pop("seen_ids"), []
+        self.__dict__.update(state)
+
     # ---- feeding -------------------------------------------------------
     def feed(self, events: list[Event]) -> None:
         """Apply `events`, all at or after the last fed time, in event-time order."""
@@ -289,6 +332,7 @@ class JobTimeline:
         if runs:
             ordered = _runs_apart_from_other_events(ordered, runs)
             shapes = iter(step_runs.shapes([event for event in ordered if event.code == STEP_RUN], self.window_us))
+        new_ids = self._all_ids_new(ordered)
         expanded = []  # the events of runs applied one by one, merged into the order
         position = 0
         while position < len(ordered) or expanded:
@@ -297,45 +341,52 @@ class JobTimeline:
             else:
                 event, position = ordered[position], position + 1
             if event.code == STEP_RUN:  # only `ordered` holds runs, in the order of their shapes
-                if not self._apply_run(event, next(shapes)):
+                if not self._apply_run(event, next(shapes), new_ids):
                     for original in step_runs.expand(event):
                         heapq.heappush(expanded, original)
                 continue
-            self._feed_one(event)
+            self._feed_one(event, new_ids)
 
-    def _feed_one(self, event: Event) -> None:
-        seen_ids = self.seen_ids
-        if event.event_id in seen_ids:  # rare: the full check only then
-            reason = repeated_id(seen_ids, event)
-            if reason == DUPLICATE:
-                self.duplicates[stream_of(event.code)] += 1
-            else:
-                self.rejections.append(Rejection(event, reason))
-            return
-        seen_ids[event.event_id] = tuple(event)  # plain: a timeline is pickled between runs
+    def _feed_one(self, event: Event, new_id: bool = False) -> None:
+        """Apply one event; `new_id`: its id is known to be new (`_all_ids_new`)."""
+        if new_id:
+            self._unindexed.append(event)
+        else:
+            seen_ids = self.seen_ids
+            if event.event_id in seen_ids:  # rare: the full check only then
+                reason = repeated_id(seen_ids, event)
+                if reason == DUPLICATE:
+                    self.duplicates[stream_of(event.code)] += 1
+                else:
+                    self.rejections.append(Rejection(event, reason))
+                return
+            seen_ids[event.event_id] = tuple(event)  # plain: a timeline is pickled between runs
         reason = self._apply(event)
         if reason:
             self.rejections.append(Rejection(event, reason))
         else:
             self.accepted[stream_of(event.code)] += 1
 
-    def _apply_run(self, run: Event, shape: step_runs.RunShape) -> bool:
+    def _apply_run(self, run: Event, shape: step_runs.RunShape, new_ids: bool = False) -> bool:
         """Apply a STEP_RUN (whose `shape` is given) at once, where each step span would only close
         and await resolution, and a data wait or idle time between them only take their time
-        (fleet_goodput/core/step_runs.py); False, having changed nothing, where one might do more."""
+        (fleet_goodput/core/step_runs.py); False, having changed nothing, where one might do more.
+        `new_ids`: its ids are known to be new (`_all_ids_new`)."""
         submit, open_spans = self.submit, self.open_spans
         if shape.first_step is None:  # data waits only (a run taken apart): one by one
             return False
-        ids = step_runs.ids(run)
         if (submit is None or self.end_us is not None or self.held < submit.chips
                 or "step" in open_spans or "data_wait" in open_spans or "compile" in open_spans
                 or (self.reported_step is not None and shape.first_step < self.reported_step)
-                or not self.seen_ids.keys().isdisjoint(ids)):
+                or not (new_ids or self.seen_ids.keys().isdisjoint(step_runs.ids(run)))):
             return False
         start, end = shape.start_us, shape.end_us
         self.advance_to(start)
-        self.seen_ids.update(dict.fromkeys(ids, tuple(run)))
-        self.accepted["runtime"] += len(ids)
+        if new_ids:
+            self._unindexed.append(run)
+        else:
+            self.seen_ids.update(dict.fromkeys(step_runs.ids(run), tuple(run)))
+        self.accepted["runtime"] += step_runs.size(run)
         self.attempt_ran_steps = True
         self._resumed_work(int(shape.starts[0]))  # at its first STEP_START
         self.reported_step = shape.last_step
