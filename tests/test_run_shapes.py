@@ -9,6 +9,7 @@ ways (tests/test_step_runs.py's `both`: one by one, and collapsed into runs).
 
 from __future__ import annotations
 
+import pickle
 import random
 from collections import defaultdict
 
@@ -17,6 +18,7 @@ import pytest
 
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.events import Event
+from fleet_goodput.core.timeline import StepRun
 from fleet_goodput.core.windows import split_at_windows
 from test_step_runs import both, runs_in, spans
 from test_timeline import T0, ev, sample, submit
@@ -38,6 +40,7 @@ def random_run(rng: random.Random, start_us: int) -> tuple:
             codes += [2, 3]
         else:
             length, count = rng.randint(1, 900), rng.randint(1, 3)
+            step -= rng.random() < 0.2 and step > 1  # at times a span continues the step the one before ended at
             times += [now, now + length]
             steps += [step, step + count - 1]
             codes += [0, 1]
@@ -93,6 +96,24 @@ def test_shapes_give_each_window_what_its_stretches_add_one_by_one(seed):
         assert shape.lasts.tolist() == steps[1::2][stepping].tolist()
         assert (shape.first_step, shape.last_step) == ((steps[0::2][stepping][0], steps[1::2][stepping][-1])
                                                        if stepping.any() else (None, None))
+        # The facts found for all the runs at once are those one run's columns give (a run read from
+        # a key's saved state finds its own), and they survive no pickle.
+        if stepping.any():
+            run = StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, None)
+            assert run.facts() == shape.facts
+            kept = StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, None, _facts=shape.facts)
+            assert "_facts" not in pickle.loads(pickle.dumps(kept)).__dict__
+        else:
+            assert shape.facts is None
+
+
+def test_spans_whose_steps_are_not_all_their_own():
+    # Steps 1-10, then a span continuing step 10 to 20: the second counts from step 11 only.
+    run = Event._make(step_runs.make_run(np.array([0, 10, 10, 20]), np.array([1, 10, 10, 20]),
+                                         np.array([0, 1, 0, 1], dtype=np.int8), ("a", "b", "c", "d")))
+    [shape] = step_runs.shapes([run], WINDOW_US)
+    assert shape.facts == (0, 20, 1, 10, 20, 20, False)
+    assert StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, None).facts() == shape.facts
 
 
 def test_shapes_of_no_runs():

@@ -153,6 +153,20 @@ def arrays(run) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
             np.frombuffer(codes, dtype=np.int8), _ids_of(ids))
 
 
+class RunFacts(NamedTuple):
+    """What resolving a run's step spans reads most, as Python ints (fleet_goodput/core/timeline.py's `StepRun`)."""
+
+    start_us: int  # its first span's start
+    end_us: int  # its last span's end
+    first_step: int  # the step its first span starts at
+    first_end_step: int  # the step its first span ends at
+    last_step: int  # the step its last span ends at
+    span_us: int  # the time in its spans
+    # Each span starts past the step the one before it ended at, and ends at or past its own first
+    # step: the steps of each are its own, so counting them needs no running highest step.
+    own_steps: bool
+
+
 class RunShape(NamedTuple):
     """What applying a STEP_RUN needs of its columns, the timeline's state aside (`shapes`)."""
 
@@ -163,6 +177,7 @@ class RunShape(NamedTuple):
     # (window start, data-wait time, time between spans) of each window it covers, in order; None
     # where a data wait or a time between spans of none is at the window edge it ends at
     windows: list[tuple[int, int, int]] | None
+    facts: RunFacts | None  # of its step spans (None: it has none)
     starts: np.ndarray  # its step spans: each one's start, end, first and last step
     ends: np.ndarray
     firsts: np.ndarray
@@ -186,19 +201,32 @@ def shapes(runs: list, window_us: int) -> list[RunShape]:
     step_bounds = np.concatenate(([0], np.cumsum(np.add.reduceat(stepping, firsts, dtype=np.int64))))
     step_starts, step_ends = span_starts[stepping], span_ends[stepping]
     step_firsts, step_lasts = steps[0::2][stepping], steps[1::2][stepping]
-    has_steps = step_bounds[1:] > step_bounds[:-1]
-    if len(step_firsts):  # clipped to a real row: a run without step spans gets None below
-        first_steps = step_firsts[np.minimum(step_bounds[:-1], len(step_firsts) - 1)]
-        last_steps = step_lasts[np.maximum(step_bounds[1:] - 1, 0)]
-    else:  # data waits only
-        first_steps = last_steps = firsts
     run_starts, run_ends = span_starts[firsts], span_ends[span_bounds[1:] - 1]
     windows = _by_window(window_us, run_starts, run_ends, firsts, span_starts, span_ends, lengths, stepping)
-    columns = zip(run_starts.tolist(), run_ends.tolist(), has_steps.tolist(), first_steps.tolist(),
-                  last_steps.tolist(), step_bounds[:-1].tolist(), step_bounds[1:].tolist(), windows)
-    return [RunShape(start, end, first_step if has else None, last_step if has else None, run_windows,
-                     step_starts[first:stop], step_ends[first:stop], step_firsts[first:stop], step_lasts[first:stop])
-            for start, end, has, first_step, last_step, first, stop, run_windows in columns]
+    facts = _step_facts(step_bounds, step_starts, step_ends, step_firsts, step_lasts)
+    columns = zip(run_starts.tolist(), run_ends.tolist(), step_bounds[:-1].tolist(), step_bounds[1:].tolist(),
+                  windows, facts)
+    return [RunShape(start, end, run_facts and run_facts.first_step, run_facts and run_facts.last_step, run_windows,
+                     run_facts, step_starts[first:stop], step_ends[first:stop], step_firsts[first:stop],
+                     step_lasts[first:stop])
+            for start, end, first, stop, run_windows, run_facts in columns]
+
+
+def _step_facts(bounds, starts, ends, firsts, lasts) -> list[RunFacts | None]:
+    """The `RunFacts` of each run's step spans (run i's: bounds[i] to bounds[i + 1]; None where it has none)."""
+    if not len(starts):
+        return [None] * (len(bounds) - 1)
+    has = (bounds[1:] > bounds[:-1]).tolist()
+    heads, tails = np.minimum(bounds[:-1], len(starts) - 1), np.maximum(bounds[1:] - 1, 0)
+    spans_done = np.concatenate(([0], np.cumsum(ends - starts)))
+    # Running counts of what breaks `own_steps`: a span ending below its first step (before span i),
+    # and a span starting at or below the step the span before it ended at (up to span i).
+    backwards = np.concatenate(([0], np.cumsum(lasts < firsts)))
+    overlapping = np.concatenate(([0], np.cumsum(firsts[1:] <= lasts[:-1])))
+    own = (backwards[bounds[1:]] == backwards[bounds[:-1]]) & (overlapping[tails] == overlapping[heads])
+    columns = zip(has, starts[heads].tolist(), ends[tails].tolist(), firsts[heads].tolist(), lasts[heads].tolist(),
+                  lasts[tails].tolist(), (spans_done[bounds[1:]] - spans_done[bounds[:-1]]).tolist(), own.tolist())
+    return [RunFacts(*values) if run_has else None for run_has, *values in columns]
 
 
 def _by_window(window_us: int, run_starts, run_ends, firsts, span_starts, span_ends, lengths, stepping) -> list:

@@ -149,14 +149,28 @@ class StepRun:
     reported_pending: bool = False
     resolved: bool = False
     steps: np.ndarray | None = None  # when productive: the steps each span's ideal counts
+    # Python ints of what resolving it reads most (`RunFacts`), so that resolving a run whole costs
+    # no numpy call. Never pickled, so a key's saved state keeps its layout: found again when asked.
+    _facts: step_runs.RunFacts | None = field(default=None, repr=False, compare=False)
+
+    def facts(self) -> step_runs.RunFacts:
+        if self._facts is None:
+            first, last = self.first, self.last
+            self._facts = step_runs.RunFacts(
+                int(self.starts[0]), int(self.ends[-1]), int(first[0]), int(last[0]), int(last[-1]),
+                int((self.ends - self.starts).sum()), bool((first[1:] > last[:-1]).all() and (last >= first).all()))
+        return self._facts
+
+    def __getstate__(self) -> dict:
+        return {name: value for name, value in self.__dict__.items() if name != "_facts"}
 
     @property
     def start_us(self) -> int:
-        return int(self.starts[0])
+        return self.facts().start_us
 
     @property
     def end_us(self) -> int:
-        return int(self.ends[-1])
+        return self.facts().end_us
 
     @property
     def pieces(self) -> list:
@@ -167,6 +181,11 @@ class StepRun:
 
     def add_to(self, deltas: dict, index: int, chips: int, window_us: int) -> None:
         """Add `chips` × each span's time to figure `index` of the windows it ran in."""
+        facts = self.facts()
+        window = facts.start_us - facts.start_us % window_us
+        if facts.end_us <= window + window_us:  # all in one window
+            deltas[window][index] += chips * facts.span_us
+            return
         _add_by_window(deltas, index, chips, self.starts, self.ends, window_us)
 
     def split(self, count: int) -> tuple[StepRun | None, StepRun | None]:
@@ -187,9 +206,12 @@ class StepRun:
         """How many of its spans (a prefix: last steps never go back) end at or below `step`."""
         if step is None:
             return 0
-        if step >= self.last[-1]:
+        facts = self.facts()
+        if step >= facts.last_step:
             return len(self.last)
-        return int(np.searchsorted(self.last, step, side="right"))
+        if step < facts.first_end_step:
+            return 0
+        return int(self.last.searchsorted(step, side="right"))
 
 
 DUPLICATE = "duplicate"
@@ -403,7 +425,7 @@ class JobTimeline:
                 vector[_DATA_WAIT] += chips * wait_us
                 vector[between] += chips * between_us
         self.now_us = end
-        run = StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, self._preserved_step())
+        run = StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, self._preserved_step(), _facts=shape.facts)
         if submit.workload in ("SERVING", "BULK_INFERENCE"):
             self._resolve(run, "productive")  # a served request is progress once answered
         else:
@@ -672,8 +694,13 @@ class JobTimeline:
 
     def _counted(self, run: StepRun | None) -> StepRun | None:
         """`run`, all of whose spans reach past the preserved step, counted as progress in turn."""
-        if run is not None:
-            counted = self.counted_step
+        if run is None:
+            return None
+        counted, facts = self.counted_step, run.facts()
+        if facts.own_steps and (counted is None or counted < facts.first_step):  # no span's steps counted before
+            run.steps = run.last - run.first + 1
+            self.counted_step = _highest(counted, facts.last_step)
+        else:
             # The highest step counted before each span (-1: none; steps are never negative).
             highest_before = np.maximum.accumulate(np.concatenate(([-1 if counted is None else counted],
                                                                    run.last[:-1])))
