@@ -103,7 +103,7 @@ def collapse(events: list) -> list:
     ids = " ".join(block[4][3] for block in blocks).split(" ")
     orders = _ORDERS[codes]
     keys = times * SAME_INSTANT_ORDERS + orders  # event order up to the id: time, then same-instant order
-    order = np.argsort(keys, kind="stable")
+    order = keys.argsort(kind="stable")
     keys = keys[order]
     if (keys[1:] == keys[:-1]).any():  # rare: ties to order by id
         order = np.array(sorted(range(len(ids)), key=lambda index: (times[index], orders[index], ids[index])))
@@ -126,9 +126,9 @@ def collapse(events: list) -> list:
         ended = np.full(count, -1)
     follows = np.zeros_like(span)
     follows[2:] = span[2:] & span[:-2] & ~(is_step[2:] & (steps[2:] < ended[1:-1]))
-    first_spans = np.flatnonzero(span & ~follows)
-    span_rows = np.flatnonzero(span)
-    bounds = np.append(np.searchsorted(span_rows, first_spans), len(span_rows))
+    first_spans = (span & ~follows).nonzero()[0]
+    span_rows = span.nonzero()[0]
+    bounds = np.append(span_rows.searchsorted(first_spans), len(span_rows))
     member = np.zeros_like(span)
     for run_first, run_stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         if run_stop - run_first < 2 or not is_step[span_rows[run_first:run_stop]].any():
@@ -136,7 +136,7 @@ def collapse(events: list) -> list:
         first, stop = int(span_rows[run_first]), int(span_rows[run_stop - 1]) + 2
         out.append(make_run(times[first:stop], steps[first:stop], codes[first:stop], ids[first:stop]))
         member[first:stop] = True
-    alone = np.flatnonzero(~member).tolist()
+    alone = (~member).nonzero()[0].tolist()
     out += _events(times[alone], steps[alone], codes[alone], [ids[index] for index in alone])
     return out
 
@@ -198,7 +198,7 @@ def shapes(runs: list, window_us: int) -> list[RunShape]:
     span_starts, span_ends = times[0::2], times[1::2]
     lengths = span_ends - span_starts
     stepping = codes[0::2] == _STEP_START
-    step_bounds = np.concatenate(([0], np.cumsum(np.add.reduceat(stepping, firsts, dtype=np.int64))))
+    step_bounds = np.concatenate(([0], np.add.reduceat(stepping, firsts, dtype=np.int64).cumsum()))
     step_starts, step_ends = span_starts[stepping], span_ends[stepping]
     step_firsts, step_lasts = steps[0::2][stepping], steps[1::2][stepping]
     run_starts, run_ends = span_starts[firsts], span_ends[span_bounds[1:] - 1]
@@ -218,11 +218,11 @@ def _step_facts(bounds, starts, ends, firsts, lasts) -> list[RunFacts | None]:
         return [None] * (len(bounds) - 1)
     has = (bounds[1:] > bounds[:-1]).tolist()
     heads, tails = np.minimum(bounds[:-1], len(starts) - 1), np.maximum(bounds[1:] - 1, 0)
-    spans_done = np.concatenate(([0], np.cumsum(ends - starts)))
+    spans_done = np.concatenate(([0], (ends - starts).cumsum()))
     # Running counts of what breaks `own_steps`: a span ending below its first step (before span i),
     # and a span starting at or below the step the span before it ended at (up to span i).
-    backwards = np.concatenate(([0], np.cumsum(lasts < firsts)))
-    overlapping = np.concatenate(([0], np.cumsum(firsts[1:] <= lasts[:-1])))
+    backwards = np.concatenate(([0], (lasts < firsts).cumsum()))
+    overlapping = np.concatenate(([0], (firsts[1:] <= lasts[:-1]).cumsum()))
     own = (backwards[bounds[1:]] == backwards[bounds[:-1]]) & (overlapping[tails] == overlapping[heads])
     columns = zip(has, starts[heads].tolist(), ends[tails].tolist(), firsts[heads].tolist(), lasts[heads].tolist(),
                   lasts[tails].tolist(), (spans_done[bounds[1:]] - spans_done[bounds[:-1]]).tolist(), own.tolist())
@@ -243,13 +243,13 @@ def _by_window(window_us: int, run_starts, run_ends, firsts, span_starts, span_e
     wait_lengths = np.where(stepping, 0, lengths)
     wait_totals = np.add.reduceat(wait_lengths, firsts).tolist()
     gap_totals = (run_ends - run_starts - np.add.reduceat(lengths, firsts)).tolist()
-    run_of_edge = np.repeat(np.arange(len(firsts)), edge_counts)
+    run_of_edge = np.arange(len(firsts)).repeat(edge_counts)
     if len(run_of_edge):
-        rank = np.arange(len(run_of_edge)) - np.repeat(np.cumsum(edge_counts) - edge_counts, edge_counts)
+        rank = np.arange(len(run_of_edge)) - (edge_counts.cumsum() - edge_counts).repeat(edge_counts)
         edges = run_windows[run_of_edge] + (rank + 1) * window_us
-        spans_done = np.concatenate(([0], np.cumsum(lengths)))  # the time in spans before span i
-        waits_done = np.concatenate(([0], np.cumsum(wait_lengths)))
-        last = np.searchsorted(span_starts, edges) - 1  # the last span starting before each edge
+        spans_done = np.concatenate(([0], lengths.cumsum()))  # the time in spans before span i
+        waits_done = np.concatenate(([0], wait_lengths.cumsum()))
+        last = span_starts.searchsorted(edges) - 1  # the last span starting before each edge
         past = np.maximum(span_ends[last] - edges, 0)  # how far it runs past the edge
         first_span = firsts[run_of_edge]
         span_before = spans_done[last + 1] - past - spans_done[first_span]
@@ -331,7 +331,7 @@ def taken_apart(run, touched: np.ndarray, cut_after: np.ndarray) -> list[Event]:
     times, steps, codes, ids = arrays(run)
     out, first = [], 0
     cut_after[-1] = True  # the run's end ends its last stretch
-    for span in np.flatnonzero(touched | cut_after).tolist():
+    for span in (touched | cut_after).nonzero()[0].tolist():
         stop = span if touched[span] else span + 1  # the stretch's spans: first to stop (excluded)
         if stop > first:
             rows = slice(2 * first, 2 * stop)
@@ -355,7 +355,7 @@ def split_at(events, time_us: int) -> tuple[list, list]:
             continue
         times = arrays(event)[0]
         spans = len(times) // 2
-        done = int(np.searchsorted(times[1::2], time_us, side="right"))  # spans ended at or before it
+        done = int(times[1::2].searchsorted(time_us, side="right"))  # spans ended at or before it
         before += spans_of(event, 0, done)
         if times[2 * done] <= time_us:  # the next span started at or before it: its START is before
             start, end = expand(spans_of(event, done, done + 1)[0])

@@ -688,7 +688,7 @@ class JobTimeline:
             self._add_run(lost, "lost")
             if run is None:
                 return
-            repeats = np.flatnonzero(run.last[1:] == run.last[:-1])
+            repeats = (run.last[1:] == run.last[:-1]).nonzero()[0]
             counted, run = run.split(int(repeats[0]) + 1) if len(repeats) else (run, None)
             self._add_run(self._counted(counted), "productive")
 
@@ -829,7 +829,7 @@ class JobTimeline:
         known = np.array([peak is not None for peak in peaks])
         starts, ends = np.concatenate([run.starts for run in runs]), np.concatenate([run.ends for run in runs])
         # The latest sample at or before each span (the first sample for spans before it).
-        positions = np.maximum(np.searchsorted(np.array(self.sample_times, dtype=np.int64), starts, side="right") - 1, 0)
+        positions = np.maximum(np.array(self.sample_times, dtype=np.int64).searchsorted(starts, side="right") - 1, 0)
         known = known[positions]
         # steps × FLOPs ÷ peak (1 where unknown), as for a span
         ideals = np.concatenate([run.steps for run in runs]) * ideal_flops[positions] / np.array(
@@ -983,7 +983,7 @@ def _taken_apart(run: Event, barriers: np.ndarray) -> list[Event]:
     between them and leaves both spans in it."""
     times = np.frombuffer(run[4][0], dtype=np.int64)
     starts, ends = _instant(times[0::2], step_runs.START_ORDER), _instant(times[1::2], step_runs.END_ORDER)
-    touched = np.searchsorted(barriers, ends, side="right") > np.searchsorted(barriers, starts, side="left")
-    cut_after = np.append(np.searchsorted(barriers, starts[1:], side="left")
-                          > np.searchsorted(barriers, ends[:-1], side="right"), False)
+    touched = barriers.searchsorted(ends, side="right") > barriers.searchsorted(starts, side="left")
+    cut_after = np.append(barriers.searchsorted(starts[1:], side="left")
+                          > barriers.searchsorted(ends[:-1], side="right"), False)
     return step_runs.taken_apart(run, touched, cut_after)
