@@ -108,7 +108,7 @@ def collapse(events: list) -> list:
     if (keys[1:] == keys[:-1]).any():  # rare: ties to order by id
         order = np.array(sorted(range(len(ids)), key=lambda index: (times[index], orders[index], ids[index])))
     times, steps, codes = times[order], steps[order], codes[order]
-    ids = list(itemgetter(*order.tolist())(ids)) if len(ids) > 1 else ids
+    ids = itemgetter(*order.tolist())(ids) if len(ids) > 1 else tuple(ids)  # a tuple: each run's ids slice it
     count = len(times)
     duration, climb = times[1:] - times[:-1], steps[1:] - steps[:-1]
     is_step, is_wait = np.zeros(count, dtype=bool), np.zeros(count, dtype=bool)  # a span starts at the row

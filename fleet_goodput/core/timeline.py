@@ -329,11 +329,16 @@ class JobTimeline:
         """Whether no event of `ordered` carries an id seen before or another's of them."""
         if self.seen_ids:
             return False
-        ids = [event[2] for event in ordered if event[3] != STEP_RUN]
+        ids, count = set(), 0
         for event in ordered:
             if event[3] == STEP_RUN:
-                ids += step_runs.ids(event)
-        return len(set(ids)) == len(ids)
+                run_ids = step_runs.ids(event)
+                ids.update(run_ids)
+                count += len(run_ids)
+            else:
+                ids.add(event[2])
+                count += 1
+        return len(ids) == count
 
     # A timeline is pickled as it always was, its ids seen indexed (a key's saved state: session.py).
     def __getstate__(self) -> dict:
