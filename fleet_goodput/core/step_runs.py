@@ -172,8 +172,6 @@ class RunShape(NamedTuple):
 
     start_us: int  # its first event's time
     end_us: int  # its last event's time
-    first_step: int | None  # the step its first step span starts at (None: it has no step span)
-    last_step: int | None  # the step its last step span ends at
     # (window start, data-wait time, time between spans) of each window it covers, in order; None
     # where a data wait or a time between spans of none is at the window edge it ends at
     windows: list[tuple[int, int, int]] | None
@@ -206,9 +204,8 @@ def shapes(runs: list, window_us: int) -> list[RunShape]:
     facts = _step_facts(step_bounds, step_starts, step_ends, step_firsts, step_lasts)
     columns = zip(run_starts.tolist(), run_ends.tolist(), step_bounds[:-1].tolist(), step_bounds[1:].tolist(),
                   windows, facts)
-    return [RunShape(start, end, run_facts and run_facts.first_step, run_facts and run_facts.last_step, run_windows,
-                     run_facts, step_starts[first:stop], step_ends[first:stop], step_firsts[first:stop],
-                     step_lasts[first:stop])
+    return [RunShape(start, end, run_windows, run_facts, step_starts[first:stop], step_ends[first:stop],
+                     step_firsts[first:stop], step_lasts[first:stop])
             for start, end, first, stop, run_windows, run_facts in columns]
 
 

@@ -399,12 +399,12 @@ class JobTimeline:
         and await resolution, and a data wait or idle time between them only take their time
         (fleet_goodput/core/step_runs.py); False, having changed nothing, where one might do more.
         `new_ids`: its ids are known to be new (`_all_ids_new`)."""
-        submit, open_spans = self.submit, self.open_spans
-        if shape.first_step is None:  # data waits only (a run taken apart): one by one
+        submit, open_spans, facts = self.submit, self.open_spans, shape.facts
+        if facts is None:  # data waits only (a run taken apart): one by one
             return False
         if (submit is None or self.end_us is not None or self.held < submit.chips
                 or "step" in open_spans or "data_wait" in open_spans or "compile" in open_spans
-                or (self.reported_step is not None and shape.first_step < self.reported_step)
+                or (self.reported_step is not None and facts.first_step < self.reported_step)
                 or not (new_ids or self.seen_ids.keys().isdisjoint(step_runs.ids(run)))):
             return False
         start, end = shape.start_us, shape.end_us
@@ -415,8 +415,8 @@ class JobTimeline:
             self.seen_ids.update(dict.fromkeys(step_runs.ids(run), tuple(run)))
         self.accepted["runtime"] += step_runs.size(run)
         self.attempt_ran_steps = True
-        self._resumed_work(int(shape.starts[0]))  # at its first STEP_START
-        self.reported_step = shape.last_step
+        self._resumed_work(facts.start_us)  # at its first STEP_START
+        self.reported_step = facts.last_step
         # Time between spans goes to the span still open, or is idle.
         between = _INDEX[next((kind for kind in SPAN_PRECEDENCE if kind in open_spans), "idle")]
         if shape.windows is None:
@@ -430,7 +430,7 @@ class JobTimeline:
                 vector[_DATA_WAIT] += chips * wait_us
                 vector[between] += chips * between_us
         self.now_us = end
-        run = StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, self._preserved_step(), _facts=shape.facts)
+        run = StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, self._preserved_step(), _facts=facts)
         if submit.workload in ("SERVING", "BULK_INFERENCE"):
             self._resolve(run, "productive")  # a served request is progress once answered
         else:
