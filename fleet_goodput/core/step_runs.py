@@ -25,6 +25,11 @@ wherever one event might be treated differently from the others:
   compile left open, steps going back) and where an id was seen before;
   every rejection and duplicate is of an event;
 - counts are of its events (`size`), and so are late and rejected rows (`expand`).
+
+What the timeline reads of a run's columns (its step spans' columns and facts, each window's
+data-wait time and time between spans) is found for all the runs of a feed at once (`shapes`):
+a job's runs hold a few dozen spans each, so numpy's fixed cost a call, not the spans, is what
+a run costs, and a feed pays it once.
 """
 
 from __future__ import annotations
