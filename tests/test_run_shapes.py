@@ -28,7 +28,7 @@ WINDOW_US = 1_000
 
 def random_run(rng: random.Random, start_us: int) -> tuple:
     """A STEP_RUN from `start_us`: 2-12 spans, a third of them data waits (some of no time), each
-    step span 1-900 µs, idle time of 0-2,500 µs or none between spans, steps going up."""
+    step span 1-900 µs, idle time of 0-2,500 µs or none between spans, steps never going back."""
     times, steps, codes, step = [], [], [], 1
     now = start_us
     for _ in range(rng.randint(2, 12)):
@@ -40,7 +40,8 @@ def random_run(rng: random.Random, start_us: int) -> tuple:
             codes += [2, 3]
         else:
             length, count = rng.randint(1, 900), rng.randint(1, 3)
-            step -= rng.random() < 0.2 and step > 1  # at times a span continues the step the one before ended at
+            if step > 1 and rng.random() < 0.2:  # at times a span continues the step the one before ended at
+                step -= 1
             times += [now, now + length]
             steps += [step, step + count - 1]
             codes += [0, 1]
