@@ -348,7 +348,7 @@ class JobTimeline:
 
     def __setstate__(self, state: dict) -> None:
         state = dict(state)
-        state["_seen_ids"], state["_unindexed"] = state.pop("seen_ids"), []
+        state["_seen_ids"], state["_unindexed"] = state.pop("seen_ids", {}), []
         self.__dict__.update(state)
 
     # ---- feeding -------------------------------------------------------
