@@ -55,12 +55,12 @@ def applied(grouped: dict[str, list], advance) -> Counter:
     counts = Counter()
     feed_one, apply_run = JobTimeline._feed_one, JobTimeline._apply_run
 
-    def counted_feed_one(timeline, event):
+    def counted_feed_one(timeline, event, *rest):
         counts["events applied one by one"] += 1
-        return feed_one(timeline, event)
+        return feed_one(timeline, event, *rest)
 
-    def counted_apply_run(timeline, run):
-        done = apply_run(timeline, run)
+    def counted_apply_run(timeline, run, *rest):
+        done = apply_run(timeline, run, *rest)
         if done:
             counts["runs applied at once"] += 1
             counts["events in them"] += step_runs.size(run)

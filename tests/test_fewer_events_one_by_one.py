@@ -5,6 +5,8 @@ shortcut is taken."""
 
 from __future__ import annotations
 
+import pickle
+
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.timeline import JobTimeline, StepRun
 from test_step_runs import as_decoded, both, outcome, runs_in, spans
@@ -68,3 +70,31 @@ def test_a_run_saved_in_a_key_s_state_with_its_ids_in_one_string_is_read_as_befo
         assert [type(span) for span in timeline.unresolved] == [StepRun]
         outcomes.append(outcome(timeline, 70, HOUR_US))
     assert outcomes[0] == outcomes[1]
+
+
+def test_ids_applied_without_look_ups_are_still_found_repeated_in_a_later_feed():
+    # A feed whose ids are all new applies its events without looking each id up; a later feed
+    # (after a copy of the timeline, as a key's state is pickled) still finds a repeat of one of
+    # them (a duplicate) and an id carried by a different event (a conflict), as one by one.
+    first = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 4), sample(1, 2e15)]
+    run_event = first[4]  # a STEP_END inside the run
+    later = [run_event, run_event._replace(time_us=run_event.time_us + 60_000_000, code="DATA_WAIT_END",
+                                           payload=(None,)),
+             ev(60, "CHECKPOINT_SAVE_START"), ev(61, "CHECKPOINT_SAVE_END", 40)]
+    reference, collapsed = JobTimeline("j", HOUR_US, PEAK), JobTimeline("j", HOUR_US, PEAK)
+    reference.feed(first)
+    collapsed.feed(as_decoded(first))
+    assert collapsed._unindexed and not collapsed._seen_ids  # the shortcut: no id looked up
+    collapsed = pickle.loads(pickle.dumps(collapsed))
+    reference.feed(later)
+    collapsed.feed(later)
+    assert outcome(collapsed, 70, HOUR_US) == outcome(reference, 70, HOUR_US)
+    assert collapsed.counts()[("runtime", "duplicate")] == 1
+    assert [r.reason.split(":")[0] for r in collapsed.rejections] == ["event_id conflict"]
+
+
+def test_a_feed_with_a_repeated_id_looks_every_id_up():
+    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 4), sample(1, 2e15)]
+    events.append(events[3])  # a STEP_START delivered twice
+    reference, collapsed, decoded = both(events, 70)
+    assert collapsed == reference and collapsed[1][("runtime", "duplicate")] == 1

@@ -161,9 +161,9 @@ class _AdvanceKeyFn(beam.DoFn):
         key, parts = grouped
         state = load_state(key, list(parts["state"]), self.rules, self.continuation)
         events = step_runs.collapse([event for batch in parts["events"] for event in unpack(batch)])
-        yield from _as_pairs(admit(state, events, self.rules))
-        yield from _as_pairs(reject_before_history(state, clock["history_start_us"]))
-        yield from _as_pairs(self._advance(state, clock["as_of_us"]))
+        yield from admit(state, events, self.rules)
+        yield from reject_before_history(state, clock["history_start_us"])
+        yield from self._advance(state, clock["as_of_us"])
 
     def _advance(self, state: KeyState, as_of_us: int | None):
         """Advance the key to `as_of_us` and yield its outputs."""
@@ -212,21 +212,6 @@ def settled_outputs(key: str, advance: Advance, version_us: int):
         yield beam.pvalue.TaggedOutput(COUNTS, (outcome, count))
 
 
-def _as_pairs(outputs):
-    """A key's outputs as (tag, value) pairs on one output, so that one split serves every tag:
-    each Beam step costs a run a fixed overhead."""
-    for output in outputs:
-        if not isinstance(output, beam.pvalue.TaggedOutput):
-            yield WINDOW_VECTORS, output
-        else:
-            yield output.tag, output.value
-
-
-def _by_tag(pair):
-    tag, value = pair
-    yield value if tag == WINDOW_VECTORS else beam.pvalue.TaggedOutput(tag, value)
-
-
 class SessionizeKeys(beam.PTransform):
     """{"events": (key, [events]), "state": (key, state blob), "latest_times": [int]} → the outputs named above.
 
@@ -254,8 +239,8 @@ class SessionizeKeys(beam.PTransform):
         clock_side = beam.pvalue.AsSingleton(clock, default_value=clock_fn.extract_output(
             clock_fn.create_accumulator()))
         grouped = {"events": events, "state": state} | "JoinSavedState" >> beam.CoGroupByKey()
-        pairs = grouped | "AdvanceKeys" >> beam.ParDo(_AdvanceKeyFn(self.rules, self.continuation), clock_side)
-        by_tag = pairs | "ByTag" >> beam.FlatMap(_by_tag).with_outputs(*outputs_of, main=WINDOW_VECTORS)
+        by_tag = grouped | "AdvanceKeys" >> beam.ParDo(_AdvanceKeyFn(self.rules, self.continuation),
+                                                       clock_side).with_outputs(*outputs_of, main=WINDOW_VECTORS)
         outputs = {tag: by_tag[tag] for tag in (WINDOW_VECTORS, *outputs_of)}
         # The clock as one element, whether or not the run read a scheduler event.
         the_clock = events.pipeline | "OneClock" >> beam.Create([None]) | "TheClock" >> beam.Map(

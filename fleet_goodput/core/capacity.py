@@ -44,6 +44,10 @@ class CapacityTimeline:
             self.level = event.payload[0]
             self.accepted += 1
 
+    def forget_ids(self) -> None:
+        """Forget every id seen (the key step does, once events are settled: a repeat of one arrives late)."""
+        self.seen_ids = {}
+
     def advance_to(self, time_us: int) -> None:
         """Hold the level up to `time_us`; before the first CAPACITY event there is no level to hold."""
         if self.now_us is not None and time_us > self.now_us:

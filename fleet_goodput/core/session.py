@@ -210,7 +210,7 @@ class KeyState:
         timeline.feed(settled)
         # A repeat of a settled event has its time, at or before the frontier,
         # so it arrives late: settled ids need no memory.
-        timeline.seen_ids.clear()
+        timeline.forget_ids()
         timeline.advance_to(frontier_us)
         self.frontier_us = frontier_us
         _accumulate(self.totals, timeline.flush())

@@ -25,11 +25,17 @@ wherever one event might be treated differently from the others:
   compile left open, steps going back) and where an id was seen before;
   every rejection and duplicate is of an event;
 - counts are of its events (`size`), and so are late and rejected rows (`expand`).
+
+What the timeline reads of a run's columns (its step spans' columns and facts, each window's
+data-wait time and time between spans) is found for all the runs of a feed at once (`shapes`):
+a job's runs hold a few dozen spans each, so numpy's fixed cost a call, not the spans, is what
+a run costs, and a feed pays it once.
 """
 
 from __future__ import annotations
 
 from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -102,12 +108,12 @@ def collapse(events: list) -> list:
     ids = " ".join(block[4][3] for block in blocks).split(" ")
     orders = _ORDERS[codes]
     keys = times * SAME_INSTANT_ORDERS + orders  # event order up to the id: time, then same-instant order
-    order = np.argsort(keys, kind="stable")
+    order = keys.argsort(kind="stable")
     keys = keys[order]
     if (keys[1:] == keys[:-1]).any():  # rare: ties to order by id
         order = np.array(sorted(range(len(ids)), key=lambda index: (times[index], orders[index], ids[index])))
     times, steps, codes = times[order], steps[order], codes[order]
-    ids = list(itemgetter(*order.tolist())(ids)) if len(ids) > 1 else ids
+    ids = itemgetter(*order.tolist())(ids) if len(ids) > 1 else tuple(ids)  # a tuple: each run's ids slice it
     count = len(times)
     duration, climb = times[1:] - times[:-1], steps[1:] - steps[:-1]
     is_step, is_wait = np.zeros(count, dtype=bool), np.zeros(count, dtype=bool)  # a span starts at the row
@@ -125,9 +131,9 @@ def collapse(events: list) -> list:
         ended = np.full(count, -1)
     follows = np.zeros_like(span)
     follows[2:] = span[2:] & span[:-2] & ~(is_step[2:] & (steps[2:] < ended[1:-1]))
-    first_spans = np.flatnonzero(span & ~follows)
-    span_rows = np.flatnonzero(span)
-    bounds = np.append(np.searchsorted(span_rows, first_spans), len(span_rows))
+    first_spans = (span & ~follows).nonzero()[0]
+    span_rows = span.nonzero()[0]
+    bounds = np.append(span_rows.searchsorted(first_spans), len(span_rows))
     member = np.zeros_like(span)
     for run_first, run_stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         if run_stop - run_first < 2 or not is_step[span_rows[run_first:run_stop]].any():
@@ -135,7 +141,7 @@ def collapse(events: list) -> list:
         first, stop = int(span_rows[run_first]), int(span_rows[run_stop - 1]) + 2
         out.append(make_run(times[first:stop], steps[first:stop], codes[first:stop], ids[first:stop]))
         member[first:stop] = True
-    alone = np.flatnonzero(~member).tolist()
+    alone = (~member).nonzero()[0].tolist()
     out += _events(times[alone], steps[alone], codes[alone], [ids[index] for index in alone])
     return out
 
@@ -150,6 +156,129 @@ def arrays(run) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
     times, steps, codes, ids = run[4]
     return (np.frombuffer(times, dtype=np.int64), np.frombuffer(steps, dtype=np.int64),
             np.frombuffer(codes, dtype=np.int8), _ids_of(ids))
+
+
+class RunFacts(NamedTuple):
+    """What resolving a run's step spans reads most, as Python ints (fleet_goodput/core/timeline.py's `StepRun`)."""
+
+    start_us: int  # its first span's start
+    end_us: int  # its last span's end
+    first_step: int  # the step its first span starts at
+    first_end_step: int  # the step its first span ends at
+    last_step: int  # the step its last span ends at
+    span_us: int  # the time in its spans
+    # Each span starts past the step the one before it ended at, and ends at or past its own first
+    # step: the steps of each are its own, so counting them needs no running highest step.
+    own_steps: bool
+
+
+class RunShape(NamedTuple):
+    """What applying a STEP_RUN needs of its columns, the timeline's state aside (`shapes`)."""
+
+    start_us: int  # its first event's time
+    end_us: int  # its last event's time
+    # (window start, data-wait time, time between spans) of each window it covers, in order; None
+    # where a data wait or a time between spans of none is at the window edge it ends at
+    windows: list[tuple[int, int, int]] | None
+    facts: RunFacts | None  # of its step spans (None: it has none)
+    starts: np.ndarray  # its step spans: each one's start, end, first and last step
+    ends: np.ndarray
+    firsts: np.ndarray
+    lasts: np.ndarray
+
+
+def shapes(runs: list, window_us: int) -> list[RunShape]:
+    """Each STEP_RUN's `RunShape` in windows of `window_us`, computed for all of them at once: a
+    few dozen numpy calls a feed rather than a dozen a run (a run holds a few dozen spans).
+    The runs do not overlap, in event order (as the timeline feeds them)."""
+    if not runs:
+        return []
+    times = np.frombuffer(b"".join([run[4][0] for run in runs]), dtype=np.int64)
+    steps = np.frombuffer(b"".join([run[4][1] for run in runs]), dtype=np.int64)
+    codes = np.frombuffer(b"".join([run[4][2] for run in runs]), dtype=np.int8)
+    span_bounds = np.cumsum([0] + [len(run[4][2]) // 2 for run in runs])  # run i's spans: bounds[i] on
+    firsts = span_bounds[:-1]
+    span_starts, span_ends = times[0::2], times[1::2]
+    lengths = span_ends - span_starts
+    stepping = codes[0::2] == _STEP_START
+    step_bounds = np.concatenate(([0], np.add.reduceat(stepping, firsts, dtype=np.int64).cumsum()))
+    step_starts, step_ends = span_starts[stepping], span_ends[stepping]
+    step_firsts, step_lasts = steps[0::2][stepping], steps[1::2][stepping]
+    run_starts, run_ends = span_starts[firsts], span_ends[span_bounds[1:] - 1]
+    windows = _by_window(window_us, run_starts, run_ends, firsts, span_starts, span_ends, lengths, stepping)
+    facts = _step_facts(step_bounds, step_starts, step_ends, step_firsts, step_lasts)
+    columns = zip(run_starts.tolist(), run_ends.tolist(), step_bounds[:-1].tolist(), step_bounds[1:].tolist(),
+                  windows, facts)
+    return [RunShape(start, end, run_windows, run_facts, step_starts[first:stop], step_ends[first:stop],
+                     step_firsts[first:stop], step_lasts[first:stop])
+            for start, end, first, stop, run_windows, run_facts in columns]
+
+
+def _step_facts(bounds, starts, ends, firsts, lasts) -> list[RunFacts | None]:
+    """The `RunFacts` of each run's step spans (run i's: bounds[i] to bounds[i + 1]; None where it has none)."""
+    if not len(starts):
+        return [None] * (len(bounds) - 1)
+    has = (bounds[1:] > bounds[:-1]).tolist()
+    heads, tails = np.minimum(bounds[:-1], len(starts) - 1), np.maximum(bounds[1:] - 1, 0)
+    spans_done = np.concatenate(([0], (ends - starts).cumsum()))
+    # Running counts of what breaks `own_steps`: a span ending below its first step (before span i),
+    # and a span starting at or below the step the span before it ended at (up to span i).
+    backwards = np.concatenate(([0], (lasts < firsts).cumsum()))
+    overlapping = np.concatenate(([0], (firsts[1:] <= lasts[:-1]).cumsum()))
+    own = (backwards[bounds[1:]] == backwards[bounds[:-1]]) & (overlapping[tails] == overlapping[heads])
+    columns = zip(has, starts[heads].tolist(), ends[tails].tolist(), firsts[heads].tolist(), lasts[heads].tolist(),
+                  lasts[tails].tolist(), (spans_done[bounds[1:]] - spans_done[bounds[:-1]]).tolist(), own.tolist())
+    return [RunFacts(*values) if run_has else None for run_has, *values in columns]
+
+
+def _by_window(window_us: int, run_starts, run_ends, firsts, span_starts, span_ends, lengths, stepping) -> list:
+    """`RunShape.windows` of each run: its data-wait time and time between spans in each window.
+
+    The time of each kind before a window edge inside a run is found from running totals over the
+    spans: the spans that start before the edge, less what the last of them runs past it; a window's
+    time is the difference between its two edges'. A run ending at a window edge is left to the
+    caller (None), which then touches the window a stretch of none at that edge starts in, as
+    adding stretch by stretch does."""
+    run_windows = run_starts - run_starts % window_us
+    # Edges inside each run: its windows' starts but the first (none where it ends at an edge).
+    edge_counts = np.where(run_ends % window_us == 0, 0, (run_ends - run_ends % window_us - run_windows) // window_us)
+    wait_lengths = np.where(stepping, 0, lengths)
+    wait_totals = np.add.reduceat(wait_lengths, firsts).tolist()
+    gap_totals = (run_ends - run_starts - np.add.reduceat(lengths, firsts)).tolist()
+    run_of_edge = np.arange(len(firsts)).repeat(edge_counts)
+    if len(run_of_edge):
+        rank = np.arange(len(run_of_edge)) - (edge_counts.cumsum() - edge_counts).repeat(edge_counts)
+        edges = run_windows[run_of_edge] + (rank + 1) * window_us
+        spans_done = np.concatenate(([0], lengths.cumsum()))  # the time in spans before span i
+        waits_done = np.concatenate(([0], wait_lengths.cumsum()))
+        last = span_starts.searchsorted(edges) - 1  # the last span starting before each edge
+        past = np.maximum(span_ends[last] - edges, 0)  # how far it runs past the edge
+        first_span = firsts[run_of_edge]
+        span_before = spans_done[last + 1] - past - spans_done[first_span]
+        wait_before = (waits_done[last + 1] - np.where(stepping[last], 0, past) - waits_done[first_span]).tolist()
+        gap_before = (edges - run_starts[run_of_edge] - span_before).tolist()
+    out, edge = [], 0
+    for window, multiple, ends_at_edge, wait_total, gap_total, count in zip(
+            run_windows.tolist(), (run_ends >= run_windows + window_us).tolist(), (run_ends % window_us == 0).tolist(),
+            wait_totals, gap_totals, edge_counts.tolist()):
+        if not multiple:
+            out.append([(window, wait_total, gap_total)])
+            continue
+        if ends_at_edge:
+            out.append(None)
+            continue
+        waits = [*wait_before[edge:edge + count], wait_total]
+        gaps = [*gap_before[edge:edge + count], gap_total]
+        out.append([(window + index * window_us, wait - wait_earlier, gap - gap_earlier)
+                    for index, (wait, wait_earlier, gap, gap_earlier)
+                    in enumerate(zip(waits, [0, *waits[:-1]], gaps, [0, *gaps[:-1]]))])
+        edge += count
+    return out
+
+
+def ids(run) -> tuple[str, ...]:
+    """A STEP_RUN's events' ids."""
+    return _ids_of(run[4][3])
 
 
 def _ids_of(ids) -> tuple[str, ...]:
@@ -204,7 +333,7 @@ def taken_apart(run, touched: np.ndarray, cut_after: np.ndarray) -> list[Event]:
     times, steps, codes, ids = arrays(run)
     out, first = [], 0
     cut_after[-1] = True  # the run's end ends its last stretch
-    for span in np.flatnonzero(touched | cut_after).tolist():
+    for span in (touched | cut_after).nonzero()[0].tolist():
         stop = span if touched[span] else span + 1  # the stretch's spans: first to stop (excluded)
         if stop > first:
             rows = slice(2 * first, 2 * stop)
@@ -228,7 +357,7 @@ def split_at(events, time_us: int) -> tuple[list, list]:
             continue
         times = arrays(event)[0]
         spans = len(times) // 2
-        done = int(np.searchsorted(times[1::2], time_us, side="right"))  # spans ended at or before it
+        done = int(times[1::2].searchsorted(time_us, side="right"))  # spans ended at or before it
         before += spans_of(event, 0, done)
         if times[2 * done] <= time_us:  # the next span started at or before it: its START is before
             start, end = expand(spans_of(event, done, done + 1)[0])

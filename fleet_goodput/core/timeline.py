@@ -81,6 +81,8 @@ EXTRA_FIGURES = ("lifetime", "all_allocated", "held", "partial_held", "clipped_r
 FIGURES = CATEGORIES + EXTRA_FIGURES
 IDEAL = len(FIGURES)  # index of ideal chip-seconds, the one float in the vector
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
+_LIFETIME, _HELD, _ALL_ALLOCATED, _DATA_WAIT = (_INDEX["lifetime"], _INDEX["held"], _INDEX["all_allocated"],
+                                                _INDEX["data_wait"])
 
 # Runtime span kinds, in the precedence docs/metric.md section 3 gives for overlapping spans.
 SPAN_PRECEDENCE = ("data_wait", "compile", "step", "checkpoint_save", "checkpoint_restore", "init")
@@ -147,14 +149,28 @@ class StepRun:
     reported_pending: bool = False
     resolved: bool = False
     steps: np.ndarray | None = None  # when productive: the steps each span's ideal counts
+    # Python ints of what resolving it reads most (`RunFacts`), so that resolving a run whole costs
+    # no numpy call. Never pickled, so a key's saved state keeps its layout: found again when asked.
+    _facts: step_runs.RunFacts | None = field(default=None, repr=False, compare=False)
+
+    def facts(self) -> step_runs.RunFacts:
+        if self._facts is None:
+            first, last = self.first, self.last
+            self._facts = step_runs.RunFacts(
+                int(self.starts[0]), int(self.ends[-1]), int(first[0]), int(last[0]), int(last[-1]),
+                int((self.ends - self.starts).sum()), bool((first[1:] > last[:-1]).all() and (last >= first).all()))
+        return self._facts
+
+    def __getstate__(self) -> dict:
+        return {name: value for name, value in self.__dict__.items() if name != "_facts"}
 
     @property
     def start_us(self) -> int:
-        return int(self.starts[0])
+        return self.facts().start_us
 
     @property
     def end_us(self) -> int:
-        return int(self.ends[-1])
+        return self.facts().end_us
 
     @property
     def pieces(self) -> list:
@@ -165,6 +181,11 @@ class StepRun:
 
     def add_to(self, deltas: dict, index: int, chips: int, window_us: int) -> None:
         """Add `chips` × each span's time to figure `index` of the windows it ran in."""
+        facts = self.facts()
+        window = facts.start_us - facts.start_us % window_us
+        if facts.end_us <= window + window_us:  # all in one window
+            deltas[window][index] += chips * facts.span_us
+            return
         _add_by_window(deltas, index, chips, self.starts, self.ends, window_us)
 
     def split(self, count: int) -> tuple[StepRun | None, StepRun | None]:
@@ -185,9 +206,12 @@ class StepRun:
         """How many of its spans (a prefix: last steps never go back) end at or below `step`."""
         if step is None:
             return 0
-        if step >= self.last[-1]:
+        facts = self.facts()
+        if step >= facts.last_step:
             return len(self.last)
-        return int(np.searchsorted(self.last, step, side="right"))
+        if step < facts.first_end_step:
+            return 0
+        return int(self.last.searchsorted(step, side="right"))
 
 
 DUPLICATE = "duplicate"
@@ -264,7 +288,8 @@ class JobTimeline:
         self.unresolved: list[StepSpan] = []  # closed step spans awaiting a checkpoint or a disruption
         self.sample_times: list[int] = []
         self.samples: list[Sample] = []
-        self.seen_ids: dict[str, tuple] = {}  # event_id -> the first event that carried it
+        self._seen_ids: dict[str, tuple] = {}  # event_id -> the first event that carried it (`seen_ids`)
+        self._unindexed: list = []  # events and runs applied whose ids are new and their own, not yet in it
         self.duplicates = defaultdict(int)  # stream -> repeated event_ids dropped
         self.accepted = defaultdict(int)  # stream -> events accepted
         self.implicitly_closed_spans = 0
@@ -279,6 +304,53 @@ class JobTimeline:
         self._deltas: dict[int, list] = defaultdict(zero_vector)
         self._productive: list[tuple[int, int, StepSpan]] = []  # awaiting ideal at flush
 
+    # ---- the ids seen -----------------------------------------------------
+    # A repeated event_id is found by looking every event's id up among those seen. Where no id of a
+    # feed's events repeats another's or one seen before (one set says so), they are applied without
+    # the look-ups and kept aside, to be indexed only if asked: the key step forgets the ids of
+    # settled events before any later feed.
+    @property
+    def seen_ids(self) -> dict[str, tuple]:
+        """event_id -> the first event that carried it (a STEP_RUN, for each of the events it stands for)."""
+        if self._unindexed:
+            for applied in self._unindexed:
+                if applied[3] == STEP_RUN:
+                    self._seen_ids.update(dict.fromkeys(step_runs.ids(applied), tuple(applied)))
+                else:
+                    self._seen_ids[applied[2]] = tuple(applied)
+            self._unindexed = []
+        return self._seen_ids
+
+    def forget_ids(self) -> None:
+        """Forget every id seen (the key step does, once events are settled: a repeat of one arrives late)."""
+        self._seen_ids, self._unindexed = {}, []
+
+    def _all_ids_new(self, ordered: list[Event]) -> bool:
+        """Whether no event of `ordered` carries an id seen before or another's of them."""
+        if self.seen_ids:
+            return False
+        ids, count = set(), 0
+        for event in ordered:
+            if event[3] == STEP_RUN:
+                run_ids = step_runs.ids(event)
+                ids.update(run_ids)
+                count += len(run_ids)
+            else:
+                ids.add(event[2])
+                count += 1
+        return len(ids) == count
+
+    # A timeline is pickled as it always was, its ids seen indexed (a key's saved state: session.py).
+    def __getstate__(self) -> dict:
+        state = {**self.__dict__, "seen_ids": self.seen_ids}
+        del state["_seen_ids"], state["_unindexed"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        state["_seen_ids"], state["_unindexed"] = state.pop("seen_ids", {}), []
+        self.__dict__.update(state)
+
     # ---- feeding -------------------------------------------------------
     def feed(self, events: list[Event]) -> None:
         """Apply `events`, all at or after the last fed time, in event-time order."""
@@ -286,6 +358,8 @@ class JobTimeline:
         runs = [event for event in ordered if event.code == STEP_RUN]
         if runs:
             ordered = _runs_apart_from_other_events(ordered, runs)
+            shapes = iter(step_runs.shapes([event for event in ordered if event.code == STEP_RUN], self.window_us))
+        new_ids = self._all_ids_new(ordered)
         expanded = []  # the events of runs applied one by one, merged into the order
         position = 0
         while position < len(ordered) or expanded:
@@ -293,71 +367,89 @@ class JobTimeline:
                 event = heapq.heappop(expanded)
             else:
                 event, position = ordered[position], position + 1
-            if event.code == STEP_RUN:
-                if not self._apply_run(event):
+            if event.code == STEP_RUN:  # only `ordered` holds runs, in the order of their shapes
+                if not self._apply_run(event, next(shapes), new_ids):
                     for original in step_runs.expand(event):
                         heapq.heappush(expanded, original)
                 continue
-            self._feed_one(event)
+            self._feed_one(event, new_ids)
 
-    def _feed_one(self, event: Event) -> None:
-        seen_ids = self.seen_ids
-        if event.event_id in seen_ids:  # rare: the full check only then
-            reason = repeated_id(seen_ids, event)
-            if reason == DUPLICATE:
-                self.duplicates[stream_of(event.code)] += 1
-            else:
-                self.rejections.append(Rejection(event, reason))
-            return
-        seen_ids[event.event_id] = tuple(event)  # plain: a timeline is pickled between runs
+    def _feed_one(self, event: Event, new_id: bool = False) -> None:
+        """Apply one event; `new_id`: its id is known to be new (`_all_ids_new`)."""
+        if new_id:
+            self._unindexed.append(event)
+        else:
+            seen_ids = self.seen_ids
+            if event.event_id in seen_ids:  # rare: the full check only then
+                reason = repeated_id(seen_ids, event)
+                if reason == DUPLICATE:
+                    self.duplicates[stream_of(event.code)] += 1
+                else:
+                    self.rejections.append(Rejection(event, reason))
+                return
+            seen_ids[event.event_id] = tuple(event)  # plain: a timeline is pickled between runs
         reason = self._apply(event)
         if reason:
             self.rejections.append(Rejection(event, reason))
         else:
             self.accepted[stream_of(event.code)] += 1
 
-    def _apply_run(self, run: Event) -> bool:
-        """Apply a STEP_RUN's spans at once, where each step span would only close and await
-        resolution, and a data wait or idle time between them only take their time
-        (fleet_goodput/core/step_runs.py); False, having changed nothing, where one might do more."""
-        times, steps, codes, ids = step_runs.arrays(run)
-        submit, open_spans = self.submit, self.open_spans
-        stepping = codes[0::2] == 0  # the step spans among the run's spans
-        step_spans = np.flatnonzero(stepping)
-        if not len(step_spans):  # data waits only (a run taken apart): one by one
+    def _apply_run(self, run: Event, shape: step_runs.RunShape, new_ids: bool = False) -> bool:
+        """Apply a STEP_RUN (whose `shape` is given) at once, where each step span would only close
+        and await resolution, and a data wait or idle time between them only take their time
+        (fleet_goodput/core/step_runs.py); False, having changed nothing, where one might do more.
+        `new_ids`: its ids are known to be new (`_all_ids_new`)."""
+        submit, open_spans, facts = self.submit, self.open_spans, shape.facts
+        if facts is None:  # data waits only (a run taken apart): one by one
             return False
-        first_start, last_end = 2 * int(step_spans[0]), 2 * int(step_spans[-1]) + 1  # rows of its step spans' edges
         if (submit is None or self.end_us is not None or self.held < submit.chips
                 or "step" in open_spans or "data_wait" in open_spans or "compile" in open_spans
-                or (self.reported_step is not None and steps[first_start] < self.reported_step)
-                or not self.seen_ids.keys().isdisjoint(ids)):
+                or (self.reported_step is not None and facts.first_step < self.reported_step)
+                or not (new_ids or self.seen_ids.keys().isdisjoint(step_runs.ids(run)))):
             return False
-        start, end = int(times[0]), int(times[-1])
+        start, end = shape.start_us, shape.end_us
         self.advance_to(start)
-        self.seen_ids.update(dict.fromkeys(ids, tuple(run)))
-        self.accepted["runtime"] += len(ids)
+        if new_ids:
+            self._unindexed.append(run)
+        else:
+            self.seen_ids.update(dict.fromkeys(step_runs.ids(run), tuple(run)))
+        self.accepted["runtime"] += step_runs.size(run)
         self.attempt_ran_steps = True
-        self._resumed_work(int(times[first_start]))  # at its first STEP_START
-        self.reported_step = int(steps[last_end])
-        chips, window_us, deltas = submit.chips, self.window_us, self._deltas
-        figures = ((_INDEX["lifetime"], chips), (_INDEX["held"], self.held), (_INDEX["all_allocated"], chips))
-        add_over_windows(deltas, start, end, window_us, figures)
-        starts, ends = times[0::2], times[1::2]
-        firsts, lasts = steps[0::2], steps[1::2]
-        if len(step_spans) < len(stepping):  # data waits among them
-            waits = ~stepping
-            _add_by_window(deltas, _INDEX["data_wait"], chips, starts[waits], ends[waits], window_us)
-            starts, ends, firsts, lasts = starts[stepping], ends[stepping], firsts[stepping], lasts[stepping]
-        if end - start > int((times[1::2] - times[0::2]).sum()):  # time between spans: to the span still open, or idle
-            kind = next((kind for kind in SPAN_PRECEDENCE if kind in open_spans), "idle")
-            _add_by_window(deltas, _INDEX[kind], chips, times[1:-1:2], times[2::2], window_us)
+        self._resumed_work(facts.start_us)  # at its first STEP_START
+        self.reported_step = facts.last_step
+        # Time between spans goes to the span still open, or is idle.
+        between = _INDEX[next((kind for kind in SPAN_PRECEDENCE if kind in open_spans), "idle")]
+        if shape.windows is None:
+            self._add_run_stretches(run, between)
+        else:
+            chips, deltas = submit.chips, self._deltas
+            figures = ((_LIFETIME, chips), (_HELD, self.held), (_ALL_ALLOCATED, chips))
+            add_over_windows(deltas, start, end, self.window_us, figures)
+            for window, wait_us, between_us in shape.windows:
+                vector = deltas[window]
+                vector[_DATA_WAIT] += chips * wait_us
+                vector[between] += chips * between_us
         self.now_us = end
-        run = StepRun(starts, ends, firsts, lasts, self._preserved_step())
+        run = StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, self._preserved_step(), _facts=facts)
         if submit.workload in ("SERVING", "BULK_INFERENCE"):
             self._resolve(run, "productive")  # a served request is progress once answered
         else:
             self.unresolved.append(run)
         return True
+
+    def _add_run_stretches(self, run: Event, between: int) -> None:
+        """A run's time window by window, stretch by stretch: all of it held, its data waits', and
+        the time between its spans to figure `between`."""
+        times, _, codes, _ = step_runs.arrays(run)
+        chips, window_us, deltas = self.submit.chips, self.window_us, self._deltas
+        start, end = int(times[0]), int(times[-1])
+        figures = ((_LIFETIME, chips), (_HELD, self.held), (_ALL_ALLOCATED, chips))
+        add_over_windows(deltas, start, end, window_us, figures)
+        waits = codes[0::2] != 0
+        if waits.any():
+            _add_by_window(deltas, _DATA_WAIT, chips, times[0::2][waits], times[1::2][waits], window_us)
+        if end - start > int((times[1::2] - times[0::2]).sum()):
+            _add_by_window(deltas, between, chips, times[1:-1:2], times[2::2], window_us)
 
     def _apply(self, event: Event) -> str | None:
         code = event.code
@@ -601,14 +693,19 @@ class JobTimeline:
             self._add_run(lost, "lost")
             if run is None:
                 return
-            repeats = np.flatnonzero(run.last[1:] == run.last[:-1])
+            repeats = (run.last[1:] == run.last[:-1]).nonzero()[0]
             counted, run = run.split(int(repeats[0]) + 1) if len(repeats) else (run, None)
             self._add_run(self._counted(counted), "productive")
 
     def _counted(self, run: StepRun | None) -> StepRun | None:
         """`run`, all of whose spans reach past the preserved step, counted as progress in turn."""
-        if run is not None:
-            counted = self.counted_step
+        if run is None:
+            return None
+        counted, facts = self.counted_step, run.facts()
+        if facts.own_steps and (counted is None or counted < facts.first_step):  # no span's steps counted before
+            run.steps = run.last - run.first + 1
+            self.counted_step = _highest(counted, facts.last_step)
+        else:
             # The highest step counted before each span (-1: none; steps are never negative).
             highest_before = np.maximum.accumulate(np.concatenate(([-1 if counted is None else counted],
                                                                    run.last[:-1])))
@@ -706,13 +803,13 @@ class JobTimeline:
         if provisional:
             self._report_pending()
         if self.samples or self.closed:
-            per_sample = None
+            runs = [span for _, _, span in self._productive if isinstance(span, StepRun)]
+            valued = iter(self._valued_spans(runs) if runs and self.samples else ())
             for start_us, end_us, span in self._productive:
-                if isinstance(span, StepRun):
-                    per_sample = per_sample or self._per_sample()
-                    self._add_run_ideal(span, *per_sample)
-                else:
+                if not isinstance(span, StepRun):
                     self._add_productive_ideal(start_us, end_us, span)
+                elif self.samples:  # without a sample (closed), nothing to value it by
+                    self._add_run_ideal(*next(valued))
             self._productive = []
         deltas, self._deltas = self._deltas, defaultdict(zero_vector)
         return deltas
@@ -728,41 +825,50 @@ class JobTimeline:
             vector[IDEAL] += ideal_chip_s * share
             vector[_INDEX["profiled_productive"]] += chips * (piece_end - piece_start)
 
-    def _per_sample(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Each sample's time, ideal FLOPs, peak (1 where unknown) and whether its peak is known."""
+    def _valued_spans(self, runs: list[StepRun]) -> list[tuple]:
+        """For each run, its spans' ideal chip-seconds, starts, ends and whether their peak is known,
+        whether all of them are, and their time: valued for all the runs at once (a handful of numpy
+        calls a flush, not a dozen a run), span by span as `_span_ideal_chip_s` values a span."""
         peaks = [peak_of(self.peak_flops, self.submit.accelerator, sample.precision) for sample in self.samples]
-        return (np.array(self.sample_times, dtype=np.int64), np.array([s.ideal_flops for s in self.samples]),
-                np.array([peak or 1.0 for peak in peaks]), np.array([peak is not None for peak in peaks]))
-
-    def _add_run_ideal(self, run: StepRun, sample_times, ideal_flops, peaks, known) -> None:
-        """`_add_productive_ideal` of each of the run's spans in turn: the same products, added
-        to each window's ideal in the same order (a float sum depends on its order)."""
-        if not len(sample_times):
-            return
-        starts, ends = run.starts, run.ends
+        ideal_flops = np.array([sample.ideal_flops for sample in self.samples])
+        known = np.array([peak is not None for peak in peaks])
+        starts, ends = np.concatenate([run.starts for run in runs]), np.concatenate([run.ends for run in runs])
         # The latest sample at or before each span (the first sample for spans before it).
-        positions = np.maximum(np.searchsorted(sample_times, starts, side="right") - 1, 0)
+        positions = np.maximum(np.array(self.sample_times, dtype=np.int64).searchsorted(starts, side="right") - 1, 0)
         known = known[positions]
-        ideals = run.steps * ideal_flops[positions] / peaks[positions]  # steps × FLOPs ÷ peak, as for a span
+        # steps × FLOPs ÷ peak (1 where unknown), as for a span
+        ideals = np.concatenate([run.steps for run in runs]) * ideal_flops[positions] / np.array(
+            [peak or 1.0 for peak in peaks])[positions]
+        bounds = np.cumsum([0] + [len(run.starts) for run in runs])
+        firsts = bounds[:-1]
+        ideals, known_list, starts_list, ends_list = ideals.tolist(), known.tolist(), starts.tolist(), ends.tolist()
+        return [(ideals[first:stop], starts_list[first:stop], ends_list[first:stop], known_list[first:stop],
+                 all_known, span_us)
+                for first, stop, all_known, span_us in zip(firsts.tolist(), bounds[1:].tolist(),
+                                                           np.logical_and.reduceat(known, firsts).tolist(),
+                                                           np.add.reduceat(ends - starts, firsts).tolist())]
+
+    def _add_run_ideal(self, ideals: list, starts: list, ends: list, known: list, all_known: bool,
+                       span_us: int) -> None:
+        """`_add_productive_ideal` of each of a run's spans in turn (`_valued_spans`): the same
+        products, added to each window's ideal in the same order (a float sum depends on its order)."""
         chips, window_us, deltas = self.submit.chips, self.window_us, self._deltas
-        run_start, run_end = run.start_us, run.end_us
+        run_start = starts[0]
         window = run_start - run_start % window_us
-        if run_end <= window + window_us and known.all():  # the common case: all in one window
+        if ends[-1] <= window + window_us and all_known:  # the common case: all in one window
             vector = deltas[window]
             ideal = vector[IDEAL]
-            for span_ideal in ideals.tolist():
+            for span_ideal in ideals:
                 ideal += span_ideal
             vector[IDEAL] = ideal
-            vector[_INDEX["profiled_productive"]] += chips * int((ends - starts).sum())
+            vector[_INDEX["profiled_productive"]] += chips * span_us
             return
         profiled = _INDEX["profiled_productive"]
-        windows = starts - starts % window_us
-        inside = (ends <= windows + window_us).tolist()
-        for span_ideal, start_us, end_us, span_known, window, whole in zip(
-                ideals.tolist(), starts.tolist(), ends.tolist(), known.tolist(), windows.tolist(), inside):
+        for span_ideal, start_us, end_us, span_known in zip(ideals, starts, ends, known):
             if not span_known:
                 continue
-            if whole:  # its share is 1: its ideal, as is
+            window = start_us - start_us % window_us
+            if end_us <= window + window_us:  # its share is 1: its ideal, as is
                 vector = deltas[window]
                 vector[IDEAL] += span_ideal
                 vector[profiled] += chips * (end_us - start_us)
@@ -882,7 +988,7 @@ def _taken_apart(run: Event, barriers: np.ndarray) -> list[Event]:
     between them and leaves both spans in it."""
     times = np.frombuffer(run[4][0], dtype=np.int64)
     starts, ends = _instant(times[0::2], step_runs.START_ORDER), _instant(times[1::2], step_runs.END_ORDER)
-    touched = np.searchsorted(barriers, ends, side="right") > np.searchsorted(barriers, starts, side="left")
-    cut_after = np.append(np.searchsorted(barriers, starts[1:], side="left")
-                          > np.searchsorted(barriers, ends[:-1], side="right"), False)
+    touched = barriers.searchsorted(ends, side="right") > barriers.searchsorted(starts, side="left")
+    cut_after = np.append(barriers.searchsorted(starts[1:], side="left")
+                          > barriers.searchsorted(ends[:-1], side="right"), False)
     return step_runs.taken_apart(run, touched, cut_after)
