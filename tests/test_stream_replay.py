@@ -53,12 +53,13 @@ class StreamPacedFeed:
     def replay_then_stop(self, source: Path, slice_s: int) -> threading.Thread:
         def feed():
             try:
+                # Speed 1 on this clock: before each slice after the first, replay() sleeps, that is waits for the stream.
                 replay(source, self.live, 1.0, slice_s, lambda _: None, clock=self.clock, sleep=self.sleep)
                 self.wait_for_the_stream()
             finally:
                 self.stop.set()  # the stream stops once it has applied everything, or the feed failed
         self.live.mkdir()
-        feeder = threading.Thread(target=feed)
+        feeder = threading.Thread(target=feed, daemon=True)  # a stream that raised leaves no thread behind
         feeder.start()
         return feeder
 
