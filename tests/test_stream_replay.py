@@ -45,7 +45,7 @@ class StreamPacedFeed:
         self.wait_for_the_stream()
         self.now += seconds
 
-    def wait_for_the_stream(self, timeout_s: float = 300) -> None:
+    def wait_for_the_stream(self, timeout_s: float = 120) -> None:
         """Until the stream has applied every file landed so far (a test comparing figures fails otherwise)."""
         with self.changed:
             self.changed.wait_for(lambda: self.applied >= len(telemetry_files(self.live)), timeout_s)
