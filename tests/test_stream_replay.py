@@ -53,7 +53,7 @@ class StreamPacedFeed:
     def replay_then_stop(self, source: Path, slice_s: int) -> threading.Thread:
         def feed():
             try:
-                # Speed 1 on this clock: before each slice after the first, replay() sleeps, that is waits for the stream.
+                # On this clock replay() sleeps, that is waits for the stream, before each slice after the first.
                 replay(source, self.live, 1.0, slice_s, lambda _: None, clock=self.clock, sleep=self.sleep)
                 self.wait_for_the_stream()
             finally:
@@ -196,7 +196,7 @@ def test_a_stream_follows_the_settings_another_run_stores_meanwhile(runs, tmp_pa
     from fleet_goodput.simulator import START_US
     from fleet_goodput.store.delta_store import Store
     from fleet_goodput.store.stored_settings import kept_settings
-    from fleet_goodput.telemetry.avro_io import split_by_time, telemetry_files
+    from fleet_goodput.telemetry.avro_io import split_by_time
 
     root, _, _ = runs
     hour_us = 3_600_000_000
