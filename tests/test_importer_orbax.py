@@ -1,5 +1,8 @@
 """`mpg import orbax`: checkpoints written here by the real orbax-checkpoint package (on jax[cpu]),
-their saves checked against `_CHECKPOINT_METADATA` read with `json` alone, then through `mpg run`."""
+their saves checked against `_CHECKPOINT_METADATA` read with `json` alone, then through `mpg run`.
+
+JAX and Orbax are imported where a test uses them, not at the top: collecting the suite would load them
+in every worker (about 1 CPU s each)."""
 
 from __future__ import annotations
 
@@ -7,9 +10,6 @@ import asyncio
 import json
 import shutil
 
-import jax
-import jax.numpy as jnp
-import orbax.checkpoint as ocp
 import pytest
 
 from fleet_goodput.cli import main
@@ -40,6 +40,9 @@ def _start_save_and_stop(directory, step: int) -> None:
 
 
 def _save(manager, step: int) -> None:
+    import jax.numpy as jnp
+    import orbax.checkpoint as ocp
+
     manager.save(step, args=ocp.args.StandardSave({"w": jnp.full(4, float(step))}))
     manager.wait_until_finished()
 
@@ -49,6 +52,9 @@ def checkpoints(tmp_path_factory):
     """A job's checkpoint folder over two runs: the first saves 10 and 20 and dies while saving 25;
     the restart restores 20, saves 30 and is saving 40 at import. Step 35 has a garbled metadata file,
     step 36 none (damaged by hand: Orbax writes neither)."""
+    import jax.numpy as jnp
+    import orbax.checkpoint as ocp
+
     root = tmp_path_factory.mktemp("orbax") / "checkpoints"
     first = ocp.CheckpointManager(root)
     for step in (10, 20):
@@ -101,6 +107,8 @@ def test_same_folder_gives_byte_identical_output(checkpoints, tmp_path):
 def test_reimport_after_the_save_commits_keeps_the_ids(checkpoints, tmp_path):
     """The save in progress commits later: the next import gives its START the same id (mpg run drops the
     repeat) and adds its END."""
+    import orbax.checkpoint as ocp
+
     grown = tmp_path / "checkpoints"
     shutil.copytree(checkpoints, grown)
     manager = ocp.CheckpointManager(grown)
@@ -206,6 +214,10 @@ def test_a_jax_loop_recorded_and_checkpointed_asynchronously_combines_in_mpg_run
     """A jitted JAX loop records its steps with the recorder and saves with Orbax in the background; the
     orbax import goes beside the recorder's files and the job's scheduler stream. Steps take precedence over
     a save they overlap (docs/metric.md section 3): checkpoint_save is the saves' time outside every step."""
+    import jax
+    import jax.numpy as jnp
+    import orbax.checkpoint as ocp
+
     job, telemetry = "jax-loop", tmp_path / "in"
 
     @jax.jit

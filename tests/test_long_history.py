@@ -25,6 +25,8 @@ from fleet_goodput.store.delta_store import CHECKPOINT_EVERY, RUNS, Store, Store
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.avro_io import split_by_time, write_events
 
+pytestmark = pytest.mark.slow  # a store of 300 runs and real runs around them, about 12 CPU s: scheduled first
+
 KEPT = 100  # the runs a store keeps readable, at most (KEEP_RUNS_AT_MOST, 1,000 in use: fewer here, to be quick)
 HISTORY = 300
 

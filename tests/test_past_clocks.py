@@ -17,6 +17,8 @@ from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.avro_io import write_events
 
+pytestmark = pytest.mark.slow  # eleven pipeline runs over years of history, about 15 CPU s: scheduled first
+
 T0 = worked_example.T0_US
 DAY_US = 86_400 * 1_000_000
 Y2000_JUNE_US = 959_817_600_000_000  # 2000-06-01T00:00:00Z

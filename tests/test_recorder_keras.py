@@ -1,23 +1,32 @@
-"""RecordSteps: a real Keras 3 `model.fit` on the JAX backend (CPU) records its steps and profiles."""
+"""RecordSteps: a real Keras 3 `model.fit` on the JAX backend (CPU) records its steps and profiles.
+
+Keras (and JAX under it) is imported by the tests, not at the top: collecting the suite would load
+them in every worker (about 1 CPU s each)."""
 
 from __future__ import annotations
 
 import os
 
-os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported; the test extra installs jax[cpu]
+import numpy as np
+import pytest
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from fleet_goodput.telemetry.recorder import Recorder  # noqa: E402
-from fleet_goodput.telemetry.recorder_keras import RecordSteps  # noqa: E402
-from job_streams import read_stream  # noqa: E402
+from fleet_goodput.telemetry.recorder import Recorder
+from job_streams import read_stream
 
 BATCHES_PER_EPOCH, FLOPS = 4, 2.5e6
 
 
-def test_fit_records_every_batch_as_a_step_numbered_by_the_optimizer(tmp_path):
+@pytest.fixture(scope="module")
+def keras():
+    os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported; the test extra installs jax[cpu]
+    import keras
+
+    return keras
+
+
+def test_fit_records_every_batch_as_a_step_numbered_by_the_optimizer(keras, tmp_path):
+    from fleet_goodput.telemetry.recorder_keras import RecordSteps
+
     assert keras.backend.backend() == "jax"
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
@@ -35,6 +44,8 @@ def test_fit_records_every_batch_as_a_step_numbered_by_the_optimizer(tmp_path):
     assert all(0 < s["duration_s"] < 60 for s in samples)
 
 
-def test_profiles_need_both_flops_and_chips(tmp_path):
+def test_profiles_need_both_flops_and_chips(keras, tmp_path):
+    from fleet_goodput.telemetry.recorder_keras import RecordSteps
+
     with Recorder(tmp_path, "keras-fit") as recorder, pytest.raises(ValueError, match="both ideal_flops_per_step and chips"):
         RecordSteps(recorder, ideal_flops_per_step=FLOPS)

@@ -17,8 +17,51 @@ from fleet_goodput.runs.replay import replay
 from fleet_goodput.runs.stream_run import run_stream
 from fleet_goodput.simulator import simulate
 from fleet_goodput.store.views import connect
+from fleet_goodput.telemetry.avro_io import telemetry_files
 
 pytestmark = pytest.mark.slow
+
+
+class StreamPacedFeed:
+    """replay()'s clock and sleep for a feed the stream paces, not the wall clock: a slice lands once the
+    stream has applied every file landed before it, so each slice is a run of its own however loaded the
+    host is (on the wall clock, a slow run took in several slices at once and the stream committed fewer
+    runs). `replay_then_stop` is the feeding thread; `committed` is run_stream's progress."""
+
+    def __init__(self, live: Path):
+        self.live, self.now, self.applied = live, 0.0, 0
+        self.changed = threading.Condition()
+        self.stop = threading.Event()
+
+    def committed(self, state, outcome) -> None:
+        with self.changed:
+            self.applied = state.files
+            self.changed.notify_all()
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.wait_for_the_stream()
+        self.now += seconds
+
+    def wait_for_the_stream(self, timeout_s: float = 120) -> None:
+        """Until the stream has applied every file landed so far (a test comparing figures fails otherwise)."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.applied >= len(telemetry_files(self.live)), timeout_s)
+
+    def replay_then_stop(self, source: Path, slice_s: int) -> threading.Thread:
+        def feed():
+            try:
+                # On this clock replay() sleeps, that is waits for the stream, before each slice after the first.
+                replay(source, self.live, 1.0, slice_s, lambda _: None, clock=self.clock, sleep=self.sleep)
+                self.wait_for_the_stream()
+            finally:
+                self.stop.set()  # the stream stops once it has applied everything, or the feed failed
+        self.live.mkdir()
+        feeder = threading.Thread(target=feed, daemon=True)  # a stream that raised leaves no thread behind
+        feeder.start()
+        return feeder
 
 
 @pytest.fixture(scope="module")
@@ -26,14 +69,12 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("replay")
     simulate(root / "fleet", seed=2, hours=4, jobs=40)
     settings = load_settings()
-    # Files land over ~4 s, a slice every 0.08 s, while the stream polls every
-    # 0.1 s, so it commits several runs (a continued run takes under a second:
-    # 6 runs, measured), each over whatever slices had landed, as it would live.
-    feeder = threading.Thread(target=replay, args=(root / "fleet", root / "live", 3_600.0, 300, lambda _: None))
-    (root / "live").mkdir()
-    feeder.start()
+    # The fleet lands an hour at a time in the folder the stream polls, each hour once the stream has
+    # applied the ones before, so the stream commits a run per hour, as it would live keeping up.
+    feed = StreamPacedFeed(root / "live")
+    feeder = feed.replay_then_stop(root / "fleet", slice_s=3_600)
     streamed = run_stream(str(root / "live"), str(root / "streamed"), _streaming(root, poll_s=0.1),
-                          allowed_lateness_s=3600, stop_after_idle_s=1)
+                          allowed_lateness_s=3600, stop=feed.stop, progress=feed.committed)
     feeder.join()
     # Read through connect(): goodput.duckdb is not read (build_views=False).
     batch = run_batch(str(root / "fleet"), str(root / "batch"), settings, build_views=False)
@@ -129,11 +170,11 @@ def test_a_stream_maintains_its_store_at_most_once_a_minute_and_when_it_stops(ru
     maintained = []
     maintain = Store.maintain
     monkeypatch.setattr(Store, "maintain", lambda store, hours: maintained.append(hours) or maintain(store, hours))
-    feeder = threading.Thread(target=replay, args=(root / "fleet", tmp_path / "live", 7_200.0, 600, lambda _: None))
-    (tmp_path / "live").mkdir()
-    feeder.start()
+    feed = StreamPacedFeed(tmp_path / "live")
+    feeder = feed.replay_then_stop(root / "fleet", slice_s=7_200)  # two hours a run
     streamed = run_stream(str(tmp_path / "live"), str(tmp_path / "out"),
-                          _streaming(tmp_path, poll_s=0.1, retention_hours=0), stop_after_idle_s=1)
+                          _streaming(tmp_path, poll_s=0.1, retention_hours=0), stop=feed.stop,
+                          progress=feed.committed)
     feeder.join()
     assert streamed.run.run_id >= 2 and maintained == [0]  # a stream of a few seconds: once, when it stopped
     store = Store(tmp_path / "out")
@@ -155,7 +196,7 @@ def test_a_stream_follows_the_settings_another_run_stores_meanwhile(runs, tmp_pa
     from fleet_goodput.simulator import START_US
     from fleet_goodput.store.delta_store import Store
     from fleet_goodput.store.stored_settings import kept_settings
-    from fleet_goodput.telemetry.avro_io import split_by_time, telemetry_files
+    from fleet_goodput.telemetry.avro_io import split_by_time
 
     root, _, _ = runs
     hour_us = 3_600_000_000
