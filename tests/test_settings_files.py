@@ -11,7 +11,7 @@ import pytest
 import fleet_goodput as fg
 from fleet_goodput.cli import main
 from fleet_goodput.core.config import ConfigError, beam_flags, load_catalogue, load_settings
-from fleet_goodput.core.stream_settings import load_stream_settings
+from fleet_goodput.core.run_settings import load_run_settings
 
 WINDOW = "a whole number of seconds that divide a day (86400) evenly, such as 3600"
 TEXT_HINT = "(quoted, so it is text: write the number without quotes)"
@@ -43,7 +43,7 @@ def test_a_billion_laughs_in_the_beam_section_is_refused_before_it_expands(tmp_p
                "settings need far fewer")
     assert _refusal(beam_flags, path) == message
     assert _refusal(load_settings, path) == message
-    assert _refusal(load_stream_settings, path) == message
+    assert _refusal(load_run_settings, path) == message
 
 
 def test_a_few_aliases_are_still_accepted(tmp_path):
@@ -132,7 +132,7 @@ def test_malformed_size_classes_are_refused_naming_the_entry(tmp_path, classes, 
 ])
 def test_streaming_settings_have_strict_types(tmp_path, setting, written, problem):
     path = _settings_file(tmp_path, f"streaming:\n  {setting}: {written}\n")
-    assert _refusal(load_stream_settings, path) == f"config file {path}: streaming.{setting}: {problem}"
+    assert _refusal(load_run_settings, path) == f"config file {path}: streaming.{setting}: {problem}"
 
 
 # ---- the beam section ---------------------------------------------------------------

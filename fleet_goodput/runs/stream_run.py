@@ -42,7 +42,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from fleet_goodput.core.config import Settings, SettingsFile, load_settings
 from fleet_goodput.core.options import RunOptions
-from fleet_goodput.core.stream_settings import StreamSettings, load_stream_settings
+from fleet_goodput.core.run_settings import RunSettings, load_run_settings
 from fleet_goodput.pipelines import streaming
 from fleet_goodput.runs.batch import BatchOutcome, is_dry_run, run
 from fleet_goodput.store.delta_store import Store, StoreBusy
@@ -84,7 +84,7 @@ def run_stream(input_dir: str, output: str | Store, config: SettingsFile | None 
     and the store's retention. One `Store` (`output`, or opened here) serves every run."""
     stop = stop or threading.Event()
     store = Store.of(output)
-    watching = load_stream_settings(config, allowed_lateness_s=allowed_lateness_s)
+    watching = load_run_settings(config, allowed_lateness_s=allowed_lateness_s)
     options = RunOptions(input_dir, store.root, config=config, beam_args=tuple(beam_args or ()))
     root = Path(input_dir)
     if replace:
@@ -135,24 +135,24 @@ def run_stream(input_dir: str, output: str | Store, config: SettingsFile | None 
                         committed=state.runs > 0, store=store)
 
 
-def _maintain(store: Store, stream_settings: StreamSettings) -> None:
+def _maintain(store: Store, run_settings: RunSettings) -> None:
     """Maintain the store after the stream's last runs, unless another run holds it: that one
     maintains it after its own commit."""
     try:
         with store.lock():
-            store.maintain(stream_settings.retention_hours)
+            store.maintain(run_settings.retention_hours)
     except StoreBusy:
         pass
 
 
-def translate_stream(output_dir: str, settings: Settings, stream_settings: StreamSettings, beam_args: list[str]):
+def translate_stream(output_dir: str, settings: Settings, run_settings: RunSettings, beam_args: list[str]):
     """Build the Pub/Sub streaming pipeline and let DataflowRunner translate it
     with --dry_run: nothing is read, written or submitted. Returns the job."""
-    if stream_settings.source != "pubsub" or not is_dry_run(beam_args):
+    if run_settings.source != "pubsub" or not is_dry_run(beam_args):
         raise ValueError("a Dataflow dry run of the stream needs streaming.source: pubsub and --dry_run=True")
     options = PipelineOptions(beam_args)
     options.view_as(StandardOptions).streaming = True
     p = beam.Pipeline(options=options)
-    decoded = streaming.read_pubsub_sources(p, settings, stream_settings)
-    streaming.write_streaming_outputs(streaming.build_streaming(decoded, settings, stream_settings), output_dir)
+    decoded = streaming.read_pubsub_sources(p, settings, run_settings)
+    streaming.write_streaming_outputs(streaming.build_streaming(decoded, settings, run_settings), output_dir)
     return p.run().job

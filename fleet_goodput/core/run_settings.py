@@ -29,7 +29,7 @@ SOURCES = ("directory", "pubsub")
 
 
 @dataclass(frozen=True)
-class StreamSettings:
+class RunSettings:
     allowed_lateness_s: int = 3600
     watermark_lag_s: int = 300
     max_silence_s: int = 6 * 3600
@@ -62,11 +62,11 @@ _CHECKS = {
 }
 
 
-def load_stream_settings(path: str | Path | SettingsFile | None = None, base: StreamSettings | None = None,
-                         **overrides) -> StreamSettings:
-    """`base` (by default StreamSettings()), with the `streaming:` keys of `path` (a settings file's
+def load_run_settings(path: str | Path | SettingsFile | None = None, base: RunSettings | None = None,
+                         **overrides) -> RunSettings:
+    """`base` (by default RunSettings()), with the `streaming:` keys of `path` (a settings file's
     path, or the file already read) and then `overrides` (those not None) replacing its."""
-    raw = {f.name: getattr(base, f.name) for f in fields(StreamSettings)} if base is not None else {}
+    raw = {f.name: getattr(base, f.name) for f in fields(RunSettings)} if base is not None else {}
     if path is not None:
         section = settings_file(path).raw.get("streaming") or {}
         if not isinstance(section, dict):
@@ -80,4 +80,4 @@ def load_stream_settings(path: str | Path | SettingsFile | None = None, base: St
         except SettingError as exc:
             raise ConfigError(f"config file {path}: {exc}") from None
     raw.update({key: value for key, value in overrides.items() if value is not None})
-    return StreamSettings(**raw)
+    return RunSettings(**raw)
