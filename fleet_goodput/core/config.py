@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 import yaml
@@ -272,10 +272,18 @@ def load_settings(path: str | Path | SettingsFile | None = None, base: Settings 
     A store passes the settings it keeps as `base` (fleet_goodput/store/stored_settings.py),
     so a file that names only some keys changes only those."""
     if base is None:
-        base = Settings(**_named(read_yaml(DEFAULT_CONFIG), Path(str(DEFAULT_CONFIG)).parent, DEFAULT_CONFIG))
+        base = bundled_settings()
     if path is None:
         return base
     return dataclasses.replace(base, **settings_file(path).named)
+
+
+@cache
+def bundled_settings() -> Settings:
+    """The bundled defaults, configs/default.yaml and the catalogue it names, read once a process: they are
+    part of the installed package, so they cannot change while it runs (a user's settings file is read
+    each time it is named). Shared by every caller, so never changed in place: `dataclasses.replace` it."""
+    return Settings(**_named(read_yaml(DEFAULT_CONFIG), Path(str(DEFAULT_CONFIG)).parent, DEFAULT_CONFIG))
 
 
 def _named(raw: dict, folder: Path, path) -> dict:
