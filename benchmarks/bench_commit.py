@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.runs.batch import commit_run, plan_run, staging_folder
 from fleet_goodput.simulator import simulate
@@ -78,16 +78,16 @@ def replace(path: Path, files: list[str], table: Table, exists: bool) -> None:
 def run_day(part: Path, output: Path, saved: Path) -> float:
     """One daily run of the pipeline into `output`, its staged rows kept in `saved`; returns the
     seconds its commit took (every table, the state, then its `runs` row: the in-flight window)."""
-    settings, stream_settings = load_settings(), StreamSettings()
+    settings, run_settings = load_settings(), RunSettings()
     store = Store(output)
     with store.lock():
         plan = plan_run(str(part), store, None)
-        goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings, stream_settings,
+        goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings, run_settings,
                     plan.continuation, None, None)
         for table in KEYED:
             shutil.copytree(Path(staging_folder(plan), table.name), saved / table.name, dirs_exist_ok=True)
         started = time.perf_counter()
-        commit_run(plan, settings, stream_settings, "batch")
+        commit_run(plan, settings, run_settings, "batch")
         return time.perf_counter() - started
 
 

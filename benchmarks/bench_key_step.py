@@ -27,7 +27,7 @@ from fleet_goodput.core import step_runs
 from fleet_goodput.core.asof import CLOCK_STREAM, latest_times
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.core.events import pack
-from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.core.timeline import JobTimeline
 from fleet_goodput.pipelines.goodput import key_rules
 from fleet_goodput.telemetry.columnar import decode_input_file
@@ -86,7 +86,7 @@ def main() -> int:
 
     continuation = Continuation()
     clock = ClockFn(None, continuation).extract_output(latest)
-    key_step = _AdvanceKeyFn(key_rules(settings, StreamSettings()), continuation)
+    key_step = _AdvanceKeyFn(key_rules(settings, RunSettings()), continuation)
 
     def advance():
         for key, packed in grouped.items():

@@ -16,7 +16,7 @@ import apache_beam as beam
 import pyarrow.parquet as pq
 
 from fleet_goodput.core.config import Settings, peak_table
-from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job
 from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA
 from fleet_goodput.store.manifest import counts_from_json
@@ -48,9 +48,9 @@ def _partition_time(row: dict, timestamp=beam.DoFn.TimestampParam, as_of_us: int
     return {**row, "partition_time_us": row["event_time_us"] if row["event_time_us"] is not None else fallback}
 
 
-def key_rules(settings: Settings, stream_settings: StreamSettings) -> KeyRules:
-    return KeyRules(window_s=settings.window_s, allowed_lateness_s=stream_settings.allowed_lateness_s,
-                    max_silence_s=stream_settings.max_silence_s, peak_flops=peak_flops(settings))
+def key_rules(settings: Settings, run_settings: RunSettings) -> KeyRules:
+    return KeyRules(window_s=settings.window_s, allowed_lateness_s=run_settings.allowed_lateness_s,
+                    max_silence_s=run_settings.max_silence_s, peak_flops=peak_flops(settings))
 
 
 def all_of(decoded: dict, tag: str, label: str):
@@ -59,7 +59,7 @@ def all_of(decoded: dict, tag: str, label: str):
 
 
 def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us: int | None = None, *,
-                  stream_settings: StreamSettings | None = None, continuation: Continuation = Continuation(),
+                  run_settings: RunSettings | None = None, continuation: Continuation = Continuation(),
                   saved_state=None) -> dict:
     """Decoded streams (+ saved state) → {job_window, jobs, capacity_level, rejected,
     rejected_pending, late, counts, pending_counts, state, as_of, clock} PCollections.
@@ -77,7 +77,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     inputs = {"events": all_of(decoded, EVENTS, "AllEvents"), "state": saved_state,
               "latest_times": all_of(decoded, LATEST_TIMES, "AllLatestTimes")}
     sessions = inputs | "SessionizeKeys" >> SessionizeKeys(
-        key_rules(settings, stream_settings or StreamSettings()), continuation, as_of_us)
+        key_rules(settings, run_settings or RunSettings()), continuation, as_of_us)
     as_of_side = beam.pvalue.AsSingleton(sessions["as_of"])
     tables = goodput_tables(decoded, sessions, as_of_side)
     pending_rejected = sessions[PENDING_REJECTED] | "FilePendingUnderDay" >> beam.Map(_partition_time,
@@ -196,27 +196,27 @@ def stage_outputs(outputs: dict, staging: str) -> dict:
 
 
 def build_batch(p: beam.Pipeline, files: dict[str, list[str]], state_files: list[str], staging: str,
-                settings: Settings, stream_settings: StreamSettings, continuation: Continuation,
+                settings: Settings, run_settings: RunSettings, continuation: Continuation,
                 as_of_us: int | None = None, during: TimeSlice | None = None,
                 slices: list[str] | None = None) -> dict:
     """The whole batch job on `p`: read the files (only the events `during` holds, when given; a
     chunk's `slices` of them, when given) and the saved state, compute, stage; returns the outputs."""
     outputs = build_goodput(p, read_sources(p, files, settings, during, slices), settings, as_of_us,
-                            stream_settings=stream_settings, continuation=continuation,
+                            run_settings=run_settings, continuation=continuation,
                             saved_state=read_saved_state(p, state_files))
     outputs["staged"] = stage_outputs(outputs, staging)
     return outputs
 
 
 def run(files: dict[str, list[str]], state_files: list[str], staging: str, settings: Settings,
-        stream_settings: StreamSettings, continuation: Continuation, as_of_us: int | None = None,
+        run_settings: RunSettings, continuation: Continuation, as_of_us: int | None = None,
         beam_args: list[str] | None = None, during: TimeSlice | None = None,
         slices: list[str] | None = None) -> None:
     """Build and run the batch pipeline: everything it computes is staged under `staging`.
     With `during`, it computes only the events of that chunk of event time (a backfill's); with
     `slices`, only those, which `slice_files` wrote for the chunk."""
     p, options = _pipeline(beam_args)
-    build_batch(p, files, state_files, staging, settings, stream_settings, continuation, as_of_us, during, slices)
+    build_batch(p, files, state_files, staging, settings, run_settings, continuation, as_of_us, during, slices)
     result = p.run()
     announce_job(result, options)  # before waiting: a Dataflow job runs for minutes
     result.wait_until_finish()

@@ -17,7 +17,7 @@ import apache_beam as beam
 
 from fleet_goodput import schemas
 from fleet_goodput.core.config import Settings
-from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines.goodput import all_of, goodput_tables, key_rules
 from fleet_goodput.store.tables import TABLES
 from fleet_goodput.transforms.pubsub import ReadPubSubEvents
@@ -28,21 +28,21 @@ from fleet_goodput.transforms.write import AppendCounts, AppendTable
 APPENDED = ("job_window", "jobs", "capacity_level", "rejected", "late")
 
 
-def build_streaming(decoded: dict, settings: Settings, stream_settings: StreamSettings) -> dict:
+def build_streaming(decoded: dict, settings: Settings, run_settings: RunSettings) -> dict:
     """Decoded streams → {job_window, jobs, capacity_level, rejected, late, counts} PCollections."""
     # Jobs and capacity share one stateful step here (see StreamSessionize).
     sessions = all_of(decoded, EVENTS, "AllEvents") | "SessionizeJobsAndCapacity" >> StreamSessionize(
-        key_rules(settings, stream_settings))
+        key_rules(settings, run_settings))
     return goodput_tables(decoded, sessions)
 
 
-def read_pubsub_sources(p: beam.Pipeline, settings: Settings, stream_settings: StreamSettings) -> dict:
+def read_pubsub_sources(p: beam.Pipeline, settings: Settings, run_settings: RunSettings) -> dict:
     """One Pub/Sub subscription per stream (Dataflow)."""
-    missing = [stream for stream in schemas.STREAMS if stream not in stream_settings.subscriptions]
+    missing = [stream for stream in schemas.STREAMS if stream not in run_settings.subscriptions]
     if missing:
-        raise ValueError(f"streaming.subscriptions needs a subscription for {', '.join(missing)}")
+        raise ValueError(f"runs.subscriptions needs a subscription for {', '.join(missing)}")
     return {stream: p | f"Read{stream.title()}" >> ReadPubSubEvents(
-                stream, stream_settings.subscriptions[stream], settings.accelerators)
+                stream, run_settings.subscriptions[stream], settings.accelerators)
             for stream in schemas.STREAMS}
 
 

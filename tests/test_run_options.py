@@ -161,7 +161,7 @@ def test_a_run_reads_its_settings_file_and_the_catalogue_it_names_once(tmp_path,
     shutil.copy(CONFIG_DIR / "accelerators.yaml", catalogue)  # a copy: the defaults read the bundled one
     config = tmp_path / "settings.yaml"
     config.write_text("window_s: 3600\naccelerators: parts.yaml\nbeam:\n  direct_num_workers: 1\n"
-                      "streaming:\n  allowed_lateness_s: 3600\n")
+                      "runs:\n  allowed_lateness_s: 3600\n")
     _watch(config)
     _watch(catalogue)
     try:

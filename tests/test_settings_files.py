@@ -11,7 +11,7 @@ import pytest
 import fleet_goodput as fg
 from fleet_goodput.cli import main
 from fleet_goodput.core.config import ConfigError, beam_flags, load_catalogue, load_settings
-from fleet_goodput.core.stream_settings import load_stream_settings
+from fleet_goodput.core.run_settings import RunSettings, load_run_settings
 
 WINDOW = "a whole number of seconds that divide a day (86400) evenly, such as 3600"
 TEXT_HINT = "(quoted, so it is text: write the number without quotes)"
@@ -43,7 +43,7 @@ def test_a_billion_laughs_in_the_beam_section_is_refused_before_it_expands(tmp_p
                "settings need far fewer")
     assert _refusal(beam_flags, path) == message
     assert _refusal(load_settings, path) == message
-    assert _refusal(load_stream_settings, path) == message
+    assert _refusal(load_run_settings, path) == message
 
 
 def test_a_few_aliases_are_still_accepted(tmp_path):
@@ -126,13 +126,39 @@ def test_malformed_size_classes_are_refused_naming_the_entry(tmp_path, classes, 
     ("allowed_lateness_s", "'3600'", f"expected a whole number of seconds ≥ 0, got the string '3600' {TEXT_HINT}"),
     ("allowed_lateness_s", "true", "expected a whole number of seconds ≥ 0, got True"),
     ("allowed_lateness_s", "-1", "expected a whole number of seconds ≥ 0, got -1"),
-    ("watermark_lag_s", "2.5", "expected a whole number of seconds ≥ 0, got 2.5"),
+    ("max_silence_s", "2.5", "expected a whole number of seconds ≥ 0, got 2.5"),
     ("poll_s", ".nan", "expected a positive number of seconds, got nan"),
+    ("source", "kafka", "expected one of directory, pubsub, got 'kafka'"),
     ("subscriptions", "[a, b]", "expected a mapping of stream to subscription, got a list"),
 ])
-def test_streaming_settings_have_strict_types(tmp_path, setting, written, problem):
-    path = _settings_file(tmp_path, f"streaming:\n  {setting}: {written}\n")
-    assert _refusal(load_stream_settings, path) == f"config file {path}: streaming.{setting}: {problem}"
+@pytest.mark.parametrize("section", ["runs", "streaming"])  # streaming: the section's older name, still read
+def test_run_settings_have_strict_types(tmp_path, section, setting, written, problem):
+    path = _settings_file(tmp_path, f"{section}:\n  {setting}: {written}\n")
+    assert _refusal(load_run_settings, path) == f"config file {path}: {section}.{setting}: {problem}"
+
+
+def test_a_key_nothing_reads_is_refused_rather_than_left_to_mean_nothing(tmp_path):
+    """`runner:` at the top looks like it picks Beam's runner, but only `beam: {runner: ...}` does."""
+    path = _settings_file(tmp_path, "window_s: 3600\nrunner: DataflowRunner\n")
+    assert _refusal(load_settings, path) == (f"unknown setting(s) runner in {path}; known: window_s, accelerators, "
+                                             "size_classes, and the sections beam, runs")
+
+
+def test_a_file_from_before_the_runs_section_means_what_it_meant(tmp_path):
+    """`streaming:` is read as `runs:` was named before; `watermark_lag_s`, which never changed anything a run
+    does since runs commit per batch of files, is read and ignored, so files that name it still work."""
+    older = _settings_file(tmp_path, "streaming:\n  allowed_lateness_s: 60\n  watermark_lag_s: 300\n"
+                                     "  retention_hours: 2\n", "older.yaml")
+    newer = _settings_file(tmp_path, "runs:\n  allowed_lateness_s: 60\n  retention_hours: 2\n", "newer.yaml")
+    assert load_run_settings(older) == load_run_settings(newer) == RunSettings(allowed_lateness_s=60,
+                                                                               retention_hours=2)
+    both = _settings_file(tmp_path, "runs:\n  retention_hours: 2\nstreaming:\n  retention_hours: 3\n")
+    assert _refusal(load_run_settings, both) == (f"config file {both}: `streaming:` is the older name of `runs:`; "
+                                                 "keep one of them")
+    unknown = _settings_file(tmp_path, "runs:\n  watermark_lag: 300\n", "unknown.yaml")
+    assert _refusal(load_run_settings, unknown) == (
+        "unknown runs setting(s) watermark_lag; known: allowed_lateness_s, max_silence_s, poll_s, retention_hours, "
+        "source, subscriptions")
 
 
 # ---- the beam section ---------------------------------------------------------------

@@ -171,7 +171,7 @@ def test_the_default_as_of_follows_the_scheduler_to_the_microsecond(tmp_path):
 def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypatch):
     """A stream's frequent runs gather small files: a run that finds many compacts them as part
     of its commit; the vacuum then removes what no run within the retention reads."""
-    from fleet_goodput.core.stream_settings import StreamSettings
+    from fleet_goodput.core.run_settings import RunSettings
     from fleet_goodput.store import delta_store as store_module
     from fleet_goodput.store.delta_store import Store
     from fleet_goodput.telemetry.avro_io import split_by_time
@@ -182,13 +182,13 @@ def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypat
     parts = split_by_time(tmp_path / "in", cuts, tmp_path / "parts")
     # Read through connect() and the store: goodput.duckdb is not read (build_views=False).
     for part in parts[:2]:
-        run_batch(str(part), str(tmp_path / "out"), load_settings(), stream_settings=StreamSettings(retention_hours=1000),
+        run_batch(str(part), str(tmp_path / "out"), load_settings(), run_settings=RunSettings(retention_hours=1000),
                   build_views=False)
     first = _job_window_at(tmp_path / "out", 1)
     first_files = set(Store(tmp_path / "out").files("job_window", Store(tmp_path / "out").run(1)))
     # The third run, with a retention of 0 hours, keeps only the files of the run it continues (which must
     # stay whole until its own commit) and its own: run 1's are vacuumed.
-    run_batch(str(parts[2]), str(tmp_path / "out"), load_settings(), stream_settings=StreamSettings(retention_hours=0),
+    run_batch(str(parts[2]), str(tmp_path / "out"), load_settings(), run_settings=RunSettings(retention_hours=0),
               build_views=False)
     store = Store(tmp_path / "out")
     runs = store.runs()

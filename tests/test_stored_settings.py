@@ -25,7 +25,7 @@ import worked_example
 from fleet_goodput.cli import main
 from fleet_goodput.configs import DEFAULT_CONFIG
 from fleet_goodput.core.config import load_settings, read_yaml
-from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.store.delta_store import SETTINGS, Store
 from fleet_goodput.store.stored_settings import (SettingsConflict, apply, commit_settings, differences, document,
                                                  kept_settings)
@@ -252,7 +252,7 @@ def test_settings_a_killed_run_wrote_are_not_seen_and_are_undone(custom, tmp_pat
     settings = apply(before, load_settings())
     extended = dataclasses.replace(settings, accelerators={**settings.accelerators,
                                                            "tpu-v9": settings.accelerators["tpu-v7"]})
-    commit_settings(store.begin(), 2, extended, StreamSettings())  # written, but the run's row never committed
+    commit_settings(store.begin(), 2, extended, RunSettings())  # written, but the run's row never committed
     assert DeltaTable(str(output / SETTINGS)).version() > store.latest().versions[SETTINGS]
     assert kept_settings(store, store.latest()) == before
     assert "tpu-v9" not in _setting(output, "accelerators")

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.core.timeline import FIGURES
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.runs.replay import replay
@@ -31,7 +31,7 @@ def runs(tmp_path_factory):
     (root / "live").mkdir()
     feeder.start()
     streamed = run_stream(str(root / "live"), str(root / "streamed"), settings,
-                          StreamSettings(poll_s=0.1, allowed_lateness_s=3600), stop_after_idle_s=1)
+                          RunSettings(poll_s=0.1, allowed_lateness_s=3600), stop_after_idle_s=1)
     feeder.join()
     # Read through connect(): goodput.duckdb is not read (build_views=False).
     batch = run_batch(str(root / "fleet"), str(root / "batch"), settings, build_views=False)
@@ -76,7 +76,7 @@ def test_a_stop_request_ends_the_stream_cleanly(runs, tmp_path):
     stop = threading.Event()
     threading.Timer(1.0, stop.set).start()  # the stream's first run over the fleet is in hand by then
     stopped = run_stream(str(root / "fleet"), str(tmp_path / "out"), load_settings(),
-                         StreamSettings(poll_s=0.1), stop_after_idle_s=None, stop=stop)
+                         RunSettings(poll_s=0.1), stop_after_idle_s=None, stop=stop)
     assert stopped.manifest["reconciles"] and stopped.database.exists()
     assert {name: c["accepted"] for name, c in stopped.manifest["streams"].items()} == \
         {name: c["accepted"] for name, c in batch.manifest["streams"].items()}
@@ -100,7 +100,7 @@ def test_a_stream_waits_while_another_run_holds_the_output(runs, tmp_path):
     holder.start()
     holder_ready.wait(10)
     threading.Timer(1.0, release.set).start()  # the "daily run" ends after a few of the stream's polls
-    waited = run_stream(str(root / "fleet"), str(tmp_path / "out"), load_settings(), StreamSettings(poll_s=0.1),
+    waited = run_stream(str(root / "fleet"), str(tmp_path / "out"), load_settings(), RunSettings(poll_s=0.1),
                         stop_after_idle_s=0.5, on_busy=busy.append)
     holder.join()
     assert len(busy) >= 3 and all("in use by another run" in reason for reason in busy)
@@ -125,7 +125,7 @@ def test_a_stream_maintains_its_store_at_most_once_a_minute_and_when_it_stops(ru
     (tmp_path / "live").mkdir()
     feeder.start()
     streamed = run_stream(str(tmp_path / "live"), str(tmp_path / "out"), load_settings(),
-                          StreamSettings(poll_s=0.1, retention_hours=0), stop_after_idle_s=1)
+                          RunSettings(poll_s=0.1, retention_hours=0), stop_after_idle_s=1)
     feeder.join()
     assert streamed.run.run_id >= 2 and maintained == [0]  # a stream of a few seconds: once, when it stopped
     store = Store(tmp_path / "out")

@@ -26,7 +26,7 @@ from apache_beam.transforms.window import TimestampedValue
 
 import worked_example
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines.streaming import build_streaming, write_streaming_outputs
 from fleet_goodput.transforms.read import DecodeRecords
 
@@ -38,7 +38,7 @@ SETTINGS = load_settings()
 SETTINGS = type(SETTINGS)(window_s=60, accelerators=SETTINGS.accelerators, size_classes=SETTINGS.size_classes)
 # A silent job keeps getting a result per window for max_silence_s, each one a timer
 # firing that the DirectRunner runs through every step: ten minutes, not the default six hours.
-STREAMING = StreamSettings(allowed_lateness_s=120, max_silence_s=600)
+STREAMING = RunSettings(allowed_lateness_s=120, max_silence_s=600)
 STREAMS = ("scheduler", "runtime", "profiler")
 
 

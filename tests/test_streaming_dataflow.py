@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fleet_goodput.cli import main
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.core.stream_settings import load_stream_settings
+from fleet_goodput.core.run_settings import load_run_settings
 from fleet_goodput.runs.stream_run import translate_stream
 
 ROOT = Path(__file__).parents[1]
@@ -18,7 +18,7 @@ EXPECTED = {"ReadScheduler", "ReadRuntime", "ReadProfiler", "SessionizeJobsAndCa
 
 
 def test_streaming_job_translates_with_pubsub_sources():
-    job = translate_stream("gs://fleet-goodput-test/stream", load_settings(), load_stream_settings(CONFIG), ARGS)
+    job = translate_stream("gs://fleet-goodput-test/stream", load_settings(), load_run_settings(CONFIG), ARGS)
     steps = {t.unique_name for t in job.proto_pipeline.components.transforms.values() if "/" not in t.unique_name}
     assert EXPECTED <= steps
     assert job.proto.type_.name == "JOB_TYPE_STREAMING"

@@ -59,7 +59,7 @@ class Continuation:
 class KeyRules:
     window_s: int
     allowed_lateness_s: int
-    max_silence_s: int  # how long a silent key's state is kept (StreamSettings.max_silence_s)
+    max_silence_s: int  # how long a silent key's state is kept (RunSettings.max_silence_s)
     peak_flops: dict
 
     @property

@@ -84,7 +84,7 @@ def _busy_notice(poll_s: float):
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput import schemas
     from fleet_goodput.core.config import ConfigError, SettingsFile, load_settings
-    from fleet_goodput.core.stream_settings import load_stream_settings
+    from fleet_goodput.core.run_settings import load_run_settings
     from fleet_goodput.pipelines.options import beam_flags_for
     from fleet_goodput.runs.batch import ReconciliationError, is_dry_run
     from fleet_goodput.runs.stream_run import run_stream, translate_stream
@@ -96,11 +96,11 @@ def main(args: argparse.Namespace) -> int:
         config = None if args.config is None else SettingsFile.read(args.config)  # read once, for all below
         flags = beam_flags_for("stream", config, args.beam_args)
         settings = load_settings(config)
-        stream_settings = load_stream_settings(config, allowed_lateness_s=args.allowed_lateness_s)
-        if stream_settings.source == "directory":  # the runs commit to the store: its settings
+        run_settings = load_run_settings(config, allowed_lateness_s=args.allowed_lateness_s)
+        if run_settings.source == "directory":  # the runs commit to the store: its settings
             chosen = settings_for_output(args.output, config, replace=args.replace,
                                          allowed_lateness_s=args.allowed_lateness_s)
-            settings, stream_settings = chosen.settings, chosen.stream_settings
+            settings, run_settings = chosen.settings, chosen.run_settings
             if chosen.note:
                 print(f"mpg stream: note: {chosen.note}", file=sys.stderr)
     except OptionsError as exc:
@@ -108,13 +108,13 @@ def main(args: argparse.Namespace) -> int:
         return exits.USAGE
     except (ConfigError, StoreError, ValueError) as exc:
         return refused("stream", exc)
-    if stream_settings.source == "pubsub":
+    if run_settings.source == "pubsub":
         if not is_dry_run(flags):
             print("mpg stream: a Pub/Sub source runs on Dataflow: submit it with the Flex Template (docs/dataflow.md), "
                   "or check it here with --dry_run=True", file=sys.stderr)
             return exits.USAGE
         return dry_run(flags, None, args.output,
-                       lambda: translate_stream(args.output, settings, stream_settings, flags))
+                       lambda: translate_stream(args.output, settings, run_settings, flags))
     for stream in schemas.STREAMS:
         Path(args.input, stream).mkdir(parents=True, exist_ok=True)
     waiting = len(telemetry_files(args.input))
@@ -126,12 +126,12 @@ def main(args: argparse.Namespace) -> int:
     idle_s = args.stop_after_idle_s
     idle = f"; stops after {idle_s:g} s without new files" if idle_s else "; Ctrl-C stops"
     progress(f"Watching {args.input} (window {settings.window_s} s, allowed lateness "
-             f"{stream_settings.allowed_lateness_s} s{idle}) ...")
+             f"{run_settings.allowed_lateness_s} s{idle}) ...")
     committed: list[int] = []
     try:
-        outcome = run_stream(args.input, args.output, settings, stream_settings, idle_s, flags,
+        outcome = run_stream(args.input, args.output, settings, run_settings, idle_s, flags,
                              replace=args.replace, progress=_progress(committed), stop=stop,
-                             on_busy=_busy_notice(stream_settings.poll_s))
+                             on_busy=_busy_notice(run_settings.poll_s))
     except (StoreError, ConfigError) as exc:
         return refused("stream", exc)
     except ReconciliationError as exc:

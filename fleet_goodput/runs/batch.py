@@ -37,7 +37,7 @@ from fleet_goodput.core.asof import (CLOCK_STREAM, check_as_of_near_data, defaul
 from fleet_goodput.core.config import Settings, SettingsFile
 from fleet_goodput.core.options import RunOptions
 from fleet_goodput.core.session import STATE_FORMAT
-from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.core.windows import window_start
 from fleet_goodput.pipelines import goodput
@@ -48,7 +48,7 @@ from fleet_goodput.store.delta_store import (STAGING, STATE_FILES_SCHEMA, STATE_
                                              is_remote)
 from fleet_goodput.store.manifest import add_counts, build_manifest, manifest_path, write_manifest_copy
 from fleet_goodput.store.store_check import require_intact
-from fleet_goodput.store.stored_settings import RunSettings, check_run, commit_settings, settings_for_run
+from fleet_goodput.store.stored_settings import ChosenSettings, check_run, commit_settings, settings_for_run
 from fleet_goodput.store.tables import REPLACED_EACH_RUN, TABLES
 from fleet_goodput.telemetry.columnar import decode_input_file
 from fleet_goodput.telemetry.decode import TimeSlice
@@ -271,7 +271,7 @@ def run(options: RunOptions, *, store: Store | None = None,
 
 
 def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
-              beam_args: list[str] | None = None, *, stream_settings: StreamSettings | None = None,
+              beam_args: list[str] | None = None, *, run_settings: RunSettings | None = None,
               replace: bool = False, mode: str = "batch", build_views: bool = True,
               chunk_hours: int | None = None, progress: Callable[[str], None] | None = None,
               confirm_as_of: bool = False, maintain: bool = True) -> BatchOutcome:
@@ -280,15 +280,15 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     `maintain=False` leaves the store's maintenance after the commit to the caller (`mpg stream`)."""
     options = RunOptions(input_dir, output_dir, as_of_us, confirm_as_of, replace, chunk_hours=chunk_hours,
                          beam_args=tuple(beam_args or ()))
-    given = RunSettings(settings, stream_settings or StreamSettings())
+    given = ChosenSettings(settings, run_settings or RunSettings())
 
-    def checked(plan: RunPlan) -> RunSettings:
-        check_run(plan.store, plan.previous, given.settings, given.stream_settings)
+    def checked(plan: RunPlan) -> ChosenSettings:
+        check_run(plan.store, plan.previous, given.settings, given.run_settings)
         return given
     return _run(options, checked, mode=mode, build_views=build_views, progress=progress, maintain=maintain)
 
 
-def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], RunSettings], *, store: Store | None = None,
+def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSettings], *, store: Store | None = None,
          mode: str = "batch", build_views: bool = True, progress: Callable[[str], None] | None = None,
          maintain: bool = True) -> BatchOutcome:
     """Apply the input's new files to the store at `options.output` as one committed run, computed by
@@ -313,7 +313,7 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], RunSettings],
         progress = progress or (lambda _: None)
         plan = plan_run(input_dir, store, as_of_us, progress)
         chosen = settings_of_run(plan)  # before computing: commit_run checks again
-        settings, stream_settings = chosen.settings, chosen.stream_settings
+        settings, run_settings = chosen.settings, chosen.run_settings
         skipped = tuple(f.path for f in plan.skipped)
         deferred = []
 
@@ -328,7 +328,7 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], RunSettings],
                 _publish(store, plan.previous, settings, build_views, progress)
             return nothing_new()
         for _ in range(MAX_ATTEMPTS):
-            staged = _compute(plan, settings, stream_settings, beam_args, as_of_us, options.chunk_hours, progress)
+            staged = _compute(plan, settings, run_settings, beam_args, as_of_us, options.chunk_hours, progress)
             changed = changed_since_listed(plan.files)
             if not changed:
                 break
@@ -345,10 +345,10 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], RunSettings],
         if as_of_us is not None and not options.confirm_as_of:
             previous = plan.previous
             check_as_of_near_data(as_of_us, goodput.read_tally(staged[-1]).latest_times,
-                                  stream_settings.allowed_lateness_s,
+                                  run_settings.allowed_lateness_s,
                                   (previous.run_id, previous.as_of_us) if previous else None)
         progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")
-        record = commit_run(plan, settings, stream_settings, mode, staged, maintain=maintain)
+        record = commit_run(plan, settings, run_settings, mode, staged, maintain=maintain)
     database = _publish(store, record, settings, build_views, progress)
     return BatchOutcome(manifest=record.manifest, database=database, seconds=time.monotonic() - started, run=record,
                         skipped=skipped, deferred=tuple(deferred), note=chosen.note,
@@ -408,22 +408,22 @@ HOUR_US = 3_600_000_000
 CHUNK_INPUT_BYTES = 24 * 2**20
 
 
-def _compute(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args, as_of_us: int | None,
+def _compute(plan: RunPlan, settings: Settings, run_settings: RunSettings, beam_args, as_of_us: int | None,
              chunk_hours: int | None, progress: Callable[[str], None]) -> list[str]:
     """Compute the run's new files into its staging: the folders staged, the last holding the state it ends in."""
     new = f"{len(plan.files):,} new file(s), {_size(f.size for f in plan.files)}"
     if chunk_hours:
         progress(f"Computing {new} in chunks of {chunk_hours} h of event time, one pipeline each")
-        return _run_in_chunks(plan, settings, stream_settings, beam_args, chunk_hours * HOUR_US, progress)
+        return _run_in_chunks(plan, settings, run_settings, beam_args, chunk_hours * HOUR_US, progress)
     if as_of_us is None and is_local(beam_args) and sum(f.size for f in plan.files) > CHUNK_INPUT_BYTES:
         progress(f"Computing {new} in chunks of event time of at most about {_size([CHUNK_INPUT_BYTES])} of input "
                  "each, one pipeline each, so that memory follows a chunk (--chunk_hours sets their length)")
-        return _run_in_chunks(plan, settings, stream_settings, beam_args, None, progress)
+        return _run_in_chunks(plan, settings, run_settings, beam_args, None, progress)
     progress(f"Decoding and computing {new} in one Beam pipeline")
     computing = time.monotonic()
     with heartbeat(progress, "decoding and computing"):
         goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
-                    stream_settings, plan.continuation, as_of_us, beam_args)
+                    run_settings, plan.continuation, as_of_us, beam_args)
     progress(f"  computed in {time.monotonic() - computing:.1f} s")
     return [staging_folder(plan)]
 
@@ -451,7 +451,7 @@ def staging_folder(plan: RunPlan) -> str:
     return f"{plan.output_dir}/{STAGING}/{plan.token}"
 
 
-def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, beam_args,
+def _run_in_chunks(plan: RunPlan, settings: Settings, run_settings: RunSettings, beam_args,
                    chunk_us: int | None, progress: Callable[[str], None]) -> list[str]:
     """Run the pipeline once per chunk of event time, one after the other: each computes only its
     chunk's events, continuing the state the one before staged, so memory follows one chunk. Each
@@ -485,7 +485,7 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
         started, folder = time.monotonic(), f"{staging_folder(plan)}/chunk-{number:04d}"
         sliced = _slices_of(slices, number) if len(chunks) > 1 else None  # one chunk reads the files themselves
         with heartbeat(progress, f"computing chunk {number + 1}"):
-            goodput.run(plan.files_by_stream, state_files, folder, settings, stream_settings, continuation,
+            goodput.run(plan.files_by_stream, state_files, folder, settings, run_settings, continuation,
                         beam_args=beam_args, during=chunk, slices=sliced)
         if sliced:
             FileSystems.delete([f"{chunk_folder(slices, number)}/"])  # read: its disk space back now
@@ -493,7 +493,7 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, stream_settings: StreamSet
         progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {time.monotonic() - started:.1f} s")
         tally = goodput.read_tally(folder)
         if tally.as_of_us is not None:
-            continuation = continuation.after(tally.as_of_us, stream_settings.allowed_lateness_s * 1_000_000,
+            continuation = continuation.after(tally.as_of_us, run_settings.allowed_lateness_s * 1_000_000,
                                               tally.latest_times)
         state_files = [path for path, _, _ in _matched(f"{literal_pattern(folder)}/state_keys/*.parquet")]
         staged.append(folder)
@@ -576,7 +576,7 @@ def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output
                          "`mpg rollback --to ID`, or start afresh with --replace)")
 
 
-def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSettings, mode: str,
+def commit_run(plan: RunPlan, settings: Settings, run_settings: RunSettings, mode: str,
                staged_folders: list[str] | None = None, maintain: bool = True) -> RunRecord:
     """Commit what the run staged as one run: tables, state, applied files, then its `runs` row,
     and maintain the store (Store.maintain) unless `maintain` is False (a stream does it less often).
@@ -594,7 +594,7 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     previous = plan.previous
     as_of_us, latest = staged[-1].as_of_us, staged[-1].latest_times
     run_id = previous.run_id + 1 if previous else 1
-    lateness_us = stream_settings.allowed_lateness_s * 1_000_000
+    lateness_us = run_settings.allowed_lateness_s * 1_000_000
     reached = plan.continuation if as_of_us is None else plan.continuation.after(as_of_us, lateness_us, latest)
     frontier_us, version_us = (None, None) if as_of_us is None else (reached.frontier_us, reached.version_us)
     manifest = build_manifest(
@@ -602,13 +602,13 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
         previous=previous.manifest if previous else None,
         counts=add_counts(*(part.counts for part in staged)), pending=staged[-1].pending,
         extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us, "latest_times": latest,
-               "allowed_lateness_s": stream_settings.allowed_lateness_s, "files_applied": len(plan.files),
+               "allowed_lateness_s": run_settings.allowed_lateness_s, "files_applied": len(plan.files),
                "files_skipped": len(plan.skipped), "output": plan.output_dir})
     if not manifest["reconciles"]:
         raise ReconciliationError(_reconciliation_message(manifest) + "; the run was not committed")
     transaction.check_unchanged()  # before writing anything, where another run's commit is seen
     try:
-        _commit_tables(transaction, run_id, plan, settings, stream_settings, folders, final)
+        _commit_tables(transaction, run_id, plan, settings, run_settings, folders, final)
     except CommitFailedError:  # delta-rs found another run's commit in the way
         raise transaction.lost_race() from None
     record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode=mode, input=str(plan.input_dir),
@@ -618,14 +618,14 @@ def commit_run(plan: RunPlan, settings: Settings, stream_settings: StreamSetting
     transaction.commit(record)
     transaction.discard()
     if maintain:
-        store.maintain(stream_settings.retention_hours)
+        store.maintain(run_settings.retention_hours)
     return record
 
 
 def _commit_tables(transaction: Transaction, run_id: int, plan: RunPlan, settings: Settings,
-                   stream_settings: StreamSettings, folders: list[str], final: list[str]) -> None:
+                   run_settings: RunSettings, folders: list[str], final: list[str]) -> None:
     """Commit the run's settings, tables, state and applied files, table by table (not yet visible)."""
-    commit_settings(transaction, run_id, settings, stream_settings)
+    commit_settings(transaction, run_id, settings, run_settings)
     for name, table in TABLES.items():
         if name in REPLACED_EACH_RUN:
             transaction.write_staged(name, delta_schema(table), partition_by=["date"], mode="overwrite", folders=final)
@@ -696,6 +696,6 @@ def translate_batch(input_dir: str, output_dir: str, settings: Settings, as_of_u
     p = beam.Pipeline(options=options)
     files = {stream: [f"{input_dir.rstrip('/')}/{stream}/*.avro"] for stream in schemas.STREAMS}
     state = [f"{output_dir.rstrip('/')}/state/keys/*.parquet"]
-    goodput.build_batch(p, files, state, f"{output_dir.rstrip('/')}/_staging/dry-run", settings, StreamSettings(),
+    goodput.build_batch(p, files, state, f"{output_dir.rstrip('/')}/_staging/dry-run", settings, RunSettings(),
                         Continuation(), as_of_us)
     return p.run().job

@@ -35,7 +35,7 @@ import apache_beam as beam
 
 from fleet_goodput.core.config import Settings
 from fleet_goodput.core.options import OptionsError, typed_values
-from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.pipelines.options import GoodputOptions, announce_job, parse_options
 from fleet_goodput.runs.batch import RunPlan, commit_run, plan_run, staging_folder
@@ -43,20 +43,20 @@ from fleet_goodput.store.delta_store import Store
 from fleet_goodput.store.stored_settings import settings_for_run
 
 
-def _commit(_, plan: RunPlan, settings: Settings, stream_settings: StreamSettings, **staged) -> int:
+def _commit(_, plan: RunPlan, settings: Settings, run_settings: RunSettings, **staged) -> int:
     """The job's last step: the side inputs (every staged write) are complete before it runs."""
-    return commit_run(plan, settings, stream_settings, mode="dataflow").run_id
+    return commit_run(plan, settings, run_settings, mode="dataflow").run_id
 
 
-def build(p: beam.Pipeline, plan: RunPlan, settings: Settings, stream_settings: StreamSettings,
+def build(p: beam.Pipeline, plan: RunPlan, settings: Settings, run_settings: RunSettings,
           as_of_us: int | None = None) -> None:
     outputs = goodput.build_batch(p, plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
-                                  stream_settings, plan.continuation, as_of_us)
+                                  run_settings, plan.continuation, as_of_us)
     staged = {name: beam.pvalue.AsList(written) for name, written in outputs["staged"].items()}
     (
         p
         | "WhenStaged" >> beam.Create([None])
-        | "CommitRun" >> beam.Map(_commit, plan=plan, settings=settings, stream_settings=stream_settings, **staged)
+        | "CommitRun" >> beam.Map(_commit, plan=plan, settings=settings, run_settings=run_settings, **staged)
     )
 
 
@@ -71,7 +71,7 @@ def run(argv: list[str] | None = None, plan: RunPlan | None = None) -> beam.runn
     if chosen.note:
         logging.warning(chosen.note)
     p = beam.Pipeline(options=options)
-    build(p, plan, chosen.settings, chosen.stream_settings, as_of_us)
+    build(p, plan, chosen.settings, chosen.run_settings, as_of_us)
     # No wait_until_finish: it would block the Flex Template launch.
     result = p.run()
     announce_job(result, options)

@@ -39,7 +39,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from fleet_goodput.core.config import Settings
-from fleet_goodput.core.stream_settings import StreamSettings
+from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines import streaming
 from fleet_goodput.runs.batch import BatchOutcome, is_dry_run, run_batch
 from fleet_goodput.store.delta_store import Store, StoreBusy
@@ -66,7 +66,7 @@ def _listing(root: Path) -> tuple:
     return tuple((str(path), status.st_size, status.st_mtime_ns) for path, status in statuses)
 
 
-def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_settings: StreamSettings,
+def run_stream(input_dir: str, output_dir: str, settings: Settings, run_settings: RunSettings,
                stop_after_idle_s: float | None = None, beam_args: list[str] | None = None,
                replace: bool = False, progress=None, stop: threading.Event | None = None,
                on_busy: Callable[[str], None] | None = None) -> BatchOutcome:
@@ -88,13 +88,13 @@ def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_setti
             due = time.monotonic() - maintained >= MAINTAIN_EVERY_S
             try:
                 outcome = run_batch(input_dir, output_dir, settings, beam_args=beam_args,
-                                    stream_settings=stream_settings, mode="stream", build_views=False,
+                                    run_settings=run_settings, mode="stream", build_views=False,
                                     maintain=due)
             except StoreBusy as exc:
                 if on_busy:
                     on_busy(str(exc))
                 last_new = time.monotonic()  # files are waiting: the stream is not idle
-                stop.wait(stream_settings.poll_s)
+                stop.wait(run_settings.poll_s)
                 continue  # the listing is not marked seen: the next poll tries again
             seen = listing
             last_new = time.monotonic()  # idle time counts from when the stream caught up
@@ -112,10 +112,10 @@ def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_setti
                 continue  # look again at once: files may have landed during the run
         if stop.is_set() or (stop_after_idle_s is not None and time.monotonic() - last_new >= stop_after_idle_s):
             break
-        stop.wait(stream_settings.poll_s)
+        stop.wait(run_settings.poll_s)
     store = Store(output_dir)
     if unmaintained:
-        _maintain(store, stream_settings)
+        _maintain(store, run_settings)
     latest = store.latest()
     if latest is None:
         return BatchOutcome(manifest={}, database=None, seconds=0.0, run=None, committed=False)
@@ -125,24 +125,24 @@ def run_stream(input_dir: str, output_dir: str, settings: Settings, stream_setti
                         committed=state.runs > 0)
 
 
-def _maintain(store: Store, stream_settings: StreamSettings) -> None:
+def _maintain(store: Store, run_settings: RunSettings) -> None:
     """Maintain the store after the stream's last runs, unless another run holds it: that one
     maintains it after its own commit."""
     try:
         with store.lock():
-            store.maintain(stream_settings.retention_hours)
+            store.maintain(run_settings.retention_hours)
     except StoreBusy:
         pass
 
 
-def translate_stream(output_dir: str, settings: Settings, stream_settings: StreamSettings, beam_args: list[str]):
+def translate_stream(output_dir: str, settings: Settings, run_settings: RunSettings, beam_args: list[str]):
     """Build the Pub/Sub streaming pipeline and let DataflowRunner translate it
     with --dry_run: nothing is read, written or submitted. Returns the job."""
-    if stream_settings.source != "pubsub" or not is_dry_run(beam_args):
-        raise ValueError("a Dataflow dry run of the stream needs streaming.source: pubsub and --dry_run=True")
+    if run_settings.source != "pubsub" or not is_dry_run(beam_args):
+        raise ValueError("a Dataflow dry run of the stream needs runs.source: pubsub and --dry_run=True")
     options = PipelineOptions(beam_args)
     options.view_as(StandardOptions).streaming = True
     p = beam.Pipeline(options=options)
-    decoded = streaming.read_pubsub_sources(p, settings, stream_settings)
-    streaming.write_streaming_outputs(streaming.build_streaming(decoded, settings, stream_settings), output_dir)
+    decoded = streaming.read_pubsub_sources(p, settings, run_settings)
+    streaming.write_streaming_outputs(streaming.build_streaming(decoded, settings, run_settings), output_dir)
     return p.run().job

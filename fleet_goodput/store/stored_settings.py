@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from fleet_goodput.core.config import (Accelerator, ConfigError, Settings, SettingsFile, SizeClass, check_window_s,
                                       load_settings, settings_file)
-from fleet_goodput.core.stream_settings import StreamSettings, load_stream_settings
+from fleet_goodput.core.run_settings import RunSettings, load_run_settings
 from fleet_goodput.store.delta_store import SETTINGS, RunRecord, Store, Transaction, is_remote
 from fleet_goodput.store.store_check import require_intact
 
@@ -73,9 +73,9 @@ class Difference:
 
 
 @dataclass(frozen=True)
-class RunSettings:
+class ChosenSettings:
     settings: Settings
-    stream_settings: StreamSettings
+    run_settings: RunSettings
     note: str | None = None  # for a store written before settings were kept: what this run will store
 
 
@@ -156,20 +156,20 @@ def _show(value) -> str:
 
 
 def _layered(kept: dict, config: str | Path | SettingsFile | None, window_s: int | None = None,
-             allowed_lateness_s: int | None = None) -> tuple[Settings, StreamSettings]:
+             allowed_lateness_s: int | None = None) -> tuple[Settings, RunSettings]:
     """The store's settings, then those `config` names (read once here if not read already), then the
     flags given (not None)."""
     config = None if config is None else settings_file(config)
     settings = load_settings(config, base=apply(kept, load_settings()))
     if window_s is not None:
         settings = dataclasses.replace(settings, window_s=check_window_s(window_s))
-    base = StreamSettings(allowed_lateness_s=kept["allowed_lateness_s"]) if "allowed_lateness_s" in kept else None
-    return settings, load_stream_settings(config, base=base, allowed_lateness_s=allowed_lateness_s)
+    base = RunSettings(allowed_lateness_s=kept["allowed_lateness_s"]) if "allowed_lateness_s" in kept else None
+    return settings, load_run_settings(config, base=base, allowed_lateness_s=allowed_lateness_s)
 
 
 # ---- runs ---------------------------------------------------------------------
 def settings_for_output(output: str | Path, config: str | Path | SettingsFile | None = None, *, replace: bool = False,
-                        allowed_lateness_s: int | None = None) -> RunSettings:
+                        allowed_lateness_s: int | None = None) -> ChosenSettings:
     """The settings a run on `output` computes with (`replace`: as if it held no run); see `settings_for_run`."""
     store = Store(output)
     return settings_for_run(store, None if replace else store.latest(), config,
@@ -177,12 +177,12 @@ def settings_for_output(output: str | Path, config: str | Path | SettingsFile | 
 
 
 def settings_for_run(store: Store, previous: RunRecord | None, config: str | Path | SettingsFile | None = None, *,
-                     window_s: int | None = None, allowed_lateness_s: int | None = None) -> RunSettings:
+                     window_s: int | None = None, allowed_lateness_s: int | None = None) -> ChosenSettings:
     """The settings of a run that continues `previous`: the store's, with those `config` names and
     the flags given replacing them. Raises SettingsConflict where they would change stored figures."""
     kept = kept_settings(store, previous)
-    settings, stream_settings = _layered(kept, config, window_s, allowed_lateness_s)
-    _refuse_conflicts(store, previous, kept, document(settings, stream_settings.allowed_lateness_s))
+    settings, run_settings = _layered(kept, config, window_s, allowed_lateness_s)
+    _refuse_conflicts(store, previous, kept, document(settings, run_settings.allowed_lateness_s))
     note = None
     if previous is not None and "accelerators" not in kept:
         recorded = f"{' and '.join(kept)} as its manifests record them, " if kept else ""
@@ -190,22 +190,22 @@ def settings_for_run(store: Store, previous: RunRecord | None, config: str | Pat
         note = (f"{store.root} was written before outputs kept their settings: this run stores those it computes "
                 f"with ({recorded}the rest from {given}the defaults), and every later run and reader uses them. "
                 "If its earlier runs used others, start it afresh with --replace.")
-    return RunSettings(settings, stream_settings, note)
+    return ChosenSettings(settings, run_settings, note)
 
 
-def check_run(store: Store, previous: RunRecord | None, settings: Settings, stream_settings: StreamSettings) -> None:
+def check_run(store: Store, previous: RunRecord | None, settings: Settings, run_settings: RunSettings) -> None:
     """Raise SettingsConflict if a run continuing `previous` with these settings would change stored figures."""
     _refuse_conflicts(store, previous, kept_settings(store, previous),
-                      document(settings, stream_settings.allowed_lateness_s))
+                      document(settings, run_settings.allowed_lateness_s))
 
 
 def commit_settings(transaction: Transaction, run_id: int, settings: Settings,
-                    stream_settings: StreamSettings) -> None:
+                    run_settings: RunSettings) -> None:
     """Keep the run's settings in its commit where they are new to the store (its first run, a part
     added to the catalogue); SettingsConflict where they would change stored figures."""
     store, previous = transaction.store, transaction.previous
     kept = kept_settings(store, previous)
-    given = document(settings, stream_settings.allowed_lateness_s)
+    given = document(settings, run_settings.allowed_lateness_s)
     _refuse_conflicts(store, previous, kept, given)
     if given != kept:
         row = {"run_id": run_id, "settings": json.dumps(given, indent=2)}
@@ -245,8 +245,8 @@ def reader_settings(store: Store, record: RunRecord | None, config: str | Path |
     """The settings run `record` of `store` (checked whole already; `output` as the reader named it) was
     computed with; `config` is refused if it differs from them in anything (SettingsConflict)."""
     kept = kept_settings(store, record)
-    settings, stream_settings = _layered(kept, config)
-    found = differences(kept, document(settings, stream_settings.allowed_lateness_s))
+    settings, run_settings = _layered(kept, config)
+    found = differences(kept, document(settings, run_settings.allowed_lateness_s))
     if found:
         raise SettingsConflict(
             f"{config} differs from the settings run {record.run_id} of {output} was computed with:\n"
