@@ -145,8 +145,8 @@ def test_a_key_nothing_reads_is_refused_rather_than_left_to_mean_nothing(tmp_pat
 
 
 def test_a_file_from_before_the_runs_section_means_what_it_meant(tmp_path):
-    """`streaming:` is read as `runs:` was named before; `watermark_lag_s`, which never changed anything a run
-    does since runs commit per batch of files, is read and ignored, so files that name it still work."""
+    """`streaming:`, the section's name before it was `runs:`, reads as `runs:` does; `watermark_lag_s`, which
+    has changed nothing since a stream commits a run per batch of files, is read and ignored."""
     older = _settings_file(tmp_path, "streaming:\n  allowed_lateness_s: 60\n  watermark_lag_s: 300\n"
                                      "  retention_hours: 2\n", "older.yaml")
     newer = _settings_file(tmp_path, "runs:\n  allowed_lateness_s: 60\n  retention_hours: 2\n", "newer.yaml")
