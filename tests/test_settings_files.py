@@ -146,7 +146,7 @@ def test_a_key_nothing_reads_is_refused_rather_than_left_to_mean_nothing(tmp_pat
 
 def test_a_file_from_before_the_runs_section_means_what_it_meant(tmp_path):
     """`streaming:`, the section's name before it was `runs:`, reads as `runs:` does; `watermark_lag_s`, which
-    has changed nothing since a stream commits a run per batch of files, is read and ignored."""
+    has changed nothing since a stream commits a run per batch of files, is read and ignored there."""
     older = _settings_file(tmp_path, "streaming:\n  allowed_lateness_s: 60\n  watermark_lag_s: 300\n"
                                      "  retention_hours: 2\n", "older.yaml")
     newer = _settings_file(tmp_path, "runs:\n  allowed_lateness_s: 60\n  retention_hours: 2\n", "newer.yaml")
@@ -155,9 +155,9 @@ def test_a_file_from_before_the_runs_section_means_what_it_meant(tmp_path):
     both = _settings_file(tmp_path, "runs:\n  retention_hours: 2\nstreaming:\n  retention_hours: 3\n")
     assert _refusal(load_run_settings, both) == (f"config file {both}: `streaming:` is the older name of `runs:`; "
                                                  "keep one of them")
-    unknown = _settings_file(tmp_path, "runs:\n  watermark_lag: 300\n", "unknown.yaml")
-    assert _refusal(load_run_settings, unknown) == (
-        "unknown runs setting(s) watermark_lag; known: allowed_lateness_s, max_silence_s, poll_s, retention_hours, "
+    newer_with_the_older_key = _settings_file(tmp_path, "runs:\n  watermark_lag_s: 300\n", "unknown.yaml")
+    assert _refusal(load_run_settings, newer_with_the_older_key) == (
+        "unknown runs setting(s) watermark_lag_s; known: allowed_lateness_s, max_silence_s, poll_s, retention_hours, "
         "source, subscriptions")
 
 

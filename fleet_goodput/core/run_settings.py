@@ -16,9 +16,10 @@ The metric's own settings (window, catalogue, size classes) are `Settings`
         profiler: projects/P/subscriptions/goodput-profiler
 
 The section was called `streaming:` while only streams were thought to use it;
-a file may still call it that (not both). `watermark_lag_s`, which such files
-may name, has had no effect since the local stream commits a run per batch of
-files, and Dataflow's watermark is Pub/Sub's: it is read and ignored.
+a file may still call it that (not both). `watermark_lag_s`, which such a
+section may name, has had no effect since the local stream commits a run per
+batch of files, and Dataflow's watermark is Pub/Sub's: it is read and ignored
+there.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ SOURCES = ("directory", "pubsub")
 SECTION = "runs"
 # The section's name in files written before it was `runs:`: still read.
 OLDER_SECTION = "streaming"
-# Keys older files may name that no longer change anything: read and ignored, so those files still work.
+# Keys a `streaming:` section may name that no longer change anything: read and ignored there, so
+# older files still work (a `runs:` section naming them is refused, as any unknown key).
 IGNORED = ("watermark_lag_s",)
 
 
@@ -83,13 +85,14 @@ def load_run_settings(path: str | Path | SettingsFile | None = None, base: RunSe
     if path is not None:
         config = settings_file(path)
         name, section = _section(config)
-        unknown = set(section) - set(_CHECKS) - set(IGNORED)
+        ignored = IGNORED if name == OLDER_SECTION else ()
+        unknown = set(section) - set(_CHECKS) - set(ignored)
         if unknown:
             raise ConfigError(f"unknown {name} setting(s) {', '.join(sorted(map(str, unknown)))}; "
                               f"known: {', '.join(sorted(_CHECKS))}")
         try:
             raw.update({key: _CHECKS[key](value, f"{name}.{key}") for key, value in section.items()
-                        if key not in IGNORED})
+                        if key not in ignored})
         except SettingError as exc:
             raise ConfigError(f"config file {path}: {exc}") from None
     raw.update({key: value for key, value in overrides.items() if value is not None})
