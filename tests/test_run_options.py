@@ -112,8 +112,10 @@ def test_a_run_opens_its_output_store_once(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("read", ["fg.open", "fg.open with the settings file", "mpg sql"])
-def test_a_reader_opens_its_store_once_and_checks_it_whole_once(read, worked_example_run, monkeypatch, capsys):
-    output = str(worked_example_run[1])
+def test_a_reader_opens_its_store_once_and_checks_it_whole_once(read, worked_example_run, tmp_path, monkeypatch,
+                                                                capsys):
+    output = str(tmp_path / "out")
+    shutil.copytree(worked_example_run[1], output)
     opened = _count_stores(monkeypatch)
     checked = []  # the run each whole-store check (`require_intact`) looks at
     run_problems = store_check.run_problems
