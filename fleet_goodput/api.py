@@ -66,11 +66,22 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
     to recover), and fleet_goodput.store.delta_store.StoreError for a run that does not
     exist or an output on gs:// (query a local copy).
     """
+    from fleet_goodput.core.config import load_settings, settings_file
+    from fleet_goodput.store.delta_store import Store
     from fleet_goodput.store.sql_guard import lock_down
-    from fleet_goodput.store.stored_settings import settings_for_reading
+    from fleet_goodput.store.stored_settings import reader_settings
     from fleet_goodput.store.views import connect
 
-    connection = connect(output, run=run, settings=settings_for_reading(output, run, config))
+    config = None if config is None else settings_file(config)  # read once: the views and the check take it
+    store = Store(output)  # the one the views and the check read; `connect` checks it whole, once
+    # The views take the store's settings; the file's serve only where it keeps none (an older store).
+    connection = connect(store, run=run, settings=None if config is None else load_settings(config))
+    if config is not None:
+        try:
+            reader_settings(store, store.run(run), config, output)
+        except BaseException:
+            connection.close()
+            raise
     if confined:
         lock_down(connection, [output])
     return connection

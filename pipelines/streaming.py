@@ -40,7 +40,7 @@ def read_pubsub_sources(p: beam.Pipeline, settings: Settings, run_settings: RunS
     """One Pub/Sub subscription per stream (Dataflow)."""
     missing = [stream for stream in schemas.STREAMS if stream not in run_settings.subscriptions]
     if missing:
-        raise ValueError(f"streaming.subscriptions needs a subscription for {', '.join(missing)}")
+        raise ValueError(f"runs.subscriptions needs a subscription for {', '.join(missing)}")
     return {stream: p | f"Read{stream.title()}" >> ReadPubSubEvents(
                 stream, run_settings.subscriptions[stream], settings.accelerators)
             for stream in schemas.STREAMS}

@@ -4,7 +4,9 @@
 parser, the launcher's `typed_values`, the API's `run`), or the command stops
 there naming the flag; the run below never sees its text. The command's own
 options are not handed to Beam, a run opens its output store once, and it
-reads its settings file (and the catalogue the file names) once.
+reads its settings file (and the catalogue the file names) once. The bundled
+defaults are read once a process, and a reader (`fg.open`, `mpg sql`) opens
+its store once and checks it whole once.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ import worked_example
 from fleet_goodput import api
 from fleet_goodput.cli import build_parser, main
 from fleet_goodput.configs import CONFIG_DIR
+from fleet_goodput.core.config import bundled_settings
 from fleet_goodput.core.options import OptionsError, RunOptions, typed_values
 from fleet_goodput.pipelines.options import GoodputOptions, beam_flags_for, parse_options
 from fleet_goodput.store import delta_store as store
+from fleet_goodput.store import store_check
 from fleet_goodput.telemetry.avro_io import write_events
 
 AS_OF = "2026-01-01T01:00:00Z"
@@ -85,20 +89,51 @@ def test_options_that_cannot_go_together_are_refused_when_the_run_options_are_ma
         RunOptions("in/", "out/", **given)
 
 
-def test_a_run_opens_its_output_store_once(tmp_path, monkeypatch, capsys):
-    for stream, records in worked_example.records().items():
-        write_events(tmp_path / "fleet" / stream / "part-0.avro", stream, records)
+def _count_stores(monkeypatch) -> list:
+    """The root of every `Store` made from now on, in order."""
     opened = []
     original = store.Store.__init__
 
     def counted(self, root):
-        opened.append(root)
+        opened.append(str(root))
         original(self, root)
 
     monkeypatch.setattr(store.Store, "__init__", counted)
+    return opened
+
+
+def test_a_run_opens_its_output_store_once(tmp_path, monkeypatch, capsys):
+    for stream, records in worked_example.records().items():
+        write_events(tmp_path / "fleet" / stream / "part-0.avro", stream, records)
+    opened = _count_stores(monkeypatch)
     assert main(["run", "--input", str(tmp_path / "fleet"), "--output", str(tmp_path / "out"), "--as_of", AS_OF]) == 0
     assert "Fleet ML Productivity Goodput" in capsys.readouterr().out  # the headline read it too
     assert opened == [str(tmp_path / "out")]
+
+
+@pytest.mark.parametrize("read", ["fg.open", "fg.open with the settings file", "mpg sql"])
+def test_a_reader_opens_its_store_once_and_checks_it_whole_once(read, worked_example_run, tmp_path, monkeypatch,
+                                                                capsys):
+    output = str(tmp_path / "out")
+    shutil.copytree(worked_example_run[1], output)
+    opened = _count_stores(monkeypatch)
+    checked = []  # the run each whole-store check (`require_intact`) looks at
+    run_problems = store_check.run_problems
+
+    def counted(checked_store, record, *args, **kwargs):
+        checked.append(record.run_id)
+        return run_problems(checked_store, record, *args, **kwargs)
+
+    monkeypatch.setattr(store_check, "run_problems", counted)
+    if read == "mpg sql":
+        assert main(["sql", "--output", output, "select count(*) from jobs"]) == 0
+        assert "(1 row)" in capsys.readouterr().out
+    else:
+        config = {"fg.open": None, "fg.open with the settings file": CONFIG_DIR / "default.yaml"}[read]
+        with api.open(output, config=config) as connection:
+            assert connection.execute("select count(*) from jobs").fetchone()[0] > 0
+    assert opened == [output]
+    assert checked == [1]
 
 
 # Paths whose opens the audit hook counts while a test watches them ({path: opens}); empty otherwise.
@@ -128,7 +163,7 @@ def test_a_run_reads_its_settings_file_and_the_catalogue_it_names_once(tmp_path,
     shutil.copy(CONFIG_DIR / "accelerators.yaml", catalogue)  # a copy: the defaults read the bundled one
     config = tmp_path / "settings.yaml"
     config.write_text("window_s: 3600\naccelerators: parts.yaml\nbeam:\n  direct_num_workers: 1\n"
-                      "streaming:\n  allowed_lateness_s: 3600\n")
+                      "runs:\n  allowed_lateness_s: 3600\n")
     _watch(config)
     _watch(catalogue)
     try:
@@ -139,3 +174,24 @@ def test_a_run_reads_its_settings_file_and_the_catalogue_it_names_once(tmp_path,
         _WATCHED.clear()
     assert "Fleet ML Productivity Goodput" in capsys.readouterr().out
     assert opens == {str(config): 1, str(catalogue): 1}
+
+
+def test_the_bundled_defaults_are_read_once_a_process(worked_example_run, tmp_path, capsys):
+    """configs/default.yaml and the catalogue it names come with the installed package, so a process that runs
+    several commands (a notebook, a stream, the commands below) reads them once; a user's file is read each time."""
+    output = tmp_path / "out"
+    shutil.copytree(worked_example_run[1], output)
+    defaults, catalogue = CONFIG_DIR / "default.yaml", CONFIG_DIR / "accelerators.yaml"
+    bundled_settings.cache_clear()  # as in a process that has not read them yet
+    _watch(defaults)
+    _watch(catalogue)
+    try:
+        assert main(["run", "--input", str(worked_example_run[0]), "--output", str(output)]) == 0  # nothing new
+        assert main(["sql", "--output", str(output), "select count(*) from jobs"]) == 0
+        api.open(output).close()
+        assert main(["runs", "--output", str(output)]) == 0
+        opens = dict(_WATCHED)
+    finally:
+        _WATCHED.clear()
+    assert "Nothing new" in capsys.readouterr().out
+    assert opens == {str(defaults): 1, str(catalogue): 1}

@@ -11,7 +11,7 @@ import pytest
 import fleet_goodput as fg
 from fleet_goodput.cli import main
 from fleet_goodput.core.config import ConfigError, beam_flags, load_catalogue, load_settings
-from fleet_goodput.core.run_settings import load_run_settings
+from fleet_goodput.core.run_settings import RunSettings, load_run_settings
 
 WINDOW = "a whole number of seconds that divide a day (86400) evenly, such as 3600"
 TEXT_HINT = "(quoted, so it is text: write the number without quotes)"
@@ -126,13 +126,39 @@ def test_malformed_size_classes_are_refused_naming_the_entry(tmp_path, classes, 
     ("allowed_lateness_s", "'3600'", f"expected a whole number of seconds ≥ 0, got the string '3600' {TEXT_HINT}"),
     ("allowed_lateness_s", "true", "expected a whole number of seconds ≥ 0, got True"),
     ("allowed_lateness_s", "-1", "expected a whole number of seconds ≥ 0, got -1"),
-    ("watermark_lag_s", "2.5", "expected a whole number of seconds ≥ 0, got 2.5"),
+    ("max_silence_s", "2.5", "expected a whole number of seconds ≥ 0, got 2.5"),
     ("poll_s", ".nan", "expected a positive number of seconds, got nan"),
+    ("source", "kafka", "expected one of directory, pubsub, got 'kafka'"),
     ("subscriptions", "[a, b]", "expected a mapping of stream to subscription, got a list"),
 ])
-def test_streaming_settings_have_strict_types(tmp_path, setting, written, problem):
-    path = _settings_file(tmp_path, f"streaming:\n  {setting}: {written}\n")
-    assert _refusal(load_run_settings, path) == f"config file {path}: streaming.{setting}: {problem}"
+@pytest.mark.parametrize("section", ["runs", "streaming"])  # streaming: the section's older name, still read
+def test_run_settings_have_strict_types(tmp_path, section, setting, written, problem):
+    path = _settings_file(tmp_path, f"{section}:\n  {setting}: {written}\n")
+    assert _refusal(load_run_settings, path) == f"config file {path}: {section}.{setting}: {problem}"
+
+
+def test_a_key_nothing_reads_is_refused_rather_than_left_to_mean_nothing(tmp_path):
+    """`runner:` at the top looks like it picks Beam's runner, but only `beam: {runner: ...}` does."""
+    path = _settings_file(tmp_path, "window_s: 3600\nrunner: DataflowRunner\n")
+    assert _refusal(load_settings, path) == (f"unknown setting(s) runner in {path}; known: window_s, accelerators, "
+                                             "size_classes, and the sections beam, runs")
+
+
+def test_a_file_from_before_the_runs_section_means_what_it_meant(tmp_path):
+    """`streaming:`, the section's name before it was `runs:`, reads as `runs:` does; `watermark_lag_s`, which
+    has changed nothing since a stream commits a run per batch of files, is read and ignored there."""
+    older = _settings_file(tmp_path, "streaming:\n  allowed_lateness_s: 60\n  watermark_lag_s: 300\n"
+                                     "  retention_hours: 2\n", "older.yaml")
+    newer = _settings_file(tmp_path, "runs:\n  allowed_lateness_s: 60\n  retention_hours: 2\n", "newer.yaml")
+    assert load_run_settings(older) == load_run_settings(newer) == RunSettings(allowed_lateness_s=60,
+                                                                               retention_hours=2)
+    both = _settings_file(tmp_path, "runs:\n  retention_hours: 2\nstreaming:\n  retention_hours: 3\n")
+    assert _refusal(load_run_settings, both) == (f"config file {both}: `streaming:` is the older name of `runs:`; "
+                                                 "keep one of them")
+    newer_with_the_older_key = _settings_file(tmp_path, "runs:\n  watermark_lag_s: 300\n", "unknown.yaml")
+    assert _refusal(load_run_settings, newer_with_the_older_key) == (
+        "unknown runs setting(s) watermark_lag_s; known: allowed_lateness_s, max_silence_s, poll_s, retention_hours, "
+        "source, subscriptions")
 
 
 # ---- the beam section ---------------------------------------------------------------

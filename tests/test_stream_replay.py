@@ -82,9 +82,9 @@ def runs(tmp_path_factory):
 
 
 def _streaming(folder, **section) -> SettingsFile:
-    """A settings file with a `streaming:` section of its own, as `mpg stream --config` reads it."""
+    """A settings file with a `runs:` section of its own, as `mpg stream --config` reads it."""
     path = folder / "stream-settings.yaml"
-    path.write_text(yaml.safe_dump({"streaming": section}))
+    path.write_text(yaml.safe_dump({"runs": section}))
     return SettingsFile.read(path)
 
 

@@ -15,7 +15,7 @@ the settings to what run RUN left, and commit that as one new run (mode
 with a mistaken --as_of, is undone and run again). Nothing is erased: the
 undone runs stay in `mpg runs`, readable with `mpg sql --run ID`, and
 `mpg rollback --to` one of them undoes the rollback, while the store keeps
-them (the retention, streaming.retention_hours, a week by default, and at most
+them (the retention, runs.retention_hours, a week by default, and at most
 the latest 1,000 runs). Takes the output's lock: it waits for no run.
 """
 

@@ -17,7 +17,7 @@ from fleet_goodput.core.options import BEAM_HELP, OptionsError, add_options
 DESCRIPTION = """\
 Run the goodput pipeline on a stream: locally, a folder that keeps receiving
 Avro files (INPUT/<stream>/*.avro); on Dataflow, Pub/Sub subscriptions selected
-by the `streaming:` section of --config.
+by the `runs:` section of --config.
 
 Locally, each batch of new files is applied as one run committed to the
 output store, exactly as `mpg run` continues an output: results are per

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 import yaml
@@ -236,7 +236,7 @@ class SettingsFile:
     where it was read from, whose folder a relative catalogue path is taken from. A run reads its file
     into one where its options are built (fleet_goodput/core/options.py) and hands that down: its
     `beam:` section, its settings (`named`, checked once, the catalogue it names read once) and its
-    `streaming:` section are each taken from it, never from the file again. The mapping is the
+    `runs:` section are each taken from it, never from the file again. The mapping is the
     file's as parsed; nothing changes it."""
 
     path: str
@@ -272,10 +272,18 @@ def load_settings(path: str | Path | SettingsFile | None = None, base: Settings 
     A store passes the settings it keeps as `base` (fleet_goodput/store/stored_settings.py),
     so a file that names only some keys changes only those."""
     if base is None:
-        base = Settings(**_named(read_yaml(DEFAULT_CONFIG), Path(str(DEFAULT_CONFIG)).parent, DEFAULT_CONFIG))
+        base = bundled_settings()
     if path is None:
         return base
     return dataclasses.replace(base, **settings_file(path).named)
+
+
+@cache
+def bundled_settings() -> Settings:
+    """The bundled defaults, configs/default.yaml and the catalogue it names, read once a process: they are
+    part of the installed package, so they cannot change while it runs (a user's settings file is read
+    each time it is named). Shared by every caller, so never changed in place: `dataclasses.replace` it."""
+    return Settings(**_named(read_yaml(DEFAULT_CONFIG), Path(str(DEFAULT_CONFIG)).parent, DEFAULT_CONFIG))
 
 
 def _named(raw: dict, folder: Path, path) -> dict:
@@ -283,7 +291,7 @@ def _named(raw: dict, folder: Path, path) -> dict:
     unknown = set(raw) - set(SETTING_KEYS) - _FOREIGN_KEYS
     if unknown:
         raise ConfigError(f"unknown setting(s) {', '.join(sorted(map(str, unknown)))} in {path}; "
-                          f"known: {', '.join(SETTING_KEYS)}")
+                          f"known: {', '.join(SETTING_KEYS)}, and the sections {', '.join(SECTIONS)}")
     named = {}
     try:
         if "window_s" in raw:
@@ -332,9 +340,11 @@ def size_classes_of(raw) -> tuple[SizeClass, ...]:
 
 # The pipeline settings a file may name; the defaults name them all.
 SETTING_KEYS = ("window_s", "accelerators", "size_classes")
-# Sections that other commands read from the same file (runner options, sources);
-# the pipeline settings ignore them rather than reject them.
-_FOREIGN_KEYS = {"runner", "beam", "dataflow", "streaming", "sources", "report"}
+# The sections other readers of the same file take (`beam_flags`; fleet_goodput/core/run_settings.py, whose
+# section older files call `streaming`): the pipeline settings leave them to those. Nothing else is read,
+# so any other key is refused rather than left to mean nothing.
+SECTIONS = ("beam", "runs")
+_FOREIGN_KEYS = {*SECTIONS, "streaming"}
 
 
 # A Beam pipeline option's name, as Beam's argument parser accepts it.

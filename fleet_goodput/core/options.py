@@ -79,7 +79,7 @@ OPTIONS = {option.name: option for option in (
                             "there and makes the next day's events late)", is_switch=True),
     Option("window_s", "window length in seconds, overriding the config's; must divide a day", "SECONDS", int),
     Option("config", "settings YAML overriding configs/default.yaml: window_s, accelerators, size_classes, "
-                     "and the sections beam: (pipeline options) and streaming: (event-time settings, sources); "
+                     "and the sections beam: (pipeline options) and runs: (lateness, retention, a stream's source); "
                      "an output keeps the settings of its first run, and a run whose settings would change its "
                      "figures is refused", "FILE"),
     Option("replace", "remove OUTPUT's earlier runs and start it afresh", is_switch=True),
@@ -93,7 +93,7 @@ OPTIONS = {option.name: option for option in (
     Option("stop_after_idle_s", "stop when no new file has arrived for this long (default: run until interrupted)",
            "SECONDS", float),
     Option("allowed_lateness_s", "how late an event may be and still update results "
-                                 "(default 3600, or the config's streaming.allowed_lateness_s)", "SECONDS", int),
+                                 "(default 3600, or the config's runs.allowed_lateness_s)", "SECONDS", int),
 )}
 
 # The options each entry point takes, in help order. The launcher's are the

@@ -135,7 +135,7 @@ class KeyState:
     def advance(self, as_of_us: int, frontier_us: int, max_silence_us: int = 6 * 3600 * 1_000_000) -> Advance:
         """Settle up to `frontier_us`, then report the figures as of `as_of_us`.
 
-        A job that ended `max_silence_us` (streaming.max_silence_s) before the
+        A job that ended `max_silence_us` (runs.max_silence_s) before the
         frontier without any profiler sample stops waiting for one: its state can then go.
         """
         result = Advance()

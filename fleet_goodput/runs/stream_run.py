@@ -80,7 +80,7 @@ def run_stream(input_dir: str, output: str | Store, config: SettingsFile | None 
     Each run computes with the settings the store keeps, chosen under the output's lock from the
     run it continues, with those `config` names and `allowed_lateness_s` replacing them, as `mpg run
     --config` does: a daily run that adds an accelerator to the store's catalogue meanwhile is
-    followed, not refused. `config`'s `streaming:` section also sets how often the folder is listed
+    followed, not refused. `config`'s `runs:` section also sets how often the folder is listed
     and the store's retention. One `Store` (`output`, or opened here) serves every run."""
     stop = stop or threading.Event()
     store = Store.of(output)
@@ -149,7 +149,7 @@ def translate_stream(output_dir: str, settings: Settings, run_settings: RunSetti
     """Build the Pub/Sub streaming pipeline and let DataflowRunner translate it
     with --dry_run: nothing is read, written or submitted. Returns the job."""
     if run_settings.source != "pubsub" or not is_dry_run(beam_args):
-        raise ValueError("a Dataflow dry run of the stream needs streaming.source: pubsub and --dry_run=True")
+        raise ValueError("a Dataflow dry run of the stream needs runs.source: pubsub and --dry_run=True")
     options = PipelineOptions(beam_args)
     options.view_as(StandardOptions).streaming = True
     p = beam.Pipeline(options=options)

@@ -81,7 +81,7 @@ STATE_FILES_SCHEMA = pa.schema([("sha256", pa.string()), ("path", pa.string()), 
                                 ("size", pa.int64()), ("run_id", pa.int64()), ("modified_us", pa.int64())])
 # A table with more data files than this in a run's snapshot is compacted by that run.
 COMPACT_ABOVE_FILES = 64
-# Runs that can be read and rolled back to: those within the retention (streaming.retention_hours), and
+# Runs that can be read and rolled back to: those within the retention (runs.retention_hours), and
 # at most this many, so that a stream committing every few seconds keeps its Delta logs short (Store.maintain).
 KEEP_RUNS_AT_MOST = 1000
 CHECKPOINT_EVERY = 100  # a Delta log gets a checkpoint at least this often (delta-rs' own default interval)
@@ -329,7 +329,7 @@ class Store:
         if table is None:  # delta-rs finds no table at a version whose log entries are gone
             raise StoreError(f"run {record.run_id} can no longer be read: its version {version} of "
                              f"{table_paths()[name]} is gone; a store keeps the runs committed within the retention "
-                             f"(streaming.retention_hours), at most the latest {KEEP_RUNS_AT_MOST:,}: "
+                             f"(runs.retention_hours), at most the latest {KEEP_RUNS_AT_MOST:,}: "
                              f"`mpg runs --output {shlex.quote(self.root)}` lists them")
         return table
 

@@ -50,7 +50,7 @@ def roll_back(output_dir: str, to_run: int) -> Rollback:
         problems = run_problems(store, target)
         if problems:
             raise StoreError(f"run {to_run} can no longer be restored: its files are no longer kept (a store keeps "
-                             "the runs of the retention, streaming.retention_hours, at most the latest "
+                             "the runs of the retention, runs.retention_hours, at most the latest "
                              f"{store_module.KEEP_RUNS_AT_MOST:,}):\n"
                              + "".join(f"  {problem}\n" for problem in problems))
         new_again = len(store.applied_files(latest)) - len(store.applied_files(target))

@@ -224,17 +224,26 @@ def _refuse_conflicts(store: Store, previous: RunRecord | None, kept: dict, give
 
 
 # ---- readers ------------------------------------------------------------------
-def settings_for_reading(output: str | Path, run: int | None = None, config: str | Path | None = None) -> Settings:
-    """The settings run `run` (default: the latest) of `output` was computed with.
+def settings_for_reading(output: str | Path | Store, run: int | None = None,
+                         config: str | Path | SettingsFile | None = None) -> Settings:
+    """The settings run `run` (default: the latest) of `output` (a folder, or the Store a reader opened)
+    was computed with.
 
     StoreDamaged for a damaged store. A `config` that differs from them in anything is refused (SettingsConflict),
     naming each difference; where the store keeps none (an older store, or no
     run yet) it gives them, as the defaults do without it."""
-    if is_remote(output):
+    named = output.root if isinstance(output, Store) else output
+    if is_remote(named):
         return load_settings(config)  # not read here: the views refuse a remote output
-    store = Store(output)
+    store = Store.of(output)
     latest = require_intact(store)  # a damaged store is named before a reader meets the damage
-    record = store.run(run) if run is not None else latest
+    return reader_settings(store, store.run(run) if run is not None else latest, config, named)
+
+
+def reader_settings(store: Store, record: RunRecord | None, config: str | Path | SettingsFile | None,
+                    output: str | Path) -> Settings:
+    """The settings run `record` of `store` (checked whole already; `output` as the reader named it) was
+    computed with; `config` is refused if it differs from them in anything (SettingsConflict)."""
     kept = kept_settings(store, record)
     settings, run_settings = _layered(kept, config)
     found = differences(kept, document(settings, run_settings.allowed_lateness_s))
