@@ -323,10 +323,13 @@ def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
     them); returns the other rows."""
     code, step = pl.col("type").cast(pl.String), pl.col("step")
     in_block = ((code.is_in(CODES[:2]) & step.is_not_null()) | (code.is_in(CODES[2:]) & step.is_null()))
-    blocks = frame.filter(in_block).sort("job_id")
-    if blocks.height:
-        jobs = blocks.group_by("job_id", maintain_order=True).agg(pl.len().alias("events"),
-                                                                  pl.col("event_id").str.join(" ").alias("ids"))
+    # Jobs in id order, each job's rows in file order. Grouped first and the few thousand groups
+    # sorted, not the rows: sorting a million rows by their job's string took twice as long.
+    jobs = (frame.with_row_index("row").filter(in_block)
+            .group_by("job_id").agg("row", pl.len().alias("events"), pl.col("event_id").str.join(" ").alias("ids"))
+            .sort("job_id"))
+    if jobs.height:
+        blocks = frame.select("event_time", "step", "type")[jobs["row"].explode()]
         times = blocks["event_time"].dt.epoch("us").to_numpy()
         steps = blocks["step"].fill_null(0).to_numpy()
         codes = blocks["type"].cast(pl.String).replace_strict(
