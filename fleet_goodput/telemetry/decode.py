@@ -370,8 +370,9 @@ class DecodedFile:
         batches = {key: kept for key, batch in self.batches.items()
                    if (kept := [event for event in batch if times.holds(event[0])])}
         # A file without latest times (not a scheduler file's, or none before the horizon) has none in a slice.
-        return DecodedFile(batches, self.rejected, self.read, self.latest_times and
-                           clock_sample((event[0], key) for key, batch in batches.items() for event in batch))
+        latest = (clock_sample((event[0], key) for key, batch in batches.items() for event in batch)
+                  if self.latest_times else [])
+        return DecodedFile(batches, self.rejected, self.read, latest)
 
 
 @dataclass(frozen=True)
