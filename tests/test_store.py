@@ -112,8 +112,8 @@ def _tamper(database: Path, *statements: str) -> None:
 def test_goodput_duckdb_after_a_later_run_is_the_file_built_afresh(worked, tmp_path):
     """A run keeps the registry's views of the last goodput.duckdb, bound once, and replaces those that
     name its files and settings (fleet_goodput/store/views.py): the views, their columns and every row
-    are those of a file built afresh. A file from other views (its fingerprint), or whose replaced views
-    change their columns, is built afresh."""
+    are those of a file built afresh. A file from other views (its fingerprint), whose replaced views
+    change their columns, or holding what no build makes (a table made in the DuckDB CLI), is built afresh."""
     from fleet_goodput.store.views import build_database
 
     output = tmp_path / "out"
@@ -133,7 +133,8 @@ def test_goodput_duckdb_after_a_later_run_is_the_file_built_afresh(worked, tmp_p
     build_database(output, load_settings())
     assert _database_views(output / DATABASE_FILE)["job_goodput"] == ([("stand_in", "INTEGER")], [(1,)])
     for tampering in ("comment on macro goodput_file is 'fleet-goodput views of another registry'",
-                      "create or replace view late as select 1 as a_column_no_run_gives"):
+                      "create or replace view late as select 1 as a_column_no_run_gives",
+                      "create table scratch as select 1 as made_by_hand"):
         _tamper(output / DATABASE_FILE, stand_in, tampering)
         build_database(output, load_settings())
         assert _database_views(output / DATABASE_FILE) == refreshed, tampering

@@ -26,8 +26,8 @@ third of the time to open them); `build_database` also stores them in
 first replaces only the views over its files and its settings, in a copy of
 the last file, and keeps the registry's views bound as they were, where the
 file says it was built from this registry by this DuckDB (the comment of
-`goodput_file`) and no view replaced changes its columns; else it builds the
-file afresh.
+`goodput_file`), holds nothing else, and no view replaced changes its
+columns; else it builds the file afresh.
 """
 
 from __future__ import annotations
@@ -251,7 +251,8 @@ def _refreshed_copy(connection: duckdb.DuckDBPyConnection, store: Store, setting
     changes is the files the run's views name. The registry's views of the
     copy are kept only where binding them again would give what they hold:
     the copy was built from this registry by this DuckDB (its fingerprint),
-    and every view replaced keeps its columns and their types.
+    holds what a build makes and nothing else, and every view replaced
+    keeps its columns and their types.
     """
     if not path.is_file():
         return False
@@ -263,10 +264,11 @@ def _refreshed_copy(connection: duckdb.DuckDBPyConnection, store: Store, setting
     try:
         built_from = connection.execute("select comment from duckdb_functions() where database_name = 'goodput' "
                                         "and function_name = 'goodput_file'").fetchall()
-        if built_from != [(_registry_fingerprint(),)]:
+        named = _run_views(store, settings, None, "goodput", relative=True)[1]
+        if built_from != [(_registry_fingerprint(),)] or _entries(connection) != _built_entries(named):
             raise _NotKept
         connection.execute("use goodput")
-        for name, statement in _run_views(store, settings, None, "goodput", relative=True)[1].items():
+        for name, statement in named.items():
             columns = _stored_columns(connection, name)  # as the registry's views were bound against them
             connection.execute(statement)
             if not columns or _stored_columns(connection, name) != columns:
@@ -276,6 +278,29 @@ def _refreshed_copy(connection: duckdb.DuckDBPyConnection, store: Store, setting
         connection.execute("detach goodput")
         return False
     return True
+
+
+# What a build creates besides the run's own views: the registry's views and macros, and goodput_file.
+_REGISTRY_ENTRY = re.compile(r"^create or replace (view|macro) ([\w.]+)", re.IGNORECASE | re.MULTILINE)
+
+
+def _built_entries(named: dict[str, str]) -> set[tuple[str, str]]:
+    """The (kind, name) of everything a build of goodput.duckdb creates, the run's `named` views included."""
+    registry = {(kind.lower(), name) for statement in _registry_statements()
+                for kind, name in _REGISTRY_ENTRY.findall(statement)}
+    return registry | {("view", name) for name in named} | {("macro", "goodput_file")}
+
+
+def _entries(connection: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
+    """The (kind, name) of everything `goodput` holds: a table, view or macro made by hand in the file
+    (the DuckDB CLI opens it writable) makes it other than a build's, and it is built afresh."""
+    return set(connection.execute("""
+        select 'view', view_name from duckdb_views() where database_name = 'goodput' and not internal
+        union all select 'macro', function_name from duckdb_functions() where database_name = 'goodput' and not internal
+        union all select 'table', table_name from duckdb_tables() where database_name = 'goodput'
+        union all select 'sequence', sequence_name from duckdb_sequences() where database_name = 'goodput'
+        union all select 'type', type_name from duckdb_types() where database_name = 'goodput' and not internal
+    """).fetchall())
 
 
 def _stored_columns(connection: duckdb.DuckDBPyConnection, view: str) -> list[tuple[str, str]]:
