@@ -185,8 +185,8 @@ def read_tally(staging: str) -> StagedTally:
 
 def stage_outputs(outputs: dict, staging: str) -> dict:
     """Stage every table, the saved state and the tally under `staging` for the store to commit;
-    returns each write's output, complete once that write is done."""
-    staged = {"tables": {name: outputs[name] for name in TABLES} | "StageTables" >> StageTables(TABLES, staging)}
+    returns each write's output (by table name, "state_keys" and "tally"), complete once that write is done."""
+    staged = {name: outputs[name] for name in TABLES} | "StageTables" >> StageTables(TABLES, staging)
     staged["state_keys"] = outputs["state"] | "StageState" >> StageRows(STATE_KEYS_SCHEMA, f"{staging}/state_keys")
     # The clock output always holds one element, so it carries the one write.
     staged["tally"] = outputs["clock"] | "StageTally" >> beam.Map(

@@ -87,6 +87,59 @@ def test_goodput_duckdb_reads_from_any_working_directory(worked, tmp_path):
         os.chdir(cwd)
 
 
+def _database_views(database: Path) -> dict[str, tuple]:
+    """Every view of a goodput.duckdb: its columns and types as stored, and its rows (read from its output)."""
+    cwd = os.getcwd()
+    os.chdir(database.parent)
+    try:
+        with duckdb.connect(str(database), read_only=True) as connection:
+            names = [name for (name,) in connection.execute(
+                "select view_name from duckdb_views() where not internal order by all").fetchall()]
+            return {name: (connection.execute("select column_name, data_type from duckdb_columns() "
+                                              "where table_name = $name order by column_index", {"name": name}).fetchall(),
+                           connection.execute(f"select * from {name} order by all").fetchall())
+                    for name in names}
+    finally:
+        os.chdir(cwd)
+
+
+def _tamper(database: Path, *statements: str) -> None:
+    with duckdb.connect(str(database)) as connection:
+        for statement in statements:
+            connection.execute(statement)
+
+
+def test_goodput_duckdb_after_a_later_run_is_the_file_built_afresh(worked, tmp_path):
+    """A run keeps the registry's views of the last goodput.duckdb, bound once, and replaces those that
+    name its files and settings (fleet_goodput/store/views.py): the views, their columns and every row
+    are those of a file built afresh. A file from other views (its fingerprint), whose replaced views
+    change their columns, or holding what no build makes (a table made in the DuckDB CLI), is built afresh."""
+    from fleet_goodput.store.views import build_database
+
+    output = tmp_path / "out"
+    shutil.copytree(worked / "out", output)
+    late_profile = {**worked_example.records()["profiler"][0], "event_id": "p-later", "event_time": T0 + 590_000_000}
+    write_events(tmp_path / "more" / "profiler" / "part-1.avro", "profiler", [late_profile])
+    run_batch(str(tmp_path / "more"), str(output), load_settings(), as_of_us=T0 + 600_000_000)  # the sample counts
+    refreshed = _database_views(output / DATABASE_FILE)
+    (output / DATABASE_FILE).unlink()
+    build_database(output, load_settings())
+    assert _database_views(output / DATABASE_FILE) == refreshed
+    assert refreshed != _database_views(worked / "out" / DATABASE_FILE)  # the run changed them
+
+    # A registry view the fingerprint vouches for is kept as it is: the file is not built afresh.
+    stand_in = "create or replace view job_goodput as select 1 as stand_in"
+    _tamper(output / DATABASE_FILE, stand_in)
+    build_database(output, load_settings())
+    assert _database_views(output / DATABASE_FILE)["job_goodput"] == ([("stand_in", "INTEGER")], [(1,)])
+    for tampering in ("comment on macro goodput_file is 'fleet-goodput views of another registry'",
+                      "create or replace view late as select 1 as a_column_no_run_gives",
+                      "create table scratch as select 1 as made_by_hand"):
+        _tamper(output / DATABASE_FILE, stand_in, tampering)
+        build_database(output, load_settings())
+        assert _database_views(output / DATABASE_FILE) == refreshed, tampering
+
+
 def test_every_table_exists_with_its_schema_from_the_first_run(worked):
     """The worked example rejects nothing and has nothing late: those tables exist all the same, empty."""
     import polars as pl

@@ -77,11 +77,14 @@ class _StageTableDaysFn(beam.DoFn):
 
 class StageTables(beam.PTransform):
     """{table name: rows} → staged Parquet files under `staging/<table>/`, one per table, UTC day
-    and bundle (more for a day of over `_StageTableDaysFn.FLUSH_ROWS` rows); outputs the paths.
+    and bundle (more for a day of over `_StageTableDaysFn.FLUSH_ROWS` rows); outputs {table name:
+    the paths}.
 
     Each table's rows are written where they are computed, in the same fused
     stage: no shuffle, which cost a run encoding and decoding every row as a
-    dict, and a stage of its own. A table's file order is its `sort_by`
+    dict, and a stage of its own. The paths stay one output a table: flattened,
+    they would be a stage of their own on the local runner, which materialises
+    every Flatten of several inputs. A table's file order is its `sort_by`
     (`Table.to_arrow`), whatever order the rows arrive in."""
 
     def __init__(self, tables: dict[str, Table], staging: str):
@@ -90,8 +93,8 @@ class StageTables(beam.PTransform):
         self.staging = staging
 
     def expand(self, rows_by_table: dict):
-        return [rows | f"Stage_{name}" >> beam.ParDo(_StageTableDaysFn(self.tables[name], f"{self.staging}/{name}"))
-                for name, rows in rows_by_table.items()] | "AllStaged" >> beam.Flatten()
+        return {name: rows | f"Stage_{name}" >> beam.ParDo(_StageTableDaysFn(self.tables[name], f"{self.staging}/{name}"))
+                for name, rows in rows_by_table.items()}
 
 
 class _StageRowsFn(beam.DoFn):

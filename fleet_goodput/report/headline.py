@@ -33,18 +33,36 @@ def _fmt(value) -> str:
     return "   n/a" if value is None else f"{value:6.1%}"
 
 
+_TOTALS = ("sg", "rg", "pg", "mpg", "pg_coverage", "capacity_chip_hours")
+_TOTALS_SQL = """
+    unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
+                           sum(profiled_productive_chip_s), sum(capacity_chip_s))),
+    sum(capacity_chip_s) / 3600 as capacity_chip_hours
+"""
+
+
 def fleet_totals(connection: duckdb.DuckDBPyConnection, days: Sequence[date] | None = None) -> dict:
     """Fleet MPG over the whole output (or the given days), on the capacity base (ratios of sums),
     over the windows whose capacity covers the chips held (fleet_daily's rule)."""
-    row = connection.execute("""
-        select
-            unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
-                                   sum(profiled_productive_chip_s), sum(capacity_chip_s))),
-            sum(capacity_chip_s) / 3600 as capacity_chip_hours
+    row = connection.execute(f"""
+        select {_TOTALS_SQL}
         from fleet_daily
         where $days is null or list_contains($days, day)
     """, {"days": None if days is None else list(days)}).fetchone()
-    return dict(zip(("sg", "rg", "pg", "mpg", "pg_coverage", "capacity_chip_hours"), row))
+    return dict(zip(_TOTALS, row))
+
+
+def fleet_totals_by_day(connection: duckdb.DuckDBPyConnection) -> tuple[dict, dict[date, dict]]:
+    """`fleet_totals` of the whole output, and of each of its days, in one pass over fleet_daily
+    (each query of a mart computes the views under it again)."""
+    rows = connection.execute(f"""
+        select grouping(day) = 1 as whole, day, {_TOTALS_SQL}
+        from fleet_daily
+        group by grouping sets ((), (day))
+        order by whole desc, day
+    """).fetchall()
+    whole, *days = [(day, dict(zip(_TOTALS, figures))) for _, day, *figures in rows]
+    return whole[1], dict(days)
 
 
 def days_with_runtime(connection: duckdb.DuckDBPyConnection) -> set[date]:
@@ -92,13 +110,14 @@ def coverage_lines(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunReco
                    runtime_days: set[date]) -> list[str]:
     """The whole store's figures, saying what they cover; then those of the days that the runs
     from `since_run` (default: the latest) to the latest changed."""
-    store_days = [day for (day,) in connection.execute("select distinct day from fleet_daily order by day").fetchall()]
+    whole, of_day = fleet_totals_by_day(connection)
+    store_days = list(of_day)
     latest = runs[-1] if runs else None
     accepted_runtime = (latest.manifest.get("streams", {}).get("runtime", {}).get("accepted") if latest else None)
     why = "(the input has no runtime stream)" if accepted_runtime == 0 else "covers these days"
     as_of = f", as of {format_time_us(latest.as_of_us)} (run {latest.run_id})" if latest else ""
     lines = [f"  Whole store, {_days_text(store_days)}{as_of}:",
-             f"    {_factor_line(fleet_totals(connection), bool(runtime_days), why)}"]
+             f"    {_factor_line(whole, bool(runtime_days), why)}"]
     if latest is None:
         return lines
     first = since_run or latest.run_id
@@ -115,7 +134,8 @@ def coverage_lines(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunReco
     for group in groups:
         name = str(group[0]) if len(group) == 1 else f"{group[0]} .. {group[-1]}"
         runtime = bool(runtime_days.intersection(group))
-        lines.append(f"    {name}  {_factor_line(fleet_totals(connection, group), runtime, why)}")
+        totals = of_day[group[0]] if len(group) == 1 else fleet_totals(connection, group)
+        lines.append(f"    {name}  {_factor_line(totals, runtime, why)}")
     return lines
 
 
@@ -156,15 +176,24 @@ def pg_set_aside_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
 
 def segment_table(connection: duckdb.DuckDBPyConnection, dimension: str, runtime: bool = True) -> list[str]:
     """One line per segment; without `runtime` (no runtime event in the store) RG, PG and MPG show as -."""
-    rows = connection.execute(f"""
-        select {dimension}, jobs, sg, rg, pg, mpg, pg_coverage, lifetime_chip_s / 3600
-        from goodput_by_{dimension} order by lifetime_chip_s desc
-    """).fetchall()
-    lines = [f"  {dimension:<16} {'jobs':>6} {'SG':>7} {'RG':>7} {'PG':>7} {'MPG':>7} {'PG cov':>7} {'chip-h':>10}"]
-    for name, jobs, sg, *runtime_factors, chip_hours in rows:
+    return segment_tables(connection, (dimension,), runtime)[dimension]
+
+
+def segment_tables(connection: duckdb.DuckDBPyConnection, dimensions: Sequence[str],
+                   runtime: bool = True) -> dict[str, list[str]]:
+    """`segment_table` of each dimension, from one query of goodput_by_segment (each query of a mart
+    computes the views under it again)."""
+    rows = connection.execute("""
+        select dimension, segment, jobs, sg, rg, pg, mpg, pg_coverage, lifetime_chip_s / 3600
+        from goodput_by_segment where list_contains($dimensions, dimension)
+        order by dimension, lifetime_chip_s desc
+    """, {"dimensions": list(dimensions)}).fetchall()
+    tables = {dimension: [f"  {dimension:<16} {'jobs':>6} {'SG':>7} {'RG':>7} {'PG':>7} {'MPG':>7} {'PG cov':>7} "
+                          f"{'chip-h':>10}"] for dimension in dimensions}
+    for dimension, name, jobs, sg, *runtime_factors, chip_hours in rows:
         measured = " ".join(_fmt(value) if runtime else f"{'-':>6}" for value in runtime_factors)
-        lines.append(f"  {printable(str(name)):<16} {jobs:>6} {_fmt(sg)} {measured} {chip_hours:>10,.0f}")
-    return lines
+        tables[dimension].append(f"  {printable(str(name)):<16} {jobs:>6} {_fmt(sg)} {measured} {chip_hours:>10,.0f}")
+    return tables
 
 
 def badput_lines(connection: duckdb.DuckDBPyConnection, top: int = 6) -> list[str]:
@@ -182,6 +211,7 @@ def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = ()
     calls this run's (default: the last run)."""
     runtime_days = days_with_runtime(connection)
     unmeasured = "" if runtime_days else f"; {NO_RUNTIME}"
+    segments = segment_tables(connection, ("accelerator", "workload"), bool(runtime_days))
     lines = [
         "Fleet ML Productivity Goodput (capacity base, ratios of sums)",
         *coverage_lines(connection, runs, since_run, runtime_days),
@@ -189,10 +219,10 @@ def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = ()
         *pg_set_aside_lines(connection),
         "",
         f"By accelerator (demand base: requested chips x job lifetime{unmeasured})",
-        *segment_table(connection, "accelerator", bool(runtime_days)),
+        *segments["accelerator"],
         "",
         f"By workload (demand base{unmeasured})",
-        *segment_table(connection, "workload", bool(runtime_days)),
+        *segments["workload"],
         "",
         "Top badput (chip-hours)" + ("" if runtime_days else ": with no runtime event, all-allocated time is idle"),
         *badput_lines(connection),

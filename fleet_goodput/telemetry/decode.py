@@ -27,7 +27,7 @@ from typing import BinaryIO
 import fastavro
 
 from fleet_goodput import schemas
-from fleet_goodput.core.asof import latest_times
+from fleet_goodput.core.asof import CLOCK_STREAM, latest_times
 from fleet_goodput.core.config import PRECISIONS
 from fleet_goodput.core.events import PROFILE, Event, make_event
 from fleet_goodput.core.keys import capacity_key
@@ -356,7 +356,9 @@ def _describe(writer_schema) -> str:
 @dataclass
 class DecodedFile:
     """One file's events grouped by key (slim tuples), its rejected rows, how
-    many records it held, and the latest times of its events (fleet_goodput/core/asof.py)."""
+    many records it held, and, of a scheduler file, the latest times of its
+    events (fleet_goodput/core/asof.py; runtime and profiler events never move
+    the clock, so their files' are not gathered)."""
 
     batches: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
     rejected: list[dict] = field(default_factory=list)
@@ -367,8 +369,10 @@ class DecodedFile:
         """The same file with only the events `times` holds, and the latest times of those."""
         batches = {key: kept for key, batch in self.batches.items()
                    if (kept := [event for event in batch if times.holds(event[0])])}
-        return DecodedFile(batches, self.rejected, self.read,
-                           clock_sample((event[0], key) for key, batch in batches.items() for event in batch))
+        # A file without latest times (not a scheduler file's, or none before the horizon) has none in a slice.
+        latest = (clock_sample((event[0], key) for key, batch in batches.items() for event in batch)
+                  if self.latest_times else [])
+        return DecodedFile(batches, self.rejected, self.read, latest)
 
 
 @dataclass(frozen=True)
@@ -407,5 +411,6 @@ def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> Dec
         else:
             decoded.read += value["records"]
             decoded.rejected.append(value)
-    decoded.latest_times = clock_sample((event[0], key) for key, batch in decoded.batches.items() for event in batch)
+    if stream == CLOCK_STREAM:
+        decoded.latest_times = clock_sample((event[0], key) for key, batch in decoded.batches.items() for event in batch)
     return decoded
