@@ -131,7 +131,9 @@ def test_a_reader_opens_its_store_once_and_checks_it_whole_once(read, worked_exa
         assert "(1 row)" in capsys.readouterr().out
     elif read in ("mpg validate", "mpg report"):  # every suite, and the report after them, read the run checked
         assert main([read.split()[1], "--output", output]) == 0
-        assert "Data quality for 2026-01-01: PASSED" in capsys.readouterr().out
+        printed = capsys.readouterr().out
+        assert "Data quality for 2026-01-01: PASSED" in printed
+        assert ("Report: " in printed) == (read == "mpg report")
     else:
         config = {"fg.open": None, "fg.open with the settings file": CONFIG_DIR / "default.yaml"}[read]
         with api.open(output, config=config) as connection:
