@@ -21,7 +21,7 @@ from fleet_goodput.importers import kubernetes
 from fleet_goodput.importers.common import write_import
 from fleet_goodput.quality.period import Period
 from fleet_goodput.store.views import connect
-from test_importers_common import FIXTURES, SETTINGS, by_job, options, run_and_read, tree_bytes
+from test_importers_common import FIXTURES, by_job, options, run_and_read, tree_bytes
 
 ROOT = Path(__file__).parent.parent
 K8S = FIXTURES / "kubernetes"
@@ -262,9 +262,10 @@ def test_goodput_per_queue_and_cluster_queue_through_the_pipeline(tmp_path, impo
 
     # The published report of the day: validated as the daily routine does, with its queue sections.
     # (Imported here: the module imports Great Expectations, 3 s that collecting this file would cost every worker.)
+    from fleet_goodput.quality.checked_run import check_run
     from fleet_goodput.report.publish import validate_and_publish
 
-    quality, page = validate_and_publish(tmp_path / "out", Period(date(2026, 3, 2), date(2026, 3, 2)), SETTINGS)
+    quality, page = validate_and_publish(check_run(tmp_path / "out"), Period(date(2026, 3, 2), date(2026, 3, 2)))
     assert quality.passed, [c for c in quality.checks if not c.passed]
     by_cluster_queue = {row["cluster_queue"]: float(row["sg"]) for row in csv.DictReader(
         (page.parent / "by_cluster_queue.csv").open(encoding="utf-8"))}

@@ -5,8 +5,8 @@ parser, the launcher's `typed_values`, the API's `run`), or the command stops
 there naming the flag; the run below never sees its text. The command's own
 options are not handed to Beam, a run opens its output store once, and it
 reads its settings file (and the catalogue the file names) once. The bundled
-defaults are read once a process, and a reader (`fg.open`, `mpg sql`) opens
-its store once and checks it whole once.
+defaults are read once a process, and a reader (`fg.open`, `mpg sql`,
+`mpg validate`, `mpg report`) opens its store once and checks it whole once.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def test_a_run_opens_its_output_store_once(tmp_path, monkeypatch, capsys):
     assert opened == [str(tmp_path / "out")]
 
 
-@pytest.mark.parametrize("read", ["fg.open", "fg.open with the settings file", "mpg sql"])
+@pytest.mark.parametrize("read", ["fg.open", "fg.open with the settings file", "mpg sql", "mpg validate",
+                                  "mpg report"])
 def test_a_reader_opens_its_store_once_and_checks_it_whole_once(read, worked_example_run, tmp_path, monkeypatch,
                                                                 capsys):
     output = str(tmp_path / "out")
@@ -128,6 +129,11 @@ def test_a_reader_opens_its_store_once_and_checks_it_whole_once(read, worked_exa
     if read == "mpg sql":
         assert main(["sql", "--output", output, "select count(*) from jobs"]) == 0
         assert "(1 row)" in capsys.readouterr().out
+    elif read in ("mpg validate", "mpg report"):  # every suite, and the report after them, read the run checked
+        assert main([read.split()[1], "--output", output]) == 0
+        printed = capsys.readouterr().out
+        assert "Data quality for 2026-01-01: PASSED" in printed
+        assert ("Report: " in printed) == (read == "mpg report")
     else:
         config = {"fg.open": None, "fg.open with the settings file": CONFIG_DIR / "default.yaml"}[read]
         with api.open(output, config=config) as connection:

@@ -10,9 +10,9 @@ from fleet_goodput import exits
 from fleet_goodput.commands.validate import add_quality_arguments, print_quality
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.core.config import ConfigError
+from fleet_goodput.quality.checked_run import check_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
-from fleet_goodput.store.stored_settings import settings_for_reading
 
 DESCRIPTION = """\
 Validate an output folder for a period (the checks of `mpg validate`), then
@@ -55,12 +55,12 @@ def register(subparsers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        settings = settings_for_reading(args.output, config=args.config)
-        period = period_from_args(args, args.output)
+        run = check_run(args.output, config=args.config)  # one Store, checked whole once: validated and published
+        period = period_from_args(args, run)
         progress(f"Validating {Path(args.output)} for {period.name}, then publishing its report ...")
         from fleet_goodput.report.publish import validate_and_publish  # imports GX, which takes a few seconds
 
-        quality, path = validate_and_publish(args.output, period, settings, args.require_complete)
+        quality, path = validate_and_publish(run, period, args.require_complete)
     except StoreDamaged as exc:
         print(f"mpg report: {exc}", file=sys.stderr)
         return exits.DAMAGED

@@ -9,9 +9,9 @@ from pathlib import Path
 from fleet_goodput import console, exits
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.core.config import ConfigError
+from fleet_goodput.quality.checked_run import check_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, add_period_arguments, period_from_args, period_lock
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
-from fleet_goodput.store.stored_settings import settings_for_reading
 
 DESCRIPTION = """\
 Check an output folder of `mpg run` with Great Expectations before anyone reads it.
@@ -62,13 +62,13 @@ def register(subparsers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        settings = settings_for_reading(args.output, config=args.config)
-        period = period_from_args(args, args.output)
+        run = check_run(args.output, config=args.config)  # one Store, checked whole once: what every suite reads
+        period = period_from_args(args, run)
         with period_lock(args.output, period):
             progress(f"Validating {Path(args.output)} for {period.name} ...")
             from fleet_goodput.quality.run import validate_output  # imports GX, which takes a few seconds
 
-            result = validate_output(args.output, period, settings, args.require_complete)
+            result = validate_output(run, period, args.require_complete)
     except StoreDamaged as exc:
         print(f"mpg validate: {exc}", file=sys.stderr)
         return exits.DAMAGED

@@ -4,8 +4,9 @@
 
 suites.py holds the expectations (one suite per table, the manifest and the
 views, each with its severity and the reason for its threshold), batches.py
-the frames they run on, run.py the GX project, Data Docs and summary, and
-period.py the period and its lock.
+the frames they run on, run.py the GX project, Data Docs and summary,
+period.py the period and its lock, and checked_run.py the one run they read,
+from one Store checked whole once.
 """
 
 import os

@@ -12,27 +12,21 @@ reads in SQL here and its threshold and reason in suites.py.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import duckdb
 import pandas as pd
 
-from fleet_goodput.core.config import Settings
 from fleet_goodput.core.timeline import ALL_ALLOCATED
+from fleet_goodput.quality.checked_run import CheckedRun
 from fleet_goodput.quality.period import Period
-from fleet_goodput.store.delta_store import Store
-from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.views import create_views
 
 
-def open_views(output_dir: str | Path, settings: Settings, run_id: int | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with every view (a killed run's tables undone first, as `connect` does)."""
-    store = Store(output_dir)
-    require_intact(store)
-    store.undo_killed_run_if_idle()
+def open_views(run: CheckedRun) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with every view of the checked run (its store checked whole, and a
+    killed run's tables undone, where it was opened: checked_run.py)."""
     connection = duckdb.connect()
     connection.execute("set timezone = 'UTC'")
-    create_views(connection, output_dir, settings, run_id=run_id, defer_binding=True)
+    create_views(connection, run.store, run.settings, run_id=run.committed().run_id, defer_binding=True)
     return connection
 
 

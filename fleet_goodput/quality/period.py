@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-from fleet_goodput.store.delta_store import Store
+from fleet_goodput.quality.checked_run import CheckedRun
 
 
 class PeriodError(ValueError):
@@ -73,7 +73,7 @@ def add_period_arguments(parser) -> None:
     parser.add_argument("--to", dest="to_date", metavar="D", help="last UTC day of a range, inclusive (with --from)")
 
 
-def period_from_args(args, output_dir: str | Path) -> Period:
+def period_from_args(args, run: CheckedRun) -> Period:
     """--date D, or --from D --to D; with neither, every day from the first partition to the as-of day."""
     if args.date and (args.from_date or args.to_date):
         raise PeriodError("give either --date or --from/--to, not both")
@@ -84,20 +84,19 @@ def period_from_args(args, output_dir: str | Path) -> Period:
         if not (args.from_date and args.to_date):
             raise PeriodError("--from and --to go together")
         return Period(_parse_day(args.from_date), _parse_day(args.to_date))
-    return whole_output_period(output_dir)
+    return whole_output_period(run)
 
 
-def whole_output_period(output_dir: str | Path) -> Period:
-    """The days the latest committed run's job_window covers, up to its as-of time."""
-    store = Store(output_dir)
-    latest = store.latest()
+def whole_output_period(run: CheckedRun) -> Period:
+    """The days the checked run's job_window covers, up to its as-of time."""
+    latest = run.record
     if latest is None:
-        raise PeriodError(f"no committed run in {output_dir}: "
-                          f"run `mpg run --output {shlex.quote(str(output_dir))}` first")
-    days = sorted({part.removeprefix("date=") for name in store.files("job_window", latest)
+        raise PeriodError(f"no committed run in {run.output}: "
+                          f"run `mpg run --output {shlex.quote(str(run.output))}` first")
+    days = sorted({part.removeprefix("date=") for name in run.store.files("job_window", latest)
                    for part in name.split("/") if part.startswith("date=")})
     if not days:
-        raise PeriodError(f"no job_window rows in {output_dir}: nothing to validate")
+        raise PeriodError(f"no job_window rows in {run.output}: nothing to validate")
     as_of_us = latest.as_of_us
     # An as-of time at midnight ends the day before it: the new day has no data yet.
     last = datetime.fromtimestamp((as_of_us - 1) / 1e6, tz=timezone.utc).date() if as_of_us else _parse_day(days[-1])

@@ -27,16 +27,14 @@ import great_expectations as gx
 from great_expectations.core.run_identifier import RunIdentifier
 from great_expectations.data_context.types.base import ProgressBarsConfig
 
-from fleet_goodput.core.config import Settings
 from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.quality import batches
+from fleet_goodput.quality.checked_run import CheckedRun
 from fleet_goodput.quality.docs import write_index
 from fleet_goodput.quality.gx_views import DATA_DOCS_SITE
 from fleet_goodput.quality.period import Period
 from fleet_goodput.quality.suites import CRITICAL, SuiteInputs, build_suites
 from fleet_goodput.safe_text import json_text
-from fleet_goodput.store.delta_store import Store
-from fleet_goodput.store.stored_settings import settings_of
 
 QUALITY_DIR = "quality"
 SUMMARY_FILE = "summary.json"
@@ -99,18 +97,14 @@ def quality_dir(output_dir: str | Path, period: Period) -> Path:
     return Path(output_dir) / QUALITY_DIR / period.name
 
 
-def validate_output(output_dir: str | Path, period: Period, settings: Settings,
-                    require_complete: bool = False, run_id: int | None = None) -> QualityResult:
-    """Run every suite on OUTPUT's run `run_id` (default: the latest) for the period;
-    write GX results, Data Docs and summary.json. The run is checked against the
-    settings the store keeps for it; `settings` serve where it keeps none."""
-    store = Store(output_dir)
-    record = store.run(run_id)
-    settings = settings_of(store, record, settings)
-    manifest, run_id, window_s = record.manifest, record.run_id, settings.window_s
+def validate_output(run: CheckedRun, period: Period, require_complete: bool = False) -> QualityResult:
+    """Run every suite on the checked run for the period (StoreError if the store held none); write GX
+    results, Data Docs and summary.json."""
+    record, settings = run.committed(), run.settings
+    manifest, window_s = record.manifest, settings.window_s
     inputs = SuiteInputs(period=period, as_of_s=(manifest.get("as_of_us") or 0) / 1e6, window_s=window_s,
                          accelerators=tuple(sorted(settings.accelerators)), require_complete=require_complete)
-    with batches.open_views(output_dir, settings, run_id) as connection:
+    with batches.open_views(run) as connection:
         frames = {
             "job_window": batches.job_window_frame(connection, period, window_s),
             "jobs": batches.jobs_frame(connection, period),
@@ -120,7 +114,7 @@ def validate_output(output_dir: str | Path, period: Period, settings: Settings,
             "manifest": batches.manifest_frame(connection, manifest),
             "views": batches.views_frame(connection, period),
         }
-    root = quality_dir(output_dir, period)
+    root = quality_dir(run.output, period)
     shutil.rmtree(root, ignore_errors=True)
     (root / BATCHES_DIR).mkdir(parents=True)
     for name, frame in frames.items():

@@ -16,8 +16,8 @@ import os
 import shutil
 from pathlib import Path
 
-from fleet_goodput.core.config import Settings
 from fleet_goodput.quality.batches import open_views
+from fleet_goodput.quality.checked_run import CheckedRun
 from fleet_goodput.quality.period import Period, period_lock
 from fleet_goodput.quality.run import SUMMARY_FILE, QualityResult, quality_dir, validate_output
 from fleet_goodput.report import figures as report_figures
@@ -25,8 +25,6 @@ from fleet_goodput.report.figures import job_detail, previous_period
 from fleet_goodput.report.render import job_page_name, render_job, render_report, render_specification
 from fleet_goodput.report.specification import SPECIFICATION_PAGE
 from fleet_goodput.report.spreadsheet import write_csv
-from fleet_goodput.store.delta_store import Store
-from fleet_goodput.store.stored_settings import settings_of
 
 REPORTS_DIR = "reports"
 REPORT_FILE = "index.html"
@@ -36,34 +34,30 @@ def report_dir(output_dir: str | Path, period: Period) -> Path:
     return Path(output_dir) / REPORTS_DIR / period.name
 
 
-def validate_and_publish(output_dir: str | Path, period: Period, settings: Settings,
+def validate_and_publish(run: CheckedRun, period: Period,
                          require_complete: bool = False) -> tuple[QualityResult, Path | None]:
-    """Under the period's lock: validate, and publish only if no critical check failed (else the path is None)."""
-    with period_lock(output_dir, period):
-        run_id = Store(output_dir).run().run_id  # validate and publish the same run
-        quality = validate_output(output_dir, period, settings, require_complete, run_id)
-        return quality, (publish_report(output_dir, period, settings, quality, run_id) if quality.passed else None)
+    """Under the period's lock: validate the checked run, and publish it only if no critical check failed
+    (else the path is None)."""
+    with period_lock(run.output, period):
+        quality = validate_output(run, period, require_complete)
+        return quality, (publish_report(run, period, quality) if quality.passed else None)
 
 
-def publish_report(output_dir: str | Path, period: Period, settings: Settings, quality: QualityResult,
-                   run_id: int | None = None) -> Path:
-    """Compute the figures of run `run_id` (default: the latest), write the page and CSVs to a
-    temporary folder, swap it in; returns the page. The figures use the settings the store
-    keeps for the run; `settings` serve where it keeps none."""
+def publish_report(run: CheckedRun, period: Period, quality: QualityResult) -> Path:
+    """Compute the checked run's figures, write the page and CSVs to a temporary folder, swap it in;
+    returns the page."""
     if not quality.passed:
         raise ValueError("refusing to publish a report whose data failed validation")
-    store = Store(output_dir)
-    record = store.run(run_id)
-    settings = settings_of(store, record, settings)
+    record, settings = run.committed(), run.settings
     manifest, run_id = record.manifest, record.run_id
-    final = report_dir(output_dir, period)
+    final = report_dir(run.output, period)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = final.parent / f".{period.name}.tmp-{os.getpid()}"
     for stopped in final.parent.glob(f".{period.name}.tmp-*"):  # left by a report stopped (a full disk, Ctrl-C)
         shutil.rmtree(stopped, ignore_errors=True)
     (staging / "jobs").mkdir(parents=True)
     # The report is made from one committed run, named on the page, so it can be made again.
-    with open_views(output_dir, settings, run_id=run_id) as connection:
+    with open_views(run) as connection:
         figures = report_figures.collect(connection, period)
         for job in figures["top_jobs"]:
             page = render_job(job_detail(connection, period, job["job_id"]), period_name=period.name,
@@ -73,12 +67,12 @@ def publish_report(output_dir: str | Path, period: Period, settings: Settings, q
     for name, rows in figures.items():
         write_csv(staging / f"{name}.csv", rows)
         csv_files.append(f"{name}.csv")
-    summary_path = quality_dir(output_dir, period) / SUMMARY_FILE
+    summary_path = quality_dir(run.output, period) / SUMMARY_FILE
     shutil.copy(summary_path, staging / "quality.json")
     page = render_report(figures, period_name=period.name, previous_name=previous_period(period).name,
                          days=period.days, as_of=manifest.get("as_of") or "unknown", run_id=run_id,
                          complete=(manifest.get("as_of_us") or 0) >= period.end_s * 1_000_000,
-                         output=str(output_dir), quality=json.loads(summary_path.read_text()),
+                         output=str(run.output), quality=json.loads(summary_path.read_text()),
                          quality_link=os.path.relpath(quality.docs_index, final), csv_files=csv_files)
     (staging / REPORT_FILE).write_text(page, encoding="utf-8")
     (staging / SPECIFICATION_PAGE).write_text(render_specification(period_name=period.name), encoding="utf-8")
