@@ -310,13 +310,8 @@ def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
     in_block = ((code.is_in(CODES[:2]) & step.is_not_null()) | (code.is_in(CODES[2:]) & step.is_null()))
     # Jobs in id order, each job's rows in file order. Grouped first and the few thousand groups
     # sorted, not the rows: sorting a million rows by their job's string took twice as long.
-    # A job's ids that all begin with its job id (the usual) travel as that prefix and their suffixes.
-    prefixed = pl.col("event_id").str.starts_with(pl.col("job_id")).all().over("job_id")
-    suffix = pl.col("event_id").str.slice(pl.col("job_id").str.len_chars())
     jobs = (frame.with_row_index("row").filter(in_block)
-            .with_columns(prefixed.alias("prefixed"))
-            .group_by("job_id").agg("row", pl.len().alias("events"), pl.col("prefixed").first(),
-                                    pl.when("prefixed").then(suffix).otherwise("event_id").str.join(" ").alias("ids"))
+            .group_by("job_id").agg("row", pl.len().alias("events"), pl.col("event_id").str.join(" ").alias("ids"))
             .sort("job_id"))
     if jobs.height:
         blocks = frame.select("event_time", "step", "type")[jobs["row"].explode()]
@@ -324,9 +319,9 @@ def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
         steps = blocks["step"].fill_null(0).to_numpy()
         codes = blocks["type"].cast(pl.String).replace_strict(
             {name: number for number, name in enumerate(CODES)}, return_dtype=pl.Int8).to_numpy()
-        prefixes = jobs.select(pl.when("prefixed").then("job_id").otherwise(pl.lit(""))).to_series().to_list()
-        made = make_blocks(times, steps, codes, jobs["ids"].to_list(), jobs["events"].to_list(), prefixes)
-        for job_id, block in zip(jobs["job_id"].to_list(), made):
+        job_ids = jobs["job_id"].to_list()
+        made = make_blocks(times, steps, codes, jobs["ids"].to_list(), jobs["events"].to_list(), job_ids)
+        for job_id, block in zip(job_ids, made):
             batches[job_id].append(block)
     return frame.filter(~in_block)
 
