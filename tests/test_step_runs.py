@@ -11,9 +11,11 @@ from __future__ import annotations
 import io
 from collections import defaultdict
 
+import fastavro
 import numpy as np
 import pytest
 
+from fleet_goodput import schemas
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.config import load_settings, peak_table
 from fleet_goodput.core.events import Event, pack, unpack
@@ -217,36 +219,23 @@ def test_the_simulated_fleet_decoded_in_step_blocks_is_the_same_events_far_fewer
     assert items * 3 < events  # the fleet's files shuffle each job's events: runs are found across them
 
 
-@pytest.mark.parametrize("ids, job_id, prefix", [
-    ("job-7-r10 job-7-r11 job-7-r9", "job-7", "job-7-r"),  # the first id's without its number
-    ("job-7-r10 job-7-s11", "job-7", "job-7"),  # then the job id
-    ("job-7 job-7-r1", "job-7", "job-"),  # the first id without its number begins every one
-    ("job-7-r1 job-7-r1", "job-7", "job-7-r"),  # a repeated id stays repeated
-    ("job-7-r1 x-job-7-r2", "job-7", ""),  # an id not beginning with it: no prefix
-    ("a-r1 ba-r1", "a", ""),  # " a" is nowhere in the ids, "a" only inside one
-    ("a1 b a1", "a", ""),  # the prefix found as often as there are ids, but not at each
-    ("123 124", "j", ""),  # all digits: only the job id is tried
-    ("job-7-r5", "job-7", "job-7-r"),
-])
-def test_a_block_s_ids_cross_as_a_prefix_and_rests_and_come_back_exactly(ids, job_id, prefix):
-    shared, rests = step_runs.shared_prefix(ids, job_id)
-    assert shared == prefix
-    assert rests == " ".join(event_id[len(shared):] for event_id in ids.split(" "))
-    assert step_runs.whole_ids(shared, rests) == ids
-    block = step_runs.make_block(np.arange(len(ids.split(" "))), np.zeros(len(ids.split(" ")), dtype=np.int64),
-                                 step_runs.code_numbers(["DATA_WAIT_START"] * len(ids.split(" "))), ids, job_id)
-    assert [event.event_id for event in step_runs.collapse(unpack(pack([block])))] == ids.split(" ")
-
-
-def test_simulated_step_blocks_carry_each_id_s_job_id_once(simulated):
-    for path in sorted((simulated / "runtime").glob("*.avro")):
-        decoded = decode_file_fast("runtime", str(path), io.BytesIO(path.read_bytes()), None, step_blocks=True)
-        blocks = [event for batch in decoded.batches.values() for event in batch if event[3] == step_runs.STEP_BLOCK]
-        assert blocks
-        for block in blocks:
-            prefix, rests = block[4][3]
-            assert prefix.startswith(block[2].split("-r")[0]) and prefix.endswith("-r")
-            assert rests.replace(" ", "").isdigit()
+def test_a_step_block_s_ids_cross_without_their_job_id_and_come_back_whole():
+    """Where every id of a job's block begins with its job id, the block carries the rest of each;
+    else (one id not so) each whole. Either way the key step gets every id back exactly."""
+    ids = {"job-1": ["job-1-r0", "job-1-r1", "job-1", "job-1-r3"],  # one id is the job id itself
+           "job-2": ["job-2-r0", "x-job-2-r1", "job-2-r2", "job-2-r3"]}
+    records = [{"event_id": event_id, "event_time": T0 + n * 1_000_000, "job_id": job_id,
+                "type": ("STEP_START", "STEP_END")[n % 2], "step": n, "attempt": None}
+               for job_id, job_ids in ids.items() for n, event_id in enumerate(job_ids)]
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, schemas.load("runtime"), records)
+    decoded = decode_file_fast("runtime", "file.avro", io.BytesIO(buffer.getvalue()), None, step_blocks=True)
+    blocks = {job_id: event[4][3] for job_id, batch in decoded.batches.items() for event in batch
+              if event[3] == step_runs.STEP_BLOCK}
+    assert blocks == {"job-1": ("job-1", "-r0 -r1  -r3"), "job-2": ("", " ".join(ids["job-2"]))}
+    for job_id, batch in decoded.batches.items():
+        collapsed = step_runs.collapse(unpack(pack(batch)))
+        assert sorted(event.event_id for event in step_runs.originals(collapsed)) == sorted(ids[job_id])
 
 
 def test_simulated_jobs_give_the_same_figures_fed_as_runs(simulated):

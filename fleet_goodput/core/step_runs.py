@@ -66,44 +66,34 @@ def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids) -> tu
             (times.tobytes(), steps.tobytes(), codes.tobytes(), tuple(ids)))
 
 
-def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str, job_id: str = "") -> tuple:
+def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str, prefix: str = "") -> tuple:
     """The STEP_BLOCK of events at `times` with `steps` (0 for a data wait), `codes` (numbers
-    of CODES) and the ids `ids` (space-separated) of job `job_id`'s events."""
-    return make_blocks(times, steps, codes, [ids], [len(times)], [job_id])[0]
+    of CODES) and the ids `ids` (space-separated), each after `prefix`."""
+    return make_blocks(times, steps, codes, [ids], [len(times)], [prefix])[0]
 
 
 def make_blocks(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str], counts: list[int],
-                job_ids: list[str]) -> list:
+                prefixes: list[str]) -> list:
     """The STEP_BLOCKs of consecutive stretches of the events (as `make_block`'s): block i holds the
-    next `counts[i]` events, whose ids are `ids[i]`, of job `job_ids[i]`. The columns are made bytes
-    once, each block a slice of them: a file holds thousands of blocks."""
+    next `counts[i]` events, whose ids are `prefixes[i]` before each of `ids[i]`. The columns are
+    made bytes once, each block a slice of them: a file holds thousands of blocks.
+
+    A block keeps its ids as (prefix, rests): a job's event ids repeat its job id (the
+    simulator's, most recorders'), and said once a block, what crosses Beam's shuffle to the key
+    step is a quarter smaller (`collapse` makes them whole)."""
     times, steps = times.astype(np.int64, copy=False), steps.astype(np.int64, copy=False)
     ends = np.cumsum(counts)
     firsts = ends - counts
     latest = np.maximum.reduceat(times, firsts).tolist() if len(times) else []  # for `events.pack`
     times, steps, codes = times.tobytes(), steps.tobytes(), codes.astype(np.int8, copy=False).tobytes()
-    return [(latest_us, 0, block_ids.partition(" ")[0], STEP_BLOCK,
-             (times[8 * first:8 * end], steps[8 * first:8 * end], codes[first:end], shared_prefix(block_ids, job_id)))
-            for latest_us, first, end, block_ids, job_id in zip(latest, firsts.tolist(), ends.tolist(), ids, job_ids)]
-
-
-def shared_prefix(ids: str, job_id: str) -> tuple[str, str]:
-    """Space-separated `ids` as (a prefix every one of them begins with, each one's rest): a job's
-    event ids repeat its job id, often with a running number after a fixed part ("job-7-r12"),
-    and said once, what a block carries across Beam's shuffle to the key step is smaller by a
-    third (`whole_ids` makes them whole again). The prefix tried first is the first id's without
-    its last digits, then the job id; else none ("")."""
-    count = ids.count(" ")
-    for prefix in (ids.partition(" ")[0].rstrip("0123456789"), job_id):
-        # Ids hold no space, so each " " + prefix found begins an id: all of them do where as
-        # many are found as there are ids after the first.
-        if prefix and ids.startswith(prefix) and ids.count(" " + prefix) == count:
-            return prefix, ids[len(prefix):].replace(" " + prefix, " ")
-    return "", ids
+    return [(latest_us, 0, prefix + rests.partition(" ")[0], STEP_BLOCK,
+             (times[8 * first:8 * end], steps[8 * first:8 * end], codes[first:end], (prefix, rests)))
+            for latest_us, first, end, rests, prefix in zip(latest, firsts.tolist(), ends.tolist(), ids, prefixes)]
 
 
 def whole_ids(prefix: str, rests: str) -> str:
-    """The space-separated ids `shared_prefix` gave as (`prefix`, `rests`)."""
+    """A block's ids, space-separated, from its (`prefix`, `rests`): ids hold no space, so each
+    space begins an id, and one replace (in C) makes them whole."""
     return prefix + rests.replace(" ", " " + prefix) if prefix else rests
 
 
