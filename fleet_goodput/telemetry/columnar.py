@@ -308,10 +308,10 @@ def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
     them); returns the other rows."""
     code, step = pl.col("type").cast(pl.String), pl.col("step")
     in_block = ((code.is_in(CODES[:2]) & step.is_not_null()) | (code.is_in(CODES[2:]) & step.is_null()))
-    # Jobs in id order, each job's rows in file order. Grouped first and the few thousand groups
-    # sorted, not the rows: sorting a million rows by their job's string took twice as long.
     # A job's ids travel without its job id where every one begins with it (step_runs.make_blocks).
     job_id, event_id = pl.col("job_id"), pl.col("event_id")
+    # Jobs in id order, each job's rows in file order. Grouped first and the few thousand groups
+    # sorted, not the rows: sorting a million rows by their job's string took twice as long.
     jobs = (frame.with_row_index("row").filter(in_block)
             .group_by("job_id").agg("row", pl.len().alias("events"),
                                     event_id.str.starts_with(job_id).all().alias("prefixed"),
