@@ -90,7 +90,7 @@ def main() -> int:
 
     def advance():
         for key, packed in grouped.items():
-            for _ in key_step.process((key, {"events": packed, "state": []}), clock):
+            for _ in key_step.process((key, packed), clock):
                 pass
 
     started = time.process_time()

@@ -13,7 +13,6 @@ import json
 from dataclasses import dataclass
 
 import apache_beam as beam
-import pyarrow.parquet as pq
 
 from fleet_goodput.core.config import Settings, peak_table
 from fleet_goodput.core.run_settings import RunSettings
@@ -59,22 +58,20 @@ def all_of(decoded: dict, tag: str, label: str):
 
 
 def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us: int | None = None, *,
-                  run_settings: RunSettings | None = None, continuation: Continuation = Continuation(),
-                  saved_state=None) -> dict:
+                  run_settings: RunSettings | None = None, continuation: Continuation = Continuation()) -> dict:
     """Decoded streams (+ saved state) → {job_window, jobs, capacity_level, rejected,
     rejected_pending, late, counts, pending_counts, state, as_of, clock} PCollections.
 
     `decoded` maps each stream name to the tagged outputs of `ReadAvroFiles`
-    or `DecodeRecords`; `saved_state` holds (key, state blob) pairs from the
-    store's last run. Every key advances once, to `as_of_us`, which ends the
+    or `DecodeRecords`; the events output of `ReadAvroFiles` also holds the
+    keys the store's last run saved, each with its state. Every key advances
+    once, to `as_of_us`, which ends the
     lifetime of whatever is still running; by default it is how far the
     scheduler's clock has reached (fleet_goodput/core/asof.py). The streaming
     pipeline (pipelines/streaming.py) is this one with keys advanced at each
     window end instead: both end in `goodput_tables`.
     """
-    if saved_state is None:
-        saved_state = p | "NoSavedState" >> beam.Create([])
-    inputs = {"events": all_of(decoded, EVENTS, "AllEvents"), "state": saved_state,
+    inputs = {"events": all_of(decoded, EVENTS, "AllEvents"),
               "latest_times": all_of(decoded, LATEST_TIMES, "AllLatestTimes")}
     sessions = inputs | "SessionizeKeys" >> SessionizeKeys(
         key_rules(settings, run_settings or RunSettings()), continuation, as_of_us)
@@ -131,30 +128,14 @@ def peak_flops(settings: Settings) -> dict[str, float]:
     return peak_table(settings.accelerators)
 
 
-def read_sources(p: beam.Pipeline, files: dict[str, list[str]], settings: Settings,
+def read_sources(p: beam.Pipeline, files: dict[str, list[str]], state_files: list[str], settings: Settings,
                  during: TimeSlice | None = None, slices: list[str] | None = None) -> dict:
     """The run's new Avro files of every stream, decoded and validated (only the events `during` holds);
-    or, given `slices`, a backfill chunk's share of them, decoded before (transforms/slices.py)."""
+    or, given `slices`, a backfill chunk's share of them, decoded before (transforms/slices.py); with
+    the saved state of `state_files` among the events."""
     if slices is not None:
-        return {"files": p | "ReadDecodedSlices" >> ReadDecodedSlices(slices)}
-    return {"files": p | "ReadTelemetry" >> ReadAvroFiles(files, settings.accelerators, during)}
-
-
-def read_saved_state(p: beam.Pipeline, state_files: list[str]):
-    """(key, blob) pairs of the keys the store's last run left open."""
-    if not state_files:
-        return p | "NoSavedState" >> beam.Create([])
-    return (p
-            | "ListStateFiles" >> beam.Create(state_files)
-            | "ReadState" >> beam.FlatMap(_saved_state_of_file))
-
-
-def _saved_state_of_file(path: str):
-    # A whole file at a time: state files are small (a few MB for hundreds of open
-    # jobs), and Beam's ranged Parquet read would add six steps to every run.
-    with beam.io.filesystems.FileSystems.open(path, compression_type="uncompressed") as handle:
-        table = pq.read_table(handle, columns=["key", "blob"])
-    yield from zip(table.column("key").to_pylist(), table.column("blob").to_pylist())
+        return {"files": p | "ReadDecodedSlices" >> ReadDecodedSlices(slices, state_files)}
+    return {"files": p | "ReadTelemetry" >> ReadAvroFiles(files, settings.accelerators, during, state_files)}
 
 
 @dataclass(frozen=True)
@@ -201,9 +182,8 @@ def build_batch(p: beam.Pipeline, files: dict[str, list[str]], state_files: list
                 slices: list[str] | None = None) -> dict:
     """The whole batch job on `p`: read the files (only the events `during` holds, when given; a
     chunk's `slices` of them, when given) and the saved state, compute, stage; returns the outputs."""
-    outputs = build_goodput(p, read_sources(p, files, settings, during, slices), settings, as_of_us,
-                            run_settings=run_settings, continuation=continuation,
-                            saved_state=read_saved_state(p, state_files))
+    outputs = build_goodput(p, read_sources(p, files, state_files, settings, during, slices), settings, as_of_us,
+                            run_settings=run_settings, continuation=continuation)
     outputs["staged"] = stage_outputs(outputs, staging)
     return outputs
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import io
 from collections import defaultdict
 
+import fastavro
 import numpy as np
 import pytest
 
+from fleet_goodput import schemas
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.config import load_settings, peak_table
 from fleet_goodput.core.events import Event, pack, unpack
@@ -215,6 +217,25 @@ def test_the_simulated_fleet_decoded_in_step_blocks_is_the_same_events_far_fewer
         assert sorted(map(tuple, step_runs.originals(collapsed[key]))) == sorted(map(tuple, batch))
     events, items = sum(map(len, reference.values())), sum(map(len, collapsed.values()))
     assert items * 3 < events  # the fleet's files shuffle each job's events: runs are found across them
+
+
+def test_a_step_block_s_ids_cross_without_their_job_id_and_come_back_whole():
+    """Where every id of a job's block begins with its job id, the block carries the rest of each;
+    else (one id not so) each whole. Either way the key step gets every id back exactly."""
+    ids = {"job-1": ["job-1-r0", "job-1-r1", "job-1", "job-1-r3"],  # one id is the job id itself
+           "job-2": ["job-2-r0", "x-job-2-r1", "job-2-r2", "job-2-r3"]}
+    records = [{"event_id": event_id, "event_time": T0 + n * 1_000_000, "job_id": job_id,
+                "type": ("STEP_START", "STEP_END")[n % 2], "step": n, "attempt": None}
+               for job_id, job_ids in ids.items() for n, event_id in enumerate(job_ids)]
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, schemas.load("runtime"), records)
+    decoded = decode_file_fast("runtime", "file.avro", io.BytesIO(buffer.getvalue()), None, step_blocks=True)
+    blocks = {job_id: event[4][3] for job_id, batch in decoded.batches.items() for event in batch
+              if event[3] == step_runs.STEP_BLOCK}
+    assert blocks == {"job-1": ("job-1", "-r0 -r1  -r3"), "job-2": ("", " ".join(ids["job-2"]))}
+    for job_id, batch in decoded.batches.items():
+        collapsed = step_runs.collapse(unpack(pack(batch)))
+        assert sorted(event.event_id for event in step_runs.originals(collapsed)) == sorted(ids[job_id])
 
 
 def test_simulated_jobs_give_the_same_figures_fed_as_runs(simulated):

@@ -10,6 +10,12 @@ rejection). Events leave grouped per key as packed lists of slim tuples
 is per element and per decoded object, and a job's events travel together
 to the same key anyway. `DecodeRecords` does the same for records that
 arrive one by one (tests, message queues).
+
+The store's saved key state is read in the same step, each key's blob in the
+same collection as the events (`fleet_goodput.core.events.saved`): the key step
+joins them with one grouping, and a second collection would be flattened into
+it first, which Beam's local runner does in a stage of its own, every event
+crossing its shuffle twice.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import apache_beam as beam
+import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
@@ -24,12 +31,13 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from fleet_goodput import schemas
 from fleet_goodput.core.asof import CLOCK_STREAM
-from fleet_goodput.core.events import pack
+from fleet_goodput.core.events import pack, saved
 from fleet_goodput.telemetry.columnar import decode_input_file
 from fleet_goodput.telemetry.decode import VALIDATORS, DecodedFile, Invalid, TimeSlice, contract_violation, rejected_row
 from fleet_goodput.telemetry.input_files import open_regular_file
 
 EVENTS, REJECTED, READ_COUNTS, LATEST_TIMES = "events", "rejected", "read_counts", "latest_times"
+SAVED_STATE = "saved_state"  # the source kind of a state file among the read step's files
 
 
 class _DecodeAvroFile(beam.DoFn):
@@ -57,6 +65,9 @@ class _DecodeAvroFile(beam.DoFn):
 
     def process(self, stream_and_path):
         stream, path = stream_and_path
+        if stream == SAVED_STATE:
+            yield from saved_states(path)
+            return
         try:
             decoded = decode_input_file(stream, path, self.accelerators, self.during, open_file=open_input,
                                         step_blocks=True)
@@ -99,6 +110,15 @@ def file_outputs(stream: str, decoded: DecodedFile, during: TimeSlice | None):
     yield from other_outputs(stream, decoded, during)
 
 
+def saved_states(path: str):
+    """(key, `saved` blob) of each key a state file holds (the keys the store's last run left open).
+    A whole file at a time: state files are small (a few MB for hundreds of open jobs), and Beam's
+    ranged Parquet read would add six steps to every run."""
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        table = pq.read_table(handle, columns=["key", "blob"])
+    return zip(table.column("key").to_pylist(), map(saved, table.column("blob").to_pylist()))
+
+
 def as_tagged(pair):
     tag, value = pair
     return value if tag == EVENTS else beam.pvalue.TaggedOutput(tag, value)
@@ -113,7 +133,8 @@ def open_input(path: str):
 
 
 class ReadAvroFiles(beam.PTransform):
-    """The given Avro files of each stream → events, rejected rows, read counts.
+    """The given Avro files of each stream, and the store's saved state → events (and saved
+    states), rejected rows, read counts.
 
     The run lists its files itself (those not applied by an earlier run), so
     they are named here rather than matched by a pattern. All streams share
@@ -121,12 +142,15 @@ class ReadAvroFiles(beam.PTransform):
     streaming run pays it each time), and a file says its stream anyway.
     """
 
-    def __init__(self, files: dict[str, list[str]], accelerators, during: TimeSlice | None = None):
+    def __init__(self, files: dict[str, list[str]], accelerators, during: TimeSlice | None = None,
+                 state_files: list[str] = ()):
         """Each scheduler file's latest event times (of every key) come out in "latest_times", for the
         run's as-of time (fleet_goodput/core/asof.py). With `during` (a backfill's chunk of event time),
-        only its events, and rejected rows and read counts only from the first chunk."""
+        only its events, and rejected rows and read counts only from the first chunk. The keys of
+        `state_files` (the store's saved state) come out with the events, each as (key, `saved` blob)."""
         super().__init__()
         self.files = [(stream, path) for stream, paths in files.items() for path in paths]
+        self.files += [(SAVED_STATE, path) for path in state_files]
         self.accelerators = accelerators
         self.during = during
 

@@ -22,7 +22,7 @@ import apache_beam as beam
 
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.asof import CLOCK_STREAM, default_as_of, history_start, latest_times
-from fleet_goodput.core.events import Event, stream_of, unpack
+from fleet_goodput.core.events import Event, is_saved, stream_of, unpack
 from fleet_goodput.core.keys import is_capacity_key, parse_capacity_key
 from fleet_goodput.core.session import Advance, KeyState, late_row, make_timeline, new_state, state_from_bytes
 from fleet_goodput.core.timeutil import format_time_us
@@ -151,16 +151,22 @@ def _as_of_of(clock: dict) -> int | None:
 
 
 class _AdvanceKeyFn(beam.DoFn):
-    """(key, {events, state}) → the key's outputs as of the run's clock."""
+    """(key, its packed batches and saved state) → the key's outputs as of the run's clock."""
 
     def __init__(self, rules: KeyRules, continuation: Continuation):
         self.rules = rules
         self.continuation = continuation
 
     def process(self, grouped, clock):
-        key, parts = grouped
-        state = load_state(key, list(parts["state"]), self.rules, self.continuation)
-        events = step_runs.collapse([event for batch in parts["events"] for event in unpack(batch)])
+        key, values = grouped
+        blobs, batches = [], []
+        for value in values:
+            if is_saved(value):
+                blobs.append(value[1])
+            else:
+                batches.append(value)
+        state = load_state(key, blobs, self.rules, self.continuation)
+        events = step_runs.collapse([event for batch in batches for event in unpack(batch)])
         yield from admit(state, events, self.rules)
         yield from reject_before_history(state, clock["history_start_us"])
         yield from self._advance(state, clock["as_of_us"])
@@ -213,7 +219,13 @@ def settled_outputs(key: str, advance: Advance, version_us: int):
 
 
 class SessionizeKeys(beam.PTransform):
-    """{"events": (key, [events]), "state": (key, state blob), "latest_times": [int]} → the outputs named above.
+    """{"events": (key, packed batch) and (key, saved state) (`fleet_goodput.core.events.pack`, `saved`),
+    "latest_times": [int]} → the outputs named above.
+
+    A key's batches and saved state are joined by one GroupByKey of the one
+    collection that holds both (the read step's): joined from two, Beam's local
+    runner would flatten them in a stage of its own first, and every event
+    would cross its shuffle twice (docs/performance.md).
 
     `as_of_us` is the given as-of time, or None for the default, the time the
     scheduler's clock has reached (fleet_goodput/core/asof.py). It is known from
@@ -232,13 +244,13 @@ class SessionizeKeys(beam.PTransform):
     def expand(self, inputs):
         outputs_of = (CAPACITY, JOBS, REJECTED, PENDING_REJECTED, COUNTS, PENDING_COUNTS, STATE, LATE)
         clock_fn = ClockFn(self.as_of_us, self.continuation)
-        events, state = inputs["events"], inputs["state"]
+        events = inputs["events"]
         # Without new scheduler events the clock is what the combine gives for none, as a side
         # input's default: one Beam step less than CombineGlobally's own default.
         clock = inputs["latest_times"] | "ReadTheClock" >> beam.CombineGlobally(clock_fn).without_defaults()
         clock_side = beam.pvalue.AsSingleton(clock, default_value=clock_fn.extract_output(
             clock_fn.create_accumulator()))
-        grouped = {"events": events, "state": state} | "JoinSavedState" >> beam.CoGroupByKey()
+        grouped = events | "JoinSavedState" >> beam.GroupByKey()
         by_tag = grouped | "AdvanceKeys" >> beam.ParDo(_AdvanceKeyFn(self.rules, self.continuation),
                                                        clock_side).with_outputs(*outputs_of, main=WINDOW_VECTORS)
         outputs = {tag: by_tag[tag] for tag in (WINDOW_VECTORS, *outputs_of)}

@@ -30,12 +30,13 @@ from apache_beam.io.filesystems import FileSystems
 
 from fleet_goodput.telemetry.columnar import decode_input_files_slices
 from fleet_goodput.telemetry.decode import TimeSlice
-from fleet_goodput.transforms.read import (EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, as_tagged, file_outputs,
-                                           open_input)
+from fleet_goodput.transforms.read import (EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, SAVED_STATE, as_tagged,
+                                           file_outputs, open_input, saved_states)
 
 
 # About 400,000 of the simulator's events: a group's decoded columns and slices take a few hundred MB at most.
 GROUP_BYTES = 8 * 2**20
+SLICE = "slice"  # the source kind of a slice file among `ReadDecodedSlices`' files (beside SAVED_STATE)
 
 
 def file_groups(files: list[tuple[str, str, int]], most_bytes: int = GROUP_BYTES) -> list[tuple[str, list[str]]]:
@@ -97,15 +98,20 @@ def read_slice(path: str) -> list[tuple[str, object]]:
 
 
 class ReadDecodedSlices(beam.PTransform):
-    """The slices `SliceFiles` wrote for one chunk → the outputs `ReadAvroFiles` gives for its files
-    and that chunk."""
+    """The slices `SliceFiles` wrote for one chunk, and the store's saved state → the outputs
+    `ReadAvroFiles` gives for its files, that chunk and the state."""
 
-    def __init__(self, paths: list[str]):
+    def __init__(self, paths: list[str], state_files: list[str] = ()):
         super().__init__()
-        self.paths = paths
+        self.sources = [(SLICE, path) for path in paths] + [(SAVED_STATE, path) for path in state_files]
 
     def expand(self, pbegin):
         return (pbegin
-                | "ListSlices" >> beam.Create(self.paths)
-                | "ReadSlices" >> beam.FlatMap(lambda path: map(as_tagged, read_slice(path)))
+                | "ListSlices" >> beam.Create(self.sources)
+                | "ReadSlices" >> beam.FlatMap(_read_source)
                 .with_outputs(REJECTED, READ_COUNTS, LATEST_TIMES, main=EVENTS))
+
+
+def _read_source(source: tuple[str, str]):
+    kind, path = source
+    return saved_states(path) if kind == SAVED_STATE else map(as_tagged, read_slice(path))

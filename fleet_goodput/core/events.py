@@ -103,3 +103,16 @@ def pack(events: list[tuple]) -> tuple[int, bytes]:
 
 def unpack(packed: tuple[int, bytes]) -> list[tuple]:
     return marshal.loads(packed[1])
+
+
+def saved(blob: bytes) -> tuple[None, bytes]:
+    """A key's saved state as it travels beside the key's packed batches, in the same collection:
+    (None, the state blob), where a batch has its latest time. The key step joins a key's batches
+    and its state with one grouping of one collection (transforms/sessionize.py): two collections
+    would be flattened first, and every event would cross Beam's shuffle twice."""
+    return None, blob
+
+
+def is_saved(value: tuple) -> bool:
+    """Whether a value `saved` made (else it is a packed batch)."""
+    return value[0] is None

@@ -66,24 +66,35 @@ def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids) -> tu
             (times.tobytes(), steps.tobytes(), codes.tobytes(), tuple(ids)))
 
 
-def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str) -> tuple:
+def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str, prefix: str = "") -> tuple:
     """The STEP_BLOCK of events at `times` with `steps` (0 for a data wait), `codes` (numbers
-    of CODES) and the ids `ids` (space-separated)."""
-    return make_blocks(times, steps, codes, [ids], [len(times)])[0]
+    of CODES) and the ids `ids` (space-separated), each after `prefix`."""
+    return make_blocks(times, steps, codes, [ids], [len(times)], [prefix])[0]
 
 
-def make_blocks(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str], counts: list[int]) -> list:
+def make_blocks(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str], counts: list[int],
+                prefixes: list[str]) -> list:
     """The STEP_BLOCKs of consecutive stretches of the events (as `make_block`'s): block i holds the
-    next `counts[i]` events, whose ids are `ids[i]`. The columns are made bytes once, each block a
-    slice of them: a file holds thousands of blocks."""
+    next `counts[i]` events, whose ids are `prefixes[i]` before each of `ids[i]`. The columns are
+    made bytes once, each block a slice of them: a file holds thousands of blocks.
+
+    A block keeps its ids as (prefix, rests): a job's event ids repeat its job id (the
+    simulator's, most recorders'), and said once a block, what crosses Beam's shuffle to the key
+    step is a quarter smaller (`collapse` makes them whole)."""
     times, steps = times.astype(np.int64, copy=False), steps.astype(np.int64, copy=False)
     ends = np.cumsum(counts)
     firsts = ends - counts
     latest = np.maximum.reduceat(times, firsts).tolist() if len(times) else []  # for `events.pack`
     times, steps, codes = times.tobytes(), steps.tobytes(), codes.astype(np.int8, copy=False).tobytes()
-    return [(latest_us, 0, block_ids.partition(" ")[0], STEP_BLOCK,
-             (times[8 * first:8 * end], steps[8 * first:8 * end], codes[first:end], block_ids))
-            for latest_us, first, end, block_ids in zip(latest, firsts.tolist(), ends.tolist(), ids)]
+    return [(latest_us, 0, prefix + rests.partition(" ")[0], STEP_BLOCK,
+             (times[8 * first:8 * end], steps[8 * first:8 * end], codes[first:end], (prefix, rests)))
+            for latest_us, first, end, rests, prefix in zip(latest, firsts.tolist(), ends.tolist(), ids, prefixes)]
+
+
+def whole_ids(prefix: str, rests: str) -> str:
+    """A block's ids, space-separated, from its (`prefix`, `rests`): ids hold no space, so each
+    space begins an id, and one replace (in C) makes them whole."""
+    return prefix + rests.replace(" ", " " + prefix) if prefix else rests
 
 
 def collapse(events: list) -> list:
@@ -105,7 +116,7 @@ def collapse(events: list) -> list:
     times = np.frombuffer(b"".join([block[4][0] for block in blocks]), dtype=np.int64)
     steps = np.frombuffer(b"".join([block[4][1] for block in blocks]), dtype=np.int64)
     codes = np.frombuffer(b"".join([block[4][2] for block in blocks]), dtype=np.int8)
-    ids = " ".join(block[4][3] for block in blocks).split(" ")
+    ids = " ".join([whole_ids(*block[4][3]) for block in blocks]).split(" ")
     orders = _ORDERS[codes]
     keys = times * SAME_INSTANT_ORDERS + orders  # event order up to the id: time, then same-instant order
     order = keys.argsort(kind="stable")

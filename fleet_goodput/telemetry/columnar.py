@@ -308,10 +308,14 @@ def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
     them); returns the other rows."""
     code, step = pl.col("type").cast(pl.String), pl.col("step")
     in_block = ((code.is_in(CODES[:2]) & step.is_not_null()) | (code.is_in(CODES[2:]) & step.is_null()))
+    # A job's ids travel without its job id where every one begins with it (step_runs.make_blocks).
+    job_id, event_id = pl.col("job_id"), pl.col("event_id")
     # Jobs in id order, each job's rows in file order. Grouped first and the few thousand groups
     # sorted, not the rows: sorting a million rows by their job's string took twice as long.
     jobs = (frame.with_row_index("row").filter(in_block)
-            .group_by("job_id").agg("row", pl.len().alias("events"), pl.col("event_id").str.join(" ").alias("ids"))
+            .group_by("job_id").agg("row", pl.len().alias("events"),
+                                    event_id.str.starts_with(job_id).all().alias("prefixed"),
+                                    event_id.str.slice(job_id.str.len_chars()).str.join(" ").alias("rests"))
             .sort("job_id"))
     if jobs.height:
         blocks = frame.select("event_time", "step", "type")[jobs["row"].explode()]
@@ -319,9 +323,13 @@ def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
         steps = blocks["step"].fill_null(0).to_numpy()
         codes = blocks["type"].cast(pl.String).replace_strict(
             {name: number for number, name in enumerate(CODES)}, return_dtype=pl.Int8).to_numpy()
-        made = make_blocks(times, steps, codes, jobs["ids"].to_list(), jobs["events"].to_list())
-        for job_id, block in zip(jobs["job_id"].to_list(), made):
-            batches[job_id].append(block)
+        job_ids, prefixes, ids = jobs["job_id"].to_list(), jobs["job_id"].to_list(), jobs["rests"].to_list()
+        for unprefixed in (~jobs["prefixed"]).arg_true().to_list():  # rare: their ids whole
+            prefixes[unprefixed] = ""
+            ids[unprefixed] = " ".join(frame["event_id"].gather(jobs["row"][unprefixed]).to_list())
+        made = make_blocks(times, steps, codes, ids, jobs["events"].to_list(), prefixes)
+        for job, block in zip(job_ids, made):
+            batches[job].append(block)
     return frame.filter(~in_block)
 
 
