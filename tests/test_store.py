@@ -345,6 +345,7 @@ def test_a_store_opens_each_table_once_and_reads_on_what_is_written(tmp_path):
 
     store = Store(tmp_path / "out")
     with store.lock():
+        store._mark()  # a store of ours, which a later lock takes
         write_deltalake(store.path("tables/t"), pa.table({"a": [1]}))
         opened = store._delta("tables/t")
         write_deltalake(store.path("tables/t"), pa.table({"a": [2]}), mode="append")  # by path, not by the handle
@@ -365,3 +366,8 @@ def test_a_store_opens_each_table_once_and_reads_on_what_is_written(tmp_path):
         again = store._delta("tables/t")
         assert again is not kept and sorted(again.to_pyarrow_table().column("a").to_pylist()) == sorted(rewritten + [8])
         kept = again
+    shutil.rmtree(store.path("tables/t"))  # and again, before this process's next run takes the lock
+    write_deltalake(store.path("tables/t"), pa.table({"a": [9]}))
+    write_deltalake(store.path("tables/t"), pa.table({"a": [10]}), mode="append")
+    with store.lock():
+        assert sorted(store._delta("tables/t").to_pyarrow_table().column("a").to_pylist()) == [9, 10]

@@ -230,11 +230,14 @@ class Store:
         table = self._open.pop(relative, None)
         if table is not None and not self._locked and not self._same_log(relative, table):
             table = None  # its log was rewritten since: open it afresh
+        if table is not None:
+            try:
+                table.update_incremental()
+            except Exception:  # delta-rs: a torn commit after it; opened afresh below, which says so
+                table = None
         try:
             if table is None:
                 table = self._opened(relative)
-            else:
-                table.update_incremental()
         except Exception:  # delta-rs: a torn commit after `version` (a killed run's), which a check names
             if version is None:
                 raise
@@ -392,6 +395,9 @@ class Store:
             handle.truncate()
             handle.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
             handle.flush()
+            # What another process did while this one did not hold the lock is read on from the
+            # logs, but a log it wrote afresh is opened afresh.
+            self._open = {relative: table for relative, table in self._open.items() if self._same_log(relative, table)}
             self._locked = True
             try:
                 yield
