@@ -217,14 +217,14 @@ class Store:
 
         Each table's latest version is opened once and brought up to date at each use (the log read
         on from where it was: 0.25 ms of CPU, where an open costs 4 ms), so a run's checks, writes,
-        compaction, views and headline, about 80 opens, share ten. While this process holds the
-        output's lock only it changes the tables, and what it writes goes through these handles or
-        is read on from the log. Without the lock (a reader; the end of a run, the headline; a
-        stream between its runs) another process may have changed a log other than by appending
-        (`--replace`, a repair setting torn commits aside, the clean-up of old log entries): an
-        open table is used only while the commit it was read to is still the one on disk (a
-        digest of a small file), else opened afresh. A handle is used at once, never kept by the caller. A gs://
-        output's tables are opened at each use: no lock holds it."""
+        compaction, views and headline share ten opens, and a stream's runs share them too. While
+        this process holds the output's lock only it changes the tables, and what it writes goes
+        through these handles or is read on from the log. Without the lock (a reader; a run's views
+        and headline; a stream between its runs) another process may also have written a log
+        afresh (`--replace`, a repair, the clean-up of old log entries): a kept table is used only
+        while the commit it was read to is still the one on disk (`_commit_file`), else opened
+        afresh, and so is it as the lock is taken. A handle is used at once, never kept by the
+        caller. A gs:// output's tables are opened at each use: no lock holds it."""
         if is_remote(self.root):
             return self._opened(relative, version)
         table = self._open.pop(relative, None)
