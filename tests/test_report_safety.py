@@ -437,8 +437,9 @@ def test_printable_streams_show_control_characters_and_give_the_streams_back(cap
 
 def test_the_headline_shows_control_characters_in_segment_and_cluster_names():
     connection = duckdb.connect()
-    connection.execute("create table goodput_by_team as select $1 as team, 2 as jobs, 0.5 as sg, 0.5 as rg, 0.5 as pg, "
-                       "0.125 as mpg, 1.0 as pg_coverage, 7200.0 as lifetime_chip_s", [f"{CLEAR_SCREEN}t"])
+    connection.execute("create table goodput_by_segment as select 'team' as dimension, $1 as segment, 2 as jobs, "
+                       "0.5 as sg, 0.5 as rg, 0.5 as pg, 0.125 as mpg, 1.0 as pg_coverage, 7200.0 as lifetime_chip_s",
+                       [f"{CLEAR_SCREEN}t"])
     connection.execute("create table capacity_gaps as select $1 as cluster, 'tpu-v5e' as accelerator, "
                        "'no_capacity' as problem, 3 as windows, 3600.0 as held_chip_s", [f"c{C1_CSI}2J"])
     lines = headline.segment_table(connection, "team") + headline.capacity_gap_lines(connection)
