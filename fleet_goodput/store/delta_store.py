@@ -574,9 +574,10 @@ def _commit_file(table_path: str, version: int) -> bytes | None:
     inode and time, which a file made again at once may share; a commit names the files it adds,
     each by a fresh uuid, and its own time."""
     try:
-        return hashlib.blake2b(Path(f"{table_path}/_delta_log/{version:020d}.json").read_bytes(), digest_size=16).digest()
+        commit = Path(f"{table_path}/_delta_log/{version:020d}.json").read_bytes()
     except OSError:
         return None
+    return hashlib.blake2b(commit, digest_size=16).digest()
 
 
 def _first_line(error: BaseException) -> str:
