@@ -84,7 +84,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     window end instead: both end in `goodput_tables`.
     """
     if saved_state is None:
-        saved_state = read_saved_state(p, [])
+        saved_state = p | "NoSavedState" >> beam.Create([])
     inputs = {"events": all_of(decoded, EVENTS, "AllEvents"), "state": saved_state,
               "latest_times": all_of(decoded, LATEST_TIMES, "AllLatestTimes")}
     sessions = inputs | "SessionizeKeys" >> SessionizeKeys(
@@ -147,23 +147,20 @@ def read_sources(p: beam.Pipeline, files: dict[str, list[str]], settings: Settin
 
 
 def read_saved_state(p: beam.Pipeline, state_files: list[str]):
-    """(key, blob) pairs of the keys the store's last run left open (none on a first run).
-
-    Every state file is read in one step: they are small (a few MB for hundreds of open jobs),
-    and go to a shuffle next (`SessionizeKeys`' join). A `Create` of their paths would add two
-    DoFns and, for more than one file, a reshuffle of four more: steps that every run builds,
-    inspects and starts for nothing."""
+    """(key, blob) pairs of the keys the store's last run left open."""
+    if not state_files:
+        return p | "NoSavedState" >> beam.Create([])
     return (p
-            | "StartReadingState" >> beam.Impulse()
-            | "ReadState" >> beam.FlatMap(_saved_state_of_files, state_files))
+            | "ListStateFiles" >> beam.Create(state_files)
+            | "ReadState" >> beam.FlatMap(_saved_state_of_file))
 
 
-def _saved_state_of_files(_, paths: list[str]):
-    # A whole file at a time, and Beam's ranged Parquet read would add six steps to every run.
-    for path in paths:
-        with beam.io.filesystems.FileSystems.open(path, compression_type="uncompressed") as handle:
-            table = pq.read_table(handle, columns=["key", "blob"])
-        yield from zip(table.column("key").to_pylist(), table.column("blob").to_pylist())
+def _saved_state_of_file(path: str):
+    # A whole file at a time: state files are small (a few MB for hundreds of open
+    # jobs), and Beam's ranged Parquet read would add six steps to every run.
+    with beam.io.filesystems.FileSystems.open(path, compression_type="uncompressed") as handle:
+        table = pq.read_table(handle, columns=["key", "blob"])
+    yield from zip(table.column("key").to_pylist(), table.column("blob").to_pylist())
 
 
 @dataclass(frozen=True)
