@@ -40,11 +40,22 @@ TALLY_FILE = "tally.json"
 DEFAULT_RUNNER = "FnApiRunner"
 
 
-def _partition_time(row: dict, timestamp=beam.DoFn.TimestampParam, as_of_us: int | None = None) -> dict:
-    """Rejected rows are filed under their event's day; unreadable ones under the run's as-of day
-    (batch) or the element's time (a stream), else the epoch."""
+# The counts output of `_file_under_day`.
+FILED_COUNTS = "filed_counts"
+
+
+def _file_under_day(row: dict, timestamp=beam.DoFn.TimestampParam, as_of_us: int | None = None):
+    """A rejected row filed under its event's day; an unreadable one under the run's as-of day
+    (batch) or the element's time (a stream), else the epoch. Its count, ((stream, "rejected"),
+    records), leaves by `FILED_COUNTS` from the same step: one DoFn instead of a second Map."""
     fallback = as_of_us if as_of_us is not None else max(timestamp.micros, 0)
-    return {**row, "partition_time_us": row["event_time_us"] if row["event_time_us"] is not None else fallback}
+    yield {**row, "partition_time_us": row["event_time_us"] if row["event_time_us"] is not None else fallback}
+    yield beam.pvalue.TaggedOutput(FILED_COUNTS, ((row["stream"], "rejected"), row["records"]))
+
+
+def file_under_day(rows, label: str, as_of_us=None):
+    """`rows` of the rejected table → their filed rows (main) and their counts (`FILED_COUNTS`)."""
+    return rows | label >> beam.FlatMap(_file_under_day, as_of_us=as_of_us).with_outputs(FILED_COUNTS, main="rows")
 
 
 def key_rules(settings: Settings, run_settings: RunSettings) -> KeyRules:
@@ -77,18 +88,17 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
         key_rules(settings, run_settings or RunSettings()), continuation, as_of_us)
     as_of_side = beam.pvalue.AsSingleton(sessions["as_of"])
     tables = goodput_tables(decoded, sessions, as_of_side)
-    pending_rejected = sessions[PENDING_REJECTED] | "FilePendingUnderDay" >> beam.Map(_partition_time,
-                                                                                       as_of_us=as_of_side)
+    # A timeline's rejection is of one event (`records` 1): its count is its rows'.
+    pending_rejected = file_under_day(sessions[PENDING_REJECTED], "FilePendingUnderDay", as_of_side)
     pending_counts = (
-        [sessions[PENDING_COUNTS],
-         pending_rejected | "CountPendingRejected" >> beam.Map(lambda row: ((row["stream"], "rejected"), 1))]
+        [sessions[PENDING_COUNTS], pending_rejected[FILED_COUNTS]]
         | "AllPendingCounts" >> beam.Flatten()
         | "SumPendingCounts" >> beam.CombinePerKey(sum)
     )
     return {
         **tables,
         "counts": tables["counts"] | "SumCounts" >> beam.CombinePerKey(sum),
-        "rejected_pending": pending_rejected,
+        "rejected_pending": pending_rejected.rows,
         "pending_counts": pending_counts,
         "state": sessions[STATE],
         "as_of": sessions["as_of"],
@@ -102,15 +112,11 @@ def goodput_tables(decoded: dict, sessions: dict, as_of_us=None) -> dict:
     rejected, late, counts}: what both pipelines write. Counts are ((stream, outcome), n)
     deltas; a stream appends them, a batch run sums them. `as_of_us` (a side input, batch
     only) dates the rejected rows whose event time is unreadable."""
-    rejected = (
-        [decoded[stream][REJECTED] for stream in decoded] + [sessions[REJECTED]]
-        | "AllRejected" >> beam.Flatten()
-        | "FileUnderDay" >> beam.Map(_partition_time, as_of_us=as_of_us)
-    )
+    rejected = file_under_day([decoded[stream][REJECTED] for stream in decoded] + [sessions[REJECTED]]
+                              | "AllRejected" >> beam.Flatten(), "FileUnderDay", as_of_us)
     counts = (
         [decoded[stream][READ_COUNTS] for stream in decoded]
-        + [sessions[COUNTS],
-           rejected | "CountRejected" >> beam.Map(lambda row: ((row["stream"], "rejected"), row["records"])),
+        + [sessions[COUNTS], rejected[FILED_COUNTS],
            sessions[LATE] | "CountLate" >> beam.Map(lambda row: ((row["stream"], "late"), 1))]
         | "AllCounts" >> beam.Flatten()
     )
@@ -118,7 +124,7 @@ def goodput_tables(decoded: dict, sessions: dict, as_of_us=None) -> dict:
         "job_window": sessions[WINDOW_VECTORS] | "ComputeGoodput" >> ComputeGoodput(),
         "jobs": sessions[JOBS],
         "capacity_level": sessions[CAPACITY],
-        "rejected": rejected,
+        "rejected": rejected.rows,
         "late": sessions[LATE],
         "counts": counts,
     }

@@ -330,11 +330,14 @@ def test_telemetry_dated_after_this_machines_clock_is_never_rejected_for_it(tmp_
     assert fates == {True: sum(len(rows) for rows in records.values())}
 
 
-def test_a_store_holding_the_lock_opens_each_table_once_and_reads_on_what_is_written(tmp_path):
-    """Under the lock a table is opened once and brought up to date at each use (a run's checks, writes
-    and compaction share it); a version asked for that is not the latest is opened as it was; without
-    the lock, and in a pickled copy (a Flex Template's plan), nothing is kept open."""
+def test_a_store_opens_each_table_once_and_reads_on_what_is_written(tmp_path):
+    """A table is opened once and brought up to date at each use (a run's checks, writes and
+    compaction share it, and so do the views and the headline after its commit, and a stream's runs);
+    a version asked for that is not the latest is opened as it was. Without the lock, another
+    process may have written the log afresh (--replace, then a first run: version 0 again), and
+    the table is then opened afresh; a pickled copy (a Flex Template's plan) keeps nothing open."""
     import pickle
+    import shutil
 
     from deltalake import write_deltalake
 
@@ -342,14 +345,29 @@ def test_a_store_holding_the_lock_opens_each_table_once_and_reads_on_what_is_wri
 
     store = Store(tmp_path / "out")
     with store.lock():
+        store._mark()  # a store of ours, which a later lock takes
         write_deltalake(store.path("tables/t"), pa.table({"a": [1]}))
         opened = store._delta("tables/t")
         write_deltalake(store.path("tables/t"), pa.table({"a": [2]}), mode="append")  # by path, not by the handle
         assert store._delta("tables/t") is opened and opened.version() == 1
         assert store._delta("tables/t", version=1) is opened
         assert store._delta("tables/t", version=0).to_pyarrow_table().column("a").to_pylist() == [1]
-        assert pickle.loads(pickle.dumps(store))._open is None
+        assert pickle.loads(pickle.dumps(store))._open == {}
         store.replace()  # the tables are gone: nothing open is kept
         assert store._delta("tables/t") is None
     write_deltalake(store.path("tables/t"), pa.table({"a": [3]}))
-    assert store._delta("tables/t") is not store._delta("tables/t")  # unlocked: opened at each look
+    kept = store._delta("tables/t")
+    write_deltalake(store.path("tables/t"), pa.table({"a": [4]}), mode="append")  # another process appends
+    assert store._delta("tables/t") is kept and kept.version() == 1
+    for rewritten in ([5], [6, 7]):  # another process's --replace, then its first run, at once
+        shutil.rmtree(store.path("tables/t"))
+        write_deltalake(store.path("tables/t"), pa.table({"a": rewritten}))
+        write_deltalake(store.path("tables/t"), pa.table({"a": [8]}), mode="append")
+        again = store._delta("tables/t")
+        assert again is not kept and sorted(again.to_pyarrow_table().column("a").to_pylist()) == sorted(rewritten + [8])
+        kept = again
+    shutil.rmtree(store.path("tables/t"))  # and again, before this process's next run takes the lock
+    write_deltalake(store.path("tables/t"), pa.table({"a": [9]}))
+    write_deltalake(store.path("tables/t"), pa.table({"a": [10]}), mode="append")
+    with store.lock():
+        assert sorted(store._delta("tables/t").to_pyarrow_table().column("a").to_pylist()) == [9, 10]

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import hashlib
 import json
 import operator
 import os
@@ -193,12 +194,14 @@ class Store:
         if not is_remote(root) and (unstorable := sorted(set(_UNSTORABLE.findall(self.root)))):
             raise StoreError(f"{self.root} cannot hold the output: its path contains {' '.join(map(repr, unstorable))} "
                              f"({_UNSTORABLE_REASON}); choose another output folder")
-        self._open: dict[str, DeltaTable] | None = None  # while this process holds the lock: `_delta`
+        self._open: dict[str, DeltaTable] = {}  # each table's latest version, kept open: `_delta`
+        self._commits: dict[str, bytes | None] = {}  # the commit each was read to, when unlocked
+        self._locked = False  # this process holds the output's lock
 
     def __getstate__(self) -> dict:
         # A Store travels pickled with a run's plan (a Flex Template job's commit step): the tables this
-        # process has open under its lock stay with it.
-        return {**self.__dict__, "_open": None}
+        # process has open, and its lock, stay with it.
+        return {**self.__dict__, "_open": {}, "_commits": {}, "_locked": False}
 
     @classmethod
     def of(cls, output: str | Path | Store) -> Store:
@@ -212,27 +215,44 @@ class Store:
     def _delta(self, relative: str, version: int | None = None) -> DeltaTable | None:
         """Delta table `relative` at `version` (its latest by default); None if there is none.
 
-        While this process holds the output's lock, each table's latest version is opened once and
-        brought up to date at each use (the log read on from where it was: 0.25 ms of CPU, where an
-        open costs 4 ms), so a run's checks, writes and compaction, about 50 opens, share ten. Only
-        this process changes the tables meanwhile, and what it writes goes through these handles or
-        is read on from the log; a handle is used at once, never kept by the caller."""
-        if self._open is None:
+        Each table's latest version is opened once and brought up to date at each use (the log read
+        on from where it was: 0.25 ms of CPU, where an open costs 4 ms), so a run's checks, writes,
+        compaction, views and headline share ten opens, and a stream's runs share them too. While
+        this process holds the output's lock only it changes the tables, and what it writes goes
+        through these handles or is read on from the log. Without the lock (a reader; a run's views
+        and headline; a stream between its runs) another process may also have written a log
+        afresh (`--replace`, a repair, the clean-up of old log entries): a kept table is used only
+        while the commit it was read to is still the one on disk (`_commit_file`), else opened
+        afresh, and so is it as the lock is taken. A handle is used at once, never kept by the
+        caller. A gs:// output's tables are opened at each use: no lock holds it."""
+        if is_remote(self.root):
             return self._opened(relative, version)
-        table = self._open.get(relative)
-        if table is None:
+        table = self._open.pop(relative, None)
+        if table is not None and not self._locked and not self._same_log(relative, table):
+            table = None  # its log was rewritten since: open it afresh
+        if table is not None:
             try:
-                table = self._opened(relative)
-            except Exception:  # delta-rs: a torn commit after `version` (a killed run's), which a check names
-                if version is None:
-                    raise
-                return self._opened(relative, version)
+                table.update_incremental()
+            except Exception:  # delta-rs: a torn commit after it; opened afresh below, which says so
+                table = None
+        try:
             if table is None:
-                return self._opened(relative, version) if version is not None else None
-            self._open[relative] = table
-        else:
-            table.update_incremental()
+                table = self._opened(relative)
+        except Exception:  # delta-rs: a torn commit after `version` (a killed run's), which a check names
+            if version is None:
+                raise
+            return self._opened(relative, version)
+        if table is None:
+            return self._opened(relative, version) if version is not None else None
+        self._open[relative] = table
+        if not self._locked:
+            self._commits[relative] = _commit_file(self.path(relative), table.version())
         return table if version is None or version == table.version() else self._opened(relative, version)
+
+    def _same_log(self, relative: str, table: DeltaTable) -> bool:
+        """Whether the commit `table` was read to is still the one on disk."""
+        read = self._commits.get(relative)
+        return read is not None and read == _commit_file(self.path(relative), table.version())
 
     def _opened(self, relative: str, version: int | None = None) -> DeltaTable | None:
         try:
@@ -243,8 +263,7 @@ class Store:
     def forget_open_tables(self) -> None:
         """Open every table afresh from now on: their logs were changed other than by appending (a
         repair set commits aside, --replace removed the tables)."""
-        if self._open is not None:
-            self._open = {}
+        self._open, self._commits = {}, {}
 
     def runs(self, *, last: int | None = None, from_run: int | None = None, until_run: int | None = None,
              committed_since_us: int | None = None) -> list[RunRecord]:
@@ -376,11 +395,16 @@ class Store:
             handle.truncate()
             handle.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
             handle.flush()
-            self._open = {}
+            # What another process did while this one did not hold the lock is read on from the
+            # logs, but a log it wrote afresh is opened afresh.
+            self._open = {relative: table for relative, table in self._open.items() if self._same_log(relative, table)}
+            self._locked = True
             try:
                 yield
             finally:
-                self._open = None  # unlocked, another run may change the tables
+                self._locked = False  # another run may change the tables: `_delta` checks their logs at each use
+                self._commits = {relative: _commit_file(self.path(relative), table.version())
+                                 for relative, table in self._open.items()}
                 handle.seek(0)
                 handle.truncate()
 
@@ -542,6 +566,18 @@ class Store:
             _clean_log(self.path(relative), table.version() if oldest is None else oldest)
             if table.version() - max(_log_versions(log, ".checkpoint.parquet"), default=-1) >= CHECKPOINT_EVERY:
                 table.create_checkpoint()  # so that opening the latest version replays few commits
+
+
+def _commit_file(table_path: str, version: int) -> bytes | None:
+    """A digest of the commit of `version` of the table at `table_path` (None: there is none): a log
+    rewritten since (--replace, a repair) has another commit there, or none. Its content, not its
+    inode and time, which a file made again at once may share; a commit names the files it adds,
+    each by a fresh uuid, and its own time."""
+    try:
+        commit = Path(f"{table_path}/_delta_log/{version:020d}.json").read_bytes()
+    except OSError:
+        return None
+    return hashlib.blake2b(commit, digest_size=16).digest()
 
 
 def _first_line(error: BaseException) -> str:
