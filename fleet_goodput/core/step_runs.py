@@ -225,6 +225,11 @@ def shapes(runs: list, window_us: int) -> list[RunShape]:
             for start, end, first, stop, run_windows, run_facts in columns]
 
 
+def run_facts(starts: np.ndarray, ends: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> RunFacts:
+    """The `RunFacts` of one run's step spans (at least one), as `shapes` finds them for a feed's."""
+    return _step_facts(np.array([0, len(starts)]), starts, ends, firsts, lasts)[0]
+
+
 def _step_facts(bounds, starts, ends, firsts, lasts) -> list[RunFacts | None]:
     """The `RunFacts` of each run's step spans (run i's: bounds[i] to bounds[i + 1]; None where it has none)."""
     if not len(starts):

@@ -155,10 +155,7 @@ class StepRun:
 
     def facts(self) -> step_runs.RunFacts:
         if self._facts is None:
-            first, last = self.first, self.last
-            self._facts = step_runs.RunFacts(
-                int(self.starts[0]), int(self.ends[-1]), int(first[0]), int(last[0]), int(last[-1]),
-                int((self.ends - self.starts).sum()), bool((first[1:] > last[:-1]).all() and (last >= first).all()))
+            self._facts = step_runs.run_facts(self.starts, self.ends, self.first, self.last)
         return self._facts
 
     def __getstate__(self) -> dict:
@@ -419,12 +416,12 @@ class JobTimeline:
         self.reported_step = facts.last_step
         # Time between spans goes to the span still open, or is idle.
         between = _INDEX[next((kind for kind in SPAN_PRECEDENCE if kind in open_spans), "idle")]
+        chips, deltas = submit.chips, self._deltas
+        add_over_windows(deltas, start, end, self.window_us, ((_LIFETIME, chips), (_HELD, self.held),
+                                                              (_ALL_ALLOCATED, chips)))
         if shape.windows is None:
             self._add_run_stretches(run, between)
         else:
-            chips, deltas = submit.chips, self._deltas
-            figures = ((_LIFETIME, chips), (_HELD, self.held), (_ALL_ALLOCATED, chips))
-            add_over_windows(deltas, start, end, self.window_us, figures)
             for window, wait_us, between_us in shape.windows:
                 vector = deltas[window]
                 vector[_DATA_WAIT] += chips * wait_us
@@ -438,13 +435,11 @@ class JobTimeline:
         return True
 
     def _add_run_stretches(self, run: Event, between: int) -> None:
-        """A run's time window by window, stretch by stretch: all of it held, its data waits', and
-        the time between its spans to figure `between`."""
+        """A run's data waits' time and the time between its spans (to figure `between`), window by
+        window, stretch by stretch."""
         times, _, codes, _ = step_runs.arrays(run)
         chips, window_us, deltas = self.submit.chips, self.window_us, self._deltas
         start, end = int(times[0]), int(times[-1])
-        figures = ((_LIFETIME, chips), (_HELD, self.held), (_ALL_ALLOCATED, chips))
-        add_over_windows(deltas, start, end, window_us, figures)
         waits = codes[0::2] != 0
         if waits.any():
             _add_by_window(deltas, _DATA_WAIT, chips, times[0::2][waits], times[1::2][waits], window_us)
