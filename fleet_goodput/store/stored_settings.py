@@ -44,8 +44,7 @@ import pyarrow as pa
 from fleet_goodput.core.config import (Accelerator, ConfigError, Settings, SettingsFile, SizeClass, check_window_s,
                                       load_settings, settings_file)
 from fleet_goodput.core.run_settings import RunSettings, load_run_settings
-from fleet_goodput.store.delta_store import SETTINGS, RunRecord, Store, Transaction, is_remote
-from fleet_goodput.store.store_check import require_intact
+from fleet_goodput.store.delta_store import SETTINGS, RunRecord, Store, Transaction
 
 SETTINGS_SCHEMA = pa.schema([("run_id", pa.int64()), ("settings", pa.string())])
 # The settings kept, in the order people read them.
@@ -224,22 +223,6 @@ def _refuse_conflicts(store: Store, previous: RunRecord | None, kept: dict, give
 
 
 # ---- readers ------------------------------------------------------------------
-def settings_for_reading(output: str | Path | Store, run: int | None = None,
-                         config: str | Path | SettingsFile | None = None) -> Settings:
-    """The settings run `run` (default: the latest) of `output` (a folder, or the Store a reader opened)
-    was computed with.
-
-    StoreDamaged for a damaged store. A `config` that differs from them in anything is refused (SettingsConflict),
-    naming each difference; where the store keeps none (an older store, or no
-    run yet) it gives them, as the defaults do without it."""
-    named = output.root if isinstance(output, Store) else output
-    if is_remote(named):
-        return load_settings(config)  # not read here: the views refuse a remote output
-    store = Store.of(output)
-    latest = require_intact(store)  # a damaged store is named before a reader meets the damage
-    return reader_settings(store, store.run(run) if run is not None else latest, config, named)
-
-
 def reader_settings(store: Store, record: RunRecord | None, config: str | Path | SettingsFile | None,
                     output: str | Path) -> Settings:
     """The settings run `record` of `store` (checked whole already; `output` as the reader named it) was
