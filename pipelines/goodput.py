@@ -76,9 +76,9 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     `decoded` maps each stream name to the tagged outputs of `ReadAvroFiles`
     or `DecodeRecords`; the events output of `ReadAvroFiles` also holds the
     keys the store's last run saved, each with its state. Every key advances
-    once, to `as_of_us`, which ends the
-    lifetime of whatever is still running; by default it is how far the
-    scheduler's clock has reached (fleet_goodput/core/asof.py). The streaming
+    once, to `as_of_us`, which ends the lifetime of whatever is still
+    running; by default it is how far the scheduler's clock has reached
+    (fleet_goodput/core/asof.py). The streaming
     pipeline (pipelines/streaming.py) is this one with keys advanced at each
     window end instead: both end in `goodput_tables`.
     """

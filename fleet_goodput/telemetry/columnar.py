@@ -323,7 +323,8 @@ def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
         steps = blocks["step"].fill_null(0).to_numpy()
         codes = blocks["type"].cast(pl.String).replace_strict(
             {name: number for number, name in enumerate(CODES)}, return_dtype=pl.Int8).to_numpy()
-        job_ids, prefixes, ids = jobs["job_id"].to_list(), jobs["job_id"].to_list(), jobs["rests"].to_list()
+        job_ids, ids = jobs["job_id"].to_list(), jobs["rests"].to_list()
+        prefixes = list(job_ids)
         for unprefixed in (~jobs["prefixed"]).arg_true().to_list():  # rare: their ids whole
             prefixes[unprefixed] = ""
             ids[unprefixed] = " ".join(frame["event_id"].gather(jobs["row"][unprefixed]).to_list())
