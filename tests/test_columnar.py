@@ -24,7 +24,8 @@ from fleet_goodput.core.config import load_settings
 from fleet_goodput.simulator import simulate
 from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.telemetry.columnar import _clean_columns, decode_file_fast
-from fleet_goodput.telemetry.decode import TimeSlice, clock_horizon_us, decode_file
+from fleet_goodput.telemetry import observed
+from fleet_goodput.telemetry.decode import TimeSlice, clock_horizon_us, clock_periods, decode_file
 
 ACCELERATORS = load_settings(None).accelerators
 T0 = 1_767_225_600_000_000  # 2026-01-01T00:00Z
@@ -60,8 +61,11 @@ def _assert_same_as_reference(stream: str, data: bytes, source: str = "file.avro
         assert _typed(sorted(kept.batches.items())) == _typed(sorted((k, v) for k, v in expected.items() if v))
         assert kept.read == reference.read
         # Only a scheduler file's events set the clock (fleet_goodput/core/asof.py): another's give no times.
+        # A stated file's slice states its periods up to the slice's end (fleet_goodput/telemetry/observed.py).
         assert kept.latest_times == (latest_times((event[0], key) for key, batch in expected.items()
                                                   for event in batch if event[0] <= clock_horizon_us())
+                                     + clock_periods(observed.sliced(reference.observed, times_of.since_us,
+                                                                     times_of.until_us))
                                      if stream == CLOCK_STREAM else [])
 
 

@@ -30,6 +30,17 @@ scheduler events (time and key), a store keeps them, and the as-of of a run
 over everything equals the last as-of of any sequence of runs over the same
 files: however the telemetry is cut, the figures are the same
 (tests/test_split_invariance.py).
+
+Sources that say what they observed override all of this (Beam's watermark
+rule). A file may state, per cluster, the period its source observed: from
+when it began looking to how far it is complete (`observed_period` in
+fleet_goodput/telemetry/avro_io.py). The store keeps each cluster's stated
+period beside the kept event times, as two entries under keys no job can have
+(fleet_goodput/core/keys.py): the earliest start and the latest end any file
+stated. Once any cluster is stated, T is the earliest of the clusters' ends
+(each cluster is complete up to its end, the fleet up to the earliest), and
+event times move nothing by themselves: the inference above is only for
+stores whose files state nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
-from fleet_goodput.core.keys import is_capacity_key
+from fleet_goodput.core.keys import is_capacity_key, observed_keys, parse_observed_key
 
 CLOCK_STREAM = "scheduler"
 OUTLIER_EVENTS = 10  # at most this many trailing events after a silence are taken for a wrong clock
@@ -50,14 +61,58 @@ MAX_PAST_GAP_US = 366 * 86_400 * 1_000_000
 
 def latest_times(*parts: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
     """What a store keeps of the scheduler's clock: the `KEPT` latest and the `KEPT` earliest distinct
-    (time, key) of all `parts`, latest first. Each part may itself be such a list: the latest (and
+    (time, key) of all `parts`' events, latest first, then each cluster's stated period (its earliest
+    start and latest end, `observed_entries`). Each part may itself be such a list: the latest (and
     earliest) of a union are among its parts' latest (and earliest)."""
-    items = {tuple(item) for part in parts for item in part}
-    return sorted(set(heapq.nlargest(KEPT, items)) | set(heapq.nsmallest(KEPT, items)), reverse=True)
+    items, periods = set(), {}
+    for part in parts:
+        for time_us, key in part:
+            edge = parse_observed_key(key)
+            if edge is None:
+                items.add((time_us, key))
+            elif key not in periods or (time_us < periods[key] if edge[0] == "from" else time_us > periods[key]):
+                periods[key] = time_us
+    events = sorted(set(heapq.nlargest(KEPT, items)) | set(heapq.nsmallest(KEPT, items)), reverse=True)
+    return events + sorted((time_us, key) for key, time_us in periods.items())
+
+
+def event_times(kept: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The kept (time, key) of events, without the stated periods' entries, in their order."""
+    return [(time_us, key) for time_us, key in kept if parse_observed_key(key) is None]
+
+
+def observed_periods(kept: Iterable[tuple[int, str]]) -> dict[str, tuple[int, int]]:
+    """Each stated cluster's observed period (from, to) in the kept times, by cluster name."""
+    edges: dict[str, dict[str, int]] = {}
+    for time_us, key in kept:
+        edge = parse_observed_key(key)
+        if edge is not None:
+            edges.setdefault(edge[1], {})[edge[0]] = time_us
+    return {cluster: (edge.get("from", edge.get("to")), edge.get("to", edge.get("from")))
+            for cluster, edge in sorted(edges.items())}
+
+
+def observed_entries(periods: dict[str, tuple[int, int]]) -> list[tuple[int, str]]:
+    """The kept-times entries of stated periods {cluster: (from, to)}."""
+    entries = []
+    for cluster, (from_us, to_us) in periods.items():
+        from_key, to_key = observed_keys(cluster)
+        entries += [(from_us, from_key), (to_us, to_key)]
+    return entries
 
 
 def clock_time(latest: list[tuple[int, str]]) -> int | None:
-    """The time the scheduler stream has reached, from its latest (time, key) events, latest first."""
+    """The time the scheduler stream has reached: the earliest stated cluster's end where any source
+    stated its period, else inferred from its latest (time, key) events (module docstring)."""
+    periods = observed_periods(latest)
+    if periods:
+        return min(to_us for _, to_us in periods.values())
+    return inferred_time(event_times(latest))
+
+
+def inferred_time(latest: list[tuple[int, str]]) -> int | None:
+    """How far the scheduler's events reach, from their latest (time, key), latest first, when no
+    source states it: the latest, but for a trailing group of one job after a silence (a clock ahead)."""
     if not latest:
         return None
     latest = latest[:KEPT]
@@ -70,11 +125,21 @@ def clock_time(latest: list[tuple[int, str]]) -> int | None:
     return reached
 
 
+def set_aside(latest: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The kept events an inferred clock leaves after it (taken for a clock ahead); none where sources
+    state their periods, which set the clock instead."""
+    if observed_periods(latest):
+        return []
+    events = event_times(latest)
+    reached = inferred_time(events)
+    return [(time_us, key) for time_us, key in events[:KEPT] if reached is not None and time_us > reached]
+
+
 def history_start(kept: list[tuple[int, str]]) -> int | None:
     """The time the fleet's history starts at, when a few scheduler events come before it: a clock
     reset to a default date. A leading group of at most `OUTLIER_EVENTS` events followed by more than
     `MAX_PAST_GAP_US` without any is set aside (None: nothing is)."""
-    earliest = sorted(kept)[:KEPT]
+    earliest = sorted(event_times(kept))[:KEPT]
     start = None
     for index in range(min(OUTLIER_EVENTS, len(earliest) - 1)):
         if earliest[index + 1][0] - earliest[index][0] > MAX_PAST_GAP_US:
@@ -103,11 +168,11 @@ def check_as_of_near_data(as_of_us: int, latest: list[tuple[int, str]], allowed_
     scheduler event the store knows (`latest`, latest first): a typo such as a month too far would
     end every running job there, and turn the next day's events late. `previous` is the last run's
     (id, as-of), named in the message."""
-    if not latest:
-        return  # no scheduler event to measure it against
     from fleet_goodput.core.timeutil import format_time_us
 
-    newest_us = max(time_us for time_us, _ in latest)
+    newest_us = newest_known(latest)
+    if newest_us is None:
+        return
     past_us = as_of_us - newest_us
     if past_us <= allowed_lateness_s * 1_000_000:
         return
@@ -119,6 +184,13 @@ def check_as_of_near_data(as_of_us: int, latest: list[tuple[int, str]], allowed_
         f"late. Nothing was committed. If the time is right (the fleet fell silent), run again with {CONFIRM_FLAG}")
 
 
+def newest_known(latest: list[tuple[int, str]]) -> int | None:
+    """The latest time the scheduler's kept times know of: an event's, or a stated period's end
+    (None: neither, nothing to measure a time against)."""
+    times = [time_us for time_us, _ in event_times(latest)] + [to for _, to in observed_periods(latest).values()]
+    return max(times, default=None)
+
+
 def describe_span(span_us: int) -> str:
     """A duration as people say it: `334 days 2 h`, `5 h 30 min`, `45 min`, `20 s`."""
     seconds = span_us // 1_000_000
@@ -128,3 +200,22 @@ def describe_span(span_us: int) -> str:
     if hours:
         return f"{hours} h" + (f" {minutes} min" if minutes else "")
     return f"{minutes} min" if minutes else f"{seconds} s"
+
+
+def clock_account(latest: list[tuple[int, str]]) -> dict:
+    """What set a run's clock, for its manifest and headline: `basis` "stated" (each cluster's observed
+    period, which the manifest lists) or "inferred" (from the scheduler's event times, a guess, with the
+    events it set aside as a clock ahead), or "none" (no scheduler event yet)."""
+    from fleet_goodput.core.timeutil import format_time_us
+
+    periods = observed_periods(latest)
+    if periods:
+        return {"basis": "stated", "observed": {
+            cluster: {"from": format_time_us(from_us), "to": format_time_us(to_us), "from_us": from_us, "to_us": to_us}
+            for cluster, (from_us, to_us) in periods.items()}}
+    events = event_times(latest)
+    if not events:
+        return {"basis": "none"}
+    aside = set_aside(latest)
+    return {"basis": "inferred", "set_aside": [
+        {"time": format_time_us(time_us), "key": "capacity" if is_capacity_key(key) else key} for time_us, key in aside]}

@@ -32,8 +32,8 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from fleet_goodput import schemas
-from fleet_goodput.core.asof import (CLOCK_STREAM, check_as_of_near_data, default_as_of, describe_span, history_start,
-                                     latest_times)
+from fleet_goodput.core.asof import (CLOCK_STREAM, check_as_of_near_data, clock_account, default_as_of, describe_span,
+                                     event_times, history_start, latest_times, newest_known)
 from fleet_goodput.core.config import Settings, SettingsFile
 from fleet_goodput.core.options import RunOptions
 from fleet_goodput.core.session import STATE_FORMAT
@@ -523,7 +523,7 @@ def chunk_length(input_bytes: int, new: list[tuple[int, str]]) -> int:
     """The chunk of event time that holds about `CHUNK_INPUT_BYTES` of the input at most, if its
     `input_bytes` spread evenly over the time the new scheduler events span (their earliest and
     latest, `new`): whole days, or hours that divide a day (so that chunks start at midnight UTC)."""
-    times = [time_us for time_us, _ in new]
+    times = [time_us for time_us, _ in event_times(new)]
     span_hours = max((max(times) - min(times)) / HOUR_US, 1) if times else 1
     hours = CHUNK_INPUT_BYTES * span_hours / max(input_bytes, 1)
     if hours >= 24:
@@ -544,7 +544,7 @@ def event_time_chunks(new: list[tuple[int, str]], kept: list[tuple[int, str]], c
     events before a job's SUBMIT, a clock ahead), so that no event falls outside.
     """
     start = history_start(kept)
-    times = [time_us for time_us, _ in new if start is None or time_us >= start]
+    times = [time_us for time_us, _ in event_times(new) if start is None or time_us >= start]
     if not times:
         return [(None, TimeSlice())]
     first = window_start(min(times), chunk_us)
@@ -569,8 +569,8 @@ def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output
             "this version, start the output afresh over every input (copy the folder first to keep the old figures): "
             f"mpg run --replace --input DIR --output {shlex.quote(output_dir)}")
     if as_of_us is not None and previous.as_of_us is not None and as_of_us < previous.as_of_us:
-        latest = previous.manifest.get("latest_times") or []
-        newest = f"; the newest scheduler event is {format_time_us(max(t for t, _ in latest))}" if latest else ""
+        newest_us = newest_known(tuple(map(tuple, previous.manifest.get("latest_times") or ())))
+        newest = f"; the newest scheduler event is {format_time_us(newest_us)}" if newest_us is not None else ""
         lateness = previous.manifest.get("allowed_lateness_s")
         allowed = f", the allowed lateness {describe_span(lateness * 1_000_000)}" if lateness is not None else ""
         raise StoreError(f"--as_of {format_time_us(as_of_us)} is earlier than run {previous.run_id}'s as-of "
@@ -605,6 +605,7 @@ def commit_run(plan: RunPlan, settings: Settings, run_settings: RunSettings, mod
         previous=previous.manifest if previous else None,
         counts=add_counts(*(part.counts for part in staged)), pending=staged[-1].pending,
         extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us, "latest_times": latest,
+               "clock": clock_account([tuple(item) for item in latest or ()]),
                "allowed_lateness_s": run_settings.allowed_lateness_s, "files_applied": len(plan.files),
                "files_skipped": len(plan.skipped), "output": plan.output_dir})
     if not manifest["reconciles"]:

@@ -79,15 +79,19 @@ def profiler_events(fleet: FleetTimeline) -> list[dict]:
     return events
 
 
-def write_stream(out_dir: Path, stream: str, events: list[dict], seed: int) -> list[Path]:
-    """Shuffle `events` and write them as DIR/stream/part-NNNNN.avro; returns the paths."""
+def write_stream(out_dir: Path, stream: str, events: list[dict], seed: int,
+                 observed: dict[str, tuple[int, int]] | None = None) -> list[Path]:
+    """Shuffle `events` and write them as DIR/stream/part-NNNNN.avro, each file stating `observed`
+    (fleet_goodput/telemetry/observed.py: every part is a share of the one simulated period); returns
+    the paths."""
     random.Random(f"{seed}:shuffle:{stream}").shuffle(events)
     parts = max(1, min(len(events), max(MIN_PARTS, math.ceil(len(events) / EVENTS_PER_PART))))
     size = math.ceil(len(events) / parts) if events else 0
     paths = []
     for part in range(parts):
         path = out_dir / stream / f"part-{part:05d}.avro"
-        write_events(path, stream, events[part * size:(part + 1) * size], sync_marker=_sync_marker(seed, stream, part))
+        write_events(path, stream, events[part * size:(part + 1) * size], sync_marker=_sync_marker(seed, stream, part),
+                     observed=observed)
         paths.append(path)
     return paths
 

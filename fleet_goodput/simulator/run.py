@@ -88,7 +88,10 @@ def simulate(out_dir, *, seed: int = 0, hours: float = 24.0, jobs: int | None = 
     streams = {"scheduler": emit.scheduler_events(timeline), "runtime": emit.runtime_events(timeline),
                "profiler": emit.profiler_events(timeline)}
     counts = {stream: len(events) for stream, events in streams.items()}
-    files = {stream: emit.write_stream(out_dir, stream, events, seed) for stream, events in streams.items()}
+    # The simulated scheduler saw every cluster over the whole simulated period, and says so.
+    observed = {cluster.name: (start_us, horizon_us) for cluster in clusters}
+    files = {stream: emit.write_stream(out_dir, stream, events, seed, observed if stream == "scheduler" else None)
+             for stream, events in streams.items()}
 
     manifest = {"seed": seed, "hours": hours, "start": start_us, "as_of": horizon_us, "window_s": window_s,
                 "jobs": len(specs), "events": counts}

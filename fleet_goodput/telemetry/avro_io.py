@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import io
 import os
 import shutil
 from collections.abc import Iterable
@@ -16,12 +17,17 @@ from pathlib import Path
 import fastavro
 
 from fleet_goodput import schemas
+from fleet_goodput.telemetry import observed as statement
 from fleet_goodput.core.timeutil import micros_of
 
 
 def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: str = "deflate",
-                 sync_marker: bytes | None = None) -> int:
+                 sync_marker: bytes | None = None, observed: dict[str, tuple[int, int]] | None = None) -> int:
     """Write `records` of `stream` to `path` atomically; returns how many were written.
+
+    `observed` ({cluster: (from_us, to_us)}) is what the file's source states it observed of each
+    cluster (fleet_goodput/telemetry/observed.py): the statement that sets the as-of time. A file of a
+    source that knows it should state it; without it the file states nothing.
 
     The file appears under its final name only when complete, so a reader
     watching the folder never sees half a file. The Avro sync marker (random
@@ -34,7 +40,8 @@ def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: 
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as out:
         marker = sync_marker or hashlib.sha256(f"{stream}:{path.name}".encode()).digest()[:16]
-        fastavro.writer(out, schemas.load(stream), records, codec=codec, sync_marker=marker)
+        fastavro.writer(out, schemas.load(stream), records, codec=codec, sync_marker=marker,
+                        metadata=statement.metadata(observed))
     os.replace(tmp, path)
     return len(records)
 
@@ -64,12 +71,17 @@ def split_by_time(source: str | Path, boundaries_us: list[int], target: str | Pa
     for stream in schemas.STREAMS:
         for path in sorted(Path(source, stream).glob("*.avro")):
             with open(path, "rb") as handle:
-                records = list(fastavro.reader(handle))
+                data = handle.read()
+            records = list(fastavro.reader(io.BytesIO(data)))
+            periods = statement.statement_of(data)
             chunks: list[list[dict]] = [[] for _ in parts]
             for record in records:
                 time_us = micros_of(record["event_time"])
                 chunks[bisect.bisect_left(edges, time_us)].append(record)
-            for part, chunk in zip(parts, chunks):
-                if chunk:
-                    write_events(part / stream / path.name, stream, chunk)
+            for number, (part, chunk) in enumerate(zip(parts, chunks)):
+                # A part of a stated file states what the whole did, up to the part's end.
+                until_us = edges[number] + 1 if number < len(edges) else None
+                part_periods = statement.sliced(periods, None, until_us) if periods else None
+                if chunk or part_periods:
+                    write_events(part / stream / path.name, stream, chunk, observed=part_periods or None)
     return parts

@@ -49,6 +49,7 @@ from fleet_goodput.core.config import PRECISIONS
 from fleet_goodput.core.events import PROFILE, RUNTIME_TYPES, same_instant_order
 from fleet_goodput.core.step_runs import CODES, make_blocks
 from fleet_goodput.telemetry.avro_bounds import most_records, record_bytes_at_least
+from fleet_goodput.telemetry import observed
 from fleet_goodput.telemetry.avro_codecs import check_block
 from fleet_goodput.telemetry.decode import (EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, DecodedFile, TimeSlice,
                                             decode_file, rejected_row)
@@ -162,7 +163,8 @@ def _merged(parts: list[DecodedFile]) -> DecodedFile:
             batches[key] += batch
     return DecodedFile(batches=batches, rejected=[row for part in parts for row in part.rejected],
                        read=sum(part.read for part in parts),
-                       latest_times=latest_times(*(part.latest_times for part in parts)))
+                       latest_times=latest_times(*(part.latest_times for part in parts)),
+                       observed=observed.union(*(part.observed for part in parts)))
 
 
 def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:

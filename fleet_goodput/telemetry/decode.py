@@ -27,12 +27,12 @@ from typing import BinaryIO
 import fastavro
 
 from fleet_goodput import schemas
-from fleet_goodput.core.asof import CLOCK_STREAM, latest_times
+from fleet_goodput.core.asof import CLOCK_STREAM, latest_times, observed_entries
 from fleet_goodput.core.config import PRECISIONS
 from fleet_goodput.core.events import PROFILE, Event, make_event
-from fleet_goodput.core.keys import capacity_key
+from fleet_goodput.core.keys import capacity_key, is_capacity_key
 from fleet_goodput.core.timeutil import EPOCH, ONE_MICROSECOND
-from fleet_goodput.telemetry import avro_codecs
+from fleet_goodput.telemetry import avro_codecs, observed
 from fleet_goodput.telemetry.avro_blocks import AvroBlocks, Damage
 from fleet_goodput.telemetry.avro_bounds import UnsafeSchema, most_records, records_beyond
 
@@ -99,10 +99,10 @@ def _common(record: dict) -> None:
     if record["event_time"] >= LATEST_PLAUSIBLE_US:
         raise Invalid(f"event_time {record['event_time']} µs is after 2100-01-01: not plausible telemetry")
     if record.get("job_id") is not None:
-        _check_identifier("job_id", record["job_id"])
+        check_identifier("job_id", record["job_id"])
 
 
-def _check_identifier(name: str, value: str) -> None:
+def check_identifier(name: str, value: str) -> None:
     if len(value) > MAX_IDENTIFIER_LENGTH:
         raise Invalid(f"{name} of {len(value)} characters: longer than {MAX_IDENTIFIER_LENGTH} is not an identifier")
     if _CONTROL_CHARACTER.search(value):
@@ -112,7 +112,7 @@ def _check_identifier(name: str, value: str) -> None:
 def scheduler_event(record: dict, accelerators) -> tuple[str, Event]:
     _common(record)
     kind, chips = record["type"], record["chips"]
-    _check_identifier("cluster", record["cluster"])
+    check_identifier("cluster", record["cluster"])
     if record["accelerator"] not in accelerators:
         raise Invalid(f"unknown accelerator {record['accelerator']!r}: not in the accelerator catalogue")
     if chips < 0:
@@ -140,7 +140,7 @@ def _reason(record: dict) -> str | None:
     """Why a job was interrupted or ended (the optional `reason`, null in files written before it)."""
     reason = record.get("reason")
     if reason is not None:
-        _check_identifier("reason", reason)
+        check_identifier("reason", reason)
     return reason
 
 
@@ -357,22 +357,25 @@ def _describe(writer_schema) -> str:
 class DecodedFile:
     """One file's events grouped by key (slim tuples), its rejected rows, how
     many records it held, and, of a scheduler file, the latest times of its
-    events (fleet_goodput/core/asof.py; runtime and profiler events never move
+    events and the periods it states it observed (fleet_goodput/core/asof.py,
+    fleet_goodput/telemetry/observed.py; runtime and profiler events never move
     the clock, so their files' are not gathered)."""
 
     batches: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
     rejected: list[dict] = field(default_factory=list)
     read: int = 0
-    latest_times: list[tuple[int, str]] = field(default_factory=list)  # (time, key)
+    latest_times: list[tuple[int, str]] = field(default_factory=list)  # (time, key), then the stated periods
+    observed: dict[str, tuple[int, int]] = field(default_factory=dict)  # {cluster: (from_us, to_us)} stated
 
     def during(self, times: TimeSlice) -> DecodedFile:
         """The same file with only the events `times` holds, and the latest times of those."""
         batches = {key: kept for key, batch in self.batches.items()
                    if (kept := [event for event in batch if times.holds(event[0])])}
+        periods = observed.sliced(self.observed, times.since_us, times.until_us)
         # A file without latest times (not a scheduler file's, or none before the horizon) has none in a slice.
         latest = (clock_sample((event[0], key) for key, batch in batches.items() for event in batch)
-                  if self.latest_times else [])
-        return DecodedFile(batches, self.rejected, self.read, latest)
+                  + clock_periods(periods) if self.latest_times else [])
+        return DecodedFile(batches, self.rejected, self.read, latest, periods)
 
 
 @dataclass(frozen=True)
@@ -401,9 +404,16 @@ def clock_sample(times_and_keys) -> list[tuple[int, str]]:
     return latest_times(item for item in times_and_keys if item[0] <= horizon_us)
 
 
+def clock_periods(periods: dict[str, tuple[int, int]]) -> list[tuple[int, str]]:
+    """The kept-times entries of a file's stated periods, none ending past the horizon (a clock ahead)."""
+    horizon_us = clock_horizon_us()
+    return observed_entries({cluster: period for cluster, period in periods.items() if period[1] <= horizon_us})
+
+
 def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> DecodedFile:
     decoded = DecodedFile()
-    for outcome, value in read_avro_file(stream, source, handle, accelerators):
+    data = handle.read()
+    for outcome, value in read_avro_file(stream, source, io.BytesIO(data), accelerators):
         if outcome == "event":
             key, event = value
             decoded.batches[key].append(tuple(event))
@@ -412,5 +422,26 @@ def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> Dec
             decoded.read += value["records"]
             decoded.rejected.append(value)
     if stream == CLOCK_STREAM:
-        decoded.latest_times = clock_sample((event[0], key) for key, batch in decoded.batches.items() for event in batch)
+        _hold_to_statement(decoded, data, source)
+        decoded.latest_times = (clock_sample((event[0], key) for key, batch in decoded.batches.items()
+                                             for event in batch) + clock_periods(decoded.observed))
     return decoded
+
+
+def _hold_to_statement(decoded: DecodedFile, data: bytes, source: str) -> None:
+    """Hold a scheduler file's events to the periods its header states (fleet_goodput/telemetry/observed.py).
+    A file whose statement is malformed has every event rejected with the reason: the periods would set
+    the as-of time, and a guess in their place could move it anywhere."""
+    try:
+        periods = observed.statement_of(data)
+    except observed.BadStatement as exc:
+        reason = f"the file's statement of what it observed is malformed: {exc}; its events are not read"
+        decoded.rejected += [observed.event_row(CLOCK_STREAM, source, None if is_capacity_key(key) else key, event,
+                                                reason) for key, batch in decoded.batches.items() for event in batch]
+        decoded.batches.clear()
+        return
+    except Exception:  # noqa: BLE001 - an unreadable header: read_avro_file has rejected the file already
+        return
+    if periods:
+        decoded.observed = periods
+        decoded.rejected += observed.apply_statement(decoded.batches, periods, CLOCK_STREAM, source)
