@@ -59,7 +59,7 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     import time
 
-    from fleet_goodput.core.timeutil import parse_time_us
+    from fleet_goodput.core.timeutil import format_time_us, parse_time_us
     from fleet_goodput.importers.common import MICROS, Options, SourceError
     from fleet_goodput.importers.slurm import AcceleratorMap
     from fleet_goodput.importers.slurm_collect import CollectBusy, CollectError, collect
@@ -83,7 +83,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"Collected {result['events']:,} new scheduler events of {result['jobs']:,} jobs into "
               f"{Path(args.out) / result['file']}.")
     else:
-        print("Nothing new since the last poll.")
+        print("Nothing new since the last poll, and no cluster seen yet to say it of.")
+    for cluster, (from_us, to_us) in (result["observed"] or {}).items():
+        say(f"Observed {cluster} from {format_time_us(from_us)} to {format_time_us(to_us)} (the file says so; "
+            "the as-of time follows it).")
     if result["rejected"]:
         say(f"Rejected {result['rejected']:,} new rows (listed in {Path(args.out) / 'slurm_rejected'}).")
     say(f"Next: mpg run --input {shlex.quote(str(args.out))} --output OUT")

@@ -29,7 +29,11 @@ table. --replace starts OUTPUT afresh; `mpg rollback --to RUN` undoes the runs
 after RUN instead. A run that fails or is killed leaves the previous run as it was.
 An --as_of more than the allowed lateness past the newest scheduler event, a
 likely typo, is refused with those figures unless --confirm_as_of is given; one
-before the last run's as-of is refused. OUTPUT must be new, empty, or an output of
+before the last run's as-of is refused. By default the as-of time is how far
+the sources state they observed each cluster (the earliest cluster's end;
+docs/metric.md, "Time and the as-of time"); new files that state a cluster
+observed only from more than 7 days after the store's observation of it ended
+(a wrong folder) are refused before anything is computed, unless --confirm_as_of. OUTPUT must be new, empty, or an output of
 fleet-goodput (it holds a .fleet-goodput-store file): a run, and --replace,
 refuse a folder that holds anything else. A damaged output is refused with
 what is damaged (exit 3; `mpg check` repairs what it can).

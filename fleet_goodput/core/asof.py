@@ -184,6 +184,36 @@ def check_as_of_near_data(as_of_us: int, latest: list[tuple[int, str]], allowed_
         f"late. Nothing was committed. If the time is right (the fleet fell silent), run again with {CONFIRM_FLAG}")
 
 
+# New files that state a cluster observed from more than this after the store's observation of it
+# ended (or, for a cluster the store does not know, after its as-of time) leave a stretch nobody
+# observed, and would move the as-of across it: refused unless confirmed. Long enough for a quiet
+# cluster's daily or weekly imports, whose first record may come days after the last one; far short
+# of the months a wrong folder jumps.
+MAX_UNOBSERVED_US = 7 * 86_400 * 1_000_000
+
+
+def check_observed_continuity(new: dict[str, tuple[int, int]], kept: list[tuple[int, str]],
+                              previous_as_of_us: int | None) -> None:
+    """SuspiciousAsOf when new files state a cluster observed only from well after the store's
+    observation of it ended (`MAX_UNOBSERVED_US`): a wrong folder, or a collector that stopped for weeks.
+    Nothing to check for a first run."""
+    if previous_as_of_us is None:
+        return
+    from fleet_goodput.core.timeutil import format_time_us
+
+    known = observed_periods(kept)
+    for cluster, (from_us, _) in sorted(new.items()):
+        reference_us = known[cluster][1] if cluster in known else previous_as_of_us
+        if from_us - reference_us > MAX_UNOBSERVED_US:
+            whose = (f"the store's observation of it ended at {format_time_us(reference_us)}" if cluster in known
+                     else f"the store is as of {format_time_us(reference_us)} and has never observed it")
+            raise SuspiciousAsOf(
+                f"the new files state cluster {cluster!r} observed from {format_time_us(from_us)}, "
+                f"{describe_span(from_us - reference_us)} after {whose}: nothing was observed in between, and the "
+                "as-of time would move across it, ending every running job there (a wrong folder?). Nothing was "
+                f"committed. If these are the right files, run again with {CONFIRM_FLAG}")
+
+
 def newest_known(latest: list[tuple[int, str]]) -> int | None:
     """The latest time the scheduler's kept times know of: an event's, or a stated period's end
     (None: neither, nothing to measure a time against)."""

@@ -73,10 +73,14 @@ OPTIONS = {option.name: option for option in (
     Option("output", "the output store (local or gs://): Delta Lake tables/, the runs and their state; "
                      "locally also manifest.json and goodput.duckdb", "DIR", required=True),
     Option("as_of", "ISO-8601 time that ends still-running jobs and capacity; later events wait in the store "
-                    "for a later run (default: how far the scheduler's clock has reached)", "TIME", time_us),
+                    "for a later run (default: how far the sources state they observed every cluster, the earliest "
+                    "cluster's end; for files that state nothing, inferred from the scheduler's event times)", "TIME",
+           time_us),
     Option("confirm_as_of", "run with an --as_of more than the allowed lateness past the newest scheduler event, "
                             "which is refused otherwise as a likely typo (a month too far ends every running job "
-                            "there and makes the next day's events late)", is_switch=True),
+                            "there and makes the next day's events late), or new files that state a cluster observed "
+                            "from more than 7 days after the store's observation of it ended (a wrong folder)",
+           is_switch=True),
     Option("window_s", "window length in seconds, overriding the config's; must divide a day", "SECONDS", int),
     Option("config", "settings YAML overriding configs/default.yaml: window_s, accelerators, size_classes, "
                      "and the sections beam: (pipeline options) and runs: (lateness, retention, a stream's source); "

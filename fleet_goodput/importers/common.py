@@ -30,7 +30,9 @@ import fastavro
 from tqdm import tqdm
 
 from fleet_goodput import console, schemas
+from fleet_goodput.core.timeutil import micros_of
 from fleet_goodput.safe_text import printable
+from fleet_goodput.telemetry import observed as statement
 from fleet_goodput.telemetry.avro_io import write_events
 
 REJECTED_FILE = "import_rejected.jsonl"
@@ -131,6 +133,13 @@ class Imported:
     rejections: list[Rejection] = field(default_factory=list)
     caveats: list[Caveat] = field(default_factory=list)
     provenance: dict = field(default_factory=dict)  # written to SOURCE.json beside the counts
+    # What the source observed of each cluster, {cluster: (from_us, to_us)}: None for a finished history,
+    # whose period runs from its first record to its last (`history_periods`); a live source sets it.
+    observed: dict[str, tuple[int, int]] | None = None
+
+    def periods(self) -> dict[str, tuple[int, int]] | None:
+        """What the import's scheduler files state it observed (fleet_goodput/telemetry/observed.py)."""
+        return self.observed if self.observed is not None else history_periods(self.streams)
 
     def reject(self, file: str, where: str, item: str, reason: str, detail: str = "") -> None:
         self.rejections.append(Rejection(file, where, item, reason, detail))
@@ -348,14 +357,40 @@ def _sync_marker(importer: str, stream: str, part: int | str) -> bytes:
     return hashlib.sha256(f"fleet-goodput import {importer} {stream} {part}".encode()).digest()[:16]
 
 
-def _write_stream(folder: Path, importer: str, stream: str, records: list[dict]) -> None:
+def history_periods(streams: dict[str, list[dict]]) -> dict[str, tuple[int, int]] | None:
+    """What a finished history observed of each cluster: from the cluster's first record (of any stream;
+    a job's runtime and profiler records count toward its SUBMIT's cluster) to the history's last record.
+    A history is read whole, so every cluster in it is known up to its end: a cluster whose records stop
+    earlier was quiet, not unobserved (one whose run ended first must not hold the others back). None
+    where no scheduler record names a cluster."""
+    cluster_of = {r["job_id"]: r["cluster"] for r in streams.get("scheduler", []) if r["type"] == "SUBMIT"}
+    first: dict[str, int] = {}
+    last = None
+    for stream, records in streams.items():
+        for record in records:
+            time_us = micros_of(record["event_time"])
+            last = time_us if last is None else max(last, time_us)
+            cluster = record["cluster"] if stream == "scheduler" else cluster_of.get(record["job_id"])
+            if cluster is not None:
+                first[cluster] = min(first.get(cluster, time_us), time_us)
+    return {cluster: (start, last) for cluster, start in sorted(first.items())} or None
+
+
+def stated_periods(folder: Path) -> dict[str, tuple[int, int]]:
+    """What the scheduler files in `folder` state together (fleet_goodput/telemetry/observed.py)."""
+    return statement.union(*(statement.statement_of(path.read_bytes()) or {}
+                             for path in sorted((folder / "scheduler").glob("*.avro"))))
+
+
+def _write_stream(folder: Path, importer: str, stream: str, records: list[dict],
+                  observed: dict[str, tuple[int, int]] | None = None) -> None:
     records = sorted(records, key=lambda r: (r["event_time"], r["event_id"]))
     parts = max(1, -(-len(records) // RECORDS_PER_PART))
     (folder / stream).mkdir(parents=True)
     for part in range(parts):
         chunk = records[part * RECORDS_PER_PART:(part + 1) * RECORDS_PER_PART]
         write_events(folder / stream / f"part-{part:05d}.avro", stream, chunk,
-                     sync_marker=_sync_marker(importer, stream, part))
+                     sync_marker=_sync_marker(importer, stream, part), observed=observed)
 
 
 def summary(imported: Imported) -> dict:
@@ -376,8 +411,10 @@ def write_import(imported: Imported, out_dir: str | Path, overwrite: bool = Fals
     out.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing-", dir=out.parent))
     try:
+        periods = imported.periods()  # the scheduler files say what the source observed
         for stream in schemas.STREAMS:
-            _write_stream(building, imported.importer, stream, imported.streams[stream])
+            _write_stream(building, imported.importer, stream, imported.streams[stream],
+                          periods if stream == "scheduler" else None)
         rows = sorted((r.row() for r in imported.rejections),
                       key=lambda row: (row["file"], row["where"], row["item"], row["reason"]))
         with open(building / REJECTED_FILE, "w", encoding="utf-8") as handle:
@@ -425,11 +462,16 @@ def append_import(imported: Imported, out_dir: str | Path) -> dict:
         held = {record["event_id"] for path in sorted((out / stream).glob("*.avro")) for record in _records(path)}
         new = [r for r in imported.streams[stream] if r["event_id"] not in held]
         appended[stream] = len(new)
-        if new:
-            name = hashlib.sha256("\n".join(sorted(r["event_id"] for r in new)).encode()).hexdigest()[:16]
+        periods = imported.periods() if stream == "scheduler" else None
+        if periods and not new and statement.union(stated_periods(out), periods) == stated_periods(out):
+            periods = None  # the files there state it already: nothing to add
+        if new or periods:
+            # Nothing new still says how far the source has now observed (a quiet watch).
+            ids = sorted(r["event_id"] for r in new) or [json.dumps(periods, sort_keys=True)]
+            name = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
             records = sorted(new, key=lambda r: (r["event_time"], r["event_id"]))
             write_events(out / stream / f"append-{name}.avro", stream, records,
-                         sync_marker=_sync_marker(imported.importer, stream, name))
+                         sync_marker=_sync_marker(imported.importer, stream, name), observed=periods)
     for file_name, rows in ((REJECTED_FILE, [r.row() for r in imported.rejections]),
                             (CAVEATS_FILE, [c.row() for c in imported.caveats])):
         _append_lines(out / file_name, [json.dumps(row, sort_keys=True) for row in rows])

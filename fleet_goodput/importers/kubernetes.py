@@ -144,6 +144,36 @@ def _version(snapshot: objects.Snapshot) -> tuple:
             snapshot.observed_us or 0)
 
 
+def watched_period(cluster: str, by_object: dict[tuple[str, str], list[objects.Snapshot]]) -> dict | None:
+    """What the watch observed of `cluster` (fleet_goodput/telemetry/observed.py): from its start to its
+    latest heartbeat. With the collector's `observedTime` stamps, from the first stamp to the last; without,
+    from the earliest time a Node's first snapshot was current (its latest heartbeat or transition then: a
+    node reports every few minutes, so its first sighting is the watch's start, where a Ready condition's
+    lastTransitionTime can be weeks before) to the latest time any snapshot records. None: no time at all."""
+    stamps = [s.observed_us for snapshots in by_object.values() for s in snapshots if s.observed_us is not None]
+    if stamps:
+        return {cluster: (min(stamps), max(stamps))}
+    ends, node_starts = [], []
+    for (kind, _), snapshots in by_object.items():
+        for snapshot in snapshots:
+            try:
+                ends.append(max(snapshot.recorded_times(), default=None))
+            except Unmappable:
+                continue  # the object's own mapping rejected it
+        if kind == "Node":
+            try:
+                node_starts.append(min(max(s.recorded_times(), default=None) or 0 for s in snapshots) or None)
+            except Unmappable:
+                continue
+    ends = [end for end in ends if end is not None]
+    if not ends:
+        return None
+    to_us = max(ends)
+    starts = [start for start in node_starts if start is not None]
+    from_us = min(starts) if starts else min(ends)
+    return {cluster: (min(from_us, to_us), to_us)}
+
+
 def label_map(path: str | None) -> dict[str, dict[str, str]]:
     """The accelerator label map: the built-in one, with a user's YAML `{label: {value: key}}` on top."""
     labels = {label: dict(values) for label, values in objects.ACCELERATOR_LABELS.items()}
@@ -203,6 +233,7 @@ def read(source: list[Path] | Path, options: Options) -> Imported:
             imported.reject(latest.file, latest.where, item, "a field of a type its API does not give it",
                             f"{type(exc).__name__}: {exc}"[:200])
     objects.capacity_levels(sink, histories, latest_us)
+    imported.observed = watched_period(options.cluster, by_object)
     imported.provenance = {**PROVENANCE, "cluster": options.cluster,
                            "inputs": [file_digest(path) for path in files],
                            "skipped": dict(sorted(sink.skipped.items())),

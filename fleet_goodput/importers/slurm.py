@@ -394,6 +394,12 @@ def read(source: Path, options: Options) -> Imported:
                                 f"{SACCT_FIELDS}"), options)
 
 
+def first_record_us(sacct_path: Path, options: Options) -> int | None:
+    """The first record of a sacct text's history: the time `convert` starts its capacity at."""
+    scheduler = convert(sacct_path, options).streams["scheduler"]
+    return min((r["event_time"] for r in scheduler if r["job_id"] is not None), default=None)
+
+
 def convert(sacct_path: Path, options: Options, origin_us: int | None = None, since_us: int | None = None,
             settle_after_us: int | None = None) -> Imported:
     """The events of `sacct_path` (with events.txt and nodes.txt beside it). CAPACITY starts at

@@ -8,6 +8,16 @@ not written before to DIR/scheduler/slurm-NNNNNNNN.avro; then it moves the
 cursor (DIR/.slurm-collect/cursor.json). A job still running is written as far
 as it has got (SUBMIT, ALLOCATE, a PREEMPT), its end at a later poll.
 
+Every poll's file states what the collection has observed of the cluster
+(fleet_goodput/telemetry/observed.py): from the first record of the history
+the first poll read (its earliest submission, as `mpg import slurm` starts
+at) to the poll's time. A quiet poll writes a file holding only that
+statement, so a quiet cluster's day completes all the same; the capacity
+levels start at that first record too, not at --since, so the collected and
+the imported history give the same figures. A record that reaches accounting
+after the poll (slurmdbd takes about a second) is written by the next poll,
+within the allowed lateness of the as-of time.
+
 Killed at any point and run again, it ends where one uninterrupted collection
 ends: event ids depend only on the job, the attempt and the event; the cursor
 remembers the ids written; and a file written by a poll the cursor never
@@ -22,13 +32,13 @@ import os
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import fastavro
 
 from fleet_goodput.importers.common import MICROS, Options
-from fleet_goodput.importers.slurm import EVENT_FIELDS, EVENTS, NODES, SACCT, SACCT_FIELDS, convert
+from fleet_goodput.importers.slurm import EVENT_FIELDS, EVENTS, NODES, SACCT, SACCT_FIELDS, convert, first_record_us
 from fleet_goodput.telemetry.avro_io import write_events
 
 STATE_DIR = ".slurm-collect"
@@ -54,23 +64,25 @@ class CollectBusy(RuntimeError):
 
 @dataclass
 class Cursor:
-    origin_us: int  # CAPACITY starts here (the first poll's start)
+    origin_us: int | None  # CAPACITY and the observed period start here: the first record read (None: none yet)
     since_us: int  # the next poll asks sacct from here
     polls: int  # the number of the last poll whose file is recorded here
     written: dict[str, int]  # event id → when it may be forgotten
     rejected: dict[str, int]  # "item|reason" → when it was first listed
+    clusters: list[str] = field(default_factory=list)  # the clusters seen, which a quiet poll states too
 
     @classmethod
     def load(cls, folder: Path, start_us: int) -> Cursor:
-        """The cursor; a new one starts at `start_us` and is saved at once, so that a first poll
-        killed midway continues from the same origin whatever --since the next run is given."""
+        """The cursor; a new one starts sacct at `start_us` and is saved at once, so that a first poll
+        killed midway continues from the same --since whatever the next run is given."""
         path = folder / STATE_DIR / CURSOR
         if not path.exists():
-            cursor = cls(start_us, start_us, 0, {}, {})
+            cursor = cls(None, start_us, 0, {}, {})
             cursor.save(folder)
             return cursor
         raw = json.loads(path.read_text(encoding="utf-8"))
-        return cls(raw["origin_us"], raw["since_us"], raw["polls"], raw["written"], raw["rejected"])
+        return cls(raw["origin_us"], raw["since_us"], raw["polls"], raw["written"], raw["rejected"],
+                   raw.get("clusters", []))
 
     def save(self, folder: Path) -> None:
         path = folder / STATE_DIR / CURSOR
@@ -145,26 +157,41 @@ def _poll(out: Path, options: Options, since_us: int, now_us: int | None) -> dic
     now_us = now_us if now_us is not None else time.time_ns() // 1000
     poll_dir = out / STATE_DIR / "poll"
     shutil.rmtree(poll_dir, ignore_errors=True)
-    imported = convert(poll_files(poll_dir, cursor.since_us), options, origin_us=cursor.origin_us,
-                       since_us=cursor.since_us, settle_after_us=now_us - LAG_US)
-    records = [r for r in imported.streams["scheduler"] if r["event_id"] not in cursor.written]
+    sacct = poll_files(poll_dir, cursor.since_us)
+    # Capacity and the observed period start at the first record of the history read so far, as an
+    # import of it starts: a record that reached accounting after an earlier poll moves them earlier.
+    # Levels are written from the cursor on, and from the new origin where it moved.
+    first_us = first_record_us(sacct, options)
+    levels_since_us = cursor.since_us
+    if first_us is not None and (cursor.origin_us is None or first_us < cursor.origin_us):
+        cursor.origin_us, levels_since_us = first_us, min(first_us, cursor.since_us)
+    imported = convert(sacct, options, origin_us=cursor.origin_us, since_us=levels_since_us,
+                       settle_after_us=now_us - LAG_US)
+    scheduler = imported.streams["scheduler"]
+    clusters = sorted({*cursor.clusters, *(r["cluster"] for r in scheduler), *([options.cluster] if options.cluster else [])})
+    records = [r for r in scheduler if r["event_id"] not in cursor.written]
     rejections = [r.row() for r in imported.rejections if f"{r.item}|{r.reason}" not in cursor.rejected]
     number = cursor.polls + 1
-    if records:
+    # Observed from the first record on (or from this poll, where none was read yet) up to now.
+    start_us = min(cursor.origin_us, now_us) if cursor.origin_us is not None else now_us
+    observed = {cluster: (start_us, now_us) for cluster in clusters} or None
+    if records or observed:
         write_events(out / "scheduler" / f"slurm-{number:08d}.avro", "scheduler",
-                     sorted(records, key=lambda r: (r["event_time"], r["event_id"])))
+                     sorted(records, key=lambda r: (r["event_time"], r["event_id"])), observed=observed)
     if rejections:
         (out / REJECTED_DIR).mkdir(exist_ok=True)
         partial = out / REJECTED_DIR / f".poll-{number:08d}.partial"
         partial.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rejections), encoding="utf-8")
         os.replace(partial, out / REJECTED_DIR / f"poll-{number:08d}.jsonl")
-    _remember(cursor, imported.streams["scheduler"], rejections, now_us)
-    if records or rejections:
+    _remember(cursor, scheduler, rejections, now_us)
+    cursor.clusters = clusters
+    if records or rejections or observed:
         cursor.polls = number
     cursor.save(out)
     return {"events": len(records), "rejected": len(rejections), "jobs": len({r["job_id"] for r in records
                                                                                 if r["job_id"]}),
-            "file": f"scheduler/slurm-{number:08d}.avro" if records else None}
+            "file": f"scheduler/slurm-{number:08d}.avro" if records or observed else None,
+            "observed": observed}
 
 
 def _remember(cursor: Cursor, records: list[dict], rejections: list[dict], now_us: int) -> None:

@@ -88,7 +88,8 @@ def period_from_args(args, run: CheckedRun) -> Period:
 
 
 def whole_output_period(run: CheckedRun) -> Period:
-    """The days the checked run's job_window covers, up to its as-of time."""
+    """The days the checked run's job_window covers, up to its as-of time, and from the first day any
+    source states it observed on (days before it hold no observed capacity, only jobs' early history)."""
     latest = run.record
     if latest is None:
         raise PeriodError(f"no committed run in {run.output}: "
@@ -100,7 +101,13 @@ def whole_output_period(run: CheckedRun) -> Period:
     as_of_us = latest.as_of_us
     # An as-of time at midnight ends the day before it: the new day has no data yet.
     last = datetime.fromtimestamp((as_of_us - 1) / 1e6, tz=timezone.utc).date() if as_of_us else _parse_day(days[-1])
-    return Period(_parse_day(days[0]), max(last, _parse_day(days[0])))
+    first = _parse_day(days[0])
+    observed = ((latest.manifest or {}).get("clock") or {}).get("observed")
+    if observed:
+        first = max(first, datetime.fromtimestamp(min(p["from_us"] for p in observed.values()) / 1e6,
+                                                  tz=timezone.utc).date())
+    first = min(first, last) if as_of_us else first
+    return Period(first, max(last, first))
 
 
 @contextmanager

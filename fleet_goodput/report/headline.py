@@ -118,6 +118,8 @@ def coverage_lines(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunReco
     as_of = f", as of {format_time_us(latest.as_of_us)} (run {latest.run_id})" if latest else ""
     lines = [f"  Whole store, {_days_text(store_days)}{as_of}:",
              f"    {_factor_line(whole, bool(runtime_days), why)}"]
+    if latest is not None:
+        lines += clock_lines(latest.manifest)
     if latest is None:
         return lines
     first = since_run or latest.run_id
@@ -136,6 +138,34 @@ def coverage_lines(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunReco
         runtime = bool(runtime_days.intersection(group))
         totals = of_day[group[0]] if len(group) == 1 else fleet_totals(connection, group)
         lines.append(f"    {name}  {_factor_line(totals, runtime, why)}")
+    return lines
+
+
+def clock_lines(manifest: dict) -> list[str]:
+    """How far the run's sources reached, and on what word: each cluster's stated observed period, or that
+    the as-of time was inferred from event times (a guess) and which events it set aside; and how many
+    events wait for a later as-of time."""
+    clock = manifest.get("clock") or {}
+    lines = []
+    if clock.get("basis") == "stated":
+        periods = clock["observed"]
+        earliest = min(period["to_us"] for period in periods.values())
+        for cluster, period in periods.items():
+            mark = "  <- the as-of time: the earliest end" if len(periods) > 1 and period["to_us"] == earliest else ""
+            lines.append(f"    {printable(cluster)}: observed {period['from']} .. {period['to']}{mark}")
+        lines.insert(0, "  As of what the sources state they observed:")
+    elif clock.get("basis") == "inferred":
+        lines.append("  As-of time inferred from the scheduler's event times (no file states what its source "
+                     "observed): a guess")
+        aside = clock.get("set_aside") or []
+        if aside:
+            keys = sorted({item["key"] for item in aside})
+            lines.append(f"    set aside as a clock ahead: {len(aside)} event(s) of {', '.join(map(printable, keys))} "
+                         f"after a silence of over an hour, the latest at {aside[0]['time']}")
+    waiting = {stream: counts.get("waiting", 0) for stream, counts in (manifest.get("streams") or {}).items()}
+    if any(waiting.values()):
+        lines.append("    waiting for a later as-of time: " + ", ".join(
+            f"{count:,} {stream}" for stream, count in waiting.items() if count))
     return lines
 
 

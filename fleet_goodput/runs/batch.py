@@ -32,8 +32,9 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from fleet_goodput import schemas
-from fleet_goodput.core.asof import (CLOCK_STREAM, check_as_of_near_data, clock_account, default_as_of, describe_span,
-                                     event_times, history_start, latest_times, newest_known)
+from fleet_goodput.core.asof import (CLOCK_STREAM, check_as_of_near_data, check_observed_continuity, clock_account,
+                                     default_as_of, describe_span, event_times, history_start, latest_times,
+                                     newest_known)
 from fleet_goodput.core.config import Settings, SettingsFile
 from fleet_goodput.core.options import RunOptions
 from fleet_goodput.core.session import STATE_FORMAT
@@ -50,6 +51,7 @@ from fleet_goodput.store.manifest import add_counts, build_manifest, manifest_pa
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stored_settings import ChosenSettings, check_run, commit_settings, settings_for_run
 from fleet_goodput.store.tables import REPLACED_EACH_RUN, TABLES
+from fleet_goodput.telemetry import observed
 from fleet_goodput.telemetry.columnar import decode_input_file
 from fleet_goodput.telemetry.decode import TimeSlice
 from fleet_goodput.telemetry.input_files import NotARegularFile
@@ -326,6 +328,10 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSetting
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped,
                                 committed=False, deferred=tuple(deferred), store=store)
 
+        if as_of_us is None and not options.confirm_as_of and plan.previous is not None:
+            # Before any computing: a wrong folder costs nothing.
+            check_observed_continuity(_stated_by(plan.files), list(plan.continuation.latest_times),
+                                      plan.previous.as_of_us)
         if not plan.files and plan.moves_no_time(as_of_us):
             if plan.previous and _published_run(store) != plan.previous.run_id:  # stopped after its commit
                 _publish(store, plan.previous, settings, build_views, progress)
@@ -501,6 +507,20 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, run_settings: RunSettings,
         state_files = [path for path, _, _ in _matched(f"{literal_pattern(folder)}/state_keys/*.parquet")]
         staged.append(folder)
     return staged
+
+
+def _stated_by(files) -> dict[str, tuple[int, int]]:
+    """What the scheduler files among `files` state they observed, together (their headers only)."""
+    stated = []
+    for item in files:
+        if item.stream != CLOCK_STREAM:
+            continue
+        try:
+            with open_input(item.path) as handle:
+                stated.append(observed.statement_of(handle.read()) or {})
+        except Exception:  # noqa: BLE001 - unreadable or malformed: the read step rejects the file with the reason
+            continue
+    return observed.union(*stated)
 
 
 def _slices_of(folder: str, chunk: int) -> list[str]:

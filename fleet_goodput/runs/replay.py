@@ -8,6 +8,7 @@ slices so that event time passes `speed` times faster than the wall clock.
 
 from __future__ import annotations
 
+import io
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -18,20 +19,28 @@ import fastavro
 
 from fleet_goodput import schemas
 from fleet_goodput.core.timeutil import micros_of
+from fleet_goodput.telemetry import observed
 from fleet_goodput.telemetry.avro_io import write_events
 
 
 def load_slices(source: str | Path, slice_s: int) -> dict[int, dict[str, list[dict]]]:
     """slice start (µs) → stream → records, from SOURCE/<stream>/*.avro."""
+    return _load(source, slice_s)[0]
+
+
+def _load(source: str | Path, slice_s: int) -> tuple[dict[int, dict[str, list[dict]]], dict[str, tuple[int, int]]]:
+    """`load_slices`, and the periods SOURCE's files state they observed (fleet_goodput/telemetry/observed.py)."""
     slices: dict[int, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     slice_us = slice_s * 1_000_000
+    stated = []
     for stream in schemas.STREAMS:
         for path in sorted(Path(source, stream).glob("*.avro")):
-            with open(path, "rb") as handle:
-                for record in fastavro.reader(handle):
-                    time_us = micros_of(record["event_time"])
-                    slices[time_us - time_us % slice_us][stream].append({**record, "event_time": time_us})
-    return slices
+            data = path.read_bytes()
+            stated.append(observed.statement_of(data) or {})
+            for record in fastavro.reader(io.BytesIO(data)):
+                time_us = micros_of(record["event_time"])
+                slices[time_us - time_us % slice_us][stream].append({**record, "event_time": time_us})
+    return slices, observed.union(*stated)
 
 
 def replay(source: str | Path, target: str | Path, speed: float, slice_s: int = 300,
@@ -47,7 +56,7 @@ def replay(source: str | Path, target: str | Path, speed: float, slice_s: int = 
     took 25.3 s instead of 21.6), and a stretch of event time without events
     takes its wall time too.
     """
-    slices = load_slices(source, slice_s)
+    slices, periods = _load(source, slice_s)
     starts = sorted(slices)
     began = clock()
     written = 0
@@ -56,9 +65,13 @@ def replay(source: str | Path, target: str | Path, speed: float, slice_s: int = 
             due = began + (start_us - starts[0]) / 1e6 / speed
             if (wait := due - clock()) > 0:
                 sleep(wait)
-        for stream, records in sorted(slices[start_us].items()):
+        # A stated source's replay states, slice by slice, what it has observed by the slice's end.
+        stating = observed.sliced(periods, None, start_us + slice_s * 1_000_000)
+        streams = {**({"scheduler": []} if stating else {}), **slices[start_us]}
+        for stream, records in sorted(streams.items()):
             records.sort(key=lambda record: record["event_time"])
-            written += write_events(Path(target, stream, f"replay-{n:06d}.avro"), stream, records)
+            written += write_events(Path(target, stream, f"replay-{n:06d}.avro"), stream, records,
+                                    observed=(stating or None) if stream == "scheduler" else None)
         stamp = datetime.fromtimestamp(start_us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
         report(f"replayed slice {n + 1}/{len(slices)} ({stamp} UTC): {written:,} events so far")
     return written
