@@ -143,7 +143,9 @@ def main(args: argparse.Namespace) -> int:
                    f"a later run's events at or before {format_time_us(manifest.get('frontier_us'))} go to `late` "
                    f"(allowed lateness {manifest.get('allowed_lateness_s')} s)")
     accepted = sum(counts["accepted"] for counts in outcome.manifest.get("this_run", {}).values())
-    if outcome.manifest.get("as_of_us") is None or accepted == 0:
+    # A run that accepted nothing but moved the as-of time (a source stating that a quiet cluster was
+    # observed further) adds figures all the same: the quiet time's capacity.
+    if outcome.manifest.get("as_of_us") is None or (accepted == 0 and not _moved_as_of(outcome)):
         print(f"mpg run: no event of this run was accepted, so it adds no figure; see why with\n"
               f"  mpg sql --output {shlex.quote(options.output)} "
               "\"select provisional, reason, sum(records) from rejected group by all\"\n"
@@ -249,3 +251,9 @@ def describe_job(job) -> str:
     lines.append(f"steps ({len(job.proto_pipeline.components.transforms)} transforms in all):")
     lines += [f"  {step}" for step in steps]
     return "\n".join(lines)
+
+
+def _moved_as_of(outcome) -> bool:
+    """Whether the committed run's as-of time is later than the run before it's."""
+    runs = outcome.store.runs() if outcome.store is not None else []
+    return len(runs) < 2 or (runs[-1].as_of_us or 0) > (runs[-2].as_of_us or 0)

@@ -18,9 +18,11 @@ them, and summary.json keeps every check's outcome for the report.
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import shutil
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import great_expectations as gx
@@ -97,6 +99,22 @@ def quality_dir(output_dir: str | Path, period: Period) -> Path:
     return Path(output_dir) / QUALITY_DIR / period.name
 
 
+def _job_days(jobs, period: Period, as_of_us: int | None) -> tuple[str, ...]:
+    """The days of `period` some job of `jobs` (the jobs frame: alive in the period) was alive on: from its
+    SUBMIT to its end, or to the as-of time while it runs (a life ending at midnight does not reach the day)."""
+    alive = set()
+    for submit, end in zip(jobs["submit_time"], jobs["end_time"]):
+        last_us = as_of_us if end is None or end != end else int(end.timestamp() * 1_000_000)  # NaT != NaT
+        if last_us is None:
+            continue
+        day = max(submit.date(), period.first)
+        last = min(datetime.fromtimestamp((last_us - 1) / 1e6, tz=timezone.utc).date(), period.last)
+        while day <= last:
+            alive.add(day.isoformat())
+            day += timedelta(days=1)
+    return tuple(sorted(alive))
+
+
 def validate_output(run: CheckedRun, period: Period, require_complete: bool = False) -> QualityResult:
     """Run every suite on the checked run for the period (StoreError if the store held none); write GX
     results, Data Docs and summary.json."""
@@ -114,6 +132,7 @@ def validate_output(run: CheckedRun, period: Period, require_complete: bool = Fa
             "manifest": batches.manifest_frame(connection, manifest),
             "views": batches.views_frame(connection, period),
         }
+    inputs = dataclasses.replace(inputs, job_days=_job_days(frames["jobs"], period, manifest.get("as_of_us")))
     root = quality_dir(run.output, period)
     shutil.rmtree(root, ignore_errors=True)
     (root / BATCHES_DIR).mkdir(parents=True)

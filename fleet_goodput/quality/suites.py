@@ -61,6 +61,9 @@ class SuiteInputs:
     window_s: int
     accelerators: tuple[str, ...]
     require_complete: bool = False
+    # The days of the period some job was alive on (None: every day): a day no job lived on has no
+    # job_window partition, as a quiet cluster's observed day has none.
+    job_days: tuple[str, ...] | None = None
 
 
 def expect(expectation_class, *, severity: str, title: str, why: str, **kwargs):
@@ -94,12 +97,19 @@ def _one_row_per_key(table: Table):
                       "appended instead of replacing) would count that key twice. No duplicate is tolerated.")
 
 
-def _partitions(table: Table, inputs: SuiteInputs):
+def _partitions(table: Table, inputs: SuiteInputs, days: tuple[str, ...] | None = None):
+    if days is not None:
+        return expect(gxe.ExpectColumnDistinctValuesToContainSet, severity=CRITICAL, column="partition_date",
+                      value_set=list(days), title=f"{table.name} has a partition for every day a job was alive",
+                      why="Every job of the jobs table has a row in each window of its life, so a day some job "
+                          "lived on without a partition is a day the pipeline did not write (or that was deleted); "
+                          "goodput summed over the period would silently leave it out. A day no job lived on (a "
+                          "quiet cluster's observed day) has none. There is no tolerance for a missing day.")
     return expect(gxe.ExpectColumnDistinctValuesToContainSet, severity=CRITICAL, column="partition_date",
                   value_set=inputs.period.days,
                   title=f"{table.name} has a partition for every day of the period",
-                  why="A fleet always has chips online and jobs running, so a day without a partition is a day "
-                      "the pipeline did not write (or that was deleted); goodput summed over the period would "
+                  why="A cluster's capacity is online every day it is observed, so a day without a partition is a "
+                      "day the pipeline did not write (or that was deleted); goodput summed over the period would "
                       "silently leave it out. Every day is required: there is no tolerance for a missing day.")
 
 
@@ -176,7 +186,7 @@ def job_window_suite(inputs: SuiteInputs) -> list:
                    "segment view while still counting in fleet totals, so the two would disagree."),
         _rows_in_their_partition(JOB_WINDOW, "window_date"),
         _aligned_windows(JOB_WINDOW, inputs),
-        _partitions(JOB_WINDOW, inputs),
+        _partitions(JOB_WINDOW, inputs, inputs.job_days),
         _fresh(JOB_WINDOW, inputs, WARNING),
     ]
 
