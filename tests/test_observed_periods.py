@@ -253,3 +253,62 @@ def test_a_finished_log_imported_alone_gets_its_figures_from_a_plain_run(tmp_pat
     assert manifest["clock"]["basis"] == "stated" and manifest["as_of_us"] == ends[-1]
     assert jobs["j"]["status"] == "FAILED"
     assert jobs["j"]["lifetime_chip_s"] == pytest.approx(8 * (ends[-1] - ends[0]) / 1e6)
+
+
+# ---- a Kubernetes watch: capacity from the watch's start, not from a node's Ready transition ---------
+def _node_event(change: str, heartbeat: str, kind_of_file: str = "watch") -> dict:
+    node = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "uid": "uid-n1", "resourceVersion": heartbeat[11:13],
+                         "labels": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
+                         "creationTimestamp": "2025-12-20T00:00:00Z"},
+            "spec": {}, "status": {"allocatable": {"nvidia.com/gpu": "8"}, "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                 "lastHeartbeatTime": heartbeat, "lastTransitionTime": "2025-12-20T00:01:00Z"}]}}
+    return {"type": change, "object": node} if kind_of_file == "watch" else node
+
+
+# A Job of one H100 GPU: created 01:00, running from 01:00, complete at 02:00.
+_JOB_SNAPSHOTS = (("ADDED", "7", {}), ("MODIFIED", "8", {"startTime": "2026-01-01T01:00:00Z", "ready": 1, "active": 1}),
+                  ("MODIFIED", "9", {"startTime": "2026-01-01T01:00:00Z", "succeeded": 1, "conditions": [
+                      {"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T02:00:00Z"}]}))
+
+
+def _job_object(version: str, status: dict) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "probe", "namespace": "ml", "uid": "u-probe", "resourceVersion": version,
+                         "creationTimestamp": "2026-01-01T01:00:00Z"},
+            "spec": {"parallelism": 1, "template": {"spec": {
+                "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+            "status": status}
+
+
+@pytest.mark.slow
+def test_a_watch_counts_capacity_from_its_start_and_a_relist_appended_changes_nothing(tmp_path):
+    """A node Ready since 2025-12-20 (12 days before), watched from its heartbeat at 00:00 to the one
+    at 06:00: 8 chips x 6 h = 48 chip-h of capacity, as of 06:00, where its lastTransitionTime alone
+    would give 12 days of it. A re-list at 06:00 appended to the import states nothing further."""
+    import json
+
+    watch = tmp_path / "watch" / "nodes.jsonl"
+    watch.parent.mkdir()
+    watch.write_text("".join(json.dumps(_node_event(change, heartbeat)) + "\n" for change, heartbeat in
+                             (("ADDED", "2026-01-01T00:00:00Z"), ("MODIFIED", "2026-01-01T06:00:00Z")))
+                     + "".join(json.dumps({"type": change, "object": _job_object(version, status)}) + "\n"
+                               for change, version, status in _JOB_SNAPSHOTS))
+    command = ["-q", "import", "kubernetes", "--cluster", "gke-1", "--out", str(tmp_path / "in"), "--append"]
+    assert main([*command[:3], str(watch), *command[3:]]) == 0
+    outcome = run_batch(str(tmp_path / "in"), str(tmp_path / "out"), SETTINGS)
+    assert outcome.manifest["as_of_us"] == T0 + 6 * HOUR_US
+    assert outcome.manifest["clock"]["observed"]["gke-1"]["from_us"] == T0
+    assert _figures(tmp_path / "out")["capacity"] == [("gke-1", 8 * 6 * 3600.0)]
+    assert _figures(tmp_path / "out")["jobs"] == [("ml/probe", 3600.0, 3600.0)]
+
+    relist = tmp_path / "relist" / "nodes.json"
+    relist.parent.mkdir()
+    relist.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                  "items": [_node_event("ADDED", "2026-01-01T06:00:00Z", "list"),
+                                            _job_object(*_JOB_SNAPSHOTS[-1][1:])]}))
+    before = sorted(path.name for path in (tmp_path / "in" / "scheduler").iterdir())
+    assert main([*command[:3], str(relist), *command[3:]]) == 0
+    assert sorted(path.name for path in (tmp_path / "in" / "scheduler").iterdir()) == before

@@ -254,6 +254,8 @@ def describe_job(job) -> str:
 
 
 def _moved_as_of(outcome) -> bool:
-    """Whether the committed run's as-of time is later than the run before it's."""
+    """Whether the committed run's sources state they observed further than the run before it's as-of."""
+    if (outcome.manifest.get("clock") or {}).get("basis") != "stated":
+        return False
     runs = outcome.store.runs() if outcome.store is not None else []
     return len(runs) < 2 or (runs[-1].as_of_us or 0) > (runs[-2].as_of_us or 0)

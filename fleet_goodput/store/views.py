@@ -141,6 +141,17 @@ def _settings_sql(settings: Settings, kept: dict) -> str:
             "as t(ordinal, setting, value, stored) order by ordinal")
 
 
+def _observed_sql(record: RunRecord | None) -> str:
+    """One row per cluster whose sources state what they observed, as of the run (its manifest's
+    `clock`; docs/metric.md, "Time and the as-of time"): none where the as-of time was inferred."""
+    periods = (((record.manifest if record else None) or {}).get("clock") or {}).get("observed") or {}
+    rows = " union all ".join(
+        f"select {sql_string(cluster)} as cluster, make_timestamptz({int(period['from_us'])}::bigint) as observed_from, "
+        f"make_timestamptz({int(period['to_us'])}::bigint) as observed_to" for cluster, period in sorted(periods.items()))
+    empty = "select null::varchar as cluster, null::timestamptz as observed_from, null::timestamptz as observed_to where false"
+    return f"create or replace view observed_periods as {rows or empty}"
+
+
 @functools.cache
 def _deferred_binding() -> str:
     """The clause that makes DuckDB create a view without binding it, or "" where this DuckDB has none.
@@ -196,6 +207,7 @@ def _run_views(store: Store, settings: Settings, run_id: int | None, schema: str
              for name, select in _raw_views(store, record, relative).items()}
     named["settings"] = _settings_sql(settings, kept).replace("view settings", f"view {prefix}settings")
     named["size_classes"] = _size_classes_sql(settings).replace("view size_classes", f"view {prefix}size_classes")
+    named["observed_periods"] = _observed_sql(record).replace("view observed_periods", f"view {prefix}observed_periods")
     return record, named
 
 
@@ -208,7 +220,8 @@ def _registry_statements(deferred: str = "") -> list[str]:
 def _registry_fingerprint() -> str:
     """What a stored file's registry views were built from: the registry, the macro, the run's own
     views' names and the DuckDB that bound them. Stored as the comment of `goodput_file`."""
-    made_of = [duckdb.__version__, _GOODPUT_FILE_MACRO, *_registry_statements(), *TABLES, "settings", "size_classes"]
+    made_of = [duckdb.__version__, _GOODPUT_FILE_MACRO, *_registry_statements(), *TABLES, "settings", "size_classes",
+               "observed_periods"]
     return f"fleet-goodput views {hashlib.sha256(chr(0).join(made_of).encode()).hexdigest()}"
 
 
