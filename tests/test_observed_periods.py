@@ -210,6 +210,8 @@ def test_quiet_hours_across_midnight_complete_every_day_and_the_gate_says_why_wh
         assert main(["-q", "run", "--input", str(folder), "--output", str(store)]) == 0
         day = f"2026-01-0{number + 1}"
         assert main(["-q", "report", "--output", str(store), "--date", day, "--require-complete"]) == 0, day
+    page = (store / "reports" / "2026-01-02" / "index.html").read_text()
+    assert "<b>busy</b> 2026-01-01T00:00:00Z .. 2026-01-03T00:00:00Z" in page  # as the day-2 run stood
     # Day 2: 8 chips online for 24 h, none held: SG 0, the day complete though nothing happened.
     with connect(store) as connection:
         days = connection.execute("select day::varchar, capacity_chip_s, sg from fleet_daily order by day").fetchall()

@@ -73,7 +73,8 @@ def publish_report(run: CheckedRun, period: Period, quality: QualityResult) -> P
                          days=period.days, as_of=manifest.get("as_of") or "unknown", run_id=run_id,
                          complete=(manifest.get("as_of_us") or 0) >= period.end_s * 1_000_000,
                          output=str(run.output), quality=json.loads(summary_path.read_text()),
-                         quality_link=os.path.relpath(quality.docs_index, final), csv_files=csv_files)
+                         quality_link=os.path.relpath(quality.docs_index, final), csv_files=csv_files,
+                         clock=manifest.get("clock"))
     (staging / REPORT_FILE).write_text(page, encoding="utf-8")
     (staging / SPECIFICATION_PAGE).write_text(render_specification(period_name=period.name), encoding="utf-8")
     _swap_in(staging, final)

@@ -225,9 +225,13 @@ def _quality_section(quality: dict) -> dict:
 
 def render_report(figures: dict[str, list[dict]], *, period_name: str, previous_name: str, days: list[str],
                   as_of: str, complete: bool, output: str, quality: dict, quality_link: str, run_id: int | None,
-                  csv_files: list[str]) -> str:
+                  csv_files: list[str], clock: dict | None = None) -> str:
+    clock = clock or {}
     context = {
         "period_name": period_name, "previous_name": previous_name, "as_of": as_of, "complete": complete,
+        "clock_basis": clock.get("basis"),
+        "observed": [{"cluster": cluster, "from": period["from"], "to": period["to"]}
+                     for cluster, period in sorted((clock.get("observed") or {}).items())],
         "run_id": run_id,
         "output": output, "quality": quality, "quality_link": quality_link, "csv_files": csv_files,
         "levers_link": f"{SPECIFICATION_PAGE}#{LEVERS_SECTION}", "model_link": f"{SPECIFICATION_PAGE}#{MODEL_SECTION}",
