@@ -202,10 +202,15 @@ def test_mpg_import_stops_when_every_input_is_rejected(tmp_path, capsys):
     assert main(["import", "kineto", str(source), "--out", str(out), "--max-expanded-mib", "1"]) == 1
     assert capsys.readouterr().err.endswith(
         f"mpg import: nothing usable in {source}: no job could be imported, every input was rejected:\n"
+        f"         1  {TOO_DEEP}\n"
+        "         1  larger than 1 MiB once decompressed\n"
+        "  each:\n"
         "  bomb.json.gz: larger than 1 MiB once decompressed (--max-expanded-mib raises the limit)\n"
         f"  deep.json: {TOO_DEEP} ({DEEP_DETAIL})\n"
-        f"mpg import: nothing was written to {out}\n")
-    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["kineto"]
+        f"mpg import: no telemetry was written to {out}; every rejected row is listed in {out / 'import_rejected.jsonl'}\n")
+    # The rejected rows alone: no stream folder, nothing `mpg run` would read.
+    assert sorted(p.name for p in out.iterdir()) == ["import_rejected.jsonl"]
+    assert len((out / "import_rejected.jsonl").read_text().splitlines()) == 2
 
 
 def test_mpg_import_stops_on_a_single_input_nested_too_deep(tmp_path, capsys):

@@ -71,4 +71,6 @@ def test_philly_import_that_reads_nothing_exits_non_zero_saying_why(tmp_path, ca
     assert main(["import", "philly", str(source), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "nothing usable" in err and "no attempts: the job never started" in err
-    assert "an attempt without a start time" in err and not (tmp_path / "out").exists()
+    assert "an attempt without a start time" in err
+    # No telemetry: the rejected rows alone, each with its reason.
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["import_rejected.jsonl"]

@@ -140,6 +140,7 @@ def test_awkward_rows_are_handled_or_rejected_with_a_reason(tmp_path):
         _row("13", req="gres/gpu=2", alloc="gres/gpu=2", partition="mystery"),  # no GRES type, no map entry
         _row("14", end="4102444800"),  # epoch seconds (SLURM_TIME_FORMAT=%s) of 2100-01-01: past the contract
         _row("15", req="gres/gpu:h100=4000000000", alloc=""),  # more GPUs than the contract's int holds
+        _row("16.0", req="", alloc="billing=1,cpu=4,node=1"),  # a step as sacct lists it: no TRES of its own
     ])
     mapping = AcceleratorMap(partitions={"gpu-old": "v100"})
     imported, summary = import_to("slurm", tmp_path / "src", tmp_path / "out", accelerator_map=mapping)
@@ -147,6 +148,7 @@ def test_awkward_rows_are_handled_or_rejected_with_a_reason(tmp_path):
     assert reasons == {
         "edge/3": "invalid UTF-8", "edge/8": "CPU-only job (no gres/gpu in ReqTRES or AllocTRES)",
         "edge/9.batch": "not a job allocation's JobID (a step? pass --allocations)",
+        "edge/16.0": "not a job allocation's JobID (a step? pass --allocations)",
         "edge/10": "no Submit time", "edge/11": "Start before Submit",
         "edge/13": "GPU type not in the accelerator map", "edge/14": "End is not a time from 1970 up to 2100",
         "edge/15": "gres/gpu is not a whole number of chips from 1 to 2,147,483,647"}
@@ -230,6 +232,17 @@ def test_a_node_out_at_the_first_submission_lowers_the_first_level(tmp_path):
                               (_t("2026-03-01T11:00:00"), 16)]
 
 
+def test_gpus_listed_only_in_a_nodes_configured_tres_count_in_capacity(tmp_path):
+    """Some sites declare GPUs without a Gres line: `scontrol show node -o` then lists them only in
+    CfgTRES. Node n1 (Gres=(null), CfgTRES gres/gpu:h100=8) and n2 (Gres=gpu:h100:4) give 12 h100."""
+    _write(tmp_path / "src", [_row("1", submit="2026-03-01T10:00:00", end="2026-03-01T12:00:00")],
+           nodes="NodeName=n1 Gres=(null) CfgTRES=cpu=64,mem=512G,billing=64,gres/gpu:h100=8 Partitions=batch\n"
+                 "NodeName=n2 Gres=gpu:h100:4 CfgTRES=cpu=64,mem=512G,gres/gpu=4 Partitions=batch\n")
+    imported, _ = import_to("slurm", tmp_path / "src", tmp_path / "out")
+    levels = [(r["accelerator"], r["chips"]) for r in imported.streams["scheduler"] if r["type"] == "CAPACITY"]
+    assert levels == [("h100", 12)]
+
+
 # ---- the collector, where no Slurm is needed ----------------------------------------------
 def test_one_collection_at_a_time_and_a_clear_error_without_slurm(tmp_path):
     import fcntl
@@ -250,3 +263,31 @@ def test_one_collection_at_a_time_and_a_clear_error_without_slurm(tmp_path):
     assert done.returncode == 1
     assert "sacct is not installed (the Slurm client tools are needed)" in done.stderr
     assert not list((tmp_path / "new").glob("scheduler/*"))
+
+
+def test_deploys_collector_unit_and_cron_line_call_a_command_mpg_accepts():
+    """deploy/mpg-collect-slurm.{service,cron}: the command they run parses as `mpg collect slurm`, the
+    service may write the telemetry folder that mpg-daily.service only reads, and both treat 75 (the
+    previous poll still running) as no failure."""
+    import configparser
+    import shlex
+    from pathlib import Path
+
+    from fleet_goodput.cli import build_parser
+
+    deploy = Path(__file__).parent.parent / "deploy"
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.read_string((deploy / "mpg-collect-slurm.service").read_text())
+    command = shlex.split(shlex.split(unit["Service"]["ExecStart"])[2])  # sh -c '<command>'
+    assert command[0] == "exec" and command[1].endswith("/mpg")
+    argv = [part.replace("$IN", "/in") for part in command[2:]]
+    args = build_parser(argv).parse_args(argv)
+    assert command[2:4] == ["collect", "slurm"] and (args.source, args.out) == ("slurm", "/in")
+    assert unit["Service"]["SuccessExitStatus"] == "75"
+    assert "/var/lib/fleet-goodput/telemetry" in unit["Service"]["ReadWritePaths"]
+    daily = configparser.ConfigParser(strict=False, interpolation=None)
+    daily.read_string((deploy / "mpg-daily.service").read_text())
+    assert daily["Service"]["ReadOnlyPaths"] == unit["Service"]["ReadWritePaths"]  # one writes, the other reads
+    cron = [line for line in (deploy / "mpg-collect-slurm.cron").read_text().splitlines()
+            if line and not line.startswith("#") and "=" not in line.split()[0]]
+    assert len(cron) == 1 and "$MPG collect slurm --out $IN -q" in cron[0] and "[ $code = 75 ]" in cron[0]

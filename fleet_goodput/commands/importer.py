@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections import Counter
 from pathlib import Path
 
 from fleet_goodput import exits
@@ -16,7 +17,8 @@ from fleet_goodput.core.config import ConfigError, load_settings, part_names
 from fleet_goodput.core.timeutil import parse_time_us
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.common import (CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options,
-                                            SourceError, append_import, summary, write_import)
+                                            SourceError, append_import, summary, write_import,
+                                            write_rejections_only)
 from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP, AcceleratorMap
 
 # Rejections listed when nothing is left to import; the rest are counted.
@@ -172,13 +174,23 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _nothing_usable(args: argparse.Namespace, imported) -> int:
-    """No job is left to import: say why, each rejected input with its reason, and write nothing."""
+    """No job is left to import: say why (every distinct reason with its count, then the first rejected
+    inputs), and write the rejected rows alone to OUT's rejections file where OUT is new or empty, so
+    that the one reason that mattered is not lost among thousands."""
     lines = [f"mpg import: nothing usable in {' '.join(args.source)}: no job could be imported"
              + (", every input was rejected:" if imported.rejections else ".")]
+    reasons = Counter(r.reason for r in imported.rejections)
+    if len(reasons) > 1 or len(imported.rejections) > MAX_LISTED:
+        lines += [f"  {count:>8,}  {reason}" for reason, count in sorted(reasons.items(), key=lambda item: (-item[1], item[0]))]
+        lines.append("  the first of them:" if len(imported.rejections) > MAX_LISTED else "  each:")
     lines += [f"  {r.file}{f' ({r.where})' if r.where != 'file' else ''}: {r.reason}"
               + (f" ({r.detail})" if r.detail else "") for r in imported.rejections[:MAX_LISTED]]
     if len(imported.rejections) > MAX_LISTED:
         lines.append(f"  ... and {len(imported.rejections) - MAX_LISTED:,} more")
-    lines.append(f"mpg import: nothing was written to {args.out}")
+    written = write_rejections_only(imported, args.out) if imported.rejections else None
+    if written:
+        lines.append(f"mpg import: no telemetry was written to {args.out}; every rejected row is listed in {written}")
+    else:
+        lines.append(f"mpg import: nothing was written to {args.out}")
     print("\n".join(lines), file=sys.stderr)
     return exits.FAILED

@@ -441,6 +441,19 @@ def write_import(imported: Imported, out_dir: str | Path, overwrite: bool = Fals
     return result
 
 
+def write_rejections_only(imported: Imported, out_dir: str | Path) -> Path | None:
+    """An import with nothing usable: its rejected rows alone, written to OUT's rejections file when OUT is
+    new or empty (an earlier import's folder is left as it is: None). No telemetry is written."""
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    rows = sorted((r.row() for r in imported.rejections),
+                  key=lambda row: (row["file"], row["where"], row["item"], row["reason"]))
+    _replace_text(out / REJECTED_FILE, "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
+    return out / REJECTED_FILE
+
+
 def append_import(imported: Imported, out_dir: str | Path) -> dict:
     """Add to `out_dir`, an earlier import of the same format, the events whose ids it does not hold,
     as one new part file per stream; returns the summary of `imported` with `appended` (new events per

@@ -262,9 +262,13 @@ def read_nodes(path: Path) -> dict[str, dict]:
         pairs = dict(re.findall(r"(\w+)=(\S*)", line))
         if "NodeName" not in pairs:
             raise SourceError(path, f"line {number}", "not a `scontrol show node -o` line (no NodeName=)")
-        gres = pairs.get("Gres", "")
+        gpus = [(kind or None, int(count)) for kind, count in _GRES_GPU.findall(pairs.get("Gres", ""))]
+        if not gpus:  # a node whose GPUs only its configured TRES lists (CfgTRES=...,gres/gpu:h100=8)
+            configured = _TRES_GPU.findall(pairs.get("CfgTRES", ""))
+            gpus = ([(kind, int(count)) for kind, count in configured if kind]
+                    or [(None, int(count)) for kind, count in configured if not kind and int(count)])
         nodes[pairs["NodeName"]] = {
-            "gpus": [(kind or None, int(count)) for kind, count in _GRES_GPU.findall(gres)],
+            "gpus": gpus,
             "partitions": [p for p in pairs.get("Partitions", "").split(",") if p and p != "(null)"],
         }
     return nodes
@@ -427,8 +431,8 @@ def convert(sacct_path: Path, options: Options, origin_us: int | None = None, si
         cluster = (row.fields.get("Cluster") or options.cluster or "slurm").strip()
         item = f"{cluster}/{raw_id}"
         try:
+            ids = _job_ids(raw_id)  # first: a step row's ReqTRES is empty, and its JobID says why
             attempt = _attempt(row, read_time, imported, item)
-            ids = _job_ids(raw_id)
         except Unmappable as exc:
             imported.reject(SACCT, row.where, item, exc.reason, exc.detail)
             continue
