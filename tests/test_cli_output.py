@@ -58,7 +58,8 @@ def _factors_line(connection, days: list[str]) -> str:
     """The fleet's factors over `days` as the headline prints them, from fleet_daily and the one macro."""
     sg, rg, pg, mpg = connection.execute("""
         select unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
-                                      sum(profiled_productive_chip_s), sum(capacity_chip_s)))
+                                      sum(profiled_productive_chip_s), sum(capacity_chip_s),
+                                      sum(runtime_measured_chip_s)))
         from fleet_daily where list_contains(?::date[], day)""", [days]).fetchone()[:4]
     return f"MPG {mpg:6.1%} = SG {sg:6.1%} x RG {rg:6.1%} x PG {pg:6.1%}"
 

@@ -233,7 +233,7 @@ def _chip_minutes(jobs: dict[str, dict]) -> dict[str, tuple]:
 
 @pytest.mark.slow
 def test_goodput_per_queue_and_cluster_queue_through_the_pipeline(tmp_path, imported):
-    """Chip-minutes by hand from the timelines above (no runtime stream: SG only, RG 0).
+    """Chip-minutes by hand from the timelines above (no runtime stream: SG only; RG, PG, MPG unknown).
 
     W1 lifetime 300 x 8, all-allocated 50 + 30 + 160 = 240 x 8; W4 40 x 4, never allocated;
     W2 140 x 8, partial 120 x 8; W3 125 x 8, all-allocated 120 x 8; the JobSet 260 x 4,
@@ -254,7 +254,7 @@ def test_goodput_per_queue_and_cluster_queue_through_the_pipeline(tmp_path, impo
     assert by_queue == pytest.approx({"cq-research/team-a/lq-train": 1920 / 2560, "cq-research/team-b/lq-batch": 0.0,
                                       "cq-prod/team-c/lq-prod": 960 / 1000, "UNKNOWN": (840 + 120) / (1040 + 130)})
     jobs_in, sg, rg, pg, mpg, lifetime = by_cluster_queue["cq-research"]
-    assert (jobs_in, rg, pg, mpg) == (3, 0.0, None, 0.0)  # no runtime stream: nothing productive, PG unknown
+    assert (jobs_in, rg, pg, mpg) == (3, None, None, None)  # no runtime stream: unknown, never 0
     assert (sg, lifetime) == pytest.approx((1920 / 3680, 3680))
     assert by_cluster_queue["cq-prod"][1] == pytest.approx(0.96)
     # h100: 16 chips 0-180, 8 to 240, 16 to 360; TPU: 4 chips 0-240 and 280-330. The as-of time is 360.

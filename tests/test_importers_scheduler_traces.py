@@ -56,9 +56,9 @@ def test_philly_subset_through_the_pipeline_reconciles(tmp_path):
     lifetime_s = (utc_us("2017-10-09 06:45:55") - utc_us("2017-10-06 23:27:26")) / MICROS
     assert job["queued_chip_s"] == pytest.approx(4 * queued_s)
     assert job["lifetime_chip_s"] == pytest.approx(4 * lifetime_s)
-    # No runtime stream: all-allocated time is idle, RG is 0, PG unknown.
-    assert job["idle_chip_s"] == pytest.approx(4 * (lifetime_s - queued_s))
-    assert job["rg"] == 0 and job["pg"] is None and job["status"] == "FINISHED"
+    # No runtime stream: all-allocated time is "runtime not measured", not idle; RG, PG and MPG unknown.
+    assert job["unmeasured_chip_s"] == pytest.approx(4 * (lifetime_s - queued_s)) and job["idle_chip_s"] == 0
+    assert (job["rg"], job["pg"], job["mpg"]) == (None, None, None) and job["status"] == "FINISHED"
 
 
 # ---- openb ----------------------------------------------------------------
@@ -93,4 +93,4 @@ def test_openb_subset_through_the_pipeline_reconciles(tmp_path):
     assert manifest["reconciles"] and manifest["streams"]["scheduler"]["rejected"] == 0
     pod = jobs["openb-pod-0000"]
     assert pod["status"] == "CANCELLED" and pod["queued_chip_s"] == 0
-    assert pod["idle_chip_s"] == pytest.approx(12537496)
+    assert pod["unmeasured_chip_s"] == pytest.approx(12537496) and pod["idle_chip_s"] == 0

@@ -23,7 +23,7 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 CATEGORY_COLOURS = {
     "queued": "#9e9e9e", "partial": "#c7c7c7", "productive": "#2ca02c", "pending": "#98df8a", "lost": "#d62728",
     "data_wait": "#ff7f0e", "compile": "#9467bd", "checkpoint_save": "#1f77b4", "checkpoint_restore": "#aec7e8",
-    "init": "#8c564b", "idle": "#e377c2", "idle_capacity": "#bcbd22", "held": "#17becf",
+    "init": "#8c564b", "idle": "#e377c2", "idle_capacity": "#bcbd22", "held": "#17becf", "unmeasured": "#dbdb8d",
 }
 
 

@@ -21,7 +21,13 @@ from fleet_goodput.report.headline import days_with_runtime
 
 QUEUE_DIMENSIONS = ("queue", "cluster_queue")  # shown where the scheduler names queues (Kueue: docs/kubernetes.md)
 DIMENSIONS = ("accelerator", "workload", "size_class", "team", *QUEUE_DIMENSIONS)
-BADPUT = tuple(c for c in CATEGORIES if c != "productive")
+# The job categories the views show: the timeline's, and `unmeasured`, the held time of a job whose runtime
+# was not measured (a scheduler alone), which the views keep apart from `idle` (sql/derived/job_profiles.sql).
+SHOWN_CATEGORIES = (*CATEGORIES, "unmeasured")
+BADPUT = tuple(c for c in SHOWN_CATEGORIES if c != "productive")
+# What a job's ranking counts as lost: not its productive steps, not steps still pending at the as-of time
+# (neither good nor bad yet), and not held time nothing measured (unknown, not lost).
+RANKED_BADPUT = tuple(c for c in BADPUT if c not in ("pending", "unmeasured"))
 FACTORS = ("sg", "rg", "pg", "mpg")
 TOP_JOBS = 10
 
@@ -29,7 +35,7 @@ TOP_JOBS = 10
 def _factors(base: str) -> str:
     """The period's factors from summed mart columns, through the one macro."""
     return (f"unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s), "
-            f"sum(profiled_productive_chip_s), sum({base})))")
+            f"sum(profiled_productive_chip_s), sum({base}), sum(runtime_measured_chip_s)))")
 
 
 def _rows(connection, query: str, parameters: list) -> list[dict]:
@@ -134,31 +140,41 @@ def capacity_breakdown(connection, period: Period) -> list[dict]:
 
 
 def top_jobs(connection, period: Period, limit: int = TOP_JOBS) -> list[dict]:
-    """The jobs whose demand lost the most chip-hours in the period (everything but productive), by category."""
+    """The jobs whose demand lost the most chip-hours in the period, by category: everything but productive
+    time, steps still pending and held time no runtime telemetry describes (`RANKED_BADPUT`). A store with a
+    scheduler alone so ranks its jobs by queueing and partial allocation, not by how long they ran."""
     sums = ", ".join(f"sum({c}_chip_s) / 3600 as {c}" for c in BADPUT)
+    lost = " + ".join(f"sum({c}_chip_s)" for c in RANKED_BADPUT)
     rows = _rows(connection, f"""
         select job_id, any_value(team) as team, any_value(workload) as workload, any_value(cluster) as cluster,
                any_value(accelerator) as accelerator, any_value(requested_chips) as chips,
                sum(lifetime_chip_s) / 3600 as lifetime_chip_h,
-               (sum(lifetime_chip_s) - sum(productive_chip_s)) / 3600 as badput_chip_h, {sums}
+               ({lost}) / 3600 as badput_chip_h, {sums}
         from job_window_enriched where day between ? and ?
         group by job_id order by badput_chip_h desc, job_id limit {int(limit)}""", [period.first, period.last])
     for row in rows:
-        row["top_cause"] = max(BADPUT, key=lambda c: row[c] or 0.0)
+        row["top_cause"] = max(RANKED_BADPUT, key=lambda c: row[c] or 0.0)
     return rows
 
 
 def job_detail(connection, period: Period, job_id: str) -> dict:
     """One job: its whole-life row of job_goodput, and its windows in the period (its categories over time)."""
     (life,) = _rows(connection, "select * from job_goodput where job_id = ?", [job_id])
-    categories = ", ".join(f"{c}_chip_s / 3600 as {c}" for c in CATEGORIES)
+    categories = ", ".join(f"{c}_chip_s / 3600 as {c}" for c in SHOWN_CATEGORIES)
     windows = _rows(connection, f"""
         select window_start, strftime(window_start, '%Y-%m-%dT%H:%MZ') as window, {categories},
                lifetime_chip_s / 3600 as lifetime_chip_h
         from job_window_enriched where job_id = ? and day between ? and ? order by window_start""",
                     [job_id, period.first, period.last])
-    in_period = {c: sum(w[c] or 0.0 for w in windows) for c in CATEGORIES}
-    return {"life": life, "windows": windows, "in_period": in_period}
+    in_period = {c: sum(w[c] or 0.0 for w in windows) for c in SHOWN_CATEGORIES}
+    # Every interruption of its life (docs/metric.md, "Why jobs stopped"), not only the period's: a page is
+    # where an operator looks for why the job stopped.
+    stops = _rows(connection, """
+        select strftime(time, '%Y-%m-%dT%H:%M:%SZ') as time, event, cause, reason, run_s,
+               coalesce(recovered_s, reallocated_s) as restart_s, lost_chip_s / 3600 as lost_chip_h,
+               cost_chip_s / 3600 as cost_chip_h
+        from interruptions where job_id = ? order by interruptions.time""", [job_id])
+    return {"life": life, "windows": windows, "in_period": in_period, "interruptions": stops}
 
 
 def _wall_s(category: str) -> str:
@@ -203,20 +219,26 @@ def pg_coverage(connection, period: Period) -> list[dict]:
                    sum(productive_chip_s) / 3600 as productive_chip_h,
                    sum(profiled_productive_chip_s) / 3600 as profiled_chip_h,
                    goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
-                                   sum(profiled_productive_chip_s), sum(lifetime_chip_s)) as factors
+                                   sum(profiled_productive_chip_s), sum(lifetime_chip_s),
+                                   sum(runtime_measured_chip_s)) as factors
             from job_window_enriched where day between ? and ? group by all
         ) order by productive_chip_h desc, accelerator, workload""", [period.first, period.last])
 
 
 def interruptions(connection, period: Period) -> list[dict]:
-    """Why running jobs stopped in the period: per cause, cluster, accelerator and team (the
-    interruptions_by_cause mart; docs/metric.md, "Why jobs stopped"), the costliest first."""
+    """Why running jobs stopped in the period: per cause, the reason the scheduler gave, queue (a Slurm
+    partition, a Kueue queue path), cluster and accelerator (the interruptions view; docs/metric.md, "Why
+    jobs stopped"), with the time to restart's mean and 90th percentile (until the job held all its chips
+    again, or resumed work with a runtime stream), the costliest first."""
     return _rows(connection, """
-        select cause, cluster, accelerator, team, sum(interruptions) as interruptions, sum(jobs) as jobs,
-               sum(mean_run_s * interruptions) / sum(interruptions) as mean_run_s,
-               sum(lost_chip_h) as lost_chip_h, sum(recovery_chip_h) as recovery_chip_h, sum(cost_chip_h) as cost_chip_h
-        from interruptions_by_cause where day between ? and ? group by all
-        order by cost_chip_h desc, interruptions desc, cause, cluster, accelerator, team""",
+        select cause, coalesce(reason, '') as reason, queue, cluster, accelerator,
+               count(*) as interruptions, count(distinct job_id) as jobs, avg(run_s) as mean_run_s,
+               avg(coalesce(recovered_s, reallocated_s)) as mean_restart_s,
+               quantile_cont(coalesce(recovered_s, reallocated_s), 0.9) as p90_restart_s,
+               sum(lost_chip_s) / 3600 as lost_chip_h, sum(recovery_chip_s) / 3600 as recovery_chip_h,
+               sum(cost_chip_s) / 3600 as cost_chip_h
+        from interruptions where day between ? and ? group by all
+        order by cost_chip_h desc, interruptions desc, cause, reason, queue, cluster, accelerator""",
                  [period.first, period.last])
 
 

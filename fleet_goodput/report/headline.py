@@ -36,7 +36,7 @@ def _fmt(value) -> str:
 _TOTALS = ("sg", "rg", "pg", "mpg", "pg_coverage", "capacity_chip_hours")
 _TOTALS_SQL = """
     unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
-                           sum(profiled_productive_chip_s), sum(capacity_chip_s))),
+                           sum(profiled_productive_chip_s), sum(capacity_chip_s), sum(runtime_measured_chip_s))),
     sum(capacity_chip_s) / 3600 as capacity_chip_hours
 """
 
@@ -66,11 +66,12 @@ def fleet_totals_by_day(connection: duckdb.DuckDBPyConnection) -> tuple[dict, di
 
 
 def days_with_runtime(connection: duckdb.DuckDBPyConnection) -> set[date]:
-    """The days on which some runtime span covers chip-time (RG is measured there). On any other
-    day every all-allocated second is `idle`, so RG = 0 says only that no job reported anything."""
+    """The days on which a job whose runtime is measured held chips, or reported runtime outside its
+    allocation (RG is measured there). On any other day no job reported anything, and the views give
+    RG, PG and MPG as unknown (sql/derived/macros.sql, `runtime_known`)."""
     rows = connection.execute("""
         select distinct day from job_window_enriched
-        where all_allocated_chip_s > idle_chip_s or clipped_runtime_chip_s > 0
+        where runtime_measured_chip_s > 0 or clipped_runtime_chip_s > 0
     """).fetchall()
     return {day for (day,) in rows}
 
@@ -254,7 +255,8 @@ def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = ()
         f"By workload (demand base{unmeasured})",
         *segments["workload"],
         "",
-        "Top badput (chip-hours)" + ("" if runtime_days else ": with no runtime event, all-allocated time is idle"),
+        "Top badput (chip-hours)" + ("" if runtime_days else ": with no runtime event, all-allocated time is "
+                                     "unmeasured, not idle"),
         *badput_lines(connection),
     ]
     return "\n".join(lines)

@@ -21,9 +21,8 @@ from importlib.metadata import version
 import jinja2
 import markupsafe
 
-from fleet_goodput.core.timeline import CATEGORIES
 from fleet_goodput.report import charts
-from fleet_goodput.report.figures import BADPUT, DIMENSIONS, FACTORS, QUEUE_DIMENSIONS
+from fleet_goodput.report.figures import BADPUT, DIMENSIONS, FACTORS, QUEUE_DIMENSIONS, SHOWN_CATEGORIES
 from fleet_goodput.report.specification import LEVERS_SECTION, MODEL_SECTION, SPECIFICATION_PAGE, specification_html
 from fleet_goodput.safe_text import printable
 
@@ -39,6 +38,8 @@ LEVERS = {  # docs/metric.md section 6
     "data_wait": "asynchronous, prefetching input pipelines; more host CPU per chip",
     "idle": "chips held while the job reports nothing: check its runtime telemetry, release idle allocations",
     "pending": "step time not yet preserved at the as-of time: neither good nor bad yet",
+    "unmeasured": "held time no runtime telemetry describes (a scheduler alone): add the runtime stream (the recorder, "
+                  "training logs) to see what the chips did; meanwhile the scheduling levers above apply",
     "productive": "",
 }
 FACTOR_COLUMNS = [("sg", "SG", "pct"), ("rg", "RG", "pct"), ("pg", "PG", "pct"), ("mpg", "MPG", "pct"),
@@ -243,10 +244,13 @@ def render_report(figures: dict[str, list[dict]], *, period_name: str, previous_
                                 ("profiled_chip_h", "profiled chip-h", "num"), ("pg_coverage", "PG coverage", "pct"),
                                 ("pg", "PG", "pct")],
         "interruptions": figures["interruptions"],
-        "interruption_columns": [("cause", "cause", "text"), ("cluster", "cluster", "text"),
-                                 ("accelerator", "accelerator", "text"), ("team", "team", "text"),
+        "interruption_columns": [("cause", "cause", "text"), ("reason", "reason", "wide"), ("queue", "queue", "text"),
+                                 ("cluster", "cluster", "text"), ("accelerator", "accelerator", "text"),
                                  ("interruptions", "interruptions", "int"), ("jobs", "jobs", "int"),
-                                 ("mean_run_s", "mean run before (s)", "num"), ("lost_chip_h", "work lost chip-h", "num"),
+                                 ("mean_run_s", "mean run before (s)", "num"),
+                                 ("mean_restart_s", "mean time to restart (s)", "num"),
+                                 ("p90_restart_s", "p90 time to restart (s)", "num"),
+                                 ("lost_chip_h", "work lost chip-h", "num"),
                                  ("recovery_chip_h", "recovery chip-h", "num"), ("cost_chip_h", "cost chip-h", "num")],
         "segments": _segment_sections(figures, days),
         **_trend_section(figures, days), **_cluster_section(figures, days), **_breakdown_sections(figures),
@@ -260,11 +264,12 @@ def render_job(detail: dict, *, period_name: str, window_s: int) -> str:
     life, spent = detail["life"], detail["in_period"]
     demand = sum(spent.values())
     where = [{"category": c, "chip_h": spent[c], "share": spent[c] / demand if demand else None,
-              "lever": LEVERS.get(c, "")} for c in sorted(CATEGORIES, key=lambda c: -spent[c]) if spent[c] > 0]
+              "lever": LEVERS.get(c, "")} for c in sorted(SHOWN_CATEGORIES, key=lambda c: -spent[c]) if spent[c] > 0]
     context = {
         "job": life, "period_name": period_name, "levers_link": f"../{SPECIFICATION_PAGE}#{LEVERS_SECTION}",
+        "interruptions": detail.get("interruptions", []),
         "window_label": f"{window_s // 60}-minute" if window_s % 3600 else f"{window_s // 3600}-hour",
-        "timeline": charts.timeline("job_timeline", "Categories over time (UTC)", detail["windows"], list(CATEGORIES)),
+        "timeline": charts.timeline("job_timeline", "Categories over time (UTC)", detail["windows"], list(SHOWN_CATEGORIES)),
         "where_chart": charts.stacked_bars("job_where", "Chip-hours by category in the period",
                                            [r["category"] for r in where], [{r["category"]: r["chip_h"]} for r in where],
                                            [r["category"] for r in where], legend=False),

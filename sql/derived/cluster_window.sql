@@ -24,7 +24,8 @@ usage as (
         sum(all_allocated_chip_s) as all_allocated_chip_s,
         sum(productive_chip_s) as productive_chip_s,
         sum(ideal_chip_s) as ideal_chip_s,
-        sum(profiled_productive_chip_s) as profiled_productive_chip_s
+        sum(profiled_productive_chip_s) as profiled_productive_chip_s,
+        sum(runtime_measured_chip_s) as runtime_measured_chip_s
     from job_window_enriched
     group by all
 ),
@@ -40,7 +41,8 @@ joined as (
         coalesce(usage.all_allocated_chip_s, 0) as all_allocated_chip_s,
         coalesce(usage.productive_chip_s, 0) as productive_chip_s,
         usage.ideal_chip_s,
-        coalesce(usage.profiled_productive_chip_s, 0) as profiled_productive_chip_s
+        coalesce(usage.profiled_productive_chip_s, 0) as profiled_productive_chip_s,
+        coalesce(usage.runtime_measured_chip_s, 0) as runtime_measured_chip_s
     from capacity
     full outer join usage using (day, window_start, cluster, accelerator)
 ),

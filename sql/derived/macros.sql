@@ -42,14 +42,30 @@ create or replace macro mpg(ideal, productive, profiled_productive, base) as
         when profiled_productive > 0 then ideal * productive / (profiled_productive * base)
     end;
 
+-- Whether a group's runtime factors are known: only where some job whose
+-- runtime was measured held chips in it. A group whose held time no runtime
+-- telemetry describes (a scheduler alone: Slurm or Kubernetes without training
+-- logs), or that held nothing at all, has RG, PG and MPG unknown, never 0
+-- (docs/metric.md section 1, "Unknown and empty factors"). A group with runtime
+-- telemetry but nothing productive has RG 0 and MPG 0.
+create or replace macro runtime_known(all_allocated, runtime_measured) as
+    coalesce(runtime_measured, 0) > 0;
+
 -- The one definition of a group's factors from its chip-second sums: every
 -- mart, the headline and the report call this rather than writing the ratios
 -- out. `base` is capacity for fleet and cluster groups, demand (lifetime) for
--- jobs and segments. Select it with unnest(...) to get the five columns.
-create or replace macro goodput_factors(all_allocated, productive, ideal, profiled_productive, base) as {
+-- jobs and segments; `runtime_measured` is the all-allocated time of jobs whose
+-- runtime was measured (job_window_enriched). Select it with unnest(...) to get
+-- the five columns.
+create or replace macro goodput_factors(all_allocated, productive, ideal, profiled_productive, base,
+                                        runtime_measured) as {
     'sg': at_most_one(ratio(all_allocated, base)),
-    'rg': at_most_one(ratio(productive, all_allocated)),
-    'pg': at_most_one(ratio(ideal, profiled_productive)),
-    'mpg': at_most_one(mpg(ideal, productive, profiled_productive, base)),
-    'pg_coverage': at_most_one(ratio(profiled_productive, productive))
+    'rg': case when runtime_known(all_allocated, runtime_measured)
+               then at_most_one(ratio(productive, all_allocated)) end,
+    'pg': case when runtime_known(all_allocated, runtime_measured)
+               then at_most_one(ratio(ideal, profiled_productive)) end,
+    'mpg': case when runtime_known(all_allocated, runtime_measured)
+                then at_most_one(mpg(ideal, productive, profiled_productive, base)) end,
+    'pg_coverage': case when runtime_known(all_allocated, runtime_measured)
+                        then at_most_one(ratio(profiled_productive, productive)) end
 };

@@ -1,5 +1,7 @@
--- badput_breakdown per UTC day, cluster and accelerator. The eleven job
--- categories share the demand base (the jobs' lifetime chip-time);
+-- badput_breakdown per UTC day, cluster and accelerator. The twelve job
+-- categories share the demand base (the jobs' lifetime chip-time):
+-- `unmeasured` is the held time of jobs whose runtime was not measured
+-- (a scheduler alone), which is not `idle`;
 -- idle_capacity is a share of the capacity base (chips online). Keep the two
 -- bases apart: a period's share is sum(chip_s) / sum(base_chip_s) per base.
 create or replace view badput_daily as
@@ -21,6 +23,7 @@ demand as (
         sum(checkpoint_restore_chip_s) as checkpoint_restore,
         sum(init_chip_s) as init,
         sum(idle_chip_s) as idle,
+        sum(unmeasured_chip_s) as unmeasured,
         sum(lifetime_chip_s) as lifetime
     from job_window_enriched
     group by all

@@ -22,10 +22,11 @@ final as (
         productive_chip_s,
         ideal_chip_s,
         profiled_productive_chip_s,
+        runtime_measured_chip_s,
         -- held <= capacity in every counted window: the clamp only absorbs float rounding.
         greatest(capacity_chip_s - held_chip_s, 0) as idle_capacity_chip_s,
         unnest(goodput_factors(all_allocated_chip_s, productive_chip_s, ideal_chip_s,
-                               profiled_productive_chip_s, capacity_chip_s))
+                               profiled_productive_chip_s, capacity_chip_s, runtime_measured_chip_s))
     from windows
 )
 

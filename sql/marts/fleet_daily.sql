@@ -19,7 +19,8 @@ counted as (
         sum(all_allocated_chip_s) as all_allocated_chip_s,
         sum(productive_chip_s) as productive_chip_s,
         sum(ideal_chip_s) as ideal_chip_s,
-        sum(profiled_productive_chip_s) as profiled_productive_chip_s
+        sum(profiled_productive_chip_s) as profiled_productive_chip_s,
+        sum(runtime_measured_chip_s) as runtime_measured_chip_s
     from windows
     where capacity_status = 'ok'
     group by all
@@ -48,6 +49,7 @@ joined as (
         coalesce(counted.productive_chip_s, 0) as productive_chip_s,
         counted.ideal_chip_s,
         coalesce(counted.profiled_productive_chip_s, 0) as profiled_productive_chip_s,
+        coalesce(counted.runtime_measured_chip_s, 0) as runtime_measured_chip_s,
         coalesce(excluded.excluded_windows, 0) as excluded_windows,
         coalesce(excluded.excluded_held_chip_s, 0) as excluded_held_chip_s
     from counted
@@ -61,7 +63,7 @@ final as (
         -- float rounding between the two sums.
         greatest(capacity_chip_s - held_chip_s, 0) as idle_capacity_chip_s,
         unnest(goodput_factors(all_allocated_chip_s, productive_chip_s, ideal_chip_s,
-                               profiled_productive_chip_s, capacity_chip_s))
+                               profiled_productive_chip_s, capacity_chip_s, runtime_measured_chip_s))
     from joined
 )
 

@@ -30,7 +30,8 @@ totals as (
         sum(all_allocated_chip_s) as all_allocated_chip_s,
         sum(productive_chip_s) as productive_chip_s,
         sum(ideal_chip_s) as ideal_chip_s,
-        sum(profiled_productive_chip_s) as profiled_productive_chip_s
+        sum(profiled_productive_chip_s) as profiled_productive_chip_s,
+        sum(runtime_measured_chip_s) as runtime_measured_chip_s
     from days
     group by all
 ),
@@ -42,7 +43,7 @@ final as (
         job_counts.jobs,
         totals.* exclude (dimension, segment),
         unnest(goodput_factors(totals.all_allocated_chip_s, totals.productive_chip_s, totals.ideal_chip_s,
-                               totals.profiled_productive_chip_s, totals.lifetime_chip_s))
+                               totals.profiled_productive_chip_s, totals.lifetime_chip_s, totals.runtime_measured_chip_s))
     from totals
     join job_counts using (dimension, segment)
 )

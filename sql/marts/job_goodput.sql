@@ -1,6 +1,8 @@
 -- One row per job: its attributes, chip-seconds per category over its whole
 -- lifetime (demand base: requested chips x lifetime) and its goodput factors;
--- a job whose PG is set aside (pg_set_aside) has PG unknown and says why in pg_caveat.
+-- a job whose PG is set aside (pg_set_aside) has PG unknown and says why in pg_caveat; a job whose
+-- runtime was not measured (job_profiles: a scheduler alone) has its held time as unmeasured_chip_s,
+-- not idle, and RG, PG and MPG unknown.
 create or replace view job_goodput as
 with
 
@@ -13,7 +15,7 @@ windows as (
 ),
 
 profiles as (
-    select job_id, profiled, pg_caveat from job_profiles
+    select job_id, profiled, pg_caveat, runtime_measured from job_profiles
 ),
 
 totals as (
@@ -31,7 +33,9 @@ totals as (
         sum(checkpoint_save_chip_s) as checkpoint_save_chip_s,
         sum(checkpoint_restore_chip_s) as checkpoint_restore_chip_s,
         sum(init_chip_s) as init_chip_s,
-        sum(idle_chip_s) as idle_chip_s,
+        sum(case when runtime_measured then idle_chip_s else 0.0 end) as idle_chip_s,
+        sum(case when runtime_measured then 0.0 else idle_chip_s end) as unmeasured_chip_s,
+        sum(case when runtime_measured then all_allocated_chip_s else 0.0 end) as runtime_measured_chip_s,
         known_ideal(sum(ideal_chip_s), sum(productive_chip_s), any_value(profiled)) as ideal_chip_s,
         sum(known_profiled(profiled_productive_chip_s, profiled)) as profiled_productive_chip_s,
         any_value(pg_caveat) as pg_caveat,
@@ -58,13 +62,14 @@ final as (
         coalesce(totals.checkpoint_restore_chip_s, 0) as checkpoint_restore_chip_s,
         coalesce(totals.init_chip_s, 0) as init_chip_s,
         coalesce(totals.idle_chip_s, 0) as idle_chip_s,
+        coalesce(totals.unmeasured_chip_s, 0) as unmeasured_chip_s,  -- held time no runtime telemetry describes
         totals.ideal_chip_s,  -- null when the job has no profile: unknown, not 0; 0 when profiled and nothing productive
         coalesce(totals.profiled_productive_chip_s, 0) as profiled_productive_chip_s,
         coalesce(totals.held_chip_s, 0) as held_chip_s,
         coalesce(totals.clipped_runtime_chip_s, 0) as clipped_runtime_chip_s,
         totals.pg_caveat,  -- why PG is unknown for a job with profiler samples (pg_set_aside), else null
         unnest(goodput_factors(totals.all_allocated_chip_s, totals.productive_chip_s, totals.ideal_chip_s,
-                               totals.profiled_productive_chip_s, totals.lifetime_chip_s))
+                               totals.profiled_productive_chip_s, totals.lifetime_chip_s, totals.runtime_measured_chip_s))
     from attributes
     left join totals using (job_id)
 )

@@ -28,7 +28,8 @@ totals as (
         sum(all_allocated_chip_s) as all_allocated_chip_s,
         sum(productive_chip_s) as productive_chip_s,
         sum(ideal_chip_s) as ideal_chip_s,
-        sum(profiled_productive_chip_s) as profiled_productive_chip_s
+        sum(profiled_productive_chip_s) as profiled_productive_chip_s,
+        sum(runtime_measured_chip_s) as runtime_measured_chip_s
     from tagged
     group by all
 ),
@@ -37,7 +38,7 @@ final as (
     select
         *,
         unnest(goodput_factors(all_allocated_chip_s, productive_chip_s, ideal_chip_s,
-                               profiled_productive_chip_s, lifetime_chip_s))
+                               profiled_productive_chip_s, lifetime_chip_s, runtime_measured_chip_s))
     from totals
 )
 
