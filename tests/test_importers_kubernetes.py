@@ -151,6 +151,39 @@ def test_without_the_localqueues_the_cluster_queue_comes_from_the_admission():
         W1: "cq-research/team-a/lq-train", W2: "cq-research/team-b/lq-batch", W3: "cq-prod/team-c/lq-prod"}
 
 
+def test_a_workload_never_admitted_waits_in_the_cluster_queue_its_local_queues_neighbours_were_admitted_to():
+    """Without the LocalQueue objects, W4 (team-a/lq-train, never admitted) takes the ClusterQueue that W1,
+    of the same LocalQueue, was admitted to; it no longer drops out of its queue's row as UNKNOWN."""
+    alone = read([K8S / "workloads-000.jsonl", K8S / "workloads-001.jsonl"])
+    queues = {r["job_id"]: r["queue"] for r in alone.streams["scheduler"] if r["type"] == "SUBMIT"}
+    assert queues[W4] == queues[W1] == "cq-research/team-a/lq-train"
+
+
+def test_every_kubernetes_end_and_eviction_says_why(imported):
+    """end_reason for Kubernetes jobs: the terminal condition's reason and message, as the objects say."""
+    ends = {(r["job_id"], r["type"]): r["reason"] for r in imported.streams["scheduler"]
+            if r["type"] in ("FINISH", "FAIL", "CANCEL")}
+    assert ends == {
+        (W1, "FINISH"): "Succeeded: jobset completed successfully",
+        (W2, "FAIL"): "Failed: Job failed: BackoffLimitExceeded",
+        (W3, "FINISH"): "Succeeded: Job finished successfully",
+        (W4, "CANCEL"): "Deleted (before it finished)",
+        (JOBSET, "FAIL"): "ReachedMaxRestarts: jobset failed due to reaching max number of restarts",
+        (JOB, "FINISH"): "CompletionsReached: Reached expected number of succeeded pods"}
+
+
+def test_kueue_preemptions_keep_their_kind_apart_as_causes():
+    """Kueue's Preempted condition names why (kueue's constants): InClusterQueue and InCohortReclamation are
+    two causes, not one; an exit code is a detail of one cause, not a cause of its own."""
+    from fleet_goodput.core.interruptions import cause_of
+
+    assert cause_of("PREEMPT", "Preempted (InClusterQueue)") == "PREEMPTED (InClusterQueue)"
+    assert cause_of("PREEMPT", "Preempted (InCohortReclamation)") == "PREEMPTED (InCohortReclamation)"
+    assert cause_of("PREEMPT", "PodsReadyTimeout") == "PODSREADYTIMEOUT"
+    assert cause_of("FAIL", "FAILED (exit 1:0)") == cause_of("FAIL", "FAILED (exit 2:0)") == "FAILED"
+    assert cause_of("FAIL", "NODE_FAIL: xid 79") == "NODE_FAIL"
+
+
 def _line(change, obj, observed=None):
     event = {"type": change, "object": obj}
     if observed:

@@ -14,14 +14,20 @@ import re
 from dataclasses import dataclass
 
 MICROS = 1_000_000
-# A reason's cause: its first word (`NODE_FAIL: xid 79` → NODE_FAIL, `CANCELLED by 0` → CANCELLED).
-_CAUSE = re.compile(r"[^\s:(]+")
+# A reason's cause: its first word (`NODE_FAIL: xid 79` → NODE_FAIL, `CANCELLED by 0` → CANCELLED), with the
+# one-word qualifier a scheduler puts in parentheses right after it, which names a different cause: Kueue's
+# `Preempted (InClusterQueue)` and `Preempted (InCohortReclamation)` are two (docs/kubernetes.md). An
+# exit code (`FAILED (exit 1:0)`) is not a qualifier: it is a detail of one cause.
+_CAUSE = re.compile(r"([^\s:(]+)(?: \(([A-Z][A-Za-z]+)\))?")
 CAUSE_WITHOUT_REASON = {"PREEMPT": "PREEMPTED", "FAIL": "FAILED", "CANCEL": "CANCELLED"}
 
 
 def cause_of(event: str, reason: str | None) -> str:
     match = _CAUSE.match(reason or "")
-    return match.group(0).upper() if match else CAUSE_WITHOUT_REASON[event]
+    if not match:
+        return CAUSE_WITHOUT_REASON[event]
+    first, qualifier = match.groups()
+    return f"{first.upper()} ({qualifier})" if qualifier else first.upper()
 
 
 @dataclass

@@ -144,6 +144,24 @@ def _version(snapshot: objects.Snapshot) -> tuple:
             snapshot.observed_us or 0)
 
 
+def admitted_queues(by_object: dict[tuple[str, str], list[objects.Snapshot]]) -> dict[tuple[str, str], str]:
+    """(namespace, LocalQueue) → the ClusterQueue its Workloads were last admitted to (the latest admission
+    by resourceVersion), for Workloads whose LocalQueue object the watch did not hold."""
+    learned: dict[tuple[str, str], tuple[tuple, str]] = {}
+    for (kind, _), snapshots in by_object.items():
+        if kind != "Workload":
+            continue
+        for snapshot in snapshots:
+            admission = snapshot.status.get("admission") if isinstance(snapshot.status, dict) else None
+            queue = snapshot.spec.get("queueName")
+            if isinstance(admission, dict) and isinstance(admission.get("clusterQueue"), str) and isinstance(queue, str):
+                key = (snapshot.metadata.get("namespace") or "default", queue)
+                order = _version(snapshot)
+                if key not in learned or order > learned[key][0]:
+                    learned[key] = (order, admission["clusterQueue"])
+    return {key: queue for key, (_, queue) in learned.items()}
+
+
 def watched_period(cluster: str, by_object: dict[tuple[str, str], list[objects.Snapshot]]) -> dict | None:
     """What the watch observed of `cluster` (fleet_goodput/telemetry/observed.py): from its start to its
     latest heartbeat. With the collector's `observedTime` stamps, from the first stamp to the last; without,
@@ -211,6 +229,7 @@ def read(source: list[Path] | Path, options: Options) -> Imported:
                         latest_us = max(latest_us or 0, snapshot.observed_us)
             except Unmappable as exc:
                 imported.reject(path.name, where, "", exc.reason, exc.detail)
+    sink.admitted_queues = admitted_queues(by_object)
     histories: dict[str, objects.NodeHistory] = {}
     order = sorted(by_object, key=lambda key: (key[0] != "LocalQueue", key))
     for kind, uid in order:

@@ -17,6 +17,8 @@ deletionTimestamp) takes the time the collector stamped on the watch event
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 
 from fleet_goodput.core.timeutil import parse_time_us
@@ -153,6 +155,9 @@ class Sink:
     accelerators: frozenset[str]
     default_accelerator: str | None
     cluster_queues: dict[tuple[str, str], str] = field(default_factory=dict)  # (namespace, LocalQueue) → ClusterQueue
+    # The same, learned from the admissions of the LocalQueue's Workloads: where no LocalQueue object was
+    # watched, a Workload never admitted still waits in the ClusterQueue its neighbours were admitted to.
+    admitted_queues: dict[tuple[str, str], str] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
     skipped: dict[str, int] = field(default_factory=dict)
 
@@ -238,7 +243,7 @@ class Job:
             return
         stamp = gone.metadata.get("deletionTimestamp")
         time_us = k8s_time(stamp, "metadata.deletionTimestamp") if stamp else self.seen_at(gone, "deletion")
-        self.emit("deleted", "CANCEL", time_us)
+        self.emit("deleted", "CANCEL", time_us, reason="Deleted (before it finished)")
 
 
 # ---- Kueue --------------------------------------------------------------------
@@ -261,6 +266,17 @@ def _admitted_chips(job: Job, snapshot: Snapshot, pod_sets: list[dict]) -> int:
     return chip_count(total, "the admission's chips") if total else job.chips
 
 
+def condition_reason(condition: dict | None) -> str | None:
+    """A terminal condition's `reason: message` as the event's reason (at most 256 characters, no control
+    characters, as the contract asks): `Failed: Job failed with exit code 137`, `BackoffLimitExceeded: ...`."""
+    if not condition:
+        return None
+    parts = [str(condition.get(key) or "").strip() for key in ("reason", "message")]
+    text = ": ".join(part for part in parts if part)
+    text = re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", text)
+    return (text[:253] + "...") if len(text) > 256 else (text or None)
+
+
 def _eviction_reason(snapshot: Snapshot) -> str:
     evicted = snapshot.condition("Evicted") or {}
     preempted = snapshot.condition("Preempted") or {}
@@ -278,7 +294,8 @@ def workload(snapshots: list[Snapshot], sink: Sink) -> None:
     local = latest.spec.get("queueName")
     admitted_in = next((s.status["admission"].get("clusterQueue") for s in snapshots
                         if (s.status.get("admission") or {}).get("clusterQueue")), None)
-    cluster_queue = sink.cluster_queues.get((job.namespace, local)) or admitted_in or ""
+    cluster_queue = (sink.cluster_queues.get((job.namespace, local)) or admitted_in
+                     or sink.admitted_queues.get((job.namespace, local)) or "")
     priority = latest.spec.get("priority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)
                                  or not -2**31 <= priority < 2**31):
@@ -294,8 +311,9 @@ def workload(snapshots: list[Snapshot], sink: Sink) -> None:
             job.emit(f"evicted/{since}", "PREEMPT", since, 0, reason=_eviction_reason(snapshot))
         if (since := snapshot.true_since("Finished")) is not None:
             ended = True
-            reason = snapshot.condition("Finished").get("reason")
-            job.emit("finished", FINISHED_REASONS.get(reason, "CANCEL"), since)
+            finished = snapshot.condition("Finished")
+            job.emit("finished", FINISHED_REASONS.get(finished.get("reason"), "CANCEL"), since,
+                     reason=condition_reason(finished))
     requeues = max(((s.status.get("requeueState") or {}).get("count") or 0 for s in snapshots), default=0)
     if requeues > len(evictions):
         sink.imported.caveat(latest.file, job.job_id, "requeueState counts evictions the stream does not hold",
@@ -320,7 +338,7 @@ def _terminal(job: Job, snapshots: list[Snapshot], success: str) -> bool:
     for snapshot in snapshots:
         for condition, kind in ((success, "FINISH"), ("Failed", "FAIL")):
             if (since := snapshot.true_since(condition)) is not None:
-                job.emit("ended", kind, since)
+                job.emit("ended", kind, since, reason=condition_reason(snapshot.condition(condition)))
                 ended = True
     return ended
 
