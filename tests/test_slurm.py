@@ -63,6 +63,11 @@ def test_imported_figures_equal_slurms_own_numbers(recorded, tmp_path):
     check_against_slurm(files["sacct.txt"].parent, tmp_path / "in", tmp_path / "out")
 
 
+def _scheduler_records_of(path: Path) -> list[dict]:
+    with open(path, "rb") as handle:
+        return list(fastavro.reader(handle))
+
+
 def _scheduler_records(folder: Path) -> dict[str, list[dict]]:
     """Records per file name."""
     files = {}
@@ -116,8 +121,13 @@ def test_every_poll_states_what_it_observed(recorded):
     _, files, collector, collected, _ = recorded
     from fleet_goodput.telemetry.observed import statement_of
 
-    stated = [statement_of(path.read_bytes()) for path in sorted((collected / "killed" / "scheduler").glob("*.avro"))]
+    paths = sorted((collected / "killed" / "scheduler").glob("*.avro"))
+    stated = [statement_of(path.read_bytes()) for path in paths]
     assert stated and all(set(periods) == {"testfleet"} for periods in stated)
+    # No poll writes a record from after its own time (a node event returned while sacct ran waits a poll).
+    for path, periods in zip(paths, stated):
+        times = [int(r["event_time"].timestamp() * 1_000_000) for r in _scheduler_records_of(path)]
+        assert all(time_us <= periods["testfleet"][1] for time_us in times), path.name
     ends = [periods["testfleet"][1] for periods in stated]
     assert ends == sorted(ends)  # polls in order, each up to its own time
     first = min(r["event_time"] for records in _scheduler_records(collected / "once").values() for r in records

@@ -159,7 +159,7 @@ def test_state_follows_the_open_jobs_not_the_history(consecutive):
     output, _ = consecutive
     keys = _state_keys(output)
     with connect(output) as connection:
-        running = connection.execute("select count(*) from jobs where status = 'RUNNING'").fetchone()[0]
+        running = connection.execute("select count(*) from jobs where status in ('RUNNING', 'PENDING')").fetchone()[0]
         clusters = connection.execute("select count(distinct (cluster, accelerator)) from capacity_window").fetchone()[0]
         total = connection.execute("select count(*) from jobs").fetchone()[0]
     assert keys <= running + clusters + 10 < total

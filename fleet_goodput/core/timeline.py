@@ -907,7 +907,9 @@ class JobTimeline:
             "requested_chips": submit.chips,
             "submit_time_us": self.submit_us,
             "end_time_us": self.end_us,
-            "status": self.status,
+            # Not ended: PENDING while it holds no chip (waiting for its first allocation, or requeued after a
+            # preemption, as Slurm and Kueue show it), RUNNING while it holds some.
+            "status": self.status if self.status != "RUNNING" or self.held > 0 else "PENDING",
             "end_reason": self.end_reason,
             "interruptions": self.interruption_log.summary(),
             "allocations": self.allocations,

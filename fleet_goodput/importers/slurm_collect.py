@@ -11,7 +11,8 @@ as it has got (SUBMIT, ALLOCATE, a PREEMPT), its end at a later poll.
 Every poll's file states what the collection has observed of the cluster
 (fleet_goodput/telemetry/observed.py): from the first record of the history
 the first poll read (its earliest submission, as `mpg import slurm` starts
-at) to the poll's time. A quiet poll writes a file holding only that
+at) to the poll's time (its start: a record the commands return from after it
+waits for the next poll). A quiet poll writes a file holding only that
 statement, so a quiet cluster's day completes all the same; the capacity
 levels start at that first record too, not at --since, so the collected and
 the imported history give the same figures. A record that reaches accounting
@@ -169,7 +170,11 @@ def _poll(out: Path, options: Options, since_us: int, now_us: int | None) -> dic
                        settle_after_us=now_us - LAG_US)
     scheduler = imported.streams["scheduler"]
     clusters = sorted({*cursor.clusters, *(r["cluster"] for r in scheduler), *([options.cluster] if options.cluster else [])})
-    records = [r for r in scheduler if r["event_id"] not in cursor.written]
+    # The file states the cluster observed up to the poll's start (now_us): a record the commands returned
+    # from after it (a node event while sacct ran, a clock ahead) would be past the file's stated end, so it
+    # waits for the poll whose time passes it, which lists it again (nothing marks it written meanwhile).
+    held_back = {r["event_id"] for r in scheduler if r["event_id"] not in cursor.written and r["event_time"] > now_us}
+    records = [r for r in scheduler if r["event_id"] not in cursor.written and r["event_id"] not in held_back]
     rejections = [r.row() for r in imported.rejections if f"{r.item}|{r.reason}" not in cursor.rejected]
     number = cursor.polls + 1
     # Observed from the first record on (or from this poll, where none was read yet) up to now.
@@ -183,7 +188,7 @@ def _poll(out: Path, options: Options, since_us: int, now_us: int | None) -> dic
         partial = out / REJECTED_DIR / f".poll-{number:08d}.partial"
         partial.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rejections), encoding="utf-8")
         os.replace(partial, out / REJECTED_DIR / f"poll-{number:08d}.jsonl")
-    _remember(cursor, scheduler, rejections, now_us)
+    _remember(cursor, [r for r in scheduler if r["event_id"] not in held_back], rejections, now_us)
     cursor.clusters = clusters
     if records or rejections or observed:
         cursor.polls = number

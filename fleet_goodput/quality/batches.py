@@ -68,7 +68,7 @@ def jobs_frame(connection, period: Period) -> pd.DataFrame:
             jobs.* exclude (date),
             strftime(jobs.date, '%Y-%m-%d') as partition_date,
             strftime(make_timestamp(epoch_us(submit_time)), '%Y-%m-%d') as submit_date,
-            (end_time is null) = (status = 'RUNNING') as end_matches_status,
+            (end_time is null) = (status in ('RUNNING', 'PENDING')) as end_matches_status,
             epoch_us(end_time) / 1e6 as end_time_s,
             job_goodput.job_id as goodput_job_id
         from jobs

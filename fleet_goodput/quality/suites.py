@@ -48,7 +48,7 @@ REJECTED_SHARE_WARNING = 0.01
 TEAM_COVERAGE_WARNING = 0.95
 
 WORKLOADS = ["TRAINING", "SERVING", "BULK_INFERENCE"]
-STATUSES = ["FINISHED", "FAILED", "CANCELLED", "RUNNING"]
+STATUSES = ["FINISHED", "FAILED", "CANCELLED", "RUNNING", "PENDING"]
 STREAMS = ["scheduler", "runtime", "profiler"]
 
 
@@ -202,7 +202,7 @@ def jobs_suite(inputs: SuiteInputs) -> list:
                          "allocations")),
         _one_row_per_key(JOBS),
         expect(gxe.ExpectColumnValuesToBeInSet, severity=CRITICAL, column="status", value_set=STATUSES,
-               title="status is FINISHED, FAILED, CANCELLED or RUNNING",
+               title="status is FINISHED, FAILED, CANCELLED, RUNNING or PENDING",
                why="The job states docs/metric.md section 2 defines; anything else is a writer bug."),
         expect(gxe.ExpectColumnValuesToBeInSet, severity=CRITICAL, column="workload", value_set=WORKLOADS,
                title="workload is one of the contract's enum values (or null)",
@@ -221,7 +221,7 @@ def jobs_suite(inputs: SuiteInputs) -> list:
                title="a job ends at or after its submission",
                why="A negative lifetime has no meaning; it would subtract chip-time."),
         expect(gxe.ExpectColumnValuesToBeInSet, severity=CRITICAL, column="end_matches_status", value_set=[True],
-               title="end_time is null exactly when status is RUNNING",
+               title="end_time is null exactly when status is RUNNING or PENDING",
                why="Running jobs are closed at the as-of time and ended jobs at their end; a mismatch means "
                    "the job's lifetime was cut at the wrong time."),
         expect(gxe.ExpectColumnValuesToBeBetween, severity=CRITICAL, column="end_time_s", max_value=inputs.as_of_s,

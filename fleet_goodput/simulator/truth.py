@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fleet_goodput.simulator.timeline import FAILED, PRODUCTIVE, STEP, FleetTimeline, JobTimeline
+from fleet_goodput.simulator.timeline import FAILED, PRODUCTIVE, RUNNING, STEP, FleetTimeline, JobTimeline
 
 CATEGORIES = ("queued", "partial", "productive", "pending", "lost", "data_wait", "compile",
               "checkpoint_save", "checkpoint_restore", "init", "idle")
@@ -127,9 +127,17 @@ def jobs_table(fleet: FleetTimeline) -> pa.Table:
         "requested_chips": pa.array([j.spec.requested_chips for j in jobs], pa.int64()),
         "submit_time": pa.array([j.spec.submit_us for j in jobs], _TIMESTAMP),
         "end_time": pa.array([j.end_us for j in jobs], _TIMESTAMP),
-        "status": pa.array([j.status for j in jobs], pa.string()),
+        "status": pa.array([_status(j) for j in jobs], pa.string()),
         "disruptions": pa.array([_disruptions(j) for j in jobs], pa.int32()),
     })
+
+
+def _status(job: JobTimeline) -> str:
+    """The job's status at the horizon: its end, or RUNNING while it holds chips, PENDING while it holds none."""
+    if job.status != RUNNING:
+        return job.status
+    held = job.levels[-1].chips if job.levels else 0
+    return RUNNING if held > 0 else "PENDING"
 
 
 def _disruptions(job: JobTimeline) -> int:

@@ -111,7 +111,8 @@ JOBS = Table(
         Column("requested_chips", pa.int64(), "chips requested at SUBMIT"),
         Column("submit_time", TIMESTAMP, "SUBMIT event time", "submit_time_us"),
         Column("end_time", TIMESTAMP, "FINISH/FAIL/CANCEL time; null while running", "end_time_us"),
-        Column("status", pa.string(), "FINISHED, FAILED, CANCELLED, or RUNNING at the as-of time"),
+        Column("status", pa.string(), "FINISHED, FAILED, CANCELLED; or, not ended at the as-of time, RUNNING "
+               "(holding chips) or PENDING (holding none: waiting to start, or requeued)"),
         Column("interruptions", INTERRUPTIONS, "each running attempt cut by a PREEMPT below the request, a FAIL "
                "or a CANCEL: time, event, cause, reason, run_s, reallocated_s, recovered_s, lost_chip_s "
                "(docs/metric.md, \"Why jobs stopped\")"),
