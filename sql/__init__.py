@@ -35,6 +35,8 @@ VIEW_FILES = (
     "marts/badput_breakdown.sql",
     "marts/interruptions.sql",
     "marts/interruptions_by_cause.sql",
+    "marts/interruptions_by_queue.sql",
+    "marts/reliability_daily.sql",
 )
 
 
