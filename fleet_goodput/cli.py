@@ -59,9 +59,18 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         importlib.import_module(f"{commands.__name__}.{module}").register(subparsers)
     for subparser in subparsers.choices.values():
         # SUPPRESS: `mpg -v run` must not be undone by the subcommand's default.
-        _add_verbosity(subparser, default=argparse.SUPPRESS)
+        for each in (subparser, *_nested(subparser).values()):  # `mpg import slurm ... -q` too
+            _add_verbosity(each, default=argparse.SUPPRESS)
     parser.commands = subparsers.choices
     return parser
+
+
+def _nested(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """A command's own subcommands (`mpg import FORMAT`), by name; none for most commands."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def _refuse_unknown_flags(parser: argparse.ArgumentParser, argv: list[str]) -> None:
@@ -74,8 +83,12 @@ def _refuse_unknown_flags(parser: argparse.ArgumentParser, argv: list[str]) -> N
     command = parser.commands.get(named)
     if command is None or command.get_default("accepts_beam_args"):
         return  # `mpg run` and `mpg stream` check theirs with Beam's (pipelines/options.py)
+    rest = argv[argv.index(named) + 1:]
+    inner = next((arg for arg in rest if not arg.startswith("-")), None)
+    if inner in _nested(command):  # `mpg import slurm`: the format's own options
+        command, rest = _nested(command)[inner], rest[rest.index(inner) + 1:]
     known = [flag for action in command._actions for flag in action.option_strings]
-    unknown = [arg for arg in argv[argv.index(named) + 1:] if arg.startswith("--") and arg.split("=", 1)[0] not in known]
+    unknown = [arg for arg in rest if arg.startswith("--") and arg.split("=", 1)[0] not in known]
     if unknown:
         command.error(unknown_flag_message(unknown[0], known))
 

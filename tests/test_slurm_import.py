@@ -291,3 +291,22 @@ def test_deploys_collector_unit_and_cron_line_call_a_command_mpg_accepts():
     cron = [line for line in (deploy / "mpg-collect-slurm.cron").read_text().splitlines()
             if line and not line.startswith("#") and "=" not in line.split()[0]]
     assert len(cron) == 1 and "$MPG collect slurm --out $IN -q" in cron[0] and "[ $code = 75 ]" in cron[0]
+
+
+def test_each_importer_has_its_own_help_with_its_own_flags_and_an_example(capsys, tmp_path):
+    from fleet_goodput.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["import", "slurm", "--help"])
+    slurm = capsys.readouterr().out
+    assert "--timezone ZONE" in slurm and "--accelerator-map FILE" in slurm and "--chips" not in slurm
+    assert "example:\n  mpg import slurm tests/data/slurm --out slurm/" in slurm
+    with pytest.raises(SystemExit):
+        main(["import", "logs", "--help"])
+    logs = capsys.readouterr().out
+    assert "--profile NAME" in logs and "--chips N" in logs and "--timezone" not in logs
+    assert "--profile, --job, --accelerator and --chips are required" in logs
+    # A flag of another format is refused by name, with the nearest of this format's.
+    with pytest.raises(SystemExit):
+        main(["import", "slurm", "tests/data/slurm", "--out", str(tmp_path / "o"), "--chips", "4"])
+    assert "unknown option --chips" in capsys.readouterr().err

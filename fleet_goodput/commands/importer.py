@@ -37,76 +37,121 @@ died without its stop record, steps no count gives, an assumed precision) is
 listed in DIR/{caveats}; DIR/{source} records the inputs (with checksums), their
 licence, the mapping and what the source cannot tell. The same input gives
 byte-identical output. DIR is written under a temporary name and renamed into
-place when complete: a failed import leaves no DIR behind. With --append, DIR
+place when complete: a failed import leaves no telemetry behind (where
+nothing was usable, a new DIR holds only the rejected rows, each with its reason). With --append, DIR
 (an earlier import) keeps what it holds and gains part files with only the
 events it lacked, so importing overlapping inputs again adds nothing twice.
 Mapping details and caveats per format: docs/importers.md (kubernetes:
 docs/kubernetes.md).
 """
 
-EPILOG = """\
-examples, from a checkout of fleet-goodput (public samples with their licences in tests/data/public):
-  mpg import philly tests/data/public/philly --out philly/ && mpg run --input philly/ --output philly-out/
-  mpg import openb tests/data/public/openb --out openb/ --limit 500
-  mpg import mlperf tests/data/public/mlperf --out mlperf/
-  mpg import kineto tests/data/public/kineto --out kineto/
-  mpg import mgm tests/data/mgm_goodput_log.jsonl --out mgm/ --accelerator tpu-v5e --chips 16
-  mpg import logs tests/data/logs/megatron --profile megatron --job gpt-8b --accelerator h100 --chips 16 --out gpt/
-  mpg import orbax tests/data/orbax/llama-7b --out ckpt/ --job llama-7b   # then beside the job's scheduler stream
-  mpg import kubernetes tests/data/kubernetes --cluster gke-1 --out k8s/
-  mpg import slurm tests/data/slurm --out slurm/      # sacct.txt, events.txt, nodes.txt (docs/slurm.md)
+# One example per format, from a checkout of fleet-goodput (public samples with their licences in tests/data).
+EXAMPLES = {
+    "philly": "mpg import philly tests/data/public/philly --out philly/ && mpg run --input philly/ --output philly-out/",
+    "openb": "mpg import openb tests/data/public/openb --out openb/ --limit 500",
+    "mlperf": "mpg import mlperf tests/data/public/mlperf --out mlperf/",
+    "kineto": "mpg import kineto tests/data/public/kineto --out kineto/",
+    "mgm": "mpg import mgm tests/data/mgm_goodput_log.jsonl --out mgm/ --accelerator tpu-v5e --chips 16",
+    "logs": "mpg import logs tests/data/logs/megatron --profile megatron --job gpt-8b --accelerator h100 --chips 16 "
+            "--out gpt/",
+    "orbax": "mpg import orbax tests/data/orbax/llama-7b --out ckpt/ --job llama-7b   # then beside the job's "
+             "scheduler stream",
+    "kubernetes": "mpg import kubernetes tests/data/kubernetes --cluster gke-1 --out k8s/",
+    "slurm": "mpg import slurm tests/data/slurm --out slurm/      # sacct.txt, events.txt, nodes.txt (docs/slurm.md)",
+}
+EPILOG = ("examples, from a checkout of fleet-goodput (public samples with their licences in tests/data/public):\n"
+          + "".join(f"  {example}\n" for example in EXAMPLES.values())
+          + "\n`mpg import FORMAT --help` lists the options FORMAT reads.\n")
+_EXITS = exits.describe(failed="the source cannot be read as FORMAT: nothing was written")
 
-""" + VERBOSITY_HELP + "\n\n" + exits.describe(failed="the source cannot be read as FORMAT: nothing was written")
+
+def _flags() -> dict[str, tuple[tuple, dict]]:
+    """Every option an importer may read: name → (flags, argparse keywords)."""
+    return {
+        "limit": (("--limit",), dict(type=int, metavar="N", help="import only the first N jobs (pods, runs, traces)")),
+        "accelerator": (("--accelerator",), dict(metavar="KEY", help="catalogue key when the source names none")),
+        "chips": (("--chips",), dict(type=int, metavar="N", help="chips of the job")),
+        "profile": (("--profile",), dict(metavar="NAME", help="the log profile (megatron, nemo, or one of --profiles)")),
+        "profiles": (("--profiles",), dict(metavar="FILE", help="a YAML file of log profiles added to the built-in "
+                                                                 "ones (shape: configs/log_profiles.yaml)")),
+        "job": (("--job",), dict(metavar="ID", help="job id, for a source that names none: the id of the job's "
+                                                   "scheduler stream, to combine them (kineto: the run the traces "
+                                                   "are ranks of, so ranks imported apart join it)")),
+        "submit": (("--submit",), dict(metavar="TIME", help="ISO-8601 submission time (default: the log's first "
+                                                           "time); places a log without timestamps")),
+        "cluster": (("--cluster",), dict(metavar="NAME", help="cluster name (default: the format's name; slurm: "
+                                                             "sacct's Cluster column, else slurm)")),
+        "accelerator_labels": (("--accelerator-labels",), dict(
+            metavar="FILE", help="YAML {node label: {value: catalogue key}} added to the built-in map "
+                                 "(docs/kubernetes.md)")),
+        "start": (("--start",), dict(metavar="TIME", help="ISO-8601 time of the trace start "
+                                                         "(default 2023-01-01T00:00:00Z)")),
+        "timezone": (("--timezone",), dict(metavar="ZONE", help="the time zone sacct printed its times in, e.g. "
+                                                               "Europe/Berlin (default UTC; sacct prints the "
+                                                               "client's TZ without an offset)")),
+        "accelerator_map": (("--accelerator-map",), dict(metavar="FILE", help=ACCELERATOR_MAP_HELP)),
+        "max_expanded_mib": (("--max-expanded-mib",), dict(
+            type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
+            help="refuse an input file (a JSON trace, a .json.gz once decompressed, a log line) larger than this "
+                 f"(default {DEFAULT_MAX_EXPANDED_MIB} MiB): parsed JSON takes several times its size in memory")),
+    }
+
+
+# The options each format reads (importers/<format>.py: the Options fields it uses); required ones say so.
+FORMAT_FLAGS = {
+    "philly": ("limit", "max_expanded_mib"),
+    "openb": ("limit", "start"),
+    "mlperf": ("limit", "accelerator", "chips", "max_expanded_mib"),
+    "kineto": ("limit", "accelerator", "job", "cluster", "max_expanded_mib"),
+    "mgm": ("limit", "accelerator", "chips", "cluster", "max_expanded_mib"),
+    "logs": ("profile", "profiles", "job", "accelerator", "chips", "submit", "cluster", "max_expanded_mib"),
+    "orbax": ("job", "accelerator", "chips"),
+    "kubernetes": ("cluster", "accelerator", "accelerator_labels", "max_expanded_mib"),
+    "slurm": ("limit", "cluster", "timezone", "accelerator_map"),
+}
+REQUIRED_NOTE = {"mgm": "--accelerator and --chips are required", "logs": "--profile, --job, --accelerator and "
+                 "--chips are required", "orbax": "--job is required", "kubernetes": "--cluster is required"}
 
 
 def register(subparsers) -> None:
     formats = "\n".join(f"  {name:<10} {module.HELP}" for name, module in IMPORTERS.items())
+    description = DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
+                                     source=SOURCE_FILE)
     parser = subparsers.add_parser(
         "import", help="convert public traces, training logs, checkpoints, Kubernetes watch streams and Slurm "
                        "accounting (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes, slurm) into Avro telemetry",
-        description=DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
-                                       source=SOURCE_FILE),
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("format", choices=sorted(IMPORTERS), help="the source format")
-    parser.add_argument("source", metavar="SOURCE", nargs="+",
-                        help="the source file or folder (see docs/importers.md); kubernetes: one or more")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output folder (must be new or empty)")
-    writing = parser.add_mutually_exclusive_group()
-    writing.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
-    writing.add_argument("--append", action="store_true",
-                         help="DIR holds an earlier import of FORMAT: add only the events whose ids it does not "
-                              "hold, as new part files (kubernetes: import rolling watch files as they come; "
-                              "docs/kubernetes.md)")
-    parser.add_argument("--limit", type=int, metavar="N", help="import only the first N jobs (pods, runs, traces)")
-    parser.add_argument("--accelerator", metavar="KEY",
-                        help="catalogue key when the source names none (mgm, logs: required; kineto: traces without deviceProperties)")
-    parser.add_argument("--chips", type=int, metavar="N", help="chips of the job (mgm, logs: required)")
-    parser.add_argument("--profile", metavar="NAME", help="logs: the log profile (megatron, nemo, or one of --profiles)")
-    parser.add_argument("--profiles", metavar="FILE", help="logs: a YAML file of log profiles added to the built-in "
-                                                              "ones (shape: configs/log_profiles.yaml)")
-    parser.add_argument("--job", metavar="ID", help="job id, for a source that names none (logs, orbax: required; "
-                                                   "the id of the job's scheduler stream, to combine them; kineto: "
-                                                   "the run the traces are ranks of, so ranks imported apart join it)")
-    parser.add_argument("--submit", metavar="TIME", help="logs: ISO-8601 submission time (default: the log's first "
-                                                          "time); places a log without timestamps")
-    parser.add_argument("--cluster", metavar="NAME",
-                        help="cluster name (kubernetes: required; mgm, kineto, logs: default the format's name)")
-    parser.add_argument("--accelerator-labels", metavar="FILE",
-                        help="kubernetes: YAML {node label: {value: catalogue key}} added to the built-in map "
-                             "(docs/kubernetes.md)")
-    parser.add_argument("--start", metavar="TIME", help="openb: ISO-8601 time of the trace start (default 2023-01-01T00:00:00Z)")
-    parser.add_argument("--timezone", metavar="ZONE",
-                        help="slurm: the time zone sacct printed its times in, e.g. Europe/Berlin (default UTC; "
-                             "sacct prints the client's TZ without an offset)")
-    parser.add_argument("--accelerator-map", metavar="FILE", help=f"slurm: {ACCELERATOR_MAP_HELP}")
-    parser.add_argument("--config", metavar="FILE",
-                        help="settings YAML whose accelerator catalogue (its keys, and the part `names` that map "
-                             "mlperf and kineto part names to keys) the import uses")
-    parser.add_argument("--max-expanded-mib", type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
-                        help="refuse an input file (a JSON trace, a .json.gz once decompressed, a log line) larger "
-                             f"than this (default {DEFAULT_MAX_EXPANDED_MIB} MiB): parsed JSON takes several times "
-                             "its size in memory")
-    parser.set_defaults(func=main)
+        description=description, epilog=EPILOG + "\n" + VERBOSITY_HELP + "\n\n" + _EXITS,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    by_format = parser.add_subparsers(dest="format", metavar="FORMAT", required=True)
+    flags = _flags()
+    for name in sorted(IMPORTERS):
+        module = IMPORTERS[name]
+        note = f" ({REQUIRED_NOTE[name]})" if name in REQUIRED_NOTE else ""
+        sub = by_format.add_parser(
+            name, help=module.HELP + note,
+            description=f"{module.HELP}{note}.\n\n" + description.split("\n\nFormats:")[0] + "\n\n"
+                        + description.split("\n\n", 2)[-1],
+            epilog=f"example:\n  {EXAMPLES[name]}\n\n{VERBOSITY_HELP}\n\n{_EXITS}",
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+        many = getattr(module, "MANY_SOURCES", False)
+        sub.add_argument("source", metavar="SOURCE", nargs="+",  # one only where not `many`: main says so
+                         help="the source files or folders" if many else "the source file or folder "
+                              "(docs/importers.md)")
+        sub.add_argument("--out", required=True, metavar="DIR", help="output folder (must be new or empty)")
+        writing = sub.add_mutually_exclusive_group()
+        writing.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
+        writing.add_argument("--append", action="store_true",
+                             help=f"DIR holds an earlier {name} import: add only the events whose ids it does not "
+                                  "hold, as new part files")
+        sub.add_argument("--config", metavar="FILE",
+                         help="settings YAML whose accelerator catalogue (its keys, and the part `names` that map "
+                              "mlperf and kineto part names to keys) the import uses")
+        for flag in FORMAT_FLAGS[name]:
+            names, keywords = flags[flag]
+            sub.add_argument(*names, **keywords)
+        # The options other formats read are absent here; main reads them all, as their defaults.
+        absent = {flag: flags[flag][1].get("default") for flag in flags if flag not in FORMAT_FLAGS[name]}
+        sub.set_defaults(func=main, **absent)
 
 
 def main(args: argparse.Namespace) -> int:
