@@ -37,6 +37,7 @@ VIEW_FILES = (
     "marts/interruptions_by_cause.sql",
     "marts/interruptions_by_queue.sql",
     "marts/reliability_daily.sql",
+    "marts/queue_waits.sql",
 )
 
 

@@ -1,4 +1,4 @@
-"""interruptions_by_queue and reliability_daily against a small fleet computed by hand.
+"""interruptions_by_queue, reliability_daily and queue_waits against small fleets computed by hand.
 
 Cluster `c`, 16 h100, queue `gpu` (a Slurm partition, say), times on 2026-01-01:
 - job A, 8 chips: all held 01:00-03:00, PREEMPTED at 03:00, held again 03:30-05:00,
@@ -67,3 +67,41 @@ def test_reliability_daily_by_hand(store):
             from reliability_daily""").fetchall()
     assert row == [("2026-01-01", pytest.approx(22_800.0), 3, pytest.approx(7_600.0), 2, pytest.approx(1200.0),
                     pytest.approx(1680.0))]
+
+
+@pytest.fixture(scope="module")
+def waits(tmp_path_factory):
+    """Queue `gpu`, all submitted on 2026-01-01, 16 h100 online:
+    - a (8 chips): submitted and started 01:00 (wait 0); b (4): submitted and started 00:00 (wait 0);
+    - c (2): submitted 00:30, started 02:00 (wait 5,400 s);
+    - f (2): submitted 00:00, 1 chip from 01:00 (partial: not a start), both from 02:00 (wait 7,200 s);
+    - d (2): submitted 03:00, never allocated: waiting at the as-of time;
+    - e (2): submitted 04:00, cancelled 04:30 while queued.
+    Started 4: waits 0, 0, 5,400, 7,200: mean 3,150 s, median 2,700 s, p90 5,400 + 0.7 x 1,800 = 6,660 s."""
+    root = tmp_path_factory.mktemp("waits")
+    records = [
+        _event("cap", 0, "CAPACITY", 16),
+        _event("a-s", 60, "SUBMIT", 8, "a"), _event("a-1", 60, "ALLOCATE", 8, "a"), _event("a-2", 360, "FINISH", 0, "a"),
+        _event("b-s", 0, "SUBMIT", 4, "b"), _event("b-1", 0, "ALLOCATE", 4, "b"), _event("b-2", 120, "FINISH", 0, "b"),
+        _event("c-s", 30, "SUBMIT", 2, "c"), _event("c-1", 120, "ALLOCATE", 2, "c"), _event("c-2", 360, "FINISH", 0, "c"),
+        _event("f-s", 0, "SUBMIT", 2, "f"), _event("f-1", 60, "ALLOCATE", 1, "f"), _event("f-2", 120, "ALLOCATE", 2, "f"),
+        _event("f-3", 180, "FINISH", 0, "f"),
+        _event("d-s", 180, "SUBMIT", 2, "d"),
+        _event("e-s", 240, "SUBMIT", 2, "e"), _event("e-1", 270, "CANCEL", 0, "e", "CANCELLED by 0"),
+    ]
+    write_events(root / "in" / "scheduler" / "part-0.avro", "scheduler", records, observed={"c": (T0, T0 + 12 * 60 * MIN)})
+    run_batch(str(root / "in"), str(root / "out"), load_settings(), build_views=False)
+    return root / "out"
+
+
+def test_queue_waits_by_hand(waits):
+    with connect(waits) as connection:
+        rows = connection.execute("""
+            select day::varchar, queue, cluster_queue, submitted, started, mean_wait_s, p50_wait_s, p90_wait_s,
+                   max_wait_s, waiting, waiting_chips, ended_unstarted
+            from queue_waits""").fetchall()
+        statuses = dict(connection.execute("select job_id, status from jobs").fetchall())
+    assert rows == [("2026-01-01", "gpu", "gpu", 6, 4, pytest.approx(3150.0), pytest.approx(2700.0),
+                     pytest.approx(6660.0), pytest.approx(7200.0), 1, 2, 1)]
+    assert statuses == {"a": "FINISHED", "b": "FINISHED", "c": "FINISHED", "f": "FINISHED", "d": "PENDING",
+                        "e": "CANCELLED"}

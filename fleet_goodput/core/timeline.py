@@ -107,6 +107,9 @@ ABOVE_PEAK = "more FLOPs than the chips' peak allows"
 # No training or serving step lasts a day; a longer one is a unit error.
 MAX_PLAUSIBLE_STEP_S = 86_400
 
+# first_running_us of a job saved before it was kept (a state of an earlier version): unknown.
+NOT_KEPT = -1
+
 
 def zero_vector() -> list:
     return [0] * IDEAL + [0.0]
@@ -280,6 +283,9 @@ class JobTimeline:
         self.now_us: int | None = None  # time up to which chip-time has been attributed
         self.held = 0
         self.allocations = 0
+        # When the job first held all its chips (its admission: the end of its first queue wait); None
+        # until then. A job saved by a version before this was kept holds NOT_KEPT: unknown, not a time.
+        self.first_running_us: int | None = None
         self.open_spans: dict[str, int] = {}  # kind -> start time
         self.open_step: StepSpan | None = None
         self.unresolved: list[StepSpan] = []  # closed step spans awaiting a checkpoint or a disruption
@@ -346,6 +352,7 @@ class JobTimeline:
     def __setstate__(self, state: dict) -> None:
         state = dict(state)
         state["_seen_ids"], state["_unindexed"] = state.pop("seen_ids", {}), []
+        state.setdefault("first_running_us", NOT_KEPT)  # saved before it was kept: its first run is unknown
         self.__dict__.update(state)
 
     # ---- feeding -------------------------------------------------------
@@ -511,6 +518,8 @@ class JobTimeline:
         elif not running and chips >= requested:
             self.attempt_ran_steps = False  # a new attempt begins
             self.interruption_log.started_running(event.time_us)
+            if self.first_running_us is None:
+                self.first_running_us = event.time_us
         self.held = chips
         if code == "PREEMPT" and chips < requested:
             self._resolve_all("lost")
@@ -907,6 +916,7 @@ class JobTimeline:
             "requested_chips": submit.chips,
             "submit_time_us": self.submit_us,
             "end_time_us": self.end_us,
+            "first_running_time_us": None if self.first_running_us == NOT_KEPT else self.first_running_us,
             # Not ended: PENDING while it holds no chip (waiting for its first allocation, or requeued after a
             # preemption, as Slurm and Kueue show it), RUNNING while it holds some.
             "status": self.status if self.status != "RUNNING" or self.held > 0 else "PENDING",

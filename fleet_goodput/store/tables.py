@@ -125,6 +125,9 @@ JOBS = Table(
         Column("checkpoint_saves", pa.int32(), "checkpoint saves completed (CHECKPOINT_SAVE_END closing an open save)"),
         Column("disruptions", pa.int32(), "running attempts cut by a PREEMPT below the request or a FAIL, "
                "and runtime restarts inside an allocation after steps ran"),
+        Column("first_running_time", TIMESTAMP, "when the job first held all its requested chips (its admission: "
+               "the end of its first queue wait); null until then, and for a job a store kept before the column "
+               "was", "first_running_time_us"),
         VERSION,
     ),
     date_from="submit_time_us",
