@@ -107,9 +107,6 @@ ABOVE_PEAK = "more FLOPs than the chips' peak allows"
 # No training or serving step lasts a day; a longer one is a unit error.
 MAX_PLAUSIBLE_STEP_S = 86_400
 
-# first_running_us of a job saved before it was kept (a state of an earlier version): unknown.
-NOT_KEPT = -1
-
 
 def zero_vector() -> list:
     return [0] * IDEAL + [0.0]
@@ -284,7 +281,7 @@ class JobTimeline:
         self.held = 0
         self.allocations = 0
         # When the job first held all its chips (its admission: the end of its first queue wait); None
-        # until then. A job saved by a version before this was kept holds NOT_KEPT: unknown, not a time.
+        # until then.
         self.first_running_us: int | None = None
         self.open_spans: dict[str, int] = {}  # kind -> start time
         self.open_step: StepSpan | None = None
@@ -352,7 +349,8 @@ class JobTimeline:
     def __setstate__(self, state: dict) -> None:
         state = dict(state)
         state["_seen_ids"], state["_unindexed"] = state.pop("seen_ids", {}), []
-        state.setdefault("first_running_us", NOT_KEPT)  # saved before it was kept: its first run is unknown
+        if "first_running_us" not in state:  # saved before it was kept: what the state says of its first run
+            state["first_running_us"] = _first_running(state.get("interruption_log"))
         self.__dict__.update(state)
 
     # ---- feeding -------------------------------------------------------
@@ -916,7 +914,7 @@ class JobTimeline:
             "requested_chips": submit.chips,
             "submit_time_us": self.submit_us,
             "end_time_us": self.end_us,
-            "first_running_time_us": None if self.first_running_us == NOT_KEPT else self.first_running_us,
+            "first_running_time_us": self.first_running_us,
             # Not ended: PENDING while it holds no chip (waiting for its first allocation, or requeued after a
             # preemption, as Slurm and Kueue show it), RUNNING while it holds some.
             "status": self.status if self.status != "RUNNING" or self.held > 0 else "PENDING",
@@ -928,6 +926,16 @@ class JobTimeline:
             "checkpoint_saves": self.checkpoint_saves,
             "disruptions": self.disruptions,
         }
+
+
+def _first_running(log: InterruptionLog | None) -> int | None:
+    """When a job saved before its first run was kept first held all its chips: the start of the attempt
+    its first interruption cut, else of the attempt still running (a job not ended has no other)."""
+    if log is None:
+        return None
+    if log.rows:
+        return log.rows[0].time_us - log.rows[0].run_us
+    return log.running_since
 
 
 def _runs_apart_from_other_events(ordered: list[Event], runs: list[Event]) -> list[Event]:

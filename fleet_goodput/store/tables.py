@@ -126,8 +126,7 @@ JOBS = Table(
         Column("disruptions", pa.int32(), "running attempts cut by a PREEMPT below the request or a FAIL, "
                "and runtime restarts inside an allocation after steps ran"),
         Column("first_running_time", TIMESTAMP, "when the job first held all its requested chips (its admission: "
-               "the end of its first queue wait); null until then, and for a job a store kept before the column "
-               "was", "first_running_time_us"),
+               "the end of its first queue wait); null until then", "first_running_time_us"),
         VERSION,
     ),
     date_from="submit_time_us",

@@ -7,8 +7,7 @@
 -- median and 90th percentile (interpolated) are over the jobs that started;
 -- `waiting` are those still waiting at the as-of time (PENDING, never started),
 -- and `ended_unstarted` those that ended without ever starting (a cancel while
--- queued). A job whose state a store kept before first_running_time was has
--- no known start: it counts in neither `started` nor the waits.
+-- queued).
 create or replace view queue_waits as
 with
 
