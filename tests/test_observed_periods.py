@@ -314,3 +314,17 @@ def test_a_watch_counts_capacity_from_its_start_and_a_relist_appended_changes_no
     before = sorted(path.name for path in (tmp_path / "in" / "scheduler").iterdir())
     assert main([*command[:3], str(relist), *command[3:]]) == 0
     assert sorted(path.name for path in (tmp_path / "in" / "scheduler").iterdir()) == before
+
+
+def test_of_the_levels_before_a_stated_start_the_latest_holds_there(tmp_path):
+    """Levels of 8 (12 days before) and 6 chips (a day before) before the stated start: 6 holds from the
+    start, and the earlier level is set aside as superseded, counted, with its reason."""
+    path = tmp_path / "scheduler" / "part-0.avro"
+    write_events(path, "scheduler", [_scheduler("early", T0 - 12 * DAY_US, "CAPACITY", "busy", "h100", 8),
+                                     _scheduler("later", T0 - DAY_US, "CAPACITY", "busy", "h100", 6)],
+                 observed={"busy": (T0, T0 + HOUR_US)})
+    decoded = decode_file("scheduler", str(path), io.BytesIO(path.read_bytes()), ACCELERATORS)
+    (batch,) = decoded.batches.values()
+    assert [(event[2], event[0], event[4][0]) for event in batch] == [("later", T0, 6)]
+    (row,) = decoded.rejected
+    assert row["event_id"] == "early" and row["reason"].startswith("a capacity level superseded before the period")

@@ -33,8 +33,8 @@ files: however the telemetry is cut, the figures are the same
 
 Sources that say what they observed override all of this (Beam's watermark
 rule). A file may state, per cluster, the period its source observed: from
-when it began looking to how far it is complete (`observed_period` in
-fleet_goodput/telemetry/avro_io.py). The store keeps each cluster's stated
+when it began looking to how far it is complete (its Avro metadata,
+fleet_goodput/telemetry/observed.py). The store keeps each cluster's stated
 period beside the kept event times, as two entries under keys no job can have
 (fleet_goodput/core/keys.py): the earliest start and the latest end any file
 stated. Once any cluster is stated, T is the earliest of the clusters' ends

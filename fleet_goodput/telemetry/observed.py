@@ -113,12 +113,19 @@ def apply_statement(batches: dict[str, list[tuple]], periods: dict[str, tuple[in
             job_id = key
         period = periods.get(cluster)
         from_us, to_us = period if period else (None, latest_end)
+        # Of the levels before the start, the latest is the one that held then; the others it superseded.
+        early = [event for event in batch if from_us is not None and event[0] < from_us and event[3] == "CAPACITY"]
+        holding = max(early, key=lambda event: event[:3]) if early else None
         kept = []
         for event in batch:
             if event[0] > to_us:
                 rejected.append(past_end_row(stream, source, job_id, event, cluster if period else None, to_us))
-            elif from_us is not None and event[0] < from_us and event[3] == "CAPACITY":
+            elif event is holding:
                 kept.append(tuple(make_event(from_us, event[2], event[3], tuple(event[4]))))
+            elif early and event in early:
+                rejected.append(event_row(stream, source, job_id, event, (
+                    f"a capacity level superseded before the period its file states cluster {cluster} observed "
+                    f"began ({format_time_us(from_us)}): the later level holds there; no figure rests on it")))
             else:
                 kept.append(event)
         if kept:
