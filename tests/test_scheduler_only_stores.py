@@ -110,3 +110,17 @@ def test_every_job_page_lists_each_interruption_with_its_cause_and_reason(store)
             assert f'data-v="{cause}"' in text and (reason is None or reason in text), (job_id, cause, reason)
             shown += 1
     assert shown > 0
+
+
+def test_the_report_has_a_queue_section_where_the_scheduler_names_queues(store):
+    folder = next((store / "reports").iterdir())
+    with open(folder / "queues.csv", encoding="utf-8") as handle:
+        rows = {row["queue"]: row for row in csv.DictReader(handle)}
+    with connect(store) as connection:
+        expected = dict(connection.execute(
+            "select queue, sum(submitted) from queue_waits group by all").fetchall())
+    assert {queue: int(row["submitted"]) for queue, row in rows.items()
+            if int(row["submitted"])} == {queue: n for queue, n in expected.items()}
+    page = (folder / "index.html").read_text(encoding="utf-8")
+    named = any(queue != "UNKNOWN" for queue in expected)
+    assert ("Queues: waits to start, and interruptions" in page) == named

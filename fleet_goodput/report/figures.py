@@ -38,7 +38,7 @@ def _factors(base: str) -> str:
             f"sum(profiled_productive_chip_s), sum({base}), sum(runtime_measured_chip_s)))")
 
 
-def _rows(connection, query: str, parameters: list) -> list[dict]:
+def _rows(connection, query: str, parameters: list | dict) -> list[dict]:
     cursor = connection.execute(query, parameters)
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row)) for row in cursor.fetchall()]
@@ -225,6 +225,38 @@ def pg_coverage(connection, period: Period) -> list[dict]:
         ) order by productive_chip_h desc, accelerator, workload""", [period.first, period.last])
 
 
+def queues(connection, period: Period) -> list[dict]:
+    """Per ClusterQueue and queue (a Slurm partition, a Kueue LocalQueue path), the jobs submitted in the
+    period: how long they waited to start (until they first held all their chips: a Kueue admission),
+    how many still wait at the as-of time, and the interruptions of the period (queue_waits and
+    interruptions_by_queue; percentiles over the period's jobs, not means of days)."""
+    return _rows(connection, """
+        with job_rows as (
+            select attributes.cluster_queue, attributes.queue, attributes.requested_chips, attributes.status,
+                   attributes.end_time, jobs.first_running_time,
+                   epoch_us(jobs.first_running_time) - epoch_us(attributes.submit_time) as wait_us
+            from job_attributes as attributes join jobs using (job_id)
+            where cast(timezone('UTC', attributes.submit_time) as date) between $first and $last
+        ),
+        waits as (
+            select cluster_queue, queue, count(*) as submitted, count(first_running_time) as started,
+                   avg(wait_us) / 1e6 as mean_wait_s, quantile_cont(wait_us, 0.5) / 1e6 as p50_wait_s,
+                   quantile_cont(wait_us, 0.9) / 1e6 as p90_wait_s,
+                   count(*) filter (where first_running_time is null and end_time is null
+                                    and status = 'PENDING') as waiting
+            from job_rows group by all
+        ),
+        cuts as (
+            select cluster_queue, queue, sum(interruptions) as interruptions, sum(cost_chip_h) as cost_chip_h
+            from interruptions_by_queue where day between $first and $last group by all
+        )
+        select cluster_queue, queue, coalesce(submitted, 0) as submitted, coalesce(started, 0) as started,
+               mean_wait_s, p50_wait_s, p90_wait_s, coalesce(waiting, 0) as waiting,
+               coalesce(interruptions, 0) as interruptions, coalesce(cost_chip_h, 0) as cost_chip_h
+        from waits full outer join cuts using (cluster_queue, queue)
+        order by cluster_queue, queue""", {"first": period.first, "last": period.last})
+
+
 def interruptions(connection, period: Period) -> list[dict]:
     """Why running jobs stopped in the period: per cause, the reason the scheduler gave, queue (a Slurm
     partition, a Kueue queue path), cluster and accelerator (the interruptions view; docs/metric.md, "Why
@@ -256,6 +288,7 @@ def collect(connection, period: Period) -> dict[str, list[dict]]:
     figures["checkpoint_advice"] = checkpoint_advice(connection, period)
     figures["pg_coverage"] = pg_coverage(connection, period)
     figures["interruptions"] = interruptions(connection, period)
+    figures["queues"] = queues(connection, period)
     runtime_days = days_with_runtime(connection)
     figures["fleet_total"][0]["runtime_measured"] = _runtime_measured(runtime_days, period)
     _add_changes(figures, connection, previous_period(period), runtime_days)

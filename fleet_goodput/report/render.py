@@ -252,6 +252,13 @@ def render_report(figures: dict[str, list[dict]], *, period_name: str, previous_
                                  ("p90_restart_s", "p90 time to restart (s)", "num"),
                                  ("lost_chip_h", "work lost chip-h", "num"),
                                  ("recovery_chip_h", "recovery chip-h", "num"), ("cost_chip_h", "cost chip-h", "num")],
+        # Shown where the scheduler names queues (a Slurm partition, a Kueue queue): one UNKNOWN row says nothing.
+        "queues": [] if all(r["queue"] == "UNKNOWN" for r in figures["queues"]) else figures["queues"],
+        "queue_columns": [("cluster_queue", "cluster queue", "text"), ("queue", "queue", "text"),
+                          ("submitted", "submitted", "int"), ("started", "started", "int"),
+                          ("mean_wait_s", "mean wait (s)", "num"), ("p50_wait_s", "median wait (s)", "num"),
+                          ("p90_wait_s", "p90 wait (s)", "num"), ("waiting", "waiting at the as-of time", "int"),
+                          ("interruptions", "interruptions", "int"), ("cost_chip_h", "their cost chip-h", "num")],
         "segments": _segment_sections(figures, days),
         **_trend_section(figures, days), **_cluster_section(figures, days), **_breakdown_sections(figures),
         **_top_jobs_section(figures), **_advice_section(figures), **_quality_section(quality),
