@@ -164,3 +164,34 @@ def test_a_full_queue_drops_instead_of_blocking(tmp_path):
 def test_a_wrong_call_fails_in_the_training_code_not_in_the_writer(tmp_path, call, message):
     with Recorder(tmp_path, "wrong") as recorder, pytest.raises(ValueError, match=message):
         call(recorder)
+
+
+def test_an_attempt_killed_in_its_first_seconds_leaves_its_start(tmp_path):
+    """With the default roll of 60 s, a SIGKILL 3 s in once left nothing: the first rolls come after 1
+    and 2 s, so the attempt's INIT and its first steps are on disk."""
+    telemetry = tmp_path / "in"
+    script = f"""
+        import time
+        from fleet_goodput.telemetry.recorder import Recorder
+        recorder = Recorder({str(telemetry)!r}, {JOB!r})
+        with recorder.span("INIT"):
+            time.sleep(0.1)
+        step = 0
+        while True:
+            step += 1
+            with recorder.step(step):
+                time.sleep(0.01)
+    """
+    loop = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)])
+    try:
+        deadline = time.monotonic() + 30
+        while not list((telemetry / "runtime").glob("*.avro")):
+            assert time.monotonic() < deadline and loop.poll() is None, "nothing written in the first seconds"
+            time.sleep(0.05)
+        time.sleep(0.5)
+    finally:
+        loop.send_signal(signal.SIGKILL)
+        loop.wait()
+    runtime = read_stream(telemetry, "runtime")
+    assert [r["type"] for r in runtime[:2]] == ["INIT_START", "INIT_END"]
+    assert any(r["type"] == "STEP_END" for r in runtime)

@@ -20,7 +20,8 @@ appends a tuple to a bounded queue (a deque; no lock, no I/O) and a background
 thread writes a file per stream every `roll_seconds`. A file is written under
 a temporary name (`.NAME.tmp`, which `mpg run` does not read) and renamed
 when complete, so a job killed at any instant leaves only complete files; what
-it loses is at most the last `roll_seconds` of events. At interpreter exit
+it loses is at most the last `roll_seconds` of events (in its first minute, at
+most the last half of what it ran: the first rolls come after 1, 2, 4, ... s). At interpreter exit
 (atexit) and on `close()` the rest is written. SIGTERM (a preemption's first
 word) skips atexit: with `close_on_sigterm=True` the recorder writes the rest
 first, then lets the signal do what it did before (the previous handler, or
@@ -49,6 +50,7 @@ from fleet_goodput.telemetry.avro_io import write_events
 SPAN_KINDS = ("INIT", "COMPILE", "STEP", "CHECKPOINT_SAVE", "CHECKPOINT_RESTORE", "DATA_WAIT")
 FLOPS_SOURCES = ("HLO_UNOPTIMIZED", "ANALYTIC", "EXECUTED")
 DEFAULT_ROLL_SECONDS = 60.0
+FIRST_ROLL_SECONDS = 1.0  # the first roll; each next one twice as long, up to roll_seconds
 # About 100 MB of queued tuples: hours of steps, should the disk stall.
 DEFAULT_MAX_QUEUED = 1_000_000
 _PROFILE = "PROFILE"
@@ -186,7 +188,12 @@ class Recorder:
         return False
 
     def _write_loop(self) -> None:
-        while not self._wake.wait(self.roll_seconds):
+        # The first rolls come sooner, doubling up to roll_seconds (1, 2, 4, ... s): an attempt killed in
+        # its first minute (SIGKILL skips every handler) still leaves its start on disk, losing at most
+        # the last half of what it ran, where one roll of 60 s would leave nothing at all.
+        wait = min(FIRST_ROLL_SECONDS, self.roll_seconds)
+        while not self._wake.wait(wait):
+            wait = min(wait * 2, self.roll_seconds)
             try:
                 self._write_queued()
             except Exception:  # never let the writer die: the next roll tries again
