@@ -195,3 +195,38 @@ def test_an_attempt_killed_in_its_first_seconds_leaves_its_start(tmp_path):
     runtime = read_stream(telemetry, "runtime")
     assert [r["type"] for r in runtime[:2]] == ["INIT_START", "INIT_END"]
     assert any(r["type"] == "STEP_END" for r in runtime)
+
+
+def test_a_save_that_raises_preserves_nothing_new(tmp_path):
+    """Steps 1-10, a save of step 10 that returns, steps 11-20, a save of step 20 that raises, and the job
+    fails. By hand: steps 1-10 preserved (productive), steps 11-20 lost; once, the failed save's END said
+    step 20 was durable and every step counted productive."""
+    telemetry = tmp_path / "in"
+    recorder = Recorder(telemetry, JOB, roll_seconds=60)
+    for step in range(1, 21):
+        with recorder.step(step):
+            time.sleep(0.01)
+        if step in (10, 20):
+            try:
+                with recorder.span("CHECKPOINT_SAVE", step):
+                    if step == 20:
+                        raise OSError("disk full")
+            except OSError:
+                pass
+    recorder.close()
+    runtime = read_stream(telemetry, "runtime")
+    saves = [r["step"] for r in runtime if r["type"] == "CHECKPOINT_SAVE_END"]
+    assert saves == [10, 10]  # the failed save ends saying only what was durable before it
+    start, end = micros(runtime[0]) - 1_000_000, micros(runtime[-1]) + 1_000_000
+    write_events(telemetry / "scheduler" / "job.avro", "scheduler", [
+        {"event_id": f"s{n}", "event_time": time_us, "job_id": JOB, "type": kind, "cluster": "c",
+         "accelerator": "tpu-v5e", "chips": chips, "workload": "TRAINING" if kind == "SUBMIT" else None,
+         "framework": None, "team": None, "topology": None, "priority": None}
+        for n, (kind, time_us, chips) in enumerate([("SUBMIT", start, CHIPS), ("ALLOCATE", start, CHIPS),
+                                                    ("FAIL", end, 0)])])
+    _, job = _run(telemetry, tmp_path / "out")
+    spans = [r for r in runtime if r["type"].startswith("STEP")]
+    durations = {begin["step"]: (micros(finish) - micros(begin)) / 1e6 for begin, finish in zip(spans[::2], spans[1::2])}
+    assert len(durations) == 20
+    assert job["productive_chip_s"] == pytest.approx(CHIPS * sum(durations[s] for s in range(1, 11)))
+    assert job["lost_chip_s"] == pytest.approx(CHIPS * sum(durations[s] for s in range(11, 21)))

@@ -54,6 +54,8 @@ FIRST_ROLL_SECONDS = 1.0  # the first roll; each next one twice as long, up to r
 # About 100 MB of queued tuples: hours of steps, should the disk stall.
 DEFAULT_MAX_QUEUED = 1_000_000
 _PROFILE = "PROFILE"
+_SAVE_END = "CHECKPOINT_SAVE_END"
+_DURABLE_ENDS = (_SAVE_END, "CHECKPOINT_RESTORE_END")  # a save's step, or the step a restore resumed from
 _log = logging.getLogger(__name__)
 
 
@@ -62,7 +64,8 @@ def _now_us() -> int:
 
 
 class _Span:
-    """`with recorder.span(kind, step)`: KIND_START on entry, KIND_END on exit (also on an exception)."""
+    """`with recorder.span(kind, step)`: KIND_START on entry, KIND_END on exit (also on an exception, but
+    for a checkpoint save: a save that raised made nothing durable, see `__exit__`)."""
 
     __slots__ = ("recorder", "start", "end", "step")
 
@@ -73,8 +76,18 @@ class _Span:
         self.recorder._put((self.start, _now_us(), self.step))
         return self
 
-    def __exit__(self, *exc_info):
-        self.recorder._put((self.end, _now_us(), self.step))
+    def __exit__(self, exc_type, exc, traceback):
+        step = self.step
+        if self.end == _SAVE_END and exc_type is not None:
+            # The save raised: its END says only what was durable before it, so the steps since count
+            # as lost at a crash, not preserved. With nothing known durable it stays open (closed by
+            # the next save or the job's end, counted as implicitly closed).
+            step = self.recorder._durable_before()
+            if step is None:
+                return False
+        elif self.end in _DURABLE_ENDS and step is not None:
+            self.recorder._made_durable(step)
+        self.recorder._put((self.end, _now_us(), step))
         return False
 
 
@@ -106,6 +119,8 @@ class Recorder:
         # writes twice then hold the same event ids, which mpg run drops as duplicates.
         self._write_lock = threading.RLock()
         self._unwritten: dict[str, list[dict]] = {"runtime": [], "profiler": []}  # a failed write retries them
+        self._durable: int | None = None  # the step the last save that returned (or a restore) made durable
+        self._first_step: int | None = None  # the first step this attempt ran
         self._closed = False
         if close_on_sigterm:  # signal handlers belong to the main thread: this raises ValueError elsewhere
             self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -123,6 +138,8 @@ class Recorder:
 
     def step(self, step: int) -> _Span:
         """`with recorder.step(n):` one training step, STEP_START and STEP_END at step n."""
+        if self._first_step is None:
+            self._first_step = step
         return _Span(self, "STEP", step)
 
     def span(self, kind: str, step: int | None = None) -> _Span:
@@ -136,7 +153,19 @@ class Recorder:
 
     def end(self, kind: str, step: int | None = None) -> None:
         """KIND_END now (STEP_END: the last step of the span; CHECKPOINT_SAVE_END: the step made durable)."""
+        if kind in ("CHECKPOINT_SAVE", "CHECKPOINT_RESTORE") and step is not None:
+            self._made_durable(step)
         self._put((f"{self._kind(kind)}_END", _now_us(), step))
+
+    def _made_durable(self, step: int) -> None:
+        self._durable = step if self._durable is None else max(self._durable, step)
+
+    def _durable_before(self) -> int | None:
+        """The step known durable before a save that failed: the last save's or restore's, else the step
+        before this attempt's first (none of its own steps), else None (nothing known)."""
+        if self._durable is not None:
+            return self._durable
+        return self._first_step - 1 if self._first_step else None
 
     def profile(self, step: int, duration_s: float, chips: int, ideal_flops: float,
                 flops_source: str = "ANALYTIC", precision: str | None = None) -> None:
