@@ -113,28 +113,36 @@ def test_sigterm_writes_the_rest_then_ends_the_process(tmp_path):
     assert [r["step"] for r in read_stream(tmp_path, "runtime") if r["type"] == "STEP_END"] == [1, 2, 3]
 
 
-def test_a_killed_recorder_leaves_only_complete_files_that_mpg_run_reads(tmp_path):
-    telemetry = tmp_path / "in"
+def _killed_loop(telemetry: Path, recorder_arguments: str, step_s: float, files: int, timeout_s: float,
+                 before: str = "") -> int:
+    """Run a training loop recording into `telemetry` in a process of its own, SIGKILL it once `files`
+    runtime files are on disk (the test fails if none come within `timeout_s`); its return code."""
     script = f"""
         import time
         from fleet_goodput.telemetry.recorder import Recorder
-        recorder = Recorder({str(telemetry)!r}, {JOB!r}, roll_seconds=0.02)
+        recorder = Recorder({str(telemetry)!r}, {JOB!r}{recorder_arguments})
+        {before}
         step = 0
         while True:
             step += 1
             with recorder.step(step):
-                time.sleep(0.0005)
+                time.sleep({step_s})
     """
     loop = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)])
     try:
-        deadline = time.monotonic() + 60
-        while len(list((telemetry / "runtime").glob("*.avro"))) < 5:
-            assert time.monotonic() < deadline and loop.poll() is None, "the loop wrote no files"
+        deadline = time.monotonic() + timeout_s
+        while len(list((telemetry / "runtime").glob("*.avro"))) < files:
+            assert time.monotonic() < deadline and loop.poll() is None, "the loop wrote no files in time"
             time.sleep(0.01)
     finally:
         loop.send_signal(signal.SIGKILL)
         loop.wait()
-    assert loop.returncode == -signal.SIGKILL
+    return loop.returncode
+
+
+def test_a_killed_recorder_leaves_only_complete_files_that_mpg_run_reads(tmp_path):
+    telemetry = tmp_path / "in"
+    assert _killed_loop(telemetry, ", roll_seconds=0.02", 0.0005, files=5, timeout_s=60) == -signal.SIGKILL
     runtime = read_stream(telemetry, "runtime")  # every visible file reads whole
     assert runtime and all(path.suffix == ".avro" or path.name.startswith(".")
                            for path in (telemetry / "runtime").iterdir())
@@ -167,31 +175,12 @@ def test_a_wrong_call_fails_in_the_training_code_not_in_the_writer(tmp_path, cal
 
 
 def test_an_attempt_killed_in_its_first_seconds_leaves_its_start(tmp_path):
-    """With the default roll of 60 s, a SIGKILL 3 s in once left nothing: the first rolls come after 1
-    and 2 s, so the attempt's INIT and its first steps are on disk."""
+    """With the default roll of 60 s, an attempt SIGKILLed in its first minute once left nothing: the first
+    rolls come after 1, 2, 4, ... s, so its INIT and first steps are on disk within seconds."""
     telemetry = tmp_path / "in"
-    script = f"""
-        import time
-        from fleet_goodput.telemetry.recorder import Recorder
-        recorder = Recorder({str(telemetry)!r}, {JOB!r})
-        with recorder.span("INIT"):
-            time.sleep(0.1)
-        step = 0
-        while True:
-            step += 1
-            with recorder.step(step):
-                time.sleep(0.01)
-    """
-    loop = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)])
-    try:
-        deadline = time.monotonic() + 30
-        while not list((telemetry / "runtime").glob("*.avro")):
-            assert time.monotonic() < deadline and loop.poll() is None, "nothing written in the first seconds"
-            time.sleep(0.05)
-        time.sleep(0.5)
-    finally:
-        loop.send_signal(signal.SIGKILL)
-        loop.wait()
+    # The default roll (60 s): killed once its first file is on disk, which must come within seconds.
+    init = 'recorder.start("INIT"); time.sleep(0.1); recorder.end("INIT")'
+    assert _killed_loop(telemetry, "", 0.01, files=1, timeout_s=30, before=init) == -signal.SIGKILL
     runtime = read_stream(telemetry, "runtime")
     assert [r["type"] for r in runtime[:2]] == ["INIT_START", "INIT_END"]
     assert any(r["type"] == "STEP_END" for r in runtime)
