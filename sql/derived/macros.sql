@@ -48,7 +48,7 @@ create or replace macro mpg(ideal, productive, profiled_productive, base) as
 -- logs), or that held nothing at all, has RG, PG and MPG unknown, never 0
 -- (docs/metric.md section 1, "Unknown and empty factors"). A group with runtime
 -- telemetry but nothing productive has RG 0 and MPG 0.
-create or replace macro runtime_known(all_allocated, runtime_measured) as
+create or replace macro runtime_known(runtime_measured) as
     coalesce(runtime_measured, 0) > 0;
 
 -- The one definition of a group's factors from its chip-second sums: every
@@ -60,12 +60,12 @@ create or replace macro runtime_known(all_allocated, runtime_measured) as
 create or replace macro goodput_factors(all_allocated, productive, ideal, profiled_productive, base,
                                         runtime_measured) as {
     'sg': at_most_one(ratio(all_allocated, base)),
-    'rg': case when runtime_known(all_allocated, runtime_measured)
+    'rg': case when runtime_known(runtime_measured)
                then at_most_one(ratio(productive, all_allocated)) end,
-    'pg': case when runtime_known(all_allocated, runtime_measured)
+    'pg': case when runtime_known(runtime_measured)
                then at_most_one(ratio(ideal, profiled_productive)) end,
-    'mpg': case when runtime_known(all_allocated, runtime_measured)
+    'mpg': case when runtime_known(runtime_measured)
                 then at_most_one(mpg(ideal, productive, profiled_productive, base)) end,
-    'pg_coverage': case when runtime_known(all_allocated, runtime_measured)
+    'pg_coverage': case when runtime_known(runtime_measured)
                         then at_most_one(ratio(profiled_productive, productive)) end
 };
