@@ -377,9 +377,13 @@ def history_periods(streams: dict[str, list[dict]]) -> dict[str, tuple[int, int]
 
 
 def stated_periods(folder: Path) -> dict[str, tuple[int, int]]:
-    """What the scheduler files in `folder` state together (fleet_goodput/telemetry/observed.py)."""
-    return statement.union(*(statement.statement_of(path.read_bytes()) or {}
-                             for path in sorted((folder / "scheduler").glob("*.avro"))))
+    """What the scheduler files in `folder` state together (fleet_goodput/telemetry/observed.py; their
+    headers only)."""
+    stated = []
+    for path in sorted((folder / "scheduler").glob("*.avro")):
+        with open(path, "rb") as handle:
+            stated.append(statement.statement_of(handle) or {})
+    return statement.union(*stated)
 
 
 def _write_stream(folder: Path, importer: str, stream: str, records: list[dict],
@@ -476,8 +480,10 @@ def append_import(imported: Imported, out_dir: str | Path) -> dict:
         new = [r for r in imported.streams[stream] if r["event_id"] not in held]
         appended[stream] = len(new)
         periods = imported.periods() if stream == "scheduler" else None
-        if periods and not new and statement.union(stated_periods(out), periods) == stated_periods(out):
-            periods = None  # the files there state it already: nothing to add
+        if periods and not new:
+            held_periods = stated_periods(out)
+            if statement.union(held_periods, periods) == held_periods:
+                periods = None  # the files there state it already: nothing to add
         if new or periods:
             # Nothing new still says how far the source has now observed (a quiet watch).
             ids = sorted(r["event_id"] for r in new) or [json.dumps(periods, sort_keys=True)]

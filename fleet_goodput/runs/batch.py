@@ -517,7 +517,7 @@ def _stated_by(files) -> dict[str, tuple[int, int]]:
             continue
         try:
             with open_input(item.path) as handle:
-                stated.append(observed.statement_of(handle.read()) or {})
+                stated.append(observed.statement_of(handle) or {})
         except Exception:  # noqa: BLE001 - unreadable or malformed: the read step rejects the file with the reason
             continue
     return observed.union(*stated)

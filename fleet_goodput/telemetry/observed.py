@@ -28,6 +28,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from typing import BinaryIO
 
 import fastavro
 from fastavro.read import HEADER_SCHEMA
@@ -54,10 +55,12 @@ def metadata(periods: dict[str, tuple[int, int]] | None) -> dict[str, str]:
                                  sort_keys=True)}
 
 
-def statement_of(data: bytes) -> dict[str, tuple[int, int]] | None:
-    """The periods an Avro file's header states (None: it states nothing). Raises BadStatement for a
-    malformed entry, and whatever fastavro raises for an unreadable header (the decoder reports that)."""
-    meta = fastavro.schemaless_reader(io.BytesIO(data), HEADER_SCHEMA)["meta"]
+def statement_of(source: bytes | BinaryIO) -> dict[str, tuple[int, int]] | None:
+    """The periods an Avro file's header states (None: it states nothing), from the file's bytes or an
+    open file (of which only the header is read). Raises BadStatement for a malformed entry, and whatever
+    fastavro raises for an unreadable header (the decoder reports that)."""
+    meta = fastavro.schemaless_reader(io.BytesIO(source) if isinstance(source, bytes) else source,
+                                      HEADER_SCHEMA)["meta"]
     raw = meta.get(META_KEY)
     if raw is None:
         return None
