@@ -398,18 +398,19 @@ def read(source: Path, options: Options) -> Imported:
                                 f"{SACCT_FIELDS}"), options)
 
 
-def first_record_us(sacct_path: Path, options: Options) -> int | None:
-    """The first record of a sacct text's history: the time `convert` starts its capacity at."""
-    scheduler = convert(sacct_path, options).streams["scheduler"]
-    return min((r["event_time"] for r in scheduler if r["job_id"] is not None), default=None)
+def first_record_us(imported: Imported) -> int | None:
+    """The first record of the history `imported` holds (its earliest job event): where capacity starts."""
+    return min((r["event_time"] for r in imported.streams["scheduler"] if r["job_id"] is not None), default=None)
 
 
 def convert(sacct_path: Path, options: Options, origin_us: int | None = None, since_us: int | None = None,
             settle_after_us: int | None = None) -> Imported:
-    """The events of `sacct_path` (with events.txt and nodes.txt beside it). CAPACITY starts at
-    `origin_us` (default: the first submission) and only levels from `since_us` on are kept (the
-    collector's later polls, whose node events no longer reach back to the origin). A job whose
-    last attempt ended PREEMPTED or NODE_FAIL at or after `settle_after_us` is not ended yet."""
+    """The events of `sacct_path` (with events.txt and nodes.txt beside it). CAPACITY starts at the first
+    record (`first_record_us`), or at `origin_us` where that is earlier (a collector's origin from its
+    earlier polls), and only levels from `since_us` on are kept (the collector's later polls, whose node
+    events no longer reach back to the origin), but for the level at a first record earlier than
+    `origin_us`, which a record reaching accounting late can bring. A job whose last attempt ended
+    PREEMPTED or NODE_FAIL at or after `settle_after_us` is not ended yet."""
     folder = sacct_path.parent
     events_path, nodes_path = folder / EVENTS, folder / NODES
     accelerator_map = options.accelerator_map or AcceleratorMap()
@@ -463,8 +464,12 @@ def convert(sacct_path: Path, options: Options, origin_us: int | None = None, si
         imported.caveat(NODES, "capacity", "one node inventory for several clusters: no CAPACITY",
                         f"import each cluster's sacct rows with its own {NODES}: {', '.join(clusters)}")
     elif clusters:
-        _emit_capacity(imported, clusters[0], nodes, outages, accelerator_map, options.accelerators, origin_us,
-                       since_us)
+        first_us = first_record_us(imported)
+        if first_us is not None and (origin_us is None or first_us < origin_us):
+            origin_us, since_us = first_us, None if since_us is None else min(since_us, first_us)
+        if origin_us is not None:  # else no job of the cluster was mapped: no history to count capacity over
+            _emit_capacity(imported, clusters[0], nodes, outages, accelerator_map, options.accelerators, origin_us,
+                           since_us)
     return imported
 
 
@@ -536,8 +541,6 @@ def _emit_capacity(imported, cluster, nodes, outages, accelerator_map, accelerat
                     (accelerator_map.key(gres_type, node["partitions"], accelerators), count))
             except Unmappable as exc:
                 imported.reject(NODES, "node", name, exc.reason, exc.detail)
-    if origin_us is None:
-        origin_us = min(r["event_time"] for r in imported.streams["scheduler"])  # the first submission
     changes: dict[str, dict[int, int]] = {}
     for pieces in node_key.values():
         for key, count in pieces:

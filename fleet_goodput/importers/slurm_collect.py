@@ -158,16 +158,14 @@ def _poll(out: Path, options: Options, since_us: int, now_us: int | None) -> dic
     now_us = now_us if now_us is not None else time.time_ns() // 1000
     poll_dir = out / STATE_DIR / "poll"
     shutil.rmtree(poll_dir, ignore_errors=True)
-    sacct = poll_files(poll_dir, cursor.since_us)
+    imported = convert(poll_files(poll_dir, cursor.since_us), options, origin_us=cursor.origin_us,
+                       since_us=cursor.since_us, settle_after_us=now_us - LAG_US)
     # Capacity and the observed period start at the first record of the history read so far, as an
-    # import of it starts: a record that reached accounting after an earlier poll moves them earlier.
-    # Levels are written from the cursor on, and from the new origin where it moved.
-    first_us = first_record_us(sacct, options)
-    levels_since_us = cursor.since_us
+    # import of it starts: a record that reached accounting after an earlier poll moves them earlier
+    # (convert writes the level there too).
+    first_us = first_record_us(imported)
     if first_us is not None and (cursor.origin_us is None or first_us < cursor.origin_us):
-        cursor.origin_us, levels_since_us = first_us, min(first_us, cursor.since_us)
-    imported = convert(sacct, options, origin_us=cursor.origin_us, since_us=levels_since_us,
-                       settle_after_us=now_us - LAG_US)
+        cursor.origin_us = first_us
     scheduler = imported.streams["scheduler"]
     clusters = sorted({*cursor.clusters, *(r["cluster"] for r in scheduler), *([options.cluster] if options.cluster else [])})
     # The file states the cluster observed up to the poll's start (now_us): a record the commands returned
