@@ -173,23 +173,17 @@ def watched_period(cluster: str, by_object: dict[tuple[str, str], list[objects.S
         return {cluster: (min(stamps), max(stamps))}
     ends, node_starts = [], []
     for (kind, _), snapshots in by_object.items():
-        for snapshot in snapshots:
-            try:
-                ends.append(max(snapshot.recorded_times(), default=None))
-            except Unmappable:
-                continue  # the object's own mapping rejected it
-        if kind == "Node":
-            try:
-                node_starts.append(min(max(s.recorded_times(), default=None) or 0 for s in snapshots) or None)
-            except Unmappable:
-                continue
-    ends = [end for end in ends if end is not None]
+        try:  # each snapshot's latest recorded time: when that state was current
+            current = [time_us for s in snapshots if (time_us := max(s.recorded_times(), default=None)) is not None]
+        except Unmappable:
+            continue  # a time of the object's own that its mapping rejects
+        ends += current
+        if kind == "Node" and current:
+            node_starts.append(min(current))
     if not ends:
         return None
     to_us = max(ends)
-    starts = [start for start in node_starts if start is not None]
-    from_us = min(starts) if starts else min(ends)
-    return {cluster: (min(from_us, to_us), to_us)}
+    return {cluster: (min(min(node_starts or ends), to_us), to_us)}
 
 
 def label_map(path: str | None) -> dict[str, dict[str, str]]:
