@@ -24,13 +24,11 @@ from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP, AcceleratorMap
 # Rejections listed when nothing is left to import; the rest are counted.
 MAX_LISTED = 20
 
-DESCRIPTION = """\
+PURPOSE = """\
 Convert real telemetry into DIR/scheduler/*.avro, DIR/runtime/*.avro and
-DIR/profiler/*.avro, ready for `mpg run --input DIR`.
+DIR/profiler/*.avro, ready for `mpg run --input DIR`."""
 
-Formats:
-{formats}
-
+OUTPUTS = """\
 What cannot be mapped is counted and listed with its reason in
 DIR/{rejected}; what is imported but partly unknown or assumed (a run that
 died without its stop record, steps no count gives, an assumed precision) is
@@ -43,7 +41,7 @@ nothing was usable, a new DIR holds only the rejected rows, each with its reason
 events it lacked, so importing overlapping inputs again adds nothing twice.
 Mapping details and caveats per format: docs/importers.md (kubernetes:
 docs/kubernetes.md).
-"""
+""".format(rejected=REJECTED_FILE, caveats=CAVEATS_FILE, source=SOURCE_FILE)
 
 # One example per format, from a checkout of fleet-goodput (public samples with their licences in tests/data).
 EXAMPLES = {
@@ -65,36 +63,35 @@ EPILOG = ("examples, from a checkout of fleet-goodput (public samples with their
 _EXITS = exits.describe(failed="the source cannot be read as FORMAT: nothing was written")
 
 
-def _flags() -> dict[str, tuple[tuple, dict]]:
-    """Every option an importer may read: name → (flags, argparse keywords)."""
-    return {
-        "limit": (("--limit",), dict(type=int, metavar="N", help="import only the first N jobs (pods, runs, traces)")),
-        "accelerator": (("--accelerator",), dict(metavar="KEY", help="catalogue key when the source names none")),
-        "chips": (("--chips",), dict(type=int, metavar="N", help="chips of the job")),
-        "profile": (("--profile",), dict(metavar="NAME", help="the log profile (megatron, nemo, or one of --profiles)")),
-        "profiles": (("--profiles",), dict(metavar="FILE", help="a YAML file of log profiles added to the built-in "
-                                                                 "ones (shape: configs/log_profiles.yaml)")),
-        "job": (("--job",), dict(metavar="ID", help="job id, for a source that names none: the id of the job's "
-                                                   "scheduler stream, to combine them (kineto: the run the traces "
-                                                   "are ranks of, so ranks imported apart join it)")),
-        "submit": (("--submit",), dict(metavar="TIME", help="ISO-8601 submission time (default: the log's first "
-                                                           "time); places a log without timestamps")),
-        "cluster": (("--cluster",), dict(metavar="NAME", help="cluster name (default: the format's name; slurm: "
-                                                             "sacct's Cluster column, else slurm)")),
-        "accelerator_labels": (("--accelerator-labels",), dict(
-            metavar="FILE", help="YAML {node label: {value: catalogue key}} added to the built-in map "
-                                 "(docs/kubernetes.md)")),
-        "start": (("--start",), dict(metavar="TIME", help="ISO-8601 time of the trace start "
-                                                         "(default 2023-01-01T00:00:00Z)")),
-        "timezone": (("--timezone",), dict(metavar="ZONE", help="the time zone sacct printed its times in, e.g. "
-                                                               "Europe/Berlin (default UTC; sacct prints the "
-                                                               "client's TZ without an offset)")),
-        "accelerator_map": (("--accelerator-map",), dict(metavar="FILE", help=ACCELERATOR_MAP_HELP)),
-        "max_expanded_mib": (("--max-expanded-mib",), dict(
-            type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
-            help="refuse an input file (a JSON trace, a .json.gz once decompressed, a log line) larger than this "
-                 f"(default {DEFAULT_MAX_EXPANDED_MIB} MiB): parsed JSON takes several times its size in memory")),
-    }
+# Every option an importer may read: name → (flags, argparse keywords).
+FLAGS: dict[str, tuple[tuple, dict]] = {
+    "limit": (("--limit",), dict(type=int, metavar="N", help="import only the first N jobs (pods, runs, traces)")),
+    "accelerator": (("--accelerator",), dict(metavar="KEY", help="catalogue key when the source names none")),
+    "chips": (("--chips",), dict(type=int, metavar="N", help="chips of the job")),
+    "profile": (("--profile",), dict(metavar="NAME", help="the log profile (megatron, nemo, or one of --profiles)")),
+    "profiles": (("--profiles",), dict(metavar="FILE", help="a YAML file of log profiles added to the built-in "
+                                                             "ones (shape: configs/log_profiles.yaml)")),
+    "job": (("--job",), dict(metavar="ID", help="job id, for a source that names none: the id of the job's "
+                                               "scheduler stream, to combine them (kineto: the run the traces "
+                                               "are ranks of, so ranks imported apart join it)")),
+    "submit": (("--submit",), dict(metavar="TIME", help="ISO-8601 submission time (default: the log's first "
+                                                       "time); places a log without timestamps")),
+    "cluster": (("--cluster",), dict(metavar="NAME", help="cluster name (default: the format's name; slurm: "
+                                                         "sacct's Cluster column, else slurm)")),
+    "accelerator_labels": (("--accelerator-labels",), dict(
+        metavar="FILE", help="YAML {node label: {value: catalogue key}} added to the built-in map "
+                             "(docs/kubernetes.md)")),
+    "start": (("--start",), dict(metavar="TIME", help="ISO-8601 time of the trace start "
+                                                     "(default 2023-01-01T00:00:00Z)")),
+    "timezone": (("--timezone",), dict(metavar="ZONE", help="the time zone sacct printed its times in, e.g. "
+                                                           "Europe/Berlin (default UTC; sacct prints the "
+                                                           "client's TZ without an offset)")),
+    "accelerator_map": (("--accelerator-map",), dict(metavar="FILE", help=ACCELERATOR_MAP_HELP)),
+    "max_expanded_mib": (("--max-expanded-mib",), dict(
+        type=int, default=DEFAULT_MAX_EXPANDED_MIB, metavar="MIB",
+        help="refuse an input file (a JSON trace, a .json.gz once decompressed, a log line) larger than this "
+             f"(default {DEFAULT_MAX_EXPANDED_MIB} MiB): parsed JSON takes several times its size in memory")),
+}
 
 
 # The options each format reads (importers/<format>.py: the Options fields it uses); required ones say so.
@@ -115,22 +112,19 @@ REQUIRED_NOTE = {"mgm": "--accelerator and --chips are required", "logs": "--pro
 
 def register(subparsers) -> None:
     formats = "\n".join(f"  {name:<10} {module.HELP}" for name, module in IMPORTERS.items())
-    description = DESCRIPTION.format(formats=formats, rejected=REJECTED_FILE, caveats=CAVEATS_FILE,
-                                     source=SOURCE_FILE)
     parser = subparsers.add_parser(
         "import", help="convert public traces, training logs, checkpoints, Kubernetes watch streams and Slurm "
                        "accounting (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes, slurm) into Avro telemetry",
-        description=description, epilog=EPILOG + "\n" + VERBOSITY_HELP + "\n\n" + _EXITS,
+        description=f"{PURPOSE}\n\nFormats:\n{formats}\n\n{OUTPUTS}",
+        epilog=EPILOG + "\n" + VERBOSITY_HELP + "\n\n" + _EXITS,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     by_format = parser.add_subparsers(dest="format", metavar="FORMAT", required=True)
-    flags = _flags()
     for name in sorted(IMPORTERS):
         module = IMPORTERS[name]
         note = f" ({REQUIRED_NOTE[name]})" if name in REQUIRED_NOTE else ""
         sub = by_format.add_parser(
             name, help=module.HELP + note,
-            description=f"{module.HELP}{note}.\n\n" + description.split("\n\nFormats:")[0] + "\n\n"
-                        + description.split("\n\n", 2)[-1],
+            description=f"{module.HELP}{note}.\n\n{PURPOSE}\n\n{OUTPUTS}",
             epilog=f"example:\n  {EXAMPLES[name]}\n\n{VERBOSITY_HELP}\n\n{_EXITS}",
             formatter_class=argparse.RawDescriptionHelpFormatter)
         many = getattr(module, "MANY_SOURCES", False)
@@ -147,10 +141,11 @@ def register(subparsers) -> None:
                          help="settings YAML whose accelerator catalogue (its keys, and the part `names` that map "
                               "mlperf and kineto part names to keys) the import uses")
         for flag in FORMAT_FLAGS[name]:
-            names, keywords = flags[flag]
+            names, keywords = FLAGS[flag]
             sub.add_argument(*names, **keywords)
         # The options other formats read are absent here; main reads them all, as their defaults.
-        absent = {flag: flags[flag][1].get("default") for flag in flags if flag not in FORMAT_FLAGS[name]}
+        absent = {flag: keywords.get("default") for flag, (_, keywords) in FLAGS.items()
+                  if flag not in FORMAT_FLAGS[name]}
         sub.set_defaults(func=main, **absent)
 
 
