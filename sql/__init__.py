@@ -18,6 +18,7 @@ VIEW_FILES = (
     "derived/job_window_enriched.sql",
     "derived/capacity_window.sql",
     "derived/cluster_window.sql",
+    "derived/job_waits.sql",
     "marts/job_goodput.sql",
     "marts/fleet_daily.sql",
     "marts/capacity_gaps.sql",

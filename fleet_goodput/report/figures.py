@@ -228,23 +228,14 @@ def pg_coverage(connection, period: Period) -> list[dict]:
 def queues(connection, period: Period) -> list[dict]:
     """Per ClusterQueue and queue (a Slurm partition, a Kueue LocalQueue path), the jobs submitted in the
     period: how long they waited to start (until they first held all their chips: a Kueue admission),
-    how many still wait at the as-of time, and the interruptions of the period (queue_waits and
+    how many still wait at the as-of time, and the interruptions of the period (job_waits and
     interruptions_by_queue; percentiles over the period's jobs, not means of days)."""
     return _rows(connection, """
-        with job_rows as (
-            select attributes.cluster_queue, attributes.queue, attributes.requested_chips, attributes.status,
-                   attributes.end_time, jobs.first_running_time,
-                   epoch_us(jobs.first_running_time) - epoch_us(attributes.submit_time) as wait_us
-            from job_attributes as attributes join jobs using (job_id)
-            where cast(timezone('UTC', attributes.submit_time) as date) between $first and $last
-        ),
-        waits as (
+        with waits as (
             select cluster_queue, queue, count(*) as submitted, count(first_running_time) as started,
-                   avg(wait_us) / 1e6 as mean_wait_s, quantile_cont(wait_us, 0.5) / 1e6 as p50_wait_s,
-                   quantile_cont(wait_us, 0.9) / 1e6 as p90_wait_s,
-                   count(*) filter (where first_running_time is null and end_time is null
-                                    and status = 'PENDING') as waiting
-            from job_rows group by all
+                   avg(wait_s) as mean_wait_s, quantile_cont(wait_s, 0.5) as p50_wait_s,
+                   quantile_cont(wait_s, 0.9) as p90_wait_s, count(*) filter (where waiting) as waiting
+            from job_waits where day between $first and $last group by all
         ),
         cuts as (
             select cluster_queue, queue, sum(interruptions) as interruptions, sum(cost_chip_h) as cost_chip_h
