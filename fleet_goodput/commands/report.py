@@ -76,9 +76,10 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         for check in quality.failures:
             print(f"  [{check.suite}] {check.title}: {check.observed}", file=sys.stderr)
-        # The completeness check (quality/suites.py, manifest_suite) failed: say how far each source reached.
-        if any(check.title.startswith("the data covers the whole period") for check in quality.failures) \
-                and run.record is not None:
+        from fleet_goodput.quality.suites import COMPLETE_TITLE  # GX is loaded already: it validated
+
+        # The completeness check failed: say how far each source reached.
+        if any(check.title.startswith(COMPLETE_TITLE) for check in quality.failures) and run.record is not None:
             from fleet_goodput.report.headline import clock_lines
 
             print(f"  The data reaches {run.record.manifest.get('as_of')}:", file=sys.stderr)

@@ -50,6 +50,8 @@ TEAM_COVERAGE_WARNING = 0.95
 WORKLOADS = ["TRAINING", "SERVING", "BULK_INFERENCE"]
 STATUSES = ["FINISHED", "FAILED", "CANCELLED", "RUNNING", "PENDING"]
 STREAMS = ["scheduler", "runtime", "profiler"]
+# The title of the check that the as-of time reaches the period's end (mpg report explains its failure).
+COMPLETE_TITLE = "the data covers the whole period"
 
 
 @dataclass(frozen=True)
@@ -327,7 +329,7 @@ def manifest_suite(inputs: SuiteInputs) -> list:
                    "the accepted data may no longer represent the fleet."),
         expect(gxe.ExpectColumnMinToBeBetween, severity=CRITICAL if inputs.require_complete else WARNING,
                column="as_of_s", min_value=inputs.period.end_s,
-               title=f"the data covers the whole period (as-of at or after {inputs.period.last} 24:00 UTC)",
+               title=f"{COMPLETE_TITLE} (as-of at or after {inputs.period.last} 24:00 UTC)",
                why="A report on a period the pipeline has not finished shows a partial last day. Scheduled "
                    "runs pass --require-complete, making this critical so late upstream data alerts instead "
                    "of publishing; interactive runs only warn."),
