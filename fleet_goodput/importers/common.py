@@ -419,11 +419,8 @@ def write_import(imported: Imported, out_dir: str | Path, overwrite: bool = Fals
         for stream in schemas.STREAMS:
             _write_stream(building, imported.importer, stream, imported.streams[stream],
                           periods if stream == "scheduler" else None)
-        rows = sorted((r.row() for r in imported.rejections),
-                      key=lambda row: (row["file"], row["where"], row["item"], row["reason"]))
         with open(building / REJECTED_FILE, "w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, sort_keys=True) + "\n")
+            handle.write(_rejected_lines(imported))
         caveats = sorted((c.row() for c in imported.caveats), key=lambda row: (row["file"], row["item"], row["caveat"]))
         with open(building / CAVEATS_FILE, "w", encoding="utf-8") as handle:
             for row in caveats:
@@ -452,10 +449,15 @@ def write_rejections_only(imported: Imported, out_dir: str | Path) -> Path | Non
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         return None
     out.mkdir(parents=True, exist_ok=True)
+    _replace_text(out / REJECTED_FILE, _rejected_lines(imported))
+    return out / REJECTED_FILE
+
+
+def _rejected_lines(imported: Imported) -> str:
+    """The rejections file's text: a JSON line per rejected input, in a stable order."""
     rows = sorted((r.row() for r in imported.rejections),
                   key=lambda row: (row["file"], row["where"], row["item"], row["reason"]))
-    _replace_text(out / REJECTED_FILE, "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
-    return out / REJECTED_FILE
+    return "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
 
 
 def append_import(imported: Imported, out_dir: str | Path) -> dict:
