@@ -411,3 +411,74 @@ def test_a_malformed_object_is_rejected_whole_and_the_rest_imported(tmp_path):
         assert [(r.item, r.reason) for r in result.rejections] == [("Workload team-b/job-sweep-8c1d0", reason)]
         assert not by_job(result, "scheduler", W2)
         assert by_job(result, "scheduler", W1) == by_job(alone, "scheduler", W1)
+
+
+def _kueue_jobset_streams(folder: Path) -> list[Path]:
+    """Workload `team-a/jobset-train-2-77c1e` (2 pods x 4 H100, owned by JobSet `train-2`): created at 0,
+    admitted at 10 with 8 GPUs, Finished (Succeeded) at 100. Its JobSet restarts at 40 (a child Job failed)
+    and every child Job is ready again at 52 (RestartingJobSet=False, JobsReady), seen at 53."""
+    stamp = "2026-03-02T00:{:02d}:00Z".format
+    template = {"spec": {"nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
+                         "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}
+    meta = {"name": "jobset-train-2-77c1e", "namespace": "team-a", "uid": "wl-train-2", "creationTimestamp": stamp(0),
+            "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train-2",
+                                 "uid": "js-train-2", "controller": True}]}
+    spec = {"queueName": "lq-train", "podSets": [{"name": "workers", "count": 2, "template": template}]}
+    admitted = {"type": "Admitted", "status": "True", "reason": "Admitted", "lastTransitionTime": stamp(10)}
+    admission = {"clusterQueue": "cq-research", "podSetAssignments": [
+        {"name": "workers", "count": 2, "flavors": {"nvidia.com/gpu": "h100"}, "resourceUsage": {"nvidia.com/gpu": "8"}}]}
+    finished = {"type": "Finished", "status": "True", "reason": "Succeeded", "message": "jobset completed",
+                "lastTransitionTime": "2026-03-02T01:40:00Z"}
+
+    def workload(version, conditions, with_admission=True):
+        return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+                "metadata": {**meta, "resourceVersion": str(version)}, "spec": spec,
+                "status": {"conditions": conditions, **({"admission": admission} if with_admission else {})}}
+
+    def jobset(version, restarts, ready, conditions):
+        return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "metadata": {"name": "train-2", "namespace": "team-a", "uid": "js-train-2", "creationTimestamp": stamp(0),
+                             "labels": {"kueue.x-k8s.io/queue-name": "lq-train"}, "resourceVersion": str(version)},
+                "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2, "template": {"spec": {
+                    "parallelism": 1, "template": template}}}]},
+                "status": {"restarts": restarts, "conditions": conditions,
+                           "replicatedJobsStatus": [{"name": "workers", "ready": ready}]}}
+
+    restarting = {"type": "RestartingJobSet", "status": "True", "reason": "DefaultFailurePolicy",
+                  "message": "jobset restarting: job train-2-workers-1 failed", "lastTransitionTime": stamp(40)}
+    settled = {"type": "RestartingJobSet", "status": "False", "reason": "JobsReady", "message": "all jobs are ready",
+               "lastTransitionTime": stamp(52)}
+    workloads, jobsets = folder / "workloads.jsonl", folder / "jobsets.jsonl"
+    workloads.write_text(_line("ADDED", workload(1, [], with_admission=False), stamp(0))
+                         + _line("MODIFIED", workload(2, [admitted]), stamp(10))
+                         + _line("MODIFIED", workload(3, [admitted, finished]), "2026-03-02T01:40:00Z"))
+    jobsets.write_text(_line("ADDED", jobset(1, 0, 0, []), stamp(0))
+                       + _line("MODIFIED", jobset(2, 0, 2, []), stamp(12))
+                       + _line("MODIFIED", jobset(3, 1, 0, [restarting]), stamp(41))
+                       + _line("MODIFIED", jobset(4, 1, 2, [settled]), stamp(53)))
+    return [workloads, jobsets]
+
+
+def test_a_jobset_restart_under_an_admitted_workload_interrupts_its_job(tmp_path):
+    """The JobSet Kueue admits is not a job of its own, but its restart at 40 interrupts the Workload's job:
+    PREEMPT at 40 and the 8 admitted GPUs held again at 52. On the job: one interruption, caused by the
+    JobSet restart, 30 min of running before it, 12 min to restart, and the 12 min x 8 GPUs lost from its
+    allocated time (100 min x 8 - 12 x 8 = 704 GPU-min held)."""
+    files = _kueue_jobset_streams(tmp_path)
+    imported = read(files)
+    job = "team-a/jobset-train-2-77c1e"
+    assert timeline(imported, job) == [("SUBMIT", at(0), 8), ("ALLOCATE", at(10), 8), ("PREEMPT", at(40), 0),
+                                       ("ALLOCATE", at(52), 8), ("FINISH", at(100), 0)]
+    restart = next(r for r in by_job(imported, "scheduler", job) if r["type"] == "PREEMPT")
+    assert restart["reason"] == "JobSetRestart (DefaultFailurePolicy)"
+    assert {r["job_id"] for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"} == {job}
+
+    write_import(imported, tmp_path / "in")
+    manifest, rows = run_and_read(tmp_path / "in", tmp_path / "out")
+    with connect(tmp_path / "out") as connection:
+        disruptions, interruptions = connection.execute(
+            "select disruptions, interruptions from jobs where job_id = ?", [job]).fetchone()
+    assert disruptions == 1
+    assert [(i["cause"], i["run_s"], i["reallocated_s"]) for i in interruptions] == [
+        ("JOBSETRESTART (DefaultFailurePolicy)", 30 * 60.0, 12 * 60.0)]
+    assert rows[job]["all_allocated_chip_s"] == pytest.approx((100 - 10 - 12) * 60 * 8)

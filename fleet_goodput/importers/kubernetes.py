@@ -32,7 +32,10 @@ HELP = "kubectl watch streams / lists of Kueue Workloads, JobSets, Jobs, Nodes �
 MANY_SOURCES = True  # `mpg import kubernetes FILE… --cluster NAME`
 SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
 CHANGES = ("ADDED", "MODIFIED", "DELETED")
-# kind → its mapping; LocalQueues first, since Workloads name their ClusterQueue through them.
+# LocalQueues first, since Workloads name their ClusterQueue through them; then Workloads, since a
+# JobSet's restarts interrupt the Workload that admits it.
+MAPPING_ORDER = {"LocalQueue": 0, "Workload": 1}
+# kind → its mapping.
 JOB_KINDS = {"Workload": objects.workload, "JobSet": objects.jobset, "Job": objects.batch_job}
 # kind → the API group (apiVersion before the `/`) it must come from; core kinds have none.
 GROUPS = {"Workload": "kueue.x-k8s.io", "LocalQueue": "kueue.x-k8s.io", "JobSet": "jobset.x-k8s.io",
@@ -51,6 +54,8 @@ PROVENANCE = {
         "Workload queue = <ClusterQueue>/<namespace>/<LocalQueue>; team = namespace; priority = spec.priority",
         "JobSet / Job without Kueue: SUBMIT at creation; ALLOCATE when every child Job (every pod of a Job) is "
         "ready, per JobSet restart; PREEMPT at RestartingJobSet=True; FINISH at Completed (Complete), FAIL at Failed",
+        "JobSet admitted by a Workload (its owner): each restart while admitted is PREEMPT, then ALLOCATE of the "
+        "admitted chips when every child Job is ready again, on the Workload's job",
         "Node: allocatable nvidia.com/gpu, amd.com/gpu or google.com/tpu counts in CAPACITY per accelerator "
         "while Ready, not cordoned (spec.unschedulable) and not deleted",
     ],
@@ -225,7 +230,7 @@ def read(source: list[Path] | Path, options: Options) -> Imported:
                 imported.reject(path.name, where, "", exc.reason, exc.detail)
     sink.admitted_queues = admitted_queues(by_object)
     histories: dict[str, objects.NodeHistory] = {}
-    order = sorted(by_object, key=lambda key: (key[0] != "LocalQueue", key))
+    order = sorted(by_object, key=lambda key: (MAPPING_ORDER.get(key[0], len(MAPPING_ORDER)), key))
     for kind, uid in order:
         snapshots = sorted(by_object[(kind, uid)], key=_version)
         latest = snapshots[-1]

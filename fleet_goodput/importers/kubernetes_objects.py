@@ -158,6 +158,8 @@ class Sink:
     # The same, learned from the admissions of the LocalQueue's Workloads: where no LocalQueue object was
     # watched, a Workload never admitted still waits in the ClusterQueue its neighbours were admitted to.
     admitted_queues: dict[tuple[str, str], str] = field(default_factory=dict)
+    # JobSet uid → the Workload that admits it: a JobSet restart under an admitted Workload interrupts that job.
+    kueue_jobsets: dict[str, "AdmittedWorkload"] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
     skipped: dict[str, int] = field(default_factory=dict)
 
@@ -277,6 +279,22 @@ def condition_reason(condition: dict | None) -> str | None:
     return (text[:253] + "...") if len(text) > 256 else (text or None)
 
 
+@dataclass
+class AdmittedWorkload:
+    """What a JobSet's restarts need of the Workload that admits it: its job, and when it held what."""
+
+    job: Job
+    admissions: list[tuple[int, int]] = field(default_factory=list)  # (time, chips admitted)
+    stops: list[int] = field(default_factory=list)  # evictions and the end
+
+    def chips_at(self, time_us: int) -> int | None:
+        """The chips admitted at `time_us`, or None when no admission holds then."""
+        admitted = max((a for a in self.admissions if a[0] <= time_us), default=None)
+        if admitted is None or any(admitted[0] <= stop <= time_us for stop in self.stops):
+            return None
+        return admitted[1]
+
+
 def _eviction_reason(snapshot: Snapshot) -> str:
     evicted = snapshot.condition("Evicted") or {}
     preempted = snapshot.condition("Preempted") or {}
@@ -303,14 +321,19 @@ def workload(snapshots: list[Snapshot], sink: Sink) -> None:
     job.submit(priority=priority,
                queue=f"{cluster_queue}/{job.namespace}/{local}" if local else None)
     evictions, ended = set(), False
+    held = AdmittedWorkload(job)
     for snapshot in snapshots:
         if (since := snapshot.true_since("Admitted")) is not None:
-            job.emit(f"admitted/{since}", "ALLOCATE", since, _admitted_chips(job, snapshot, pod_sets))
+            chips = _admitted_chips(job, snapshot, pod_sets)
+            held.admissions.append((since, chips))
+            job.emit(f"admitted/{since}", "ALLOCATE", since, chips)
         if (since := snapshot.true_since("Evicted")) is not None:
             evictions.add(since)
+            held.stops.append(since)
             job.emit(f"evicted/{since}", "PREEMPT", since, 0, reason=_eviction_reason(snapshot))
         if (since := snapshot.true_since("Finished")) is not None:
             ended = True
+            held.stops.append(since)
             finished = snapshot.condition("Finished")
             job.emit("finished", FINISHED_REASONS.get(finished.get("reason"), "CANCEL"), since,
                      reason=condition_reason(finished))
@@ -319,6 +342,9 @@ def workload(snapshots: list[Snapshot], sink: Sink) -> None:
         sink.imported.caveat(latest.file, job.job_id, "requeueState counts evictions the stream does not hold",
                              f"requeueState.count {requeues}, evictions seen {len(evictions)}")
     job.deleted(snapshots, ended)
+    for owner in latest.metadata.get("ownerReferences") or []:
+        if owner.get("kind") == "JobSet" and isinstance(owner.get("uid"), str):
+            sink.kueue_jobsets[owner["uid"]] = held
 
 
 # ---- JobSet and Job without Kueue ----------------------------------------------
@@ -343,11 +369,72 @@ def _terminal(job: Job, snapshots: list[Snapshot], success: str) -> bool:
     return ended
 
 
+def _restart(snapshot: Snapshot) -> tuple[int, int | None, dict]:
+    """(restarts so far, when the latest restart began if RestartingJobSet is True, the condition)."""
+    return (snapshot.status.get("restarts") or 0, snapshot.true_since("RestartingJobSet"),
+            snapshot.condition("RestartingJobSet") or {})
+
+
+def _ready_again(job: "Job", snapshot: Snapshot, restarting: dict, restarts: int) -> int:
+    """When every child Job was ready again: RestartingJobSet's turn to False (JobsReady), else when seen."""
+    settled = restarting.get("reason") == "JobsReady" and restarting.get("status") == "False"
+    return (k8s_time(restarting.get("lastTransitionTime"), "RestartingJobSet.lastTransitionTime")
+            if restarts and settled else job.seen_at(snapshot, "all child Jobs ready"))
+
+
+def _child_jobs_ready(snapshot: Snapshot, child_jobs: int) -> bool:
+    ready = sum(s.get("ready", 0) for s in snapshot.status.get("replicatedJobsStatus") or [])
+    return ready >= child_jobs and snapshot.true_since("Completed") is None
+
+
+def _child_jobs(latest: Snapshot) -> int:
+    return sum(quantity(rj.get("replicas", 1), "replicas") for rj in latest.spec.get("replicatedJobs") or [])
+
+
+def _missed_restarts(sink: Sink, job: "Job", latest: Snapshot, restarted: set[int]) -> None:
+    missed = sorted(set(range(1, (latest.status.get("restarts") or 0) + 1)) - restarted)
+    if missed:
+        # Without RestartingJobSet=True the restart's time is unknown: not counted rather than guessed.
+        sink.imported.caveat(latest.file, job.job_id, "JobSet restarts the stream does not hold",
+                             f"restarts {', '.join(map(str, missed))}")
+
+
+def kueue_jobset_restarts(snapshots: list[Snapshot], sink: Sink) -> None:
+    """A JobSet Kueue admits is its Workload's job; a restart of it (the JobSet recreating its child Jobs
+    after a failure) interrupts that job: PREEMPT at RestartingJobSet=True, ALLOCATE of the admitted chips
+    when every child Job is ready again. A restart outside the Workload's admissions moves nothing."""
+    latest = snapshots[-1]
+    held = sink.kueue_jobsets.get(latest.metadata.get("uid"))
+    if held is None:
+        return  # its Workload is not in the streams (or could not be mapped): nothing to interrupt
+    job, prefix = held.job, f"{PREFIX}/{sink.cluster}/jobset/{latest.metadata.get('uid')}"
+    child_jobs, restarted, chips = _child_jobs(latest), set(), None
+    for snapshot in snapshots:
+        restarts, since, restarting = _restart(snapshot)
+        if restarts and since is not None:
+            chips = held.chips_at(since)
+            restarted.add(restarts)
+            if chips is None:
+                sink.imported.caveat(snapshot.file, job.job_id, "a JobSet restart while its Workload held no "
+                                     "admission moves nothing", f"restart {restarts}")
+                continue
+            sink.scheduler(f"{prefix}/restart/{restarts}", "PREEMPT", since, job.job_id, job.accelerator, 0,
+                           reason=f"JobSetRestart ({restarting.get('reason')})")
+        if restarts and restarts in restarted and _child_jobs_ready(snapshot, child_jobs):
+            when = _ready_again(job, snapshot, restarting, restarts)
+            if (chips := held.chips_at(when)) is not None:
+                sink.scheduler(f"{prefix}/ready/{restarts}", "ALLOCATE", when, job.job_id, job.accelerator, chips)
+    _missed_restarts(sink, job, latest, restarted)
+
+
 def jobset(snapshots: list[Snapshot], sink: Sink) -> None:
     """JobSet (v1alpha2) without Kueue: SUBMIT at creation, ALLOCATE when every child Job is ready
-    (per restart), PREEMPT at each restart, FINISH at Completed, FAIL at Failed."""
+    (per restart), PREEMPT at each restart, FINISH at Completed, FAIL at Failed. A JobSet Kueue admits
+    gives only its restarts, to its Workload (`kueue_jobset_restarts`)."""
     latest = snapshots[-1]
     if _managed_elsewhere(latest, sink, "JobSet"):
+        if KUEUE_QUEUE_LABEL in (latest.metadata.get("labels") or {}):
+            kueue_jobset_restarts(snapshots, sink)
         return
     replicated = latest.spec.get("replicatedJobs") or []
     templates = []
@@ -357,25 +444,15 @@ def jobset(snapshots: list[Snapshot], sink: Sink) -> None:
         templates.append((pods, job_spec.get("template") or {}))
     job = Job(sink, "JobSet", latest, templates)
     job.submit(priority=None)
-    child_jobs = sum(quantity(rj.get("replicas", 1), "replicas") for rj in replicated)
-    restarted = set()
+    child_jobs, restarted = _child_jobs(latest), set()
     for snapshot in snapshots:
-        restarts = snapshot.status.get("restarts") or 0
-        restarting = snapshot.condition("RestartingJobSet") or {}
-        if restarts and (since := snapshot.true_since("RestartingJobSet")) is not None:
+        restarts, since, restarting = _restart(snapshot)
+        if restarts and since is not None:
             job.emit(f"restart/{restarts}", "PREEMPT", since, 0, reason=f"JobSetRestart ({restarting.get('reason')})")
             restarted.add(restarts)
-        ready = sum(s.get("ready", 0) for s in snapshot.status.get("replicatedJobsStatus") or [])
-        if ready >= child_jobs and snapshot.true_since("Completed") is None:
-            settled = restarting.get("reason") == "JobsReady" and restarting.get("status") == "False"
-            when = (k8s_time(restarting.get("lastTransitionTime"), "RestartingJobSet.lastTransitionTime")
-                    if restarts and settled else job.seen_at(snapshot, "all child Jobs ready"))
-            job.emit(f"ready/{restarts}", "ALLOCATE", when, job.chips)
-    missed = sorted(set(range(1, (latest.status.get("restarts") or 0) + 1)) - restarted)
-    if missed:
-        # Without RestartingJobSet=True the restart's time is unknown: not counted rather than guessed.
-        sink.imported.caveat(latest.file, job.job_id, "JobSet restarts the stream does not hold",
-                             f"restarts {', '.join(map(str, missed))}")
+        if _child_jobs_ready(snapshot, child_jobs):
+            job.emit(f"ready/{restarts}", "ALLOCATE", _ready_again(job, snapshot, restarting, restarts), job.chips)
+    _missed_restarts(sink, job, latest, restarted)
     job.deleted(snapshots, _terminal(job, snapshots, "Completed"))
 
 
