@@ -242,10 +242,13 @@ def test_what_cannot_be_read_is_rejected_with_its_reason(tmp_path):
                           "metadata": {"name": "cpu", "namespace": "x", "uid": "u2",
                                        "creationTimestamp": "2026-03-02T00:00:00Z"},
                           "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}})
-        + '{"type": "BOOKMARK", "object": {"kind": "Job", "metadata": {"resourceVersion": "12"}}}\n')
+        + '{"type": "BOOKMARK", "object": {"kind": "Job", "metadata": {"resourceVersion": "12"}}}\n'
+        + _line("ADDED", {"apiVersion": "v1", "kind": ["Node"], "metadata": {"name": "n", "uid": "u3"}})
+        + _line("ADDED", {"apiVersion": {"v": 1}, "kind": "Node", "metadata": {"name": "n", "uid": "u4"}}))
     result = read([stream])
     assert [(r.where, r.reason) for r in result.rejections] == [
         ("line 1", "kind not imported"), ("line 2", "watch ERROR event"),
+        ("line 5", "kind or apiVersion is not a string"), ("line 6", "kind or apiVersion is not a string"),
         ("line 3", "Job asks for no accelerator (nvidia.com/gpu, amd.com/gpu, google.com/tpu)")]
 
 

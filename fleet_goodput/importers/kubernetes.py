@@ -136,6 +136,8 @@ def _object(value) -> dict:
     if not isinstance(value, dict) or not all(isinstance(value.get(part, {}), dict)
                                               for part in ("metadata", "spec", "status")):
         raise Unmappable("not a Kubernetes object")
+    if not all(isinstance(value.get(part, ""), str) for part in ("kind", "apiVersion")):
+        raise Unmappable("kind or apiVersion is not a string", repr(value.get("kind"))[:80])
     metadata = value.get("metadata", {})
     if not isinstance(metadata.get("uid") or metadata.get("name"), str):
         raise Unmappable("an object without metadata.uid or name")
