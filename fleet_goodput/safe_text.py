@@ -11,6 +11,11 @@ is enough to defuse the whole sequence: what follows it is printable text.
 
 Escaped are C0 (U+0000..U+001F), DEL (U+007F) and C1 (U+0080..U+009F); a
 newline stays where the output can hold one (a CSV cell, a page's text).
+So are the bidirectional-text controls ("Trojan Source", CVE-2021-42574):
+the embeddings and overrides U+202A..U+202E, the isolates U+2066..U+2069 and
+the marks U+200E, U+200F and U+061C, which reorder what a line shows (an
+override makes `gpu-team` read backwards, or a job id look like another's)
+and show as `\u202e`.
 So are lone surrogates: Python reads a file name's bytes that are not UTF-8
 as U+DC80..U+DCFF, which show as the byte they stand for (`\\x9b` again),
 and which a UTF-8 stream could not write at all.
@@ -29,8 +34,9 @@ from __future__ import annotations
 import json
 import re
 
-_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-_CONTROL_OR_NEWLINE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\x00-\x09\x0b-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff]")
+_CONTROL_OR_NEWLINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff]")
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -60,5 +66,9 @@ def csv_cell(value):
 
 
 def json_text(value, **dumps_options) -> str:
-    """JSON text with no raw control character: json.dumps escapes C0 and (ASCII only) C1, but writes DEL as is."""
-    return json.dumps(value, **dumps_options).replace("\x7f", "\\u007f")
+    """JSON text with no raw control character: json.dumps escapes C0 and (ASCII only) C1, but writes DEL as is,
+    and the bidirectional controls too where it may write non-ASCII; those get JSON's own escapes."""
+    return _JSON_RAW.sub(lambda match: f"\\u{ord(match.group()):04x}", json.dumps(value, **dumps_options))
+
+
+_JSON_RAW = re.compile(f"[\x7f{_BIDI}]")

@@ -68,12 +68,14 @@ PERIOD = "2026-01-01"
 CLEAR_SCREEN = "\x1b[2J\x1b[H"
 HYPERLINK = "\x1b]8;;http://evil.example/\x1b\\innocent\x1b]8;;\x1b\\"  # OSC 8: text hiding a link
 BEL, C1_CSI, DEL = "\x07", "\x9b", "\x7f"
+RLO, PDI = "\u202e", "\u2069"  # right-to-left override, pop directional isolate (Trojan Source)
 # Each as the report and the terminal show it: every control character as \xNN.
 ESCAPE_TEAMS = {
     f"{CLEAR_SCREEN}wiped": "\\x1b[2J\\x1b[Hwiped",
     HYPERLINK: "\\x1b]8;;http://evil.example/\\x1b\\innocent\\x1b]8;;\\x1b\\",
     f"ring{BEL}": "ring\\x07",
     f"{C1_CSI}31mred{DEL}": "\\x9b31mred\\x7f",
+    f"ops{RLO}nimda{PDI}": "ops\\u202enimda\\u2069",
 }
 ESCAPE_FRAMEWORK = f"jax{CLEAR_SCREEN}{C1_CSI}2J"
 FRAMED_JOB = list(HOSTILE_JOBS)[1]  # preempted: one of the worst jobs, which have pages
@@ -88,7 +90,7 @@ TEAMS_IN_CSV = {
     "\tTAB": "\\x09TAB", "\rCR": "\\x0dCR",
     **ESCAPE_TEAMS,
 }
-CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # what no output may carry raw (a newline may)
+CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")  # what no output may carry raw (a newline may)
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +191,8 @@ def test_spreadsheet_safe(value, written):
     ("U+00A0 is past C1", "a\u00a0b", "a\u00a0b", "a\u00a0b"),
     ("a file name's byte that is not UTF-8", "in\udc9b", "in\\x9b", "in\\x9b"),
     ("another lone surrogate", "a\ud800", "a\\ud800", "a\\ud800"),
+    ("bidirectional overrides and isolates", "a\u202eb\u2066c\u200fd", "a\\u202eb\\u2066c\\u200fd",
+     "a\\u202eb\\u2066c\\u200fd"),
 ])
 def test_printable(name, text, shown, shown_keeping_newlines):
     assert printable(text) == shown, name
