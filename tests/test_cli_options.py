@@ -184,3 +184,16 @@ def test_commands_that_do_not_run_a_pipeline_never_import_beam_or_gx(argv):
                 if line.startswith("import time:")}
     assert "fleet_goodput" in imported  # the log is there
     assert not imported & {"apache_beam", "great_expectations"}
+
+
+@pytest.mark.parametrize("argv", [["rollback", "--output", "out", "--to", "9223372036854775808"],
+                                  ["rollback", "--output", "out", "--to", "0"],
+                                  ["sql", "--output", "out", "--run", "-3", "select 1"],
+                                  ["sql", "--output", "out", "--run", "one", "select 1"]], ids=" ".join)
+def test_a_run_number_no_store_can_hold_is_a_bad_argument_not_damage(argv, capsys):
+    """A mistyped run number is exit 2 naming the flag, before any store is opened (a number past a signed
+    64-bit integer once read as a damaged record of runs, exit 3)."""
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    assert f"argument {argv[3]}: not a run number" in capsys.readouterr().err

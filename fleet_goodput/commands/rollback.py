@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fleet_goodput import exits
+from fleet_goodput.core.options import run_number
 
 DESCRIPTION = """\
 Undo the runs after run RUN: restore every table of the output store, the
@@ -33,7 +34,7 @@ def register(subparsers) -> None:
                                    description=DESCRIPTION, epilog=EPILOG,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run` or `mpg stream`")
-    parser.add_argument("--to", required=True, type=int, metavar="RUN", dest="to_run",
+    parser.add_argument("--to", required=True, type=run_number, metavar="RUN", dest="to_run",
                         help="the run to go back to (`mpg runs` lists them)")
     parser.set_defaults(func=main)
 

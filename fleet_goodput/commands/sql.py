@@ -22,6 +22,7 @@ from pathlib import Path
 import duckdb
 
 from fleet_goodput import console, exits
+from fleet_goodput.core.options import run_number
 from fleet_goodput.safe_text import csv_cell, json_text, printable
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
 from fleet_goodput.store.sql_guard import QueryRefused, lock_down, read_only_statements
@@ -84,7 +85,7 @@ def register(subparsers) -> None:
     parser.add_argument(CSV_RAW_FLAG, action="store_true",
                         help="with --format csv: write values exactly as stored, without showing control characters "
                              "as \\xNN or quoting cells that start like a spreadsheet formula (= + - @)")
-    parser.add_argument("--run", type=int, metavar="ID",
+    parser.add_argument("--run", type=run_number, metavar="ID",
                         help="read the snapshot of an earlier run (`mpg runs` lists them; default: the latest)")
     parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true",
                         help="lift the lock-down: allow any statement (COPY, EXPORT, ATTACH, INSTALL, SET, ...), "

@@ -36,6 +36,22 @@ def time_us(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+MAX_RUN_NUMBER = 2**63 - 1  # a run's number is a Delta table version: a signed 64-bit integer
+
+
+def run_number(text: str) -> int:
+    """A run's number as `mpg runs` lists it (argparse names the flag when it is not one): a whole number
+    from 1, and no larger than a store can hold, so that a mistyped one is a bad argument, not damage."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a run number: {text!r} (`mpg runs` lists them)") from None
+    if not 1 <= number <= MAX_RUN_NUMBER:
+        raise argparse.ArgumentTypeError(f"not a run number: {text} (runs are numbered from 1; `mpg runs` "
+                                         "lists them)")
+    return number
+
+
 @dataclass(frozen=True)
 class Option:
     name: str  # the flag without its dashes, and the attribute it sets
