@@ -26,12 +26,13 @@ if TYPE_CHECKING:
 
     from fleet_goodput.runs.batch import BatchOutcome
     from fleet_goodput.simulator import SimulationSummary
+    from fleet_goodput.store.sql_guard import Confined
 
 __all__ = ["open", "run", "simulate"]
 
 
 def open(output: str | Path, run: int | None = None, *, confined: bool = True,
-         config: str | Path | None = None) -> duckdb.DuckDBPyConnection:
+         config: str | Path | None = None) -> Confined | duckdb.DuckDBPyConnection:
     """A DuckDB connection with the goodput views of one committed run of `output`.
 
     `run` picks the run by id (`mpg runs --output OUTPUT` lists them); the
@@ -49,11 +50,14 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
     `confined` (the default) locks the connection down as `mpg sql` does
     (fleet_goodput/store/sql_guard.py): it reads files under `output` only, reaches
     no network, loads no extension, and its settings cannot be changed.
-    DuckDB has no read-only switch for a folder, so a `COPY ... TO` or a
-    relation's `write_parquet` aimed inside `output` would still write
-    there: `mpg sql` refuses those statements before they run, here you are
-    trusted not to write them. `confined=False` gives DuckDB's defaults (any
-    file, the network, extensions), like `mpg sql --unsafe-allow-writes-and-files`.
+    DuckDB has no read-only switch for a folder (it may write wherever it may
+    read), so the connection given is DuckDB's wrapped (`sql_guard.Confined`):
+    every attribute is DuckDB's, but SQL that is not a query (`COPY ... TO`,
+    `EXPORT DATABASE`, `SET`, ...) raises QueryRefused before it runs, as in
+    `mpg sql`, and so does a relation's `write_parquet`, `write_csv`,
+    `to_parquet` or `to_csv`. `confined=False` gives DuckDB's own connection
+    with its defaults (any file, the network, extensions), like
+    `mpg sql --unsafe-allow-writes-and-files`.
 
     The views use the settings the output keeps, those its figures were
     computed with (the `settings` view shows them). `config` is not needed: a
@@ -68,7 +72,7 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
     """
     from fleet_goodput.core.config import load_settings, settings_file
     from fleet_goodput.store.delta_store import Store
-    from fleet_goodput.store.sql_guard import lock_down
+    from fleet_goodput.store.sql_guard import Confined, lock_down
     from fleet_goodput.store.stored_settings import reader_settings
     from fleet_goodput.store.views import connect
 
@@ -84,6 +88,7 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
             raise
     if confined:
         lock_down(connection, [output])
+        return Confined(connection)
     return connection
 
 

@@ -23,6 +23,7 @@ from fleet_goodput.cli import main
 from fleet_goodput.core.timeline import CATEGORIES
 from fleet_goodput.simulator import START_US
 from fleet_goodput.store.delta_store import StoreError
+from fleet_goodput.store.sql_guard import QueryRefused
 from fleet_goodput.telemetry.avro_io import split_by_time
 
 CUT = datetime(2026, 1, 1, 2, 0)  # no time zone: taken as UTC
@@ -106,7 +107,7 @@ def test_open_is_confined_to_the_output_unless_lifted(notebook):
     with fg.open(output) as connection:
         with pytest.raises(duckdb.PermissionException, match="Cannot access file"):
             connection.sql("select * from read_text('/etc/passwd')").fetchall()
-        with pytest.raises(duckdb.Error, match="configuration has been locked"):
+        with pytest.raises(QueryRefused, match="set statements are refused"):
             connection.execute("set enable_external_access = true")
         # The output's own files stay readable, and a notebook's own data joins in.
         assert connection.execute(f"select count(*) from read_parquet('{output}/tables/jobs/date=*/*.parquet')").fetchall()[0][0] > 0
@@ -117,6 +118,32 @@ def test_open_is_confined_to_the_output_unless_lifted(notebook):
                                   "where team is not null").fetchall() == [(True,)]
     with fg.open(output, confined=False) as connection:
         assert connection.execute("select count(*) > 0 from read_text('/etc/passwd')").fetchall() == [(True,)]
+
+
+def test_open_writes_nothing_into_the_store_whatever_the_sql(notebook, capsys):
+    """DuckDB may write wherever it may read: COPY over a partition's file, EXPORT DATABASE into the output, a
+    relation written to a file, or the same SQL through a cursor or a relation's query, are refused before
+    they run, and the store is intact afterwards."""
+    *_, output = notebook
+    data_file = next((output / "tables" / "jobs").glob("date=*/*.parquet"))
+    before = data_file.read_bytes()
+    with fg.open(output) as connection:
+        attempts = [
+            lambda: connection.execute(f"copy (select 1 as x) to '{data_file}' (format parquet)"),
+            lambda: connection.sql(f"export database '{output / 'exported'}'"),
+            lambda: connection.cursor().execute(f"copy (select 1) to '{output / 'x.csv'}'"),
+            lambda: connection.sql("select 1 as x").write_parquet(str(data_file)),
+            lambda: connection.sql("select 1 as x").to_csv(str(output / "x.csv")),
+            lambda: connection.sql("select 1 as x").query("v", f"copy v to '{data_file}' (format parquet)"),
+        ]
+        for attempt in attempts:
+            with pytest.raises(QueryRefused):
+                attempt()
+        assert connection.sql("select count(*) > 0 from jobs").fetchall() == [(True,)]
+    assert data_file.read_bytes() == before
+    assert not (output / "exported").exists() and not (output / "x.csv").exists()
+    assert main(["check", "--output", str(output)]) == 0
+    capsys.readouterr()
 
 
 def test_running_the_same_files_again_commits_nothing(notebook):

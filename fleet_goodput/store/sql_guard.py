@@ -97,3 +97,70 @@ def read_only_statements(query: str) -> list[duckdb.Statement]:
             raise QueryRefused(f"{kind} statements are refused: only queries (select, with, from, describe, show, "
                                f"summarize) run on the output, read-only. Refused: {statement.query.strip()[:120]!r}")
     return statements
+
+
+# What a confined connection checks or refuses beyond DuckDB's own lock. DuckDB allows writes wherever it
+# allows reads, and the output must stay readable; so SQL text goes through `read_only_statements` first,
+# and a relation's methods that write a file refuse (outside the output DuckDB refuses them already).
+_SQL_TAKERS = {"sql": 0, "query": 0, "execute": 0, "executemany": 0, "from_query": 0}  # name → the SQL's position
+_RELATION_SQL_TAKERS = {"query": 1}  # relation.query(view_name, sql)
+_FILE_WRITERS = frozenset({"write_parquet", "write_csv", "to_parquet", "to_csv"})
+
+
+class Confined:
+    """A DuckDB connection or relation that runs queries only and writes no file: the rest is DuckDB's own.
+
+    What `fleet_goodput.api.open` returns: `con.sql(q).df()`, `.pl()`, `.arrow()`, `con.register(...)` work
+    as on DuckDB's objects (every attribute is theirs); a statement that is not a query raises QueryRefused
+    before it runs, as in `mpg sql`, and so does writing a relation to a file."""
+
+    __slots__ = ("_duckdb", "_sql_takers")
+
+    def __init__(self, inner, sql_takers: dict[str, int] = _SQL_TAKERS):
+        object.__setattr__(self, "_duckdb", inner)
+        object.__setattr__(self, "_sql_takers", sql_takers)
+
+    def __getattr__(self, name: str):
+        found = getattr(self._duckdb, name)
+        if name in _FILE_WRITERS:
+            raise QueryRefused(f"{name} is refused on a confined connection: it writes a file. Open the output "
+                               "with confined=False to export.")
+        if not callable(found):
+            return found
+        position = self._sql_takers.get(name)
+
+        def checked(*args, **kwargs):
+            if position is not None:
+                query = args[position] if len(args) > position else kwargs.get("query")
+                if isinstance(query, str):
+                    read_only_statements(query)
+            return _confined(found(*args, **kwargs))
+        return checked
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self._duckdb, name, value)
+
+    def __enter__(self):
+        self._duckdb.__enter__()
+        return self
+
+    def __exit__(self, *exc_info):
+        return self._duckdb.__exit__(*exc_info)
+
+    def __iter__(self):
+        return iter(self._duckdb)
+
+    def __len__(self) -> int:
+        return len(self._duckdb)
+
+    def __repr__(self) -> str:
+        return f"Confined({self._duckdb!r})"
+
+
+def _confined(value):
+    """DuckDB's objects that can run SQL or write files, wrapped; anything else as it is."""
+    if isinstance(value, duckdb.DuckDBPyConnection):
+        return Confined(value)
+    if isinstance(value, duckdb.DuckDBPyRelation):
+        return Confined(value, _RELATION_SQL_TAKERS)
+    return value
