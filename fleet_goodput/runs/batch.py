@@ -44,6 +44,7 @@ from fleet_goodput.core.windows import window_start
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.pipelines.options import beam_flags_for
 from fleet_goodput.quoting import literal_pattern
+from fleet_goodput.runs.scratch import run_scratch
 from fleet_goodput.store.delta_store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store,
                                              StoreError, Transaction, claim_staging, clear_staging, delta_schema,
                                              is_remote)
@@ -420,6 +421,12 @@ CHUNK_INPUT_BYTES = 24 * 2**20
 def _compute(plan: RunPlan, settings: Settings, run_settings: RunSettings, beam_args, as_of_us: int | None,
              chunk_hours: int | None, progress: Callable[[str], None]) -> list[str]:
     """Compute the run's new files into its staging: the folders staged, the last holding the state it ends in."""
+    with run_scratch():  # Beam's temporary folders, removed by the next run if this one is killed
+        return _compute_in(plan, settings, run_settings, beam_args, as_of_us, chunk_hours, progress)
+
+
+def _compute_in(plan: RunPlan, settings: Settings, run_settings: RunSettings, beam_args, as_of_us: int | None,
+                chunk_hours: int | None, progress: Callable[[str], None]) -> list[str]:
     new = f"{len(plan.files):,} new file(s), {_size(f.size for f in plan.files)}"
     if chunk_hours:
         progress(f"Computing {new} in chunks of {chunk_hours} h of event time, one pipeline each")

@@ -1,0 +1,52 @@
+"""A killed run's temporary folders (Beam's `beam-pipeline-temp*` among them) are removed by the next run,
+and a living run's never are (fleet_goodput/runs/scratch.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+from fleet_goodput.runs.scratch import PREFIX, run_scratch
+
+# A run that builds a Beam pipeline inside its scratch folder, says so, then waits to be killed.
+HOLDER = textwrap.dedent("""
+    import sys, time
+    import apache_beam as beam
+    from fleet_goodput.runs.scratch import run_scratch
+    with run_scratch() as folder:
+        pipeline = beam.Pipeline(runner="DirectRunner")
+        print(folder, pipeline.local_tempdir, flush=True)
+        time.sleep(600)
+""")
+
+
+def _holder(tmp_path):
+    process = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "TMPDIR": str(tmp_path)})
+    folder, beam_temp = process.stdout.readline().split()
+    return process, folder, beam_temp
+
+
+def test_the_next_run_removes_a_killed_runs_folders_and_keeps_a_living_ones(tmp_path, monkeypatch):
+    killed, killed_folder, beam_temp = _holder(tmp_path)
+    living, living_folder, _ = _holder(tmp_path)
+    try:
+        assert beam_temp.startswith(killed_folder + "/beam-pipeline-temp"), "Beam's folder is inside the run's"
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        assert os.path.isdir(beam_temp), "SIGKILL leaves it behind"
+
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+        with run_scratch() as mine:
+            assert tempfile.gettempdir() == str(mine) and os.environ["TMPDIR"] == str(mine)
+            assert not os.path.exists(killed_folder)
+            assert os.path.isdir(living_folder), "a living run's folder is never taken"
+        assert not mine.exists() and tempfile.gettempdir() == str(tmp_path)
+        assert sorted(p.name.startswith(PREFIX) for p in tmp_path.iterdir()) == [True]
+    finally:
+        living.kill()
+        living.wait()
