@@ -279,6 +279,33 @@ def test_a_parquet_file_overwritten_at_its_size_is_found_by_check(tmp_path, stor
                                                                 root=root)), out), out
 
 
+def _scrambled(data: bytes, start: int, end: int) -> bytes:
+    """`data` with the bytes from `start` to `end` changed (each maps to another), the size kept."""
+    return data[:start] + bytes((b * 7 + 13) % 256 for b in data[start:end]) + data[end:]
+
+
+@pytest.mark.parametrize("where", ["footer", "first page header"])
+def test_a_parquet_file_overwritten_at_its_size_is_damage_to_its_readers_too(tmp_path, stores, capsys, where):
+    """The size is what opening a store checks; a file overwritten at its size fails the query that reads it.
+    That failure is named as damage (exit 3, the file named, `mpg check` pointed to) by mpg sql, validate
+    and report, never a query error or a traceback; a query's own mistake on a whole store stays exit 2."""
+    output = _copy(stores, "one", tmp_path)
+    damaged = _data_file(output, "jobs", Store(output).latest())
+    data = damaged.read_bytes()
+    damaged.write_bytes(_scrambled(data, len(data) - 60, len(data) - 8) if where == "footer"
+                        else _scrambled(data, 4, 40))  # after the leading magic bytes: the first page's header
+    relative = damaged.relative_to(output)
+    root = _root(output)
+    expected = _message(f"{root} is damaged (a query could not read run 1):\n  data file {relative} is damaged: ",
+                        "...", "\n", HINT.format(root=root))
+    for command in (["sql", "select * from jobs"], ["validate"], ["report"]):
+        assert main(["-q", command[0], "--output", str(output), *command[1:]]) == 3, command
+        err = capsys.readouterr().err
+        assert re.search(f"mpg {command[0]}: {expected}\n$", err), err
+    assert main(["sql", "--output", str(stores["one"]), "select no_such_column from jobs"]) == 2
+    assert "Binder Error" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("state", ["state/keys", "state/files"])
 def test_a_deleted_saved_state_is_named_and_cannot_be_repaired(tmp_path, stores, capsys, state):
     output = _copy(stores, "one", tmp_path)

@@ -13,6 +13,7 @@ from fleet_goodput.core.config import ConfigError
 from fleet_goodput.quality.checked_run import check_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+from fleet_goodput.store.store_check import damage_behind
 
 DESCRIPTION = """\
 Validate an output folder for a period (the checks of `mpg validate`), then
@@ -63,6 +64,12 @@ def main(args: argparse.Namespace) -> int:
         quality, path = validate_and_publish(run, period, args.require_complete)
     except StoreDamaged as exc:
         print(f"mpg report: {exc}", file=sys.stderr)
+        return exits.DAMAGED
+    except Exception as exc:  # a read error of the store's data is damage; anything else is ours to fix
+        damaged = damage_behind(args.output, None, exc)
+        if damaged is None:
+            raise
+        print(f"mpg report: {damaged}", file=sys.stderr)
         return exits.DAMAGED
     except (ConfigError, PeriodError, FileNotFoundError, StoreError) as exc:
         print(f"mpg report: {exc}", file=sys.stderr)

@@ -26,6 +26,7 @@ from fleet_goodput.core.options import run_number
 from fleet_goodput.safe_text import csv_cell, json_text, printable
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
 from fleet_goodput.store.sql_guard import QueryRefused, lock_down, read_only_statements
+from fleet_goodput.store.store_check import damage_behind
 from fleet_goodput.store.views import connect
 
 UNSAFE_FLAG = "--unsafe-allow-writes-and-files"
@@ -129,7 +130,11 @@ def main(args: argparse.Namespace) -> int:
     except StoreDamaged as exc:
         print(f"mpg sql: {exc}", file=sys.stderr)
         return exits.DAMAGED
-    except (FileNotFoundError, StoreError, duckdb.Error) as exc:
+    except duckdb.Error as exc:
+        damaged = damage_behind(args.output, args.run, exc)
+        print(f"mpg sql: {damaged or exc}", file=sys.stderr)
+        return exits.DAMAGED if damaged else exits.USAGE
+    except (FileNotFoundError, StoreError) as exc:
         print(f"mpg sql: {exc}", file=sys.stderr)
         return exits.USAGE
     if args.format == "csv":

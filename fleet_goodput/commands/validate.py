@@ -12,6 +12,7 @@ from fleet_goodput.core.config import ConfigError
 from fleet_goodput.quality.checked_run import check_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, add_period_arguments, period_from_args, period_lock
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+from fleet_goodput.store.store_check import damage_behind
 
 DESCRIPTION = """\
 Check an output folder of `mpg run` with Great Expectations before anyone reads it.
@@ -71,6 +72,12 @@ def main(args: argparse.Namespace) -> int:
             result = validate_output(run, period, args.require_complete)
     except StoreDamaged as exc:
         print(f"mpg validate: {exc}", file=sys.stderr)
+        return exits.DAMAGED
+    except Exception as exc:  # a read error of the store's data is damage; anything else is ours to fix
+        damaged = damage_behind(args.output, None, exc)
+        if damaged is None:
+            raise
+        print(f"mpg validate: {damaged}", file=sys.stderr)
         return exits.DAMAGED
     except (ConfigError, PeriodError, FileNotFoundError, StoreError) as exc:
         print(f"mpg validate: {exc}", file=sys.stderr)

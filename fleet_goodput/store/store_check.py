@@ -85,9 +85,10 @@ def cause(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def run_problems(store: Store, record: RunRecord, read_footers: bool = False) -> list[str]:
+def run_problems(store: Store, record: RunRecord, read_footers: bool = False, read_whole: bool = False) -> list[str]:
     """What of `record`'s snapshot is missing or damaged: table versions that do not load, data
-    files absent or of another size than their log records (and, with `read_footers`, unreadable)."""
+    files absent or of another size than their log records (and, with `read_footers`, unreadable;
+    with `read_whole`, not readable to their last page)."""
     problems = []
     for name, relative in table_paths().items():
         version = record.versions.get(name)
@@ -114,7 +115,7 @@ def run_problems(store: Store, record: RunRecord, read_footers: bool = False) ->
                             f"{record.run_id} names: {cause(error)}")
             continue
         for path, size in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()):
-            problem = _file_problem(store, f"{relative}/{unquote(path)}", size, read_footers)
+            problem = _file_problem(store, f"{relative}/{unquote(path)}", size, read_footers, read_whole)
             if problem:
                 problems.append(problem)
     return problems
@@ -130,7 +131,7 @@ def _missing_commits(log: Path, version: int) -> list[int]:
     return [v for v in range(start, version + 1) if v not in commits]
 
 
-def _file_problem(store: Store, relative: str, size: int, read_footer: bool) -> str | None:
+def _file_problem(store: Store, relative: str, size: int, read_footer: bool, read_whole: bool = False) -> str | None:
     path = store.path(relative)
     try:
         actual = os.stat(path).st_size
@@ -138,10 +139,10 @@ def _file_problem(store: Store, relative: str, size: int, read_footer: bool) -> 
         return f"data file {relative} is missing"
     if actual != size:
         return f"data file {relative} is damaged: {actual:,} bytes, its Delta log says {size:,}"
-    if read_footer:
+    if read_footer or read_whole:
         try:
-            pq.read_metadata(path)
-        except Exception as error:  # pyarrow's "magic bytes not found", a short footer…
+            pq.read_table(path) if read_whole else pq.read_metadata(path)
+        except Exception as error:  # pyarrow's "magic bytes not found", a short footer, a page header…
             return f"data file {relative} is damaged: {cause(error)}"
     return None
 
@@ -270,3 +271,29 @@ def _runs_version_of(store: Store, run_id: int, latest: int) -> int:
         if rows.num_rows and max(rows.column("run_id").to_pylist()) == run_id:
             return version
     raise StoreDamaged(f"no version of {store.root}/{RUNS} ends with run {run_id}", store.root)
+
+
+# DuckDB's errors that say what the SQL is (a typo, a column that does not exist), never what the files are.
+_SQL_ERRORS = ("ParserException", "BinderException", "CatalogException", "SyntaxException", "ConversionException",
+               "OutOfRangeException", "InterruptException", "PermissionException", "ConstraintException")
+
+
+def damage_behind(output: str | Path, run_id: int | None, error: BaseException) -> StoreDamaged | None:
+    """The damage behind an error met while reading a run's tables, or None when the error is the SQL's.
+
+    A data file overwritten in place keeps its size, so opening the store does not see it; the query that
+    reads it fails (Parquet's magic bytes, a page header or a page that does not decode). Then every file of
+    the run is read whole (this costs what reading the store costs, on the way to an error only), and a file
+    of the store named in the error is damage too even where it reads."""
+    if type(error).__name__ in _SQL_ERRORS:
+        return None
+    store = Store(str(output))
+    record = store.run(run_id) if run_id is not None else store.latest()
+    problems = run_problems(store, record, read_whole=True) if record is not None else []
+    tables = str(Path(store.path("tables")))
+    if not problems and tables in str(error):
+        problems = [f"a data file under {tables} cannot be read: {cause(error)}"]
+    if not problems:
+        return None
+    return StoreDamaged(f"{store.root} is damaged (a query could not read run "
+                        f"{record.run_id if record else '?'}):\n" + "".join(f"  {p}\n" for p in problems), store.root)
