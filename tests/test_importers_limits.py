@@ -138,7 +138,8 @@ def test_mgm_log_lines_past_a_limit_are_rejected_and_the_job_imported_unchanged(
         '{"job_name": "llama-7b-v5e", "job_start_time": 1e308}',
         '{"job_name": "llama-7b-v5e", "checkpoint_manager_blocking_start_time": 1735689700.0, "event_type": "save", '
         '"step": 3, "checkpoint_manager_blocking_duration_secs": 1e300}',
-        DEEP]) + "\n")
+        DEEP,
+        '{"job_name": "llama-7b-v5e", "tpu_init_end_time": ' + "9" * 400 + '}']) + "\n")
     imported, _ = import_to("mgm", log, tmp_path / "out", **MGM_FLAGS)
     rows, before = rejected_rows(tmp_path / "out"), rejected_rows(tmp_path / "unchanged")
     assert [row for row in rows if row not in before] == [
@@ -148,8 +149,11 @@ def test_mgm_log_lines_past_a_limit_are_rejected_and_the_job_imported_unchanged(
         _row(log.name, "checkpoint_manager_blocking_duration_secs is more seconds than from 1970 to 2100", "1e+300",
              where="line 41", item="llama-7b-v5e"),
         _row(log.name, TOO_DEEP, DEEP_DETAIL, where="line 42", item=""),
+        # An integer too large for a float: one rejection, not an OverflowError ending the import.
+        _row(log.name, "tpu_init_end_time is not a time from 1970 up to 2100", "9" * 80, where="line 43",
+             item="llama-7b-v5e"),
     ]
-    assert len(rows) == len(before) + 4 and imported.streams == unchanged.streams
+    assert len(rows) == len(before) + 5 and imported.streams == unchanged.streams
 
 
 def test_an_mgm_log_line_longer_than_the_limit_is_rejected_unread(tmp_path):

@@ -238,10 +238,11 @@ def seconds_to_us(seconds: float) -> int:
 def event_time_us(value, what: str, unit_us: int = 1) -> int:
     """`value` (in units of `unit_us` µs since the epoch) as µs: a finite number from 1970 up to
     2100, else Unmappable showing `value` as the source gives it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            math.isfinite(value * unit_us) and 0 <= value * unit_us < LATEST_US):
-        raise Unmappable(f"{what} is not a time from 1970 up to 2100", repr(value))
-    return int(value * unit_us)
+    scaled = value * unit_us if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    # An int stays exact however large (math.isfinite would overflow converting it); a float may be inf or NaN.
+    if scaled is None or (isinstance(scaled, float) and not math.isfinite(scaled)) or not 0 <= scaled < LATEST_US:
+        raise Unmappable(f"{what} is not a time from 1970 up to 2100", repr(value)[:80])
+    return int(scaled)
 
 
 def chip_count(value, what: str) -> int:
