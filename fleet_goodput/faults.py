@@ -50,6 +50,18 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM arrived: raised in the main thread, so the command stops as on Ctrl-C, cleaning up."""
 
 
+# DuckDB turns an exception a signal handler raises during a query into its own "Query interrupted", with
+# nothing chained: the stop the handlers raised last is kept here, to be named instead.
+_INTERRUPTED_QUERY = "Query interrupted"
+_raised: list[KeyboardInterrupt] = []
+
+
+def raise_stop(stop: KeyboardInterrupt) -> None:
+    """Raise `stop` (from a signal handler), remembering it for a library that replaces it by its own error."""
+    _raised[:] = [stop]
+    raise stop
+
+
 @contextlib.contextmanager
 def sigterm_stops():
     """While the block runs, SIGTERM (systemd stopping the unit, a scheduler's timeout) stops the
@@ -59,14 +71,15 @@ def sigterm_stops():
         yield
         return
 
-    def terminate(signum, frame):
-        raise Terminated()
+    def stop(signum, frame):
+        raise_stop(Terminated() if signum == signal.SIGTERM else KeyboardInterrupt())
 
-    previous = signal.signal(signal.SIGTERM, terminate)
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @dataclass(frozen=True)
@@ -86,6 +99,8 @@ def fault_of(error: BaseException, outputs: list[str | None], inputs: list[str |
     chain = list(_chain(error))
     # Beam re-raises a Ctrl-C that lands in a step as a RuntimeError, the interrupt its context.
     stopped = next((current for current in chain if isinstance(current, KeyboardInterrupt)), None)
+    if stopped is None and _raised and any(_INTERRUPTED_QUERY in str(current) for current in chain):
+        stopped = _raised[0]
     if isinstance(stopped, Terminated):
         return Fault(exits.TERMINATED, "stopped by SIGTERM")
     if stopped:

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -340,3 +341,49 @@ def test_a_run_stopped_after_its_commit_has_its_views_and_manifest_written_by_th
         seen = stored.execute(windows).fetchall()
     with connect(output) as latest, connect(output, run=1) as earlier:
         assert seen == latest.execute(windows).fetchall() != earlier.execute(windows).fetchall()
+
+
+@pytest.mark.parametrize("signals", [1, 2], ids=["sigterm-lets-the-run-commit", "a-second-sigterm-stops-at-once"])
+def test_a_sigterm_stops_mpg_stream_after_its_run_commits_and_a_second_at_once(fleet, tmp_path, signals):
+    """systemd stops a unit with SIGTERM and waits (90 s by default) before SIGKILL: the stream finishes the
+    run in progress, commits it and exits 0. The same signal again stops it at once, as `mpg run` stops:
+    exit 143, nothing committed, nothing staged left, and the stream started again resumes."""
+    first, part = fleet
+    output = tmp_path / "out"
+    shutil.copytree(first, output)
+    reached = _computing(output)
+    stream = mpg("stream", "--input", part, "--output", output, "--stop_after_idle_s", 600)
+    deadline = time.monotonic() + 120
+    while not reached():
+        assert stream.poll() is None, f"finished before the signal: {stream.stderr.read()[-2000:]}"
+        assert time.monotonic() < deadline, "the stream never began computing"
+        time.sleep(0.002)
+    for _ in range(signals):
+        os.kill(stream.pid, signal.SIGTERM)
+        time.sleep(0.05)
+    stdout, stderr = stream.communicate(timeout=120)
+    assert "mpg stream: stopping once the run in progress has committed" in stderr
+    if signals == 1:
+        assert stream.returncode == 0, stderr
+        assert "Stream stopped: committed run 2" in stdout
+        assert Store(output).latest().run_id == 2
+    else:
+        assert stream.returncode == 143, stderr
+        assert one_line(stderr).startswith("mpg stream: stopped by SIGTERM; nothing was lost")
+        if Store(output).latest().run_id == 1:  # the second signal is meant to land while computing
+            assert_store_keeps_run_1(output, first)
+            assert_a_rerun_commits_run_2(part, output)
+        assert not any((output / STAGING).glob("*"))
+
+
+def test_a_stop_that_duckdb_replaced_by_query_interrupted_is_named_as_the_signal():
+    """A signal handler's exception raised while DuckDB runs a query comes back as DuckDB's own
+    `RuntimeError: Query interrupted`, chaining nothing (seen when a second SIGTERM stopped `mpg stream` as it
+    built its views: exit 1 and a traceback). The stop the handler raised is named instead: 143, one line."""
+    from fleet_goodput import faults
+
+    assert faults.fault_of(RuntimeError("Query interrupted"), [], []) is None, "no signal yet: not a stop"
+    with pytest.raises(faults.Terminated):
+        faults.raise_stop(faults.Terminated())
+    assert faults.fault_of(RuntimeError("Query interrupted"), [], []) == faults.Fault(143, "stopped by SIGTERM")
+    assert faults.fault_of(RuntimeError("another failure"), [], []) is None

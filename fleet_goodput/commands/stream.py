@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
 import time
 from pathlib import Path
 
-from fleet_goodput import exits
+from fleet_goodput import exits, faults
 from fleet_goodput.commands.run import BeamHelp, dry_run, refused, say_headline, summary
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.core.options import BEAM_HELP, OptionsError, add_options
@@ -34,8 +35,9 @@ Locally, OUTPUT keeps the settings its figures were computed with, as for
 takes them as it starts, so settings another run stores meanwhile (an
 accelerator a daily run adds to the catalogue) are followed.
 
-It stops on Ctrl-C / SIGTERM or after --stop_after_idle_s seconds without a new
-file. Killed any other way (even SIGKILL), it loses nothing committed: start
+It stops on Ctrl-C / SIGTERM, once the run in progress has committed (the
+same signal again stops it at once, committing nothing), or after
+--stop_after_idle_s seconds without a new file. Killed any other way (even SIGKILL), it loses nothing committed: start
 it again on the same folders and it resumes from its last run, ending equal to
 `mpg run` over the same files.
 """
@@ -49,6 +51,24 @@ examples:
     failed="the counts did not reconcile (that run was not committed), or no telemetry arrived",
     busy="--replace while another run holds the output (otherwise the stream waits for it)",
     damaged=exits.DAMAGED_MEANING)
+
+
+STOPPING = (b"mpg stream: stopping once the run in progress has committed (the same signal again stops at once, "
+            b"committing nothing and losing nothing)\n")
+
+
+def _stop_after_the_run(stop: threading.Event) -> None:
+    """The first Ctrl-C or SIGTERM lets the run in progress commit, then stops the stream (exit 0): systemd's
+    stop timeout, 90 s by default, leaves a run time to finish. A second one stops at once, as `mpg run` stops
+    (130 or 143), with nothing committed and nothing lost."""
+    def handle(signum, frame):
+        if stop.is_set():
+            faults.raise_stop(KeyboardInterrupt() if signum == signal.SIGINT else faults.Terminated())
+        stop.set()
+        os.write(sys.stderr.fileno(), STOPPING)  # not print: the signal may land inside a print
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handle)
 
 
 def register(subparsers) -> None:
@@ -124,8 +144,7 @@ def main(args: argparse.Namespace) -> int:
     if waiting:
         progress(f"{waiting} files already in {args.input}; those no earlier run applied are read first.")
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    _stop_after_the_run(stop)
     idle_s = args.stop_after_idle_s
     idle = f"; stops after {idle_s:g} s without new files" if idle_s else "; Ctrl-C stops"
     progress(f"Watching {args.input} (window {settings.window_s} s, allowed lateness "
