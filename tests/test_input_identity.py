@@ -80,15 +80,55 @@ def test_a_file_that_changes_while_read_is_left_for_the_next_run(fleet, tmp_path
     progress = []
     first = run_batch(str(tmp_path / "live"), str(tmp_path / "out"), SETTINGS, build_views=False, chunk_hours=24,
                       progress=lambda line: (progress.append(line), producer_still_writing(line)))
-    assert first.committed and first.deferred == (str(victim),)
+    # A first run has no clock to hold: it waits, committing nothing, for every file to read whole.
+    assert not first.committed and first.deferred == (str(victim),) and Store(tmp_path / "out").latest() is None
     assert any("changed or vanished while the run read them" in line for line in progress)
-    applied = {row["path"] for row in Store(tmp_path / "out").read("state_files", first.run).to_pylist()}
-    assert str(victim) not in applied and first.manifest["reconciles"]
+    assert any("the first run waits for them" in line for line in progress)
     if change == "removed":
         victim.write_bytes(content)  # delivered again, whole
     second = run_batch(str(tmp_path / "live"), str(tmp_path / "out"), SETTINGS, build_views=False)
-    assert second.committed and second.run.files_applied == 1
+    assert second.committed and second.run.run_id == 1
     assert second.manifest["streams"] == whole.manifest["streams"]
+    _same_as_whole(tmp_path / "out", root / "whole")
+
+
+def test_the_clock_waits_for_a_file_still_being_written_so_its_events_are_not_late(fleet, tmp_path):
+    """Run 1 read the first hour. Then the next two hours land, a runtime file of 1 h to 1.5 h among them still
+    being written while run 2 reads. Run 2 applies the rest but keeps run 1's as-of time: had its clock moved
+    to 3 h, that file's events, more than the allowed hour behind, would be late in run 3. So run 3 reads it
+    with nothing late, and the store ends as one run over the finished files."""
+    root, whole = fleet
+    parts = split_by_time(root / "fleet", [START_US + HOUR_US, START_US + 3 * HOUR_US // 2], tmp_path / "parts")
+    live = tmp_path / "live"
+
+    def deliver(part, prefix):
+        for path in part.glob("*/*.avro"):
+            (live / path.parent.name).mkdir(parents=True, exist_ok=True)
+            path.rename(live / path.parent.name / f"{prefix}{path.name}")
+
+    deliver(parts[0], "a-")
+    first = run_batch(str(live), str(tmp_path / "out"), SETTINGS, build_views=False)
+    deliver(parts[1], "b-")
+    deliver(parts[2], "c-")
+    victim = sorted((live / "runtime").glob("b-*.avro"))[0]
+    content = victim.read_bytes()
+
+    def producer_still_writing(line: str) -> None:
+        if line.startswith("Read the scheduler's clock ") and victim.read_bytes() == content:
+            victim.write_bytes(content[: len(content) // 2])
+            victim.write_bytes(content)
+            os.utime(victim, ns=(0, victim.stat().st_mtime_ns + 1_000_000_000))
+
+    progress = []
+    second = run_batch(str(live), str(tmp_path / "out"), SETTINGS, build_views=False, chunk_hours=24,
+                       progress=lambda line: (progress.append(line), producer_still_writing(line)))
+    assert second.committed and second.deferred == (str(victim),)
+    assert second.run.as_of_us == first.run.as_of_us == START_US + HOUR_US
+    assert any("the as-of time stays run 1's until they are read" in line for line in progress)
+    third = run_batch(str(live), str(tmp_path / "out"), SETTINGS, build_views=False)
+    assert third.committed and third.run.files_applied == 1 and third.run.as_of_us == whole.run.as_of_us
+    assert all(counts["late"] == 0 for counts in third.manifest["streams"].values())
+    assert third.manifest["streams"] == whole.manifest["streams"]
     _same_as_whole(tmp_path / "out", root / "whole")
 
 

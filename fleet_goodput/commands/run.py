@@ -129,9 +129,13 @@ def main(args: argparse.Namespace) -> int:
             console.detail(f"  skipped {path}")
     if outcome.deferred:
         print(f"mpg run: warning: {len(outcome.deferred)} input file(s) changed or vanished while the run read them "
-              "(a producer still writing?); they were not applied, and the next run reads them:", file=sys.stderr)
+              "(a producer still writing? write then rename); they were not applied, the as-of time waits for "
+              "them, and the next run reads them:", file=sys.stderr)
         for path in outcome.deferred:
             print(f"  {path}", file=sys.stderr)
+    if not outcome.committed and outcome.deferred and outcome.run is None:
+        print(f"Nothing committed: a first run waits until every file in {options.input} reads whole.")
+        return exits.OK
     if not outcome.committed:
         latest = f"run {outcome.run.run_id} stays the latest" if outcome.run else "the output holds no run"
         print(f"Nothing new in {options.input}: {latest}.")

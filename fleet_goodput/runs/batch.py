@@ -337,8 +337,9 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSetting
             if plan.previous and _published_run(store) != plan.previous.run_id:  # stopped after its commit
                 _publish(store, plan.previous, settings, build_views, progress)
             return nothing_new()
+        chunk_hours = options.chunk_hours
         for _ in range(MAX_ATTEMPTS):
-            staged = _compute(plan, settings, run_settings, beam_args, as_of_us, options.chunk_hours, progress)
+            staged = _compute(plan, settings, run_settings, beam_args, as_of_us, chunk_hours, progress)
             changed = changed_since_listed(plan.files)
             if not changed:
                 break
@@ -347,6 +348,13 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSetting
                      f"writing?); left for the next run: {', '.join(f.path for f in changed)}")
             shutil.rmtree(staging_folder(plan), ignore_errors=True)
             plan = dataclasses.replace(plan, files=tuple(f for f in plan.files if f not in changed))
+            if options.as_of_us is None:
+                # The clock waits for them: were it to move on, their events would be judged late next run.
+                if plan.previous is None:
+                    progress("  the first run waits for them: nothing is committed until every file reads whole")
+                    return nothing_new()
+                as_of_us, chunk_hours = plan.previous.as_of_us, None  # chunks end at their events, not at an as-of
+                progress(f"  the as-of time stays run {plan.previous.run_id}'s until they are read")
             if not plan.files and plan.moves_no_time(as_of_us):
                 return nothing_new()
         else:
