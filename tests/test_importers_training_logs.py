@@ -359,3 +359,70 @@ def test_a_restart_that_redoes_saved_iterations_counts_them_lost(tmp_path):
                   "checkpoint_save": 4.5, "idle": 0.5 + 0.5 + 0.75}
     assert {name: job[f"{name}_chip_s"] / 8 for name in expected_s} == pytest.approx(expected_s)
     assert job["status"] == "FINISHED"
+
+
+# ---- a save is durable only once confirmed, and never before the step it follows (issue 35) ----------
+def test_megatron_without_save_timer_lines_ends_each_save_where_training_resumed(tmp_path):
+    """The fixture with its `save-checkpoint` timer lines grepped out (stripped logs, other launchers):
+    the saves have no stated duration and no timestamp, so each ends where the loop resumed."""
+    source = tmp_path / "stripped"
+    source.mkdir()
+    for path in (LOGS / "megatron").iterdir():
+        lines = path.read_text().splitlines(keepends=True)
+        (source / path.name).write_text("".join(line for line in lines if "save-checkpoint" not in line))
+    imported, _ = import_to("logs", source, tmp_path / "in", submit_us=parse_time_us("2025-06-10T07:58:00Z"),
+                            **MEGATRON)
+    origin = "2025-06-10T08:00:00Z"
+    # Saves from the end of the block they follow to the start of the next (derived from its timestamp less
+    # 10 x 3 s: 08:02:38 - 30 s = 128 s); the last to the end line (08:07:02 = 422 s).
+    spans = [(r["type"], seconds(r["event_time"], origin)) for r in by_job(imported, "runtime", "gpt-8b")
+             if r["type"].startswith("CHECKPOINT_SAVE")]
+    assert spans == [("CHECKPOINT_SAVE_START", 120.0), ("CHECKPOINT_SAVE_END", 128.0),
+                     ("CHECKPOINT_SAVE_START", 188.0), ("CHECKPOINT_SAVE_END", 196.0),
+                     ("CHECKPOINT_SAVE_START", 413.0), ("CHECKPOINT_SAVE_END", 422.0)]
+    assumed = "checkpoint save of no stated duration (no timer line, no timestamp at its end): taken to last " \
+              "until the log's next time"
+    assert sorted(c.detail for c in imported.caveats if c.caveat == assumed) == [
+        "step 20: until the training loop resumed, 8.0 s", "step 40: until the training loop resumed, 8.0 s",
+        "step 60: until the attempt's last time, 9.0 s"]
+    manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    job = jobs["gpt-8b"]
+    assert manifest["reconciles"]
+    # As with the timer lines (test above), but the saves take 8 + 8 + 9 s and nothing is idle.
+    expected_s = {"lifetime": 542, "queued": 194, "init": 101, "productive": 180, "lost": 30,
+                  "checkpoint_save": 25, "checkpoint_restore": 12, "idle": 0}
+    assert {name: job[f"{name}_chip_s"] / 16 for name in expected_s} == pytest.approx(expected_s)
+
+
+def megatron_iteration(stamp: str, step: int, ms: float) -> str:
+    return (f" [{stamp}] iteration {step:8d}/     200 | consumed samples: {step * 256:12d} | elapsed time per "
+            f"iteration (ms): {ms:.1f} | learning rate: 1.000000E-04 | global batch size:   256 | lm loss: "
+            "6.000000E+00 | loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n")
+
+
+def test_a_crash_after_unstamped_saves_loses_only_the_steps_after_the_last_one(tmp_path):
+    """Issue 35's case: twelve blocks of 10 iterations of 15 s, a save every 20 iterations up to 100 with
+    neither timer nor timestamp (each took 8 s), then the job dies after iteration 120. Once, the saves
+    were placed, zero-length, before the end of the block they follow and made nothing durable."""
+    lines = ["using world size: 16, data-parallel size: 2, context-parallel size: 1, hierarchical "
+             "context-parallel sizes: None, tensor-model-parallel size: 4, pipeline-model-parallel size: 2\n",
+             "time to initialize megatron (seconds): 47.000\n",
+             "[after megatron is initialized] datetime: 2025-06-10 08:00:00 \n"]
+    elapsed = 100  # s after 08:00:00: the first block starts here
+    for step in range(10, 121, 10):
+        elapsed += 150
+        lines.append(megatron_iteration(f"2025-06-10 {8 + elapsed // 3600:02d}:{elapsed // 60 % 60:02d}:"
+                                        f"{elapsed % 60:02d}", step, 15000.0))
+        if step % 20 == 0 and step <= 100:
+            lines += [f"saving checkpoint at iteration {step:8d} to /ckpt in torch_dist format\n",
+                      f"  successfully saved checkpoint from iteration {step:8d} to /ckpt [ t 1/4, p 1/2 ]\n"]
+            elapsed += 8
+    imported, _ = import_to("logs", write(tmp_path, "run.log", "".join(lines)), tmp_path / "in", **MEGATRON)
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    job = jobs["gpt-8b"]
+    # init 47 s before 08:00:00 and 100 s after; 12 blocks of 150 s; five saves of 8 s: 1,987 s.
+    # Iterations 1-100 (10 blocks) saved: 1,500 s productive; 101-120 lost when the log stops: 300 s.
+    expected_s = {"lifetime": 1987, "queued": 0, "init": 147, "productive": 1500, "lost": 300,
+                  "checkpoint_save": 40, "idle": 0}
+    assert {name: job[f"{name}_chip_s"] / 16 for name in expected_s} == pytest.approx(expected_s)
+    assert job["rg"] == pytest.approx(1500 / 1987) and round(job["rg"], 3) == 0.755

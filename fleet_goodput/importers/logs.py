@@ -16,7 +16,8 @@ the log's first time, no queueing). Mapping:
                        steps x time per step and ending at the line's timestamp; a line without a
                        timestamp continues from the last known time
     CHECKPOINT_SAVE    save_start (or the end of the last block) to save_end, save_start + save_ms,
-                       or a timestamped save_durable; only saves that save_durable confirms
+                       or a timestamped save_durable, else (no duration stated) the next block's start
+                       or the attempt's last time, with a caveat; only saves that save_durable confirms
     CHECKPOINT_RESTORE restore_start to restore_end (its timestamp, restore_start + restore_ms)
     profiler           a stated TFLOP/s per GPU: an ANALYTIC sample per block, ideal FLOPs of one
                        step = TFLOP/s x 1e12 x time per step x chips
@@ -47,6 +48,9 @@ SLACK_US = MICROS
 # Named groups holding numbers (log_profiles.LINE_KINDS), and the largest step an Avro long holds.
 NUMBERS = {"step", "ms", "seconds", "tflops"}
 MAX_STEP = 2**63 - 1
+# How a save or restore whose end the log states neither by a timestamp nor by a duration is ended:
+# at the start of the next iteration block (the loop resumed), else at the attempt's last time.
+ASSUMED_ENDS = ("resumed", "last known time")
 # Lines that show a process training: a `start` line after one of them is a restart.
 TRAINING_KINDS = {"iteration", "save_start", "save_end", "save_durable", "restore_start", "restore_end"}
 
@@ -59,8 +63,8 @@ PROVENANCE = {
         "INIT from an attempt's start (first timestamp less startup_seconds) to its first block, around restores",
         "STEP: each iteration line is the block of steps since the previous one, ending at the line's timestamp "
         "(or continuing from the last known time), lasting steps x the stated time per step",
-        "CHECKPOINT_SAVE from its start line (or the end of the last block) to the end of its blocking part; "
-        "durable only when the log confirms it",
+        "CHECKPOINT_SAVE from its start line (or the end of the last block) to the end of its blocking part "
+        "(not stated: to the next block's start or the attempt's last time); durable only when the log confirms it",
         "CHECKPOINT_RESTORE from its start line to its end (timestamp or stated duration), resumed step = its step",
         "stated TFLOP/s per GPU -> an ANALYTIC profiler sample per block: TFLOP/s x 1e12 x step time x chips",
     ],
@@ -94,7 +98,7 @@ class _Span:
     start_us: int
     start_stamped: bool
     end_us: int | None = None
-    end_from: str | None = None  # "timestamp", "duration" or "last known time"
+    end_from: str | None = None  # "timestamp", "duration", or (`ASSUMED_ENDS`) "resumed" or "last known time"
     confirmed: bool = False
     confirmed_us: int | None = None
 
@@ -115,9 +119,15 @@ class _Span:
         if self.end_from != "timestamp":
             self.end_us, self.end_from = self.start_us + round(ms * 1000), "duration"
 
-    def close(self, now_us: int) -> None:
+    def close(self, now_us: int, end_from: str = "last known time") -> None:
+        """No end stated: the span ends at `now_us`, the next time the log gives after it (where the
+        training loop resumed, or the attempt's last time), never before it began."""
         if self.end_from is None:
-            self.end_us, self.end_from = max(now_us, self.start_us), "last known time"
+            self.end_us, self.end_from = max(now_us, self.start_us), end_from
+
+    @property
+    def assumed_end(self) -> bool:
+        return self.end_from in ASSUMED_ENDS
 
     @property
     def stamped(self) -> bool:
@@ -274,12 +284,7 @@ class _Builder:
         self.open_save = self.open_restore = None
         for line in attempt.lines:
             if "iteration" in line.kinds:
-                for span in (self.open_save, self.open_restore):
-                    if span is not None:
-                        span.close(clock.now_us)
-                        clock.advance_to(span.end_us)
-                self.open_save = self.open_restore = None
-                self._iteration(attempt, line, line.kinds["iteration"], clock)
+                self._iteration_after_spans(attempt, line, clock)
                 continue
             self._restore(attempt, line, clock.now_us)
             self._save(attempt, line, clock.now_us)
@@ -290,6 +295,21 @@ class _Builder:
             clock.advance_to(span.end_us)
         attempt.last_us = clock.now_us
         self.lag_us = max(self.lag_us, clock.lag_us)
+
+    def _iteration_after_spans(self, attempt: _Attempt, line: _Line, clock: _Clock) -> None:
+        """An iteration line after a save or restore: one that states its end is over before the block
+        begins; one that does not ends where the training loop resumed, the block's start (a sync save
+        blocks the loop until it is written, and Megatron's step time excludes it)."""
+        unended = []
+        for span in (self.open_save, self.open_restore):
+            if span is not None and span.end_from is None:
+                unended.append(span)
+            elif span is not None:
+                clock.advance_to(span.end_us)
+        self.open_save = self.open_restore = None
+        block = self._iteration(attempt, line, line.kinds["iteration"], clock)
+        for span in unended:
+            span.close(clock.now_us if block is None else block.start_us, "resumed")
 
     def _restore(self, attempt: _Attempt, line: _Line, now_us: int) -> None:
         kinds = line.kinds
@@ -334,20 +354,21 @@ class _Builder:
                 return
         self.reject(line, "a checkpoint confirmed without its save in this attempt", f"step {step}")
 
-    def _iteration(self, attempt: _Attempt, line: _Line, groups: dict, clock: _Clock) -> None:
-        """The block of steps since the previous iteration line (or restore), ending at this line."""
+    def _iteration(self, attempt: _Attempt, line: _Line, groups: dict, clock: _Clock) -> _Block | None:
+        """The block of steps since the previous iteration line (or restore), ending at this line
+        (None: the line is rejected)."""
         step, tflops, previous = groups["step"], groups.get("tflops"), self.previous
         self.previous = step
         step_us = round(groups["ms"] * 1000) if groups.get("ms") is not None else round(groups["seconds"] * MICROS)
         if step <= previous:
             self.reject(line, "iteration does not follow the one before and no restart or checkpoint load "
                         "is logged between them: its first step is unknown", f"step {step} after {previous}")
-            return
+            return None
         duration_us = (step - previous) * step_us
         if clock.now_us + duration_us >= LATEST_US:
             self.reject(line, "iteration block reaches past 2100: its steps or step time are not plausible",
                         f"{step - previous} steps of {step_us / MICROS:g} s")
-            return
+            return None
         if line.time_us is None:
             start_us, end_us = clock.now_us, clock.now_us + duration_us
         else:
@@ -357,8 +378,9 @@ class _Builder:
             start_us = max(end_us - duration_us, floor_us)
             self.clamped_us += start_us - (end_us - duration_us)
         clock.now_us = end_us
-        attempt.blocks.append(_Block(previous + 1, step, start_us, end_us, step_us / MICROS, tflops,
-                                     line.time_us is not None))
+        block = _Block(previous + 1, step, start_us, end_us, step_us / MICROS, tflops, line.time_us is not None)
+        attempt.blocks.append(block)
+        return block
 
 
 def _numbers(groups: dict) -> dict:
@@ -425,6 +447,11 @@ def _emit_attempt(emit: JobEmitter, number: int, attempt: _Attempt, chips: int, 
         emit.span("CHECKPOINT_RESTORE", restore.start_us, restore.end_us, restore.step, restore.step, number)
     for save in confirmed:
         emit.span("CHECKPOINT_SAVE", save.start_us, save.end_us, save.step, save.step, number)
+        if save.assumed_end:
+            until = "the training loop resumed" if save.end_from == "resumed" else "the attempt's last time"
+            imported.caveat(attempt.file, job, "checkpoint save of no stated duration (no timer line, no timestamp "
+                            "at its end): taken to last until the log's next time", f"step {save.step}: until "
+                            f"{until}, {(save.end_us - save.start_us) / MICROS:.1f} s")
         if save.confirmed_us - save.end_us > SLACK_US:
             imported.caveat(attempt.file, job, "asynchronous save: durable at the end of its blocking part, "
                             "before the log confirms it (optimistic)",
