@@ -6,12 +6,14 @@ before each log starts (for the fixtures, the tables of tests/data/README.md), t
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from fleet_goodput.cli import main
 from fleet_goodput.core.timeutil import parse_time_us
-from fleet_goodput.importers.common import SourceError
-from test_importers_common import FIXTURES, by_job, import_to, rejected_rows, run_and_read
+from fleet_goodput.importers.common import SourceError, UsageError
+from test_importers_common import FIXTURES, by_job, import_to, rejected_rows, run_and_read, tree_bytes
 
 LOGS = FIXTURES / "logs"
 MEGATRON = {"profile": "megatron", "job": "gpt-8b", "accelerator": "h100", "chips": 16}
@@ -334,12 +336,98 @@ def test_several_ranks_logs_of_one_job_are_not_counted_twice(tmp_path):
     assert rejected_rows(tmp_path / "in")[0]["file"] == "rank7.log"
 
 
-def test_what_the_log_cannot_say_must_be_given(tmp_path):
+def test_what_the_log_cannot_say_must_be_given(tmp_path, capsys):
     source = write(tmp_path, "run.log", NEW_MEGATRON)
-    with pytest.raises(SourceError, match="pass --profile NAME --job ID$"):
+    with pytest.raises(UsageError, match=r"pass --profile NAME \(megatron, nemo, or one of --profiles FILE\)$"):
         import_to("logs", source, tmp_path / "a", accelerator="h100", chips=8)
-    with pytest.raises(SourceError, match=r"no log profile 'deepspeed' \(known: megatron, nemo\)"):
+    with pytest.raises(UsageError, match=r"no log profile 'deepspeed' \(known: megatron, nemo\)"):
         import_to("logs", source, tmp_path / "b", profile="deepspeed", job="j", accelerator="h100", chips=8)
+    # Megatron prints its world size, but neither a job name (no --wandb-exp-name) nor its GPUs.
+    with pytest.raises(UsageError, match="the log does not say its job, nor its accelerator: pass --job ID "
+                                         "--accelerator KEY$"):
+        import_to("logs", source, tmp_path / "c", profile="megatron")
+    out = tmp_path / "cli"
+    assert main(["import", "logs", str(source), "--profile", "megatron", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.endswith(f"mpg import: {source}: the log does not say its job, nor its "
+                                            "accelerator: pass --job ID --accelerator KEY\n")
+    assert not out.exists()
+
+
+# ---- what the log says of its job, device and world size (issue 35) ----------------------------------
+MEGATRON_64 = NEW_MEGATRON.replace("using world size: 8, data-parallel size: 8", "using world size: 64, "
+                                   "data-parallel size: 64").replace("learning rate:", "throughput per GPU "
+                                                                     "(TFLOP/s/GPU): 400.0 | learning rate:")
+
+
+def test_a_log_without_flags_reads_its_world_size_and_job(tmp_path):
+    listing = ("------------------------ arguments ------------------------\n"
+               "  wandb_exp_name .................................. gpt-70b-pretrain\n"
+               "  world_size ...................................... 64\n"
+               "-------------------- end of arguments ---------------------\n")
+    imported, _ = import_to("logs", write(tmp_path, "run.log", listing + MEGATRON_64), tmp_path / "in",
+                            profile="megatron", accelerator="h100")
+    assert {(r["job_id"], r["chips"]) for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"} == {
+        ("gpt-70b-pretrain", 64)}
+    provenance = json.loads((tmp_path / "in" / "SOURCE.json").read_text())
+    assert provenance["read_from"] == {"job": "run.log line 2", "chips": "run.log line 5",
+                                       "accelerator": "--accelerator"}
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    job = jobs["gpt-70b-pretrain"]
+    # 0-0.5 s init, iterations 1-5 (20 s) saved at 21-23.25 s, 0.5 s idle before it; all on 64 GPUs.
+    assert [job[f"{name}_chip_s"] for name in ("lifetime", "init", "productive", "checkpoint_save", "idle")] == \
+        pytest.approx([64 * 23.25, 64 * 0.5, 64 * 20, 64 * 2.25, 64 * 0.5])
+    assert job["pg"] == pytest.approx(400 / 989)
+
+
+def test_fewer_chips_than_the_logs_world_size_are_refused(tmp_path, capsys):
+    source = write(tmp_path, "run.log", MEGATRON_64)
+    with pytest.raises(UsageError, match=r"--chips 16 is fewer than the world size the log prints \(64, run.log "
+                                         r"line 1\)"):
+        import_to("logs", source, tmp_path / "a", profile="megatron", job="j", accelerator="h100", chips=16)
+    assert main(["import", "logs", str(source), "--profile", "megatron", "--job", "j", "--accelerator", "h100",
+                 "--chips", "16", "--out", str(tmp_path / "cli")]) == 2
+    assert "--chips 16 is fewer than the world size the log prints" in capsys.readouterr().err
+
+
+def test_more_chips_than_the_world_size_hold_the_rest_idle_with_a_caveat(tmp_path):
+    imported, _ = import_to("logs", write(tmp_path, "run.log", MEGATRON_64), tmp_path / "in", profile="megatron",
+                            job="j", accelerator="h100", chips=72)
+    assert ("--chips is more than the log's world size: the chips it does not train on count as held, none of "
+            "their time productive", "--chips 72, world size 64 (run.log line 1)") in {
+        (c.caveat, c.detail) for c in imported.caveats}
+    [sample] = imported.streams["profiler"]
+    assert (sample["chips"], sample["ideal_flops"]) == (72, 400e12 * 4.0 * 64)  # the FLOPs of the 64 that train
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    assert jobs["j"]["lifetime_chip_s"] == pytest.approx(72 * 23.25)
+    assert jobs["j"]["pg"] == pytest.approx(400 * 64 / (989 * 72))
+
+
+NEMO_LIGHTNING = (
+    "[NeMo I 2026-01-01 00:00:00 nemo_logger:145] Experiments will be logged at /r\n"
+    "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8\n"
+    "You are using a CUDA device ('NVIDIA H100 80GB HBM3') that has Tensor Cores. To properly utilize them, you "
+    "should set `torch.set_float32_matmul_precision('medium' | 'high')` which will trade-off precision for "
+    "performance. For more details, read https://pytorch.org/docs/stable/generated/"
+    "torch.set_float32_matmul_precision.html#torch.set_float32_matmul_precision\n"
+    "Training epoch 0, iteration 0/9 | global_step: 0 | train_step_timing in s: 2\n"
+    "Training epoch 0, iteration 1/9 | global_step: 1 | train_step_timing in s: 3\n"
+    "[NeMo I 2026-01-01 00:00:06 nemo_logger:145] `Trainer.fit` stopped: `max_steps=2` reached.\n")
+
+
+def test_lightning_names_the_device_and_world_size_and_a_flag_overrides_them(tmp_path):
+    source = write(tmp_path, "run.log", NEMO_LIGHTNING)
+    imported, _ = import_to("logs", source, tmp_path / "a", profile="nemo", job="j")
+    submit = by_job(imported, "scheduler", "j")[0]
+    assert (submit["accelerator"], submit["chips"]) == ("h100", 8)
+    imported, _ = import_to("logs", source, tmp_path / "b", profile="nemo", job="j", accelerator="a100")
+    assert by_job(imported, "scheduler", "j")[0]["accelerator"] == "a100"
+    assert ("--accelerator differs from the device the log names: the flag's key is used",
+            "--accelerator a100; the log: 'NVIDIA H100 80GB HBM3' (h100)") in {
+        (c.caveat, c.detail) for c in imported.caveats}
+    unknown = NEMO_LIGHTNING.replace("NVIDIA H100 80GB HBM3", "NVIDIA Z9000")
+    with pytest.raises(UsageError, match=r"the log does not say a device of the catalogue \(it names "
+                                         r"'NVIDIA Z9000'\): pass --accelerator KEY$"):
+        import_to("logs", write(tmp_path, "z.log", unknown) / "z.log", tmp_path / "c", profile="nemo", job="j")
 
 
 def test_a_restart_that_redoes_saved_iterations_counts_them_lost(tmp_path):
@@ -426,3 +514,15 @@ def test_a_crash_after_unstamped_saves_loses_only_the_steps_after_the_last_one(t
                   "checkpoint_save": 40, "idle": 0}
     assert {name: job[f"{name}_chip_s"] / 16 for name in expected_s} == pytest.approx(expected_s)
     assert job["rg"] == pytest.approx(1500 / 1987) and round(job["rg"], 3) == 0.755
+
+
+def test_the_files_of_a_jobs_launches_are_several_sources(tmp_path, capsys):
+    """`mpg import logs run1.log run2.log`: the same job as their folder, in time order whatever the order given."""
+    files = [str(LOGS / "megatron" / name) for name in ("gpt8b.node03.out", "gpt8b.node07.out")]
+    flags = ["--profile", "megatron", "--job", "gpt-8b", "--accelerator", "h100"]
+    assert main(["import", "logs", *files, *flags, "--out", str(tmp_path / "files")]) == 0
+    assert main(["import", "logs", str(LOGS / "megatron"), *flags, "--out", str(tmp_path / "folder")]) == 0
+    assert tree_bytes(tmp_path / "files") == tree_bytes(tmp_path / "folder")
+    # A file given twice (itself and in its folder) is read once.
+    assert main(["import", "logs", files[0], str(LOGS / "megatron"), *flags, "--out", str(tmp_path / "both")]) == 0
+    assert tree_bytes(tmp_path / "both") == tree_bytes(tmp_path / "folder")

@@ -50,8 +50,8 @@ EXAMPLES = {
     "mlperf": "mpg import mlperf tests/data/public/mlperf --out mlperf/",
     "kineto": "mpg import kineto tests/data/public/kineto --out kineto/",
     "mgm": "mpg import mgm tests/data/mgm_goodput_log.jsonl --out mgm/ --accelerator tpu-v5e --chips 16",
-    "logs": "mpg import logs tests/data/logs/megatron --profile megatron --job gpt-8b --accelerator h100 --chips 16 "
-            "--out gpt/",
+    "logs": "mpg import logs tests/data/logs/megatron --profile megatron --job gpt-8b --accelerator h100 "
+            "--out gpt/   # the log prints its world size (16 GPUs)",
     "orbax": "mpg import orbax tests/data/orbax/llama-7b --out ckpt/ --job llama-7b   # then beside the job's "
              "scheduler stream",
     "kubernetes": "mpg import kubernetes tests/data/kubernetes --cluster gke-1 --out k8s/",
@@ -106,8 +106,8 @@ FORMAT_FLAGS = {
     "kubernetes": ("cluster", "accelerator", "accelerator_labels", "max_expanded_mib"),
     "slurm": ("limit", "cluster", "timezone", "accelerator_map"),
 }
-REQUIRED_NOTE = {"mgm": "--accelerator and --chips are required", "logs": "--profile, --job, --accelerator and "
-                 "--chips are required", "orbax": "--job is required", "kubernetes": "--cluster is required"}
+REQUIRED_NOTE = {"mgm": "--accelerator and --chips are required", "logs": "--profile is required; --job, --accelerator "
+                 "and --chips where the log does not print them", "orbax": "--job is required", "kubernetes": "--cluster is required"}
 
 
 def register(subparsers) -> None:

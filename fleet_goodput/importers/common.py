@@ -61,6 +61,11 @@ class SourceError(ValueError):
         super().__init__(f"{path}{f':{where}' if where else ''}: {problem}")
 
 
+class UsageError(ValueError):
+    """Bad arguments for this source: a required flag the source does not make up for, or one
+    that contradicts it. `mpg import` exits 2 (exits.USAGE) with the message, which names the flag."""
+
+
 class Refused(SourceError):
     """An input past one of the limits: it expands past the cap, is nested too deep, or holds
     numbers that are not finite. An importer of many inputs (traces, runs, log lines) rejects it

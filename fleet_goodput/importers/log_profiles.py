@@ -27,6 +27,7 @@ LINE_KINDS = {
     "start": (), "startup_seconds": ("seconds",), "iteration": ("step",),
     "save_start": ("step",), "save_ms": ("ms",), "save_end": ("step",), "save_durable": ("step",),
     "restore_start": ("step",), "restore_ms": ("ms",), "restore_end": ("step",), "end": (),
+    "world_size": ("chips",), "accelerator": ("name",), "job": ("name",),
 }
 SETTINGS = {"description", "timestamp", "time_format", "first_step", "precision"}
 

@@ -1,12 +1,15 @@
 """A training job's stdout (Megatron-LM, NeMo, or a profile of your own) → scheduler, runtime and profiler events.
 
-SOURCE is one log file or a folder of the log files of ONE job (one per launch:
-a restarted job writes a new file, or appends to the same one). The files are
-put in order by their first timestamp, not by their names. `--profile NAME`
-picks the patterns (log_profiles.py, configs/log_profiles.yaml); the log names
-neither the job, the accelerator nor the chips, so `--job ID --accelerator KEY
---chips N` are required, and `--submit TIME` gives the submission time (default:
-the log's first time, no queueing). Mapping:
+SOURCE... are the log files of ONE job, or folders of them (one per launch: a
+restarted job writes a new file, or appends to the same one). The files are put
+in order by their first timestamp, not by their names or the order given.
+`--profile NAME` picks the patterns (log_profiles.py, configs/log_profiles.yaml).
+The job, accelerator and chips come from the log where its profile reads them
+(world size, device name, run name), else from `--job ID --accelerator KEY
+--chips N`; a flag overrides the log (a caveat where they differ), but --chips
+fewer than the log's world size is refused, and what neither gives is a
+UsageError naming the flag (exit 2). `--submit TIME` gives the submission time
+(default: the log's first time, no queueing). Mapping:
 
     each file, and each `start` line after some training in a file, is an attempt:
     SUBMIT + ALLOCATE before the first; PREEMPT 0 at the end of one and ALLOCATE at the next
@@ -29,24 +32,28 @@ See docs/importers.md, "logs".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from fleet_goodput.core.config import part_key
 from fleet_goodput.importers.common import (
-    LATEST_US, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, bounded_lines, event_time_us, file_digest,
-    subtract, too_long, utc_us,
+    LATEST_US, MAX_CHIPS, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, UsageError, bounded_lines,
+    event_time_us, file_digest, subtract, too_long, utc_us,
 )
 from fleet_goodput.importers.log_profiles import Profile, ProfileError, load_profiles
 
 NAME = "logs"
 HELP = "a training job's stdout (--profile megatron or nemo, or --profiles FILE of your own) → all three streams"
 PREFIX = "logs"
+MANY_SOURCES = True  # `mpg import logs run1.log run2.log`: the files of one job's launches
 CLUSTER = "logs"
 # A later timestamp may lag a time derived from step times by this much without a caveat:
 # NeMo's timestamps are cut to the second, and step times are rounded to 0.1 ms.
 SLACK_US = MICROS
+UNNAMED = ""  # the job of a rejection or caveat before the job's id is known (`_identity`)
 # Named groups holding numbers (log_profiles.LINE_KINDS), and the largest step an Avro long holds.
-NUMBERS = {"step", "ms", "seconds", "tflops"}
+NUMBERS = {"step", "ms", "seconds", "tflops", "chips"}
 MAX_STEP = 2**63 - 1
 # How a save or restore whose end the log states neither by a timestamp nor by a duration is ended:
 # at the start of the next iteration block (the loop resumed), else at the attempt's last time.
@@ -69,8 +76,8 @@ PROVENANCE = {
         "stated TFLOP/s per GPU -> an ANALYTIC profiler sample per block: TFLOP/s x 1e12 x step time x chips",
     ],
     "cannot_tell": [
-        "the job, accelerator and chips (given on the command line), and queueing before the log starts "
-        "(--submit, else none)",
+        "the job, accelerator and chips where the log does not print them (given on the command line: "
+        "SOURCE.json read_from says which came from where), and queueing before the log starts (--submit, else none)",
         "the time zone of the log's timestamps: read as UTC",
         "where lines carry no timestamp, times are derived from the stated step times since the last timestamp",
         "time between one launch's last line and the next launch's start: the job held no chips (queued) as far as the log knows",
@@ -157,12 +164,24 @@ class _Attempt:
     restores: list[_Span] = field(default_factory=list)
 
 
-def _paths(source: Path) -> list[Path]:
-    if source.is_dir():
-        return sorted(p for p in source.iterdir() if p.is_file() and not p.name.startswith("."))
-    if source.is_file():
-        return [source]
-    raise SourceError(source, None, "no such file or folder")
+def _paths(sources: list[Path]) -> list[Path]:
+    """The log files of SOURCE...: each file given, and every file of each folder given but hidden ones;
+    a file given twice (itself and in its folder) is read once."""
+    paths = {}
+    for source in sources:
+        if source.is_dir():
+            found = sorted(p for p in source.iterdir() if p.is_file() and not p.name.startswith("."))
+        elif source.is_file():
+            found = [source]
+        else:
+            raise SourceError(source, None, "no such file or folder")
+        for path in found:
+            paths.setdefault(path.resolve(), path)
+    names = Counter(path.name for path in paths.values())
+    if any(count > 1 for count in names.values()):  # rejections and caveats name a file by its name
+        raise UsageError("two log files of one name: " + ", ".join(
+            str(path) for path in paths.values() if names[path.name] > 1) + " (give one, or rename a copy)")
+    return sorted(paths.values(), key=lambda path: (path.name, str(path)))
 
 
 def _stamp(profile: Profile, text: str) -> int:
@@ -394,6 +413,10 @@ def _numbers(groups: dict) -> dict:
             numbers[name] = int(text)
             if numbers[name] > MAX_STEP:
                 raise Unmappable("a step number larger than the contract holds", text[:40])
+        elif name == "chips":
+            numbers[name] = int(text)
+            if not 1 <= numbers[name] <= MAX_CHIPS:
+                raise Unmappable(f"a world size that is not from 1 to {MAX_CHIPS:,} chips", text[:40])
         else:
             numbers[name] = _positive(text)
     return numbers
@@ -413,17 +436,17 @@ def _precision(profile: Profile, attempts: list[_Attempt]) -> str | None:
     return next((name for name, _ in profile.precisions if name in stated), None)
 
 
-def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builder: _Builder, files: list[str],
-          precision: str | None) -> None:
-    job, chips = options.job, options.chips
-    emit = JobEmitter(imported, PREFIX, job, options.cluster or CLUSTER, options.accelerator)
+def _emit(imported: Imported, attempts: list[_Attempt], options: Options, identity: _Identity, builder: _Builder,
+          files: list[str], precision: str | None) -> None:
+    job, chips = identity.job, identity.chips
+    emit = JobEmitter(imported, PREFIX, job, options.cluster or CLUSTER, identity.accelerator)
     emit.scheduler("SUBMIT", attempts[0].start_us if options.submit_us is None else options.submit_us, chips,
                    workload="TRAINING", framework=builder.profile.name)
     for number, attempt in enumerate(attempts):
         if number:
             emit.scheduler("PREEMPT", attempts[number - 1].last_us, 0)
         emit.scheduler("ALLOCATE", attempt.start_us, chips)
-        _emit_attempt(emit, number, attempt, chips, precision)
+        _emit_attempt(emit, number, attempt, identity, precision)
     last = attempts[-1]
     if last.finished:
         emit.scheduler("FINISH", last.last_us, 0)
@@ -434,7 +457,8 @@ def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builde
     _job_caveats(imported, job, files[0], attempts, builder, precision)
 
 
-def _emit_attempt(emit: JobEmitter, number: int, attempt: _Attempt, chips: int, precision: str | None) -> None:
+def _emit_attempt(emit: JobEmitter, number: int, attempt: _Attempt, identity: _Identity,
+                  precision: str | None) -> None:
     """The runtime and profiler events of one attempt, with the caveats on its saves."""
     imported, job = emit.imported, emit.job_id
     confirmed = [save for save in attempt.saves if save.confirmed]
@@ -463,8 +487,8 @@ def _emit_attempt(emit: JobEmitter, number: int, attempt: _Attempt, chips: int, 
     for block in attempt.blocks:
         emit.span("STEP", block.start_us, block.end_us, block.first_step, block.last_step, number)
         if block.tflops is not None:
-            emit.profile(block.start_us, block.last_step, block.step_s, chips,
-                         block.tflops * 1e12 * block.step_s * chips, "ANALYTIC", precision)
+            emit.profile(block.start_us, block.last_step, block.step_s, identity.chips,
+                         block.tflops * 1e12 * block.step_s * identity.working_chips, "ANALYTIC", precision)
 
 
 def _job_caveats(imported: Imported, job: str, file: str, attempts: list[_Attempt], builder: _Builder,
@@ -489,50 +513,117 @@ def _job_caveats(imported: Imported, job: str, file: str, attempts: list[_Attemp
 
 
 def _check(source: Path, options: Options) -> Profile:
-    missing = [flag for flag, value in (("--profile NAME", options.profile), ("--job ID", options.job),
-                                        ("--accelerator KEY", options.accelerator), ("--chips N", options.chips))
-               if not value]
-    if missing:
-        raise SourceError(source, None, "a log does not say which profile reads it, nor its job, accelerator "
-                          "and chips: pass " + " ".join(missing))
-    if options.accelerator not in options.accelerators:
-        raise SourceError(source, None, f"accelerator {options.accelerator!r} is not in the catalogue")
+    if not options.profile:
+        raise UsageError("a log does not say which framework wrote it: pass --profile NAME "
+                         "(megatron, nemo, or one of --profiles FILE)")
+    if options.accelerator is not None and options.accelerator not in options.accelerators:
+        raise UsageError(f"--accelerator {options.accelerator!r} is not a key of the accelerator catalogue")
     try:
         profiles = load_profiles(options.profiles)
     except ProfileError as exc:
         raise SourceError(options.profiles or source, None, str(exc)) from exc
     if options.profile not in profiles:
-        raise SourceError(source, None, f"no log profile {options.profile!r} (known: {', '.join(sorted(profiles))})")
+        raise UsageError(f"no log profile {options.profile!r} (known: {', '.join(sorted(profiles))})")
     return profiles[options.profile]
 
 
-def read(source: Path, options: Options) -> Imported:
+@dataclass(frozen=True)
+class _Identity:
+    """The job, its accelerator and its chips: from the flags, else from what the log prints."""
+
+    job: str
+    accelerator: str
+    chips: int
+    working_chips: int  # the chips a stated TFLOP/s per GPU is of: the log's world size, else `chips`
+    sources: dict  # each of job, accelerator, chips → the flag or the log line it comes from
+
+
+def _identity(source: Path, lines: list[_Line], options: Options, imported: Imported) -> _Identity:
+    """What the log prints of its job, device and world size, checked against the flags: a flag
+    overrides the log (a caveat where they differ), but --chips fewer than the world size the log
+    trains on is refused; what neither gives is a UsageError naming the flag."""
+    def stated(kind: str, group: str) -> list[tuple]:
+        return [(line.kinds[kind][group], f"{line.file} line {line.number}") for line in lines if kind in line.kinds]
+
+    missing, sources, first_file = [], {}, lines[0].file if lines else str(source)
+    names = stated("job", "name")
+    job = options.job or (names[0][0] if names else None)
+    sources["job"] = "--job" if options.job else names[0][1] if names else None
+    if job is None:
+        missing.append(("its job", "--job ID"))
+
+    sizes = stated("world_size", "chips")
+    world, world_at = max(sizes, default=(None, None))
+    if len({size for size, _ in sizes}) > 1:
+        imported.caveat(first_file, job or UNNAMED, "the log prints several world sizes: the largest is taken as the "
+                        "job's chips", ", ".join(f"{size} ({where})" for size, where in sizes))
+    chips = options.chips or world
+    sources["chips"] = "--chips" if options.chips else world_at
+    if chips is None:
+        missing.append(("its world size", "--chips N"))
+    elif world is not None and chips < world:
+        raise UsageError(f"--chips {chips} is fewer than the world size the log prints ({world}, {world_at}): a job "
+                         "holds at least the chips it trains on; leave --chips out to take the log's")
+    elif world is not None and chips > world:
+        imported.caveat(first_file, job or UNNAMED, "--chips is more than the log's world size: the chips it does not "
+                        "train on count as held, none of their time productive",
+                        f"--chips {chips}, world size {world} ({world_at})")
+
+    devices = stated("accelerator", "name")
+    keys = {name: part_key(options.part_names, name) for name, _ in devices}
+    if options.accelerator:
+        accelerator, sources["accelerator"] = options.accelerator, "--accelerator"
+        other = sorted(f"{name!r} ({key or 'not in the catalogue'})" for name, key in keys.items()
+                       if key != accelerator)
+        if other:
+            imported.caveat(first_file, job or UNNAMED, "--accelerator differs from the device the log names: the "
+                            "flag's key is used", f"--accelerator {accelerator}; the log: {', '.join(other)}")
+    elif devices and len(set(keys.values())) == 1 and None not in keys.values():
+        accelerator, sources["accelerator"] = next(iter(keys.values())), devices[0][1]
+    else:
+        accelerator = None
+        missing.append((f"a device of the catalogue (it names {', '.join(map(repr, sorted(keys)))})" if keys
+                        else "its accelerator", "--accelerator KEY"))
+    if missing:
+        raise UsageError(f"{source}: the log does not say " + ", nor ".join(what for what, _ in missing)
+                         + ": pass " + " ".join(flag for _, flag in missing))
+    return _Identity(job, accelerator, chips, world or chips, sources)
+
+
+def read(sources: list[Path] | Path, options: Options) -> Imported:
+    sources = sources if isinstance(sources, list) else [sources]
+    source = Path(" ".join(str(s) for s in sources))  # how errors name SOURCE...
     profile = _check(source, options)
-    paths = _paths(source)
+    paths = _paths(sources)
     imported = Imported(NAME)
     imported.provenance = {"source": f"{profile.name} logs: {profile.description}", **PROVENANCE,
-                           "profile": profile.name, "inputs": [file_digest(p) for p in paths], "job": options.job,
-                           "accelerator": options.accelerator, "chips": options.chips}
+                           "profile": profile.name, "inputs": [file_digest(p) for p in paths]}
     placed = []
     for path in paths:
-        lines = _read_lines(path, profile, imported, options.job, options.max_expanded_bytes)
+        lines = _read_lines(path, profile, imported, UNNAMED, options.max_expanded_bytes)
         stamps = [line.time_us for line in lines if line.time_us is not None]
         if not any("iteration" in line.kinds for line in lines):
-            imported.reject(path.name, "file", options.job, f"no iteration line of the {profile.name} profile")
+            imported.reject(path.name, "file", UNNAMED, f"no iteration line of the {profile.name} profile")
         elif stamps:
             placed.append((stamps[0], path.name, lines))
         elif options.submit_us is not None and len(paths) == 1:
             placed.append((options.submit_us, path.name, lines))
         else:
-            imported.reject(path.name, "file", options.job, "no timestamp: the log cannot be placed in time "
+            imported.reject(path.name, "file", UNNAMED, "no timestamp: the log cannot be placed in time "
                             "(--submit TIME places a single log without timestamps)")
     if not placed:
         reasons = "; ".join(sorted({f"{r.file}: {r.reason}" for r in imported.rejections if r.where == "file"}))
         raise SourceError(source, None, f"nothing to import with the {profile.name} profile: "
                           + (reasons or "no log file"))
     placed.sort(key=lambda item: (item[0], item[1]))
-    _drop_overlapping(imported, placed, options.job)
-    builder = _Builder(imported, profile, options.job)
+    _drop_overlapping(imported, placed, UNNAMED)
+    identity = _identity(source, [line for _, _, lines in placed for line in lines], options, imported)
+    imported.provenance.update(job=identity.job, accelerator=identity.accelerator, chips=identity.chips,
+                               read_from=identity.sources)
+    # What was rejected or caveated before the job was known names it now.
+    imported.rejections = [replace(r, item=identity.job) if r.item == UNNAMED else r for r in imported.rejections]
+    imported.caveats = [replace(c, item=identity.job) if c.item == UNNAMED else c for c in imported.caveats]
+    builder = _Builder(imported, profile, identity.job)
     attempts = _attempts([lines for _, _, lines in placed])
     floor = None
     for attempt in attempts:
@@ -545,7 +636,7 @@ def read(source: Path, options: Options) -> Imported:
         raise SourceError(source, None, f"no iteration of the {profile.name} profile could be placed: nothing to import")
     precision = _precision(profile, attempts)
     imported.provenance["precision"] = precision or "not stated: bf16 assumed"
-    _emit(imported, attempts, options, builder, [name for _, name, _ in placed], precision)
+    _emit(imported, attempts, options, identity, builder, [name for _, name, _ in placed], precision)
     return imported
 
 
