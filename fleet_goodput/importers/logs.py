@@ -162,6 +162,7 @@ class _Attempt:
     blocks: list[_Block] = field(default_factory=list)
     saves: list[_Span] = field(default_factory=list)
     restores: list[_Span] = field(default_factory=list)
+    resumed_at: int | None = None  # the step a log that starts mid-run resumed from (`_resumes_mid_run`)
 
 
 def _paths(sources: list[Path]) -> list[Path]:
@@ -185,11 +186,12 @@ def _paths(sources: list[Path]) -> list[Path]:
 
 
 def _stamp(profile: Profile, text: str) -> int:
-    """A timestamp of the log in µs: `time_format`, optionally followed by a fraction of a second."""
+    """A timestamp of the log in µs: `time_format`, optionally followed by a fraction of a second
+    (after a dot, or a comma as Python's logging writes it)."""
     try:
         time_us = utc_us(text, profile.time_format)
     except Unmappable:
-        whole, dot, fraction = text.rpartition(".")
+        whole, dot, fraction = text.replace(",", ".").rpartition(".")
         if not dot or not fraction.isdigit():
             raise
         time_us = utc_us(whole, profile.time_format) + int(fraction.ljust(6, "0")[:6])
@@ -301,8 +303,13 @@ class _Builder:
         clock = _Clock(attempt.start_us)
         self.previous = self.profile.first_step - 1
         self.open_save = self.open_restore = None
+        started = False  # a start line or a checkpoint load came before the first iteration line
         for line in attempt.lines:
+            started = started or bool({"start", "restore_start", "restore_end"} & set(line.kinds))
             if "iteration" in line.kinds:
+                if not started and self._resumes_mid_run(attempt, line):
+                    clock.observe(line.time_us)
+                    continue
                 self._iteration_after_spans(attempt, line, clock)
                 continue
             self._restore(attempt, line, clock.now_us)
@@ -314,6 +321,17 @@ class _Builder:
             clock.advance_to(span.end_us)
         attempt.last_us = clock.now_us
         self.lag_us = max(self.lag_us, clock.lag_us)
+
+    def _resumes_mid_run(self, attempt: _Attempt, line: _Line) -> bool:
+        """A log cut from a running job (no start line before its first iteration line, where the
+        profile has a start line) takes that line's iteration as the point it resumed from: the line
+        reports steps the excerpt does not show, so counting first_step..N would invent them."""
+        step = line.kinds["iteration"]["step"]
+        if attempt.blocks or attempt.resumed_at is not None or "start" not in self.profile.lines \
+                or step <= self.profile.first_step:
+            return False
+        attempt.resumed_at = self.previous = step
+        return True
 
     def _iteration_after_spans(self, attempt: _Attempt, line: _Line, clock: _Clock) -> None:
         """An iteration line after a save or restore: one that states its end is over before the block
@@ -465,6 +483,11 @@ def _emit_attempt(emit: JobEmitter, number: int, attempt: _Attempt, identity: _I
     restores = [restore for restore in attempt.restores if restore.confirmed]
     holes = [(span.start_us, span.end_us) for span in restores + confirmed]
     init_end = attempt.blocks[0].start_us if attempt.blocks else attempt.last_us
+    if attempt.resumed_at is not None:  # cut from a running job: no initialisation in what the log shows
+        init_end = attempt.start_us
+        imported.caveat(attempt.file, job, "the log starts mid-run (no start line before its first iteration "
+                        "line): that iteration is where it resumed; the steps before it are not counted",
+                        f"iteration {attempt.resumed_at}")
     for start, end in subtract(attempt.start_us, init_end, holes):
         emit.span("INIT", start, end, attempt=number)
     for restore in restores:
