@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fleet_goodput import exits
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
-from fleet_goodput.core.config import ConfigError, load_settings, part_names
+from fleet_goodput.core.config import ConfigError, load_settings, part_names, peak_table
 from fleet_goodput.core.timeutil import parse_time_us
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.common import (CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options,
@@ -163,6 +163,7 @@ def main(args: argparse.Namespace) -> int:
         if len(sources) > 1 and not getattr(module, "MANY_SOURCES", False):
             raise ValueError(f"{args.format} reads one SOURCE, not {len(sources)}")
         options = Options(accelerators=frozenset(settings.accelerators), part_names=part_names(settings.accelerators),
+                          peaks=tuple(sorted(peak_table(settings.accelerators).items())),
                           limit=args.limit, accelerator=args.accelerator, chips=args.chips, job=args.job,
                           cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None,

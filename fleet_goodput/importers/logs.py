@@ -38,8 +38,8 @@ from pathlib import Path
 
 from fleet_goodput.core.config import part_key
 from fleet_goodput.importers.common import (
-    LATEST_US, MAX_CHIPS, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, UsageError, bounded_lines,
-    event_time_us, file_digest, subtract, too_long, utc_us,
+    LATEST_US, MAX_CHIPS, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, UsageError, assumed_peak,
+    bounded_lines, event_time_us, file_digest, subtract, too_long, utc_us,
 )
 from fleet_goodput.importers.log_profiles import Profile, ProfileError, load_profiles
 
@@ -472,7 +472,7 @@ def _emit(imported: Imported, attempts: list[_Attempt], options: Options, identi
         emit.scheduler("FAIL", last.last_us, 0)
         imported.caveat(last.file, job, "the log stops without its end line: the job is taken as failed at "
                         "its last time, its unsaved steps lost")
-    _job_caveats(imported, job, files[0], attempts, builder, precision)
+    _job_caveats(imported, job, files[0], attempts, builder, precision, assumed_peak(options, identity.accelerator))
 
 
 def _emit_attempt(emit: JobEmitter, number: int, attempt: _Attempt, identity: _Identity,
@@ -515,12 +515,12 @@ def _emit_attempt(emit: JobEmitter, number: int, attempt: _Attempt, identity: _I
 
 
 def _job_caveats(imported: Imported, job: str, file: str, attempts: list[_Attempt], builder: _Builder,
-                 precision: str | None) -> None:
+                 precision: str | None, bf16_peak: str) -> None:
     """What the job's figures rest on that the log did not state."""
     if not any(block.tflops is not None for attempt in attempts for block in attempt.blocks):
         imported.caveat(file, job, "PG unknown: the log states no TFLOP/s per GPU")
     elif precision is None:
-        imported.caveat(file, job, "precision not stated in the log: bf16 assumed")
+        imported.caveat(file, job, "precision not stated in the log: bf16 assumed", bf16_peak)
     derived = {what: sum(not item.stamped for attempt in attempts for item in getattr(attempt, what))
                for what in ("blocks", "saves", "restores")}
     if any(derived.values()):
