@@ -53,3 +53,56 @@ def test_megatron_deepspeed_excerpt_resumes_at_its_first_iteration_and_reads_tfl
     expected_s = {"lifetime": 29.0834, "init": 0, "idle": 14.542, "lost": 14.5414, "productive": 0,
                   "checkpoint_save": 0}
     assert {name: job[f"{name}_chip_s"] / 8 for name in expected_s} == pytest.approx(expected_s)
+
+
+# ---- NeMo 2: the synchronous save line ----------------------------------------------------------------
+NEMO_SAVE = PUBLIC_DATA / "nemo" / "dgxc-nemotron4-15b-checkpoint-save.log"
+
+
+def nemo_log_around_the_save(tail: str = "`Trainer.fit` stopped: `max_steps=51` reached.\n") -> str:
+    """NeMo 2 lines written by hand (its logger prefix, its progress printer's `Training epoch` lines:
+    steps 0-50 of 0.75 s from 14:48:00), then the real save line of NVIDIA's Nemotron4 15B recipe
+    (dgxc-benchmarking, MIT): `[NeMo I 2025-04-11 14:48:45 …] Global Checkpoint Save : Rank: 0 :
+    Iteration: 50 : Start time: 1744408121.151s : Save duration: 4.389s`."""
+    steps = "".join(f"Training epoch 0, iteration {n}/50 | lr: 3e-05 | global_batch_size: 256 | global_step: {n} | "
+                    f"reduced_train_loss: 9.5 | train_step_timing in s: 0.75 | consumed_samples: {256 * (n + 1)}\n"
+                    for n in range(51))
+    return ("[NeMo I 2025-04-11 14:48:00 nemo_logger:145] Experiments will be logged at /results/nemotron4-15b\n"
+            + steps + NEMO_SAVE.read_text() + tail)
+
+
+def test_nemo_synchronous_save_line_is_a_durable_save_of_its_duration(tmp_path):
+    (tmp_path / "run.log").write_text(nemo_log_around_the_save())
+    imported, summary = import_to("logs", tmp_path / "run.log", tmp_path / "in", profile="nemo", job="n4",
+                                  accelerator="h100", chips=16)
+    origin = "2025-04-11T14:48:00Z"
+    assert summary["rejected"] == {}
+    saves = [(r["type"], seconds(r["event_time"], origin), r["step"]) for r in by_job(imported, "runtime", "n4")
+             if r["type"].startswith("CHECKPOINT")]
+    # Ends at its line's prefix (14:48:45), having lasted its Save duration: from 40.611 s.
+    assert saves == [("CHECKPOINT_SAVE_START", 45 - 4.389, 50), ("CHECKPOINT_SAVE_END", 45.0, 50)]
+    manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    job = jobs["n4"]
+    assert manifest["reconciles"] and job["status"] == "FINISHED"
+    # Steps 0-50: 51 x 0.75 = 38.25 s, saved at 50; the save 4.389 s; 38.25 to 40.611 s idle; FINISH at 45 s.
+    expected_s = {"lifetime": 45, "init": 0, "productive": 38.25, "lost": 0, "checkpoint_save": 4.389,
+                  "idle": 40.611 - 38.25}
+    assert {name: job[f"{name}_chip_s"] / 16 for name in expected_s} == pytest.approx(expected_s)
+
+
+def test_nemo_save_line_followed_by_an_async_schedule_is_durable_only_once_finalized(tmp_path):
+    """The same line, then NeMo's `Scheduled async checkpoint save` for step 50 at 14:48:46 and no
+    finalize: the line was the blocking part of an asynchronous save the job never finished."""
+    tail = ("[NeMo I 2025-04-11 14:48:46 model_checkpoint:497] Scheduled async checkpoint save for "
+            "/results/nemotron4-15b/checkpoints/model--step=50-last.ckpt\n")
+    (tmp_path / "run.log").write_text(nemo_log_around_the_save(tail))
+    imported, _ = import_to("logs", tmp_path / "run.log", tmp_path / "in", profile="nemo", job="n4",
+                            accelerator="h100", chips=16)
+    assert caveats(imported)["checkpoint save never confirmed in its attempt: not durable, its time is idle"] == \
+        "step 50"
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    job = jobs["n4"]
+    # FAIL at 46 s: steps 0-50 lost; the unconfirmed save's 4.389 s, the 2.361 s before it and 1 s after: idle.
+    expected_s = {"lifetime": 46, "productive": 0, "lost": 38.25, "checkpoint_save": 0,
+                  "idle": 2.361 + 4.389 + 1}
+    assert {name: job[f"{name}_chip_s"] / 16 for name in expected_s} == pytest.approx(expected_s)

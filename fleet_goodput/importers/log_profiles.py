@@ -27,8 +27,10 @@ LINE_KINDS = {
     "start": (), "startup_seconds": ("seconds",), "iteration": ("step",),
     "save_start": ("step",), "save_ms": ("ms",), "save_end": ("step",), "save_durable": ("step",),
     "restore_start": ("step",), "restore_ms": ("ms",), "restore_end": ("step",), "end": (),
-    "world_size": ("chips",), "accelerator": ("name",), "job": ("name",),
+    "world_size": ("chips",), "accelerator": ("name",), "job": ("name",), "save_done": ("step",),
 }
+# Kinds that state a duration, in exactly one of the groups `ms` and `seconds`.
+TIMED_KINDS = {"iteration": "the time of one step", "save_done": "how long the save took"}
 SETTINGS = {"description", "timestamp", "time_format", "first_step", "precision"}
 
 
@@ -111,10 +113,11 @@ def _profile(name: str, body) -> Profile:
         if required not in body:
             raise ProfileError(f"profile {name!r} has no {required} pattern")
     lines = {kind: _line_pattern(name, kind, body[kind]) for kind in LINE_KINDS if kind in body}
-    iteration = lines["iteration"].regex.groupindex
-    if ("ms" in iteration) == ("seconds" in iteration):
-        raise ProfileError(f"profile {name!r}: iteration needs exactly one of the groups (?P<ms>...) "
-                           "and (?P<seconds>...), the time of one step")
+    for kind, duration in TIMED_KINDS.items():
+        groups = lines[kind].regex.groupindex if kind in lines else {"ms": 0}
+        if ("ms" in groups) == ("seconds" in groups):
+            raise ProfileError(f"profile {name!r}: {kind} needs exactly one of the groups (?P<ms>...) "
+                               f"and (?P<seconds>...), {duration}")
     precisions = body.get("precision", {})
     if not isinstance(precisions, dict):
         raise ProfileError(f"profile {name!r}: precision must map precisions ({', '.join(PRECISIONS)}) to patterns")

@@ -59,7 +59,7 @@ MAX_STEP = 2**63 - 1
 # at the start of the next iteration block (the loop resumed), else at the attempt's last time.
 ASSUMED_ENDS = ("resumed", "last known time")
 # Lines that show a process training: a `start` line after one of them is a restart.
-TRAINING_KINDS = {"iteration", "save_start", "save_end", "save_durable", "restore_start", "restore_end"}
+TRAINING_KINDS = {"iteration", "save_start", "save_end", "save_durable", "save_done", "restore_start", "restore_end"}
 
 PROVENANCE = {
     "licence": "as the user's own logs",
@@ -108,6 +108,7 @@ class _Span:
     end_from: str | None = None  # "timestamp", "duration", or (`ASSUMED_ENDS`) "resumed" or "last known time"
     confirmed: bool = False
     confirmed_us: int | None = None
+    done_line: bool = False  # a save_done line: durable where it ends, unless a save_end shows it asynchronous
 
     @classmethod
     def opened(cls, step: int, line: _Line, now_us: int) -> _Span:
@@ -369,18 +370,37 @@ class _Builder:
             attempt.saves.append(self.open_save)
         if "save_ms" in kinds and self.open_save is not None:
             self.open_save.lasted(kinds["save_ms"]["ms"])
+        if "save_done" in kinds:
+            self._save_done(attempt, line, kinds["save_done"], now_us)
         if "save_end" in kinds:
             step = kinds["save_end"]["step"]
-            if self.open_save is None or self.open_save.step != step:
+            if self.open_save is not None and self.open_save.step == step and self.open_save.done_line:
+                # The save just reported done was an asynchronous one's blocking part: durable only once confirmed.
+                self.open_save.confirmed, self.open_save.confirmed_us, self.open_save.done_line = False, None, False
+            elif self.open_save is None or self.open_save.step != step:
                 # No line at its start: the save began where the training loop stopped.
                 self.open_save = _Span.opened(step, line, now_us)
                 if attempt.blocks:
                     self.open_save.start_us = min(attempt.blocks[-1].end_us, self.open_save.start_us)
                     self.open_save.start_stamped = attempt.blocks[-1].stamped
                 attempt.saves.append(self.open_save)
-            self.open_save.ended(line, now_us)
+                self.open_save.ended(line, now_us)
+            else:
+                self.open_save.ended(line, now_us)
         if "save_durable" in kinds:
             self._confirm(attempt, line, kinds["save_durable"]["step"], now_us)
+
+    def _save_done(self, attempt: _Attempt, line: _Line, groups: dict, now_us: int) -> None:
+        """A save that ends at this line (or, without its timestamp, at the last known time plus its
+        duration), having lasted its stated duration, and is durable there: a synchronous save."""
+        duration_us = round(groups["ms"] * 1000) if groups.get("ms") is not None else round(groups["seconds"] * MICROS)
+        end_us = now_us + duration_us if line.time_us is None else max(line.time_us, now_us)
+        save = self.open_save
+        if save is None or save.step != groups["step"] or save.end_from is not None:  # no start line before it
+            save = self.open_save = _Span(groups["step"], max(end_us - duration_us, now_us), line.time_us is not None)
+            attempt.saves.append(save)
+        save.end_us, save.end_from = end_us, "timestamp" if line.time_us is not None else "duration"
+        save.confirmed, save.confirmed_us, save.done_line = True, end_us, True
 
     def _confirm(self, attempt: _Attempt, line: _Line, step: int, now_us: int) -> None:
         for save in reversed(attempt.saves):
