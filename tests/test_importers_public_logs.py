@@ -106,3 +106,54 @@ def test_nemo_save_line_followed_by_an_async_schedule_is_durable_only_once_final
     expected_s = {"lifetime": 46, "productive": 0, "lost": 38.25, "checkpoint_save": 0,
                   "idle": 2.361 + 4.389 + 1}
     assert {name: job[f"{name}_chip_s"] / 16 for name in expected_s} == pytest.approx(expected_s)
+
+
+# ---- NeMo 1 / PyTorch Lightning: the progress bar ------------------------------------------------------------
+NEMO1_BAR = PUBLIC_DATA / "nemo" / "dgxc-grok1-314b-progress-bar.log"
+SUBMIT = "2025-05-01T00:00:00Z"
+
+
+def test_nemo1_progress_bar_reads_its_steps_over_its_elapsed_time(tmp_path):
+    """NVIDIA's Grok-1 314B recipe (dgxc-benchmarking, MIT) quotes its run's last bar: `Epoch 0: : 100%|██████████|
+    50/50 [23:22<00:00, reduced_train_loss=0.186, global_step=49.00, consumed_samples=51200.0, train_step_timing in
+    s=24.00]`. 50 steps in 23 min 22 s (1,402 s: 28.04 s a step on average, the last one 24 s). No timestamp:
+    --submit places it; the recipe's GPUs are not in the line: --chips 128 --accelerator h100."""
+    flags = dict(profile="nemo1", job="grok", accelerator="h100", chips=128, submit_us=parse_time_us(SUBMIT))
+    imported, summary = import_to("logs", NEMO1_BAR, tmp_path / "a", **flags)
+    assert summary["rejected"] == {}
+    steps = [(r["type"], seconds(r["event_time"], SUBMIT), r["step"]) for r in by_job(imported, "runtime", "grok")]
+    assert steps == [("STEP_START", 0.0, 1), ("STEP_END", 23 * 60 + 22.0, 50)]
+    _, jobs = run_and_read(tmp_path / "a", tmp_path / "a-out")
+    # The line alone: no end line, so the job is taken as failed there and its 50 unsaved steps lost.
+    assert [jobs["grok"][f"{name}_chip_s"] / 128 for name in ("lifetime", "lost", "productive")] == pytest.approx(
+        [1402, 1402, 0])
+
+    # With Lightning's end line after it (written here), the run finished: its steps are progress.
+    (tmp_path / "finished.log").write_text(NEMO1_BAR.read_text() + "`Trainer.fit` stopped: `max_steps=50` reached.\n")
+    import_to("logs", tmp_path / "finished.log", tmp_path / "b", **flags)
+    _, jobs = run_and_read(tmp_path / "b", tmp_path / "b-out")
+    assert jobs["grok"]["status"] == "FINISHED"
+    assert [jobs["grok"][f"{name}_chip_s"] / 128 for name in ("lifetime", "productive", "lost")] == pytest.approx(
+        [1402, 1402, 0])
+
+
+def test_a_progress_bar_redrawn_over_two_epochs(tmp_path):
+    """As tqdm writes it to a file (written here in Lightning's format): each redraw after a carriage
+    return, refreshes that repeat a count, and a second epoch counting from 1 again."""
+    bar = "\r".join(["Epoch 0:   0%|          | 0/4 [00:00<?, ?it/s]",
+                     "Epoch 0:  25%|██▌       | 1/4 [00:10<00:30,  0.10it/s]",
+                     "Epoch 0:  25%|██▌       | 1/4 [00:10<00:30,  0.10it/s, loss=8.03, v_num=0]",
+                     "Epoch 0: 100%|██████████| 4/4 [00:40<00:00,  0.10it/s, loss=7.5, v_num=0]",
+                     "Epoch 1:  50%|█████     | 2/4 [00:25<00:25,  0.08it/s, loss=7.1, v_num=0]",
+                     "Epoch 1: 100%|██████████| 4/4 [00:50<00:00,  0.08it/s, loss=6.9, v_num=0]"])
+    (tmp_path / "run.log").write_text("[NeMo I 2025-05-01 00:00:00 exp_manager:396] Experiments will be logged at "
+                                      f"/r\n{bar}\n`Trainer.fit` stopped: `max_epochs=2` reached.\n")
+    imported, summary = import_to("logs", tmp_path / "run.log", tmp_path / "in", profile="nemo1", job="j",
+                                  accelerator="a100", chips=1)
+    assert summary["rejected"] == {}
+    runtime = [(seconds(r["event_time"], SUBMIT), r["step"]) for r in by_job(imported, "runtime", "j")]
+    # Epoch 0 from 00:00:00: step 1 over 0-10 s, steps 2-4 over 10-40 s. Epoch 1 begins at 40 s: its steps
+    # 1-2 are the job's 5-6 (40-65 s), 3-4 its 7-8 (65-90 s).
+    assert runtime == [(0, 1), (10, 1), (10, 2), (40, 4), (40, 5), (65, 6), (65, 7), (90, 8)]
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    assert [jobs["j"][f"{name}_chip_s"] for name in ("lifetime", "productive", "idle")] == pytest.approx([90, 90, 0])

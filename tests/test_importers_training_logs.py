@@ -339,9 +339,9 @@ def test_several_ranks_logs_of_one_job_are_not_counted_twice(tmp_path):
 
 def test_what_the_log_cannot_say_must_be_given(tmp_path, capsys):
     source = write(tmp_path, "run.log", NEW_MEGATRON)
-    with pytest.raises(UsageError, match=r"pass --profile NAME \(megatron, nemo, or one of --profiles FILE\)$"):
+    with pytest.raises(UsageError, match=r"pass --profile NAME \(megatron, nemo, nemo1, or one of --profiles FILE\)$"):
         import_to("logs", source, tmp_path / "a", accelerator="h100", chips=8)
-    with pytest.raises(UsageError, match=r"no log profile 'deepspeed' \(known: megatron, nemo\)"):
+    with pytest.raises(UsageError, match=r"no log profile 'deepspeed' \(known: megatron, nemo, nemo1\)"):
         import_to("logs", source, tmp_path / "b", profile="deepspeed", job="j", accelerator="h100", chips=8)
     # Megatron prints its world size, but neither a job name (no --wandb-exp-name) nor its GPUs.
     with pytest.raises(UsageError, match="the log does not say its job, nor its accelerator: pass --job ID "

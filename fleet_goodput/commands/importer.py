@@ -68,7 +68,7 @@ FLAGS: dict[str, tuple[tuple, dict]] = {
     "limit": (("--limit",), dict(type=int, metavar="N", help="import only the first N jobs (pods, runs, traces)")),
     "accelerator": (("--accelerator",), dict(metavar="KEY", help="catalogue key when the source names none")),
     "chips": (("--chips",), dict(type=int, metavar="N", help="chips of the job")),
-    "profile": (("--profile",), dict(metavar="NAME", help="the log profile (megatron, nemo, or one of --profiles)")),
+    "profile": (("--profile",), dict(metavar="NAME", help="the log profile (megatron, nemo, nemo1, or one of --profiles)")),
     "profiles": (("--profiles",), dict(metavar="FILE", help="a YAML file of log profiles added to the built-in "
                                                              "ones (shape: configs/log_profiles.yaml)")),
     "job": (("--job",), dict(metavar="ID", help="job id, for a source that names none: the id of the job's "

@@ -29,8 +29,9 @@ LINE_KINDS = {
     "restore_start": ("step",), "restore_ms": ("ms",), "restore_end": ("step",), "end": (),
     "world_size": ("chips",), "accelerator": ("name",), "job": ("name",), "save_done": ("step",),
 }
-# Kinds that state a duration, in exactly one of the groups `ms` and `seconds`.
-TIMED_KINDS = {"iteration": "the time of one step", "save_done": "how long the save took"}
+# Kinds that state a duration, in exactly one of these groups: `ms` or `seconds` (of one step, of the
+# save), or for an iteration line `elapsed` (a progress bar's time since its epoch began).
+TIMED_KINDS = {"iteration": ("ms", "seconds", "elapsed"), "save_done": ("ms", "seconds")}
 SETTINGS = {"description", "timestamp", "time_format", "first_step", "precision"}
 
 
@@ -113,11 +114,13 @@ def _profile(name: str, body) -> Profile:
         if required not in body:
             raise ProfileError(f"profile {name!r} has no {required} pattern")
     lines = {kind: _line_pattern(name, kind, body[kind]) for kind in LINE_KINDS if kind in body}
-    for kind, duration in TIMED_KINDS.items():
+    for kind, timings in TIMED_KINDS.items():
         groups = lines[kind].regex.groupindex if kind in lines else {"ms": 0}
-        if ("ms" in groups) == ("seconds" in groups):
-            raise ProfileError(f"profile {name!r}: {kind} needs exactly one of the groups (?P<ms>...) "
-                               f"and (?P<seconds>...), {duration}")
+        if sum(timing in groups for timing in timings) != 1:
+            raise ProfileError(f"profile {name!r}: {kind} needs exactly one of the groups "
+                               + ", ".join(f"(?P<{timing}>...)" for timing in timings)
+                               + (", the time of one step or the progress bar's elapsed time" if kind == "iteration"
+                                  else ", how long the save took"))
     precisions = body.get("precision", {})
     if not isinstance(precisions, dict):
         raise ProfileError(f"profile {name!r}: precision must map precisions ({', '.join(PRECISIONS)}) to patterns")

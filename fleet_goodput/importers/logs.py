@@ -44,7 +44,7 @@ from fleet_goodput.importers.common import (
 from fleet_goodput.importers.log_profiles import Profile, ProfileError, load_profiles
 
 NAME = "logs"
-HELP = "a training job's stdout (--profile megatron or nemo, or --profiles FILE of your own) → all three streams"
+HELP = "a training job's stdout (--profile megatron, nemo or nemo1, or --profiles FILE of your own) → all three streams"
 PREFIX = "logs"
 MANY_SOURCES = True  # `mpg import logs run1.log run2.log`: the files of one job's launches
 CLUSTER = "logs"
@@ -53,7 +53,7 @@ CLUSTER = "logs"
 SLACK_US = MICROS
 UNNAMED = ""  # the job of a rejection or caveat before the job's id is known (`_identity`)
 # Named groups holding numbers (log_profiles.LINE_KINDS), and the largest step an Avro long holds.
-NUMBERS = {"step", "ms", "seconds", "tflops", "chips"}
+NUMBERS = {"step", "ms", "seconds", "tflops", "chips", "elapsed"}
 MAX_STEP = 2**63 - 1
 # How a save or restore whose end the log states neither by a timestamp nor by a duration is ended:
 # at the start of the next iteration block (the loop resumed), else at the attempt's last time.
@@ -282,6 +282,7 @@ class _Builder:
         self.previous = profile.first_step - 1  # the step the attempt's next block follows
         self.open_save: _Span | None = None
         self.open_restore: _Span | None = None
+        self.bar: _Bar | None = None  # the progress bar of the attempt's current epoch, if its lines are one
 
     def reject(self, line: _Line, reason: str, detail: str = "") -> None:
         self.imported.reject(line.file, f"line {line.number}", self.job, reason, detail)
@@ -303,7 +304,7 @@ class _Builder:
     def build(self, attempt: _Attempt) -> None:
         clock = _Clock(attempt.start_us)
         self.previous = self.profile.first_step - 1
-        self.open_save = self.open_restore = None
+        self.open_save = self.open_restore = self.bar = None
         started = False  # a start line or a checkpoint load came before the first iteration line
         for line in attempt.lines:
             started = started or bool({"start", "restore_start", "restore_end"} & set(line.kinds))
@@ -329,10 +330,41 @@ class _Builder:
         reports steps the excerpt does not show, so counting first_step..N would invent them."""
         step = line.kinds["iteration"]["step"]
         if attempt.blocks or attempt.resumed_at is not None or "start" not in self.profile.lines \
-                or step <= self.profile.first_step:
+                or step <= self.profile.first_step or line.kinds["iteration"].get("elapsed") is not None:
+            # (a progress bar's elapsed clock places the steps it counts since its epoch began)
             return False
         attempt.resumed_at = self.previous = step
         return True
+
+    def _bar(self, attempt: _Attempt, line: _Line, groups: dict, clock: _Clock) -> _Block | None:
+        """A progress bar's line (tqdm as Lightning draws it, `Epoch 0: 40%|…| 20/50 [09:20<14:00, …]`):
+        the steps since its last line, over the time its elapsed clock moved since then."""
+        epoch, elapsed_us = groups.get("epoch"), round(groups["elapsed"] * MICROS)
+        bar = self.bar
+        if bar is None or bar.epoch != epoch:  # a new epoch counts its steps from 1 again
+            offset = self.previous - (self.profile.first_step - 1) if bar is not None else 0
+            bar = self.bar = _Bar(epoch, clock.now_us, 0, offset)
+        step, previous = groups["step"] + bar.offset, self.previous
+        if step == previous:  # a refresh of the bar (its postfix changed): no step since its last line
+            return None
+        if step < previous or elapsed_us < bar.elapsed_us:
+            self.reject(line, "progress bar goes back without a restart or checkpoint load: its steps are unknown",
+                        f"step {step} after {previous}, elapsed {elapsed_us / MICROS:g} s after "
+                        f"{bar.elapsed_us / MICROS:g} s")
+            return None
+        start_us = max(bar.anchor_us + bar.elapsed_us, clock.now_us)
+        end_us = max(bar.anchor_us + elapsed_us, start_us)
+        if end_us >= LATEST_US:
+            self.reject(line, "iteration block reaches past 2100: its steps or step time are not plausible",
+                        f"elapsed {elapsed_us / MICROS:g} s")
+            return None
+        self.previous, bar.elapsed_us = step, elapsed_us
+        clock.advance_to(end_us)
+        clock.observe(line.time_us)  # a logger line printed after the bar, on the same line
+        block = _Block(previous + 1, step, start_us, end_us, (end_us - start_us) / MICROS / (step - previous),
+                       groups.get("tflops"), False)
+        attempt.blocks.append(block)
+        return block
 
     def _iteration_after_spans(self, attempt: _Attempt, line: _Line, clock: _Clock) -> None:
         """An iteration line after a save or restore: one that states its end is over before the block
@@ -413,7 +445,9 @@ class _Builder:
 
     def _iteration(self, attempt: _Attempt, line: _Line, groups: dict, clock: _Clock) -> _Block | None:
         """The block of steps since the previous iteration line (or restore), ending at this line
-        (None: the line is rejected)."""
+        (None: the line is rejected, or a progress bar's refresh)."""
+        if groups.get("elapsed") is not None:
+            return self._bar(attempt, line, groups, clock)
         step, tflops, previous = groups["step"], groups.get("tflops"), self.previous
         self.previous = step
         step_us = round(groups["ms"] * 1000) if groups.get("ms") is not None else round(groups["seconds"] * MICROS)
@@ -440,6 +474,25 @@ class _Builder:
         return block
 
 
+@dataclass
+class _Bar:
+    """A progress bar's epoch: it began at `anchor_us` (the last known time before its first line),
+    and its clock had reached `elapsed_us` at its last line; its count adds to `offset` steps."""
+
+    epoch: str | None
+    anchor_us: int
+    elapsed_us: int
+    offset: int
+
+
+def _elapsed(text: str) -> float:
+    """tqdm's elapsed time, `MM:SS` or `H:MM:SS` (hours past 24 as they are), in seconds."""
+    parts = [int(part) for part in text.split(":")]
+    if len(parts) not in (2, 3) or any(part >= 60 for part in parts[1:]):
+        raise Unmappable("a progress bar's elapsed time that is not MM:SS or H:MM:SS", text[:40])
+    return float(sum(part * 60 ** power for power, part in enumerate(reversed(parts))))
+
+
 def _numbers(groups: dict) -> dict:
     """A line's named groups with its numbers read: steps as whole numbers an Avro long holds,
     times and rates as positive numbers; Unmappable for anything else."""
@@ -451,6 +504,8 @@ def _numbers(groups: dict) -> dict:
             numbers[name] = int(text)
             if numbers[name] > MAX_STEP:
                 raise Unmappable("a step number larger than the contract holds", text[:40])
+        elif name == "elapsed":
+            numbers[name] = _elapsed(text)
         elif name == "chips":
             numbers[name] = int(text)
             if not 1 <= numbers[name] <= MAX_CHIPS:
@@ -558,7 +613,7 @@ def _job_caveats(imported: Imported, job: str, file: str, attempts: list[_Attemp
 def _check(source: Path, options: Options) -> Profile:
     if not options.profile:
         raise UsageError("a log does not say which framework wrote it: pass --profile NAME "
-                         "(megatron, nemo, or one of --profiles FILE)")
+                         "(megatron, nemo, nemo1, or one of --profiles FILE)")
     if options.accelerator is not None and options.accelerator not in options.accelerators:
         raise UsageError(f"--accelerator {options.accelerator!r} is not a key of the accelerator catalogue")
     try:
