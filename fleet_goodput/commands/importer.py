@@ -67,7 +67,8 @@ _EXITS = exits.describe(failed="the source cannot be read as FORMAT: nothing was
 FLAGS: dict[str, tuple[tuple, dict]] = {
     "limit": (("--limit",), dict(type=int, metavar="N", help="import only the first N jobs (pods, runs, traces)")),
     "accelerator": (("--accelerator",), dict(metavar="KEY", help="catalogue key when the source names none")),
-    "chips": (("--chips",), dict(type=int, metavar="N", help="chips of the job")),
+    "chips": (("--chips",), dict(type=int, metavar="N", help="chips of the job (logs: default the world size the "
+                                                             "log prints; fewer than it is refused)")),
     "profile": (("--profile",), dict(metavar="NAME", help="the log profile (megatron, nemo, nemo1, or one of --profiles)")),
     "profiles": (("--profiles",), dict(metavar="FILE", help="a YAML file of log profiles added to the built-in "
                                                              "ones (shape: configs/log_profiles.yaml)")),
