@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fleet_goodput.cli import main
-from fleet_goodput.core.config import Settings, load_settings, part_names
+from fleet_goodput.core.config import Settings, load_settings, part_names, peak_table
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.common import Options, SourceError, write_import
 from fleet_goodput.runs.batch import run_batch
@@ -25,7 +25,8 @@ SETTINGS = load_settings()
 
 def options(**overrides) -> Options:
     return Options(**{"accelerators": frozenset(SETTINGS.accelerators),
-                       "part_names": part_names(SETTINGS.accelerators), **overrides})
+                       "part_names": part_names(SETTINGS.accelerators),
+                       "peaks": tuple(sorted(peak_table(SETTINGS.accelerators).items())), **overrides})
 
 
 def import_to(name: str, source: Path, out: Path, **overrides):

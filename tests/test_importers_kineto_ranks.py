@@ -110,3 +110,26 @@ def test_job_flag_names_the_run_so_ranks_imported_apart_join_it(tmp_path):
     write(tmp_path / "two", "b_rank-0.json.gz", rank_trace(0, SKEW_US))
     with pytest.raises(SourceError, match="--job names one run, but the traces are 2 runs"):
         import_to("kineto", tmp_path / "two", tmp_path / "in-two", accelerator="a100", job="resnet-run-17")
+
+
+def test_a_rank_without_a_world_size_takes_the_world_the_trace_shows(tmp_path):
+    """distributedInfo with `rank` 5 and no `world_size` (once rejected whole, "rank is not a rank of the
+    world"): the world is at least 6; where the trace lists a process group of ranks 0-15, 16."""
+    trace = rank_trace(5, 0)
+    del trace["distributedInfo"]["world_size"]
+    start, end = window_us(trace)
+    write(tmp_path / "a", "rank-5.json.gz", trace)
+    imported, summary = import_to("kineto", tmp_path / "a", tmp_path / "in-a", accelerator="a100")
+    assert summary["rejected"] == {}
+    [submit] = [r for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"]
+    assert submit["chips"] == 6
+    assert [(c.file, c.detail) for c in imported.caveats if c.caveat.startswith("distributedInfo gives a rank")] == [
+        ("rank-5.json.gz", "rank 5, world size 6")]
+    _, jobs = run_and_read(tmp_path / "in-a", tmp_path / "out-a")
+    assert jobs["rank-5"]["lifetime_chip_s"] == pytest.approx(6 * (int(end) - int(start)) / 1e6, abs=6e-6)
+
+    trace["distributedInfo"]["pg_config"] = [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 16,
+                                              "ranks": list(range(16))}]
+    write(tmp_path / "b", "rank-5.json.gz", trace)
+    imported, _ = import_to("kineto", tmp_path / "b", tmp_path / "in-b", accelerator="a100")
+    assert [r["chips"] for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"] == [16]

@@ -249,3 +249,28 @@ def test_mlperf_a_block_without_its_own_evaluation_does_not_borrow_the_next_ones
     assert _profiles(imported, DELL_8B_RUN) == _profiles(original, DELL_8B_RUN)[2:]
     [caveat] = [c for c in caveats(tmp_path / "in") if c["caveat"].startswith("steps unknown")]
     assert caveat["detail"] == "2 of 15 blocks"
+
+
+def test_mlperf_pg_on_an_assumed_precision_names_the_peak_it_used(tmp_path):
+    """Dell's 8B log and its system notes state no precision: PG rests on the B200's bf16 peak
+    (2,250 TFLOP/s dense in the catalogue), and the caveat says so and what FP8 or FP4 would give."""
+    import_to("mlperf", mlperf_source(tmp_path / "src", {DELL_8B_RUN: log_text(DELL_8B_RUN)}), tmp_path / "in")
+    [row] = [c for c in caveats(tmp_path / "in") if c["caveat"].startswith("precision not stated")]
+    assert row["detail"] == ("PG measured against the b200 bf16 peak, 2,250 TFLOP/s per chip; had it trained in fp8 "
+                             "(4,500 TFLOP/s), PG would be 0.5 x as high; had it trained in fp4 (9,000 TFLOP/s), "
+                             "PG would be 0.25 x as high")
+
+
+def test_every_trace_or_log_not_imported_has_its_line(tmp_path):
+    """A trace of a device the catalogue lacks, and the traces and logs past --limit: each a rejected row."""
+    events = [*_steps(1.7e15, 3, 1e5),
+              {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 1.7e15 + 10, "dur": 50, "args": {"device": 0}}]
+    _kineto_trace(tmp_path, "a-known.json.gz", events, deviceProperties=[A100])
+    _kineto_trace(tmp_path, "b-unknown.json.gz", events, deviceProperties=[{"id": 0, "name": "NVIDIA Z9000"}])
+    _kineto_trace(tmp_path, "c-past-limit.json.gz", events, deviceProperties=[A100])
+    import_to("kineto", tmp_path, tmp_path / "in", limit=2)
+    assert sorted((row["file"], row["reason"], row["detail"]) for row in rejected_rows(tmp_path / "in")) == [
+        ("b-unknown.json.gz", "device not recognised as one catalogue accelerator", "NVIDIA Z9000"),
+        ("c-past-limit.json.gz", "beyond --limit 2: not read", "")]
+    _, summary = import_to("mlperf", MLPERF, tmp_path / "mlperf", limit=16)
+    assert summary["jobs"] == 16 and summary["rejected"] == {"beyond --limit 16: not read": 1}

@@ -6,12 +6,14 @@ before each log starts (for the fixtures, the tables of tests/data/README.md), t
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from fleet_goodput.cli import main
 from fleet_goodput.core.timeutil import parse_time_us
-from fleet_goodput.importers.common import SourceError
-from test_importers_common import FIXTURES, by_job, import_to, rejected_rows, run_and_read
+from fleet_goodput.importers.common import SourceError, UsageError
+from test_importers_common import FIXTURES, by_job, import_to, rejected_rows, run_and_read, tree_bytes
 
 LOGS = FIXTURES / "logs"
 MEGATRON = {"profile": "megatron", "job": "gpt-8b", "accelerator": "h100", "chips": 16}
@@ -102,7 +104,8 @@ def test_nemo_log_end_to_end_with_derived_times(tmp_path):
     assert sorted((c.caveat, c.detail) for c in imported.caveats) == [
         ("asynchronous save: durable at the end of its blocking part, before the log confirms it (optimistic)",
          "step 9, 8.0 s early"),
-        ("precision not stated in the log: bf16 assumed", ""),
+        ("precision not stated in the log: bf16 assumed", "PG measured against the h100 bf16 peak, 989 TFLOP/s "
+         "per chip; had it trained in fp8 (1,979 TFLOP/s), PG would be 0.5 x as high"),
         ("times derived, not stated: placed from the last timestamp by step times and stated durations",
          "25 iteration blocks, 2 checkpoint saves, 1 restores")]
     manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
@@ -334,12 +337,98 @@ def test_several_ranks_logs_of_one_job_are_not_counted_twice(tmp_path):
     assert rejected_rows(tmp_path / "in")[0]["file"] == "rank7.log"
 
 
-def test_what_the_log_cannot_say_must_be_given(tmp_path):
+def test_what_the_log_cannot_say_must_be_given(tmp_path, capsys):
     source = write(tmp_path, "run.log", NEW_MEGATRON)
-    with pytest.raises(SourceError, match="pass --profile NAME --job ID$"):
+    with pytest.raises(UsageError, match=r"pass --profile NAME \(megatron, nemo, nemo1, or one of --profiles FILE\)$"):
         import_to("logs", source, tmp_path / "a", accelerator="h100", chips=8)
-    with pytest.raises(SourceError, match=r"no log profile 'deepspeed' \(known: megatron, nemo\)"):
+    with pytest.raises(UsageError, match=r"no log profile 'deepspeed' \(known: megatron, nemo, nemo1\)"):
         import_to("logs", source, tmp_path / "b", profile="deepspeed", job="j", accelerator="h100", chips=8)
+    # Megatron prints its world size, but neither a job name (no --wandb-exp-name) nor its GPUs.
+    with pytest.raises(UsageError, match="the log does not say its job, nor its accelerator: pass --job ID "
+                                         "--accelerator KEY$"):
+        import_to("logs", source, tmp_path / "c", profile="megatron")
+    out = tmp_path / "cli"
+    assert main(["import", "logs", str(source), "--profile", "megatron", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.endswith(f"mpg import: {source}: the log does not say its job, nor its "
+                                            "accelerator: pass --job ID --accelerator KEY\n")
+    assert not out.exists()
+
+
+# ---- what the log says of its job, device and world size (issue 35) ----------------------------------
+MEGATRON_64 = NEW_MEGATRON.replace("using world size: 8, data-parallel size: 8", "using world size: 64, "
+                                   "data-parallel size: 64").replace("learning rate:", "throughput per GPU "
+                                                                     "(TFLOP/s/GPU): 400.0 | learning rate:")
+
+
+def test_a_log_without_flags_reads_its_world_size_and_job(tmp_path):
+    listing = ("------------------------ arguments ------------------------\n"
+               "  wandb_exp_name .................................. gpt-70b-pretrain\n"
+               "  world_size ...................................... 64\n"
+               "-------------------- end of arguments ---------------------\n")
+    imported, _ = import_to("logs", write(tmp_path, "run.log", listing + MEGATRON_64), tmp_path / "in",
+                            profile="megatron", accelerator="h100")
+    assert {(r["job_id"], r["chips"]) for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"} == {
+        ("gpt-70b-pretrain", 64)}
+    provenance = json.loads((tmp_path / "in" / "SOURCE.json").read_text())
+    assert provenance["read_from"] == {"job": "run.log line 2", "chips": "run.log line 5",
+                                       "accelerator": "--accelerator"}
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    job = jobs["gpt-70b-pretrain"]
+    # 0-0.5 s init, iterations 1-5 (20 s) saved at 21-23.25 s, 0.5 s idle before it; all on 64 GPUs.
+    assert [job[f"{name}_chip_s"] for name in ("lifetime", "init", "productive", "checkpoint_save", "idle")] == \
+        pytest.approx([64 * 23.25, 64 * 0.5, 64 * 20, 64 * 2.25, 64 * 0.5])
+    assert job["pg"] == pytest.approx(400 / 989)
+
+
+def test_fewer_chips_than_the_logs_world_size_are_refused(tmp_path, capsys):
+    source = write(tmp_path, "run.log", MEGATRON_64)
+    with pytest.raises(UsageError, match=r"--chips 16 is fewer than the world size the log prints \(64, run.log "
+                                         r"line 1\)"):
+        import_to("logs", source, tmp_path / "a", profile="megatron", job="j", accelerator="h100", chips=16)
+    assert main(["import", "logs", str(source), "--profile", "megatron", "--job", "j", "--accelerator", "h100",
+                 "--chips", "16", "--out", str(tmp_path / "cli")]) == 2
+    assert "--chips 16 is fewer than the world size the log prints" in capsys.readouterr().err
+
+
+def test_more_chips_than_the_world_size_hold_the_rest_idle_with_a_caveat(tmp_path):
+    imported, _ = import_to("logs", write(tmp_path, "run.log", MEGATRON_64), tmp_path / "in", profile="megatron",
+                            job="j", accelerator="h100", chips=72)
+    assert ("--chips is more than the log's world size: the chips it does not train on count as held, none of "
+            "their time productive", "--chips 72, world size 64 (run.log line 1)") in {
+        (c.caveat, c.detail) for c in imported.caveats}
+    [sample] = imported.streams["profiler"]
+    assert (sample["chips"], sample["ideal_flops"]) == (72, 400e12 * 4.0 * 64)  # the FLOPs of the 64 that train
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    assert jobs["j"]["lifetime_chip_s"] == pytest.approx(72 * 23.25)
+    assert jobs["j"]["pg"] == pytest.approx(400 * 64 / (989 * 72))
+
+
+NEMO_LIGHTNING = (
+    "[NeMo I 2026-01-01 00:00:00 nemo_logger:145] Experiments will be logged at /r\n"
+    "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8\n"
+    "You are using a CUDA device ('NVIDIA H100 80GB HBM3') that has Tensor Cores. To properly utilize them, you "
+    "should set `torch.set_float32_matmul_precision('medium' | 'high')` which will trade-off precision for "
+    "performance. For more details, read https://pytorch.org/docs/stable/generated/"
+    "torch.set_float32_matmul_precision.html#torch.set_float32_matmul_precision\n"
+    "Training epoch 0, iteration 0/9 | global_step: 0 | train_step_timing in s: 2\n"
+    "Training epoch 0, iteration 1/9 | global_step: 1 | train_step_timing in s: 3\n"
+    "[NeMo I 2026-01-01 00:00:06 nemo_logger:145] `Trainer.fit` stopped: `max_steps=2` reached.\n")
+
+
+def test_lightning_names_the_device_and_world_size_and_a_flag_overrides_them(tmp_path):
+    source = write(tmp_path, "run.log", NEMO_LIGHTNING)
+    imported, _ = import_to("logs", source, tmp_path / "a", profile="nemo", job="j")
+    submit = by_job(imported, "scheduler", "j")[0]
+    assert (submit["accelerator"], submit["chips"]) == ("h100", 8)
+    imported, _ = import_to("logs", source, tmp_path / "b", profile="nemo", job="j", accelerator="a100")
+    assert by_job(imported, "scheduler", "j")[0]["accelerator"] == "a100"
+    assert ("--accelerator differs from the device the log names: the flag's key is used",
+            "--accelerator a100; the log: 'NVIDIA H100 80GB HBM3' (h100)") in {
+        (c.caveat, c.detail) for c in imported.caveats}
+    unknown = NEMO_LIGHTNING.replace("NVIDIA H100 80GB HBM3", "NVIDIA Z9000")
+    with pytest.raises(UsageError, match=r"the log does not say a device of the catalogue \(it names "
+                                         r"'NVIDIA Z9000'\): pass --accelerator KEY$"):
+        import_to("logs", write(tmp_path, "z.log", unknown) / "z.log", tmp_path / "c", profile="nemo", job="j")
 
 
 def test_a_restart_that_redoes_saved_iterations_counts_them_lost(tmp_path):
@@ -359,3 +448,82 @@ def test_a_restart_that_redoes_saved_iterations_counts_them_lost(tmp_path):
                   "checkpoint_save": 4.5, "idle": 0.5 + 0.5 + 0.75}
     assert {name: job[f"{name}_chip_s"] / 8 for name in expected_s} == pytest.approx(expected_s)
     assert job["status"] == "FINISHED"
+
+
+# ---- a save is durable only once confirmed, and never before the step it follows (issue 35) ----------
+def test_megatron_without_save_timer_lines_ends_each_save_where_training_resumed(tmp_path):
+    """The fixture with its `save-checkpoint` timer lines grepped out (stripped logs, other launchers):
+    the saves have no stated duration and no timestamp, so each ends where the loop resumed."""
+    source = tmp_path / "stripped"
+    source.mkdir()
+    for path in (LOGS / "megatron").iterdir():
+        lines = path.read_text().splitlines(keepends=True)
+        (source / path.name).write_text("".join(line for line in lines if "save-checkpoint" not in line))
+    imported, _ = import_to("logs", source, tmp_path / "in", submit_us=parse_time_us("2025-06-10T07:58:00Z"),
+                            **MEGATRON)
+    origin = "2025-06-10T08:00:00Z"
+    # Saves from the end of the block they follow to the start of the next (derived from its timestamp less
+    # 10 x 3 s: 08:02:38 - 30 s = 128 s); the last to the end line (08:07:02 = 422 s).
+    spans = [(r["type"], seconds(r["event_time"], origin)) for r in by_job(imported, "runtime", "gpt-8b")
+             if r["type"].startswith("CHECKPOINT_SAVE")]
+    assert spans == [("CHECKPOINT_SAVE_START", 120.0), ("CHECKPOINT_SAVE_END", 128.0),
+                     ("CHECKPOINT_SAVE_START", 188.0), ("CHECKPOINT_SAVE_END", 196.0),
+                     ("CHECKPOINT_SAVE_START", 413.0), ("CHECKPOINT_SAVE_END", 422.0)]
+    assumed = "checkpoint save of no stated duration (no timer line, no timestamp at its end): taken to last " \
+              "until the log's next time"
+    assert sorted(c.detail for c in imported.caveats if c.caveat == assumed) == [
+        "step 20: until the training loop resumed, 8.0 s", "step 40: until the training loop resumed, 8.0 s",
+        "step 60: until the attempt's last time, 9.0 s"]
+    manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    job = jobs["gpt-8b"]
+    assert manifest["reconciles"]
+    # As with the timer lines (test above), but the saves take 8 + 8 + 9 s and nothing is idle.
+    expected_s = {"lifetime": 542, "queued": 194, "init": 101, "productive": 180, "lost": 30,
+                  "checkpoint_save": 25, "checkpoint_restore": 12, "idle": 0}
+    assert {name: job[f"{name}_chip_s"] / 16 for name in expected_s} == pytest.approx(expected_s)
+
+
+def megatron_iteration(stamp: str, step: int, ms: float) -> str:
+    return (f" [{stamp}] iteration {step:8d}/     200 | consumed samples: {step * 256:12d} | elapsed time per "
+            f"iteration (ms): {ms:.1f} | learning rate: 1.000000E-04 | global batch size:   256 | lm loss: "
+            "6.000000E+00 | loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n")
+
+
+def test_a_crash_after_unstamped_saves_loses_only_the_steps_after_the_last_one(tmp_path):
+    """Issue 35's case: twelve blocks of 10 iterations of 15 s, a save every 20 iterations up to 100 with
+    neither timer nor timestamp (each took 8 s), then the job dies after iteration 120. Once, the saves
+    were placed, zero-length, before the end of the block they follow and made nothing durable."""
+    lines = ["using world size: 16, data-parallel size: 2, context-parallel size: 1, hierarchical "
+             "context-parallel sizes: None, tensor-model-parallel size: 4, pipeline-model-parallel size: 2\n",
+             "time to initialize megatron (seconds): 47.000\n",
+             "[after megatron is initialized] datetime: 2025-06-10 08:00:00 \n"]
+    elapsed = 100  # s after 08:00:00: the first block starts here
+    for step in range(10, 121, 10):
+        elapsed += 150
+        lines.append(megatron_iteration(f"2025-06-10 {8 + elapsed // 3600:02d}:{elapsed // 60 % 60:02d}:"
+                                        f"{elapsed % 60:02d}", step, 15000.0))
+        if step % 20 == 0 and step <= 100:
+            lines += [f"saving checkpoint at iteration {step:8d} to /ckpt in torch_dist format\n",
+                      f"  successfully saved checkpoint from iteration {step:8d} to /ckpt [ t 1/4, p 1/2 ]\n"]
+            elapsed += 8
+    imported, _ = import_to("logs", write(tmp_path, "run.log", "".join(lines)), tmp_path / "in", **MEGATRON)
+    _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
+    job = jobs["gpt-8b"]
+    # init 47 s before 08:00:00 and 100 s after; 12 blocks of 150 s; five saves of 8 s: 1,987 s.
+    # Iterations 1-100 (10 blocks) saved: 1,500 s productive; 101-120 lost when the log stops: 300 s.
+    expected_s = {"lifetime": 1987, "queued": 0, "init": 147, "productive": 1500, "lost": 300,
+                  "checkpoint_save": 40, "idle": 0}
+    assert {name: job[f"{name}_chip_s"] / 16 for name in expected_s} == pytest.approx(expected_s)
+    assert job["rg"] == pytest.approx(1500 / 1987) and round(job["rg"], 3) == 0.755
+
+
+def test_the_files_of_a_jobs_launches_are_several_sources(tmp_path, capsys):
+    """`mpg import logs run1.log run2.log`: the same job as their folder, in time order whatever the order given."""
+    files = [str(LOGS / "megatron" / name) for name in ("gpt8b.node03.out", "gpt8b.node07.out")]
+    flags = ["--profile", "megatron", "--job", "gpt-8b", "--accelerator", "h100"]
+    assert main(["import", "logs", *files, *flags, "--out", str(tmp_path / "files")]) == 0
+    assert main(["import", "logs", str(LOGS / "megatron"), *flags, "--out", str(tmp_path / "folder")]) == 0
+    assert tree_bytes(tmp_path / "files") == tree_bytes(tmp_path / "folder")
+    # A file given twice (itself and in its folder) is read once.
+    assert main(["import", "logs", files[0], str(LOGS / "megatron"), *flags, "--out", str(tmp_path / "both")]) == 0
+    assert tree_bytes(tmp_path / "both") == tree_bytes(tmp_path / "folder")

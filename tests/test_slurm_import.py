@@ -305,7 +305,7 @@ def test_each_importer_has_its_own_help_with_its_own_flags_and_an_example(capsys
         main(["import", "logs", "--help"])
     logs = capsys.readouterr().out
     assert "--profile NAME" in logs and "--chips N" in logs and "--timezone" not in logs
-    assert "--profile, --job, --accelerator and --chips are required" in logs
+    assert "--profile is required; --job, --accelerator and --chips where the log does not print them" in logs
     # A flag of another format is refused by name, with the nearest of this format's.
     with pytest.raises(SystemExit):
         main(["import", "slurm", "tests/data/slurm", "--out", str(tmp_path / "o"), "--chips", "4"])

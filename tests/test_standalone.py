@@ -105,7 +105,7 @@ def test_import_examples_read_files_in_the_repository():
 def test_each_public_sample_keeps_its_licence_and_source():
     readme = (PUBLIC / "README.md").read_text()
     folders = sorted(path.name for path in PUBLIC.iterdir() if path.is_dir())
-    assert folders == ["kineto", "mlperf", "mlperf-results", "openb", "philly"]
+    assert folders == ["kineto", "megatron-deepspeed", "mlperf", "mlperf-results", "nemo", "openb", "philly"]
     for folder in folders:
         kept = {path.name for path in (PUBLIC / folder).iterdir()}
         assert kept & {"LICENSE", "LICENSE.md", "UPSTREAM_README.md"}, folder

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fleet_goodput import exits
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
-from fleet_goodput.core.config import ConfigError, load_settings, part_names
+from fleet_goodput.core.config import ConfigError, load_settings, part_names, peak_table
 from fleet_goodput.core.timeutil import parse_time_us
 from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.importers.common import (CAVEATS_FILE, DEFAULT_MAX_EXPANDED_MIB, REJECTED_FILE, SOURCE_FILE, Options,
@@ -50,8 +50,8 @@ EXAMPLES = {
     "mlperf": "mpg import mlperf tests/data/public/mlperf --out mlperf/",
     "kineto": "mpg import kineto tests/data/public/kineto --out kineto/",
     "mgm": "mpg import mgm tests/data/mgm_goodput_log.jsonl --out mgm/ --accelerator tpu-v5e --chips 16",
-    "logs": "mpg import logs tests/data/logs/megatron --profile megatron --job gpt-8b --accelerator h100 --chips 16 "
-            "--out gpt/",
+    "logs": "mpg import logs tests/data/logs/megatron --profile megatron --job gpt-8b --accelerator h100 "
+            "--out gpt/   # the log prints its world size (16 GPUs)",
     "orbax": "mpg import orbax tests/data/orbax/llama-7b --out ckpt/ --job llama-7b   # then beside the job's "
              "scheduler stream",
     "kubernetes": "mpg import kubernetes tests/data/kubernetes --cluster gke-1 --out k8s/",
@@ -67,8 +67,9 @@ _EXITS = exits.describe(failed="the source cannot be read as FORMAT: nothing was
 FLAGS: dict[str, tuple[tuple, dict]] = {
     "limit": (("--limit",), dict(type=int, metavar="N", help="import only the first N jobs (pods, runs, traces)")),
     "accelerator": (("--accelerator",), dict(metavar="KEY", help="catalogue key when the source names none")),
-    "chips": (("--chips",), dict(type=int, metavar="N", help="chips of the job")),
-    "profile": (("--profile",), dict(metavar="NAME", help="the log profile (megatron, nemo, or one of --profiles)")),
+    "chips": (("--chips",), dict(type=int, metavar="N", help="chips of the job (logs: default the world size the "
+                                                             "log prints; fewer than it is refused)")),
+    "profile": (("--profile",), dict(metavar="NAME", help="the log profile (megatron, nemo, nemo1, or one of --profiles)")),
     "profiles": (("--profiles",), dict(metavar="FILE", help="a YAML file of log profiles added to the built-in "
                                                              "ones (shape: configs/log_profiles.yaml)")),
     "job": (("--job",), dict(metavar="ID", help="job id, for a source that names none: the id of the job's "
@@ -106,8 +107,8 @@ FORMAT_FLAGS = {
     "kubernetes": ("cluster", "accelerator", "accelerator_labels", "max_expanded_mib"),
     "slurm": ("limit", "cluster", "timezone", "accelerator_map"),
 }
-REQUIRED_NOTE = {"mgm": "--accelerator and --chips are required", "logs": "--profile, --job, --accelerator and "
-                 "--chips are required", "orbax": "--job is required", "kubernetes": "--cluster is required"}
+REQUIRED_NOTE = {"mgm": "--accelerator and --chips are required", "logs": "--profile is required; --job, --accelerator "
+                 "and --chips where the log does not print them", "orbax": "--job is required", "kubernetes": "--cluster is required"}
 
 
 def register(subparsers) -> None:
@@ -163,6 +164,7 @@ def main(args: argparse.Namespace) -> int:
         if len(sources) > 1 and not getattr(module, "MANY_SOURCES", False):
             raise ValueError(f"{args.format} reads one SOURCE, not {len(sources)}")
         options = Options(accelerators=frozenset(settings.accelerators), part_names=part_names(settings.accelerators),
+                          peaks=tuple(sorted(peak_table(settings.accelerators).items())),
                           limit=args.limit, accelerator=args.accelerator, chips=args.chips, job=args.job,
                           cluster=args.cluster,
                           start_us=parse_time_us(args.start) if args.start else None,

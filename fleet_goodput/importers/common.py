@@ -61,6 +61,11 @@ class SourceError(ValueError):
         super().__init__(f"{path}{f':{where}' if where else ''}: {problem}")
 
 
+class UsageError(ValueError):
+    """Bad arguments for this source: a required flag the source does not make up for, or one
+    that contradicts it. `mpg import` exits 2 (exits.USAGE) with the message, which names the flag."""
+
+
 class Refused(SourceError):
     """An input past one of the limits: it expands past the cap, is nested too deep, or holds
     numbers that are not finite. An importer of many inputs (traces, runs, log lines) rejects it
@@ -85,6 +90,7 @@ class Options:
 
     accelerators: frozenset[str]  # keys of the accelerator catalogue
     part_names: tuple[tuple[str, str], ...] = ()  # the catalogue's (part-name pattern, key): config.part_names
+    peaks: tuple[tuple[str, float], ...] = ()  # the catalogue's peaks, config.peak_table's items: named in caveats
     limit: int | None = None  # import only the first N jobs (pods, runs, traces) of the source
     accelerator: str | None = None
     chips: int | None = None
@@ -191,6 +197,20 @@ class JobEmitter:
             "event_id": self._id("p"), "event_time": int(time_us), "job_id": self.job_id, "step": int(step),
             "duration_s": float(duration_s), "chips": int(chips), "ideal_flops": float(ideal_flops),
             "flops_source": flops_source, "bytes_accessed": None, "precision": precision})
+
+
+def assumed_peak(options: Options, accelerator: str) -> str:
+    """The caveat's detail for a PG measured against the bf16 peak because the source states no
+    precision: which peak that is, and what PG would be against the faster ones the part has."""
+    peaks = dict(options.peaks)
+    if accelerator not in peaks:
+        return f"PG measured against the {accelerator} bf16 peak"
+    bf16 = peaks[accelerator]
+    faster = [(precision, peaks[f"{accelerator}/{precision}"]) for precision in ("fp8", "fp4")
+              if f"{accelerator}/{precision}" in peaks]
+    return (f"PG measured against the {accelerator} bf16 peak, {bf16 / 1e12:,.0f} TFLOP/s per chip"
+            + "".join(f"; had it trained in {precision} ({peak / 1e12:,.0f} TFLOP/s), PG would be "
+                      f"{bf16 / peak:.2g} x as high" for precision, peak in faster))
 
 
 def capacity(imported: Imported, prefix: str, cluster: str, accelerator: str, time_us: int, chips: int) -> None:

@@ -7,7 +7,8 @@ are one job, whatever files arrive and in whatever order. Per run:
 
     scheduler  SUBMIT + ALLOCATE at the first timestamp of any of its traces, FINISH at
                the last (the profiled window; metadata events, often at ts 0, do not
-               count); chips = distributedInfo.world_size, else 1; accelerator from
+               count); chips = distributedInfo.world_size, else (a rank without it) the
+               world its rank and process groups show, with a caveat, else 1; accelerator from
                deviceProperties of the device the kernels ran on, through the
                catalogue's part `names`
     runtime    STEP_START/STEP_END step N around every `ProfilerStep#N` (CPU side) of
@@ -60,7 +61,8 @@ PROVENANCE = {
         "FINISH at their last",
         "job id: --job where given, else mast_job_name.attempt-<mast_job_attempt> where the trace names its job, "
         "else the lowest rank's file name",
-        "chips = distributedInfo.world_size (1 when absent); accelerator from the deviceProperties of the "
+        "chips = distributedInfo.world_size (where a rank comes without it: the world its rank and process groups "
+        "show, with a caveat; 1 when neither); accelerator from the deviceProperties of the "
         "device the kernels ran on, through the catalogue's part names (or --accelerator when the trace has none)",
         "STEP span per ProfilerStep#N (CPU-side user_annotation) of the run's lowest rank present, step N",
         "profiler sample per step only when operator events carry `flops` (with_flops=True): "
@@ -131,6 +133,7 @@ class _Trace:
     start: int  # µs since the epoch: the first and last instants of the profiled window
     end: int
     steps: tuple[tuple[int, int, int, float], ...]  # (step, start µs, end µs, operator FLOPs on this rank)
+    world_from_ranks: str | None = None  # the file, where distributedInfo gives a rank but no world_size
 
     @property
     def run_key(self) -> tuple:
@@ -160,9 +163,14 @@ def _read_trace(path: Path, options: Options) -> _Trace:
     if isinstance(base_ns, bool) or not isinstance(base_ns, int):
         raise Unmappable("baseTimeNanoseconds is not a whole number", repr(base_ns)[:40])
     base_us = base_ns // 1000
-    world_size = chip_count(distributed.get("world_size") or 1, "distributedInfo.world_size")
     rank = distributed.get("rank") or 0
-    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        raise Unmappable("distributedInfo.rank is not a rank of the world", f"rank {rank!r}")
+    world_shown = None
+    if distributed.get("world_size") is None and "rank" in distributed:
+        world_shown = _world_shown(distributed, rank)
+    world_size = chip_count(world_shown or distributed.get("world_size") or 1, "distributedInfo.world_size")
+    if not rank < world_size:
         raise Unmappable("distributedInfo.rank is not a rank of the world", f"rank {rank!r} of {world_size}")
     if any(not isinstance(e.get("dur", 0), (int, float)) for e in events):
         raise Unmappable("an event whose dur is not a number")
@@ -179,7 +187,22 @@ def _read_trace(path: Path, options: Options) -> _Trace:
         spans.append((number, base_us + int(step_start), base_us + int(step_end), flops))
     return _Trace(path.name.removesuffix(".gz").removesuffix(".json"), rank, world_size,
                   _run_name(trace), distributed.get("backend"), accelerator,
-                  base_us + int(start), base_us + int(end), tuple(spans))
+                  base_us + int(start), base_us + int(end), tuple(spans),
+                  path.name if world_shown is not None else None)
+
+
+def _world_shown(distributed: dict, rank: int) -> int:
+    """The world size a trace without `world_size` shows: past its own rank and the ranks (and
+    sizes) of the process groups it lists in `pg_config`; a lower bound of the true one."""
+    shown = rank + 1
+    for group in distributed.get("pg_config") or []:
+        if not isinstance(group, dict):
+            continue
+        ranks = [r for r in group.get("ranks") or [] if isinstance(r, int) and not isinstance(r, bool)]
+        size = group.get("pg_size")
+        shown = max(shown, max(ranks, default=-1) + 1,
+                    size if isinstance(size, int) and not isinstance(size, bool) else 0)
+    return shown
 
 
 def _run_name(trace: dict) -> str | None:
@@ -226,6 +249,11 @@ def _import_run(imported: Imported, run: list[_Trace], options: Options) -> None
         if flops > 0 and step_end > step_start:
             emit.profile(step_end, number, (step_end - step_start) / 1e6, chips, flops * chips, "EXECUTED")
     emit.scheduler("FINISH", end, 0)
+    for trace in run:
+        if trace.world_from_ranks:
+            imported.caveat(trace.world_from_ranks, job_id, "distributedInfo gives a rank but no world_size: the "
+                            "world size is taken from the ranks the trace shows (a lower bound: chips, and FLOPs "
+                            "x world size, may be understated)", f"rank {trace.rank}, world size {trace.world_size}")
     if chips > 1:
         imported.provenance.setdefault("ranks_by_job", {})[job_id] = {
             "world_size": chips, "ranks": sorted(t.rank for t in run), "traces": sorted(t.name for t in run),
@@ -241,9 +269,11 @@ def read(source: Path, options: Options) -> Imported:
         raise SourceError(source, None, "no such file or folder")
     if not paths:
         raise SourceError(source, None, "no Kineto traces (*.json, *.json.gz)")
-    if options.limit is not None:
-        paths = paths[:options.limit]
     imported = Imported(NAME)
+    if options.limit is not None:
+        for path in paths[options.limit:]:  # not imported, so on record
+            imported.reject(path.name, "file", path.name, f"beyond --limit {options.limit}: not read")
+        paths = paths[:options.limit]
     imported.provenance = {**PROVENANCE, "inputs": [file_digest(p) for p in paths]}
     traces = []
     for path in progress(paths, "kineto traces", unit="trace"):

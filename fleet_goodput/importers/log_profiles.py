@@ -27,7 +27,11 @@ LINE_KINDS = {
     "start": (), "startup_seconds": ("seconds",), "iteration": ("step",),
     "save_start": ("step",), "save_ms": ("ms",), "save_end": ("step",), "save_durable": ("step",),
     "restore_start": ("step",), "restore_ms": ("ms",), "restore_end": ("step",), "end": (),
+    "world_size": ("chips",), "accelerator": ("name",), "job": ("name",), "save_done": ("step",),
 }
+# Kinds that state a duration, in exactly one of these groups: `ms` or `seconds` (of one step, of the
+# save), or for an iteration line `elapsed` (a progress bar's time since its epoch began).
+TIMED_KINDS = {"iteration": ("ms", "seconds", "elapsed"), "save_done": ("ms", "seconds")}
 SETTINGS = {"description", "timestamp", "time_format", "first_step", "precision"}
 
 
@@ -110,10 +114,13 @@ def _profile(name: str, body) -> Profile:
         if required not in body:
             raise ProfileError(f"profile {name!r} has no {required} pattern")
     lines = {kind: _line_pattern(name, kind, body[kind]) for kind in LINE_KINDS if kind in body}
-    iteration = lines["iteration"].regex.groupindex
-    if ("ms" in iteration) == ("seconds" in iteration):
-        raise ProfileError(f"profile {name!r}: iteration needs exactly one of the groups (?P<ms>...) "
-                           "and (?P<seconds>...), the time of one step")
+    for kind, timings in TIMED_KINDS.items():
+        groups = lines[kind].regex.groupindex if kind in lines else {"ms": 0}
+        if sum(timing in groups for timing in timings) != 1:
+            raise ProfileError(f"profile {name!r}: {kind} needs exactly one of the groups "
+                               + ", ".join(f"(?P<{timing}>...)" for timing in timings)
+                               + (", the time of one step or the progress bar's elapsed time" if kind == "iteration"
+                                  else ", how long the save took"))
     precisions = body.get("precision", {})
     if not isinstance(precisions, dict):
         raise ProfileError(f"profile {name!r}: precision must map precisions ({', '.join(PRECISIONS)}) to patterns")

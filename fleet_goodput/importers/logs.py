@@ -1,12 +1,15 @@
 """A training job's stdout (Megatron-LM, NeMo, or a profile of your own) → scheduler, runtime and profiler events.
 
-SOURCE is one log file or a folder of the log files of ONE job (one per launch:
-a restarted job writes a new file, or appends to the same one). The files are
-put in order by their first timestamp, not by their names. `--profile NAME`
-picks the patterns (log_profiles.py, configs/log_profiles.yaml); the log names
-neither the job, the accelerator nor the chips, so `--job ID --accelerator KEY
---chips N` are required, and `--submit TIME` gives the submission time (default:
-the log's first time, no queueing). Mapping:
+SOURCE... are the log files of ONE job, or folders of them (one per launch: a
+restarted job writes a new file, or appends to the same one). The files are put
+in order by their first timestamp, not by their names or the order given.
+`--profile NAME` picks the patterns (log_profiles.py, configs/log_profiles.yaml).
+The job, accelerator and chips come from the log where its profile reads them
+(world size, device name, run name), else from `--job ID --accelerator KEY
+--chips N`; a flag overrides the log (a caveat where they differ), but --chips
+fewer than the log's world size is refused, and what neither gives is a
+UsageError naming the flag (exit 2). `--submit TIME` gives the submission time
+(default: the log's first time, no queueing). Mapping:
 
     each file, and each `start` line after some training in a file, is an attempt:
     SUBMIT + ALLOCATE before the first; PREEMPT 0 at the end of one and ALLOCATE at the next
@@ -16,7 +19,8 @@ the log's first time, no queueing). Mapping:
                        steps x time per step and ending at the line's timestamp; a line without a
                        timestamp continues from the last known time
     CHECKPOINT_SAVE    save_start (or the end of the last block) to save_end, save_start + save_ms,
-                       or a timestamped save_durable; only saves that save_durable confirms
+                       or a timestamped save_durable, else (no duration stated) the next block's start
+                       or the attempt's last time, with a caveat; only saves that save_durable confirms
     CHECKPOINT_RESTORE restore_start to restore_end (its timestamp, restore_start + restore_ms)
     profiler           a stated TFLOP/s per GPU: an ANALYTIC sample per block, ideal FLOPs of one
                        step = TFLOP/s x 1e12 x time per step x chips
@@ -28,27 +32,34 @@ See docs/importers.md, "logs".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from fleet_goodput.core.config import part_key
 from fleet_goodput.importers.common import (
-    LATEST_US, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, bounded_lines, event_time_us, file_digest,
-    subtract, too_long, utc_us,
+    LATEST_US, MAX_CHIPS, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, UsageError, assumed_peak,
+    bounded_lines, event_time_us, file_digest, subtract, too_long, utc_us,
 )
 from fleet_goodput.importers.log_profiles import Profile, ProfileError, load_profiles
 
 NAME = "logs"
-HELP = "a training job's stdout (--profile megatron or nemo, or --profiles FILE of your own) → all three streams"
+HELP = "a training job's stdout (--profile megatron, nemo or nemo1, or --profiles FILE of your own) → all three streams"
 PREFIX = "logs"
+MANY_SOURCES = True  # `mpg import logs run1.log run2.log`: the files of one job's launches
 CLUSTER = "logs"
 # A later timestamp may lag a time derived from step times by this much without a caveat:
 # NeMo's timestamps are cut to the second, and step times are rounded to 0.1 ms.
 SLACK_US = MICROS
+UNNAMED = ""  # the job of a rejection or caveat before the job's id is known (`_identity`)
 # Named groups holding numbers (log_profiles.LINE_KINDS), and the largest step an Avro long holds.
-NUMBERS = {"step", "ms", "seconds", "tflops"}
+NUMBERS = {"step", "ms", "seconds", "tflops", "chips", "elapsed"}
 MAX_STEP = 2**63 - 1
+# How a save or restore whose end the log states neither by a timestamp nor by a duration is ended:
+# at the start of the next iteration block (the loop resumed), else at the attempt's last time.
+ASSUMED_ENDS = ("resumed", "last known time")
 # Lines that show a process training: a `start` line after one of them is a restart.
-TRAINING_KINDS = {"iteration", "save_start", "save_end", "save_durable", "restore_start", "restore_end"}
+TRAINING_KINDS = {"iteration", "save_start", "save_end", "save_durable", "save_done", "restore_start", "restore_end"}
 
 PROVENANCE = {
     "licence": "as the user's own logs",
@@ -59,14 +70,14 @@ PROVENANCE = {
         "INIT from an attempt's start (first timestamp less startup_seconds) to its first block, around restores",
         "STEP: each iteration line is the block of steps since the previous one, ending at the line's timestamp "
         "(or continuing from the last known time), lasting steps x the stated time per step",
-        "CHECKPOINT_SAVE from its start line (or the end of the last block) to the end of its blocking part; "
-        "durable only when the log confirms it",
+        "CHECKPOINT_SAVE from its start line (or the end of the last block) to the end of its blocking part "
+        "(not stated: to the next block's start or the attempt's last time); durable only when the log confirms it",
         "CHECKPOINT_RESTORE from its start line to its end (timestamp or stated duration), resumed step = its step",
         "stated TFLOP/s per GPU -> an ANALYTIC profiler sample per block: TFLOP/s x 1e12 x step time x chips",
     ],
     "cannot_tell": [
-        "the job, accelerator and chips (given on the command line), and queueing before the log starts "
-        "(--submit, else none)",
+        "the job, accelerator and chips where the log does not print them (given on the command line: "
+        "SOURCE.json read_from says which came from where), and queueing before the log starts (--submit, else none)",
         "the time zone of the log's timestamps: read as UTC",
         "where lines carry no timestamp, times are derived from the stated step times since the last timestamp",
         "time between one launch's last line and the next launch's start: the job held no chips (queued) as far as the log knows",
@@ -94,9 +105,10 @@ class _Span:
     start_us: int
     start_stamped: bool
     end_us: int | None = None
-    end_from: str | None = None  # "timestamp", "duration" or "last known time"
+    end_from: str | None = None  # "timestamp", "duration", or (`ASSUMED_ENDS`) "resumed" or "last known time"
     confirmed: bool = False
     confirmed_us: int | None = None
+    done_line: bool = False  # a save_done line: durable where it ends, unless a save_end shows it asynchronous
 
     @classmethod
     def opened(cls, step: int, line: _Line, now_us: int) -> _Span:
@@ -115,9 +127,15 @@ class _Span:
         if self.end_from != "timestamp":
             self.end_us, self.end_from = self.start_us + round(ms * 1000), "duration"
 
-    def close(self, now_us: int) -> None:
+    def close(self, now_us: int, end_from: str = "last known time") -> None:
+        """No end stated: the span ends at `now_us`, the next time the log gives after it (where the
+        training loop resumed, or the attempt's last time), never before it began."""
         if self.end_from is None:
-            self.end_us, self.end_from = max(now_us, self.start_us), "last known time"
+            self.end_us, self.end_from = max(now_us, self.start_us), end_from
+
+    @property
+    def assumed_end(self) -> bool:
+        return self.end_from in ASSUMED_ENDS
 
     @property
     def stamped(self) -> bool:
@@ -145,22 +163,36 @@ class _Attempt:
     blocks: list[_Block] = field(default_factory=list)
     saves: list[_Span] = field(default_factory=list)
     restores: list[_Span] = field(default_factory=list)
+    resumed_at: int | None = None  # the step a log that starts mid-run resumed from (`_resumes_mid_run`)
 
 
-def _paths(source: Path) -> list[Path]:
-    if source.is_dir():
-        return sorted(p for p in source.iterdir() if p.is_file() and not p.name.startswith("."))
-    if source.is_file():
-        return [source]
-    raise SourceError(source, None, "no such file or folder")
+def _paths(sources: list[Path]) -> list[Path]:
+    """The log files of SOURCE...: each file given, and every file of each folder given but hidden ones;
+    a file given twice (itself and in its folder) is read once."""
+    paths = {}
+    for source in sources:
+        if source.is_dir():
+            found = sorted(p for p in source.iterdir() if p.is_file() and not p.name.startswith("."))
+        elif source.is_file():
+            found = [source]
+        else:
+            raise SourceError(source, None, "no such file or folder")
+        for path in found:
+            paths.setdefault(path.resolve(), path)
+    names = Counter(path.name for path in paths.values())
+    if any(count > 1 for count in names.values()):  # rejections and caveats name a file by its name
+        raise UsageError("two log files of one name: " + ", ".join(
+            str(path) for path in paths.values() if names[path.name] > 1) + " (give one, or rename a copy)")
+    return sorted(paths.values(), key=lambda path: (path.name, str(path)))
 
 
 def _stamp(profile: Profile, text: str) -> int:
-    """A timestamp of the log in µs: `time_format`, optionally followed by a fraction of a second."""
+    """A timestamp of the log in µs: `time_format`, optionally followed by a fraction of a second
+    (after a dot, or a comma as Python's logging writes it)."""
     try:
         time_us = utc_us(text, profile.time_format)
     except Unmappable:
-        whole, dot, fraction = text.rpartition(".")
+        whole, dot, fraction = text.replace(",", ".").rpartition(".")
         if not dot or not fraction.isdigit():
             raise
         time_us = utc_us(whole, profile.time_format) + int(fraction.ljust(6, "0")[:6])
@@ -250,6 +282,7 @@ class _Builder:
         self.previous = profile.first_step - 1  # the step the attempt's next block follows
         self.open_save: _Span | None = None
         self.open_restore: _Span | None = None
+        self.bar: _Bar | None = None  # the progress bar of the attempt's current epoch, if its lines are one
 
     def reject(self, line: _Line, reason: str, detail: str = "") -> None:
         self.imported.reject(line.file, f"line {line.number}", self.job, reason, detail)
@@ -271,15 +304,15 @@ class _Builder:
     def build(self, attempt: _Attempt) -> None:
         clock = _Clock(attempt.start_us)
         self.previous = self.profile.first_step - 1
-        self.open_save = self.open_restore = None
+        self.open_save = self.open_restore = self.bar = None
+        started = False  # a start line or a checkpoint load came before the first iteration line
         for line in attempt.lines:
+            started = started or bool({"start", "restore_start", "restore_end"} & set(line.kinds))
             if "iteration" in line.kinds:
-                for span in (self.open_save, self.open_restore):
-                    if span is not None:
-                        span.close(clock.now_us)
-                        clock.advance_to(span.end_us)
-                self.open_save = self.open_restore = None
-                self._iteration(attempt, line, line.kinds["iteration"], clock)
+                if not started and self._resumes_mid_run(attempt, line):
+                    clock.observe(line.time_us)
+                    continue
+                self._iteration_after_spans(attempt, line, clock)
                 continue
             self._restore(attempt, line, clock.now_us)
             self._save(attempt, line, clock.now_us)
@@ -290,6 +323,63 @@ class _Builder:
             clock.advance_to(span.end_us)
         attempt.last_us = clock.now_us
         self.lag_us = max(self.lag_us, clock.lag_us)
+
+    def _resumes_mid_run(self, attempt: _Attempt, line: _Line) -> bool:
+        """A log cut from a running job (no start line before its first iteration line, where the
+        profile has a start line) takes that line's iteration as the point it resumed from: the line
+        reports steps the excerpt does not show, so counting first_step..N would invent them."""
+        step = line.kinds["iteration"]["step"]
+        if attempt.blocks or attempt.resumed_at is not None or "start" not in self.profile.lines \
+                or step <= self.profile.first_step or line.kinds["iteration"].get("elapsed") is not None:
+            # (a progress bar's elapsed clock places the steps it counts since its epoch began)
+            return False
+        attempt.resumed_at = self.previous = step
+        return True
+
+    def _bar(self, attempt: _Attempt, line: _Line, groups: dict, clock: _Clock) -> _Block | None:
+        """A progress bar's line (tqdm as Lightning draws it, `Epoch 0: 40%|…| 20/50 [09:20<14:00, …]`):
+        the steps since its last line, over the time its elapsed clock moved since then."""
+        epoch, elapsed_us = groups.get("epoch"), round(groups["elapsed"] * MICROS)
+        bar = self.bar
+        if bar is None or bar.epoch != epoch:  # a new epoch counts its steps from 1 again
+            offset = self.previous - (self.profile.first_step - 1) if bar is not None else 0
+            bar = self.bar = _Bar(epoch, clock.now_us, 0, offset)
+        step, previous = groups["step"] + bar.offset, self.previous
+        if step == previous:  # a refresh of the bar (its postfix changed): no step since its last line
+            return None
+        if step < previous or elapsed_us < bar.elapsed_us:
+            self.reject(line, "progress bar goes back without a restart or checkpoint load: its steps are unknown",
+                        f"step {step} after {previous}, elapsed {elapsed_us / MICROS:g} s after "
+                        f"{bar.elapsed_us / MICROS:g} s")
+            return None
+        start_us = max(bar.anchor_us + bar.elapsed_us, clock.now_us)
+        end_us = max(bar.anchor_us + elapsed_us, start_us)
+        if end_us >= LATEST_US:
+            self.reject(line, "iteration block reaches past 2100: its steps or step time are not plausible",
+                        f"elapsed {elapsed_us / MICROS:g} s")
+            return None
+        self.previous, bar.elapsed_us = step, elapsed_us
+        clock.advance_to(end_us)
+        clock.observe(line.time_us)  # a logger line printed after the bar, on the same line
+        block = _Block(previous + 1, step, start_us, end_us, (end_us - start_us) / MICROS / (step - previous),
+                       groups.get("tflops"), False)
+        attempt.blocks.append(block)
+        return block
+
+    def _iteration_after_spans(self, attempt: _Attempt, line: _Line, clock: _Clock) -> None:
+        """An iteration line after a save or restore: one that states its end is over before the block
+        begins; one that does not ends where the training loop resumed, the block's start (a sync save
+        blocks the loop until it is written, and Megatron's step time excludes it)."""
+        unended = []
+        for span in (self.open_save, self.open_restore):
+            if span is not None and span.end_from is None:
+                unended.append(span)
+            elif span is not None:
+                clock.advance_to(span.end_us)
+        self.open_save = self.open_restore = None
+        block = self._iteration(attempt, line, line.kinds["iteration"], clock)
+        for span in unended:
+            span.close(clock.now_us if block is None else block.start_us, "resumed")
 
     def _restore(self, attempt: _Attempt, line: _Line, now_us: int) -> None:
         kinds = line.kinds
@@ -312,18 +402,37 @@ class _Builder:
             attempt.saves.append(self.open_save)
         if "save_ms" in kinds and self.open_save is not None:
             self.open_save.lasted(kinds["save_ms"]["ms"])
+        if "save_done" in kinds:
+            self._save_done(attempt, line, kinds["save_done"], now_us)
         if "save_end" in kinds:
             step = kinds["save_end"]["step"]
-            if self.open_save is None or self.open_save.step != step:
+            if self.open_save is not None and self.open_save.step == step and self.open_save.done_line:
+                # The save just reported done was an asynchronous one's blocking part: durable only once confirmed.
+                self.open_save.confirmed, self.open_save.confirmed_us, self.open_save.done_line = False, None, False
+            elif self.open_save is None or self.open_save.step != step:
                 # No line at its start: the save began where the training loop stopped.
                 self.open_save = _Span.opened(step, line, now_us)
                 if attempt.blocks:
                     self.open_save.start_us = min(attempt.blocks[-1].end_us, self.open_save.start_us)
                     self.open_save.start_stamped = attempt.blocks[-1].stamped
                 attempt.saves.append(self.open_save)
-            self.open_save.ended(line, now_us)
+                self.open_save.ended(line, now_us)
+            else:
+                self.open_save.ended(line, now_us)
         if "save_durable" in kinds:
             self._confirm(attempt, line, kinds["save_durable"]["step"], now_us)
+
+    def _save_done(self, attempt: _Attempt, line: _Line, groups: dict, now_us: int) -> None:
+        """A save that ends at this line (or, without its timestamp, at the last known time plus its
+        duration), having lasted its stated duration, and is durable there: a synchronous save."""
+        duration_us = round(groups["ms"] * 1000) if groups.get("ms") is not None else round(groups["seconds"] * MICROS)
+        end_us = now_us + duration_us if line.time_us is None else max(line.time_us, now_us)
+        save = self.open_save
+        if save is None or save.step != groups["step"] or save.end_from is not None:  # no start line before it
+            save = self.open_save = _Span(groups["step"], max(end_us - duration_us, now_us), line.time_us is not None)
+            attempt.saves.append(save)
+        save.end_us, save.end_from = end_us, "timestamp" if line.time_us is not None else "duration"
+        save.confirmed, save.confirmed_us, save.done_line = True, end_us, True
 
     def _confirm(self, attempt: _Attempt, line: _Line, step: int, now_us: int) -> None:
         for save in reversed(attempt.saves):
@@ -334,20 +443,23 @@ class _Builder:
                 return
         self.reject(line, "a checkpoint confirmed without its save in this attempt", f"step {step}")
 
-    def _iteration(self, attempt: _Attempt, line: _Line, groups: dict, clock: _Clock) -> None:
-        """The block of steps since the previous iteration line (or restore), ending at this line."""
+    def _iteration(self, attempt: _Attempt, line: _Line, groups: dict, clock: _Clock) -> _Block | None:
+        """The block of steps since the previous iteration line (or restore), ending at this line
+        (None: the line is rejected, or a progress bar's refresh)."""
+        if groups.get("elapsed") is not None:
+            return self._bar(attempt, line, groups, clock)
         step, tflops, previous = groups["step"], groups.get("tflops"), self.previous
         self.previous = step
         step_us = round(groups["ms"] * 1000) if groups.get("ms") is not None else round(groups["seconds"] * MICROS)
         if step <= previous:
             self.reject(line, "iteration does not follow the one before and no restart or checkpoint load "
                         "is logged between them: its first step is unknown", f"step {step} after {previous}")
-            return
+            return None
         duration_us = (step - previous) * step_us
         if clock.now_us + duration_us >= LATEST_US:
             self.reject(line, "iteration block reaches past 2100: its steps or step time are not plausible",
                         f"{step - previous} steps of {step_us / MICROS:g} s")
-            return
+            return None
         if line.time_us is None:
             start_us, end_us = clock.now_us, clock.now_us + duration_us
         else:
@@ -357,8 +469,28 @@ class _Builder:
             start_us = max(end_us - duration_us, floor_us)
             self.clamped_us += start_us - (end_us - duration_us)
         clock.now_us = end_us
-        attempt.blocks.append(_Block(previous + 1, step, start_us, end_us, step_us / MICROS, tflops,
-                                     line.time_us is not None))
+        block = _Block(previous + 1, step, start_us, end_us, step_us / MICROS, tflops, line.time_us is not None)
+        attempt.blocks.append(block)
+        return block
+
+
+@dataclass
+class _Bar:
+    """A progress bar's epoch: it began at `anchor_us` (the last known time before its first line),
+    and its clock had reached `elapsed_us` at its last line; its count adds to `offset` steps."""
+
+    epoch: str | None
+    anchor_us: int
+    elapsed_us: int
+    offset: int
+
+
+def _elapsed(text: str) -> float:
+    """tqdm's elapsed time, `MM:SS` or `H:MM:SS` (hours past 24 as they are), in seconds."""
+    parts = [int(part) for part in text.split(":")]
+    if len(parts) not in (2, 3) or any(part >= 60 for part in parts[1:]):
+        raise Unmappable("a progress bar's elapsed time that is not MM:SS or H:MM:SS", text[:40])
+    return float(sum(part * 60 ** power for power, part in enumerate(reversed(parts))))
 
 
 def _numbers(groups: dict) -> dict:
@@ -372,6 +504,12 @@ def _numbers(groups: dict) -> dict:
             numbers[name] = int(text)
             if numbers[name] > MAX_STEP:
                 raise Unmappable("a step number larger than the contract holds", text[:40])
+        elif name == "elapsed":
+            numbers[name] = _elapsed(text)
+        elif name == "chips":
+            numbers[name] = int(text)
+            if not 1 <= numbers[name] <= MAX_CHIPS:
+                raise Unmappable(f"a world size that is not from 1 to {MAX_CHIPS:,} chips", text[:40])
         else:
             numbers[name] = _positive(text)
     return numbers
@@ -391,17 +529,17 @@ def _precision(profile: Profile, attempts: list[_Attempt]) -> str | None:
     return next((name for name, _ in profile.precisions if name in stated), None)
 
 
-def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builder: _Builder, files: list[str],
-          precision: str | None) -> None:
-    job, chips = options.job, options.chips
-    emit = JobEmitter(imported, PREFIX, job, options.cluster or CLUSTER, options.accelerator)
+def _emit(imported: Imported, attempts: list[_Attempt], options: Options, identity: _Identity, builder: _Builder,
+          files: list[str], precision: str | None) -> None:
+    job, chips = identity.job, identity.chips
+    emit = JobEmitter(imported, PREFIX, job, options.cluster or CLUSTER, identity.accelerator)
     emit.scheduler("SUBMIT", attempts[0].start_us if options.submit_us is None else options.submit_us, chips,
                    workload="TRAINING", framework=builder.profile.name)
     for number, attempt in enumerate(attempts):
         if number:
             emit.scheduler("PREEMPT", attempts[number - 1].last_us, 0)
         emit.scheduler("ALLOCATE", attempt.start_us, chips)
-        _emit_attempt(emit, number, attempt, chips, precision)
+        _emit_attempt(emit, number, attempt, identity, precision)
     last = attempts[-1]
     if last.finished:
         emit.scheduler("FINISH", last.last_us, 0)
@@ -409,22 +547,33 @@ def _emit(imported: Imported, attempts: list[_Attempt], options: Options, builde
         emit.scheduler("FAIL", last.last_us, 0)
         imported.caveat(last.file, job, "the log stops without its end line: the job is taken as failed at "
                         "its last time, its unsaved steps lost")
-    _job_caveats(imported, job, files[0], attempts, builder, precision)
+    _job_caveats(imported, job, files[0], attempts, builder, precision, assumed_peak(options, identity.accelerator))
 
 
-def _emit_attempt(emit: JobEmitter, number: int, attempt: _Attempt, chips: int, precision: str | None) -> None:
+def _emit_attempt(emit: JobEmitter, number: int, attempt: _Attempt, identity: _Identity,
+                  precision: str | None) -> None:
     """The runtime and profiler events of one attempt, with the caveats on its saves."""
     imported, job = emit.imported, emit.job_id
     confirmed = [save for save in attempt.saves if save.confirmed]
     restores = [restore for restore in attempt.restores if restore.confirmed]
     holes = [(span.start_us, span.end_us) for span in restores + confirmed]
     init_end = attempt.blocks[0].start_us if attempt.blocks else attempt.last_us
+    if attempt.resumed_at is not None:  # cut from a running job: no initialisation in what the log shows
+        init_end = attempt.start_us
+        imported.caveat(attempt.file, job, "the log starts mid-run (no start line before its first iteration "
+                        "line): that iteration is where it resumed; the steps before it are not counted",
+                        f"iteration {attempt.resumed_at}")
     for start, end in subtract(attempt.start_us, init_end, holes):
         emit.span("INIT", start, end, attempt=number)
     for restore in restores:
         emit.span("CHECKPOINT_RESTORE", restore.start_us, restore.end_us, restore.step, restore.step, number)
     for save in confirmed:
         emit.span("CHECKPOINT_SAVE", save.start_us, save.end_us, save.step, save.step, number)
+        if save.assumed_end:
+            until = "the training loop resumed" if save.end_from == "resumed" else "the attempt's last time"
+            imported.caveat(attempt.file, job, "checkpoint save of no stated duration (no timer line, no timestamp "
+                            "at its end): taken to last until the log's next time", f"step {save.step}: until "
+                            f"{until}, {(save.end_us - save.start_us) / MICROS:.1f} s")
         if save.confirmed_us - save.end_us > SLACK_US:
             imported.caveat(attempt.file, job, "asynchronous save: durable at the end of its blocking part, "
                             "before the log confirms it (optimistic)",
@@ -436,17 +585,17 @@ def _emit_attempt(emit: JobEmitter, number: int, attempt: _Attempt, chips: int, 
     for block in attempt.blocks:
         emit.span("STEP", block.start_us, block.end_us, block.first_step, block.last_step, number)
         if block.tflops is not None:
-            emit.profile(block.start_us, block.last_step, block.step_s, chips,
-                         block.tflops * 1e12 * block.step_s * chips, "ANALYTIC", precision)
+            emit.profile(block.start_us, block.last_step, block.step_s, identity.chips,
+                         block.tflops * 1e12 * block.step_s * identity.working_chips, "ANALYTIC", precision)
 
 
 def _job_caveats(imported: Imported, job: str, file: str, attempts: list[_Attempt], builder: _Builder,
-                 precision: str | None) -> None:
+                 precision: str | None, bf16_peak: str) -> None:
     """What the job's figures rest on that the log did not state."""
     if not any(block.tflops is not None for attempt in attempts for block in attempt.blocks):
         imported.caveat(file, job, "PG unknown: the log states no TFLOP/s per GPU")
     elif precision is None:
-        imported.caveat(file, job, "precision not stated in the log: bf16 assumed")
+        imported.caveat(file, job, "precision not stated in the log: bf16 assumed", bf16_peak)
     derived = {what: sum(not item.stamped for attempt in attempts for item in getattr(attempt, what))
                for what in ("blocks", "saves", "restores")}
     if any(derived.values()):
@@ -462,50 +611,117 @@ def _job_caveats(imported: Imported, job: str, file: str, attempts: list[_Attemp
 
 
 def _check(source: Path, options: Options) -> Profile:
-    missing = [flag for flag, value in (("--profile NAME", options.profile), ("--job ID", options.job),
-                                        ("--accelerator KEY", options.accelerator), ("--chips N", options.chips))
-               if not value]
-    if missing:
-        raise SourceError(source, None, "a log does not say which profile reads it, nor its job, accelerator "
-                          "and chips: pass " + " ".join(missing))
-    if options.accelerator not in options.accelerators:
-        raise SourceError(source, None, f"accelerator {options.accelerator!r} is not in the catalogue")
+    if not options.profile:
+        raise UsageError("a log does not say which framework wrote it: pass --profile NAME "
+                         "(megatron, nemo, nemo1, or one of --profiles FILE)")
+    if options.accelerator is not None and options.accelerator not in options.accelerators:
+        raise UsageError(f"--accelerator {options.accelerator!r} is not a key of the accelerator catalogue")
     try:
         profiles = load_profiles(options.profiles)
     except ProfileError as exc:
         raise SourceError(options.profiles or source, None, str(exc)) from exc
     if options.profile not in profiles:
-        raise SourceError(source, None, f"no log profile {options.profile!r} (known: {', '.join(sorted(profiles))})")
+        raise UsageError(f"no log profile {options.profile!r} (known: {', '.join(sorted(profiles))})")
     return profiles[options.profile]
 
 
-def read(source: Path, options: Options) -> Imported:
+@dataclass(frozen=True)
+class _Identity:
+    """The job, its accelerator and its chips: from the flags, else from what the log prints."""
+
+    job: str
+    accelerator: str
+    chips: int
+    working_chips: int  # the chips a stated TFLOP/s per GPU is of: the log's world size, else `chips`
+    sources: dict  # each of job, accelerator, chips → the flag or the log line it comes from
+
+
+def _identity(source: Path, lines: list[_Line], options: Options, imported: Imported) -> _Identity:
+    """What the log prints of its job, device and world size, checked against the flags: a flag
+    overrides the log (a caveat where they differ), but --chips fewer than the world size the log
+    trains on is refused; what neither gives is a UsageError naming the flag."""
+    def stated(kind: str, group: str) -> list[tuple]:
+        return [(line.kinds[kind][group], f"{line.file} line {line.number}") for line in lines if kind in line.kinds]
+
+    missing, sources, first_file = [], {}, lines[0].file if lines else str(source)
+    names = stated("job", "name")
+    job = options.job or (names[0][0] if names else None)
+    sources["job"] = "--job" if options.job else names[0][1] if names else None
+    if job is None:
+        missing.append(("its job", "--job ID"))
+
+    sizes = stated("world_size", "chips")
+    world, world_at = max(sizes, default=(None, None))
+    if len({size for size, _ in sizes}) > 1:
+        imported.caveat(first_file, job or UNNAMED, "the log prints several world sizes: the largest is taken as the "
+                        "job's chips", ", ".join(f"{size} ({where})" for size, where in sizes))
+    chips = options.chips or world
+    sources["chips"] = "--chips" if options.chips else world_at
+    if chips is None:
+        missing.append(("its world size", "--chips N"))
+    elif world is not None and chips < world:
+        raise UsageError(f"--chips {chips} is fewer than the world size the log prints ({world}, {world_at}): a job "
+                         "holds at least the chips it trains on; leave --chips out to take the log's")
+    elif world is not None and chips > world:
+        imported.caveat(first_file, job or UNNAMED, "--chips is more than the log's world size: the chips it does not "
+                        "train on count as held, none of their time productive",
+                        f"--chips {chips}, world size {world} ({world_at})")
+
+    devices = stated("accelerator", "name")
+    keys = {name: part_key(options.part_names, name) for name, _ in devices}
+    if options.accelerator:
+        accelerator, sources["accelerator"] = options.accelerator, "--accelerator"
+        other = sorted(f"{name!r} ({key or 'not in the catalogue'})" for name, key in keys.items()
+                       if key != accelerator)
+        if other:
+            imported.caveat(first_file, job or UNNAMED, "--accelerator differs from the device the log names: the "
+                            "flag's key is used", f"--accelerator {accelerator}; the log: {', '.join(other)}")
+    elif devices and len(set(keys.values())) == 1 and None not in keys.values():
+        accelerator, sources["accelerator"] = next(iter(keys.values())), devices[0][1]
+    else:
+        accelerator = None
+        missing.append((f"a device of the catalogue (it names {', '.join(map(repr, sorted(keys)))})" if keys
+                        else "its accelerator", "--accelerator KEY"))
+    if missing:
+        raise UsageError(f"{source}: the log does not say " + ", nor ".join(what for what, _ in missing)
+                         + ": pass " + " ".join(flag for _, flag in missing))
+    return _Identity(job, accelerator, chips, world or chips, sources)
+
+
+def read(sources: list[Path] | Path, options: Options) -> Imported:
+    sources = sources if isinstance(sources, list) else [sources]
+    source = Path(" ".join(str(s) for s in sources))  # how errors name SOURCE...
     profile = _check(source, options)
-    paths = _paths(source)
+    paths = _paths(sources)
     imported = Imported(NAME)
     imported.provenance = {"source": f"{profile.name} logs: {profile.description}", **PROVENANCE,
-                           "profile": profile.name, "inputs": [file_digest(p) for p in paths], "job": options.job,
-                           "accelerator": options.accelerator, "chips": options.chips}
+                           "profile": profile.name, "inputs": [file_digest(p) for p in paths]}
     placed = []
     for path in paths:
-        lines = _read_lines(path, profile, imported, options.job, options.max_expanded_bytes)
+        lines = _read_lines(path, profile, imported, UNNAMED, options.max_expanded_bytes)
         stamps = [line.time_us for line in lines if line.time_us is not None]
         if not any("iteration" in line.kinds for line in lines):
-            imported.reject(path.name, "file", options.job, f"no iteration line of the {profile.name} profile")
+            imported.reject(path.name, "file", UNNAMED, f"no iteration line of the {profile.name} profile")
         elif stamps:
             placed.append((stamps[0], path.name, lines))
         elif options.submit_us is not None and len(paths) == 1:
             placed.append((options.submit_us, path.name, lines))
         else:
-            imported.reject(path.name, "file", options.job, "no timestamp: the log cannot be placed in time "
+            imported.reject(path.name, "file", UNNAMED, "no timestamp: the log cannot be placed in time "
                             "(--submit TIME places a single log without timestamps)")
     if not placed:
         reasons = "; ".join(sorted({f"{r.file}: {r.reason}" for r in imported.rejections if r.where == "file"}))
         raise SourceError(source, None, f"nothing to import with the {profile.name} profile: "
                           + (reasons or "no log file"))
     placed.sort(key=lambda item: (item[0], item[1]))
-    _drop_overlapping(imported, placed, options.job)
-    builder = _Builder(imported, profile, options.job)
+    _drop_overlapping(imported, placed, UNNAMED)
+    identity = _identity(source, [line for _, _, lines in placed for line in lines], options, imported)
+    imported.provenance.update(job=identity.job, accelerator=identity.accelerator, chips=identity.chips,
+                               read_from=identity.sources)
+    # What was rejected or caveated before the job was known names it now.
+    imported.rejections = [replace(r, item=identity.job) if r.item == UNNAMED else r for r in imported.rejections]
+    imported.caveats = [replace(c, item=identity.job) if c.item == UNNAMED else c for c in imported.caveats]
+    builder = _Builder(imported, profile, identity.job)
     attempts = _attempts([lines for _, _, lines in placed])
     floor = None
     for attempt in attempts:
@@ -518,7 +734,7 @@ def read(source: Path, options: Options) -> Imported:
         raise SourceError(source, None, f"no iteration of the {profile.name} profile could be placed: nothing to import")
     precision = _precision(profile, attempts)
     imported.provenance["precision"] = precision or "not stated: bf16 assumed"
-    _emit(imported, attempts, options, builder, [name for _, name, _ in placed], precision)
+    _emit(imported, attempts, options, identity, builder, [name for _, name, _ in placed], precision)
     return imported
 
 

@@ -49,7 +49,8 @@ from pathlib import Path
 
 from fleet_goodput.core.config import part_key
 from fleet_goodput.importers.common import (DEFAULT_MAX_EXPANDED_BYTES, Imported, JobEmitter, Options, Refused,
-                                            SourceError, Unmappable, bounded_lines, capacity, chip_count, decode_json,
+                                            SourceError, Unmappable, assumed_peak, bounded_lines, capacity, chip_count,
+                                            decode_json,
                                             event_time_us, file_digest, load_json, progress, subtract, too_long)
 
 NAME = "mlperf"
@@ -482,12 +483,12 @@ def _import_run(imported: Imported, log: _Log, options: Options) -> tuple[str, s
         emit.scheduler("FINISH" if status == "success" else "FAIL", run_stop, 0)
     unknown = sum(steps is None and block.stop is not None for block, steps in zip(blocks, block_steps))
     _pg_caveats(imported, file, item, benchmark, parameters, sequence, unknown, len(blocks), profiled,
-                precision, evidence)
+                precision, evidence, assumed_peak(options, accelerator))
     return log.system_name, accelerator, chips, init_start, end
 
 
 def _pg_caveats(imported: Imported, file: str, item: str, benchmark, parameters, sequence, unknown_steps: int,
-                blocks: int, profiled: int, precision, evidence: str) -> None:
+                blocks: int, profiled: int, precision, evidence: str, bf16_peak: str) -> None:
     """Why a run's PG is unknown, or on what precision it rests."""
     if parameters is None:
         imported.caveat(file, item, "PG unknown: the log does not give this benchmark's model FLOPs",
@@ -500,7 +501,7 @@ def _pg_caveats(imported: Imported, file: str, item: str, benchmark, parameters,
                         f"{unknown_steps} of {blocks} blocks")
     if profiled and precision is None:
         imported.caveat(file, item, "precision not stated in the log or the system description: bf16 assumed",
-                        "PG is overstated if the run trained in FP8 or FP4")
+                        bf16_peak)
     if profiled:
         imported.provenance.setdefault("precision_by_run", {})[item] = {"precision": precision or "bf16",
                                                                          "evidence": evidence}
@@ -525,9 +526,11 @@ def _capacity(imported: Imported, runs: list[tuple[str, str, int, int, int]]) ->
 
 def read(source: Path, options: Options) -> Imported:
     logs = _logs(source)
-    if options.limit is not None:
-        logs = logs[:options.limit]
     imported = Imported(NAME)
+    if options.limit is not None:
+        for log in logs[options.limit:]:  # not imported, so on record
+            imported.reject(log.file, "file", log.job_id, f"beyond --limit {options.limit}: not read")
+        logs = logs[:options.limit]
     # The systems the runs name, and every one a flat folder holds (its provenance lists them all).
     listed = set((source / "systems").glob("*.json")) if source.is_dir() else set()
     systems = sorted(listed | {log.system_path for log in logs
