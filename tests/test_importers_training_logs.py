@@ -319,10 +319,11 @@ def test_a_user_profile_adds_a_framework(tmp_path):
                                                        for n in range(5)), "more than 100,000 values"),
 ])
 def test_a_broken_profile_is_refused_naming_the_key(tmp_path, body, message):
+    """A profiles file is an argument: what is wrong with it is a bad argument (exit 2), naming the flag."""
     profiles = tmp_path / "profiles.yaml"
     profiles.write_text(body, encoding="utf-8")
     source = write(tmp_path, "run.log", NEW_MEGATRON)
-    with pytest.raises(SourceError, match=message):
+    with pytest.raises(UsageError, match=f"^--profiles {profiles}: .*{message}"):
         import_to("logs", source, tmp_path / "in", profile="x", profiles=profiles, job="j", accelerator="h100", chips=8)
 
 

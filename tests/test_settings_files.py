@@ -68,7 +68,7 @@ def test_a_settings_file_nested_too_deep_is_refused(tmp_path, depth):
     events the guard reads, so they say it first), others never."""
     path = _settings_file(tmp_path, "beam: " + "[" * depth + "]" * depth + "\n")
     ours = f"config file {path}, line 1: nested more than 100 levels deep; settings need far fewer"
-    libyamls = f"config file {path} is not valid YAML: while increasing flow level\nexceeded maximum nesting depth"
+    libyamls = f"config file {path} is not valid YAML: exceeded maximum nesting depth at line 1, column "
     refusal = _refusal(beam_flags, path)
     assert refusal == ours or (depth > 1000 and refusal.startswith(libyamls)), refusal
 

@@ -99,7 +99,7 @@ def read_yaml(path) -> dict:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        raise ConfigError(f"config file {path} is not valid YAML: {_one_line(exc)}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -377,3 +377,12 @@ def _beam_flag(name, value) -> list[str]:
     if not isinstance(value, (str, int, float)):
         raise expected(f"beam.{name}", _OPTION_VALUE, value)
     return [f"--{name}={value}"]
+
+
+def _one_line(error: yaml.YAMLError) -> str:
+    """PyYAML's error as one line: what is wrong and where (line and column from 1), without its excerpt."""
+    problem = getattr(error, "problem", None)
+    mark = getattr(error, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(error).split())

@@ -618,8 +618,8 @@ def _check(source: Path, options: Options) -> Profile:
         raise UsageError(f"--accelerator {options.accelerator!r} is not a key of the accelerator catalogue")
     try:
         profiles = load_profiles(options.profiles)
-    except ProfileError as exc:
-        raise SourceError(options.profiles or source, None, str(exc)) from exc
+    except ProfileError as exc:  # the file named by --profiles: an argument, not the source
+        raise UsageError(f"--profiles {options.profiles}: {exc}" if options.profiles else str(exc)) from exc
     if options.profile not in profiles:
         raise UsageError(f"no log profile {options.profile!r} (known: {', '.join(sorted(profiles))})")
     return profiles[options.profile]
