@@ -8,11 +8,14 @@ import gzip
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from fleet_goodput.cli import main
+from fleet_goodput.importers.common import UsageError
 from test_importers_common import MGM_FLAGS, MGM_LOG, PUBLIC_DATA, import_to, rejected_rows
 
 AMD_TRACE = PUBLIC_DATA / "kineto" / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
@@ -225,3 +228,36 @@ def test_mpg_import_stops_on_a_single_input_nested_too_deep(tmp_path, capsys):
     assert capsys.readouterr().err.endswith(
         f"mpg import: {source / 'jobs.json'}: {TOO_DEEP} ({DEEP_DETAIL})\nmpg import: nothing was written to {out}\n")
     assert not out.exists()
+
+
+# A pattern that backtracks for ever in Python's `re` (2^40 ways to split 40 a's), and the line that makes it.
+CATASTROPHIC_PROFILE = ("slow:\n  timestamp: '\\[(?P<time>[^]]+)\\]'\n  iteration: '(?P<step>a)(?P<ms>(?:a+)+)$'\n")
+
+
+def test_log_patterns_match_in_linear_time_whatever_the_pattern_and_the_line(tmp_path):
+    """RE2 matches in time linear in the line (fleet_goodput/importers/log_profiles.py): a user's `(a+)+$` on a
+    40-character line, and a 2 MB line of repeated ` iteration 1/ 10 |` under the built-in Megatron pattern,
+    end (Python's `re`: the first never, the second in minutes). Run in a process of its own, so a
+    regression fails here at the time limit instead of hanging the suite; a test of ending, not of speed."""
+    profiles = tmp_path / "profiles.yaml"
+    profiles.write_text(CATASTROPHIC_PROFILE)
+    slow_log = tmp_path / "slow.log"
+    slow_log.write_text("[2026-01-01 00:00:00] " + "a" * 40 + "!\n")
+    long_line = tmp_path / "long.log"
+    long_line.write_text(" [2026-01-01 00:00:00] " + " iteration 1/ 10 |" * 120_000 + "\n")
+    for log, flags in ((slow_log, ["--profiles", profiles, "--profile", "slow"]), (long_line, ["--profile", "megatron"])):
+        done = subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "import", "logs", str(log), *map(str, flags),
+                               "--job", "j", "--accelerator", "h100", "--chips", "8", "--out", str(tmp_path / log.stem)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1 and "nothing to import" in done.stderr, done.stderr[-500:]
+
+
+def test_a_profile_with_lookaround_or_a_backreference_is_refused_naming_the_key(tmp_path):
+    profiles = tmp_path / "profiles.yaml"
+    profiles.write_text("la:\n  timestamp: '(?P<time>x)'\n  iteration: '(?<=it )(?P<step>\\d+) (?P<ms>\\d+)'\n")
+    source = tmp_path / "run.log"
+    source.write_text("x\n")
+    with pytest.raises(UsageError, match=r"profile 'la': iteration is not a valid regular expression \(invalid "
+                                         r"perl operator: \(\?<=; RE2 syntax: no lookaround or backreferences\)"):
+        import_to("logs", source, tmp_path / "in", profile="la", profiles=profiles, job="j", accelerator="h100",
+                  chips=8)

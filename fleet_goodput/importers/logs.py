@@ -215,7 +215,8 @@ def _read_lines(path: Path, profile: Profile, imported: Imported, job: str, limi
                     continue
                 cut = not text.endswith("\n")
                 text = text.rstrip("\r\n")
-                kinds, malformed = profile.match(text)
+                read = profile.read(text)
+                kinds, malformed = read.kinds, read.malformed
                 if cut and (kinds or malformed):
                     reject(number, "the log ends inside this line (cut short)", text[-80:])
                     continue
@@ -223,12 +224,12 @@ def _read_lines(path: Path, profile: Profile, imported: Imported, job: str, limi
                     reject(number, f"a malformed {kind} line: the {profile.name} pattern does not match it", text[:200])
                 try:
                     numbers = {kind: _numbers(groups) for kind, groups in kinds}
-                    stamp_text = profile.timestamp_text(text)
+                    stamp_text = read.time_text
                     time_us = None if stamp_text is None else _stamp(profile, stamp_text)
                 except Unmappable as exc:
                     reject(number, exc.reason, exc.detail)
                     continue
-                precision = profile.precision_of(text)
+                precision = read.precision
                 if numbers or time_us is not None or precision is not None:
                     lines.append(_Line(path.name, number, time_us, numbers, precision))
         except UnicodeDecodeError as exc:
