@@ -1,0 +1,97 @@
+"""`mpg export openmetrics`: the store's history as OpenMetrics text with timestamps, for backfilling Prometheus.
+
+Every series of fleet_goodput/monitoring/openmetrics.py, sampled at the end of every complete
+event-time window, cumulative from the store's first window. `promtool tsdb create-blocks-from
+openmetrics FILE DIR` turns the file into Prometheus blocks (docs/monitoring.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from fleet_goodput import console, exits
+
+STDOUT = "-"
+
+EPILOG = """\
+examples:
+  mpg export openmetrics --output out/ --to goodput.om
+  promtool tsdb create-blocks-from openmetrics goodput.om /var/lib/prometheus/metrics2
+  mpg export openmetrics --output out/ --since 2026-01-01 | head
+
+what it writes: counters of chip-seconds (fleet_goodput_*_chip_seconds_total), jobs and
+interruptions, each sampled at the end of every window (an hour by default) from the store's
+first window, or the window holding --since, to the last window that ended by the run's as-of
+time. Values are cumulative from the store's first window whatever --since says, so an export
+from a later --since continues an earlier one. The increase of a counter over a day is the day's
+sum; the ratio of two increases is the day's factor (docs/monitoring.md). The series count is
+printed on stderr.
+
+""" + exits.describe(failed="the output holds no committed run", damaged=exits.DAMAGED_MEANING)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("export", help="export the store's figures for other tools (OpenMetrics)",
+                                   description="Export an output's figures in another tool's format.")
+    formats = parser.add_subparsers(dest="format", metavar="FORMAT", required=True)
+    openmetrics = formats.add_parser(
+        "openmetrics", help="the history as OpenMetrics text with timestamps (for promtool's backfill)",
+        description="Write every fleet_goodput_* series of the output's latest run (or --run ID), one "
+                    "cumulative sample per series at the end of every complete window, as OpenMetrics text "
+                    "with timestamps: `promtool tsdb create-blocks-from openmetrics` backfills a Prometheus "
+                    "with it.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    openmetrics.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
+    openmetrics.add_argument("--run", type=int, metavar="ID", help="the run to export (default: the latest)")
+    openmetrics.add_argument("--since", metavar="TIME",
+                             help="first sample at the end of the window holding TIME (ISO-8601: 2026-01-02, "
+                                  "2026-01-02T06:00:00Z; default: the store's first window)")
+    openmetrics.add_argument("--to", default=STDOUT, metavar="FILE",
+                             help="write to FILE, replaced whole once written (default: standard output)")
+    openmetrics.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from fleet_goodput.core.timeutil import parse_time_us
+    from fleet_goodput.monitoring import openmetrics
+    from fleet_goodput.store.delta_store import Store, StoreDamaged, StoreError
+    from fleet_goodput.store.views import connect
+
+    try:
+        since_us = None if args.since is None else parse_time_us(args.since)
+    except ValueError as exc:
+        print(f"mpg export openmetrics: --since: {exc}", file=sys.stderr)
+        return exits.USAGE
+    try:
+        with connect(args.output, run=args.run) as connection:
+            record = Store.of(args.output).run(args.run)
+            families = openmetrics.history(connection, record.as_of_us, since_us)
+    except StoreDamaged as exc:
+        print(f"mpg export openmetrics: {exc}", file=sys.stderr)
+        return exits.DAMAGED
+    except FileNotFoundError as exc:
+        print(f"mpg export openmetrics: {exc}", file=sys.stderr)
+        return exits.FAILED
+    except (StoreError, ValueError) as exc:
+        print(f"mpg export openmetrics: {exc}", file=sys.stderr)
+        return exits.USAGE
+    text = openmetrics.exposition(families)
+    if args.to == STDOUT:
+        console.unescaped(sys.stdout).flush()
+        sys.stdout.buffer.write(text)
+        sys.stdout.flush()
+    else:
+        _write_whole(Path(args.to), text)
+    series = sum(len({(s.name, tuple(sorted(s.labels.items()))) for s in family.samples}) for family in families)
+    console.progress(f"mpg export openmetrics: {series:,} series, {sum(len(f.samples) for f in families):,} samples "
+                     f"of run {record.run_id}" + ("" if args.to == STDOUT else f" to {args.to}"))
+    return exits.OK
+
+
+def _write_whole(path: Path, text: bytes) -> None:
+    """Write beside the file, then rename: a reader (promtool) never sees half of it."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_bytes(text)
+    os.replace(partial, path)

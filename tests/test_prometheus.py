@@ -1,0 +1,184 @@
+"""Goodput in a real Prometheus: backfilled from `mpg export openmetrics`, queried through its HTTP API.
+
+A small simulated fleet (28 hours, so 2026-01-01 is a complete day) is run, exported and
+backfilled with `promtool tsdb create-blocks-from openmetrics` into a Prometheus 2.42 (Debian's
+package, tests/prometheus_box.py) started once for the module. Every recording rule of
+deploy/prometheus/ over one day, run as a query at the day's end, must give `mpg sql`'s figure
+for that day to 1e-9 relative (and no figure where the store's is unknown); the 1-hour rules give
+fleet_by_window's. Conservation holds in PromQL, the counters' totals equal the raw table's sums,
+and the number of series stays within the bound docs/monitoring.md states.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+import prometheus_box
+from fleet_goodput.cli import main
+
+pytestmark = pytest.mark.slow  # a pipeline run and a Prometheus started
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+RULES = REPOSITORY / "deploy" / "prometheus" / "fleet-goodput.rules.yml"
+RULES_TEST = REPOSITORY / "deploy" / "prometheus" / "fleet-goodput.rules.test.yml"
+RELATIVE = 1e-9
+DAY = "2026-01-01"
+DAY_END_S = 1767225600 + 86_400  # 2026-01-02T00:00:00Z
+AS_OF_S = 1767225600 + 28 * 3600
+
+
+@functools.cache
+def _views(output: Path):
+    import fleet_goodput
+
+    return fleet_goodput.open(output)  # the views `mpg sql` queries, opened once for the module
+
+
+def mpg_sql(output: Path, query: str) -> list[dict]:
+    cursor = _views(output).execute(query)
+    columns = [column[0] for column in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> dict:
+    from fleet_goodput.api import simulate
+
+    reason = prometheus_box.ensure_installed()
+    if reason:
+        pytest.skip(f"NO PROMETHEUS: {reason}")
+    root = tmp_path_factory.mktemp("prometheus")
+    simulate(root / "fleet", seed=5, hours=28, jobs=16, node_failures=True)
+    assert main(["-q", "run", "--input", str(root / "fleet"), "--output", str(root / "out")]) == 0
+    assert main(["-q", "export", "openmetrics", "--output", str(root / "out"), "--to", str(root / "history.om")]) == 0
+    return {"root": root, "output": root / "out", "history": root / "history.om"}
+
+
+@pytest.fixture(scope="module")
+def prometheus(store):
+    box = prometheus_box.PrometheusBox(store["root"] / "prometheus")
+    box.folder.mkdir()
+    box.backfill(store["history"])
+    box.start()
+    yield box
+    box.stop()
+
+
+def _rules(window: str) -> dict[str, str]:
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    return {rule["record"]: rule["expr"] for group in groups if group["name"].endswith(window) for rule in group["rules"]}
+
+
+def _close(found: float, expected: float) -> bool:
+    return math.isclose(found, expected, rel_tol=RELATIVE, abs_tol=1e-12)
+
+
+def _by_labels(result: list[dict], labels: tuple[str, ...]) -> dict[tuple, float]:
+    return {tuple(sample["metric"].get(name) for name in labels): float(sample["value"][1]) for sample in result}
+
+
+def _compare(found: dict[tuple, float], expected: dict[tuple, float | None], what: str) -> None:
+    known = {key: value for key, value in expected.items() if value is not None}
+    assert set(found) == set(known), f"{what}: Prometheus has {sorted(found)}, the store {sorted(known)}"
+    wrong = {key: (found[key], value) for key, value in known.items() if not _close(found[key], value)}
+    assert not wrong, f"{what}: (PromQL, mpg sql) differ: {wrong}"
+
+
+# level of a rule → the labels it keeps and the dimension of segment_daily it matches (None: capacity base)
+LEVELS = {"fleet": ((), None), "cluster_accelerator": (("cluster", "accelerator"), None),
+          "team": (("team",), "team"), "queue": (("queue",), "queue"), "cluster_queue": (("cluster_queue",), "cluster_queue"),
+          "workload": (("workload",), "workload"), "size_class": (("size_class",), "size_class"),
+          "accelerator": (("accelerator",), "accelerator")}
+
+
+def _expected_day(output: Path, level: str, factor: str) -> dict[tuple, float | None]:
+    labels, dimension = LEVELS[level]
+    if dimension is not None:
+        rows = mpg_sql(output, f"select segment, {factor} from segment_daily where day = '{DAY}' "
+                               f"and dimension = '{dimension}'")
+        return {(row["segment"],): row[factor] for row in rows}
+    if labels:
+        rows = mpg_sql(output, f"select cluster, accelerator, {factor} from fleet_daily where day = '{DAY}'")
+        return {(row["cluster"], row["accelerator"]): row[factor] for row in rows}
+    # The whole fleet: the ratios of the day's sums, worked out here (docs/metric.md section 1).
+    [sums] = mpg_sql(output, f"""select sum(capacity_chip_s) as capacity, sum(all_allocated_chip_s) as all_allocated,
+                                        sum(productive_chip_s) as productive, sum(ideal_chip_s) as ideal,
+                                        sum(profiled_productive_chip_s) as profiled
+                                 from fleet_daily where day = '{DAY}'""")
+    sg, rg, pg = (sums["all_allocated"] / sums["capacity"], sums["productive"] / sums["all_allocated"],
+                  sums["ideal"] / sums["profiled"])
+    return {(): {"sg": sg, "rg": rg, "pg": pg, "mpg": sg * rg * pg}[factor]}
+
+
+def test_each_rule_over_a_day_gives_the_store_s_figure_for_that_day(store, prometheus):
+    rules = _rules("_1d")
+    assert len(rules) == len(LEVELS) * 4
+    for record, expr in rules.items():
+        level, metric, _ = record.split(":")
+        factor = metric.removeprefix("fleet_goodput_")
+        found = _by_labels(prometheus.query(expr, DAY_END_S), LEVELS[level][0])
+        _compare(found, _expected_day(store["output"], level, factor), record)
+
+
+def test_the_hour_rules_give_fleet_by_window(store, prometheus):
+    rules = _rules("_1h")
+    hour_start = "2026-01-01T13:00:00Z"
+    rows = mpg_sql(store["output"], f"select cluster, accelerator, sg, rg, pg, mpg from fleet_by_window "
+                                    f"where window_start = '{hour_start}'")
+    assert rows
+    for factor in ("sg", "rg", "pg", "mpg"):
+        found = _by_labels(prometheus.query(rules[f"cluster_accelerator:fleet_goodput_{factor}:ratio_1h"],
+                                            1767225600 + 14 * 3600), ("cluster", "accelerator"))
+        _compare(found, {(row["cluster"], row["accelerator"]): row[factor] for row in rows}, f"{factor} 1h")
+
+
+def test_counters_hold_the_raw_tables_sums_and_conserve(store, prometheus):
+    [raw] = mpg_sql(store["output"], f"""
+        select sum(lifetime_chip_s) as lifetime, sum(productive_chip_s) as productive, sum(pending_chip_s) as pending,
+               sum(queued_chip_s + partial_chip_s + all_allocated_chip_s) as parts
+        from job_window where epoch(window_start) + 3600 <= {AS_OF_S}""")
+
+    def total(expr: str) -> float:
+        [sample] = prometheus.query(f"sum({expr})", AS_OF_S)
+        return float(sample["value"][1])
+
+    assert _close(total("fleet_goodput_lifetime_chip_seconds_total"), raw["lifetime"])
+    assert _close(total('fleet_goodput_demand_chip_seconds_total{category="productive"}'), raw["productive"])
+    assert _close(total("fleet_goodput_pending_chip_seconds"), raw["pending"])
+    assert _close(total("fleet_goodput_demand_chip_seconds_total") + total("fleet_goodput_pending_chip_seconds"),
+                  raw["parts"])
+
+
+def test_the_number_of_series_stays_within_the_stated_bound(store, prometheus):
+    [counts] = mpg_sql(store["output"], """
+        select count(distinct (cluster, accelerator, team, queue, workload, size_class)) as job_label_sets,
+               (select count(distinct (cluster, accelerator)) from capacity_level) as clusters,
+               (select count(*) from interruptions) as interruptions
+        from job_attributes""")
+    # docs/monitoring.md, "How many series": per job label set 11 categories + 6 sums + submitted + 3 ends;
+    # per cluster and accelerator 7 fleet sums + 1 gap; per interruption label set and cause 2.
+    bound = counts["job_label_sets"] * 21 + counts["clusters"] * 8 + counts["interruptions"] * 2
+    [series] = prometheus.query('count({__name__=~"fleet_goodput_.+"})', AS_OF_S)
+    print(f"\nseries of the test fleet: {series['value'][1]} (bound {bound})")
+    assert 0 < int(series["value"][1]) <= bound
+
+
+def test_promtool_checks_the_rules_and_their_unit_tests_pass():
+    if prometheus_box.ensure_installed():
+        pytest.skip(f"NO PROMETHEUS: {prometheus_box.ensure_installed()}")
+    checked = prometheus_box.promtool("check", "rules", str(RULES))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = prometheus_box.promtool("test", "rules", str(RULES_TEST))
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_the_rules_file_is_the_generator_s_output():
+    from fleet_goodput.monitoring.rules import rules_yaml
+
+    assert RULES.read_text() == rules_yaml(), "run: python -m fleet_goodput.monitoring.rules > " + str(RULES)
+
