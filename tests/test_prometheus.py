@@ -49,9 +49,6 @@ def mpg_sql(output: Path, query: str) -> list[dict]:
 def store(tmp_path_factory) -> dict:
     from fleet_goodput.api import simulate
 
-    reason = prometheus_box.ensure_installed()
-    if reason:
-        pytest.skip(f"NO PROMETHEUS: {reason}")
     root = tmp_path_factory.mktemp("prometheus")
     simulate(root / "fleet", seed=5, hours=28, jobs=16, node_failures=True)
     assert main(["-q", "run", "--input", str(root / "fleet"), "--output", str(root / "out")]) == 0
@@ -61,6 +58,9 @@ def store(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def prometheus(store):
+    reason = prometheus_box.ensure_installed()
+    if reason:
+        pytest.skip(f"NO PROMETHEUS: {reason}")
     box = prometheus_box.PrometheusBox(store["root"] / "prometheus")
     box.folder.mkdir()
     box.backfill(store["history"])
@@ -169,8 +169,9 @@ def test_the_number_of_series_stays_within_the_stated_bound(store, prometheus):
 
 
 def test_promtool_checks_the_rules_and_their_unit_tests_pass():
-    if prometheus_box.ensure_installed():
-        pytest.skip(f"NO PROMETHEUS: {prometheus_box.ensure_installed()}")
+    reason = prometheus_box.ensure_installed()
+    if reason:
+        pytest.skip(f"NO PROMETHEUS: {reason}")
     checked = prometheus_box.promtool("check", "rules", str(RULES))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     tested = prometheus_box.promtool("test", "rules", str(RULES_TEST))
@@ -182,3 +183,59 @@ def test_the_rules_file_is_the_generator_s_output():
 
     assert RULES.read_text() == rules_yaml(), "run: python -m fleet_goodput.monitoring.rules > " + str(RULES)
 
+
+
+def _samples(text: str) -> dict[tuple, list]:
+    """Each series of an OpenMetrics text (name and labels) → its (timestamp, value) samples, in order."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    series = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = (sample.name, tuple(sorted(sample.labels.items())))
+            series.setdefault(key, []).append((sample.timestamp, sample.value))
+    return series
+
+
+def test_the_history_is_on_the_window_grid_and_counters_never_go_down(store):
+    series = _samples(store["history"].read_text())
+    grid = [1767225600 + hour * 3600 for hour in range(29)]  # 00:00 to the as-of time, 04:00 the next day
+    for (name, labels), samples in series.items():
+        assert [float(at) for at, _ in samples] == grid, name
+        values = [value for _, value in samples]
+        assert values[0] == 0, (name, labels)  # no window ends at the first point
+        if name.endswith("_total"):
+            assert values == sorted(values), (name, labels)
+    job_labels = {"cluster", "accelerator", "team", "queue", "cluster_queue", "workload", "size_class"}
+    assert {name for name, labels in series if "job_id" in dict(labels)} == set()
+    assert all(set(dict(labels)) <= job_labels | {"category", "status", "cause"} for _, labels in series)
+
+
+def test_since_continues_the_same_cumulative_values(store, tmp_path):
+    assert main(["-q", "export", "openmetrics", "--output", str(store["output"]), "--since", "2026-01-01T20:30:00Z",
+                 "--to", str(tmp_path / "late.om")]) == 0
+    whole, late = _samples(store["history"].read_text()), _samples((tmp_path / "late.om").read_text())
+    assert set(late) == set(whole)
+    for key, samples in late.items():
+        assert float(samples[0][0]) == 1767225600 + 20 * 3600  # from the start of the window holding 20:30
+        assert samples == whole[key][20:]
+
+
+def test_a_scrape_shows_the_counters_now_and_the_last_day_s_factors(store):
+    from fleet_goodput import open as open_store
+    from fleet_goodput.monitoring import openmetrics
+    from fleet_goodput.store.delta_store import Store
+
+    record = Store(store["output"]).latest()
+    with open_store(store["output"]) as connection:
+        text = openmetrics.exposition(openmetrics.current(connection, record.as_of_us, record.run_id)).decode()
+    scraped, history = _samples(text), _samples(store["history"].read_text())
+    for key, samples in history.items():
+        assert scraped[key] == [(None, samples[-1][1])], key
+    days = mpg_sql(store["output"], f"select cluster, accelerator, sg, rg, pg, mpg from fleet_daily where day = '{DAY}'")
+    for row in days:
+        labels = (("accelerator", row["accelerator"]), ("cluster", row["cluster"]))
+        for factor in ("sg", "rg", "pg", "mpg"):
+            assert scraped[(f"fleet_goodput_last_day_{factor}_ratio", labels)] == [(None, row[factor])]
+    assert scraped[("fleet_goodput_last_day_timestamp_seconds", ())] == [(None, 1767225600)]
+    assert scraped[("fleet_goodput_as_of_timestamp_seconds", ())] == [(None, AS_OF_S)]

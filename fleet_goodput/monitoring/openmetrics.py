@@ -121,9 +121,12 @@ SERIES = (
 
 @dataclass(frozen=True)
 class Grid:
-    """The window ends samples are taken at: from `first_s` to `last_s` (both included), every `step_s`."""
+    """The window ends of the store, from its first window's start `first_s` to `last_s`, the end of the last
+    complete window, every `step_s`; samples are written from `emit_from_s` on. The sums always start at
+    `first_s`, so that every export and every scrape gives a point the same value, to the bit."""
 
     first_s: int
+    emit_from_s: int
     last_s: int
     step_s: int
 
@@ -158,28 +161,29 @@ def _scopes(connection: duckdb.DuckDBPyConnection, window: int) -> None:
 
 
 def grid(connection: duckdb.DuckDBPyConnection, as_of_us: int, since_us: int | None = None) -> Grid | None:
-    """From the first window (or the window holding `since_us`) to the last complete one; None when none is."""
+    """From the first window (samples from the window holding `since_us`) to the last complete one; None when
+    there is nothing to sample."""
     window = window_s(connection)
     first_us = connection.execute("""select least((select min(epoch_us(window_start)) from job_window),
                                                   (select min(epoch_us(window_start)) from capacity_window))""").fetchone()[0]
     if first_us is None:
         return None
-    if since_us is not None:
-        first_us = max(first_us, since_us)
     first_s, last_s = first_us // 1_000_000 // window * window, as_of_us // 1_000_000 // window * window
-    return Grid(first_s, last_s, window) if first_s <= last_s else None
+    emit_from_s = first_s if since_us is None else max(first_s, since_us // 1_000_000 // window * window)
+    return Grid(first_s, emit_from_s, last_s, window) if emit_from_s <= last_s else None
 
 
 def _cumulative(connection: duckdb.DuckDBPyConnection, series: Series, on: Grid) -> Iterator[tuple]:
-    """Each of the series' label sets at every grid point, with the sum of its increments up to there
-    (increments before the grid count at its first point; those after its last, in an incomplete window,
-    not at all). Summed here one point after the other, never by a SQL window function: a float sum
+    """Each of the series' label sets at every grid point from `on.emit_from_s`, with the sum of its
+    increments up to there (those after the last point, in an incomplete window, count nowhere yet).
+
+    Summed in a fixed order, one point after the other, never by a SQL window function: a float sum
     taken in another order can come out an ulp lower at a later point, which Prometheus reads as a
-    counter reset."""
+    counter reset, and two exports must give a point the same value to the bit."""
     keys = ", ".join(series.labels)
     rows = connection.execute(f"""
         with increments as ({series.source})
-        select {keys}, greatest(at_s, {on.first_s}) as at_s, sum(value) as value
+        select {keys}, at_s, sum(value order by value) as value
         from increments where at_s <= {on.last_s} group by all order by all
     """).fetchall()
     points = range(on.first_s, on.last_s + 1, on.step_s)
@@ -188,7 +192,8 @@ def _cumulative(connection: duckdb.DuckDBPyConnection, series: Series, on: Grid)
         total = 0.0
         for at_s in points:
             total += increments.get(at_s, 0.0)
-            yield (*labels, at_s, total)
+            if at_s >= on.emit_from_s:
+                yield (*labels, at_s, total)
 
 
 def _family(series: Series) -> Metric:
@@ -219,7 +224,7 @@ def current(connection: duckdb.DuckDBPyConnection, as_of_us: int, run_id: int) -
     of the run and of the last complete day's factors."""
     on = grid(connection, as_of_us)
     if on is not None:
-        on = Grid(on.last_s, on.last_s, on.step_s)
+        on = Grid(on.first_s, on.last_s, on.last_s, on.step_s)
     families = _families(connection, on, timestamps=False)
     run = GaugeMetricFamily(PREFIX + "run_id", "The committed run the figures come from")
     run.add_metric([], run_id)
