@@ -11,8 +11,16 @@ and the number of series stays within the bound docs/monitoring.md states.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import functools
 import math
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -30,6 +38,7 @@ RELATIVE = 1e-9
 DAY = "2026-01-01"
 DAY_END_S = 1767225600 + 86_400  # 2026-01-02T00:00:00Z
 AS_OF_S = 1767225600 + 28 * 3600
+CUT_S = 1767225600 + 20 * 3600  # the first run's as-of time
 
 
 @functools.cache
@@ -47,21 +56,56 @@ def mpg_sql(output: Path, query: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> dict:
+    """The fleet in two runs, as telemetry arrives: to 20:00 on the first day, then to the end."""
     from fleet_goodput.api import simulate
+    from fleet_goodput.telemetry.avro_io import split_by_time
 
     root = tmp_path_factory.mktemp("prometheus")
     simulate(root / "fleet", seed=5, hours=28, jobs=16, node_failures=True)
-    assert main(["-q", "run", "--input", str(root / "fleet"), "--output", str(root / "out")]) == 0
+    first, rest = split_by_time(root / "fleet", [(CUT_S) * 1_000_000], root / "arrivals")
+    for part, as_of_s in ((first, CUT_S), (rest, AS_OF_S)):
+        assert main(["-q", "run", "--input", str(part), "--output", str(root / "out"), "--as_of",
+                     datetime.fromtimestamp(as_of_s, timezone.utc).isoformat()]) == 0
     assert main(["-q", "export", "openmetrics", "--output", str(root / "out"), "--to", str(root / "history.om")]) == 0
     return {"root": root, "output": root / "out", "history": root / "history.om"}
 
 
+@contextlib.contextmanager
+def serving(output: Path):
+    """`mpg serve metrics` on a free loopback port, in a process of its own; yields its /metrics URL."""
+    port = prometheus_box.free_port()
+    process = subprocess.Popen([sys.executable, "-m", "fleet_goodput.cli", "-q", "serve", "metrics", "--output",
+                                str(output), "--port", str(port)], stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, process.stderr.read()
+            try:
+                urllib.request.urlopen(url, timeout=5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "mpg serve metrics never answered"
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == 0  # SIGTERM stops it cleanly
+
+
 @pytest.fixture(scope="module")
-def prometheus(store):
+def served(store):
+    with serving(store["output"]) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def prometheus(store, served):
     reason = prometheus_box.ensure_installed()
     if reason:
         pytest.skip(f"NO PROMETHEUS: {reason}")
-    box = prometheus_box.PrometheusBox(store["root"] / "prometheus")
+    target = urllib.parse.urlsplit(served).netloc
+    box = prometheus_box.PrometheusBox(store["root"] / "prometheus", scrape_targets=(target,))
     box.folder.mkdir()
     box.backfill(store["history"])
     box.start()
@@ -239,3 +283,45 @@ def test_a_scrape_shows_the_counters_now_and_the_last_day_s_factors(store):
             assert scraped[(f"fleet_goodput_last_day_{factor}_ratio", labels)] == [(None, row[factor])]
     assert scraped[("fleet_goodput_last_day_timestamp_seconds", ())] == [(None, 1767225600)]
     assert scraped[("fleet_goodput_as_of_timestamp_seconds", ())] == [(None, AS_OF_S)]
+
+
+def _scraped(box, expr: str) -> list[dict]:
+    """The result of `expr` now, once Prometheus has scraped `mpg serve metrics` (it scrapes every second)."""
+    deadline = time.monotonic() + 60
+    while not (result := box.query(expr)):
+        assert time.monotonic() < deadline, f"Prometheus never scraped {expr}"
+        time.sleep(0.5)
+    return result
+
+
+def test_prometheus_scrapes_the_latest_run_from_mpg_serve_metrics(store, prometheus):
+    [run] = _scraped(prometheus, "fleet_goodput_run_id")
+    assert float(run["value"][1]) == 2
+    rows = mpg_sql(store["output"], f"select cluster, accelerator, mpg from fleet_daily where day = '{DAY}'")
+    found = _by_labels(_scraped(prometheus, "fleet_goodput_last_day_mpg_ratio"), ("cluster", "accelerator"))
+    _compare(found, {(row["cluster"], row["accelerator"]): row["mpg"] for row in rows}, "scraped MPG")
+    # The scraped counters now are the backfilled history's last point.
+    now = float(_scraped(prometheus, "sum(fleet_goodput_lifetime_chip_seconds_total)")[0]["value"][1])
+    [then] = prometheus.query("sum(fleet_goodput_lifetime_chip_seconds_total)", AS_OF_S)
+    assert _close(now, float(then["value"][1]))
+
+
+def _page(url: str) -> dict[tuple, list]:
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        assert answer.headers["Content-Type"].startswith("application/openmetrics-text")
+        return _samples(answer.read().decode())
+
+
+def test_the_served_page_follows_each_committed_run_a_rollback_too(store, tmp_path):
+    copy = tmp_path / "out"
+    shutil.copytree(store["output"], copy)
+    with serving(copy) as url:
+        before = _page(url)
+        assert before[("fleet_goodput_run_id", ())] == [(None, 2)]
+        assert main(["-q", "rollback", "--output", str(copy), "--to", "1"]) == 0
+        after = _page(url)
+    assert after[("fleet_goodput_run_id", ())] == [(None, 3)]
+    assert after[("fleet_goodput_as_of_timestamp_seconds", ())] == [(None, CUT_S)]
+    # Rolled back to 20:00: the counters go back with it (a reset to Prometheus, docs/monitoring.md).
+    lifetime = [key for key in after if key[0] == "fleet_goodput_lifetime_chip_seconds_total"]
+    assert sum(after[key][0][1] for key in lifetime) < sum(before[key][0][1] for key in lifetime)
