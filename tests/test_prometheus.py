@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import functools
+import json
 import math
 import subprocess
 import sys
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.slow  # a pipeline run and a Prometheus started
 REPOSITORY = Path(__file__).resolve().parents[1]
 RULES = REPOSITORY / "deploy" / "prometheus" / "fleet-goodput.rules.yml"
 RULES_TEST = REPOSITORY / "deploy" / "prometheus" / "fleet-goodput.rules.test.yml"
+GRAFANA = REPOSITORY / "deploy" / "grafana"
 RELATIVE = 1e-9
 DAY = "2026-01-01"
 DAY_END_S = 1767225600 + 86_400  # 2026-01-02T00:00:00Z
@@ -325,3 +327,28 @@ def test_the_served_page_follows_each_committed_run_a_rollback_too(store, tmp_pa
     # Rolled back to 20:00: the counters go back with it (a reset to Prometheus, docs/monitoring.md).
     lifetime = [key for key in after if key[0] == "fleet_goodput_lifetime_chip_seconds_total"]
     assert sum(after[key][0][1] for key in lifetime) < sum(before[key][0][1] for key in lifetime)
+
+
+def test_the_dashboards_are_the_generator_s_output():
+    from fleet_goodput.monitoring.dashboards import DASHBOARDS, dashboard_json
+
+    assert sorted(path.name for path in GRAFANA.glob("*.json")) == sorted(DASHBOARDS)
+    for name in DASHBOARDS:
+        assert (GRAFANA / name).read_text(encoding="utf-8") == dashboard_json(name), (
+            f"run: python -m fleet_goodput.monitoring.dashboards {GRAFANA}")
+
+
+@pytest.mark.parametrize("dashboard", sorted(path.name for path in GRAFANA.glob("*.json")))
+def test_every_dashboard_panel_s_query_returns_data(dashboard, prometheus):
+    _scraped(prometheus, "fleet_goodput_run_id")  # the stat panels read the served gauges
+    board = json.loads((GRAFANA / dashboard).read_text(encoding="utf-8"))
+    assert [variable["name"] for variable in board["templating"]["list"]] == ["DS_PROMETHEUS"]
+    for panel in board["panels"]:
+        assert panel["datasource"]["uid"] == "${DS_PROMETHEUS}"
+        for target in panel["targets"]:
+            assert target["datasource"]["uid"] == "${DS_PROMETHEUS}"
+            if panel["type"] == "stat":  # the last values: the scrape's, now
+                result = prometheus.query(target["expr"])
+            else:  # over time: the backfilled history
+                result = prometheus.query_range(target["expr"], DAY_END_S - 86_400, AS_OF_S, 3600)
+            assert result, f"{dashboard}: panel {panel['title']!r}: no data for {target['expr']}"
