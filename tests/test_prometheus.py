@@ -352,3 +352,33 @@ def test_every_dashboard_panel_s_query_returns_data(dashboard, prometheus):
             else:  # over time: the backfilled history
                 result = prometheus.query_range(target["expr"], DAY_END_S - 86_400, AS_OF_S, 3600)
             assert result, f"{dashboard}: panel {panel['title']!r}: no data for {target['expr']}"
+
+
+def test_the_deployed_units_run_a_command_mpg_accepts():
+    """deploy/mpg-serve-metrics.service and deploy/kubernetes/metrics.yaml: the command parses as
+    `mpg serve metrics`, reads the output the daily routine writes, and the Service and ServiceMonitor
+    reach the container's port."""
+    import configparser
+    import shlex
+
+    from fleet_goodput.cli import build_parser
+
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.read_string((REPOSITORY / "deploy" / "mpg-serve-metrics.service").read_text())
+    command = shlex.split(unit["Service"]["ExecStart"])
+    assert command[0].endswith("/mpg")
+    args = build_parser(command[1:]).parse_args(command[1:])
+    assert (args.command, args.kind, args.output) == ("serve", "metrics", "/var/lib/fleet-goodput/output")
+    daily = configparser.ConfigParser(strict=False, interpolation=None)
+    daily.read_string((REPOSITORY / "deploy" / "mpg-daily.service").read_text())
+    assert args.output in daily["Service"]["ReadWritePaths"] and args.output in unit["Service"]["ReadOnlyPaths"]
+
+    manifests = {item["kind"]: item for item in yaml.safe_load_all((REPOSITORY / "deploy" / "kubernetes" /
+                                                                    "metrics.yaml").read_text())}
+    [container] = manifests["Deployment"]["spec"]["template"]["spec"]["containers"]
+    args = build_parser(container["command"][1:]).parse_args(container["command"][1:])
+    assert (args.command, args.kind, args.port) == ("serve", "metrics", container["ports"][0]["containerPort"])
+    assert manifests["Service"]["spec"]["ports"][0]["targetPort"] == container["ports"][0]["name"]
+    assert manifests["ServiceMonitor"]["spec"]["endpoints"][0]["port"] == manifests["Service"]["spec"]["ports"][0]["name"]
+    assert (manifests["ServiceMonitor"]["spec"]["selector"]["matchLabels"]
+            == manifests["Service"]["metadata"]["labels"])
