@@ -1,9 +1,8 @@
 """A real Prometheus 2.42 (Debian's package) for the tests (tests/test_prometheus.py).
 
 `ensure_installed()` installs the `prometheus` package with apt-get when it is missing and this
-process is root (a policy-rc.d exiting 101 keeps its install script from starting the system
-service, as tests/slurm_box.py does for Slurm); it returns why it could not, so the tests are
-skipped saying so. `PrometheusBox(folder).start()` runs the binary as a child process on the
+process is root (tests/debian_packages.py); it returns why it could not, so the tests are skipped
+saying so. `PrometheusBox(folder).start()` runs the binary as a child process on the
 loopback with its own configuration and TSDB folder; `stop()` ends it by its process id.
 `backfill(file)` loads an OpenMetrics file with `promtool tsdb create-blocks-from openmetrics`
 before the start.
@@ -12,7 +11,6 @@ before the start.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -21,7 +19,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-POLICY_RC = Path("/usr/sbin/policy-rc.d")
+import debian_packages
+
 BINARIES = ("prometheus", "promtool")
 
 
@@ -30,30 +29,8 @@ def missing_binaries() -> list[str]:
 
 
 def ensure_installed() -> str | None:
-    """None once prometheus and promtool are installed, else why they cannot be."""
-    if not missing_binaries():
-        return None
-    if os.geteuid() != 0:
-        return f"Prometheus is not installed ({', '.join(missing_binaries())} missing) and this is not root to apt-get it"
-    if shutil.which("apt-get") is None:
-        return "Prometheus is not installed and there is no apt-get to install it"
-    kept = POLICY_RC.read_bytes() if POLICY_RC.exists() else None
-    try:
-        POLICY_RC.write_text("#!/bin/sh\n# no service starts while packages install\nexit 101\n")
-        POLICY_RC.chmod(0o755)
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for step in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
-                                                     "prometheus"]):
-            done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=900)
-            if done.returncode:
-                return f"{' '.join(step)} failed ({done.returncode}): {done.stderr.strip()[-400:]}"
-    finally:
-        if kept is None:
-            POLICY_RC.unlink(missing_ok=True)
-        else:
-            POLICY_RC.write_bytes(kept)
-    missing = missing_binaries()
-    return f"installed, but still missing {', '.join(missing)}" if missing else None
+    """None once the packages are installed, else why they cannot be."""
+    return debian_packages.ensure_installed("Prometheus", ("prometheus",), missing_binaries)
 
 
 def free_port() -> int:
