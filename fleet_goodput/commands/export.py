@@ -8,6 +8,7 @@ openmetrics FILE DIR` turns the file into Prometheus blocks (docs/monitoring.md)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -64,10 +65,12 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"mpg export openmetrics: --since: {exc}", file=sys.stderr)
         return exits.USAGE
+    destination = Path(args.to) if args.to != STDOUT else None
     try:
         with connect(args.output, run=args.run) as connection:
             record = Store.of(args.output).run(args.run)
             families = openmetrics.history(connection, record.as_of_us, since_us)
+            series, samples = _write(families, destination)
     except StoreDamaged as exc:
         print(f"mpg export openmetrics: {exc}", file=sys.stderr)
         return exits.DAMAGED
@@ -77,21 +80,27 @@ def main(args: argparse.Namespace) -> int:
     except (StoreError, ValueError) as exc:
         print(f"mpg export openmetrics: {exc}", file=sys.stderr)
         return exits.USAGE
-    text = openmetrics.exposition(families)
-    if args.to == STDOUT:
-        console.unescaped(sys.stdout).flush()
-        sys.stdout.buffer.write(text)
-        sys.stdout.flush()
-    else:
-        _write_whole(Path(args.to), text)
-    series = sum(len({(s.name, tuple(sorted(s.labels.items()))) for s in family.samples}) for family in families)
-    console.progress(f"mpg export openmetrics: {series:,} series, {sum(len(f.samples) for f in families):,} samples "
-                     f"of run {record.run_id}" + ("" if args.to == STDOUT else f" to {args.to}"))
+    console.progress(f"mpg export openmetrics: {series:,} series, {samples:,} samples of run {record.run_id}"
+                     + ("" if destination is None else f" to {destination}"))
     return exits.OK
 
 
-def _write_whole(path: Path, text: bytes) -> None:
-    """Write beside the file, then rename: a reader (promtool) never sees half of it."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_bytes(text)
-    os.replace(partial, path)
+def _write(families, destination: Path | None) -> tuple[int, int]:
+    """Write each family as it comes (one in memory at a time), then `# EOF`; the series and samples
+    written. A file is written beside its name and renamed once whole: promtool never reads half of it."""
+    from fleet_goodput.monitoring import openmetrics
+
+    series = samples = 0
+    partial = None if destination is None else destination.with_name(f".{destination.name}.partial")
+    if partial is None:
+        console.unescaped(sys.stdout).flush()
+    with contextlib.nullcontext(sys.stdout.buffer) if partial is None else partial.open("wb") as out:
+        for family in families:
+            series += len({(sample.name, tuple(sorted(sample.labels.items()))) for sample in family.samples})
+            samples += len(family.samples)
+            out.write(openmetrics.family_text(family))
+        out.write(openmetrics.EOF)
+        out.flush()
+    if partial is not None:
+        os.replace(partial, destination)
+    return series, samples

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import duckdb
@@ -201,22 +201,23 @@ def _family(series: Series) -> Metric:
     return kind(PREFIX + series.name, series.help, labels=series.labels)
 
 
-def history(connection: duckdb.DuckDBPyConnection, as_of_us: int, since_us: int | None = None) -> list[Metric]:
+def history(connection: duckdb.DuckDBPyConnection, as_of_us: int, since_us: int | None = None) -> Iterator[Metric]:
     """Every series at every window end from the first window (or `since_us`) to the last complete one,
-    timestamped: what `promtool tsdb create-blocks-from openmetrics` backfills."""
+    timestamped: what `promtool tsdb create-blocks-from openmetrics` backfills. One family at a time,
+    read while the connection is open: written out as they come, a long history holds one family in
+    memory, not all of them."""
     on = grid(connection, as_of_us, since_us)
     return _families(connection, on, timestamps=True)
 
 
-def _families(connection: duckdb.DuckDBPyConnection, on: Grid | None, timestamps: bool) -> list[Metric]:
-    families = [_family(series) for series in SERIES]
-    if on is None:
-        return families
-    _scopes(connection, on.step_s)
-    for series, family in zip(SERIES, families):
-        for *labels, at_s, value in _cumulative(connection, series, on):
+def _families(connection: duckdb.DuckDBPyConnection, on: Grid | None, timestamps: bool) -> Iterator[Metric]:
+    if on is not None:
+        _scopes(connection, on.step_s)
+    for series in SERIES:
+        family = _family(series)
+        for *labels, at_s, value in (_cumulative(connection, series, on) if on is not None else ()):
             family.add_metric([str(label) for label in labels], value, timestamp=at_s if timestamps else None)
-    return families
+        yield family
 
 
 def current(connection: duckdb.DuckDBPyConnection, as_of_us: int, run_id: int) -> list[Metric]:
@@ -225,7 +226,7 @@ def current(connection: duckdb.DuckDBPyConnection, as_of_us: int, run_id: int) -
     on = grid(connection, as_of_us)
     if on is not None:
         on = Grid(on.first_s, on.last_s, on.last_s, on.step_s)
-    families = _families(connection, on, timestamps=False)
+    families = list(_families(connection, on, timestamps=False))
     run = GaugeMetricFamily(PREFIX + "run_id", "The committed run the figures come from")
     run.add_metric([], run_id)
     as_of = GaugeMetricFamily(PREFIX + "as_of_timestamp_seconds",
@@ -267,6 +268,9 @@ def last_day(connection: duckdb.DuckDBPyConnection, as_of_us: int) -> list[Metri
     return families
 
 
+EOF = b"# EOF\n"
+
+
 class _Families:
     def __init__(self, families: list[Metric]):
         self.families = families
@@ -275,8 +279,14 @@ class _Families:
         return iter(self.families)
 
 
-def exposition(families: list[Metric]) -> bytes:
-    """OpenMetrics text (ending `# EOF`), as prometheus_client writes it."""
+def family_text(family: Metric) -> bytes:
+    """One family's OpenMetrics text, as prometheus_client writes it, without the `# EOF` that ends
+    a whole exposition (EOF, once, after the last family)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families(families))
-    return generate_latest(registry)
+    registry.register(_Families([family]))
+    return generate_latest(registry).removesuffix(EOF)
+
+
+def exposition(families: Iterable[Metric]) -> bytes:
+    """OpenMetrics text of every family, ending `# EOF`."""
+    return b"".join(family_text(family) for family in families) + EOF
