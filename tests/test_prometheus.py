@@ -382,3 +382,26 @@ def test_the_deployed_units_run_a_command_mpg_accepts():
     assert manifests["ServiceMonitor"]["spec"]["endpoints"][0]["port"] == manifests["Service"]["spec"]["ports"][0]["name"]
     assert (manifests["ServiceMonitor"]["spec"]["selector"]["matchLabels"]
             == manifests["Service"]["metadata"]["labels"])
+
+
+def test_before_the_first_run_metrics_answers_503_and_export_says_why(tmp_path, capsys):
+    import threading
+    import urllib.error
+
+    from fleet_goodput.monitoring.serve import server
+
+    httpd = server(tmp_path, "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = httpd.server_address[1]
+        for path, status, words in (("/metrics", 503, "no committed run"), ("/", 404, "/metrics")):
+            with pytest.raises(urllib.error.HTTPError) as answer:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10)
+            assert answer.value.code == status and words in answer.value.read().decode()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert main(["export", "openmetrics", "--output", str(tmp_path)]) == 1
+    assert main(["export", "openmetrics", "--output", str(tmp_path), "--since", "yesterday"]) == 2
+    assert "--since: not an ISO-8601 time: 'yesterday'" in capsys.readouterr().err
