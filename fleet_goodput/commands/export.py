@@ -31,19 +31,23 @@ from a later --since continues an earlier one. The increase of a counter over a 
 sum; the ratio of two increases is the day's factor (docs/monitoring.md). The series count is
 printed on stderr.
 
-""" + exits.describe(failed="the output holds no committed run", damaged=exits.DAMAGED_MEANING)
+"""
+
+EXIT_CODES = exits.describe(failed="the output holds no committed run", damaged=exits.DAMAGED_MEANING)
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("export", help="export the store's figures for other tools (OpenMetrics)",
-                                   description="Export an output's figures in another tool's format.")
+                                   description="Export an output's figures in another tool's format: "
+                                               "`mpg export openmetrics --help` says more.",
+                                   epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     formats = parser.add_subparsers(dest="format", metavar="FORMAT", required=True)
     openmetrics = formats.add_parser(
         "openmetrics", help="the history as OpenMetrics text with timestamps (for promtool's backfill)",
         description="Write every fleet_goodput_* series of the output's latest run (or --run ID), one "
                     "cumulative sample per series at the end of every complete window, as OpenMetrics text "
                     "with timestamps: `promtool tsdb create-blocks-from openmetrics` backfills a Prometheus "
-                    "with it.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                    "with it.", epilog=EPILOG + EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     openmetrics.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
     openmetrics.add_argument("--run", type=int, metavar="ID", help="the run to export (default: the latest)")
     openmetrics.add_argument("--since", metavar="TIME",

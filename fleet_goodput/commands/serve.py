@@ -25,17 +25,21 @@ for the fleet and per segment (docs/monitoring.md). A run that commits shows at 
 while a run is writing, the previous one is served. Before the first run, /metrics answers 503.
 SIGTERM or Ctrl-C stops it (exit 0).
 
-""" + exits.describe()
+"""
+
+EXIT_CODES = exits.describe()
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("serve", help="serve the store's figures over HTTP (Prometheus /metrics)",
-                                   description="Serve an output's figures over HTTP.")
+                                   description="Serve an output's figures over HTTP: `mpg serve metrics --help` "
+                                               "says more.",
+                                   epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     kinds = parser.add_subparsers(dest="kind", metavar="WHAT", required=True)
     metrics = kinds.add_parser(
         "metrics", help="serve /metrics for Prometheus from the latest committed run",
         description="Serve /metrics, OpenMetrics text of the latest committed run of OUTPUT, rebuilt when a run "
-                    "commits.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                    "commits.", epilog=EPILOG + EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     metrics.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run` or `mpg stream`")
     metrics.add_argument("--host", default=DEFAULT_HOST,
                          help=f"the address to listen on (default: {DEFAULT_HOST}, this machine only; 0.0.0.0 for "
