@@ -405,3 +405,33 @@ def test_before_the_first_run_metrics_answers_503_and_export_says_why(tmp_path, 
     assert main(["export", "openmetrics", "--output", str(tmp_path)]) == 1
     assert main(["export", "openmetrics", "--output", str(tmp_path), "--since", "yesterday"]) == 2
     assert "--since: not an ISO-8601 time: 'yesterday'" in capsys.readouterr().err
+
+
+def test_the_worked_example_s_counters_are_its_hand_figures(worked_example_run, tmp_path):
+    """docs/metric.md section 4, run with its as-of time at 01:00 so that its one window is complete:
+    each counter at 01:00 is the example's chip-seconds, worked out by hand (8 chips × seconds)."""
+    import worked_example
+
+    telemetry, _ = worked_example_run
+    output, history = tmp_path / "out", tmp_path / "history.om"
+    assert main(["-q", "run", "--input", str(telemetry), "--output", str(output),
+                 "--as_of", "2026-01-01T01:00:00Z"]) == 0
+    assert main(["-q", "export", "openmetrics", "--output", str(output), "--to", str(history)]) == 0
+    at_one = {(name, dict(labels).get("category")): samples[-1][1]
+              for (name, labels), samples in _samples(history.read_text()).items()}
+    chips, seconds = worked_example.CHIPS, worked_example.EXPECTED_SECONDS
+    for category in ("queued", "partial", "productive", "lost", "data_wait", "compile", "checkpoint_save",
+                     "checkpoint_restore", "init", "idle"):
+        assert at_one[("fleet_goodput_demand_chip_seconds_total", category)] == chips * seconds[category], category
+    assert at_one[("fleet_goodput_demand_chip_seconds_total", "unmeasured")] == 0
+    assert at_one[("fleet_goodput_lifetime_chip_seconds_total", None)] == chips * 580
+    assert at_one[("fleet_goodput_all_allocated_chip_seconds_total", None)] == chips * 380
+    assert math.isclose(at_one[("fleet_goodput_ideal_chip_seconds_total", None)], chips * 100, rel_tol=RELATIVE)
+    assert at_one[("fleet_goodput_pending_chip_seconds", None)] == 0
+    assert at_one[("fleet_goodput_capacity_chip_seconds_total", None)] == 8 * 3600  # 8 chips online to 01:00
+    assert at_one[("fleet_goodput_fleet_all_allocated_chip_seconds_total", None)] == chips * 380
+    assert at_one[("fleet_goodput_jobs_submitted_total", None)] == 1
+    assert at_one[("fleet_goodput_jobs_ended_total", None)] == 1
+    # The preemption at 360 s: 60 s of steps lost, and 120 s until the restore ended at 480 s.
+    assert at_one[("fleet_goodput_interruptions_total", None)] == 1
+    assert at_one[("fleet_goodput_interruption_cost_chip_seconds_total", None)] == chips * (60 + 120)
