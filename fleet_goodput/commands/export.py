@@ -36,10 +36,23 @@ printed on stderr.
 EXIT_CODES = exits.describe(failed="the output holds no committed run", damaged=exits.DAMAGED_MEANING)
 
 
+TEXTFILE_EPILOG = """\
+examples:
+  mpg export textfile --output out/ --to /var/lib/prometheus/node-exporter/fleet_goodput.prom
+
+what it writes: what `mpg serve metrics` serves (the counters at the last complete window, the run's
+id and as-of time, the last complete day's factors), in Prometheus's text format without timestamps,
+for node_exporter's textfile collector (--collector.textfile.directory): run it after each `mpg run`
+(cron, or after mpg-daily.service) instead of serving. The file is replaced whole, as the collector
+needs.
+
+"""
+
+
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("export", help="export the store's figures for other tools (OpenMetrics)",
+    parser = subparsers.add_parser("export", help="export the store's figures for Prometheus (OpenMetrics, textfile)",
                                    description="Export an output's figures in another tool's format: "
-                                               "`mpg export openmetrics --help` says more.",
+                                               "`mpg export FORMAT --help` says more.",
                                    epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     formats = parser.add_subparsers(dest="format", metavar="FORMAT", required=True)
     openmetrics = formats.add_parser(
@@ -48,14 +61,20 @@ def register(subparsers) -> None:
                     "cumulative sample per series at the end of every complete window, as OpenMetrics text "
                     "with timestamps: `promtool tsdb create-blocks-from openmetrics` backfills a Prometheus "
                     "with it.", epilog=EPILOG + EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    openmetrics.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
-    openmetrics.add_argument("--run", type=int, metavar="ID", help="the run to export (default: the latest)")
     openmetrics.add_argument("--since", metavar="TIME",
-                             help="first sample at the end of the window holding TIME (ISO-8601: 2026-01-02, "
+                             help="first sample at the start of the window holding TIME (ISO-8601: 2026-01-02, "
                                   "2026-01-02T06:00:00Z; default: the store's first window)")
-    openmetrics.add_argument("--to", default=STDOUT, metavar="FILE",
-                             help="write to FILE, replaced whole once written (default: standard output)")
-    openmetrics.set_defaults(func=main)
+    textfile = formats.add_parser(
+        "textfile", help="the latest figures for node_exporter's textfile collector",
+        description="Write what `mpg serve metrics` serves, in Prometheus's text format, for node_exporter's "
+                    "textfile collector.", epilog=TEXTFILE_EPILOG + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    for each in (openmetrics, textfile):
+        each.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
+        each.add_argument("--run", type=int, metavar="ID", help="the run to export (default: the latest)")
+        each.add_argument("--to", default=STDOUT, metavar="FILE",
+                          help="write to FILE, replaced whole once written (default: standard output)")
+        each.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -64,34 +83,39 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.store.delta_store import Store, StoreDamaged, StoreError
     from fleet_goodput.store.views import connect
 
+    command = f"mpg export {args.format}"
     try:
-        since_us = None if args.since is None else parse_time_us(args.since)
+        since_us = None if getattr(args, "since", None) is None else parse_time_us(args.since)
     except ValueError as exc:
-        print(f"mpg export openmetrics: --since: {exc}", file=sys.stderr)
+        print(f"{command}: --since: {exc}", file=sys.stderr)
         return exits.USAGE
     destination = Path(args.to) if args.to != STDOUT else None
     try:
         with connect(args.output, run=args.run) as connection:
             record = Store.of(args.output).run(args.run)
-            families = openmetrics.history(connection, record.as_of_us, since_us)
-            series, samples = _write(families, destination)
+            if args.format == "openmetrics":
+                chunks = openmetrics.history(connection, record.as_of_us, since_us)
+            else:
+                chunks = [openmetrics.current(connection, record.as_of_us, record.run_id)]
+            series, samples = _write(chunks, destination, textfile=args.format == "textfile")
     except StoreDamaged as exc:
-        print(f"mpg export openmetrics: {exc}", file=sys.stderr)
+        print(f"{command}: {exc}", file=sys.stderr)
         return exits.DAMAGED
     except FileNotFoundError as exc:
-        print(f"mpg export openmetrics: {exc}", file=sys.stderr)
+        print(f"{command}: {exc}", file=sys.stderr)
         return exits.FAILED
     except (StoreError, ValueError) as exc:
-        print(f"mpg export openmetrics: {exc}", file=sys.stderr)
+        print(f"{command}: {exc}", file=sys.stderr)
         return exits.USAGE
-    console.progress(f"mpg export openmetrics: {series:,} series, {samples:,} samples of run {record.run_id}"
+    console.progress(f"{command}: {series:,} series, {samples:,} samples of run {record.run_id}"
                      + ("" if destination is None else f" to {destination}"))
     return exits.OK
 
 
-def _write(families, destination: Path | None) -> tuple[int, int]:
-    """Write each family as it comes (one in memory at a time), then `# EOF`; the series and samples
-    written. A file is written beside its name and renamed once whole: promtool never reads half of it."""
+def _write(chunks, destination: Path | None, textfile: bool) -> tuple[int, int]:
+    """Write the families as they come (OpenMetrics: one family at a time, then `# EOF`; a textfile: one
+    list of them), and return the series and samples written. A file is written beside its name and
+    renamed once whole: promtool and node_exporter never read half of one."""
     from fleet_goodput.monitoring import openmetrics
 
     series = samples = 0
@@ -99,11 +123,14 @@ def _write(families, destination: Path | None) -> tuple[int, int]:
     if partial is None:
         console.unescaped(sys.stdout).flush()
     with contextlib.nullcontext(sys.stdout.buffer) if partial is None else partial.open("wb") as out:
-        for family in families:
-            series += len({(sample.name, tuple(sorted(sample.labels.items()))) for sample in family.samples})
-            samples += len(family.samples)
-            out.write(openmetrics.family_text(family))
-        out.write(openmetrics.EOF)
+        for chunk in chunks:
+            families = chunk if textfile else [chunk]
+            for family in families:
+                series += len({(sample.name, tuple(sorted(sample.labels.items()))) for sample in family.samples})
+                samples += len(family.samples)
+            out.write(openmetrics.text_format(families) if textfile else openmetrics.family_text(chunk))
+        if not textfile:
+            out.write(openmetrics.EOF)
         out.flush()
     if partial is not None:
         os.replace(partial, destination)

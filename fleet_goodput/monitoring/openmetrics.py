@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import duckdb
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest as prometheus_text
 from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
@@ -82,18 +83,27 @@ FLEET_COLUMNS = {
 }
 OK_WINDOWS = "capacity_status = 'ok'"
 
+
+def _fleet_sum_of(column: str, table: str, where: str) -> str:
+    """A fleet series' increments: the rows of the jobs' windows (or of capacity_window) in the windows
+    of `cluster_window` that `where` selects. Summed from those rows, not from cluster_window's sums,
+    whose float order DuckDB does not fix: every read must give a point the same value."""
+    return (f"select cluster, accelerator, at_s, coalesce({column}, 0) as value "
+            f"from {table} join fleet_status using (cluster, accelerator, window_start) where {where}")
+
+
 SERIES = (
     Series("capacity_chip_seconds", "counter",
            "Chips online × time (CAPACITY levels), over the windows whose capacity covers the chips held: the "
-           "fleet base of SG", FLEET_LABELS, _sum_of("capacity_chip_s", "fleet_w", FLEET_LABELS, OK_WINDOWS)),
+           "fleet base of SG", FLEET_LABELS, _fleet_sum_of("capacity_chip_s", "capacity_w", OK_WINDOWS)),
     *(Series(f"fleet_{name}_chip_seconds", "counter", f"Fleet (capacity base): {meaning}, over the same windows as "
              f"fleet_goodput_capacity_chip_seconds_total", FLEET_LABELS,
-             _sum_of(f"{name}_chip_s", "fleet_w", FLEET_LABELS, OK_WINDOWS))
+             _fleet_sum_of(f"{name}_chip_s", "jobs_w", OK_WINDOWS))
       for name, meaning in FLEET_COLUMNS.items()),
     Series("capacity_gap_held_chip_seconds", "counter",
            "Chips held × time in windows left out of the fleet figures because capacity does not cover them "
            "(the view capacity_gaps)", FLEET_LABELS,
-           _sum_of("held_chip_s", "fleet_w", FLEET_LABELS, f"not ({OK_WINDOWS})")),
+           _fleet_sum_of("held_chip_s", "jobs_w", f"not ({OK_WINDOWS})")),
     Series("lifetime_chip_seconds", "counter",
            "Jobs' demand: requested chips × time from SUBMIT to the end (the demand base of SG)", JOB_LABELS,
            _sum_of("lifetime_chip_s", "jobs_w", JOB_LABELS)),
@@ -147,8 +157,10 @@ def _scopes(connection: duckdb.DuckDBPyConnection, window: int) -> None:
     connection.execute(f"""
         create or replace temp table jobs_w as
             select *, {ends('epoch_us(window_start)')} as at_s from job_window_enriched;
-        create or replace temp table fleet_w as
-            select *, {ends('epoch_us(window_start)')} as at_s from cluster_window;
+        create or replace temp table capacity_w as
+            select *, {ends('epoch_us(window_start)')} as at_s from capacity_window;
+        create or replace temp table fleet_status as
+            select cluster, accelerator, window_start, capacity_status from cluster_window;
         create or replace temp table submitted as
             select *, {ends('epoch_us(submit_time)')} as at_s from job_attributes;
         create or replace temp table ended as
@@ -285,6 +297,14 @@ def family_text(family: Metric) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Families([family]))
     return generate_latest(registry).removesuffix(EOF)
+
+
+def text_format(families: Iterable[Metric]) -> bytes:
+    """Prometheus's text format (0.0.4) of families without timestamps: node_exporter's textfile
+    collector reads it, not OpenMetrics."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(list(families)))
+    return prometheus_text(registry)
 
 
 def exposition(families: Iterable[Metric]) -> bytes:
