@@ -25,13 +25,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import debian_packages
+
 PACKAGES = ("slurmctld", "slurmd", "slurmdbd", "slurm-client", "munge", "mariadb-server")
 BINARIES = ("slurmctld", "slurmd", "slurmdbd", "sacct", "sacctmgr", "munged", "mariadbd", "mariadb-install-db")
 CLUSTER = "testfleet"
 ACCOUNTS = ("vision", "llm")
 # name → (GPU type, GPUs)
 NODES = {"gpu01": ("h100", 4), "gpu02": ("h100", 4), "gpu03": ("h100", 4), "gpu04": ("a100", 4)}
-POLICY_RC = Path("/usr/sbin/policy-rc.d")
 
 
 def missing_binaries() -> list[str]:
@@ -40,30 +41,7 @@ def missing_binaries() -> list[str]:
 
 def ensure_installed() -> str | None:
     """None once the packages are installed, else why they cannot be."""
-    if not missing_binaries():
-        return None
-    if os.geteuid() != 0:
-        return f"Slurm is not installed ({', '.join(missing_binaries())} missing) and this is not root to apt-get it"
-    if shutil.which("apt-get") is None:
-        return "Slurm is not installed and there is no apt-get to install it"
-    kept = POLICY_RC.read_bytes() if POLICY_RC.exists() else None
-    try:
-        POLICY_RC.write_text("#!/bin/sh\n# no service starts while packages install\nexit 101\n")
-        POLICY_RC.chmod(0o755)
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        steps = (["apt-get", "update", "-qq"],
-                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES])
-        for step in steps:
-            done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=900)
-            if done.returncode:
-                return f"{' '.join(step)} failed ({done.returncode}): {done.stderr.strip()[-400:]}"
-    finally:
-        if kept is None:
-            POLICY_RC.unlink(missing_ok=True)
-        else:
-            POLICY_RC.write_bytes(kept)
-    missing = missing_binaries()
-    return f"installed, but still missing {', '.join(missing)}" if missing else None
+    return debian_packages.ensure_installed("Slurm", PACKAGES, missing_binaries)
 
 
 def _free_ports(count: int) -> list[int]:

@@ -178,7 +178,7 @@ def test_with_runtime_but_no_profile_pg_and_mpg_read_as_unknown(tmp_path):
 
 LOCKING = {"run", "stream", "validate", "report", "demo", "check", "collect", "rollback"}
 # The commands that open a store refuse a damaged one with exit 3 (fleet_goodput/store/store_check.py).
-OPENING = {"run", "stream", "sql", "runs", "validate", "report", "check", "rollback"}
+OPENING = {"run", "stream", "sql", "runs", "validate", "report", "check", "rollback", "export"}
 
 
 @pytest.mark.parametrize("command", sorted(build_parser().commands))

@@ -39,7 +39,7 @@ CLI_MODULES = {"fleet_goodput", "fleet_goodput.api", "fleet_goodput.cli"}
 # The basics every layer may use: how commands speak and exit, and how text is quoted and shown.
 BASICS = {f"fleet_goodput.{name}" for name in ("console", "exits", "faults", "quoting", "safe_text")}
 FOLDERS = {"commands": CLI, "runs": RUNS, "pipelines": PIPELINES, "transforms": TRANSFORMS,
-           "importers": APPLICATIONS, "quality": APPLICATIONS, "report": APPLICATIONS, "simulator": APPLICATIONS,
+           "importers": APPLICATIONS, "monitoring": APPLICATIONS, "quality": APPLICATIONS, "report": APPLICATIONS, "simulator": APPLICATIONS,
            "telemetry": TELEMETRY, "store": STORE, "core": CORE,
            # packages of data, not code
            "schemas": CORE, "sql": CORE, "configs": CORE, "docs": CORE}
