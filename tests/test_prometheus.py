@@ -268,12 +268,12 @@ def test_since_continues_the_same_cumulative_values(store, tmp_path):
 
 
 def test_a_scrape_shows_the_counters_now_and_the_last_day_s_factors(store):
-    from fleet_goodput import open as open_store
     from fleet_goodput.monitoring import openmetrics
     from fleet_goodput.store.delta_store import Store
+    from fleet_goodput.store.views import connect
 
     record = Store(store["output"]).latest()
-    with open_store(store["output"]) as connection:
+    with connect(store["output"]) as connection:  # as `mpg serve metrics` reads it
         text = openmetrics.exposition(openmetrics.current(connection, record.as_of_us, record.run_id)).decode()
     scraped, history = _samples(text), _samples(store["history"].read_text())
     for key, samples in history.items():
