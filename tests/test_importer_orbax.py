@@ -258,3 +258,15 @@ def test_a_jax_loop_recorded_and_checkpointed_asynchronously_combines_in_mpg_run
 def _pairs(records: list[dict], kind: str) -> list[tuple[dict, dict]]:
     edges = [r for r in records if r["type"].startswith(f"{kind}_")]
     return list(zip(edges[::2], edges[1::2]))
+
+
+def test_a_step_folder_past_the_largest_step_is_rejected_and_the_others_imported(checkpoints, tmp_path):
+    """A step folder named 2^70 (copied from a real save, the name changed): a step is an Avro long, so it is one
+    rejection with its reason, where the write of the whole import once failed on it."""
+    folder = tmp_path / "checkpoints"
+    shutil.copytree(checkpoints / "10", folder / "10")
+    shutil.copytree(checkpoints / "20", folder / str(2**70))
+    imported, _ = import_to("orbax", folder, tmp_path / "in", job=JOB)
+    assert [(row["file"], row["reason"]) for row in rejected_rows(tmp_path / "in")] == [
+        (str(2**70), "the folder's step is past the largest the runtime schema holds (9,223,372,036,854,775,807)")]
+    assert {r["step"] for r in imported.streams["runtime"]} == {10}

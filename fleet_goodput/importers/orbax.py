@@ -42,6 +42,7 @@ NAME = "orbax"
 HELP = "Orbax checkpoint folder (_CHECKPOINT_METADATA of each step) → CHECKPOINT_SAVE runtime events"
 PREFIX = "orbax"
 METADATA_FILE = "_CHECKPOINT_METADATA"
+MAX_STEP = 2**63 - 1  # a step is an Avro long
 # `<prefix>_<step>` or `<step>` (zero-padded with a fixed length), and Orbax's temporary suffix while saving.
 STEP_FOLDER = re.compile(r"^(?:.*_)?(?P<step>\d+)(?P<tmp>\.orbax-checkpoint-tmp.*)?$")
 NANOS_PER_MICRO = 1_000
@@ -118,6 +119,9 @@ def read(source: Path, options: Options) -> Imported:
                             "an Orbax step folder is named by its step number")
             continue
         try:
+            if int(match["step"]) > MAX_STEP:
+                raise Unmappable(f"the folder's step is past the largest the runtime schema holds ({MAX_STEP:,})",
+                                 match["step"][:40])
             metadata = _read_metadata(folder)
             start = _nanos(metadata, "init_timestamp_nsecs")
             end = _nanos(metadata, "commit_timestamp_nsecs")
