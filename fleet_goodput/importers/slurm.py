@@ -99,7 +99,7 @@ PROVENANCE = {
         "failing (sacctmgr events) and raised when it returns",
     ],
     "cannot_tell": [
-        "no runtime stream: all-allocated time is `idle`, RG and PG need the runtime and profiler streams",
+        "no runtime stream: all-allocated time is unmeasured, RG and PG need the runtime and profiler streams",
         "workload and framework: Slurm does not know them",
         "nodes added or removed during the window: the inventory is the nodes as listed now",
     ],
