@@ -178,7 +178,10 @@ def test_held_jobs_keep_their_true_status_and_a_row_listed_twice_is_read_once(tm
         released,
     ], nodes="NodeName=n1 Gres=gpu:h100:8 Partitions=batch\n")
     imported, summary = import_to("slurm", tmp_path / "src", tmp_path / "in")
-    assert summary["rejected"] == {} and summary["caveats"] == {}
+    assert summary["rejected"] == {}
+    caveats = [json.loads(line) for line in (tmp_path / "in" / "import_caveats.jsonl").read_text().splitlines()]
+    assert [(c["item"], c["caveat"], c["detail"]) for c in caveats] == [
+        ("edge/23", "held: PENDING and not eligible to start; its wait counts the hold", "JobHeldUser")]
     assert _events(imported, "edge/21") == [
         ("SUBMIT", _t("2026-03-01T10:00:00"), 2, None),
         ("CANCEL", _t("2026-03-01T10:00:20"), 0, "CANCELLED by 0 (never started: JobHeldUser)")]

@@ -478,6 +478,11 @@ def convert(sacct_path: Path, options: Options, origin_us: int | None = None, si
             imported.reject(SACCT, attempts[0].row.where, item, exc.reason, exc.detail)
             continue
         _emit_job(imported, cluster, job_id, attempts, accelerator, node_reasons, settle_after_us)
+        last = attempts[-1]
+        if last.state == "PENDING" and last.row.fields.get("Reason", "").startswith("JobHeld"):
+            # Shown PENDING, as Slurm shows it; the hold is the user's or an admin's, not a wait for GPUs.
+            imported.caveat(SACCT, item, "held: PENDING and not eligible to start; its wait counts the hold",
+                            last.row.fields["Reason"])
     clusters = sorted({cluster for cluster, _ in jobs})
     if not nodes:
         imported.caveat(NODES, "capacity", "no node inventory: no CAPACITY, so fleet views have no base",
