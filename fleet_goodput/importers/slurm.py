@@ -52,11 +52,12 @@ SACCT_FIELDS = ("JobID,JobIDRaw,Cluster,Partition,Account,QOS,Priority,State,Exi
                 "End,Timelimit,ReqTRES,AllocTRES,NodeList,SubmitLine")
 EVENT_FIELDS = "Cluster,NodeName,Start,End,State,Reason,User,Event,TRES"
 NO_TIME = ("Unknown", "None", "")
-# sacct -S/-E without --state lists the jobs *eligible* in the window: a job held (--hold), waiting on a
-# dependency or on --begin has no eligible time, so it is missing, even once cancelled. These two listings,
-# whose rows follow the first's, add them: every job that ended in the window, whatever its eligibility
-# (each end state sacct 22.05 accepts with -S; RQ, RS, PD and R select by time in that state, not by end),
-# and, by id (-j lists a job whatever its eligibility), the jobs squeue shows pending.
+# sacct -S/-E without --state lists the jobs *eligible* in the window: a job held (--hold) or waiting on
+# a dependency has no eligible time (one waiting on --begin, one still to come), so it is missing, even
+# once cancelled. The two listings whose rows follow the first's add them: every job that ended in the
+# window, whatever its eligibility (each end state sacct 22.05 accepts; with -S it selects by end time,
+# while PD selects by the time pending after the eligible time, so it adds none of them), and, by id
+# (-j lists a job whatever its eligibility), the jobs squeue shows pending.
 SACCT_COMMAND = ("sacct", "--allocations", "--duplicates", "--parsable2", "--allusers")
 ENDED_LISTING = ("--state=BF,CA,CD,DL,F,NF,OOM,PR,TO",)
 PENDING_LISTING = ("squeue", "--noheader", "--all", "--states=PENDING", "--format=%A")  # ids → sacct -j IDS
