@@ -39,6 +39,7 @@ VIEW_FILES = (
     "marts/interruptions_by_queue.sql",
     "marts/reliability_daily.sql",
     "marts/queue_waits.sql",
+    "marts/queue_daily.sql",
 )
 
 

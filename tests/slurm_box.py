@@ -33,6 +33,7 @@ CLUSTER = "testfleet"
 ACCOUNTS = ("vision", "llm")
 # name → (GPU type, GPUs)
 NODES = {"gpu01": ("h100", 4), "gpu02": ("h100", 4), "gpu03": ("h100", 4), "gpu04": ("a100", 4)}
+PARTITIONS = ("batch", "urgent")
 
 
 def missing_binaries() -> list[str]:
@@ -303,6 +304,11 @@ def run_scenarios(box: SlurmBox) -> dict[str, str]:
     submit("requeued", "llm", "gpu04", "--gres=gpu:a100:1")
     submit("array", "vision", "gpu04", "--gres=gpu:a100:1", "--array=0-2", script="sleep 1")
     submit("cpu_only", "vision", "gpu04", script="sleep 1")
+    # Held at submission (never eligible, so a plain `sacct -S` never lists them): one cancelled while
+    # held, one released later (it then queues on gpu04 and runs), one still held when the recording ends.
+    submit("held_cancelled", "llm", "gpu04", "--hold", "--gres=gpu:a100:1", script="sleep 1")
+    submit("held_released", "vision", "gpu04", "--hold", "--gres=gpu:a100:2", script="sleep 1")
+    submit("held", "vision", "gpu04", "--hold", "--gres=gpu:a100:1", script="sleep 1")
     for name in ("preempted", "node_fail", "requeued"):
         box.release(jobs[name], attempt=1)  # their second attempt runs a second and ends
     for name in ("busy", "preempted", "node_fail", "cancelled", "requeued"):
@@ -310,13 +316,16 @@ def run_scenarios(box: SlurmBox) -> dict[str, str]:
     time.sleep(1.5)  # every first attempt runs at least a second
     submit("preemptor", "llm", "gpu02", "-p", "urgent", "--gres=gpu:h100:4", script="sleep 2")
     box.run("scancel", jobs["cancelled"])
+    box.run("scancel", jobs["held_cancelled"])
+    box.run("scontrol", "release", jobs["held_released"])  # held for at least the 1.5 s above
     box.run("scontrol", "requeue", jobs["requeued"])
     box.run("scontrol", "update", "nodename=gpu03", "state=down", "reason=xid 79: GPU has fallen off the bus")
     box.wait_state(jobs["node_fail"], "PENDING")
     time.sleep(2)
     box.run("scontrol", "update", "nodename=gpu03", "state=resume")
     box.release(jobs["busy"])
-    for name in ("preemptor", "preempted", "node_fail", "requeued", "busy", "waits_for_gpus", "completes"):
+    for name in ("preemptor", "preempted", "node_fail", "requeued", "busy", "waits_for_gpus", "completes",
+                 "held_released"):
         box.wait_state(jobs[name], "COMPLETED", timeout=90)
     box.run("scontrol", "update", "nodename=gpu03", "state=drain", "reason=maintenance: firmware")
     box.wait_for(lambda: "DRAIN" in box.run("sacctmgr", "-n", "-P", "show", "event", "format=NodeName,State",
@@ -324,19 +333,30 @@ def run_scenarios(box: SlurmBox) -> dict[str, str]:
     time.sleep(2)
     box.run("scontrol", "update", "nodename=gpu03", "state=resume")
     box.wait_state(jobs["timeout"], "TIMEOUT", timeout=TIMEOUT_WAIT_S)
-    box.wait_for(lambda: not box.run("squeue", "-h").strip(), 60, message="jobs still queued at the end")
+    box.wait_for(lambda: box.run("squeue", "-h", "-o", "%i").split() == [jobs["held"]], 60,
+                 message="jobs other than the held one still queued at the end")
     return jobs
 
 
 def capture(box: SlurmBox, folder: Path) -> dict[str, Path]:
-    """What a site hands `mpg import slurm`: sacct rows, node events and node inventory, as files."""
+    """What a site hands `mpg import slurm`, made as docs/slurm.md says: sacct rows (the eligible jobs',
+    then, --noheader, those of every job that ended and of the jobs pending, which repeat some of
+    the first), node events and node inventory, as files."""
     folder.mkdir(parents=True, exist_ok=True)
+    sacct = ("sacct", "--allocations", "--duplicates", "--parsable2", "--allusers", "-S", "2020-01-01", "-E", "now",
+             "-o", SACCT_FIELDS)
+    pending = ",".join(box.run("squeue", "--noheader", "--all", "--states=PENDING", "--format=%A").split())
+    (folder / "sacct.txt").write_text(
+        box.run(*sacct) + box.run(*sacct, "--noheader", "--state=BF,CA,CD,DL,F,NF,OOM,PR,TO")
+        + (box.run(*sacct, "--noheader", "-j", pending) if pending else ""))
     outputs = {
-        "sacct.txt": ("sacct", "--allocations", "--duplicates", "--parsable2", "--allusers", "-S", "2020-01-01",
-                      "-E", "now", "-o", SACCT_FIELDS),
         "events.txt": ("sacctmgr", "-P", "show", "event", f"format={EVENT_FIELDS}", "Start=2020-01-01"),
         "nodes.txt": ("scontrol", "show", "node", "-o"),
+        # GPU-seconds per account of each partition's jobs, as a site reads them (docs/slurm.md).
+        **{f"sreport-{partition}.txt": ("sreport", "-P", "-t", "seconds", "job", "SizesByAccount", "-T", "gres/gpu",
+                                        "start=2020-01-01T00:00:00", "end=now", "FlatView",
+                                        f"Partitions={partition}") for partition in PARTITIONS},
     }
     for name, command in outputs.items():
         (folder / name).write_text(box.run(*command))
-    return {name: folder / name for name in outputs}
+    return {name: folder / name for name in ("sacct.txt", *outputs)}

@@ -12,15 +12,16 @@ from pathlib import Path
 from time import strptime
 
 
-def _seconds(text: str) -> int:
+def utc_seconds(text: str) -> int:
     return timegm(strptime(text, "%Y-%m-%dT%H:%M:%S"))  # sacct ran with TZ=UTC
 
 
 def sacct_rows(path: Path) -> list[dict]:
-    """The rows of a `--parsable2` (or `sacctmgr -P`) file as dicts by the header's names."""
+    """The rows of a `--parsable2` (or `sacctmgr -P`) file as dicts by the header's names; a line the
+    file repeats (sacct.txt holds several listings, which overlap) once."""
     header, *lines = path.read_text().splitlines()
     names = header.split("|")
-    return [dict(zip(names, line.split("|"))) for line in lines]
+    return [dict(zip(names, line.split("|"))) for line in dict.fromkeys(lines)]
 
 
 def job_chip_seconds(sacct: Path, cluster: str = "testfleet") -> dict[str, dict[str, float]]:
@@ -39,8 +40,8 @@ def job_chip_seconds(sacct: Path, cluster: str = "testfleet") -> dict[str, dict[
         rows.sort(key=lambda r: r["Submit"])
         if rows[-1]["End"] in ("Unknown", "None"):
             continue
-        lifetime = _seconds(rows[-1]["End"]) - _seconds(rows[0]["Submit"])
-        allocated = sum(_seconds(r["End"]) - _seconds(r["Start"]) for r in rows if r["Start"] not in ("Unknown", "None"))
+        lifetime = utc_seconds(rows[-1]["End"]) - utc_seconds(rows[0]["Submit"])
+        allocated = sum(utc_seconds(r["End"]) - utc_seconds(r["Start"]) for r in rows if r["Start"] not in ("Unknown", "None"))
         gpus = rows[0]["gpus"]
         figures[job] = {"queued_chip_s": gpus * (lifetime - allocated), "all_allocated_chip_s": gpus * allocated}
     return figures
@@ -52,7 +53,7 @@ def node_downtime_s(events: Path) -> dict[str, int]:
     for row in sacct_rows(events):
         if row["NodeName"] and row["TimeEnd"] not in ("Unknown", "None"):
             downtime[row["NodeName"]] = downtime.get(row["NodeName"], 0) + (
-                _seconds(row["TimeEnd"]) - _seconds(row["TimeStart"]))
+                utc_seconds(row["TimeEnd"]) - utc_seconds(row["TimeStart"]))
     return downtime
 
 
@@ -71,8 +72,8 @@ def capacity_chip_seconds(sacct: Path, events: Path, nodes: Path,
     """(first, last end, chip-seconds online per GRES type between them): every node's GPUs the
     whole time, less each node's downtime. `first` defaults to the first submission."""
     rows = [r for r in sacct_rows(sacct) if re.search(r"gres/gpu=", r["ReqTRES"])]
-    first = min(_seconds(r["Submit"]) for r in rows) if first is None else first
-    last = max(_seconds(r["End"]) for r in rows if r["End"] not in ("Unknown", "None"))
+    first = min(utc_seconds(r["Submit"]) for r in rows) if first is None else first
+    last = max(utc_seconds(r["End"]) for r in rows if r["End"] not in ("Unknown", "None"))
     online: dict[str, int] = {}
     downtime = node_downtime_s(events)
     for node, (kind, gpus) in node_gpus(nodes).items():
@@ -91,11 +92,12 @@ def interruptions(sacct: Path, cluster: str = "testfleet") -> set[tuple]:
     for job, rows in attempts.items():
         rows.sort(key=lambda r: r["Submit"])
         for row, following in zip(rows, rows[1:] + [None]):
-            ran = row["Start"] not in ("Unknown", "None") and row["End"] not in ("Unknown", "None")
+            # A job cancelled while pending may read Start = End; nothing was allocated (AllocTRES empty).
+            ran = row["Start"] not in ("Unknown", "None") and row["End"] not in ("Unknown", "None") and row["AllocTRES"]
             cause = row["State"].split()[0]
             if not ran or (following is None and cause == "COMPLETED"):
                 continue
-            again = (_seconds(following["Start"]) - _seconds(row["End"])
+            again = (utc_seconds(following["Start"]) - utc_seconds(row["End"])
                      if following is not None and following["Start"] not in ("Unknown", "None") else None)
-            found.add((job, cause, _seconds(row["End"]) - _seconds(row["Start"]), again))
+            found.add((job, cause, utc_seconds(row["End"]) - utc_seconds(row["Start"]), again))
     return found

@@ -10,6 +10,7 @@ be installed; `.ci/run` installs them.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,7 +19,11 @@ import pytest
 
 import slurm_recording
 from slurm_box import ensure_installed
-from slurm_truth import sacct_rows
+from fleet_goodput.importers.common import MICROS
+from fleet_goodput.runs.batch import run_batch
+from fleet_goodput.store.views import connect
+from slurm_truth import sacct_rows, utc_seconds
+from test_importers_common import SETTINGS, import_to
 from test_slurm_import import check_against_slurm
 
 pytestmark = pytest.mark.slow
@@ -50,8 +55,12 @@ def test_the_box_ran_every_scenario(recorded):
         "timeout": ["TIMEOUT"], "busy": ["COMPLETED"], "waits_for_gpus": ["COMPLETED"],
         "preempted": ["PREEMPTED", "COMPLETED"], "node_fail": ["NODE_FAIL", "COMPLETED"],
         "completes": ["COMPLETED"], "fails": ["FAILED"], "cancelled": ["CANCELLED by 0"],
-        "requeued": ["REQUEUED", "COMPLETED"], "cpu_only": ["COMPLETED"], "preemptor": ["COMPLETED"]}
+        "requeued": ["REQUEUED", "COMPLETED"], "cpu_only": ["COMPLETED"], "preemptor": ["COMPLETED"],
+        "held_cancelled": ["CANCELLED by 0"], "held_released": ["COMPLETED"], "held": ["PENDING"]}
     assert all(states[f"{jobs['array']}_{task}"] == ["COMPLETED"] for task in range(3))
+    # Never eligible, so a plain `sacct -S` leaves them out (the other listings of sacct.txt add them).
+    never_eligible = {row["JobID"] for row in sacct_rows(files["sacct.txt"]) if row["Eligible"] == "Unknown"}
+    assert never_eligible == {jobs["held_cancelled"], jobs["held"]}
     waited = next(row for row in sacct_rows(files["sacct.txt"]) if row["JobID"] == jobs["waits_for_gpus"])
     assert waited["Start"] > waited["Submit"]  # it waited for the busy job's GPUs
     events = {(row["NodeName"], row["State"]) for row in sacct_rows(files["events.txt"]) if row["NodeName"]}
@@ -89,8 +98,16 @@ def test_a_collector_killed_and_rerun_ends_equal_to_one_collection(recorded):
 
     one = once["slurm-00000001.avro"]
     assert len(once) == 1
-    jobs_of = [r for r in every if r["job_id"] is not None]
-    assert sorted(jobs_of, key=key) == sorted((r for r in one if r["job_id"] is not None), key=key)
+
+    def as_compared(record):
+        # Slurm gives a held job priority 0 and a released one its computed priority: the SUBMIT carries
+        # the one first read, so a poll that saw the released job while held wrote 0.
+        if record["job_id"] == f"testfleet/{jobs['held_released']}" and record["type"] == "SUBMIT":
+            return {**record, "priority": None}
+        return record
+
+    jobs_of = [as_compared(r) for r in every if r["job_id"] is not None]
+    assert sorted(jobs_of, key=key) == sorted((as_compared(r) for r in one if r["job_id"] is not None), key=key)
     # Capacity starts at the first record read, as an import does. A record that reached accounting
     # after a poll moves that start earlier: the killed collection then holds a level the single one
     # does not, the same level as in effect there, so no figure differs.
@@ -113,6 +130,80 @@ def test_collected_figures_equal_slurms_own_numbers(recorded, tmp_path):
     jobs): the same as the import, so both paths give the same fleet figures."""
     _, files, _, collected, _ = recorded
     check_against_slurm(files["sacct.txt"].parent, collected / "killed", tmp_path / "out")
+
+
+@pytest.mark.parametrize("source", ["collected, killed and rerun", "collected at once", "imported"])
+def test_every_job_comes_out_with_its_true_status(recorded, source, tmp_path):
+    """What each scenario did, by hand: how each job ended (or PENDING, still held at the end), whether it
+    ever started, and the end reason of the job cancelled while held."""
+    jobs, files, _, collected, _ = recorded
+    if source == "imported":
+        import_to("slurm", files["sacct.txt"].parent, tmp_path / "in")
+    folder = {"collected, killed and rerun": collected / "killed", "collected at once": collected / "once",
+              "imported": tmp_path / "in"}[source]
+    last_end = max(utc_seconds(row["End"]) for row in sacct_rows(files["sacct.txt"]) if row["End"] != "Unknown")
+    run_batch(str(folder), str(tmp_path / "out"), SETTINGS, as_of_us=last_end * MICROS, build_views=False)
+    with connect(tmp_path / "out") as connection:
+        found = {row[0]: row[1:] for row in connection.execute(
+            "select job_id, jobs.status, first_running_time is not null, held_chip_s, end_reason "
+            "from jobs join job_goodput using (job_id)").fetchall()}
+    expected = {
+        "timeout": "FAILED", "busy": "FINISHED", "waits_for_gpus": "FINISHED", "preempted": "FINISHED",
+        "node_fail": "FINISHED", "completes": "FINISHED", "fails": "FAILED", "cancelled": "CANCELLED",
+        "requeued": "FINISHED", "preemptor": "FINISHED", "held_cancelled": "CANCELLED", "held_released": "FINISHED",
+        "held": "PENDING", **{f"array_{task}": "FINISHED" for task in range(3)}}
+    job_of = {**{name: f"testfleet/{job}" for name, job in jobs.items()},
+              **{f"array_{task}": f"testfleet/{jobs['array']}_{task}" for task in range(3)}}
+    assert {name: found[job_of[name]][0] for name in expected} == expected
+    assert f"testfleet/{jobs['cpu_only']}" not in found  # rejected: no GPU
+    never_started = {name for name in expected if not found[job_of[name]][1]}
+    assert never_started == {"held_cancelled", "held"}
+    assert all(found[job_of[name]][2] == 0 for name in never_started)
+    assert found[job_of["held_cancelled"]][3] == "CANCELLED by 0 (never started: JobHeldUser)"
+    assert found[job_of["held"]][3] is None
+
+
+def _partition_gpu_s_by_hand(sacct: Path) -> dict[str, int]:
+    """GPU-seconds each partition's jobs held, from the sacct text alone: every attempt's allocated GPUs
+    (gres/gpu of AllocTRES) × its End − Start, what `sreport job SizesByAccount -T gres/gpu` sums."""
+    held: dict[str, int] = {}
+    for row in sacct_rows(sacct):
+        gpus = re.search(r"gres/gpu=(\d+)", row["AllocTRES"])
+        if gpus and row["Start"] not in ("Unknown", "None") and row["End"] not in ("Unknown", "None"):
+            held[row["Partition"]] = held.get(row["Partition"], 0) + int(gpus.group(1)) * (
+                utc_seconds(row["End"]) - utc_seconds(row["Start"]))
+    return held
+
+
+def _sreport(path: Path) -> tuple[int, int]:
+    """(the end of the window sreport reported, in epoch seconds; GPU-seconds of every account and size)."""
+    lines = path.read_text().splitlines()
+    window_end = re.search(r" - (\S+) \(", next(line for line in lines if line.startswith("Job Sizes"))).group(1)
+    header = next(number for number, line in enumerate(lines) if line.startswith("Cluster|Account|"))
+    names = lines[header].split("|")
+    total = sum(int(value) for line in lines[header + 1:] for name, value in zip(names, line.split("|"))
+                if name.endswith("TRES"))
+    return utc_seconds(window_end) + 1, total
+
+
+def test_queue_daily_holds_what_sreport_reports_per_partition(recorded, tmp_path):
+    """queue_daily's held chip-time per partition equals the GPU-seconds of the partition's attempts, by
+    hand from sacct; and `sreport job SizesByAccount`'s, when sreport's window covered the jobs: it
+    reports whole hours up to the one nearest its run (docs/slurm.md), so a recording made in the
+    first half of an hour ends after it."""
+    _, files, *_ = recorded
+    import_to("slurm", files["sacct.txt"].parent, tmp_path / "in")
+    rows = sacct_rows(files["sacct.txt"])
+    last_end = max(utc_seconds(row["End"]) for row in rows if row["End"] != "Unknown")
+    run_batch(str(tmp_path / "in"), str(tmp_path / "out"), SETTINGS, as_of_us=last_end * MICROS, build_views=False)
+    with connect(tmp_path / "out") as connection:
+        held = dict(connection.execute("select queue, sum(held_chip_s) from queue_daily group by all").fetchall())
+    by_hand = _partition_gpu_s_by_hand(files["sacct.txt"])
+    assert set(by_hand) == {"batch", "urgent"} and held == by_hand
+    for partition in ("batch", "urgent"):
+        window_end, reported = _sreport(files[f"sreport-{partition}.txt"])
+        if window_end >= last_end:
+            assert reported == by_hand[partition], partition
 
 
 def test_every_poll_states_what_it_observed(recorded):

@@ -118,9 +118,9 @@ def _write(folder, rows: list[str], nodes: str | None = None) -> None:
 
 def _row(job="42", state="COMPLETED", submit="2026-03-01T10:00:00", start="2026-03-01T10:00:05",
          end="2026-03-01T11:00:00", req=H100, alloc=H100, partition="batch", account="llm",
-         submit_line="sbatch run.sh") -> str:
-    return "|".join([job, job, "edge", partition, account, "normal", "7", state, "0:0", "None", submit, submit,
-                     start, end, "UNLIMITED", req, alloc, "n1", submit_line])
+         submit_line="sbatch run.sh", reason="None", eligible=None) -> str:
+    return "|".join([job, job, "edge", partition, account, "normal", "7", state, "0:0", reason, submit,
+                     submit if eligible is None else eligible, start, end, "UNLIMITED", req, alloc, "n1", submit_line])
 
 
 def test_awkward_rows_are_handled_or_rejected_with_a_reason(tmp_path):
@@ -162,6 +162,43 @@ def test_awkward_rows_are_handled_or_rejected_with_a_reason(tmp_path):
     caveats = [json.loads(line) for line in (tmp_path / "out" / "import_caveats.jsonl").read_text().splitlines()]
     assert {(c["item"], c["caveat"]) for c in caveats} >= {("edge/2", "invalid UTF-8 replaced")}
     assert summary["jobs"] == 9  # 1, 2, 4, 5, 6_1, 6_2, 6_3, 7, 12
+
+
+def test_held_jobs_keep_their_true_status_and_a_row_listed_twice_is_read_once(tmp_path):
+    """Rows as Slurm 22.05 lists jobs submitted with --hold (tests/slurm_box.py): one cancelled while held,
+    one still held, one held then released; sacct.txt holds the eligible listing, then the listing of
+    every job that ended, which repeats the released one's row (docs/slurm.md)."""
+    held = dict(reason="JobHeldUser", eligible="Unknown", alloc="")
+    released = _row("22", reason="JobHeldUser", submit="2026-03-01T10:00:00", eligible="2026-03-01T10:00:30",
+                    start="2026-03-01T10:00:30", end="2026-03-01T10:01:00")
+    _write(tmp_path / "src", [
+        released,
+        _row("21", state="CANCELLED by 0", start="None", end="2026-03-01T10:00:20", **held),
+        _row("23", state="PENDING", start="Unknown", end="Unknown", **held),
+        released,
+    ], nodes="NodeName=n1 Gres=gpu:h100:8 Partitions=batch\n")
+    imported, summary = import_to("slurm", tmp_path / "src", tmp_path / "in")
+    assert summary["rejected"] == {}
+    caveats = [json.loads(line) for line in (tmp_path / "in" / "import_caveats.jsonl").read_text().splitlines()]
+    assert [(c["item"], c["caveat"], c["detail"]) for c in caveats] == [
+        ("edge/23", "held: PENDING and not eligible to start; its wait counts the hold", "JobHeldUser")]
+    assert _events(imported, "edge/21") == [
+        ("SUBMIT", _t("2026-03-01T10:00:00"), 2, None),
+        ("CANCEL", _t("2026-03-01T10:00:20"), 0, "CANCELLED by 0 (never started: JobHeldUser)")]
+    assert [kind for kind, *_ in _events(imported, "edge/22")] == ["SUBMIT", "ALLOCATE", "FINISH"]
+    assert [kind for kind, *_ in _events(imported, "edge/23")] == ["SUBMIT"]
+    run_batch(str(tmp_path / "in"), str(tmp_path / "out"), SETTINGS, as_of_us=_t("2026-03-01T10:05:00"),
+              build_views=False)
+    with connect(tmp_path / "out") as connection:
+        jobs = {row[0]: row[1:] for row in connection.execute(
+            "select job_id, jobs.status, end_reason, first_running_time is null, held_chip_s, queued_chip_s "
+            "from jobs join job_goodput using (job_id)").fetchall()}
+    # By hand: 21 waited 20 s holding nothing (2 GPUs: 40 chip-s queued); 22 waited 30 s and held 2 GPUs
+    # 30 s; 23 waits from 10:00 to the as-of time 10:05 (600 chip-s queued).
+    assert jobs == {
+        "edge/21": ("CANCELLED", "CANCELLED by 0 (never started: JobHeldUser)", True, 0.0, 40.0),
+        "edge/22": ("FINISHED", "COMPLETED", False, 60.0, 60.0),
+        "edge/23": ("PENDING", None, True, 0.0, 600.0)}
 
 
 def test_a_truncated_sacct_file_stops_the_import_and_writes_nothing(tmp_path):

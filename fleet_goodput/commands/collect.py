@@ -19,8 +19,11 @@ is new since the last poll to DIR/scheduler/slurm-NNNNNNNN.avro, ready for
 `mpg run --input DIR` (or `mpg stream`). Run it from cron or a systemd timer.
 
 Each poll runs `sacct --duplicates --allocations` from the cursor (every
-attempt of a requeued or preempted job), `sacctmgr show event` (nodes down or
-drained) and `scontrol show node -o` (capacity), and maps them as
+attempt of a requeued or preempted job; and, since `sacct -S` lists only jobs
+eligible in its window, `sacct --state=...` and `sacct -j` for the jobs
+`squeue` shows pending, so held jobs and those waiting on a dependency are
+seen too), `sacctmgr show event` (nodes down or drained) and
+`scontrol show node -o` (capacity), and maps them as
 `mpg import slurm` does (docs/slurm.md). A job still running is written as far
 as it has got; its end comes with a later poll. The cursor and the last poll's
 text live in DIR/.slurm-collect/; rows that cannot be mapped are listed with

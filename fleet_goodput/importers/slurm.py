@@ -4,7 +4,9 @@ SOURCE is a folder holding what a site already has (docs/slurm.md says how to
 produce each):
 
     sacct.txt    sacct --allocations --duplicates --parsable2 --allusers -S ... -E now -o FIELDS
-                 (every attempt of a requeued or preempted job is its own row)
+                 (every attempt of a requeued or preempted job is its own row), followed by the
+                 rows of jobs never eligible (held, waiting on a dependency): ENDED_LISTING and
+                 PENDING_LISTING say how; a row listed twice alike is read once
     events.txt   sacctmgr -P show event format=Cluster,NodeName,Start,End,State,Reason,User,Event,TRES  (optional)
     nodes.txt    scontrol show node -o  (optional; needed for capacity)
 
@@ -17,6 +19,8 @@ The mapping, per job (rows of one JobID are its attempts, in Submit order):
              NODE_FAIL and ran again), reason = its State (and the node's event reason)
     FINISH   COMPLETED; FAIL: FAILED, NODE_FAIL, TIMEOUT, OUT_OF_MEMORY, BOOT_FAIL, DEADLINE,
              PREEMPTED; CANCEL: CANCELLED (by N): at the last attempt's End, reason = its State
+             (and, for a job that ended before it ever started, why it was pending:
+             CANCELLED by 0 (never started: JobHeldUser))
 
 The accelerator is the GRES type through a map the user may extend (partition
 as a fallback). CAPACITY per cluster and accelerator, from the first
@@ -48,6 +52,15 @@ SACCT_FIELDS = ("JobID,JobIDRaw,Cluster,Partition,Account,QOS,Priority,State,Exi
                 "End,Timelimit,ReqTRES,AllocTRES,NodeList,SubmitLine")
 EVENT_FIELDS = "Cluster,NodeName,Start,End,State,Reason,User,Event,TRES"
 NO_TIME = ("Unknown", "None", "")
+# sacct -S/-E without --state lists the jobs *eligible* in the window: a job held (--hold) or waiting on
+# a dependency has no eligible time (one waiting on --begin, one still to come), so it is missing, even
+# once cancelled. The two listings whose rows follow the first's add them: every job that ended in the
+# window, whatever its eligibility (each end state sacct 22.05 accepts; with -S it selects by end time,
+# while PD selects by the time pending after the eligible time, so it adds none of them), and, by id
+# (-j lists a job whatever its eligibility), the jobs squeue shows pending.
+SACCT_COMMAND = ("sacct", "--allocations", "--duplicates", "--parsable2", "--allusers")
+ENDED_LISTING = ("--state=BF,CA,CD,DL,F,NF,OOM,PR,TO",)
+PENDING_LISTING = ("squeue", "--noheader", "--all", "--states=PENDING", "--format=%A")  # ids → sacct -j IDS
 # What ends a job, by the first word of its State.
 TERMINAL = {"COMPLETED": "FINISH", "FAILED": "FAIL", "NODE_FAIL": "FAIL", "TIMEOUT": "FAIL",
             "OUT_OF_MEMORY": "FAIL", "BOOT_FAIL": "FAIL", "DEADLINE": "FAIL", "PREEMPTED": "FAIL",
@@ -87,7 +100,7 @@ PROVENANCE = {
         "failing (sacctmgr events) and raised when it returns",
     ],
     "cannot_tell": [
-        "no runtime stream: all-allocated time is `idle`, RG and PG need the runtime and profiler streams",
+        "no runtime stream: all-allocated time is unmeasured, RG and PG need the runtime and profiler streams",
         "workload and framework: Slurm does not know them",
         "nodes added or removed during the window: the inventory is the nodes as listed now",
     ],
@@ -182,6 +195,7 @@ class Row:
     where: str  # line number(s) in the file
     fields: dict[str, str]
     undecodable: tuple[str, ...] = ()  # fields whose bytes were not UTF-8
+    raw: bytes = b""  # the row as the file holds it (lines joined by \n)
 
 
 def parsable_rows(path: Path, required: tuple[str, ...]) -> list[Row]:
@@ -232,7 +246,7 @@ def _row(header: list[str], raw: bytes, first: int, last: int) -> Row:
             undecodable.append(name)
     if len(parts) != len(header):
         fields["__count__"] = str(len(parts))
-    return Row(where, fields, tuple(undecodable))
+    return Row(where, fields, tuple(undecodable), raw)
 
 
 def tres_gpus(tres: str) -> tuple[int, str | None] | None:
@@ -319,6 +333,8 @@ def _attempt(row: Row, read_time: TimeReader, imported: Imported, item: str) -> 
     if submit is None:
         raise Unmappable("no Submit time", repr(fields["Submit"]))
     start, end = read_time(fields["Start"], "Start"), read_time(fields["End"], "End")
+    if "AllocTRES" in fields and not fields["AllocTRES"].strip():
+        start = None  # nothing was ever allocated: a job cancelled while pending may read Start = End
     for name in ("Submit", "Start", "End"):
         if read_time.ambiguous(fields[name]):
             imported.caveat(SACCT, item, "time in a repeated daylight-saving hour, read as its first occurrence",
@@ -347,6 +363,9 @@ def _state_and_why(attempt: Attempt, node_reasons) -> str:
     state = attempt.state
     if state.split()[0] in ("FAILED", "OUT_OF_MEMORY") and attempt.row.fields.get("ExitCode"):
         state = f"{state} (exit {attempt.row.fields['ExitCode']})"
+    pending_why = attempt.row.fields.get("Reason", "").strip()
+    if attempt.start_us is None and pending_why not in ("None", ""):  # ended while queued: held, a dependency, ...
+        state = f"{state} (never started: {pending_why})"
     if state.startswith("NODE_FAIL") and attempt.end_us is not None:
         why = node_reasons(attempt.row.fields.get("NodeList", ""), attempt.end_us)
         if why:
@@ -427,7 +446,11 @@ def convert(sacct_path: Path, options: Options, origin_us: int | None = None, si
                      and (o.end_us is None or time_us <= o.end_us) and o.reason), None)
 
     jobs: dict[tuple[str, str], list[Attempt]] = {}
+    seen: set[bytes] = set()
     for row in parsable_rows(sacct_path, REQUIRED):
+        if row.raw in seen:
+            continue  # the same row from another listing (ENDED_LISTING repeats eligible jobs that ended)
+        seen.add(row.raw)
         raw_id = row.fields.get("JobID", "").strip()
         cluster = (row.fields.get("Cluster") or options.cluster or "slurm").strip()
         item = f"{cluster}/{raw_id}"
@@ -456,6 +479,11 @@ def convert(sacct_path: Path, options: Options, origin_us: int | None = None, si
             imported.reject(SACCT, attempts[0].row.where, item, exc.reason, exc.detail)
             continue
         _emit_job(imported, cluster, job_id, attempts, accelerator, node_reasons, settle_after_us)
+        last = attempts[-1]
+        if last.state == "PENDING" and last.row.fields.get("Reason", "").startswith("JobHeld"):
+            # Shown PENDING, as Slurm shows it; the hold is the user's or an admin's, not a wait for GPUs.
+            imported.caveat(SACCT, item, "held: PENDING and not eligible to start; its wait counts the hold",
+                            last.row.fields["Reason"])
     clusters = sorted({cluster for cluster, _ in jobs})
     if not nodes:
         imported.caveat(NODES, "capacity", "no node inventory: no CAPACITY, so fleet views have no base",

@@ -2,7 +2,10 @@
 
 Each poll runs `sacct` (every attempt, -S the cursor), `sacctmgr show event`
 and `scontrol show node -o` for the cluster the Slurm client is configured for
-(SLURM_CONF, or the default), keeps their text in DIR/.slurm-collect/poll/,
+(SLURM_CONF, or the default), with two more `sacct` listings for the jobs the
+first leaves out because they were never eligible (held, waiting on a
+dependency): those that ended since the cursor, and those `squeue` shows
+pending, by id. It keeps their text in DIR/.slurm-collect/poll/,
 maps it as `mpg import slurm` does (importers/slurm.py) and writes the events
 not written before to DIR/scheduler/slurm-NNNNNNNN.avro; then it moves the
 cursor (DIR/.slurm-collect/cursor.json). A job still running is written as far
@@ -39,7 +42,8 @@ from pathlib import Path
 import fastavro
 
 from fleet_goodput.importers.common import MICROS, Options
-from fleet_goodput.importers.slurm import EVENT_FIELDS, EVENTS, NODES, SACCT, SACCT_FIELDS, convert, first_record_us
+from fleet_goodput.importers.slurm import (ENDED_LISTING, EVENT_FIELDS, EVENTS, NODES, PENDING_LISTING, REQUIRED, SACCT,
+                                           SACCT_COMMAND, SACCT_FIELDS, convert, first_record_us, parsable_rows)
 from fleet_goodput.telemetry.avro_io import write_events
 
 STATE_DIR = ".slurm-collect"
@@ -53,6 +57,7 @@ FORGET_US = 86_400 * MICROS
 # A rejected row is listed once, and listed again only if sacct still shows it this long after.
 FORGET_REJECTED_US = 30 * FORGET_US
 OPEN = 2**62  # the "forget after" of an id whose job has not ended
+IDS_PER_SACCT = 500  # pending jobs asked for by id: a command line and a query of bounded length
 
 
 class CollectError(RuntimeError):
@@ -109,18 +114,42 @@ def _utc(time_us: int) -> str:
 
 
 def poll_files(folder: Path, since_us: int) -> Path:
-    """Run the three commands into `folder`; the path of the sacct text."""
+    """Run the commands into `folder`; the path of the sacct text: the eligible jobs' rows, then those of
+    the jobs only the other listings show (ENDED_LISTING, PENDING_LISTING)."""
     folder.mkdir(parents=True, exist_ok=True)
     since = _utc(since_us)
+    sacct = (*SACCT_COMMAND, "-S", since, "-E", "now", "-o", SACCT_FIELDS)
     outputs = {
-        SACCT: ("sacct", "--allocations", "--duplicates", "--parsable2", "--allusers", "-S", since, "-E", "now",
-                "-o", SACCT_FIELDS),
+        SACCT: sacct,
         EVENTS: ("sacctmgr", "-P", "show", "event", f"format={EVENT_FIELDS}", f"Start={since}"),
         NODES: ("scontrol", "show", "node", "-o"),
+        "sacct-ended.txt": (*sacct, *ENDED_LISTING),
     }
     for name, command in outputs.items():
-        (folder / name).write_bytes(_slurm(*command).encode("utf-8", "surrogateescape"))
+        _write(folder / name, _slurm(*command))
+    listed = {row.fields.get("JobIDRaw", "").strip() for row in parsable_rows(folder / SACCT, REQUIRED)}
+    listings = [folder / "sacct-ended.txt"]
+    pending = [job for job in _slurm(*PENDING_LISTING).split() if job not in listed]
+    for number, start in enumerate(range(0, len(pending), IDS_PER_SACCT)):
+        listings.append(folder / f"sacct-pending-{number}.txt")
+        _write(listings[-1], _slurm(*sacct, "-j", ",".join(pending[start:start + IDS_PER_SACCT])))
+    # A job listed twice may have moved on in between (running in the first listing, ended in the next),
+    # and its two rows would read as two attempts: each job's rows come from the first listing that has it.
+    # A job just submitted is listed by id before accounting has its partition and priority: a later
+    # poll lists it whole (its SUBMIT is written once).
+    added: list[bytes] = []
+    for listing in listings:
+        rows = [row for row in parsable_rows(listing, REQUIRED)
+                if row.fields.get("JobIDRaw", "").strip() not in listed and row.fields.get("Partition", "").strip()]
+        added += [row.raw for row in rows]
+        listed.update(row.fields.get("JobIDRaw", "").strip() for row in rows)
+    with open(folder / SACCT, "ab") as handle:
+        handle.write(b"".join(raw + b"\n" for raw in added))
     return folder / SACCT
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
 
 
 def _recover(out: Path, cursor: Cursor) -> None:
