@@ -60,8 +60,8 @@ PROVENANCE = {
         "while Ready, not cordoned (spec.unschedulable) and not deleted",
     ],
     "cannot_tell": [
-        "runtime and profiler: no runtime stream, so all-allocated time is `idle`, RG = 0 and PG unknown "
-        "until the job's runtime events are added",
+        "runtime and profiler: no runtime stream, so all-allocated time is unmeasured (`unmeasured` badput), and "
+        "RG, PG and MPG are unknown until the job's runtime events are added",
         "transitions between two sightings of an object: a condition keeps only its last transition, so a "
         "gap in the watch loses the cycles inside it (a Workload's requeueState.count says how many; caveat)",
         "times Kubernetes does not record (all pods ready, a cordon, a deletion without deletionTimestamp) "

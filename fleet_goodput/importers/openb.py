@@ -70,7 +70,7 @@ PROVENANCE = {
         "without a gpu_spec may run on any node; a pod's gpu_spec (the models it may run on) is mapped to "
         "catalogue keys and kept as its topology `gpu:<keys>`; undisclosed models (G1, G2, G3) are not mapped "
         "and are counted in SOURCE.json and the caveats",
-        "no runtime stream: all-allocated time is `idle`, RG = 0 by construction; no profiler stream: PG unknown",
+        "no runtime stream: all-allocated time is unmeasured, and RG, PG and MPG are unknown",
         "whether a pod deleted while Running was stopped by its owner or by the system",
         "GPU sharing: a fractional pod counts as a whole GPU, so held GPU-time and capacity-base SG are upper "
         "bounds and can exceed what was really used",

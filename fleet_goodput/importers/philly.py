@@ -60,7 +60,7 @@ PROVENANCE = {
         "times carry no zone in the trace and are read as UTC",
     ],
     "cannot_tell": [
-        "no runtime stream: all-allocated time is `idle`, RG = 0 by construction",
+        "no runtime stream: all-allocated time is unmeasured, and RG, PG and MPG are unknown",
         "no profiler stream: PG unknown",
         "the GPU model (only 12 GB / 24 GB memory): one pooled accelerator key",
         "jobs without attempts (never scheduled) have no time they left the queue: rejected, counted",
