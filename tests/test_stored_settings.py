@@ -277,3 +277,18 @@ def test_which_differences_leave_the_stored_figures_right():
     assert harmful == ["window_s", "allowed_lateness_s", "size_classes", "accelerators.h100.peak_flops",
                        "accelerators.tpu-v4"]
     assert differences(kept, kept) == [] and differences({}, given) == []
+
+
+def test_a_size_class_named_with_sql_is_data_not_code(tmp_path):
+    """A size class's name reaches the size_classes view as a string literal (fleet_goodput/quoting.py): one named
+    to close the literal and add a row adds none, and keeps its name exactly."""
+    from fleet_goodput.store.views import _size_classes_sql
+
+    hostile = "x'), (99, 'pwn', 0, 0) --"
+    path = _config(tmp_path, "classes.yaml", "size_classes:\n  - {name: " + json.dumps(hostile)
+                   + ", max_chips: 4}\n  - {name: big, max_chips: null}\n")
+    with duckdb.connect() as connection:
+        connection.execute(_size_classes_sql(load_settings(path)))
+        rows = connection.execute("select ordinal, size_class, min_chips, max_chips from size_classes "
+                                  "order by ordinal").fetchall()
+    assert rows == [(0, hostile, 1, 4), (1, "big", 5, 2**62)]
