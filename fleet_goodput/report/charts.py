@@ -2,7 +2,7 @@
 
 No markup here. A chart is a list of `Shape`s (an SVG tag, its numeric
 attributes, its text and tooltip), drawn by the `chart` macro of
-templates/charts.html.j2, which escapes every string. Charts have a viewBox
+fleet_goodput/report/templates/macros.html.j2, which escapes every string. Charts have a viewBox
 and are drawn at the width of their box, so they fill the page; label
 margins are sized from the longest label, and a label too long for its margin
 is shortened with its full text in the tooltip. Drawn values carry

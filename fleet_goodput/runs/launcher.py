@@ -5,7 +5,7 @@ in the Dockerfile), which calls `main()` here, with the launch request's
 parameters and pipeline options:
 
     python templates/launch.py --input=gs://B/fleet --output=gs://B/goodput \
-        [--as_of=2026-01-01T00:00:00Z] [--window_s=3600] [--config=configs/fleet.yaml] [Beam options]
+        [--as_of=2026-01-01T00:00:00Z] [--window_s=3600] [--config=configs/default.yaml] [Beam options]
 
 Its options are `GoodputOptions` (pipelines/options.py), spelled as for
 `mpg run`; an unknown flag fails the launch, naming the nearest known one.
