@@ -186,36 +186,115 @@ def test_an_attempt_killed_in_its_first_seconds_leaves_its_start(tmp_path):
     assert any(r["type"] == "STEP_END" for r in runtime)
 
 
-def test_a_save_that_raises_preserves_nothing_new(tmp_path):
-    """Steps 1-10, a save of step 10 that returns, steps 11-20, a save of step 20 that raises, and the job
-    fails. By hand: steps 1-10 preserved (productive), steps 11-20 lost; once, the failed save's END said
-    step 20 was durable and every step counted productive."""
-    telemetry = tmp_path / "in"
-    recorder = Recorder(telemetry, JOB, roll_seconds=60)
-    for step in range(1, 21):
-        with recorder.step(step):
-            time.sleep(0.01)
-        if step in (10, 20):
-            try:
-                with recorder.span("CHECKPOINT_SAVE", step):
-                    if step == 20:
-                        raise OSError("disk full")
-            except OSError:
-                pass
-    recorder.close()
-    runtime = read_stream(telemetry, "runtime")
-    saves = [r["step"] for r in runtime if r["type"] == "CHECKPOINT_SAVE_END"]
-    assert saves == [10, 10]  # the failed save ends saying only what was durable before it
-    start, end = micros(runtime[0]) - 1_000_000, micros(runtime[-1]) + 1_000_000
+# A training loop as its own process: it restores from the step its checkpoint file holds (if any), steps
+# STEP_S each and saves at the steps of SAVES, raising at RAISE_AT (the crash propagates: the process exits 1).
+TRAINING_LOOP = """
+import pathlib, sys, time
+from fleet_goodput.telemetry.recorder import Recorder
+
+folder, job, attempt, last_step, step_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+saves, raise_at = {int(step) for step in sys.argv[6].split(",")}, int(sys.argv[7])
+checkpoint = pathlib.Path(folder, "checkpoint")
+recorder = Recorder(folder, job, attempt=attempt)
+with recorder.span("INIT"):
+    time.sleep(0.05)
+resumed = 0
+if checkpoint.exists():
+    resumed = int(checkpoint.read_text())
+    with recorder.span("CHECKPOINT_RESTORE", resumed):
+        time.sleep(0.05)
+print("started", flush=True)
+for step in range(resumed + 1, last_step + 1):
+    with recorder.step(step):
+        time.sleep(step_s)
+    if step in saves:
+        with recorder.span("CHECKPOINT_SAVE", step):
+            time.sleep(0.02)
+            if step == raise_at:
+                raise OSError("disk full")
+            checkpoint.write_text(str(step))
+"""
+
+
+def _training_loop(telemetry: Path, attempt: int, last_step: int, step_s: float, saves: str,
+                   raise_at: int = 0) -> subprocess.Popen:
+    telemetry.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([sys.executable, "-c", TRAINING_LOOP, str(telemetry), JOB, str(attempt), str(last_step),
+                             str(step_s), saves, str(raise_at)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _chip_s(records: list[dict], kind: str, steps=None) -> float:
+    """CHIPS x the time of the `kind` spans among `records` (one attempt's, in order), those ending at
+    `steps` only (STEP_END's step) when given: hand arithmetic on the times read back."""
+    spans = [r for r in records if r["type"].startswith(kind + "_")]
+    pairs = [(begin, end) for begin, end in zip(spans[::2], spans[1::2]) if steps is None or end["step"] in steps]
+    assert all(begin["type"].endswith("_START") and end["type"].endswith("_END") for begin, end in pairs)
+    return CHIPS * sum(micros(end) - micros(begin) for begin, end in pairs) / 1e6
+
+
+def _scheduler(telemetry: Path, runtime: list[dict], end: str) -> None:
+    """The job's SUBMIT and ALLOCATE a second before its first runtime event and its `end` a second after its
+    last, as the cluster's exporter would write them."""
+    start, finish = micros(runtime[0]) - 1_000_000, micros(runtime[-1]) + 1_000_000
     write_events(telemetry / "scheduler" / "job.avro", "scheduler", [
         {"event_id": f"s{n}", "event_time": time_us, "job_id": JOB, "type": kind, "cluster": "c",
          "accelerator": "tpu-v5e", "chips": chips, "workload": "TRAINING" if kind == "SUBMIT" else None,
          "framework": None, "team": None, "topology": None, "priority": None}
         for n, (kind, time_us, chips) in enumerate([("SUBMIT", start, CHIPS), ("ALLOCATE", start, CHIPS),
-                                                    ("FAIL", end, 0)])])
+                                                    (end, finish, 0)])])
+
+
+def test_a_loop_whose_save_raises_preserves_nothing_new(tmp_path):
+    """Steps 1-20 of 10 ms, a save of step 10 that returns, a save of step 20 that raises: the process crashes
+    (exit 1) and the job fails. By hand, from the times read back: steps 1-10 preserved (productive), steps
+    11-20 lost, both saves' time saving. Once the failed save's END said step 20 was durable, and every step
+    counted productive."""
+    telemetry = tmp_path / "in"
+    loop = _training_loop(telemetry, attempt=0, last_step=30, step_s=0.01, saves="10,20", raise_at=20)
+    _, stderr = loop.communicate(timeout=60)
+    assert loop.returncode == 1 and "OSError: disk full" in stderr
+    runtime = read_stream(telemetry, "runtime")
+    assert [r["step"] for r in runtime if r["type"] == "CHECKPOINT_SAVE_END"] == [10, 10]  # the failed one: 10
+    _scheduler(telemetry, runtime, "FAIL")
     _, job = _run(telemetry, tmp_path / "out")
-    spans = [r for r in runtime if r["type"].startswith("STEP")]
-    durations = {begin["step"]: (micros(finish) - micros(begin)) / 1e6 for begin, finish in zip(spans[::2], spans[1::2])}
-    assert len(durations) == 20
-    assert job["productive_chip_s"] == pytest.approx(CHIPS * sum(durations[s] for s in range(1, 11)))
-    assert job["lost_chip_s"] == pytest.approx(CHIPS * sum(durations[s] for s in range(11, 21)))
+    assert job["productive_chip_s"] == pytest.approx(_chip_s(runtime, "STEP", range(1, 11)))
+    assert job["lost_chip_s"] == pytest.approx(_chip_s(runtime, "STEP", range(11, 21)))
+    assert job["checkpoint_save_chip_s"] == pytest.approx(_chip_s(runtime, "CHECKPOINT_SAVE"))
+
+
+def test_a_loop_killed_after_5_s_and_restarted_gives_the_hand_figures(tmp_path):
+    """An attempt of 50 ms steps saving at step 20 is SIGKILLed 5 s in (the default roll: on disk are the
+    events of its first rolls, after 1 and 3 s); a second attempt restores step 20 and runs steps 21-40; the
+    job finishes. By hand, from the times read back: the first attempt's steps 1-20 and the second's 21-40
+    productive; the first attempt's steps after 20 on disk lost, and so is the time from its last step on
+    disk to the second attempt's INIT (a step it left open, closed by the restart). Once the killed attempt
+    left nothing: its steps and save showed as idle."""
+    telemetry = tmp_path / "in"
+    first = _training_loop(telemetry, attempt=0, last_step=10_000, step_s=0.05, saves="20")
+    assert first.stdout.readline() == "started\n"
+    time.sleep(5)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    killed = read_stream(telemetry, "runtime")
+    assert (telemetry / "checkpoint").read_text() == "20"
+    assert any(r["type"] == "CHECKPOINT_SAVE_END" for r in killed), "the first rolls left the save on disk"
+    second = _training_loop(telemetry, attempt=1, last_step=40, step_s=0.01, saves="40")
+    assert second.wait(timeout=60) == 0
+    runtime = read_stream(telemetry, "runtime")
+    restarted = [r for r in runtime if r["attempt"] == 1]
+    _scheduler(telemetry, runtime, "FINISH")
+    manifest, job = _run(telemetry, tmp_path / "out")
+    assert manifest["streams"]["runtime"]["rejected"] == 0
+    steps_on_disk = [r["step"] for r in killed if r["type"] == "STEP_END"]
+    left_open = killed[-1]["type"] == "STEP_START"  # killed mid-step after a roll
+    lost = _chip_s(killed, "STEP", range(21, 10_001))
+    if left_open:
+        lost += CHIPS * (micros(restarted[0]) - micros(killed[-1])) / 1e6
+    assert max(steps_on_disk) > 20
+    assert job["productive_chip_s"] == pytest.approx(
+        _chip_s(killed, "STEP", range(1, 21)) + _chip_s(restarted, "STEP"), abs=1e-6)
+    assert job["lost_chip_s"] == pytest.approx(lost, abs=1e-6)
+    assert job["checkpoint_save_chip_s"] == pytest.approx(
+        _chip_s(killed, "CHECKPOINT_SAVE") + _chip_s(restarted, "CHECKPOINT_SAVE"), abs=1e-6)
+    assert job["checkpoint_restore_chip_s"] == pytest.approx(_chip_s(restarted, "CHECKPOINT_RESTORE"), abs=1e-6)

@@ -143,6 +143,15 @@ CASES = {
         lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "INIT_START"), ev(5, "STEP_START", 1),
                  ev(10, "PREEMPT", 4), ev(20, "ALLOCATE", 8), ev(30, "FINISH")],
         30, {"init": 5, "lost": 5, "partial": 10, "idle": 10}),
+    # A process killed mid-step leaves its STEP_START; the next attempt's INIT_START closes the span (its
+    # time lost to the restore to step 10), rather than the step running on through the restart.
+    "a restart of the runtime closes the step a killed process left open": (
+        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 10),
+                 ev(10, "CHECKPOINT_SAVE_START"), ev(12, "CHECKPOINT_SAVE_END", 10), ev(12, "STEP_START", 11),
+                 ev(20, "INIT_START"), ev(25, "INIT_END"), ev(25, "CHECKPOINT_RESTORE_START"),
+                 ev(30, "CHECKPOINT_RESTORE_END", 10), ev(30, "STEP_START", 11), ev(40, "STEP_END", 20),
+                 ev(40, "FINISH")],
+        40, {"productive": 20, "checkpoint_save": 2, "lost": 8, "init": 5, "checkpoint_restore": 5}),
     "the next START of its kind closes a span left open": (
         lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "COMPILE_START"), ev(5, "COMPILE_START"),
                  ev(8, "COMPILE_END"), ev(10, "FINISH")],

@@ -93,6 +93,10 @@ _SPAN_OF_NAME = {
     "DATA_WAIT": "data_wait", "COMPILE": "compile", "STEP": "step",
     "CHECKPOINT_SAVE": "checkpoint_save", "CHECKPOINT_RESTORE": "checkpoint_restore", "INIT": "init",
 }
+# A START of these is the runtime (re)starting: it closes the spans of ENDED_BY_A_RESTART left open (a process
+# killed mid-step leaves its STEP_START and nothing more; docs/metric.md section 3, "Spans that never end").
+RESTARTS = ("init", "checkpoint_restore")
+ENDED_BY_A_RESTART = ("data_wait", "compile", "step", "checkpoint_save")
 # Runtime code -> (span name, span kind, starts the span?), looked up once per event.
 _RUNTIME_EDGES = {f"{name}_{edge}": (name, kind, edge == "START")
                   for name, kind in _SPAN_OF_NAME.items() for edge in ("START", "END")}
@@ -569,6 +573,8 @@ class JobTimeline:
         name, kind, starts = _RUNTIME_EDGES[code]
         step = event.payload[0] if event.payload else None
         if starts:
+            if kind in RESTARTS:
+                self._close_open_spans(ENDED_BY_A_RESTART)
             left_open = kind in self.open_spans
             if left_open:
                 self.implicitly_closed_spans += 1  # the runtime restarted without ending it
@@ -646,8 +652,8 @@ class JobTimeline:
         else:
             self.unresolved.append(span)
 
-    def _close_open_spans(self) -> None:
-        for kind in list(self.open_spans):
+    def _close_open_spans(self, kinds: tuple[str, ...] = SPAN_PRECEDENCE) -> None:
+        for kind in [kind for kind in self.open_spans if kind in kinds]:
             self.implicitly_closed_spans += 1
             self._close_span(kind, None)
 
