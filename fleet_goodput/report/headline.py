@@ -20,6 +20,7 @@ import duckdb
 
 from fleet_goodput.core.timeline import ABOVE_PEAK
 from fleet_goodput.core.timeutil import format_time_us
+from fleet_goodput.report.units import chip_time, column_unit
 from fleet_goodput.safe_text import printable
 from fleet_goodput.store.delta_store import RunRecord
 
@@ -33,11 +34,11 @@ def _fmt(value) -> str:
     return "   n/a" if value is None else f"{value:6.1%}"
 
 
-_TOTALS = ("sg", "rg", "pg", "mpg", "pg_coverage", "capacity_chip_hours")
+_TOTALS = ("sg", "rg", "pg", "mpg", "pg_coverage", "capacity_chip_s")
 _TOTALS_SQL = """
     unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
                            sum(profiled_productive_chip_s), sum(capacity_chip_s), sum(runtime_measured_chip_s))),
-    sum(capacity_chip_s) / 3600 as capacity_chip_hours
+    sum(capacity_chip_s) as capacity_chip_s
 """
 
 
@@ -90,7 +91,7 @@ def changed_days(connection: duckdb.DuckDBPyConnection, after_version_us: int | 
 
 def _factor_line(totals: dict, runtime: bool, why_no_runtime: str) -> str:
     """MPG = SG x RG x PG, saying why a factor is missing rather than printing 0 or n/a alone."""
-    capacity = f"capacity {totals['capacity_chip_hours'] or 0:,.0f} chip-h"
+    capacity = f"capacity {chip_time(totals['capacity_chip_s'] or 0)}"
     if not runtime:
         return f"SG {_fmt(totals['sg'])}; {NO_RUNTIME} {why_no_runtime}   ({capacity})"
     if totals["pg"] is None and totals["rg"]:  # productive time, none of it profiled
@@ -173,15 +174,16 @@ def clock_lines(manifest: dict) -> list[str]:
 def capacity_gap_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
     """The clusters left out of the fleet figures because their capacity does not cover the chips held."""
     rows = connection.execute("""
-        select cluster, accelerator, problem, windows, held_chip_s / 3600
+        select cluster, accelerator, problem, windows, held_chip_s
         from capacity_gaps order by held_chip_s desc, cluster, accelerator
     """).fetchall()
     if not rows:
         return []
     problems = {"no_capacity": "no CAPACITY level", "over_capacity": "more chips held than online"}
     return ["Left out of the fleet figures (chips held that capacity does not cover):"] + [
-        f"  {printable(str(cluster))}/{printable(str(accelerator))}: {problems[problem]} in {windows} window(s), {chip_hours:,.1f} chip-h held"
-        for cluster, accelerator, problem, windows, chip_hours in rows
+        f"  {printable(str(cluster))}/{printable(str(accelerator))}: {problems[problem]} in {windows} window(s), "
+        f"{chip_time(held_chip_s)} held"
+        for cluster, accelerator, problem, windows, held_chip_s in rows
     ]
 
 
@@ -193,15 +195,15 @@ def pg_set_aside_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
         select coalesce(sum(records), 0), count(distinct job_id) from rejected
         where stream = 'profiler' and contains(reason, $above_peak)
     """, {"above_peak": ABOVE_PEAK}).fetchone()
-    jobs, chip_hours = connection.execute(
-        "select count(*), coalesce(sum(profiled_productive_chip_s), 0) / 3600 from pg_set_aside").fetchone()
+    jobs, productive_chip_s = connection.execute(
+        "select count(*), coalesce(sum(profiled_productive_chip_s), 0) from pg_set_aside").fetchone()
     lines = []
     if samples:
         lines.append(f"  {samples:,} profiler sample(s) of {sampled_jobs:,} job(s) rejected: {ABOVE_PEAK} "
                      "(mpg sql \"select * from rejected where stream = 'profiler'\")")
     if jobs:
         lines.append(f"  {jobs:,} job(s) whose steps claim more ideal chip-time than they ran in: PG unknown, "
-                     f"{chip_hours:,.1f} productive chip-h counted as unprofiled (mpg sql \"select * from pg_set_aside\")")
+                     f"{chip_time(productive_chip_s)} productive counted as unprofiled (mpg sql \"select * from pg_set_aside\")")
     return ["Left out of PG (each would show a PG above 100%):", *lines] if lines else []
 
 
@@ -215,25 +217,29 @@ def segment_tables(connection: duckdb.DuckDBPyConnection, dimensions: Sequence[s
     """`segment_table` of each dimension, from one query of goodput_by_segment (each query of a mart
     computes the views under it again)."""
     rows = connection.execute("""
-        select dimension, segment, jobs, sg, rg, pg, mpg, pg_coverage, lifetime_chip_s / 3600
+        select dimension, segment, jobs, sg, rg, pg, mpg, pg_coverage, lifetime_chip_s
         from goodput_by_segment where list_contains($dimensions, dimension)
         order by dimension, lifetime_chip_s desc
     """, {"dimensions": list(dimensions)}).fetchall()
-    tables = {dimension: [f"  {dimension:<16} {'jobs':>6} {'SG':>7} {'RG':>7} {'PG':>7} {'MPG':>7} {'PG cov':>7} "
-                          f"{'chip-h':>10}"] for dimension in dimensions}
-    for dimension, name, jobs, sg, *runtime_factors, chip_hours in rows:
-        measured = " ".join(_fmt(value) if runtime else f"{'-':>6}" for value in runtime_factors)
-        tables[dimension].append(f"  {printable(str(name)):<16} {jobs:>6} {_fmt(sg)} {measured} {chip_hours:>10,.0f}")
+    tables = {}
+    for dimension in dimensions:
+        unit, size = column_unit(row[-1] for row in rows if row[0] == dimension)
+        tables[dimension] = [f"  {dimension:<16} {'jobs':>6} {'SG':>7} {'RG':>7} {'PG':>7} {'MPG':>7} {'PG cov':>7} "
+                             f"{unit:>10}"]
+        for _, name, jobs, sg, *runtime_factors, chip_s in (row for row in rows if row[0] == dimension):
+            measured = " ".join(_fmt(value) if runtime else f"{'-':>6}" for value in runtime_factors)
+            tables[dimension].append(f"  {printable(str(name)):<16} {jobs:>6} {_fmt(sg)} {measured} "
+                                     f"{float(chip_s) / size:>10,.1f}")
     return tables
 
 
 def badput_lines(connection: duckdb.DuckDBPyConnection, top: int = 6) -> list[str]:
     rows = connection.execute(f"""
-        select category, base, chip_hours, share from badput_breakdown
+        select category, base, chip_hours * 3600, share from badput_breakdown
         where category != 'productive' and chip_hours > 0
         order by chip_hours desc limit {int(top)}
     """).fetchall()
-    return [f"  {category:<20} {chip_hours:>12,.1f} chip-h  {share:6.1%} of {base}" for category, base, chip_hours, share in rows]
+    return [f"  {category:<20} {chip_time(chip_s):>18}  {share:6.1%} of {base}" for category, base, chip_s, share in rows]
 
 
 def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = (), since_run: int | None = None) -> str:
@@ -255,7 +261,7 @@ def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = ()
         f"By workload (demand base{unmeasured})",
         *segments["workload"],
         "",
-        "Top badput (chip-hours)" + ("" if runtime_days else ": with no runtime event, all-allocated time is "
+        "Top badput (chip-time)" + ("" if runtime_days else ": with no runtime event, all-allocated time is "
                                      "unmeasured, not idle"),
         *badput_lines(connection),
     ]
