@@ -261,6 +261,7 @@ def test_a_loop_whose_save_raises_preserves_nothing_new(tmp_path):
     assert job["productive_chip_s"] == pytest.approx(_chip_s(runtime, "STEP", range(1, 11)))
     assert job["lost_chip_s"] == pytest.approx(_chip_s(runtime, "STEP", range(11, 21)))
     assert job["checkpoint_save_chip_s"] == pytest.approx(_chip_s(runtime, "CHECKPOINT_SAVE"))
+    assert job["unended_runs"] == 0  # the crash ended its spans, and the scheduler's FAIL marks the end
 
 
 def test_a_loop_killed_after_5_s_and_restarted_gives_the_hand_figures(tmp_path):
@@ -298,3 +299,4 @@ def test_a_loop_killed_after_5_s_and_restarted_gives_the_hand_figures(tmp_path):
     assert job["checkpoint_save_chip_s"] == pytest.approx(
         _chip_s(killed, "CHECKPOINT_SAVE") + _chip_s(restarted, "CHECKPOINT_SAVE"), abs=1e-6)
     assert job["checkpoint_restore_chip_s"] == pytest.approx(_chip_s(restarted, "CHECKPOINT_RESTORE"), abs=1e-6)
+    assert job["unended_runs"] == 1  # the killed run: flagged on its job

@@ -406,6 +406,32 @@ DISRUPTIONS = {
 }
 
 
+UNENDED_RUNS = {
+    # name: (events after SUBMIT, runs of the runtime that stopped without an end mark)
+    "a run that ends its spans and FINISHes": ([ev(0, "ALLOCATE", 8), ev(0, "INIT_START"), ev(5, "INIT_END"),
+                                              *steps(5, 1, 2), ev(30, "FINISH")], 0),
+    "init, then a restore, then steps: one run": (
+        [ev(0, "ALLOCATE", 8), ev(0, "INIT_START"), ev(5, "INIT_END"), ev(5, "CHECKPOINT_RESTORE_START"),
+         ev(8, "CHECKPOINT_RESTORE_END", 0), *steps(8, 1, 2), ev(30, "FINISH")], 0),
+    "steps, then the runtime starts again without an end: killed": (
+        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(25, "INIT_START"), ev(30, "INIT_END"), *steps(30, 1, 2),
+         ev(60, "FINISH")], 1),
+    "a step left open when the job ends": ([ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(20, "STEP_START", 3),
+                                           ev(40, "FINISH")], 1),
+    "a PREEMPT between runs is their end": (
+        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(25, "PREEMPT", 0), ev(30, "ALLOCATE", 8), ev(30, "INIT_START"),
+         ev(35, "INIT_END"), *steps(35, 1, 2), ev(60, "FINISH")], 0),
+}
+
+
+@pytest.mark.parametrize("name", UNENDED_RUNS)
+def test_runs_of_the_runtime_that_stopped_without_an_end_are_counted(name):
+    events, expected = UNENDED_RUNS[name]
+    timeline, _ = run([submit(), *events], as_of_s=100)
+    assert not timeline.rejections
+    assert timeline.summary()["unended_runs"] == expected
+
+
 @pytest.mark.parametrize("name", DISRUPTIONS)
 def test_disruptions_count_the_events_that_cut_or_restarted_a_running_attempt(name):
     events, expected = DISRUPTIONS[name]

@@ -305,6 +305,10 @@ class JobTimeline:
         self.checkpoint_saves = 0  # CHECKPOINT_SAVE_ENDs that closed an open save: the saves completed
         self.disruptions = 0  # running attempts cut short or restarted (module docstring)
         self.attempt_ran_steps = False  # a STEP_START since the job last got all its chips
+        # A STEP_START since the job last got all its chips or its runtime last started (an INIT_START or a
+        # CHECKPOINT_RESTORE_START): a start after one means the run before stopped without an end.
+        self.run_stepped = False
+        self.unended_runs = 0  # runs of its runtime that stopped without an end (`_count_unended_run`)
         self.durable_step: int | None = None  # the highest step a CHECKPOINT_SAVE_END made durable
         self.counted_step: int | None = None  # the highest last step of a productive step span
         self.reported_step: int | None = None  # the step the runtime last reported being at
@@ -360,6 +364,8 @@ class JobTimeline:
         state["_seen_ids"], state["_unindexed"] = state.pop("seen_ids", {}), []
         if "first_running_us" not in state:  # saved before it was kept: what the state says of its first run
             state["first_running_us"] = _first_running(state.get("interruption_log"))
+        state.setdefault("run_stepped", False)  # saved before runs without an end were counted: none known
+        state.setdefault("unended_runs", 0)
         self.__dict__.update(state)
 
     # ---- feeding -------------------------------------------------------
@@ -448,7 +454,7 @@ class JobTimeline:
         else:
             self.seen_ids.update(dict.fromkeys(step_runs.ids(run), tuple(run)))
         self.accepted["runtime"] += step_runs.size(run)
-        self.attempt_ran_steps = True
+        self.attempt_ran_steps = self.run_stepped = True
         self._resumed_work(facts.start_us)  # at its first STEP_START
         self.reported_step = facts.last_step
         # Time between spans goes to the span still open, or is idle.
@@ -546,7 +552,7 @@ class JobTimeline:
             self.disruptions += 1
             self.interruption_log.interrupted(event.time_us, code, reason_of(event), self._pending_step_chip_us())
         elif not running and chips >= requested:
-            self.attempt_ran_steps = False  # a new attempt begins
+            self.attempt_ran_steps = self.run_stepped = False  # a new attempt begins
             self.interruption_log.started_running(event.time_us)
             if self.first_running_us is None:
                 self.first_running_us = event.time_us
@@ -563,6 +569,7 @@ class JobTimeline:
         self.disruptions += code == "FAIL" and running
         if running and code != "FINISH":
             self.interruption_log.interrupted(time_us, code, self.end_reason, self._pending_step_chip_us())
+        self._count_unended_run(bool(self.open_spans))
         self._resolve_all("productive" if code == "FINISH" else "lost")
         self._close_open_spans()
         self.held = 0
@@ -574,6 +581,8 @@ class JobTimeline:
         step = event.payload[0] if event.payload else None
         if starts:
             if kind in RESTARTS:
+                self._count_unended_run(self.run_stepped)
+                self.run_stepped = False
                 self._close_open_spans(ENDED_BY_A_RESTART)
             left_open = kind in self.open_spans
             if left_open:
@@ -605,6 +614,13 @@ class JobTimeline:
             self._resumed_work(event.time_us)
         return None
 
+    def _count_unended_run(self, unended: bool) -> None:
+        """Count a run of the runtime that stopped without an end mark (a FINISH, FAIL, CANCEL or PREEMPT):
+        one that ran steps and is followed by a start of the runtime in the same attempt, or one that left
+        a span open when the job ended. A process SIGKILLed (or out of memory) writes nothing more; what
+        follows its last event rests on what was recorded before it (docs/metric.md, "Spans that never end")."""
+        self.unended_runs += unended
+
     def _resumed_work(self, time_us: int) -> None:
         if self.held >= self.submit.chips:
             self.interruption_log.resumed_work(time_us)
@@ -622,7 +638,7 @@ class JobTimeline:
         if went_back:
             self._resolve_all("lost")
             self._runtime_restarted(first_step)
-        self.attempt_ran_steps = True
+        self.attempt_ran_steps = self.run_stepped = True
         if first_step is not None:
             self.reported_step = first_step
 
@@ -959,6 +975,7 @@ class JobTimeline:
             "implicitly_closed_spans": self.implicitly_closed_spans,
             "checkpoint_saves": self.checkpoint_saves,
             "disruptions": self.disruptions,
+            "unended_runs": self.unended_runs,
         }
 
 

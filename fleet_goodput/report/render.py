@@ -200,7 +200,8 @@ def _top_jobs_section(figures: dict) -> dict:
         "top_job_columns": [("job_id", "job", "job"), ("team", "team", "text"), ("workload", "workload", "text"),
                             ("cluster", "cluster", "text"), ("accelerator", "accelerator", "text"),
                             ("chips", "chips", "int"), ("badput_chip_h", "badput", "chip_h"),
-                            ("lifetime_chip_h", "demand", "chip_h"), ("top_cause", "mostly to", "text")],
+                            ("lifetime_chip_h", "demand", "chip_h"), ("top_cause", "mostly to", "text"),
+                            ("unended_runs", "runs without an end", "int")],
     }
 
 
