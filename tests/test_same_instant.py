@@ -143,8 +143,10 @@ def test_a_block_of_steps_of_no_length_leaves_the_idle_time_after_it_idle():
 
 
 @pytest.mark.slow  # one mpg run, a few seconds
-def test_mpg_run_reads_a_block_of_steps_of_no_length_to_the_hand_figures(tmp_path: Path):
-    """The Megatron block through Avro files, the decoder's step blocks and the Beam pipeline."""
+def test_mpg_run_reads_a_block_of_steps_of_no_length_to_the_hand_figures(tmp_path: Path, capsys):
+    """The Megatron block through Avro files, the decoder's step blocks and the Beam pipeline. The job
+    comes without capacity: the headline gives its own factors on the demand base (issue 35, item 7),
+    demand 16 chips x 20.53 s = 328.48 chip-s = 5.5 chip-min, RG 320 / 328.48 = 97.4%."""
     records = {"scheduler": [], "runtime": []}
     for event in megatron_block().events(ascending=False):
         common = {"event_id": event.event_id, "event_time": event.time_us, "job_id": "megatron"}
@@ -164,6 +166,12 @@ def test_mpg_run_reads_a_block_of_steps_of_no_length_to_the_hand_figures(tmp_pat
             "select productive_chip_s, idle_chip_s, implicitly_closed_spans from job_goodput join jobs using (job_id)"
         ).fetchone()
     assert (productive, idle, closed) == (pytest.approx(320), pytest.approx(8.48), 0)
+    printed = capsys.readouterr().out
+    assert "ML Productivity Goodput of the jobs (demand base: requested chips x job lifetime" in printed
+    assert "No fleet factors: no source states the chips online" in printed and "n/a = SG    n/a" not in printed
+    assert ("MPG unknown = SG 100.0% x RG  97.4% x PG unknown   (no productive step has a profiler sample: "
+            "PG coverage 0%; demand 5.5 chip-min)") in printed
+    assert "Left out of the fleet figures" not in printed
 
 
 def test_steps_of_no_length_inside_a_stretch_of_runs_pair_as_one_by_one():

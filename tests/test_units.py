@@ -20,6 +20,11 @@ def test_chip_time_reads_in_the_unit_of_its_size(chip_s, shown):
     assert chip_time(chip_s) == shown
 
 
+def test_whole_units_from_a_hundred_where_asked():
+    assert [chip_time(chip_s, digits=None) for chip_s in (330, 22_849_200, 99.94 * 3600)] == [
+        "5.5 chip-min", "6,347 chip-h", "99.9 chip-h"]
+
+
 def test_a_column_reads_in_the_unit_of_its_largest_figure():
     assert column_unit([30, None, 600]) == ("chip-min", 60.0)
     assert column_unit([]) == ("chip-s", 1.0)

@@ -19,12 +19,16 @@ def unit_of(chip_s: float) -> tuple[str, float]:
     return next((unit, size) for unit, size in UNITS if abs(chip_s) >= size or size == 1.0)
 
 
-def chip_time(chip_s: float | None, digits: int = 1) -> str:
-    """`chip_s` chip-seconds in the unit of its size ("12.5 chip-min"); n/a where unknown."""
+def chip_time(chip_s: float | None, digits: int | None = 1) -> str:
+    """`chip_s` chip-seconds in the unit of its size ("12.5 chip-min"); n/a where unknown. `digits` None:
+    one decimal below 100 of the unit, none from 100 ("6,347 chip-h")."""
     if chip_s is None:
         return "n/a"
     unit, size = unit_of(float(chip_s))  # DuckDB gives sums of decimals as Decimal
-    return f"{float(chip_s) / size:,.{digits}f} {unit}"
+    value = float(chip_s) / size
+    if digits is None:
+        digits = 0 if abs(value) >= 100 else 1
+    return f"{value:,.{digits}f} {unit}"
 
 
 def column_unit(chip_s_values: Iterable[float | None]) -> tuple[str, float]:
