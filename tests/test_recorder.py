@@ -186,16 +186,17 @@ def test_an_attempt_killed_in_its_first_seconds_leaves_its_start(tmp_path):
     assert any(r["type"] == "STEP_END" for r in runtime)
 
 
-# A training loop as its own process: it restores from the step its checkpoint file holds (if any), steps
+# A training loop as its own process, stating its own scheduling (SUBMIT, ALLOCATE, its end): it restores from the step its checkpoint file holds (if any), steps
 # STEP_S each and saves at the steps of SAVES, raising at RAISE_AT (the crash propagates: the process exits 1).
 TRAINING_LOOP = """
 import pathlib, sys, time
-from fleet_goodput.telemetry.recorder import Recorder
+from fleet_goodput.telemetry.recorder import Recorder, Scheduling
 
 folder, job, attempt, last_step, step_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 saves, raise_at = {int(step) for step in sys.argv[6].split(",")}, int(sys.argv[7])
 checkpoint = pathlib.Path(folder, "checkpoint")
-recorder = Recorder(folder, job, attempt=attempt)
+# The job states its own scheduling: no cluster exporter reports it.
+recorder = Recorder(folder, job, attempt=attempt, scheduling=Scheduling("tpu-v5e", 4))
 with recorder.span("INIT"):
     time.sleep(0.05)
 resumed = 0
@@ -233,18 +234,6 @@ def _chip_s(records: list[dict], kind: str, steps=None) -> float:
     return CHIPS * sum(micros(end) - micros(begin) for begin, end in pairs) / 1e6
 
 
-def _scheduler(telemetry: Path, runtime: list[dict], end: str) -> None:
-    """The job's SUBMIT and ALLOCATE a second before its first runtime event and its `end` a second after its
-    last, as the cluster's exporter would write them."""
-    start, finish = micros(runtime[0]) - 1_000_000, micros(runtime[-1]) + 1_000_000
-    write_events(telemetry / "scheduler" / "job.avro", "scheduler", [
-        {"event_id": f"s{n}", "event_time": time_us, "job_id": JOB, "type": kind, "cluster": "c",
-         "accelerator": "tpu-v5e", "chips": chips, "workload": "TRAINING" if kind == "SUBMIT" else None,
-         "framework": None, "team": None, "topology": None, "priority": None}
-        for n, (kind, time_us, chips) in enumerate([("SUBMIT", start, CHIPS), ("ALLOCATE", start, CHIPS),
-                                                    (end, finish, 0)])])
-
-
 def test_a_loop_whose_save_raises_preserves_nothing_new(tmp_path):
     """Steps 1-20 of 10 ms, a save of step 10 that returns, a save of step 20 that raises: the process crashes
     (exit 1) and the job fails. By hand, from the times read back: steps 1-10 preserved (productive), steps
@@ -256,12 +245,16 @@ def test_a_loop_whose_save_raises_preserves_nothing_new(tmp_path):
     assert loop.returncode == 1 and "OSError: disk full" in stderr
     runtime = read_stream(telemetry, "runtime")
     assert [r["step"] for r in runtime if r["type"] == "CHECKPOINT_SAVE_END"] == [10, 10]  # the failed one: 10
-    _scheduler(telemetry, runtime, "FAIL")
+    scheduler = read_stream(telemetry, "scheduler")
+    assert [(r["type"], r["reason"]) for r in scheduler] == [  # SUBMIT and ALLOCATE at one time: in id order
+        ("ALLOCATE", None), ("SUBMIT", None), ("FAIL", "CRASHED: OSError: disk full")]
     _, job = _run(telemetry, tmp_path / "out")
+    assert (job["status"], job["lifetime_chip_s"]) == (
+        "FAILED", pytest.approx(CHIPS * (micros(scheduler[-1]) - micros(scheduler[0])) / 1e6))
     assert job["productive_chip_s"] == pytest.approx(_chip_s(runtime, "STEP", range(1, 11)))
     assert job["lost_chip_s"] == pytest.approx(_chip_s(runtime, "STEP", range(11, 21)))
     assert job["checkpoint_save_chip_s"] == pytest.approx(_chip_s(runtime, "CHECKPOINT_SAVE"))
-    assert job["unended_runs"] == 0  # the crash ended its spans, and the scheduler's FAIL marks the end
+    assert job["unended_runs"] == 0  # the crash ended its spans, and the recorder's FAIL marks the end
 
 
 def test_a_loop_killed_after_5_s_and_restarted_gives_the_hand_figures(tmp_path):
@@ -284,8 +277,12 @@ def test_a_loop_killed_after_5_s_and_restarted_gives_the_hand_figures(tmp_path):
     assert second.wait(timeout=60) == 0
     runtime = read_stream(telemetry, "runtime")
     restarted = [r for r in runtime if r["attempt"] == 1]
-    _scheduler(telemetry, runtime, "FINISH")
+    # The killed attempt wrote its SUBMIT and ALLOCATE (in its first roll) and no end; the second its own
+    # ALLOCATE and FINISH.
+    scheduler = read_stream(telemetry, "scheduler")
+    assert [r["type"] for r in scheduler] == ["ALLOCATE", "SUBMIT", "ALLOCATE", "FINISH"]  # one time: id order
     manifest, job = _run(telemetry, tmp_path / "out")
+    assert job["status"] == "FINISHED" and manifest["streams"]["scheduler"]["rejected"] == 0
     assert manifest["streams"]["runtime"]["rejected"] == 0
     steps_on_disk = [r["step"] for r in killed if r["type"] == "STEP_END"]
     left_open = killed[-1]["type"] == "STEP_START"  # killed mid-step after a roll
