@@ -3,6 +3,7 @@ alone and through `mpg run`; flushed at exit, complete files only when killed, n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 from fleet_goodput.cli import main
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.avro_io import write_events
-from fleet_goodput.telemetry.recorder import Recorder
+from fleet_goodput.telemetry.recorder import Recorder, Scheduling
 from job_streams import micros, read_stream, write_job_scheduler
 
 JOB, CHIPS = "recorded-loop", 4
@@ -297,3 +298,36 @@ def test_a_loop_killed_after_5_s_and_restarted_gives_the_hand_figures(tmp_path):
         _chip_s(killed, "CHECKPOINT_SAVE") + _chip_s(restarted, "CHECKPOINT_SAVE"), abs=1e-6)
     assert job["checkpoint_restore_chip_s"] == pytest.approx(_chip_s(restarted, "CHECKPOINT_RESTORE"), abs=1e-6)
     assert job["unended_runs"] == 1  # the killed run: flagged on its job
+
+
+@pytest.mark.parametrize("attempt, scheduling, ending, expected", [
+    (0, Scheduling("h100", 8), "raises", [("SUBMIT", 8, None), ("ALLOCATE", 8, None),
+                                          ("FAIL", 0, "CRASHED: ValueError: boom")]),
+    (2, Scheduling("h100", 8, restarted_on_failure=True), "raises", [("ALLOCATE", 8, None),
+                                                                     ("PREEMPT", 0, "CRASHED: ValueError: boom")]),
+    (None, Scheduling("h100", 8), "returns", [("SUBMIT", 8, None), ("ALLOCATE", 8, None), ("FINISH", 0, None)]),
+    (1, Scheduling("h100", 8), "cancelled", [("ALLOCATE", 8, None), ("CANCEL", 0, "by its owner")]),
+])
+def test_a_stated_scheduling_writes_the_attempt_s_start_and_end(tmp_path, attempt, scheduling, ending, expected):
+    """The first attempt (0 or unknown) submits; every attempt allocates; its end is FINISH, FAIL on an
+    exception (PREEMPT where a launcher restarts failed attempts), or what close() is told."""
+    with pytest.raises(ValueError, match="boom") if ending == "raises" else contextlib.nullcontext():
+        with Recorder(tmp_path, "stated", attempt=attempt, scheduling=scheduling) as recorder:
+            if ending == "raises":
+                raise ValueError("boom")
+            if ending == "cancelled":
+                recorder.close("CANCEL", "by its owner")
+    records = sorted(read_stream(tmp_path, "scheduler"), key=lambda r: (r["event_time"], r["type"] != "SUBMIT"))
+    assert [(r["type"], r["chips"], r["reason"]) for r in records] == expected
+    assert {(r["cluster"], r["accelerator"]) for r in records} == {("local", "h100")}
+    assert [r["workload"] for r in records if r["type"] == "SUBMIT"] in ([], ["TRAINING"])
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Scheduling("h100", 0), "chips must be a positive whole number"),
+    (lambda: Scheduling("h100", 8, workload="EVAL"), "unknown workload 'EVAL'"),
+    (lambda: Scheduling("", 8), "accelerator and cluster must be named"),
+])
+def test_a_wrong_scheduling_fails_in_the_training_code(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
