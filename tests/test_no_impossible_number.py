@@ -190,7 +190,7 @@ def test_the_headline_shows_no_impossible_figure_and_says_what_it_left_out(run_o
     assert "Left out of PG (each would show a PG above 100%):" in printed
     assert ("  2 profiler sample(s) of 2 job(s) rejected: more FLOPs than the chips' peak allows "
             "(mpg sql \"select * from rejected where stream = 'profiler'\")") in printed
-    assert ("  1 job(s) whose steps claim more ideal chip-time than they ran in: PG unknown, 0.2 productive chip-h "
+    assert ("  1 job(s) whose steps claim more ideal chip-time than they ran in: PG unknown, 13.3 chip-min productive "
             "counted as unprofiled (mpg sql \"select * from pg_set_aside\")") in printed
     assert "c2/tpu-v5e: more chips held than online" in printed
 

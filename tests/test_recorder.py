@@ -3,6 +3,7 @@ alone and through `mpg run`; flushed at exit, complete files only when killed, n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 from fleet_goodput.cli import main
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.avro_io import write_events
-from fleet_goodput.telemetry.recorder import Recorder
+from fleet_goodput.telemetry.recorder import Recorder, Scheduling
 from job_streams import micros, read_stream, write_job_scheduler
 
 JOB, CHIPS = "recorded-loop", 4
@@ -186,36 +187,147 @@ def test_an_attempt_killed_in_its_first_seconds_leaves_its_start(tmp_path):
     assert any(r["type"] == "STEP_END" for r in runtime)
 
 
-def test_a_save_that_raises_preserves_nothing_new(tmp_path):
-    """Steps 1-10, a save of step 10 that returns, steps 11-20, a save of step 20 that raises, and the job
-    fails. By hand: steps 1-10 preserved (productive), steps 11-20 lost; once, the failed save's END said
-    step 20 was durable and every step counted productive."""
+# A training loop as its own process, stating its own scheduling (SUBMIT, ALLOCATE, its end): it restores from the step its checkpoint file holds (if any), steps
+# STEP_S each and saves at the steps of SAVES, raising at RAISE_AT (the crash propagates: the process exits 1).
+TRAINING_LOOP = """
+import pathlib, sys, time
+from fleet_goodput.telemetry.recorder import Recorder, Scheduling
+
+folder, job, attempt, last_step, step_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+saves, raise_at = {int(step) for step in sys.argv[6].split(",")}, int(sys.argv[7])
+checkpoint = pathlib.Path(folder, "checkpoint")
+# The job states its own scheduling: no cluster exporter reports it.
+recorder = Recorder(folder, job, attempt=attempt, scheduling=Scheduling("tpu-v5e", 4))
+with recorder.span("INIT"):
+    time.sleep(0.05)
+resumed = 0
+if checkpoint.exists():
+    resumed = int(checkpoint.read_text())
+    with recorder.span("CHECKPOINT_RESTORE", resumed):
+        time.sleep(0.05)
+print("started", flush=True)
+for step in range(resumed + 1, last_step + 1):
+    with recorder.step(step):
+        time.sleep(step_s)
+    if step in saves:
+        with recorder.span("CHECKPOINT_SAVE", step):
+            time.sleep(0.02)
+            if step == raise_at:
+                raise OSError("disk full")
+            checkpoint.write_text(str(step))
+"""
+
+
+def _training_loop(telemetry: Path, attempt: int, last_step: int, step_s: float, saves: str,
+                   raise_at: int = 0) -> subprocess.Popen:
+    telemetry.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([sys.executable, "-c", TRAINING_LOOP, str(telemetry), JOB, str(attempt), str(last_step),
+                             str(step_s), saves, str(raise_at)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _chip_s(records: list[dict], kind: str, steps=None) -> float:
+    """CHIPS x the time of the `kind` spans among `records` (one attempt's, in order), those ending at
+    `steps` only (STEP_END's step) when given: hand arithmetic on the times read back."""
+    spans = [r for r in records if r["type"].startswith(kind + "_")]
+    pairs = [(begin, end) for begin, end in zip(spans[::2], spans[1::2]) if steps is None or end["step"] in steps]
+    assert all(begin["type"].endswith("_START") and end["type"].endswith("_END") for begin, end in pairs)
+    return CHIPS * sum(micros(end) - micros(begin) for begin, end in pairs) / 1e6
+
+
+def test_a_loop_whose_save_raises_preserves_nothing_new(tmp_path):
+    """Steps 1-20 of 10 ms, a save of step 10 that returns, a save of step 20 that raises: the process crashes
+    (exit 1) and the job fails. By hand, from the times read back: steps 1-10 preserved (productive), steps
+    11-20 lost, both saves' time saving. Once the failed save's END said step 20 was durable, and every step
+    counted productive."""
     telemetry = tmp_path / "in"
-    recorder = Recorder(telemetry, JOB, roll_seconds=60)
-    for step in range(1, 21):
-        with recorder.step(step):
-            time.sleep(0.01)
-        if step in (10, 20):
-            try:
-                with recorder.span("CHECKPOINT_SAVE", step):
-                    if step == 20:
-                        raise OSError("disk full")
-            except OSError:
-                pass
-    recorder.close()
+    loop = _training_loop(telemetry, attempt=0, last_step=30, step_s=0.01, saves="10,20", raise_at=20)
+    _, stderr = loop.communicate(timeout=60)
+    assert loop.returncode == 1 and "OSError: disk full" in stderr
     runtime = read_stream(telemetry, "runtime")
-    saves = [r["step"] for r in runtime if r["type"] == "CHECKPOINT_SAVE_END"]
-    assert saves == [10, 10]  # the failed save ends saying only what was durable before it
-    start, end = micros(runtime[0]) - 1_000_000, micros(runtime[-1]) + 1_000_000
-    write_events(telemetry / "scheduler" / "job.avro", "scheduler", [
-        {"event_id": f"s{n}", "event_time": time_us, "job_id": JOB, "type": kind, "cluster": "c",
-         "accelerator": "tpu-v5e", "chips": chips, "workload": "TRAINING" if kind == "SUBMIT" else None,
-         "framework": None, "team": None, "topology": None, "priority": None}
-        for n, (kind, time_us, chips) in enumerate([("SUBMIT", start, CHIPS), ("ALLOCATE", start, CHIPS),
-                                                    ("FAIL", end, 0)])])
+    assert [r["step"] for r in runtime if r["type"] == "CHECKPOINT_SAVE_END"] == [10, 10]  # the failed one: 10
+    scheduler = read_stream(telemetry, "scheduler")
+    assert [(r["type"], r["reason"]) for r in scheduler] == [  # SUBMIT and ALLOCATE at one time: in id order
+        ("ALLOCATE", None), ("SUBMIT", None), ("FAIL", "CRASHED: OSError: disk full")]
     _, job = _run(telemetry, tmp_path / "out")
-    spans = [r for r in runtime if r["type"].startswith("STEP")]
-    durations = {begin["step"]: (micros(finish) - micros(begin)) / 1e6 for begin, finish in zip(spans[::2], spans[1::2])}
-    assert len(durations) == 20
-    assert job["productive_chip_s"] == pytest.approx(CHIPS * sum(durations[s] for s in range(1, 11)))
-    assert job["lost_chip_s"] == pytest.approx(CHIPS * sum(durations[s] for s in range(11, 21)))
+    assert (job["status"], job["lifetime_chip_s"]) == (
+        "FAILED", pytest.approx(CHIPS * (micros(scheduler[-1]) - micros(scheduler[0])) / 1e6))
+    assert job["productive_chip_s"] == pytest.approx(_chip_s(runtime, "STEP", range(1, 11)))
+    assert job["lost_chip_s"] == pytest.approx(_chip_s(runtime, "STEP", range(11, 21)))
+    assert job["checkpoint_save_chip_s"] == pytest.approx(_chip_s(runtime, "CHECKPOINT_SAVE"))
+    assert job["unended_runs"] == 0  # the crash ended its spans, and the recorder's FAIL marks the end
+
+
+def test_a_loop_killed_after_5_s_and_restarted_gives_the_hand_figures(tmp_path):
+    """An attempt of 50 ms steps saving at step 20 is SIGKILLed 5 s in (the default roll: on disk are the
+    events of its first rolls, after 1 and 3 s); a second attempt restores step 20 and runs steps 21-40; the
+    job finishes. By hand, from the times read back: the first attempt's steps 1-20 and the second's 21-40
+    productive; the first attempt's steps after 20 on disk lost, and so is the time from its last step on
+    disk to the second attempt's INIT (a step it left open, closed by the restart). Once the killed attempt
+    left nothing: its steps and save showed as idle."""
+    telemetry = tmp_path / "in"
+    first = _training_loop(telemetry, attempt=0, last_step=10_000, step_s=0.05, saves="20")
+    assert first.stdout.readline() == "started\n"
+    time.sleep(5)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    killed = read_stream(telemetry, "runtime")
+    assert (telemetry / "checkpoint").read_text() == "20"
+    assert any(r["type"] == "CHECKPOINT_SAVE_END" for r in killed), "the first rolls left the save on disk"
+    second = _training_loop(telemetry, attempt=1, last_step=40, step_s=0.01, saves="40")
+    assert second.wait(timeout=60) == 0
+    runtime = read_stream(telemetry, "runtime")
+    restarted = [r for r in runtime if r["attempt"] == 1]
+    # The killed attempt wrote its SUBMIT and ALLOCATE (in its first roll) and no end; the second its own
+    # ALLOCATE and FINISH.
+    scheduler = read_stream(telemetry, "scheduler")
+    assert [r["type"] for r in scheduler] == ["ALLOCATE", "SUBMIT", "ALLOCATE", "FINISH"]  # one time: id order
+    manifest, job = _run(telemetry, tmp_path / "out")
+    assert job["status"] == "FINISHED" and manifest["streams"]["scheduler"]["rejected"] == 0
+    assert manifest["streams"]["runtime"]["rejected"] == 0
+    steps_on_disk = [r["step"] for r in killed if r["type"] == "STEP_END"]
+    left_open = killed[-1]["type"] == "STEP_START"  # killed mid-step after a roll
+    lost = _chip_s(killed, "STEP", range(21, 10_001))
+    if left_open:
+        lost += CHIPS * (micros(restarted[0]) - micros(killed[-1])) / 1e6
+    assert max(steps_on_disk) > 20
+    assert job["productive_chip_s"] == pytest.approx(
+        _chip_s(killed, "STEP", range(1, 21)) + _chip_s(restarted, "STEP"), abs=1e-6)
+    assert job["lost_chip_s"] == pytest.approx(lost, abs=1e-6)
+    assert job["checkpoint_save_chip_s"] == pytest.approx(
+        _chip_s(killed, "CHECKPOINT_SAVE") + _chip_s(restarted, "CHECKPOINT_SAVE"), abs=1e-6)
+    assert job["checkpoint_restore_chip_s"] == pytest.approx(_chip_s(restarted, "CHECKPOINT_RESTORE"), abs=1e-6)
+    assert job["unended_runs"] == 1  # the killed run: flagged on its job
+
+
+@pytest.mark.parametrize("attempt, scheduling, ending, expected", [
+    (0, Scheduling("h100", 8), "raises", [("SUBMIT", 8, None), ("ALLOCATE", 8, None),
+                                          ("FAIL", 0, "CRASHED: ValueError: boom")]),
+    (2, Scheduling("h100", 8, restarted_on_failure=True), "raises", [("ALLOCATE", 8, None),
+                                                                     ("PREEMPT", 0, "CRASHED: ValueError: boom")]),
+    (None, Scheduling("h100", 8), "returns", [("SUBMIT", 8, None), ("ALLOCATE", 8, None), ("FINISH", 0, None)]),
+    (1, Scheduling("h100", 8), "cancelled", [("ALLOCATE", 8, None), ("CANCEL", 0, "by its owner")]),
+])
+def test_a_stated_scheduling_writes_the_attempt_s_start_and_end(tmp_path, attempt, scheduling, ending, expected):
+    """The first attempt (0 or unknown) submits; every attempt allocates; its end is FINISH, FAIL on an
+    exception (PREEMPT where a launcher restarts failed attempts), or what close() is told."""
+    with pytest.raises(ValueError, match="boom") if ending == "raises" else contextlib.nullcontext():
+        with Recorder(tmp_path, "stated", attempt=attempt, scheduling=scheduling) as recorder:
+            if ending == "raises":
+                raise ValueError("boom")
+            if ending == "cancelled":
+                recorder.close("CANCEL", "by its owner")
+    records = sorted(read_stream(tmp_path, "scheduler"), key=lambda r: (r["event_time"], r["type"] != "SUBMIT"))
+    assert [(r["type"], r["chips"], r["reason"]) for r in records] == expected
+    assert {(r["cluster"], r["accelerator"]) for r in records} == {("local", "h100")}
+    assert [r["workload"] for r in records if r["type"] == "SUBMIT"] in ([], ["TRAINING"])
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Scheduling("h100", 0), "chips must be a positive whole number"),
+    (lambda: Scheduling("h100", 8, workload="EVAL"), "unknown workload 'EVAL'"),
+    (lambda: Scheduling("", 8), "accelerator and cluster must be named"),
+])
+def test_a_wrong_scheduling_fails_in_the_training_code(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

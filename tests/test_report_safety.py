@@ -447,5 +447,5 @@ def test_the_headline_shows_control_characters_in_segment_and_cluster_names():
     connection.execute("create table capacity_gaps as select $1 as cluster, 'tpu-v5e' as accelerator, "
                        "'no_capacity' as problem, 3 as windows, 3600.0 as held_chip_s", [f"c{C1_CSI}2J"])
     lines = headline.segment_table(connection, "team") + headline.capacity_gap_lines(connection)
-    assert lines[1] == "  \\x1b[2J\\x1b[Ht        2  50.0%  50.0%  50.0%  12.5% 100.0%          2"
+    assert lines[1] == "  \\x1b[2J\\x1b[Ht        2  50.0%  50.0%  50.0%  12.5% 100.0%        2.0"
     assert lines[3] == "  c\\x9b2J/tpu-v5e: no CAPACITY level in 3 window(s), 1.0 chip-h held"

@@ -97,7 +97,7 @@ def _import_examples(text: str) -> list[list[str]]:
 def test_import_examples_read_files_in_the_repository():
     """`mpg import --help` and docs/importers.md show commands that work from a checkout."""
     examples = _import_examples(EPILOG) + _import_examples((ROOT / "docs" / "importers.md").read_text())
-    assert len(examples) == 20
+    assert len(examples) == 22
     for words in examples:
         assert (ROOT / words[3]).exists(), " ".join(words)
 

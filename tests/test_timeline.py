@@ -143,6 +143,15 @@ CASES = {
         lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "INIT_START"), ev(5, "STEP_START", 1),
                  ev(10, "PREEMPT", 4), ev(20, "ALLOCATE", 8), ev(30, "FINISH")],
         30, {"init": 5, "lost": 5, "partial": 10, "idle": 10}),
+    # A process killed mid-step leaves its STEP_START; the next attempt's INIT_START closes the span (its
+    # time lost to the restore to step 10), rather than the step running on through the restart.
+    "a restart of the runtime closes the step a killed process left open": (
+        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 10),
+                 ev(10, "CHECKPOINT_SAVE_START"), ev(12, "CHECKPOINT_SAVE_END", 10), ev(12, "STEP_START", 11),
+                 ev(20, "INIT_START"), ev(25, "INIT_END"), ev(25, "CHECKPOINT_RESTORE_START"),
+                 ev(30, "CHECKPOINT_RESTORE_END", 10), ev(30, "STEP_START", 11), ev(40, "STEP_END", 20),
+                 ev(40, "FINISH")],
+        40, {"productive": 20, "checkpoint_save": 2, "lost": 8, "init": 5, "checkpoint_restore": 5}),
     "the next START of its kind closes a span left open": (
         lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "COMPILE_START"), ev(5, "COMPILE_START"),
                  ev(8, "COMPILE_END"), ev(10, "FINISH")],
@@ -395,6 +404,32 @@ DISRUPTIONS = {
     "steps going back inside its allocation, twice": (
         [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), *steps(20, 1, 3), *steps(50, 2, 2), ev(60, "FINISH")], 2),
 }
+
+
+UNENDED_RUNS = {
+    # name: (events after SUBMIT, runs of the runtime that stopped without an end mark)
+    "a run that ends its spans and FINISHes": ([ev(0, "ALLOCATE", 8), ev(0, "INIT_START"), ev(5, "INIT_END"),
+                                              *steps(5, 1, 2), ev(30, "FINISH")], 0),
+    "init, then a restore, then steps: one run": (
+        [ev(0, "ALLOCATE", 8), ev(0, "INIT_START"), ev(5, "INIT_END"), ev(5, "CHECKPOINT_RESTORE_START"),
+         ev(8, "CHECKPOINT_RESTORE_END", 0), *steps(8, 1, 2), ev(30, "FINISH")], 0),
+    "steps, then the runtime starts again without an end: killed": (
+        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(25, "INIT_START"), ev(30, "INIT_END"), *steps(30, 1, 2),
+         ev(60, "FINISH")], 1),
+    "a step left open when the job ends": ([ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(20, "STEP_START", 3),
+                                           ev(40, "FINISH")], 1),
+    "a PREEMPT between runs is their end": (
+        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(25, "PREEMPT", 0), ev(30, "ALLOCATE", 8), ev(30, "INIT_START"),
+         ev(35, "INIT_END"), *steps(35, 1, 2), ev(60, "FINISH")], 0),
+}
+
+
+@pytest.mark.parametrize("name", UNENDED_RUNS)
+def test_runs_of_the_runtime_that_stopped_without_an_end_are_counted(name):
+    events, expected = UNENDED_RUNS[name]
+    timeline, _ = run([submit(), *events], as_of_s=100)
+    assert not timeline.rejections
+    assert timeline.summary()["unended_runs"] == expected
 
 
 @pytest.mark.parametrize("name", DISRUPTIONS)

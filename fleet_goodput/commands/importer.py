@@ -56,6 +56,7 @@ EXAMPLES = {
              "scheduler stream",
     "kubernetes": "mpg import kubernetes tests/data/kubernetes --cluster gke-1 --out k8s/",
     "slurm": "mpg import slurm tests/data/slurm --out slurm/      # sacct.txt, events.txt, nodes.txt (docs/slurm.md)",
+    "job": "mpg import job tests/data/job/llama-7b.yaml --out job/   # a one-off job's scheduling, stated by hand",
 }
 EPILOG = ("examples, from a checkout of fleet-goodput (public samples with their licences in tests/data/public):\n"
           + "".join(f"  {example}\n" for example in EXAMPLES.values())
@@ -106,6 +107,7 @@ FORMAT_FLAGS = {
     "orbax": ("job", "accelerator", "chips"),
     "kubernetes": ("cluster", "accelerator", "accelerator_labels", "max_expanded_mib"),
     "slurm": ("limit", "cluster", "timezone", "accelerator_map"),
+    "job": (),  # the statement says it all
 }
 REQUIRED_NOTE = {"mgm": "--accelerator and --chips are required", "logs": "--profile is required; --job, --accelerator "
                  "and --chips where the log does not print them", "orbax": "--job is required", "kubernetes": "--cluster is required"}
@@ -115,7 +117,8 @@ def register(subparsers) -> None:
     formats = "\n".join(f"  {name:<10} {module.HELP}" for name, module in IMPORTERS.items())
     parser = subparsers.add_parser(
         "import", help="convert public traces, training logs, checkpoints, Kubernetes watch streams and Slurm "
-                       "accounting (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes, slurm) into Avro telemetry",
+                       "accounting (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes, slurm), or a job's "
+                       "scheduling stated by hand (job), into Avro telemetry",
         description=f"{PURPOSE}\n\nFormats:\n{formats}\n\n{OUTPUTS}",
         epilog=EPILOG + "\n" + VERBOSITY_HELP + "\n\n" + _EXITS,
         formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -19,7 +19,9 @@ wherever one event might be treated differently from the others:
 - `split_at` cuts it at a time (the frontier, the as-of time), so late,
   waiting and settled events are those of the events themselves;
 - the timeline (fleet_goodput/core/timeline.py) expands the spans another event of
-  the job falls on and cuts the run where one falls between two spans; it
+  the job falls on, and those a step or data-wait event of its own shares an instant
+  with (how an instant's events pair depends on them all: fleet_goodput/core/same_instant.py),
+  and cuts the run where one falls between two spans; it
   expands the whole run where its state is one in which a span does more than
   take its time (a job not holding all its chips, a step, data wait or
   compile left open, steps going back) and where an id was seen before;
@@ -56,6 +58,20 @@ _STEP_START, _STEP_END, _WAIT_START, _WAIT_END = range(4)
 def code_numbers(codes) -> np.ndarray:
     """The numbers of `codes` (each one of CODES), as a run's columns hold them."""
     return np.array([_CODE_NUMBERS[code] for code in codes], dtype=np.int8)
+
+
+# The kinds of span a run holds: 0 a step, 1 a data wait (a code number // 2).
+KINDS = 2
+
+
+def kind_of(code: str) -> int:
+    """The kind of span (0 a step, 1 a data wait) a code of CODES starts or ends."""
+    return _CODE_NUMBERS[code] // 2
+
+
+def kinds_of(codes: np.ndarray) -> np.ndarray:
+    """`kind_of` each code number of a run's columns."""
+    return codes.astype(np.int64) // 2
 
 
 def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids) -> tuple:

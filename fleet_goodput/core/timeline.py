@@ -45,6 +45,9 @@ each of its events would only close a span and take its time, keeping its step
 spans as one `StepRun` until they resolve, and applies its events one by one
 everywhere else. The figures are the same either way (tests/test_step_runs.py).
 
+Events at one instant are applied in the order their meaning gives (fleet_goodput/core/same_instant.py):
+a span of no length opens and closes at its instant, whatever order event order gives its START and END.
+
 Interruptions (`interruptions` in the summary, fleet_goodput/core/interruptions.py)
 are the scheduler's side only: a running attempt cut by a PREEMPT below the
 request, a FAIL or a CANCEL, each with its reason, what it cost and how long
@@ -60,7 +63,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fleet_goodput.core import step_runs
+from fleet_goodput.core import same_instant, step_runs
 from fleet_goodput.core.config import DEFAULT_PRECISION, peak_of
 from fleet_goodput.core.events import (PROFILE, SAME_INSTANT_ORDERS, STEP_RUN, TERMINAL_TYPES, Event, Sample, Submit,
                                        reason_of, stream_of)
@@ -90,6 +93,10 @@ _SPAN_OF_NAME = {
     "DATA_WAIT": "data_wait", "COMPILE": "compile", "STEP": "step",
     "CHECKPOINT_SAVE": "checkpoint_save", "CHECKPOINT_RESTORE": "checkpoint_restore", "INIT": "init",
 }
+# A START of these is the runtime (re)starting: it closes the spans of ENDED_BY_A_RESTART left open (a process
+# killed mid-step leaves its STEP_START and nothing more; docs/metric.md section 3, "Spans that never end").
+RESTARTS = ("init", "checkpoint_restore")
+ENDED_BY_A_RESTART = ("data_wait", "compile", "step", "checkpoint_save")
 # Runtime code -> (span name, span kind, starts the span?), looked up once per event.
 _RUNTIME_EDGES = {f"{name}_{edge}": (name, kind, edge == "START")
                   for name, kind in _SPAN_OF_NAME.items() for edge in ("START", "END")}
@@ -249,7 +256,9 @@ def _implausible_step_end(span: StepSpan, last_step: int | None, time_us: int) -
     if last_step < span.first_step:
         return f"STEP_END at step {last_step} is before its STEP_START's step {span.first_step}: step numbers going backwards"
     steps, duration_us = last_step - span.first_step + 1, time_us - span.start_us
-    if steps > max(duration_us, 1):
+    # A span of no length takes no time, so its steps claim no rate: a block of steps a log stamps
+    # with one time (coarse timestamps, a block cut to zero length) is a span of no length.
+    if duration_us > 0 and steps > duration_us:
         return f"STEP_END claims {steps} steps in {duration_us} µs: more than one step per microsecond is not plausible"
     return None
 
@@ -296,6 +305,10 @@ class JobTimeline:
         self.checkpoint_saves = 0  # CHECKPOINT_SAVE_ENDs that closed an open save: the saves completed
         self.disruptions = 0  # running attempts cut short or restarted (module docstring)
         self.attempt_ran_steps = False  # a STEP_START since the job last got all its chips
+        # A STEP_START since the job last got all its chips or its runtime last started (an INIT_START or a
+        # CHECKPOINT_RESTORE_START): a start after one means the run before stopped without an end.
+        self.run_stepped = False
+        self.unended_runs = 0  # runs of its runtime that stopped without an end (`_count_unended_run`)
         self.durable_step: int | None = None  # the highest step a CHECKPOINT_SAVE_END made durable
         self.counted_step: int | None = None  # the highest last step of a productive step span
         self.reported_step: int | None = None  # the step the runtime last reported being at
@@ -351,6 +364,8 @@ class JobTimeline:
         state["_seen_ids"], state["_unindexed"] = state.pop("seen_ids", {}), []
         if "first_running_us" not in state:  # saved before it was kept: what the state says of its first run
             state["first_running_us"] = _first_running(state.get("interruption_log"))
+        state.setdefault("run_stepped", False)  # saved before runs without an end were counted: none known
+        state.setdefault("unended_runs", 0)
         self.__dict__.update(state)
 
     # ---- feeding -------------------------------------------------------
@@ -364,17 +379,40 @@ class JobTimeline:
         new_ids = self._all_ids_new(ordered)
         expanded = []  # the events of runs applied one by one, merged into the order
         position = 0
+
+        def comes_from_expanded() -> bool:
+            return bool(expanded) and (position == len(ordered) or expanded[0] < ordered[position])
+
+        def take() -> Event:
+            nonlocal position
+            if comes_from_expanded():
+                return heapq.heappop(expanded)
+            position += 1
+            return ordered[position - 1]
+
+        def following() -> Event | None:
+            if comes_from_expanded():
+                return expanded[0]
+            return ordered[position] if position < len(ordered) else None
+
         while position < len(ordered) or expanded:
-            if expanded and (position == len(ordered) or expanded[0] < ordered[position]):
-                event = heapq.heappop(expanded)
-            else:
-                event, position = ordered[position], position + 1
+            event = take()
             if event.code == STEP_RUN:  # only `ordered` holds runs, in the order of their shapes
                 if not self._apply_run(event, next(shapes), new_ids):
                     for original in step_runs.expand(event):
                         heapq.heappush(expanded, original)
                 continue
-            self._feed_one(event, new_ids)
+            instant = [event]  # the events of its instant, up to a run
+            while (after := following()) is not None and after.time_us == event.time_us and after.code != STEP_RUN:
+                instant.append(take())
+            if same_instant.needs_meaning_order(instant):
+                instant = same_instant.in_meaning_order(instant, self._open_first_steps())
+            for event in instant:
+                self._feed_one(event, new_ids)
+
+    def _open_first_steps(self) -> dict[str, int | None]:
+        """Each kind of span open, with its first step (`same_instant.in_meaning_order`)."""
+        return {kind: self.open_step.first_step if kind == "step" else None for kind in self.open_spans}
 
     def _feed_one(self, event: Event, new_id: bool = False) -> None:
         """Apply one event; `new_id`: its id is known to be new (`_all_ids_new`)."""
@@ -416,7 +454,7 @@ class JobTimeline:
         else:
             self.seen_ids.update(dict.fromkeys(step_runs.ids(run), tuple(run)))
         self.accepted["runtime"] += step_runs.size(run)
-        self.attempt_ran_steps = True
+        self.attempt_ran_steps = self.run_stepped = True
         self._resumed_work(facts.start_us)  # at its first STEP_START
         self.reported_step = facts.last_step
         # Time between spans goes to the span still open, or is idle.
@@ -514,7 +552,7 @@ class JobTimeline:
             self.disruptions += 1
             self.interruption_log.interrupted(event.time_us, code, reason_of(event), self._pending_step_chip_us())
         elif not running and chips >= requested:
-            self.attempt_ran_steps = False  # a new attempt begins
+            self.attempt_ran_steps = self.run_stepped = False  # a new attempt begins
             self.interruption_log.started_running(event.time_us)
             if self.first_running_us is None:
                 self.first_running_us = event.time_us
@@ -531,6 +569,7 @@ class JobTimeline:
         self.disruptions += code == "FAIL" and running
         if running and code != "FINISH":
             self.interruption_log.interrupted(time_us, code, self.end_reason, self._pending_step_chip_us())
+        self._count_unended_run(bool(self.open_spans))
         self._resolve_all("productive" if code == "FINISH" else "lost")
         self._close_open_spans()
         self.held = 0
@@ -541,6 +580,10 @@ class JobTimeline:
         name, kind, starts = _RUNTIME_EDGES[code]
         step = event.payload[0] if event.payload else None
         if starts:
+            if kind in RESTARTS:
+                self._count_unended_run(self.run_stepped)
+                self.run_stepped = False
+                self._close_open_spans(ENDED_BY_A_RESTART)
             left_open = kind in self.open_spans
             if left_open:
                 self.implicitly_closed_spans += 1  # the runtime restarted without ending it
@@ -571,6 +614,13 @@ class JobTimeline:
             self._resumed_work(event.time_us)
         return None
 
+    def _count_unended_run(self, unended: bool) -> None:
+        """Count a run of the runtime that stopped without an end mark (a FINISH, FAIL, CANCEL or PREEMPT):
+        one that ran steps and is followed by a start of the runtime in the same attempt, or one that left
+        a span open when the job ended. A process SIGKILLed (or out of memory) writes nothing more; what
+        follows its last event rests on what was recorded before it (docs/metric.md, "Spans that never end")."""
+        self.unended_runs += unended
+
     def _resumed_work(self, time_us: int) -> None:
         if self.held >= self.submit.chips:
             self.interruption_log.resumed_work(time_us)
@@ -588,7 +638,7 @@ class JobTimeline:
         if went_back:
             self._resolve_all("lost")
             self._runtime_restarted(first_step)
-        self.attempt_ran_steps = True
+        self.attempt_ran_steps = self.run_stepped = True
         if first_step is not None:
             self.reported_step = first_step
 
@@ -618,8 +668,8 @@ class JobTimeline:
         else:
             self.unresolved.append(span)
 
-    def _close_open_spans(self) -> None:
-        for kind in list(self.open_spans):
+    def _close_open_spans(self, kinds: tuple[str, ...] = SPAN_PRECEDENCE) -> None:
+        for kind in [kind for kind in self.open_spans if kind in kinds]:
             self.implicitly_closed_spans += 1
             self._close_span(kind, None)
 
@@ -925,6 +975,7 @@ class JobTimeline:
             "implicitly_closed_spans": self.implicitly_closed_spans,
             "checkpoint_saves": self.checkpoint_saves,
             "disruptions": self.disruptions,
+            "unended_runs": self.unended_runs,
         }
 
 
@@ -942,8 +993,18 @@ def _runs_apart_from_other_events(ordered: list[Event], runs: list[Event]) -> li
     """`ordered` (holding `runs`) with every STEP_RUN cut where another event (but a profiler
     sample, which no step span's state depends on) falls between its first and last event in
     event order, in event order again: the spans such an event touches become their own events,
-    the rest stay runs. Runs that overlap each other (a job's spans delivered twice) become their events."""
+    the rest stay runs. A step or data-wait event of its own touches a span of its kind at its
+    instant wherever event order puts it, as how the instant's events pair depends on them all
+    (fleet_goodput/core/same_instant.py): an END at the span's START or END, a START at its START
+    (a START at a span's END follows it, in event order as in meaning). Runs that overlap each
+    other (a job's spans delivered twice) become their events."""
     barriers = [event[:3] for event in ordered if event.code != STEP_RUN and event.code != PROFILE]  # sorted
+    own = {True: [], False: []}  # a run's kinds of events, by whether they start a span: (time, kind, step), sorted
+    for event in ordered:
+        if event.code in step_runs.CODES:
+            step = event.payload[0] if event.payload else None
+            own[event.code.endswith("_START")].append((event.time_us, step_runs.kind_of(event.code), step))
+    own = {starts: sorted(edges, key=lambda edge: edge[:2]) for starts, edges in own.items()}
     bounds = [(run[:3], step_runs.last_key(run)) for run in runs]  # sorted by first
     overlapping = set()
     for before, after in zip(bounds, bounds[1:]):
@@ -952,10 +1013,15 @@ def _runs_apart_from_other_events(ordered: list[Event], runs: list[Event]) -> li
     out, kept = [], []
     for run, (first, last) in zip(runs, bounds):
         inside = barriers[bisect_left(barriers, first):bisect_right(barriers, last)]
+        ends_at = own[False][bisect_left(own[False], (first[0],), key=_time_and_kind):
+                             bisect_right(own[False], (last[0], step_runs.KINDS), key=_time_and_kind)]
+        starts_at = own[True][bisect_left(own[True], (first[0],), key=_time_and_kind):
+                              bisect_left(own[True], (last[0],), key=_time_and_kind)]
         if (first, last) in overlapping:
             out += step_runs.expand(run)
-        elif inside:
-            out += _taken_apart(run, np.array([_instant(*barrier[:2]) for barrier in inside]))
+        elif inside or ends_at or starts_at:
+            out += _taken_apart(run, np.array([_instant(*barrier[:2]) for barrier in inside], dtype=np.int64),
+                                ends_at, starts_at)
         else:
             kept.append(run)
     if not out:
@@ -991,19 +1057,34 @@ def _instant(time_us, order):
     return time_us * SAME_INSTANT_ORDERS + order
 
 
-def _taken_apart(run: Event, barriers: np.ndarray) -> list[Event]:
-    """A STEP_RUN with events at `barriers` (their `_instant`s) inside it: the spans they touch (a
-    barrier between a span's START and END in event order) as their events, the other spans as
-    runs, cut where a barrier falls between two spans.
+def _time_and_kind(edge: tuple) -> tuple:
+    return edge[:2]
 
-    A barrier at a span's START or END instant with the same same-instant order (which only the
-    ids would set apart) is taken to touch it: taken apart, the span's events are applied one by
-    one, which is always right. At the same instant in another order it is before or after the
-    span: a checkpoint save that starts as a step ends and ends as the next starts cuts the run
-    between them and leaves both spans in it."""
-    times = np.frombuffer(run[4][0], dtype=np.int64)
+
+def _taken_apart(run: Event, barriers: np.ndarray, ends_at: list[tuple], starts_at: list[tuple]) -> list[Event]:
+    """A STEP_RUN with events at `barriers` (their `_instant`s) inside it, and step or data-wait
+    ENDs and STARTs of their own at the (time, kind, step)s `ends_at` and `starts_at`: the spans
+    they touch as their events, the other spans as runs, cut where a barrier falls between two spans.
+
+    A barrier touches a span when it falls between the span's START and END in event order, or
+    at the START or END instant with the same same-instant order (which only the ids would set
+    apart): taken apart, the span's events are applied one by one, which is always right. At the
+    same instant in another order it is before or after the span: a checkpoint save that starts
+    as a step ends and ends as the next starts cuts the run between them and leaves both spans in
+    it. An END touches the spans of its kind that start or end at its time and that it could end
+    (a STEP_END below a span's first step cannot), a START those of its kind that start at its time
+    (`_runs_apart_from_other_events`)."""
+    times, steps, codes, _ = step_runs.arrays(run)
     starts, ends = _instant(times[0::2], step_runs.START_ORDER), _instant(times[1::2], step_runs.END_ORDER)
     touched = barriers.searchsorted(ends, side="right") > barriers.searchsorted(starts, side="left")
+    if ends_at or starts_at:
+        kinds, first_steps = step_runs.kinds_of(codes[0::2]), steps[0::2]
+        start_times, end_times = times[0::2], times[1::2]
+        for time_us, kind, step in ends_at:
+            could_end = (kinds == kind) & ((start_times == time_us) | (end_times == time_us))
+            touched |= could_end if step is None else could_end & (first_steps <= step)
+        for time_us, kind, _ in starts_at:
+            touched |= (kinds == kind) & (start_times == time_us)
     cut_after = np.append(barriers.searchsorted(starts[1:], side="left")
                           > barriers.searchsorted(ends[:-1], side="right"), False)
     return step_runs.taken_apart(run, touched, cut_after)

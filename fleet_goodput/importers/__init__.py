@@ -7,6 +7,6 @@ MANY_SOURCES); `mpg import FORMAT SOURCE… --out DIR` writes it with
 the module docstrings and docs/importers.md.
 """
 
-from fleet_goodput.importers import kineto, kubernetes, logs, mgm, mlperf, openb, orbax, philly, slurm
+from fleet_goodput.importers import job, kineto, kubernetes, logs, mgm, mlperf, openb, orbax, philly, slurm
 
-IMPORTERS = {module.NAME: module for module in (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes, slurm)}
+IMPORTERS = {module.NAME: module for module in (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes, slurm, job)}

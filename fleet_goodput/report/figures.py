@@ -142,15 +142,17 @@ def capacity_breakdown(connection, period: Period) -> list[dict]:
 def top_jobs(connection, period: Period, limit: int = TOP_JOBS) -> list[dict]:
     """The jobs whose demand lost the most chip-hours in the period, by category: everything but productive
     time, steps still pending and held time no runtime telemetry describes (`RANKED_BADPUT`). A store with a
-    scheduler alone so ranks its jobs by queueing and partial allocation, not by how long they ran."""
+    scheduler alone so ranks its jobs by queueing and partial allocation, not by how long they ran. Each
+    says how many runs of its runtime stopped without an end mark (`jobs.unended_runs`)."""
     sums = ", ".join(f"sum({c}_chip_s) / 3600 as {c}" for c in BADPUT)
     lost = " + ".join(f"sum({c}_chip_s)" for c in RANKED_BADPUT)
     rows = _rows(connection, f"""
         select job_id, any_value(team) as team, any_value(workload) as workload, any_value(cluster) as cluster,
                any_value(accelerator) as accelerator, any_value(requested_chips) as chips,
                sum(lifetime_chip_s) / 3600 as lifetime_chip_h,
-               ({lost}) / 3600 as badput_chip_h, {sums}
-        from job_window_enriched where day between ? and ?
+               ({lost}) / 3600 as badput_chip_h, {sums}, any_value(coalesce(unended_runs, 0)) as unended_runs
+        from job_window_enriched left join (select job_id, unended_runs from jobs) using (job_id)
+        where day between ? and ?
         group by job_id order by badput_chip_h desc, job_id limit {int(limit)}""", [period.first, period.last])
     for row in rows:
         row["top_cause"] = max(RANKED_BADPUT, key=lambda c: row[c] or 0.0)

@@ -8,18 +8,22 @@ MPG cannot be measured instead of printing 0.0% (imports of scheduler traces
 such as Philly and OpenB have no runtime stream). What is left out so that no
 factor passes 100% is said too: clusters whose capacity does not cover the
 chips held, and profiler samples and jobs left out of PG. Names from the telemetry
-(segments, clusters) show their control characters as \\xNN (safe_text.py).
+(segments, clusters) show their control characters as \\xNN (safe_text.py). A store without any
+CAPACITY level (a job imported alone, a recorder stating its own scheduling) has no fleet to divide by:
+the headline then gives the jobs' factors on the demand base and says in one line why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date
+from typing import NamedTuple
 
 import duckdb
 
 from fleet_goodput.core.timeline import ABOVE_PEAK
 from fleet_goodput.core.timeutil import format_time_us
+from fleet_goodput.report.units import chip_time, column_unit
 from fleet_goodput.safe_text import printable
 from fleet_goodput.store.delta_store import RunRecord
 
@@ -27,42 +31,66 @@ FACTORS = ("sg", "rg", "pg", "mpg")
 # A run that changed more days than this shows them as one range, not a line each.
 DAYS_SHOWN = 7
 NO_RUNTIME = "RG, PG and MPG cannot be measured: no runtime event"
+NO_CAPACITY = ("  No fleet factors: no source states the chips online (a CAPACITY level; a job's own telemetry "
+               "has none), so these are the jobs' own")
 
 
 def _fmt(value) -> str:
     return "   n/a" if value is None else f"{value:6.1%}"
 
 
-_TOTALS = ("sg", "rg", "pg", "mpg", "pg_coverage", "capacity_chip_hours")
-_TOTALS_SQL = """
+class Base(NamedTuple):
+    """What the headline's factors divide by: the fleet's capacity, or the jobs' demand where no capacity
+    is known (docs/metric.md section 1, "The base: capacity or demand")."""
+
+    name: str  # as the headline prints it
+    view: str  # the day-grain rows summed
+    chip_s: str  # the column of the base
+
+
+CAPACITY = Base("capacity", "fleet_daily", "capacity_chip_s")
+DEMAND = Base("demand", "job_window_enriched", "lifetime_chip_s")
+_TOTALS = ("sg", "rg", "pg", "mpg", "pg_coverage", "base_chip_s")
+
+
+def _totals_sql(base: Base) -> str:
+    return f"""
     unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
-                           sum(profiled_productive_chip_s), sum(capacity_chip_s), sum(runtime_measured_chip_s))),
-    sum(capacity_chip_s) / 3600 as capacity_chip_hours
+                           sum(profiled_productive_chip_s), sum({base.chip_s}), sum(runtime_measured_chip_s))),
+    sum({base.chip_s}) as base_chip_s
 """
 
 
-def fleet_totals(connection: duckdb.DuckDBPyConnection, days: Sequence[date] | None = None) -> dict:
+def fleet_totals(connection: duckdb.DuckDBPyConnection, days: Sequence[date] | None = None,
+                 base: Base = CAPACITY) -> dict:
     """Fleet MPG over the whole output (or the given days), on the capacity base (ratios of sums),
-    over the windows whose capacity covers the chips held (fleet_daily's rule)."""
+    over the windows whose capacity covers the chips held (fleet_daily's rule); or the jobs' on the
+    demand base."""
     row = connection.execute(f"""
-        select {_TOTALS_SQL}
-        from fleet_daily
+        select {_totals_sql(base)}
+        from {base.view}
         where $days is null or list_contains($days, day)
     """, {"days": None if days is None else list(days)}).fetchone()
     return dict(zip(_TOTALS, row))
 
 
-def fleet_totals_by_day(connection: duckdb.DuckDBPyConnection) -> tuple[dict, dict[date, dict]]:
-    """`fleet_totals` of the whole output, and of each of its days, in one pass over fleet_daily
+def fleet_totals_by_day(connection: duckdb.DuckDBPyConnection, base: Base = CAPACITY) -> tuple[dict, dict[date, dict]]:
+    """`fleet_totals` of the whole output, and of each of its days, in one pass over the base's view
     (each query of a mart computes the views under it again)."""
     rows = connection.execute(f"""
-        select grouping(day) = 1 as whole, day, {_TOTALS_SQL}
-        from fleet_daily
+        select grouping(day) = 1 as whole, day, {_totals_sql(base)}
+        from {base.view}
         group by grouping sets ((), (day))
         order by whole desc, day
     """).fetchall()
     whole, *days = [(day, dict(zip(_TOTALS, figures))) for _, day, *figures in rows]
     return whole[1], dict(days)
+
+
+def has_capacity(connection: duckdb.DuckDBPyConnection) -> bool:
+    """Whether any source stated chips online (a CAPACITY level): without one there is no fleet to divide
+    by, only the jobs' demand (a job imported alone, a recorder's own statement of its scheduling)."""
+    return connection.execute("select count(*) > 0 from capacity_level").fetchone()[0]
 
 
 def days_with_runtime(connection: duckdb.DuckDBPyConnection) -> set[date]:
@@ -88,9 +116,9 @@ def changed_days(connection: duckdb.DuckDBPyConnection, after_version_us: int | 
     return [day for (day,) in rows]
 
 
-def _factor_line(totals: dict, runtime: bool, why_no_runtime: str) -> str:
+def _factor_line(totals: dict, runtime: bool, why_no_runtime: str, base: Base = CAPACITY) -> str:
     """MPG = SG x RG x PG, saying why a factor is missing rather than printing 0 or n/a alone."""
-    capacity = f"capacity {totals['capacity_chip_hours'] or 0:,.0f} chip-h"
+    capacity = f"{base.name} {chip_time(totals['base_chip_s'] or 0, digits=None)}"
     if not runtime:
         return f"SG {_fmt(totals['sg'])}; {NO_RUNTIME} {why_no_runtime}   ({capacity})"
     if totals["pg"] is None and totals["rg"]:  # productive time, none of it profiled
@@ -108,17 +136,17 @@ def _days_text(days: Sequence[date]) -> str:
 
 
 def coverage_lines(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord], since_run: int | None,
-                   runtime_days: set[date]) -> list[str]:
-    """The whole store's figures, saying what they cover; then those of the days that the runs
+                   runtime_days: set[date], base: Base = CAPACITY) -> list[str]:
+    """The whole store's figures on `base`, saying what they cover; then those of the days that the runs
     from `since_run` (default: the latest) to the latest changed."""
-    whole, of_day = fleet_totals_by_day(connection)
+    whole, of_day = fleet_totals_by_day(connection, base)
     store_days = list(of_day)
     latest = runs[-1] if runs else None
     accepted_runtime = (latest.manifest.get("streams", {}).get("runtime", {}).get("accepted") if latest else None)
     why = "(the input has no runtime stream)" if accepted_runtime == 0 else "covers these days"
     as_of = f", as of {format_time_us(latest.as_of_us)} (run {latest.run_id})" if latest else ""
     lines = [f"  Whole store, {_days_text(store_days)}{as_of}:",
-             f"    {_factor_line(whole, bool(runtime_days), why)}"]
+             f"    {_factor_line(whole, bool(runtime_days), why, base)}"]
     if latest is not None:
         lines += clock_lines(latest.manifest)
     if latest is None:
@@ -137,8 +165,8 @@ def coverage_lines(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunReco
     for group in groups:
         name = str(group[0]) if len(group) == 1 else f"{group[0]} .. {group[-1]}"
         runtime = bool(runtime_days.intersection(group))
-        totals = of_day[group[0]] if len(group) == 1 else fleet_totals(connection, group)
-        lines.append(f"    {name}  {_factor_line(totals, runtime, why)}")
+        totals = of_day[group[0]] if len(group) == 1 else fleet_totals(connection, group, base)
+        lines.append(f"    {name}  {_factor_line(totals, runtime, why, base)}")
     return lines
 
 
@@ -173,15 +201,16 @@ def clock_lines(manifest: dict) -> list[str]:
 def capacity_gap_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
     """The clusters left out of the fleet figures because their capacity does not cover the chips held."""
     rows = connection.execute("""
-        select cluster, accelerator, problem, windows, held_chip_s / 3600
+        select cluster, accelerator, problem, windows, held_chip_s
         from capacity_gaps order by held_chip_s desc, cluster, accelerator
     """).fetchall()
     if not rows:
         return []
     problems = {"no_capacity": "no CAPACITY level", "over_capacity": "more chips held than online"}
     return ["Left out of the fleet figures (chips held that capacity does not cover):"] + [
-        f"  {printable(str(cluster))}/{printable(str(accelerator))}: {problems[problem]} in {windows} window(s), {chip_hours:,.1f} chip-h held"
-        for cluster, accelerator, problem, windows, chip_hours in rows
+        f"  {printable(str(cluster))}/{printable(str(accelerator))}: {problems[problem]} in {windows} window(s), "
+        f"{chip_time(held_chip_s)} held"
+        for cluster, accelerator, problem, windows, held_chip_s in rows
     ]
 
 
@@ -193,15 +222,15 @@ def pg_set_aside_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
         select coalesce(sum(records), 0), count(distinct job_id) from rejected
         where stream = 'profiler' and contains(reason, $above_peak)
     """, {"above_peak": ABOVE_PEAK}).fetchone()
-    jobs, chip_hours = connection.execute(
-        "select count(*), coalesce(sum(profiled_productive_chip_s), 0) / 3600 from pg_set_aside").fetchone()
+    jobs, productive_chip_s = connection.execute(
+        "select count(*), coalesce(sum(profiled_productive_chip_s), 0) from pg_set_aside").fetchone()
     lines = []
     if samples:
         lines.append(f"  {samples:,} profiler sample(s) of {sampled_jobs:,} job(s) rejected: {ABOVE_PEAK} "
                      "(mpg sql \"select * from rejected where stream = 'profiler'\")")
     if jobs:
         lines.append(f"  {jobs:,} job(s) whose steps claim more ideal chip-time than they ran in: PG unknown, "
-                     f"{chip_hours:,.1f} productive chip-h counted as unprofiled (mpg sql \"select * from pg_set_aside\")")
+                     f"{chip_time(productive_chip_s)} productive counted as unprofiled (mpg sql \"select * from pg_set_aside\")")
     return ["Left out of PG (each would show a PG above 100%):", *lines] if lines else []
 
 
@@ -215,25 +244,29 @@ def segment_tables(connection: duckdb.DuckDBPyConnection, dimensions: Sequence[s
     """`segment_table` of each dimension, from one query of goodput_by_segment (each query of a mart
     computes the views under it again)."""
     rows = connection.execute("""
-        select dimension, segment, jobs, sg, rg, pg, mpg, pg_coverage, lifetime_chip_s / 3600
+        select dimension, segment, jobs, sg, rg, pg, mpg, pg_coverage, lifetime_chip_s
         from goodput_by_segment where list_contains($dimensions, dimension)
         order by dimension, lifetime_chip_s desc
     """, {"dimensions": list(dimensions)}).fetchall()
-    tables = {dimension: [f"  {dimension:<16} {'jobs':>6} {'SG':>7} {'RG':>7} {'PG':>7} {'MPG':>7} {'PG cov':>7} "
-                          f"{'chip-h':>10}"] for dimension in dimensions}
-    for dimension, name, jobs, sg, *runtime_factors, chip_hours in rows:
-        measured = " ".join(_fmt(value) if runtime else f"{'-':>6}" for value in runtime_factors)
-        tables[dimension].append(f"  {printable(str(name)):<16} {jobs:>6} {_fmt(sg)} {measured} {chip_hours:>10,.0f}")
+    tables = {}
+    for dimension in dimensions:
+        unit, size = column_unit(row[-1] for row in rows if row[0] == dimension)
+        tables[dimension] = [f"  {dimension:<16} {'jobs':>6} {'SG':>7} {'RG':>7} {'PG':>7} {'MPG':>7} {'PG cov':>7} "
+                             f"{unit:>10}"]
+        for _, name, jobs, sg, *runtime_factors, chip_s in (row for row in rows if row[0] == dimension):
+            measured = " ".join(_fmt(value) if runtime else f"{'-':>6}" for value in runtime_factors)
+            tables[dimension].append(f"  {printable(str(name)):<16} {jobs:>6} {_fmt(sg)} {measured} "
+                                     f"{float(chip_s) / size:>10,.1f}")
     return tables
 
 
 def badput_lines(connection: duckdb.DuckDBPyConnection, top: int = 6) -> list[str]:
     rows = connection.execute(f"""
-        select category, base, chip_hours, share from badput_breakdown
+        select category, base, chip_hours * 3600, share from badput_breakdown
         where category != 'productive' and chip_hours > 0
         order by chip_hours desc limit {int(top)}
     """).fetchall()
-    return [f"  {category:<20} {chip_hours:>12,.1f} chip-h  {share:6.1%} of {base}" for category, base, chip_hours, share in rows]
+    return [f"  {category:<20} {chip_time(chip_s):>18}  {share:6.1%} of {base}" for category, base, chip_s, share in rows]
 
 
 def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = (), since_run: int | None = None) -> str:
@@ -243,10 +276,15 @@ def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = ()
     runtime_days = days_with_runtime(connection)
     unmeasured = "" if runtime_days else f"; {NO_RUNTIME}"
     segments = segment_tables(connection, ("accelerator", "workload"), bool(runtime_days))
+    if has_capacity(connection):
+        title, base, gaps = ["Fleet ML Productivity Goodput (capacity base, ratios of sums)"], CAPACITY, True
+    else:
+        title, base, gaps = ["ML Productivity Goodput of the jobs (demand base: requested chips x job lifetime, "
+                             "ratios of sums)", NO_CAPACITY], DEMAND, False
     lines = [
-        "Fleet ML Productivity Goodput (capacity base, ratios of sums)",
-        *coverage_lines(connection, runs, since_run, runtime_days),
-        *capacity_gap_lines(connection),
+        *title,
+        *coverage_lines(connection, runs, since_run, runtime_days, base),
+        *(capacity_gap_lines(connection) if gaps else ()),
         *pg_set_aside_lines(connection),
         "",
         f"By accelerator (demand base: requested chips x job lifetime{unmeasured})",
@@ -255,7 +293,7 @@ def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = ()
         f"By workload (demand base{unmeasured})",
         *segments["workload"],
         "",
-        "Top badput (chip-hours)" + ("" if runtime_days else ": with no runtime event, all-allocated time is "
+        "Top badput (chip-time)" + ("" if runtime_days else ": with no runtime event, all-allocated time is "
                                      "unmeasured, not idle"),
         *badput_lines(connection),
     ]

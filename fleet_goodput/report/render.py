@@ -24,6 +24,7 @@ import markupsafe
 from fleet_goodput.report import charts
 from fleet_goodput.report.figures import BADPUT, DIMENSIONS, FACTORS, QUEUE_DIMENSIONS, SHOWN_CATEGORIES
 from fleet_goodput.report.specification import LEVERS_SECTION, MODEL_SECTION, SPECIFICATION_PAGE, specification_html
+from fleet_goodput.report.units import chip_time
 from fleet_goodput.safe_text import printable
 
 LEVERS = {  # docs/metric.md section 6
@@ -69,6 +70,12 @@ def _num(value, digits: int = 1) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, (int, float)) else str(value)
 
 
+def _chip_h(chip_hours) -> str:
+    """Chip-hours in the unit of their size (fleet_goodput/report/units.py): a small job's few chip-minutes
+    do not print as 0.0 chip-hours."""
+    return chip_time(None if chip_hours is None else chip_hours * 3600)
+
+
 def _shown(value):
     """Every value a template prints (jinja2's `finalize`), its control characters shown; markup stays markup."""
     if isinstance(value, markupsafe.Markup):
@@ -79,7 +86,7 @@ def _shown(value):
 _ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("fleet_goodput.report", "templates"),
                                   autoescape=True, undefined=jinja2.StrictUndefined, finalize=_shown,
                                   trim_blocks=True, lstrip_blocks=True)
-_ENVIRONMENT.filters.update(pct=_pct, pp=_pp, trend=_trend, num=_num, utc=_utc, shell=shlex.quote)
+_ENVIRONMENT.filters.update(pct=_pct, pp=_pp, trend=_trend, num=_num, utc=_utc, shell=shlex.quote, chip_h=_chip_h)
 
 
 def job_page_name(job_id: str) -> str:
@@ -104,8 +111,8 @@ def _trend_section(figures: dict, days: list[str]) -> dict:
         heading, key, title = "Trend per day", "day", "Fleet SG, RG, PG and MPG per day"
     chart = charts.line_chart("fleet_trend", title, labels, _factor_series(rows),
                               colours=[charts.FACTOR_COLOURS[f.upper()] for f in FACTORS])
-    columns = [(key, key.replace("_", " "), "text"), *FACTOR_COLUMNS, ("capacity_chip_h", "capacity chip-h", "num"),
-               ("all_allocated_chip_h", "all-allocated chip-h", "num")]
+    columns = [(key, key.replace("_", " "), "text"), *FACTOR_COLUMNS, ("capacity_chip_h", "capacity", "chip_h"),
+               ("all_allocated_chip_h", "all-allocated", "chip_h")]
     return {"trend_heading": heading, "trend_chart": chart, "trend_rows": rows, "trend_columns": columns}
 
 
@@ -134,8 +141,8 @@ def _cluster_section(figures: dict, days: list[str]) -> dict:
         "cluster_trend": _by_day_lines("by_cluster_trend", "MPG per day by cluster (capacity base)",
                                        figures["by_cluster_by_day"], "cluster", days),
         "cluster_columns": [("cluster", "cluster", "text"), ("accelerator", "accelerator", "text"), *FACTOR_COLUMNS,
-                            ("mpg_change", "Δ MPG", "pp"), ("capacity_chip_h", "capacity chip-h", "num"),
-                            ("held_chip_h", "held chip-h", "num"), ("idle_capacity_chip_h", "idle capacity chip-h", "num"),
+                            ("mpg_change", "Δ MPG", "pp"), ("capacity_chip_h", "capacity", "chip_h"),
+                            ("held_chip_h", "held", "chip_h"), ("idle_capacity_chip_h", "idle capacity", "chip_h"),
                             ("idle_share", "idle share", "pct")],
     }
 
@@ -155,7 +162,7 @@ def _segment_sections(figures: dict, days: list[str]) -> list[dict]:
             "trend": _by_day_lines(f"by_{dimension}_trend", f"MPG per day by {words}", figures[f"by_{dimension}_by_day"],
                                    dimension, days),
             "columns": [(dimension, words, "text"), ("jobs", "jobs", "int"), *FACTOR_COLUMNS, ("mpg_change", "Δ MPG", "pp"),
-                        ("lifetime_chip_h", "demand chip-h", "num"), ("productive_chip_h", "productive chip-h", "num")],
+                        ("lifetime_chip_h", "demand", "chip_h"), ("productive_chip_h", "productive", "chip_h")],
         })
     return sections
 
@@ -169,7 +176,7 @@ def _breakdown_sections(figures: dict) -> dict:
                                             [r["category"] for r in shown], [{r["category"]: r["chip_h"]} for r in shown],
                                             [r["category"] for r in shown], legend=False),
         "demand_rows": demand,
-        "demand_columns": [("category", "category", "text"), ("chip_h", "chip-hours", "num"),
+        "demand_columns": [("category", "category", "text"), ("chip_h", "chip-time", "chip_h"),
                            ("share", "share of demand", "pct"), ("lever", "levers (§6)", "wide")],
         "capacity_chart": charts.stacked_bars(
             "capacity_breakdown", "Chips online by cluster: held and idle capacity (capacity base)",
@@ -178,8 +185,8 @@ def _breakdown_sections(figures: dict) -> dict:
             ["held", "idle_capacity"]),
         "capacity_rows": [{**r, "lever": LEVERS["idle_capacity"]} for r in capacity],
         "capacity_columns": [("cluster", "cluster", "text"), ("accelerator", "accelerator", "text"),
-                             ("capacity_chip_h", "capacity chip-h", "num"), ("held_chip_h", "held chip-h", "num"),
-                             ("idle_capacity_chip_h", "idle capacity chip-h", "num"), ("idle_share", "idle share", "pct"),
+                             ("capacity_chip_h", "capacity", "chip_h"), ("held_chip_h", "held", "chip_h"),
+                             ("idle_capacity_chip_h", "idle capacity", "chip_h"), ("idle_share", "idle share", "pct"),
                              ("lever", "levers (§6)", "wide")],
     }
 
@@ -192,8 +199,9 @@ def _top_jobs_section(figures: dict) -> dict:
                                               [r["job_id"] for r in rows], rows, list(BADPUT)),
         "top_job_columns": [("job_id", "job", "job"), ("team", "team", "text"), ("workload", "workload", "text"),
                             ("cluster", "cluster", "text"), ("accelerator", "accelerator", "text"),
-                            ("chips", "chips", "int"), ("badput_chip_h", "badput chip-h", "num"),
-                            ("lifetime_chip_h", "demand chip-h", "num"), ("top_cause", "mostly to", "text")],
+                            ("chips", "chips", "int"), ("badput_chip_h", "badput", "chip_h"),
+                            ("lifetime_chip_h", "demand", "chip_h"), ("top_cause", "mostly to", "text"),
+                            ("unended_runs", "runs without an end", "int")],
     }
 
 
@@ -205,7 +213,7 @@ def _advice_section(figures: dict) -> dict:
         ("accelerator", "accelerator", "text"), ("size_class", "size class", "text"), ("jobs", "jobs", "int"),
         ("disruptions", "disruptions", "int"), ("mtbf_s_min", "M (min)", "num"),
         ("interval_s_min", "C now (min)", "num"), ("best_interval_s_min", "C* (min)", "num"),
-        ("recoverable_chip_h", "recoverable chip-h", "num"), ("advice", "advice", "wide")],
+        ("recoverable_chip_h", "recoverable", "chip_h"), ("advice", "advice", "wide")],
         "advice_model_columns": [
         ("accelerator", "accelerator", "text"), ("size_class", "size class", "text"),
         ("interval_source", "C and s from", "text"), ("saves", "saves", "int"), ("save_cost_s", "s (s)", "num"), ("resume_s", "t_rm (s)", "num"),
@@ -240,8 +248,8 @@ def render_report(figures: dict[str, list[dict]], *, period_name: str, previous_
         "total": figures["fleet_total"][0],
         "pg_coverage": figures["pg_coverage"],
         "pg_coverage_columns": [("accelerator", "accelerator", "text"), ("workload", "workload", "text"),
-                                ("jobs", "jobs", "int"), ("productive_chip_h", "productive chip-h", "num"),
-                                ("profiled_chip_h", "profiled chip-h", "num"), ("pg_coverage", "PG coverage", "pct"),
+                                ("jobs", "jobs", "int"), ("productive_chip_h", "productive", "chip_h"),
+                                ("profiled_chip_h", "profiled", "chip_h"), ("pg_coverage", "PG coverage", "pct"),
                                 ("pg", "PG", "pct")],
         "interruptions": figures["interruptions"],
         "interruption_columns": [("cause", "cause", "text"), ("reason", "reason", "wide"), ("queue", "queue", "text"),
@@ -250,15 +258,15 @@ def render_report(figures: dict[str, list[dict]], *, period_name: str, previous_
                                  ("mean_run_s", "mean run before (s)", "num"),
                                  ("mean_restart_s", "mean time to restart (s)", "num"),
                                  ("p90_restart_s", "p90 time to restart (s)", "num"),
-                                 ("lost_chip_h", "work lost chip-h", "num"),
-                                 ("recovery_chip_h", "recovery chip-h", "num"), ("cost_chip_h", "cost chip-h", "num")],
+                                 ("lost_chip_h", "work lost", "chip_h"),
+                                 ("recovery_chip_h", "recovery", "chip_h"), ("cost_chip_h", "cost", "chip_h")],
         # Shown where the scheduler names queues (a Slurm partition, a Kueue queue): one UNKNOWN row says nothing.
         "queues": [] if all(r["queue"] == "UNKNOWN" for r in figures["queues"]) else figures["queues"],
         "queue_columns": [("cluster_queue", "cluster queue", "text"), ("queue", "queue", "text"),
                           ("submitted", "submitted", "int"), ("started", "started", "int"),
                           ("mean_wait_s", "mean wait (s)", "num"), ("p50_wait_s", "median wait (s)", "num"),
                           ("p90_wait_s", "p90 wait (s)", "num"), ("waiting", "waiting at the as-of time", "int"),
-                          ("interruptions", "interruptions", "int"), ("cost_chip_h", "their cost chip-h", "num")],
+                          ("interruptions", "interruptions", "int"), ("cost_chip_h", "their cost", "chip_h")],
         "segments": _segment_sections(figures, days),
         **_trend_section(figures, days), **_cluster_section(figures, days), **_breakdown_sections(figures),
         **_top_jobs_section(figures), **_advice_section(figures), **_quality_section(quality),

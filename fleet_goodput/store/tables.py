@@ -127,6 +127,9 @@ JOBS = Table(
                "and runtime restarts inside an allocation after steps ran"),
         Column("first_running_time", TIMESTAMP, "when the job first held all its requested chips (its admission: "
                "the end of its first queue wait); null until then", "first_running_time_us"),
+        Column("unended_runs", pa.int32(), "runs of its runtime that stopped without an end mark (a FINISH, FAIL, "
+               "CANCEL or PREEMPT): steps, then the runtime starting again in the same attempt, or a span open "
+               "when the job ended (a process SIGKILLed mid-run); its figures after each rest on what was recorded"),
         VERSION,
     ),
     date_from="submit_time_us",

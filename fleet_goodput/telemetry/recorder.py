@@ -27,6 +27,12 @@ word) skips atexit: with `close_on_sigterm=True` the recorder writes the rest
 first, then lets the signal do what it did before (the previous handler, or
 the default: the process ends).
 
+A job that no cluster exporter reports states its scheduling with
+`Recorder(..., scheduling=Scheduling(accelerator, chips))`: the recorder then
+also writes FOLDER/scheduler/*.avro, the job's SUBMIT (first attempt),
+ALLOCATE and the attempt's end (FINISH at close, FAIL on an uncaught
+exception, PREEMPT on SIGTERM; docs/recorder.md).
+
 Event ids are derived from the event itself (job, attempt, type, step and
 time), so a file written twice dedupes in `mpg run`, and two runs of a job
 never collide. The module imports fastavro and the project's Avro writer
@@ -42,8 +48,10 @@ import os
 import re
 import signal
 import socket
+import sys
 import threading
 import time
+from dataclasses import dataclass
 
 from fleet_goodput.telemetry.avro_io import write_events
 
@@ -56,6 +64,10 @@ DEFAULT_MAX_QUEUED = 1_000_000
 _PROFILE = "PROFILE"
 _SAVE_END = "CHECKPOINT_SAVE_END"
 _DURABLE_ENDS = (_SAVE_END, "CHECKPOINT_RESTORE_END")  # a save's step, or the step a restore resumed from
+WORKLOADS = ("TRAINING", "SERVING", "BULK_INFERENCE")
+ENDS = ("FINISH", "FAIL", "CANCEL", "PREEMPT")  # how an attempt ends, in its scheduler stream
+_SCHEDULER_TYPES = ("SUBMIT", "ALLOCATE", *ENDS)
+MAX_REASON = 256  # the contract's limit on a scheduler event's reason
 _log = logging.getLogger(__name__)
 
 
@@ -91,6 +103,34 @@ class _Span:
         return False
 
 
+@dataclass(frozen=True)
+class Scheduling:
+    """A job's scheduling, stated by the job itself where no cluster exporter reports it (a workstation, a
+    cloud VM, a launcher of its own): the recorder writes the job's scheduler stream. Its first attempt
+    (`attempt` 0 or None) writes SUBMIT; every attempt writes ALLOCATE of `chips` when the recorder starts
+    and its end when the recorder closes: FINISH, FAIL when the process ends with an uncaught exception
+    (its reason `CRASHED: Type: message`), PREEMPT when SIGTERM closes it (`close_on_sigterm`). With
+    `restarted_on_failure` (a launcher that restarts a failed attempt: torchrun --max-restarts, a
+    Kubernetes Job's backoffLimit) a crash writes PREEMPT, so the next attempt continues the job. An
+    attempt killed outright (SIGKILL) writes no end; its job is flagged (`jobs.unended_runs`)."""
+
+    accelerator: str  # a key of the accelerator catalogue (configs/accelerators.yaml)
+    chips: int
+    cluster: str = "local"
+    workload: str = "TRAINING"
+    team: str | None = None
+    framework: str | None = None
+    restarted_on_failure: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.chips, bool) or not isinstance(self.chips, int) or self.chips <= 0:
+            raise ValueError(f"chips must be a positive whole number, not {self.chips!r}")
+        if self.workload not in WORKLOADS:
+            raise ValueError(f"unknown workload {self.workload!r}; expected one of {', '.join(WORKLOADS)}")
+        if not self.accelerator or not self.cluster:
+            raise ValueError("accelerator and cluster must be named")
+
+
 class Recorder:
     """Records one job's runtime and profiler events into rolling Avro files under `folder`.
 
@@ -101,7 +141,7 @@ class Recorder:
 
     def __init__(self, folder: str | os.PathLike, job_id: str, *, attempt: int | None = None,
                  roll_seconds: float = DEFAULT_ROLL_SECONDS, max_queued: int = DEFAULT_MAX_QUEUED,
-                 close_on_sigterm: bool = False):
+                 close_on_sigterm: bool = False, scheduling: Scheduling | None = None):
         if not job_id:
             raise ValueError("job_id is required: the id of the job in its scheduler stream")
         if roll_seconds <= 0 or max_queued <= 0:
@@ -118,10 +158,16 @@ class Recorder:
         # Reentrant: a SIGTERM handler's close() may interrupt a flush() of the same thread. The files it
         # writes twice then hold the same event ids, which mpg run drops as duplicates.
         self._write_lock = threading.RLock()
-        self._unwritten: dict[str, list[dict]] = {"runtime": [], "profiler": []}  # a failed write retries them
+        self._unwritten: dict[str, list[dict]] = {"runtime": [], "profiler": [], "scheduler": []}  # retried
         self._durable: int | None = None  # the step the last save that returned (or a restore) made durable
         self._first_step: int | None = None  # the first step this attempt ran
         self._closed = False
+        self.scheduling = scheduling
+        if scheduling is not None:
+            now_us = _now_us()
+            if not attempt:  # the first attempt (0, or unknown) submits the job; a restart continues it
+                self._queue.append(("SUBMIT", now_us, scheduling.chips, None))
+            self._queue.append(("ALLOCATE", now_us, scheduling.chips, None))
         if close_on_sigterm:  # signal handlers belong to the main thread: this raises ValueError elsewhere
             self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
         self._wake = threading.Event()
@@ -187,12 +233,18 @@ class Recorder:
         """Write what is queued now, from the calling thread, as complete files."""
         self._write_queued()
 
-    def close(self) -> None:
-        """Stop the writer and write what is left. Idempotent; run at exit."""
+    def close(self, end: str | None = None, reason: str | None = None) -> None:
+        """Stop the writer and write what is left. Idempotent; run at exit. With `scheduling`, the attempt's
+        end is written too: `end` (one of ENDS, with its `reason`), else FAIL (or PREEMPT) when the process
+        is ending with an uncaught exception, else FINISH."""
         if self._closed:
             return
+        if end is not None and end not in ENDS:
+            raise ValueError(f"unknown end {end!r}; expected one of {', '.join(ENDS)}")
         self._closed = True
         atexit.unregister(self.close)
+        if self.scheduling is not None:
+            self._put_end(end, reason)
         self._wake.set()
         self._writer.join()
         self._write_queued()
@@ -200,8 +252,21 @@ class Recorder:
             _log.warning("fleet-goodput recorder dropped %d events of job %s: the queue was full",
                          self.dropped, self.job_id)
 
+    def _put_end(self, end: str | None, reason: str | None) -> None:
+        """Queue the attempt's end (`close`): past the queue's bound if need be, as it is the last event."""
+        if end is None:
+            crash = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)  # set for an uncaught one
+            if crash is not None:
+                end = "PREEMPT" if self.scheduling.restarted_on_failure else "FAIL"
+                reason = f"CRASHED: {type(crash).__name__}: {crash}"
+            else:
+                end = "FINISH"
+        if reason is not None:
+            reason = "".join(c if c.isprintable() else " " for c in reason)[:MAX_REASON]
+        self._queue.append((end, _now_us(), 0, reason))
+
     def _on_sigterm(self, signum, frame) -> None:
-        self.close()
+        self.close("PREEMPT", "SIGTERM")
         previous = self._previous_sigterm
         if callable(previous):
             previous(signum, frame)
@@ -212,8 +277,12 @@ class Recorder:
     def __enter__(self) -> Recorder:
         return self
 
-    def __exit__(self, *exc_info) -> bool:
-        self.close()
+    def __exit__(self, exc_type, exc, traceback) -> bool:
+        if exc_type is None or self.scheduling is None:
+            self.close()
+        else:  # the `with` block raised: the attempt crashed
+            self.close("PREEMPT" if self.scheduling.restarted_on_failure else "FAIL",
+                       f"CRASHED: {exc_type.__name__}: {exc}")
         return False
 
     def _write_loop(self) -> None:
@@ -236,7 +305,7 @@ class Recorder:
                     event = queue.popleft()
                 except IndexError:
                     break
-                unwritten["profiler" if event[0] == _PROFILE else "runtime"].append(self._record(event))
+                unwritten[_stream_of(event[0])].append(self._record(event))
             for stream, records in unwritten.items():
                 if records:
                     name = f"{self._file_stem}-{self._sequence:06d}.avro"
@@ -248,6 +317,16 @@ class Recorder:
     def _record(self, event: tuple) -> dict:
         type_, time_us, step = event[:3]
         attempt = "-" if self.attempt is None else self.attempt
+        if type_ in _SCHEDULER_TYPES:
+            chips, reason = event[2:]
+            scheduling, submit = self.scheduling, type_ == "SUBMIT"
+            return {"event_id": f"rec/{self.job_id}/{attempt}/{type_}/-/{time_us}", "event_time": time_us,
+                    "job_id": self.job_id, "type": type_, "cluster": scheduling.cluster,
+                    "accelerator": scheduling.accelerator, "chips": chips,
+                    "workload": scheduling.workload if submit else None,
+                    "framework": scheduling.framework if submit else None,
+                    "team": scheduling.team if submit else None, "topology": None, "priority": None,
+                    "queue": None, "reason": reason}
         event_id = f"rec/{self.job_id}/{attempt}/{type_}/{'-' if step is None else step}/{time_us}"
         if type_ == _PROFILE:
             duration_s, chips, ideal_flops, flops_source, precision = event[3:]
@@ -256,3 +335,9 @@ class Recorder:
                     "flops_source": flops_source, "bytes_accessed": None, "precision": precision}
         return {"event_id": event_id, "event_time": time_us, "job_id": self.job_id, "type": type_, "step": step,
                 "attempt": self.attempt}
+
+
+def _stream_of(type_: str) -> str:
+    if type_ == _PROFILE:
+        return "profiler"
+    return "scheduler" if type_ in _SCHEDULER_TYPES else "runtime"

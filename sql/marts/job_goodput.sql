@@ -2,7 +2,8 @@
 -- lifetime (demand base: requested chips x lifetime) and its goodput factors;
 -- a job whose PG is set aside (pg_set_aside) has PG unknown and says why in pg_caveat; a job whose
 -- runtime was not measured (job_profiles: a scheduler alone) has its held time as unmeasured_chip_s,
--- not idle, and RG, PG and MPG unknown.
+-- not idle, and RG, PG and MPG unknown. `unended_runs` counts the runs of its runtime that stopped
+-- without an end mark (jobs.unended_runs), a caveat on its runtime figures.
 create or replace view job_goodput as
 with
 
@@ -16,6 +17,10 @@ windows as (
 
 profiles as (
     select job_id, profiled, pg_caveat, runtime_measured from job_profiles
+),
+
+runs as (
+    select job_id, unended_runs from jobs
 ),
 
 totals as (
@@ -68,10 +73,12 @@ final as (
         coalesce(totals.held_chip_s, 0) as held_chip_s,
         coalesce(totals.clipped_runtime_chip_s, 0) as clipped_runtime_chip_s,
         totals.pg_caveat,  -- why PG is unknown for a job with profiler samples (pg_set_aside), else null
+        coalesce(runs.unended_runs, 0) as unended_runs,  -- runs of its runtime that stopped without an end mark
         unnest(goodput_factors(totals.all_allocated_chip_s, totals.productive_chip_s, totals.ideal_chip_s,
                                totals.profiled_productive_chip_s, totals.lifetime_chip_s, totals.runtime_measured_chip_s))
     from attributes
     left join totals using (job_id)
+    left join runs using (job_id)
 )
 
 select * from final
