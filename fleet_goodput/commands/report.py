@@ -13,7 +13,7 @@ from fleet_goodput.core.config import ConfigError
 from fleet_goodput.quality.checked_run import check_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
-from fleet_goodput.store.store_check import damage_behind
+from fleet_goodput.store.store_check import refuse_damaged_or_raise
 
 DESCRIPTION = """\
 Validate an output folder for a period (the checks of `mpg validate`), then
@@ -65,18 +65,14 @@ def main(args: argparse.Namespace) -> int:
     except StoreDamaged as exc:
         print(f"mpg report: {exc}", file=sys.stderr)
         return exits.DAMAGED
-    except Exception as exc:  # a read error of the store's data is damage; anything else is ours to fix
-        damaged = damage_behind(args.output, None, exc)
-        if damaged is None:
-            raise
-        print(f"mpg report: {damaged}", file=sys.stderr)
-        return exits.DAMAGED
     except (ConfigError, PeriodError, FileNotFoundError, StoreError) as exc:
         print(f"mpg report: {exc}", file=sys.stderr)
         return exits.USAGE
     except PeriodBusy as exc:
         print(f"mpg report: {exc}", file=sys.stderr)
         return exits.BUSY
+    except Exception as exc:  # last: a read error of the store's data is damage; anything else is ours to fix
+        return refuse_damaged_or_raise("report", args.output, exc)
     print_quality(quality)
     if path is None:
         print(f"mpg report: NOT published: {len(quality.failures)} critical data-quality check(s) failed:",

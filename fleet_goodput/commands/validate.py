@@ -12,7 +12,7 @@ from fleet_goodput.core.config import ConfigError
 from fleet_goodput.quality.checked_run import check_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, add_period_arguments, period_from_args, period_lock
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
-from fleet_goodput.store.store_check import damage_behind
+from fleet_goodput.store.store_check import refuse_damaged_or_raise
 
 DESCRIPTION = """\
 Check an output folder of `mpg run` with Great Expectations before anyone reads it.
@@ -73,18 +73,14 @@ def main(args: argparse.Namespace) -> int:
     except StoreDamaged as exc:
         print(f"mpg validate: {exc}", file=sys.stderr)
         return exits.DAMAGED
-    except Exception as exc:  # a read error of the store's data is damage; anything else is ours to fix
-        damaged = damage_behind(args.output, None, exc)
-        if damaged is None:
-            raise
-        print(f"mpg validate: {damaged}", file=sys.stderr)
-        return exits.DAMAGED
     except (ConfigError, PeriodError, FileNotFoundError, StoreError) as exc:
         print(f"mpg validate: {exc}", file=sys.stderr)
         return exits.USAGE
     except PeriodBusy as exc:
         print(f"mpg validate: {exc}", file=sys.stderr)
         return exits.BUSY
+    except Exception as exc:  # last: a read error of the store's data is damage; anything else is ours to fix
+        return refuse_damaged_or_raise("validate", args.output, exc)
     print_quality(result)
     return exits.OK if result.passed else exits.FAILED
 

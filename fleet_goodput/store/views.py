@@ -106,10 +106,14 @@ def _raw_select(store: Store, name: str, record: RunRecord | None, relative: boo
     if not files:
         return _empty(table)
     source = _source(files if relative else [store.path(f) for f in files], relative)
+    # A column this release adds to a table (jobs.unended_runs) is absent from a store written before it
+    # until a run rewrites the rows: it reads as null there, so the views bind on any store.
+    stored = {field.name for field in snapshot.schema().fields}
+    added = "".join(f", cast(null as {_duckdb_type(c.type)}) as {c.name}" for c in table.columns if c.name not in stored)
     if not table.key or holds_one_row_per_key(snapshot):
-        return f"select * from {source}"
+        return f"select *{added} from {source}"
     # Written before keyed tables held one row per key: every version of a row is stored.
-    return (f"select * from {source} "
+    return (f"select *{added} from {source} "
             f"qualify row_number() over (partition by {', '.join(table.key)} order by version desc) = 1")
 
 
