@@ -398,3 +398,20 @@ def test_no_disruption_gives_no_estimate():
     advice = advise(ClassMeasures(0, 100, 0, 10_000, 10_000, 0, 12_000, 96_000))
     assert advice.best_interval_s is None and advice.recoverable_chip_h == 0.0
     assert advice.save_overhead == pytest.approx(0.01)
+
+
+def test_the_report_names_the_dashboards_its_settings_give_as_text(outputs, tmp_path, capsys):
+    """`report: dashboards:` in the settings file: each title and address shown (as text: the report loads
+    and links nothing remote), in the file's order; an address that is no http(s) URL is a bad argument."""
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("report:\n  dashboards:\n    Fleet goodput: https://grafana.example.com/d/fleet?from=now-7d\n"
+                        "    Interruptions: http://grafana.local:3000/d/interruptions\n")
+    assert main(["report", "--output", str(outputs["fleet"]), "--date", "2026-01-03", "--config", str(settings)]) == 0
+    page = (outputs["fleet"] / "reports" / "2026-01-03" / "index.html").read_text()
+    assert ("<b>Fleet goodput</b> <code>https://grafana.example.com/d/fleet?from=now-7d</code>; "
+            "<b>Interruptions</b> <code>http://grafana.local:3000/d/interruptions</code>.") in page
+    assert 'href="http' not in page
+    settings.write_text("report:\n  dashboards:\n    Fleet: javascript:alert(1)\n")
+    capsys.readouterr()
+    assert main(["report", "--output", str(outputs["fleet"]), "--date", "2026-01-03", "--config", str(settings)]) == 2
+    assert "report.dashboards.Fleet: expected an http:// or https:// URL of printable ASCII" in capsys.readouterr().err

@@ -141,7 +141,7 @@ def test_a_key_nothing_reads_is_refused_rather_than_left_to_mean_nothing(tmp_pat
     """`runner:` at the top looks like it picks Beam's runner, but only `beam: {runner: ...}` does."""
     path = _settings_file(tmp_path, "window_s: 3600\nrunner: DataflowRunner\n")
     assert _refusal(load_settings, path) == (f"unknown setting(s) runner in {path}; known: window_s, accelerators, "
-                                             "size_classes, and the sections beam, runs")
+                                             "size_classes, and the sections beam, runs, report")
 
 
 def test_a_file_from_before_the_runs_section_means_what_it_meant(tmp_path):

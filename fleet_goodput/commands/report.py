@@ -9,7 +9,7 @@ from pathlib import Path
 from fleet_goodput import exits
 from fleet_goodput.commands.validate import add_quality_arguments, print_quality
 from fleet_goodput.console import VERBOSITY_HELP, progress
-from fleet_goodput.core.config import ConfigError
+from fleet_goodput.core.config import ConfigError, report_dashboards
 from fleet_goodput.quality.checked_run import check_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
         progress(f"Validating {Path(args.output)} for {period.name}, then publishing its report ...")
         from fleet_goodput.report.publish import validate_and_publish  # imports GX, which takes a few seconds
 
-        quality, path = validate_and_publish(run, period, args.require_complete)
+        quality, path = validate_and_publish(run, period, args.require_complete, report_dashboards(args.config))
     except StoreDamaged as exc:
         print(f"mpg report: {exc}", file=sys.stderr)
         return exits.DAMAGED

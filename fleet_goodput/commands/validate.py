@@ -50,7 +50,8 @@ def add_quality_arguments(parser: argparse.ArgumentParser) -> None:
                              "for scheduled runs, so late upstream data alerts")
     parser.add_argument("--config", metavar="FILE",
                         help="not needed: the output keeps the settings it was computed with; a settings file "
-                             "given is checked against them, and one that differs is refused")
+                             "given is checked against them, and one that differs is refused. For `mpg report`, "
+                             "its `report: dashboards:` ({title: URL}) names the Grafana dashboards on the page")
 
 
 def register(subparsers) -> None:

@@ -343,7 +343,7 @@ SETTING_KEYS = ("window_s", "accelerators", "size_classes")
 # The sections other readers of the same file take (`beam_flags`; fleet_goodput/core/run_settings.py, whose
 # section older files call `streaming`): the pipeline settings leave them to those. Nothing else is read,
 # so any other key is refused rather than left to mean nothing.
-SECTIONS = ("beam", "runs")
+SECTIONS = ("beam", "runs", "report")
 _FOREIGN_KEYS = {*SECTIONS, "streaming"}
 
 
@@ -365,6 +365,32 @@ def beam_flags(path: str | Path | SettingsFile | None) -> list[str]:
                 for flag in _beam_flag(name, value)]
     except SettingError as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
+
+
+# A dashboard the report points to: an http(s) URL of printable ASCII (it is shown, never fetched).
+_DASHBOARD_URL = re.compile(r"https?://[!-~]{1,2000}")
+MAX_DASHBOARDS = 20
+
+
+def report_dashboards(path: str | Path | SettingsFile | None) -> tuple[tuple[str, str], ...]:
+    """The `report:` section's `dashboards`, {title: URL}, in the file's order: the Grafana dashboards of the
+    fleet's metrics (docs/monitoring.md), which the report names beside its figures."""
+    if path is None:
+        return ()
+    section = settings_file(path).raw.get("report") or {}
+    try:
+        known_keys(mapping(section, "report", "a mapping with the key dashboards"), "report", (), ("dashboards",))
+        dashboards = mapping(section.get("dashboards") or {}, "report.dashboards", "a mapping of titles to URLs")
+        if len(dashboards) > MAX_DASHBOARDS:
+            raise expected("report.dashboards", f"at most {MAX_DASHBOARDS} dashboards", f"{len(dashboards)}")
+        for title, url in dashboards.items():
+            if not isinstance(title, str) or not title.strip() or not title.isprintable() or len(title) > 200:
+                raise expected("report.dashboards", "titles of printable text up to 200 characters", title)
+            if not isinstance(url, str) or not _DASHBOARD_URL.fullmatch(url):
+                raise expected(f"report.dashboards.{title}", "an http:// or https:// URL of printable ASCII", url)
+    except SettingError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    return tuple(dashboards.items())
 
 
 def _beam_flag(name, value) -> list[str]:

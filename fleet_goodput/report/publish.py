@@ -34,18 +34,19 @@ def report_dir(output_dir: str | Path, period: Period) -> Path:
     return Path(output_dir) / REPORTS_DIR / period.name
 
 
-def validate_and_publish(run: CheckedRun, period: Period,
-                         require_complete: bool = False) -> tuple[QualityResult, Path | None]:
+def validate_and_publish(run: CheckedRun, period: Period, require_complete: bool = False,
+                         dashboards: tuple[tuple[str, str], ...] = ()) -> tuple[QualityResult, Path | None]:
     """Under the period's lock: validate the checked run, and publish it only if no critical check failed
     (else the path is None)."""
     with period_lock(run.output, period):
         quality = validate_output(run, period, require_complete)
-        return quality, (publish_report(run, period, quality) if quality.passed else None)
+        return quality, (publish_report(run, period, quality, dashboards) if quality.passed else None)
 
 
-def publish_report(run: CheckedRun, period: Period, quality: QualityResult) -> Path:
+def publish_report(run: CheckedRun, period: Period, quality: QualityResult,
+                   dashboards: tuple[tuple[str, str], ...] = ()) -> Path:
     """Compute the checked run's figures, write the page and CSVs to a temporary folder, swap it in;
-    returns the page."""
+    returns the page. `dashboards` (title, URL) are named on the page (the settings' `report:` section)."""
     if not quality.passed:
         raise ValueError("refusing to publish a report whose data failed validation")
     record, settings = run.committed(), run.settings
@@ -74,7 +75,7 @@ def publish_report(run: CheckedRun, period: Period, quality: QualityResult) -> P
                          complete=(manifest.get("as_of_us") or 0) >= period.end_s * 1_000_000,
                          output=str(run.output), quality=json.loads(summary_path.read_text()),
                          quality_link=os.path.relpath(quality.docs_index, final), csv_files=csv_files,
-                         clock=manifest.get("clock"))
+                         clock=manifest.get("clock"), dashboards=dashboards)
     (staging / REPORT_FILE).write_text(page, encoding="utf-8")
     (staging / SPECIFICATION_PAGE).write_text(render_specification(period_name=period.name), encoding="utf-8")
     _swap_in(staging, final)

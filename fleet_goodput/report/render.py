@@ -234,9 +234,11 @@ def _quality_section(quality: dict) -> dict:
 
 def render_report(figures: dict[str, list[dict]], *, period_name: str, previous_name: str, days: list[str],
                   as_of: str, complete: bool, output: str, quality: dict, quality_link: str, run_id: int | None,
-                  csv_files: list[str], clock: dict | None = None) -> str:
+                  csv_files: list[str], clock: dict | None = None,
+                  dashboards: tuple[tuple[str, str], ...] = ()) -> str:
     clock = clock or {}
     context = {
+        "dashboards": [{"title": title, "url": url} for title, url in dashboards],
         "period_name": period_name, "previous_name": previous_name, "as_of": as_of, "complete": complete,
         "clock_basis": clock.get("basis"),
         "observed": [{"cluster": cluster, "from": period["from"], "to": period["to"]}
