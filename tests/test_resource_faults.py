@@ -387,3 +387,29 @@ def test_a_stop_that_duckdb_replaced_by_query_interrupted_is_named_as_the_signal
         faults.raise_stop(faults.Terminated())
     assert faults.fault_of(RuntimeError("Query interrupted"), [], []) == faults.Fault(143, "stopped by SIGTERM")
     assert faults.fault_of(RuntimeError("another failure"), [], []) is None
+
+
+def test_the_recorder_on_a_full_disk_holds_its_bound_drops_and_counts_and_leaves_no_partial_file():
+    """A full disk for the recorder's folder (a real tmpfs): the writes fail, what they kept plus what is
+    queued stays within max_queued (the newest events beyond it dropped and counted, not held in memory),
+    no `.tmp` file is left behind, and once space is free again `close()` writes every event it kept."""
+    import fastavro
+
+    from fleet_goodput.telemetry.recorder import Recorder
+
+    with tmpfs("1m") as disk:
+        filler = fill(disk, 0)
+        recorder = Recorder(disk / "rec", job_id="j", roll_seconds=0.01, max_queued=500)
+        for step in range(20_000):
+            with recorder.step(step):
+                pass
+            if step % 1000 == 0:
+                time.sleep(0.05)  # the writer tries (and fails) meanwhile
+        assert not [p.name for p in disk.rglob("*") if p.name.endswith(".tmp")], "partial files left"
+        assert recorder.dropped > 0 and recorder.pending <= 500
+        filler.unlink()
+        recorder.close()
+        written = [r for path in sorted((disk / "rec" / "runtime").glob("*.avro"))
+                   for r in fastavro.reader(open(path, "rb"))]
+        assert 0 < len(written) <= 500 and len(written) + recorder.dropped == 2 * 20_000
+        assert not [p.name for p in disk.rglob("*") if p.name.endswith(".tmp")]

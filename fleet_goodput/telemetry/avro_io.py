@@ -38,11 +38,15 @@ def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: 
     path.parent.mkdir(parents=True, exist_ok=True)
     records = list(records)
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as out:
-        marker = sync_marker or hashlib.sha256(f"{stream}:{path.name}".encode()).digest()[:16]
-        fastavro.writer(out, schemas.load(stream), records, codec=codec, sync_marker=marker,
-                        metadata=statement.metadata(observed))
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as out:
+            marker = sync_marker or hashlib.sha256(f"{stream}:{path.name}".encode()).digest()[:16]
+            fastavro.writer(out, schemas.load(stream), records, codec=codec, sync_marker=marker,
+                            metadata=statement.metadata(observed))
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a kill: no partial file is left under any name
+        tmp.unlink(missing_ok=True)
+        raise
     return len(records)
 
 

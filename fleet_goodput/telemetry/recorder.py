@@ -159,6 +159,7 @@ class Recorder:
         # writes twice then hold the same event ids, which mpg run drops as duplicates.
         self._write_lock = threading.RLock()
         self._unwritten: dict[str, list[dict]] = {"runtime": [], "profiler": [], "scheduler": []}  # retried
+        self._held = 0  # events in _unwritten: a write that failed keeps them, inside max_queued
         self._durable: int | None = None  # the step the last save that returned (or a restore) made durable
         self._first_step: int | None = None  # the first step this attempt ran
         self._closed = False
@@ -175,9 +176,16 @@ class Recorder:
         self._writer.start()
         atexit.register(self.close)
 
+    @property
+    def pending(self) -> int:
+        """Events recorded and not yet on disk (queued, or kept by a write that failed): at most max_queued."""
+        return len(self._queue) + self._held
+
     # ---- recording (the training thread) --------------------------------
     def _put(self, event: tuple) -> None:
-        if len(self._queue) >= self.max_queued:
+        # The bound holds what is queued and what a failed write kept for the next (a full disk): past it,
+        # the newest events are dropped and counted, and memory stays bounded however long the disk stays full.
+        if len(self._queue) + self._held >= self.max_queued:
             self.dropped += 1
             return
         self._queue.append(event)
@@ -306,12 +314,14 @@ class Recorder:
                 except IndexError:
                     break
                 unwritten[_stream_of(event[0])].append(self._record(event))
+            self._held = sum(map(len, unwritten.values()))
             for stream, records in unwritten.items():
                 if records:
                     name = f"{self._file_stem}-{self._sequence:06d}.avro"
                     self._sequence += 1  # before writing: a reentrant write takes the next name
                     write_events(os.path.join(self.folder, stream, name), stream, records)  # raises: kept for later
                     self.files_written += 1
+                    self._held -= len(records)
                     records.clear()
 
     def _record(self, event: tuple) -> dict:
