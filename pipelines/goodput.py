@@ -19,7 +19,7 @@ from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job
 from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA
 from fleet_goodput.store.manifest import counts_from_json
-from fleet_goodput.store.tables import TABLES
+from fleet_goodput.store.tables import STATED, TABLES
 from fleet_goodput.telemetry.decode import TimeSlice
 from fleet_goodput.transforms.goodput import ComputeGoodput
 from fleet_goodput.transforms.read import EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles
@@ -173,7 +173,8 @@ def read_tally(staging: str) -> StagedTally:
 def stage_outputs(outputs: dict, staging: str) -> dict:
     """Stage every table, the saved state and the tally under `staging` for the store to commit;
     returns each write's output (by table name, "state_keys" and "tally"), complete once that write is done."""
-    staged = {name: outputs[name] for name in TABLES} | "StageTables" >> StageTables(TABLES, staging)
+    computed = {name: table for name, table in TABLES.items() if name not in STATED}  # what the pipeline computes
+    staged = {name: outputs[name] for name in computed} | "StageTables" >> StageTables(computed, staging)
     staged["state_keys"] = outputs["state"] | "StageState" >> StageRows(STATE_KEYS_SCHEMA, f"{staging}/state_keys")
     # The clock output always holds one element, so it carries the one write.
     staged["tally"] = outputs["clock"] | "StageTally" >> beam.Map(

@@ -17,6 +17,7 @@ VIEW_FILES = (
     "derived/job_profiles.sql",
     "derived/job_window_enriched.sql",
     "derived/capacity_window.sql",
+    "derived/queue_quota_levels.sql",
     "derived/cluster_window.sql",
     "derived/job_waits.sql",
     "marts/job_goodput.sql",
@@ -40,6 +41,7 @@ VIEW_FILES = (
     "marts/reliability_daily.sql",
     "marts/queue_waits.sql",
     "marts/queue_daily.sql",
+    "marts/kueue_quota_daily.sql",
 )
 
 

@@ -67,8 +67,9 @@ def test_views_bound_at_first_read_are_the_views_bound_as_created(connection, tm
     assert len(views) > 20
     if tuple(int(part) for part in duckdb.__version__.split(".")[:2]) >= (2, 0):  # DuckDB 2 defers (constraints.txt)
         bound = deferred.execute("select view_name from duckdb_views() where not internal and is_bound").fetchall()
-        assert sorted(bound) == [("observed_periods",), ("settings",), ("size_classes",)], \
-            "every view but the settings, the size-class lookup and the observed periods is created unbound"
+        assert sorted(bound) == [("observed_periods",), ("run_clock",), ("settings",), ("size_classes",)], \
+            "every view but the settings, the size-class lookup, the observed periods and the run's clock is " \
+            "created unbound"
     for view in views:
         assert deferred.execute(f"describe {view}").fetchall() == connection.execute(f"describe {view}").fetchall()
 

@@ -356,7 +356,8 @@ def test_the_collector_may_only_read_the_kinds_the_importer_maps():
     granted = {(group, resource) for rule in role["rules"]
                for group in rule["apiGroups"] for resource in rule["resources"]}
     assert {verb for rule in role["rules"] for verb in rule["verbs"]} == {"get", "list", "watch"}
-    plural = {"Workload": "workloads", "LocalQueue": "localqueues", "JobSet": "jobsets", "Job": "jobs", "Node": "nodes"}
+    plural = {"Workload": "workloads", "LocalQueue": "localqueues", "ResourceFlavor": "resourceflavors",
+              "ClusterQueue": "clusterqueues", "Cohort": "cohorts", "JobSet": "jobsets", "Job": "jobs", "Node": "nodes"}
     assert granted == {(group, plural[kind]) for kind, group in kubernetes.GROUPS.items()}
     pod = next(m for m in manifests if m["kind"] == "Deployment")["spec"]["template"]["spec"]
     watched = {c["command"][1] for c in pod["containers"] if c["name"].startswith("watch-")}
@@ -485,3 +486,82 @@ def test_a_jobset_restart_under_an_admitted_workload_interrupts_its_job(tmp_path
     assert [(i["cause"], i["run_s"], i["reallocated_s"]) for i in interruptions] == [
         ("JOBSETRESTART (DefaultFailurePolicy)", 30 * 60.0, 12 * 60.0)]
     assert rows[job]["all_allocated_chip_s"] == pytest.approx((100 - 10 - 12) * 60 * 8)
+
+
+def _kueue_queue_streams(folder: Path) -> list[Path]:
+    """ResourceFlavor `h100` (nodes labelled nvidia-h100-80gb), Cohort `research` (v1beta2, under `org`),
+    ClusterQueue `cq-research` (v1beta1, cohort research): 8 H100 nominal, may borrow 4, created at 0 (a list
+    of it seen at 0 with no usage); watched: at 30 it uses 12 of which 4 borrowed, at 90 8 and 0, at 120 its
+    quota is raised to 16 and it uses 8. The watch runs from 0 to 180 (the collector's stamps)."""
+    stamp = "2026-03-02T{:02d}:{:02d}:00Z".format
+
+    def at_minute(minute):
+        return stamp(minute // 60, minute % 60)
+
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+              "metadata": {"name": "h100", "uid": "rf-h100", "resourceVersion": "1", "creationTimestamp": at_minute(0)},
+              "spec": {"nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}}}
+    cohort = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
+              "metadata": {"name": "research", "uid": "co-research", "resourceVersion": "2",
+                           "creationTimestamp": at_minute(0)},
+              "spec": {"parentName": "org", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                  {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "2"}]}]}]}}
+
+    def cluster_queue(version, nominal, usage=None):
+        status = {} if usage is None else {"flavorsUsage": [{"name": "h100", "resources": [
+            {"name": "nvidia.com/gpu", "total": str(usage[0]), "borrowed": str(usage[1])},
+            {"name": "cpu", "total": "64", "borrowed": "0"}]}]}
+        return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+                "metadata": {"name": "cq-research", "uid": "cq-r", "resourceVersion": str(version),
+                             "creationTimestamp": at_minute(0)},
+                "spec": {"cohort": "research", "resourceGroups": [{"coveredResources": ["cpu", "nvidia.com/gpu"],
+                         "flavors": [{"name": "h100", "resources": [
+                             {"name": "cpu", "nominalQuota": "96"},
+                             {"name": "nvidia.com/gpu", "nominalQuota": str(nominal), "borrowingLimit": "4"}]}]}]},
+                "status": status}
+
+    queues = folder / "queues.jsonl"
+    queues.write_text(json.dumps({"kind": "ResourceFlavorList", "items": [flavor]}) + "\n"
+                      + json.dumps({"kind": "CohortList", "items": [cohort]}) + "\n"
+                      + json.dumps({"kind": "ClusterQueueList", "items": [cluster_queue(3, 8)]}) + "\n"
+                      + _line("MODIFIED", cluster_queue(4, 8, (12, 4)), at_minute(30))
+                      + _line("MODIFIED", cluster_queue(5, 8, (8, 0)), at_minute(90))
+                      + _line("MODIFIED", cluster_queue(6, 16, (8, 0)), at_minute(120)))
+    nodes = folder / "nodes.jsonl"
+    node = _node("gpu-0", {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}, {"nvidia.com/gpu": "16"})
+    node["status"]["conditions"][0].update(lastHeartbeatTime=at_minute(180), lastTransitionTime=at_minute(0))
+    nodes.write_text(_line("ADDED", node, at_minute(0)) + _line("MODIFIED", {**node, "metadata": {
+        **node["metadata"], "resourceVersion": "9"}}, at_minute(180)))
+    return [queues, nodes]
+
+
+def test_cluster_queue_quota_and_borrowing_from_the_watch(tmp_path):
+    """The levels by hand: nominal 8 from 0 to 120, then 16 to the as-of time 180; usage (Kueue's status)
+    unknown from 0 to 30, 12 with 4 borrowed from 30 to 90, 8 and 0 from 90 on. So nominal 8 x 120 + 16 x 60
+    = 1,920 GPU-min, used 12 x 60 + 8 x 90 = 1,440 GPU-min over the 150 min the status said, borrowed
+    4 x 60 = 240 GPU-min. The Cohort's pool, 2 H100 under `org`, is a level of its own. Beside them, the
+    chip-time its jobs held: the Workload of `_kueue_jobset_streams`, admitted to cq-research, held 8 GPUs
+    from 10 to 40 and from 52 to 100: 624 GPU-min."""
+    (tmp_path / "jobset").mkdir()
+    files = _kueue_queue_streams(tmp_path) + _kueue_jobset_streams(tmp_path / "jobset")
+    imported = read(files)
+    levels = [(q["kind"], q["name"], q["cohort"], q["start_us"], q["nominal"], q["usage"], q["borrowed"])
+              for q in imported.queue_quotas]
+    assert sorted(levels) == sorted([
+        ("Cohort", "research", "org", at(0), 2, None, None),
+        ("ClusterQueue", "cq-research", "research", at(0), 8, None, None),
+        ("ClusterQueue", "cq-research", "research", at(30), 8, 12, 4),
+        ("ClusterQueue", "cq-research", "research", at(90), 8, 8, 0),
+        ("ClusterQueue", "cq-research", "research", at(120), 16, 8, 0)])
+    assert {q["accelerator"] for q in imported.queue_quotas} == {"h100"}
+    assert {q["borrowing_limit"] for q in imported.queue_quotas if q["kind"] == "ClusterQueue"} == {4}
+
+    write_import(imported, tmp_path / "in")
+    run_and_read(tmp_path / "in", tmp_path / "out")
+    with connect(tmp_path / "out") as connection:
+        row = connection.execute("""
+            select day::varchar, cluster_queue, cohort, accelerator, nominal_chip_s, used_chip_s, borrowed_chip_s,
+                   status_known_s, held_chip_s
+            from kueue_quota_daily""").fetchall()
+    assert row == [("2026-03-02", "cq-research", "research", "h100", (8 * 120 + 16 * 60) * 60.0,
+                    (12 * 60 + 8 * 90) * 60.0, 4 * 60 * 60.0, 150 * 60.0, (30 + 48) * 8 * 60.0)]

@@ -33,6 +33,7 @@ from fleet_goodput import console, schemas
 from fleet_goodput.core.timeutil import micros_of
 from fleet_goodput.safe_text import printable
 from fleet_goodput.telemetry import observed as statement
+from fleet_goodput.telemetry import queue_quotas
 from fleet_goodput.telemetry.avro_io import write_events
 
 REJECTED_FILE = "import_rejected.jsonl"
@@ -142,6 +143,8 @@ class Imported:
     # What the source observed of each cluster, {cluster: (from_us, to_us)}: None for a finished history,
     # whose period runs from its first record to its last (`history_periods`); a live source sets it.
     observed: dict[str, tuple[int, int]] | None = None
+    # Queue quota levels the scheduler files state (fleet_goodput/telemetry/queue_quotas.py): Kueue's.
+    queue_quotas: list[dict] = field(default_factory=list)
 
     def periods(self) -> dict[str, tuple[int, int]] | None:
         """What the import's scheduler files state it observed (fleet_goodput/telemetry/observed.py)."""
@@ -408,14 +411,15 @@ def stated_periods(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 def _write_stream(folder: Path, importer: str, stream: str, records: list[dict],
-                  observed: dict[str, tuple[int, int]] | None = None) -> None:
+                  observed: dict[str, tuple[int, int]] | None = None, quotas: list[dict] | None = None) -> None:
     records = sorted(records, key=lambda r: (r["event_time"], r["event_id"]))
     parts = max(1, -(-len(records) // RECORDS_PER_PART))
     (folder / stream).mkdir(parents=True)
     for part in range(parts):
         chunk = records[part * RECORDS_PER_PART:(part + 1) * RECORDS_PER_PART]
         write_events(folder / stream / f"part-{part:05d}.avro", stream, chunk,
-                     sync_marker=_sync_marker(importer, stream, part), observed=observed)
+                     sync_marker=_sync_marker(importer, stream, part), observed=observed,
+                     quotas=quotas if part == 0 else None)  # stated once: the first part
 
 
 def summary(imported: Imported) -> dict:
@@ -439,7 +443,8 @@ def write_import(imported: Imported, out_dir: str | Path, overwrite: bool = Fals
         periods = imported.periods()  # the scheduler files say what the source observed
         for stream in schemas.STREAMS:
             _write_stream(building, imported.importer, stream, imported.streams[stream],
-                          periods if stream == "scheduler" else None)
+                          periods if stream == "scheduler" else None,
+                          imported.queue_quotas if stream == "scheduler" else None)
         with open(building / REJECTED_FILE, "w", encoding="utf-8") as handle:
             handle.write(_rejected_lines(imported))
         caveats = sorted((c.row() for c in imported.caveats), key=lambda row: (row["file"], row["item"], row["caveat"]))
@@ -507,13 +512,15 @@ def append_import(imported: Imported, out_dir: str | Path) -> dict:
             held_periods = stated_periods(out)
             if statement.union(held_periods, periods) == held_periods:
                 periods = None  # the files there state it already: nothing to add
-        if new or periods:
+        quotas = _new_quotas(out, imported.queue_quotas) if stream == "scheduler" else []
+        if new or periods or quotas:
             # Nothing new still says how far the source has now observed (a quiet watch).
-            ids = sorted(r["event_id"] for r in new) or [json.dumps(periods, sort_keys=True)]
+            ids = sorted(r["event_id"] for r in new) or [json.dumps([periods, quotas], sort_keys=True)]
             name = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
             records = sorted(new, key=lambda r: (r["event_time"], r["event_id"]))
             write_events(out / stream / f"append-{name}.avro", stream, records,
-                         sync_marker=_sync_marker(imported.importer, stream, name), observed=periods)
+                         sync_marker=_sync_marker(imported.importer, stream, name), observed=periods,
+                         quotas=quotas)
     for file_name, rows in ((REJECTED_FILE, [r.row() for r in imported.rejections]),
                             (CAVEATS_FILE, [c.row() for c in imported.caveats])):
         _append_lines(out / file_name, [json.dumps(row, sort_keys=True) for row in rows])
@@ -521,6 +528,15 @@ def append_import(imported: Imported, out_dir: str | Path) -> dict:
     document = {"importer": imported.importer, **imported.provenance, **result}
     _replace_text(out / SOURCE_FILE, json.dumps(document, indent=2) + "\n")
     return result
+
+
+def _new_quotas(folder: Path, quotas: list[dict]) -> list[dict]:
+    """The quota levels among `quotas` that the scheduler files in `folder` do not state yet."""
+    held = set()
+    for path in sorted((folder / "scheduler").glob("*.avro")):
+        with open(path, "rb") as handle:
+            held |= {tuple(sorted(level.items())) for level in queue_quotas.levels_of(handle)}
+    return [level for level in quotas if tuple(sorted(level.items())) not in held]
 
 
 def _records(path: Path):

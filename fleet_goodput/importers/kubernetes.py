@@ -6,8 +6,9 @@ as `kubectl get … --watch --output-watch-events -o json` writes them: one
 line or pretty-printed, optionally with the collector's `"observedTime"`
 beside `type`; or as `kubectl get … -o json` writes a list (`"kind": "…List"`,
 `"items": […]`). Kinds read: Workload (kueue.x-k8s.io v1beta1 and v1beta2),
-LocalQueue (to name a Workload's ClusterQueue), JobSet (jobset.x-k8s.io),
-Job (batch/v1) and Node. The mapping per kind is in `kubernetes_objects`;
+LocalQueue (to name a Workload's ClusterQueue), ResourceFlavor, ClusterQueue and
+Cohort (their quotas: `kueue_queues`), JobSet (jobset.x-k8s.io), Job (batch/v1)
+and Node. The mapping per kind is in `kubernetes_objects`;
 the whole story (collecting, what is knowable) in docs/kubernetes.md.
 
 Every object is mapped from all its snapshots in all the files together, in
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from fleet_goodput.core.config import ConfigError, read_yaml
 from fleet_goodput.importers import kubernetes_objects as objects
+from fleet_goodput.importers import kueue_queues
 from fleet_goodput.importers.common import (Imported, Options, SourceError, Unmappable, decode_json_at, file_digest,
                                             progress, read_text)
 
@@ -34,11 +36,12 @@ SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
 CHANGES = ("ADDED", "MODIFIED", "DELETED")
 # LocalQueues first, since Workloads name their ClusterQueue through them; then Workloads, since a
 # JobSet's restarts interrupt the Workload that admits it.
-MAPPING_ORDER = {"LocalQueue": 0, "Workload": 1}
+MAPPING_ORDER = {"LocalQueue": 0, "Workload": 1, "ResourceFlavor": 2}  # flavors before the queues naming them
 # kind → its mapping.
 JOB_KINDS = {"Workload": objects.workload, "JobSet": objects.jobset, "Job": objects.batch_job}
 # kind → the API group (apiVersion before the `/`) it must come from; core kinds have none.
-GROUPS = {"Workload": "kueue.x-k8s.io", "LocalQueue": "kueue.x-k8s.io", "JobSet": "jobset.x-k8s.io",
+GROUPS = {"Workload": "kueue.x-k8s.io", "LocalQueue": "kueue.x-k8s.io", "ResourceFlavor": "kueue.x-k8s.io",
+          "ClusterQueue": "kueue.x-k8s.io", "Cohort": "kueue.x-k8s.io", "JobSet": "jobset.x-k8s.io",
           "Job": "batch", "Node": ""}
 
 PROVENANCE = {
@@ -58,6 +61,9 @@ PROVENANCE = {
         "admitted chips when every child Job is ready again, on the Workload's job",
         "Node: allocatable nvidia.com/gpu, amd.com/gpu or google.com/tpu counts in CAPACITY per accelerator "
         "while Ready, not cordoned (spec.unschedulable) and not deleted",
+        "ClusterQueue and Cohort: nominal quota, borrowing and lending limits of accelerator chips per flavor "
+        "(ResourceFlavor nodeLabels → accelerator), and a ClusterQueue's status usage and borrowed, as levels the "
+        "scheduler files state (fleet_goodput.queue_quotas metadata), each from when it was seen",
     ],
     "cannot_tell": [
         "runtime and profiler: no runtime stream, so all-allocated time is unmeasured (`unmeasured` badput), and "
@@ -241,6 +247,10 @@ def read(source: list[Path] | Path, options: Options) -> Imported:
         try:
             if kind == "LocalQueue":
                 objects.local_queue(snapshots, sink)
+            elif kind == "ResourceFlavor":
+                kueue_queues.resource_flavor(snapshots, sink)
+            elif kind in ("ClusterQueue", "Cohort"):
+                kueue_queues.queue(snapshots, sink, kind)
             elif kind == "Node":
                 objects.node(snapshots, sink, histories)
             else:
@@ -254,6 +264,7 @@ def read(source: list[Path] | Path, options: Options) -> Imported:
                             f"{type(exc).__name__}: {exc}"[:200])
     objects.capacity_levels(sink, histories, latest_us)
     imported.observed = watched_period(options.cluster, by_object)
+    imported.queue_quotas = sink.quotas
     imported.provenance = {**PROVENANCE, "cluster": options.cluster,
                            "inputs": [file_digest(path) for path in files],
                            "skipped": dict(sorted(sink.skipped.items())),

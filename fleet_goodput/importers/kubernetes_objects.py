@@ -160,6 +160,8 @@ class Sink:
     admitted_queues: dict[tuple[str, str], str] = field(default_factory=dict)
     # JobSet uid → the Workload that admits it: a JobSet restart under an admitted Workload interrupts that job.
     kueue_jobsets: dict[str, "AdmittedWorkload"] = field(default_factory=dict)
+    flavors: dict[str, str] = field(default_factory=dict)  # ResourceFlavor → its accelerator catalogue key
+    quotas: list[dict] = field(default_factory=list)  # queue quota levels (fleet_goodput/importers/kueue_queues.py)
     seen: set[str] = field(default_factory=set)
     skipped: dict[str, int] = field(default_factory=dict)
 
@@ -183,16 +185,17 @@ class Sink:
     def skip(self, why: str) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
 
-    def mark(self) -> tuple[int, int]:
-        return len(self.imported.streams["scheduler"]), len(self.imported.caveats)
+    def mark(self) -> tuple[int, int, int]:
+        return len(self.imported.streams["scheduler"]), len(self.imported.caveats), len(self.quotas)
 
-    def undo(self, mark: tuple[int, int]) -> None:
+    def undo(self, mark: tuple[int, int, int]) -> None:
         """Forget what an object emitted before it failed to map: it is rejected whole."""
-        records, caveats = mark
+        records, caveats, quotas = mark
         for record in self.imported.streams["scheduler"][records:]:
             self.seen.discard(record["event_id"])
         del self.imported.streams["scheduler"][records:]
         del self.imported.caveats[caveats:]
+        del self.quotas[quotas:]
 
 
 class Job:

@@ -51,8 +51,8 @@ from fleet_goodput.store.delta_store import (STAGING, STATE_FILES_SCHEMA, STATE_
 from fleet_goodput.store.manifest import add_counts, build_manifest, manifest_path, write_manifest_copy
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stored_settings import ChosenSettings, check_run, commit_settings, settings_for_run
-from fleet_goodput.store.tables import REPLACED_EACH_RUN, TABLES
-from fleet_goodput.telemetry import observed
+from fleet_goodput.store.tables import QUEUE_QUOTA, REPLACED_EACH_RUN, STATED, TABLES, utc_day
+from fleet_goodput.telemetry import observed, queue_quotas
 from fleet_goodput.telemetry.columnar import decode_input_file
 from fleet_goodput.telemetry.decode import TimeSlice
 from fleet_goodput.telemetry.input_files import NotARegularFile
@@ -538,6 +538,23 @@ def _stated_by(files) -> dict[str, tuple[int, int]]:
     return observed.union(*stated)
 
 
+def _quotas_stated_by(files) -> tuple[list[dict], list[str]]:
+    """The queue quota levels the scheduler files among `files` state (fleet_goodput/telemetry/queue_quotas.py),
+    and, for each file whose statement is malformed, the file and why (its events are read all the same)."""
+    levels, refused = [], []
+    for item in files:
+        if item.stream != CLOCK_STREAM:
+            continue
+        try:
+            with open_input(item.path) as handle:
+                levels += queue_quotas.levels_of(handle)
+        except queue_quotas.BadQuotas as exc:
+            refused.append(f"{item.path}: {exc}")
+        except Exception:  # noqa: BLE001 - an unreadable file: the read step rejects it with the reason
+            continue
+    return levels, refused
+
+
 def _slices_of(folder: str, chunk: int) -> list[str]:
     """The slices written for chunk number `chunk`, in the order of the groups of files they came from."""
     return sorted(path for path, _, _ in _matched(f"{literal_pattern(chunk_folder(folder, chunk))}/*.marshal"))
@@ -635,6 +652,7 @@ def commit_run(plan: RunPlan, settings: Settings, run_settings: RunSettings, mod
     lateness_us = run_settings.allowed_lateness_s * 1_000_000
     reached = plan.continuation if as_of_us is None else plan.continuation.after(as_of_us, lateness_us, latest)
     frontier_us, version_us = (None, None) if as_of_us is None else (reached.frontier_us, reached.version_us)
+    quotas, refused = _quotas_stated_by(plan.files)
     manifest = build_manifest(
         run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
         previous=previous.manifest if previous else None,
@@ -642,12 +660,13 @@ def commit_run(plan: RunPlan, settings: Settings, run_settings: RunSettings, mod
         extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us, "latest_times": latest,
                "clock": clock_account([tuple(item) for item in latest or ()]),
                "allowed_lateness_s": run_settings.allowed_lateness_s, "files_applied": len(plan.files),
-               "files_skipped": len(plan.skipped), "output": plan.output_dir})
+               "files_skipped": len(plan.skipped), "output": plan.output_dir,
+               "queue_quota": {"levels": len(quotas), "refused": refused}})
     if not manifest["reconciles"]:
         raise ReconciliationError(_reconciliation_message(manifest) + "; the run was not committed")
     transaction.check_unchanged()  # before writing anything, where another run's commit is seen
     try:
-        _commit_tables(transaction, run_id, plan, settings, run_settings, folders, final)
+        _commit_tables(transaction, run_id, plan, settings, run_settings, folders, final, quotas)
     except CommitFailedError:  # delta-rs found another run's commit in the way
         raise transaction.lost_race() from None
     record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode=mode, input=str(plan.input_dir),
@@ -662,11 +681,15 @@ def commit_run(plan: RunPlan, settings: Settings, run_settings: RunSettings, mod
 
 
 def _commit_tables(transaction: Transaction, run_id: int, plan: RunPlan, settings: Settings,
-                   run_settings: RunSettings, folders: list[str], final: list[str]) -> None:
+                   run_settings: RunSettings, folders: list[str], final: list[str], quotas: list[dict]) -> None:
     """Commit the run's settings, tables, state and applied files, table by table (not yet visible)."""
     commit_settings(transaction, run_id, settings, run_settings)
     for name, table in TABLES.items():
-        if name in REPLACED_EACH_RUN:
+        if name in STATED:  # the queue quota levels the new files state
+            rows = QUEUE_QUOTA.to_arrow(quotas)
+            rows = rows.append_column("date", pa.array([utc_day(q["start_us"]) for q in quotas], pa.string()))
+            transaction.write(name, rows, delta_schema(table), partition_by=["date"])
+        elif name in REPLACED_EACH_RUN:
             transaction.write_staged(name, delta_schema(table), partition_by=["date"], mode="overwrite", folders=final)
         elif table.key:  # one row per key: the latest figures (fleet_goodput/store/keyed_tables.py)
             transaction.write_keyed(table, folders)

@@ -218,9 +218,38 @@ REJECTED_PENDING = Table(
     sort_by=REJECTED.sort_by,
 )
 
-TABLES = {table.name: table for table in (JOB_WINDOW, JOBS, CAPACITY_LEVEL, REJECTED, REJECTED_PENDING, LATE)}
+QUEUE_QUOTA = Table(
+    name="queue_quota",
+    doc="The quota levels of Kueue's ClusterQueues and Cohorts that scheduler files state "
+        "(fleet_goodput/telemetry/queue_quotas.py), each from its start on, per flavor of accelerator chips. "
+        "Not computed by the pipeline: each run appends the levels its new files state, and the "
+        "`queue_quota_levels` view reads each once.",
+    columns=(
+        Column("cluster", pa.string(), "cluster"),
+        Column("kind", pa.string(), "ClusterQueue or Cohort"),
+        Column("name", pa.string(), "the ClusterQueue's or Cohort's name"),
+        Column("cohort", pa.string(), "a ClusterQueue's cohort; a Cohort's parent"),
+        Column("flavor", pa.string(), "the ResourceFlavor"),
+        Column("accelerator", pa.string(), "the flavor's accelerator catalogue key"),
+        Column("start_time", TIMESTAMP, "when the level was seen (UTC)", "start_us"),
+        Column("nominal_chips", pa.int64(), "nominal quota, chips", "nominal"),
+        Column("borrowing_limit_chips", pa.int64(), "how many chips it may borrow (null: no limit)", "borrowing_limit"),
+        Column("lending_limit_chips", pa.int64(), "how many it may lend (null: no limit)", "lending_limit"),
+        Column("usage_chips", pa.int64(), "chips its admitted Workloads used, as its status said (null: not said)",
+               "usage"),
+        Column("borrowed_chips", pa.int64(), "of those, chips over its nominal quota, borrowed from its cohort",
+               "borrowed"),
+    ),
+    date_from="start_us",
+    sort_by=("cluster", "kind", "name", "flavor", "start_time"),
+)
+
+TABLES = {table.name: table
+          for table in (JOB_WINDOW, JOBS, CAPACITY_LEVEL, REJECTED, REJECTED_PENDING, LATE, QUEUE_QUOTA)}
 # Tables a run replaces rather than appends to.
 REPLACED_EACH_RUN = ("rejected_pending",)
+# Tables a run writes from what its new files state, not from the pipeline's staged results.
+STATED = ("queue_quota",)
 
 
 DAY_US = 86_400_000_000

@@ -156,6 +156,15 @@ def _observed_sql(record: RunRecord | None) -> str:
     return f"create or replace view observed_periods as {rows or empty}"
 
 
+def _run_clock_sql(record: RunRecord | None) -> str:
+    """The run the views read and its as-of time: one row (none for a store with no run)."""
+    if record is None:
+        return ("create or replace view run_clock as "
+                "select null::bigint as run_id, null::timestamptz as as_of where false")
+    as_of = f"make_timestamptz({int(record.as_of_us)}::bigint)" if record.as_of_us is not None else "null::timestamptz"
+    return f"create or replace view run_clock as select {int(record.run_id)}::bigint as run_id, {as_of} as as_of"
+
+
 @functools.cache
 def _deferred_binding() -> str:
     """The clause that makes DuckDB create a view without binding it, or "" where this DuckDB has none.
@@ -212,6 +221,7 @@ def _run_views(store: Store, settings: Settings, run_id: int | None, schema: str
     named["settings"] = _settings_sql(settings, kept).replace("view settings", f"view {prefix}settings")
     named["size_classes"] = _size_classes_sql(settings).replace("view size_classes", f"view {prefix}size_classes")
     named["observed_periods"] = _observed_sql(record).replace("view observed_periods", f"view {prefix}observed_periods")
+    named["run_clock"] = _run_clock_sql(record).replace("view run_clock", f"view {prefix}run_clock")
     return record, named
 
 
@@ -225,7 +235,7 @@ def _registry_fingerprint() -> str:
     """What a stored file's registry views were built from: the registry, the macro, the run's own
     views' names and the DuckDB that bound them. Stored as the comment of `goodput_file`."""
     made_of = [duckdb.__version__, _GOODPUT_FILE_MACRO, *_registry_statements(), *TABLES, "settings", "size_classes",
-               "observed_periods"]
+               "observed_periods", "run_clock"]
     return f"fleet-goodput views {hashlib.sha256(chr(0).join(made_of).encode()).hexdigest()}"
 
 

@@ -18,16 +18,19 @@ import fastavro
 
 from fleet_goodput import schemas
 from fleet_goodput.telemetry import observed as statement
+from fleet_goodput.telemetry import queue_quotas
 from fleet_goodput.core.timeutil import micros_of
 
 
 def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: str = "deflate",
-                 sync_marker: bytes | None = None, observed: dict[str, tuple[int, int]] | None = None) -> int:
+                 sync_marker: bytes | None = None, observed: dict[str, tuple[int, int]] | None = None,
+                 quotas: list[dict] | None = None) -> int:
     """Write `records` of `stream` to `path` atomically; returns how many were written.
 
     `observed` ({cluster: (from_us, to_us)}) is what the file's source states it observed of each
     cluster (fleet_goodput/telemetry/observed.py): the statement that sets the as-of time. A file of a
-    source that knows it should state it; without it the file states nothing.
+    source that knows it should state it; without it the file states nothing. `quotas` are the queue
+    quota levels it states (fleet_goodput/telemetry/queue_quotas.py).
 
     The file appears under its final name only when complete, so a reader
     watching the folder never sees half a file. The Avro sync marker (random
@@ -42,7 +45,7 @@ def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: 
         with open(tmp, "wb") as out:
             marker = sync_marker or hashlib.sha256(f"{stream}:{path.name}".encode()).digest()[:16]
             fastavro.writer(out, schemas.load(stream), records, codec=codec, sync_marker=marker,
-                            metadata=statement.metadata(observed))
+                            metadata={**statement.metadata(observed), **queue_quotas.metadata(quotas)})
         os.replace(tmp, path)
     except BaseException:  # a full disk, a kill: no partial file is left under any name
         tmp.unlink(missing_ok=True)
