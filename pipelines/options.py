@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import argparse
 
+# _BeamArgumentParser is private, but Beam offers no public parser its options can be added to: every
+# PipelineOptions class adds its flags in `_add_argparse_args` with `add_value_provider_argument`, which only
+# _BeamArgumentParser has. Tested with apache-beam 2.77 (pyproject.toml pins >=2.77,<3).
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, _BeamArgumentParser
 from apache_beam.runners.dataflow.dataflow_runner import DataflowPipelineResult
 
