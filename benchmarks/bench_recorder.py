@@ -30,7 +30,7 @@ from fleet_goodput.telemetry.recorder import Recorder
 
 
 def bare(steps: int, _recorder: Recorder) -> None:
-    for step in range(steps):
+    for _step in range(steps):
         pass
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-import worked_example
 from fleet_goodput import exits
 from fleet_goodput.api import run as api_run
 from fleet_goodput.api import simulate

@@ -331,7 +331,8 @@ def _reference_totals(scheduler: list[dict], runtime: list[dict], horizon: int) 
             if r["type"] in ("FINISH", "FAIL", "CANCEL"):
                 break
         def close_cut(kind: str, start: int) -> None:  # never ended: closed by the next disruption or the horizon
-            seen[RUNTIME_KINDS.get(kind, "step")] += (min(s for s in stops if s > start) - start) / 1e6
+            # Called within this job's iteration only: its `seen` and `stops` are this job's.
+            seen[RUNTIME_KINDS.get(kind, "step")] += (min(s for s in stops if s > start) - start) / 1e6  # noqa: B023
 
         opened = None  # (kind, start) of the span in progress
         # At one instant, an END comes before the START of the next span.

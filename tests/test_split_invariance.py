@@ -123,7 +123,8 @@ def test_as_of_cuts_inside_files_lose_nothing(fleet):
 def test_a_checkpoint_in_a_later_run_turns_earlier_pending_into_productive(consecutive):
     """Each run's figures of a window are the table's Delta version that run left (the table holds the latest)."""
     output, outcomes = consecutive
-    versions = pa.concat_tables(DeltaTable(f"{output}/tables/job_window", version=o.run.versions["job_window"])
+    # Read below by name, as DuckDB reads a Python variable.
+    versions = pa.concat_tables(DeltaTable(f"{output}/tables/job_window", version=o.run.versions["job_window"])  # noqa: F841
                                 .to_pyarrow_table() for o in outcomes)
     moved = duckdb.sql("""
         select count(*) from (

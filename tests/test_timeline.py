@@ -49,7 +49,7 @@ def seconds_by_category(deltas, chips=8) -> dict[str, float]:
 
 def worked_example_events():
     events = []
-    for n, (seconds, stream, kind, fields) in enumerate(worked_example.TIMELINE):
+    for seconds, stream, kind, fields in worked_example.TIMELINE:
         if stream == "scheduler":
             if kind == "SUBMIT":
                 events.append(submit(seconds))

@@ -105,6 +105,8 @@ def _raw_select(store: Store, name: str, record: RunRecord | None, relative: boo
     files = store.relative_files(snapshot)
     if not files:
         return _empty(table)
+    if record is not None and record.run_id != store.latest().run_id and not is_remote(store.root):
+        _still_kept(store, record, files)
     source = _source(files if relative else [store.path(f) for f in files], relative)
     # A column this release adds to a table (jobs.unended_runs) is absent from a store written before it
     # until a run rewrites the rows: it reads as null there, so the views bind on any store.
@@ -115,6 +117,15 @@ def _raw_select(store: Store, name: str, record: RunRecord | None, relative: boo
     # Written before keyed tables held one row per key: every version of a row is stored.
     return (f"select *{added} from {source} "
             f"qualify row_number() over (partition by {', '.join(table.key)} order by version desc) = 1")
+
+
+def _still_kept(store: Store, record: RunRecord, files: list[str]) -> None:
+    """An earlier run's files are removed once it is past the retention (Store.maintain): say so, as a
+    StoreError, rather than let a query fail on a missing file, which reads as damage."""
+    if not all(os.path.exists(store.path(f)) for f in files):
+        raise StoreError(f"run {record.run_id} can no longer be read: its files were removed, as the store keeps "
+                         "only the runs within its retention (runs.retention_hours); `mpg runs --output "
+                         f"{shlex.quote(store.root)}` lists those it keeps")
 
 
 def _raw_views(store: Store, record: RunRecord | None, relative: bool) -> dict[str, str]:
