@@ -58,7 +58,8 @@ def load_runner_options(flags: list[str]) -> None:
         import dask.distributed  # noqa: F401 - which the runner imports only when it runs
     except ImportError as exc:
         raise OptionsError(f"Beam's Dask runner needs dask.distributed, which is not installed ({exc}): "
-                           "pip install 'fleet-goodput[dask]'") from None
+                           "install fleet-goodput's dask extra (pip install -e '.[dask]' in a checkout; "
+                           "docs/scale.md)") from None
 
 
 class ViewCachingOptions(PipelineOptions):

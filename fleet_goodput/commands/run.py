@@ -51,9 +51,9 @@ Beam pipeline options (e.g. --runner=DataflowRunner --project=…) come after
 those of the config's `beam:` section, so they override them; locally the
 in-process FnApiRunner is used. --runner dask computes the run on a
 dask.distributed cluster, whose scheduler --dask_client_address names (without
-it, a cluster of local processes); this machine and the cluster's need
-`pip install 'fleet-goodput[dask]'` (docs/scale.md). A job submitted to
-Dataflow prints its id and console URL. With --dry_run=True and DataflowRunner the job is only translated
+it, a cluster of local processes); this machine and the cluster's need the
+`dask` extra (docs/scale.md). A job submitted to Dataflow prints its id and
+console URL. With --dry_run=True and DataflowRunner the job is only translated
 and checked: its options and steps are printed, with what a real launch would
 lack. An output on gs:// gets tables/ and manifest.json but no DuckDB file.
 """
