@@ -62,6 +62,11 @@ def _stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
+def _start(command: list[str], log: Path, environment: dict) -> subprocess.Popen:
+    with open(log, "wb") as stderr:  # the process keeps its own descriptor of the log
+        return subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, stderr=stderr)
+
+
 @pytest.fixture(scope="module")
 def scheduler(tmp_path_factory) -> str:
     """The address of a Dask scheduler with one worker of one thread, each its own process on the loopback."""
@@ -74,12 +79,11 @@ def scheduler(tmp_path_factory) -> str:
                                                                              os.environ.get("PYTHONPATH")]))}
     started = []
     try:
-        started.append(subprocess.Popen([*dask, "scheduler", "--host", host, "--port", port, "--no-dashboard"], env=environment,
-                                        stdout=subprocess.DEVNULL, stderr=open(logs / "scheduler.log", "wb")))
+        started.append(_start([*dask, "scheduler", "--host", host, "--port", port, "--no-dashboard"],
+                              logs / "scheduler.log", environment))
         # --no-nanny: the worker computes in the process started here, so its id is the one to stop.
-        started.append(subprocess.Popen([*dask, "worker", address, "--nworkers", "1", "--nthreads", "1",
-                                         "--no-nanny", "--no-dashboard", "--host", host], env=environment,
-                                        stdout=subprocess.DEVNULL, stderr=open(logs / "worker.log", "wb")))
+        started.append(_start([*dask, "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-nanny",
+                               "--no-dashboard", "--host", host], logs / "worker.log", environment))
         deadline = time.monotonic() + 60
         while True:
             try:
