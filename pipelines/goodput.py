@@ -13,10 +13,11 @@ import json
 from dataclasses import dataclass
 
 import apache_beam as beam
+from apache_beam.options.pipeline_options import StandardOptions
 
 from fleet_goodput.core.config import Settings, peak_table
 from fleet_goodput.core.run_settings import RunSettings
-from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job
+from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job, runner_class
 from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA
 from fleet_goodput.store.manifest import counts_from_json
 from fleet_goodput.store.tables import STATED, TABLES
@@ -204,9 +205,7 @@ def run(files: dict[str, list[str]], state_files: list[str], staging: str, setti
     `slices`, only those, which `slice_files` wrote for the chunk."""
     p, options = _pipeline(beam_args)
     build_batch(p, files, state_files, staging, settings, run_settings, continuation, as_of_us, during, slices)
-    result = p.run()
-    announce_job(result, options)  # before waiting: a Dataflow job runs for minutes
-    result.wait_until_finish()
+    _run_built(p, options)
 
 
 def slice_files(files: list[tuple[str, str, int]], settings: Settings, chunks: list[TimeSlice], folder: str,
@@ -215,9 +214,7 @@ def slice_files(files: list[tuple[str, str, int]], settings: Settings, chunks: l
     of each of a backfill's `chunks` under `folder` (transforms/slices.py)."""
     p, options = _pipeline(beam_args)
     _ = p | "SliceFiles" >> SliceFiles(file_groups(files), settings.accelerators, chunks, folder)
-    result = p.run()
-    announce_job(result, options)
-    result.wait_until_finish()
+    _run_built(p, options)
 
 
 def _pipeline(beam_args: list[str] | None) -> tuple[beam.Pipeline, ViewCachingOptions]:
@@ -231,4 +228,13 @@ def _pipeline(beam_args: list[str] | None) -> tuple[beam.Pipeline, ViewCachingOp
         # steps' plain tuples, strings and bytes do not need.
         args.append("--no_pipeline_type_check")
     options = ViewCachingOptions(args)
+    standard = options.view_as(StandardOptions)
+    standard.runner = runner_class(standard.runner)  # a short name Beam does not know (`--runner dask`)
     return beam.Pipeline(options=options), options
+
+
+def _run_built(p: beam.Pipeline, options: ViewCachingOptions) -> None:
+    """Run the built pipeline `p` and wait for it to finish."""
+    result = p.run()
+    announce_job(result, options)  # before waiting: a Dataflow job runs for minutes
+    result.wait_until_finish()

@@ -16,7 +16,8 @@ import argparse
 # _BeamArgumentParser is private, but Beam offers no public parser its options can be added to: every
 # PipelineOptions class adds its flags in `_add_argparse_args` with `add_value_provider_argument`, which only
 # _BeamArgumentParser has. Tested with apache-beam 2.77 (pyproject.toml pins >=2.77,<3).
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, _BeamArgumentParser
+from apache_beam.options.pipeline_options import (GoogleCloudOptions, PipelineOptions, StandardOptions,
+                                                  _BeamArgumentParser)
 from apache_beam.runners.dataflow.dataflow_runner import DataflowPipelineResult
 
 from fleet_goodput.core.config import SettingsFile, beam_flags
@@ -35,6 +36,33 @@ class GoodputOptions(PipelineOptions):
 
 
 OPTIONS_FLAGS = {option.flag for option in OPTIONS.values()}
+
+# The runner a run on Dask uses: Beam's DaskRunner, which Beam 2.77 knows only by its full name, with its
+# ParDo translated anew (pipelines/on_dask.py: Beam's own loses outputs). Each of these names it.
+DASK_RUNNER = "fleet_goodput.pipelines.on_dask.DaskRunner"
+RUNNER_NAMES = {name.lower(): DASK_RUNNER for name in (
+    "dask", "DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner", DASK_RUNNER)}
+
+
+def runner_class(runner: str | None) -> str | None:
+    """The runner class `--runner` names: Beam's own for a name it knows, ours for one of `RUNNER_NAMES`."""
+    return RUNNER_NAMES.get((runner or "").lower(), runner)
+
+
+def load_runner_options(flags: list[str]) -> None:
+    """Make Beam know the options of the runner `flags` name (or whose options they give), where that
+    runner's are not among Beam's own until its module is imported: the Dask runner's (--dask_client_address,
+    …), whose module needs dask.distributed and costs a third of a second, so it is imported only then."""
+    runner = runner_class(PipelineOptions(flags).view_as(StandardOptions).runner)
+    if runner != DASK_RUNNER and not any(flag.startswith("--dask_") for flag in flags):
+        return
+    try:
+        import apache_beam.runners.dask.dask_runner  # noqa: F401 - registers its DaskOptions with Beam
+        import dask.distributed  # noqa: F401 - which the runner imports only when it runs
+    except ImportError as exc:
+        raise OptionsError(f"Beam's Dask runner needs dask.distributed, which is not installed ({exc}): "
+                           "install fleet-goodput's dask extra (pip install -e '.[dask]' in a checkout; "
+                           "docs/scale.md)") from None
 
 
 class ViewCachingOptions(PipelineOptions):
@@ -75,6 +103,7 @@ def command_parser(command: str | None = None) -> _BeamArgumentParser:
 def check_flags(command: str, flags: list[str], where: str = "", *, beam_only: bool = False) -> None:
     """Raise OptionsError for the first flag that is neither the command's nor a Beam pipeline option
     (with `beam_only`, for the first that is not Beam's: the command read its own already)."""
+    load_runner_options(flags)
     parser = command_parser(command)
     given, unknown = parser.parse_known_args(flags)
     own = [OPTIONS[name].flag for name in COMMAND_OPTIONS[command] if getattr(given, name, None) not in (None, False)]

@@ -19,8 +19,8 @@ from google.cloud.dataflow import Job
 import worked_example
 from fleet_goodput.cli import main
 from fleet_goodput.core.options import console_url, unknown_flag_message
-from fleet_goodput.pipelines.options import announce_job, parse_options
-from fleet_goodput.runs.batch import heartbeat
+from fleet_goodput.pipelines.options import announce_job, check_flags, parse_options, runner_class
+from fleet_goodput.runs.batch import heartbeat, is_local
 from fleet_goodput.telemetry.avro_io import write_events
 
 ROOT = Path(__file__).parents[1]
@@ -43,6 +43,9 @@ REFUSED = [
     (["--runer=DataflowRunner"], "unknown option --runer; did you mean --runner?"),
     (["--out=x"], "unknown option --out; did you mean --output?"),  # no abbreviations
     (["--stop_after_idle_s=5"], "--stop_after_idle_s is an option of `stream`, not of `run`"),
+    # The Dask runner's own options are Beam's, checked as DirectRunner's are.
+    (["--runner", "dask", "--dask_client_adress=tcp://127.0.0.1:1"],
+     "unknown option --dask_client_adress; did you mean --dask_client_address?"),
 ]
 
 
@@ -100,6 +103,16 @@ def test_help_lists_the_projects_options_then_points_to_beams(capsys):
     assert exited.value.code == 0
     beam_help = capsys.readouterr().out
     assert "--temp_location" in beam_help and "--sdk_container_image" in beam_help and "--as_of" not in beam_help
+    assert "--dask_client_address" in beam_help  # the Dask runner's, where dask is installed (the test extra)
+
+
+def test_runner_dask_names_the_dask_runner_whose_options_are_known_to_the_check():
+    for name in ("dask", "DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"):
+        assert runner_class(name) == "fleet_goodput.pipelines.on_dask.DaskRunner", name
+    assert runner_class("DataflowRunner") == "DataflowRunner" and runner_class(None) is None
+    check_flags("run", ["--runner", "dask", "--dask_client_address", "tcp://127.0.0.1:8786"])  # no error
+    check_flags("run", ["--runner=dask", "--dask_npartitions=4"])
+    assert not is_local(["--runner", "dask"])  # no chunks by input size, no --workers: the cluster spreads the work
 
 
 PROGRESS_LINE = re.compile(r"\[ *\d+\.\d s\] +\S")  # the seconds since the command started, then what it does
@@ -197,3 +210,20 @@ def test_a_run_number_no_store_can_hold_is_a_bad_argument_not_damage(argv, capsy
         main(argv)
     assert stopped.value.code == 2
     assert f"argument {argv[3]}: not a run number" in capsys.readouterr().err
+
+
+def test_a_run_imports_only_what_it_uses(telemetry, tmp_path):
+    """`mpg run` computes and commits, then prints the headline: no quality suites, importers, HTML report,
+    Prometheus exporter or simulator, nor the Dask runner it was not asked for (issue 38: a run's fixed cost)."""
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "fleet_goodput.cli", "run", "--input",
+                          str(telemetry), "--output", str(tmp_path / "out"), "-q"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+    assert "fleet_goodput.runs.batch" in imported and "fleet_goodput.report.headline" in imported  # the log is there
+    own = {name for name in imported if name.startswith("fleet_goodput.")}
+    unused = {name for name in own if name.split(".")[1] in ("quality", "importers", "monitoring", "simulator")}
+    unused |= own & {"fleet_goodput.report.render", "fleet_goodput.report.publish", "fleet_goodput.report.charts"}
+    assert not unused
+    assert not {name.split(".")[0] for name in imported} & {"great_expectations", "jinja2", "mistune", "dask",
+                                                            "distributed", "prometheus_client"}

@@ -49,7 +49,10 @@ Every event ends up accepted, dropped as a duplicate event_id, late, or in the
 committed.
 Beam pipeline options (e.g. --runner=DataflowRunner --project=…) come after
 those of the config's `beam:` section, so they override them; locally the
-in-process FnApiRunner is used. A job submitted to Dataflow prints its id and
+in-process FnApiRunner is used. --runner dask computes the run on a
+dask.distributed cluster, whose scheduler --dask_client_address names (without
+it, a cluster of local processes); this machine and the cluster's need the
+`dask` extra (docs/scale.md). A job submitted to Dataflow prints its id and
 console URL. With --dry_run=True and DataflowRunner the job is only translated
 and checked: its options and steps are printed, with what a real launch would
 lack. An output on gs:// gets tables/ and manifest.json but no DuckDB file.
@@ -60,6 +63,7 @@ examples:
   mpg run --input fleet/ --output out/
   mpg run --input fleet/ --output out/ --as_of 2026-01-01T12:00:00Z
   mpg run --input fleet/ --output out/ --as_of 2026-01-03T00:00:00Z --confirm_as_of   # the fleet fell silent
+  mpg run --input fleet/ --output out/ --runner dask --dask_client_address tcp://scheduler:8786
   mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml
   mpg run --input gs://bucket/fleet --output gs://bucket/out --config configs/dataflow.yaml \\
       --project=my-project --temp_location=gs://bucket/tmp --dry_run=True
@@ -80,8 +84,12 @@ class BeamHelp(argparse.Action):
                          help="list Beam's pipeline options and exit")
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from fleet_goodput.pipelines.options import command_parser
+        from fleet_goodput.pipelines.options import OptionsError, command_parser, load_runner_options
 
+        try:
+            load_runner_options(["--runner=dask"])  # the Dask runner's options too, where dask is installed
+        except OptionsError:
+            pass
         command_parser().print_help()
         parser.exit()
 
