@@ -129,7 +129,7 @@ def test_a_run_on_a_dask_cluster_commits_the_figures_of_a_local_run(tmp_path, sc
     for name in [*(name for name in TABLES if name != "rejected_pending"), "capacity_window"]:
         expected = _rows(tmp_path / "local", f"select * from {name}")
         assert _rows(tmp_path / "dask", f"select * from {name}") == expected, name
-        assert expected or name == "late", name  # every other table holds rows to compare
+        assert expected or name in ("late", "queue_quota"), name  # every other table holds rows to compare
 
 
 class _MainTaggedAndLater(beam.DoFn):
