@@ -113,7 +113,7 @@ def test_control_characters_reject_a_row_where_the_mapping_reads_them_and_are_dr
         _row("1", state="COMPLETED\0"),  # line 2
         _row("2", account="te\0am"),  # line 3
         _row("3", partition="batch\x1b[31m"),  # line 4: a terminal escape
-        _row("4", state="CANCELLED by 0", start="None", alloc="", reason="Job\0Held\x07User"),
+        _row("4", state="CANCELLED by 0", start="None", alloc="", reason="Job\0Held\x9bUser"),
         _row("5", submit_line="sbatch \x01run.sh"),
     ])
     imported, _ = import_to("slurm", tmp_path / "src", tmp_path / "out")
@@ -140,7 +140,8 @@ def test_impossible_gpu_counts_never_reach_capacity(tmp_path):
         ("nodes.txt", "file", "capacity edge/a100", "nodes hold more than 1,048,576 GPUs of one type"),
         ("nodes.txt", "line 3", "NodeName=n3 Gres=gpu:h100:99999999999 Partitions=batch",
          "a node with more than 1,024 GPUs of a type"),
-        ("nodes.txt", "line 4", ("NodeName=n4 Gres=gpu:h100:" + "9" * 80)[:80], "a node with more than 1,024 GPUs of a type")]
+        ("nodes.txt", "line 4", ("NodeName=n4 Gres=gpu:h100:" + "9" * 80)[:80],
+         "a node with more than 1,024 GPUs of a type")]
     levels = [(r["accelerator"], r["chips"]) for r in imported.streams["scheduler"] if r["type"] == "CAPACITY"]
     assert levels == [("h100", 16)]
 
@@ -190,7 +191,8 @@ def test_the_collectors_help_names_its_timeout_and_a_bad_one_is_exit_2(tmp_path,
         main(["collect", "--help"])
     helped = " ".join(capsys.readouterr().out.split())
     assert "--timeout SECONDS how long each Slurm command (sacct, sacctmgr, scontrol, squeue) may take" in helped
-    assert "(default 120 s)" in helped and "1 a Slurm command failed" in helped and "did not answer within --timeout" in helped
+    assert "(default 120 s)" in helped and "1 a Slurm command failed" in helped
+    assert "did not answer within --timeout" in helped
     assert main(["collect", "slurm", "--out", str(tmp_path / "o"), "--timeout", "0"]) == 2
     assert capsys.readouterr().err == "mpg collect: --timeout must be more than 0 and at most 86400 seconds, not 0\n"
 

@@ -104,6 +104,7 @@ MAX_GPUS_PER_NODE = 1_024
 MAPPED_FIELDS = ("JobID", "Cluster", "Partition", "Account", "Priority", "State", "Submit", "Start", "End",
                  "ReqTRES", "AllocTRES", "NodeList")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
 PROVENANCE = {
     "source": "Slurm accounting of the site (sacct --duplicates --allocations, sacctmgr show event, scontrol show node)",
@@ -413,8 +414,7 @@ def _attempt(row: Row, read_time: TimeReader, imported: Imported, item: str) -> 
                          ", ".join(f"{name} {fields[name][:40]!r}" for name in controlled))
     if row.undecodable:
         imported.caveat(SACCT, item, "invalid UTF-8 replaced", ", ".join(row.undecodable))
-    nodes = fields.get("NodeList", "")
-    hostlist_ranges(nodes)  # checked here, read at a node failure
+    hostlist_ranges(fields.get("NodeList", ""))  # checked here, where a rejection names the row; read at a node failure
     submit = read_time(fields["Submit"], "Submit")
     if submit is None:
         raise Unmappable("no Submit time", repr(fields["Submit"]))
@@ -442,7 +442,7 @@ def _attempt(row: Row, read_time: TimeReader, imported: Imported, item: str) -> 
 def _reason(attempt: Attempt, node_reasons) -> str:
     """The attempt's State (with the exit code of a failure, the node's reason for a node failure),
     printable and at most 200 characters, as the contract's `reason`."""
-    return re.sub(r"[\x00-\x1f\x7f]+", " ", _state_and_why(attempt, node_reasons))[:200]
+    return _CONTROLS.sub(" ", _state_and_why(attempt, node_reasons))[:200]
 
 
 def _state_and_why(attempt: Attempt, node_reasons) -> str:

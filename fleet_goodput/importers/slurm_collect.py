@@ -22,6 +22,10 @@ the imported history give the same figures. A record that reaches accounting
 after the poll (slurmdbd takes about a second) is written by the next poll,
 within the allowed lateness of the as-of time.
 
+Each command runs for at most its timeout (`--timeout`, DEFAULT_TIMEOUT_S), its output streamed into a
+file: one that fails or does not answer in time ends the poll with CollectError before anything is
+written; a cursor file that is not one is a CursorError naming it (docs/slurm.md says why exit 3).
+
 Killed at any point and run again, it ends where one uninterrupted collection
 ends: event ids depend only on the job, the attempt and the event; the cursor
 remembers the ids written; and a file written by a poll the cursor never
@@ -41,7 +45,7 @@ from pathlib import Path
 
 import fastavro
 
-from fleet_goodput.importers.common import MICROS, Options
+from fleet_goodput.importers.common import MICROS, Options, bounded_lines
 from fleet_goodput.importers.slurm import (ENDED_LISTING, EVENT_FIELDS, EVENTS, NODES, PENDING_LISTING, REQUIRED, SACCT,
                                            SACCT_COMMAND, SACCT_FIELDS, convert, first_record_us, parsable_rows)
 from fleet_goodput.telemetry.avro_io import write_events
@@ -143,11 +147,12 @@ def _cursor_fields(path: Path) -> dict:
 _JSON_NAMES = {int: "a whole number", type(None): "null", dict: "an object", list: "a list"}
 
 
-def _slurm(*command: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
+def _slurm(*command: str, into: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    """Run `command` with its output streamed into the file `into` (never held whole), for `timeout_s` at most."""
     env = {**os.environ, "TZ": "UTC"}  # sacct prints times in the client's zone, without an offset
     try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, errors="surrogateescape",
-                              timeout=timeout_s)
+        with open(into, "wb") as output:
+            done = subprocess.run(command, env=env, stdout=output, stderr=subprocess.PIPE, timeout=timeout_s)
     except FileNotFoundError as exc:
         raise CollectError(f"{command[0]} is not installed (the Slurm client tools are needed)") from exc
     except subprocess.TimeoutExpired:  # run() has killed it
@@ -155,8 +160,8 @@ def _slurm(*command: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
                            f"{'slurmdbd' if command[0] in ('sacct', 'sacctmgr') else 'slurmctld'} responding? "
                            "--timeout gives it longer)") from None
     if done.returncode:
-        raise CollectError(f"{' '.join(command[:3])} ... exited {done.returncode}: {done.stderr.strip()[:400]}")
-    return done.stdout
+        why = " ".join(done.stderr[:2000].decode("utf-8", "replace").split())[:400]
+        raise CollectError(f"{' '.join(command[:3])} ... exited {done.returncode}: {why}")
 
 
 def _utc(time_us: int) -> str:
@@ -164,8 +169,8 @@ def _utc(time_us: int) -> str:
 
 
 def poll_files(folder: Path, since_us: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> Path:
-    """Run the commands into `folder`, each for at most `timeout_s`; the path of the sacct text: the eligible jobs' rows, then those of
-    the jobs only the other listings show (ENDED_LISTING, PENDING_LISTING)."""
+    """Run the commands into `folder`, each for at most `timeout_s`; the path of the sacct text: the eligible
+    jobs' rows, then those of the jobs only the other listings show (ENDED_LISTING, PENDING_LISTING)."""
     folder.mkdir(parents=True, exist_ok=True)
     since = _utc(since_us)
     sacct = (*SACCT_COMMAND, "-S", since, "-E", "now", "-o", SACCT_FIELDS)
@@ -174,33 +179,32 @@ def poll_files(folder: Path, since_us: int, timeout_s: float = DEFAULT_TIMEOUT_S
         EVENTS: ("sacctmgr", "-P", "show", "event", f"format={EVENT_FIELDS}", f"Start={since}"),
         NODES: ("scontrol", "show", "node", "-o"),
         "sacct-ended.txt": (*sacct, *ENDED_LISTING),
+        "squeue-pending.txt": PENDING_LISTING,
     }
     for name, command in outputs.items():
-        _write(folder / name, _slurm(*command, timeout_s=timeout_s))
+        _slurm(*command, into=folder / name, timeout_s=timeout_s)
     listed = {row.fields.get("JobIDRaw", "").strip() for row in parsable_rows(folder / SACCT, REQUIRED)}
     listings = [folder / "sacct-ended.txt"]
-    pending = [job for job in _slurm(*PENDING_LISTING, timeout_s=timeout_s).split() if job not in listed]
+    with open(folder / "squeue-pending.txt", "rb") as handle:
+        pending = [job for _, line in bounded_lines(handle, 1024) if line and (job := line.strip().decode(
+            "ascii", "replace")) and job not in listed]
     for number, start in enumerate(range(0, len(pending), IDS_PER_SACCT)):
         listings.append(folder / f"sacct-pending-{number}.txt")
-        _write(listings[-1], _slurm(*sacct, "-j", ",".join(pending[start:start + IDS_PER_SACCT]),
-                                         timeout_s=timeout_s))
+        _slurm(*sacct, "-j", ",".join(pending[start:start + IDS_PER_SACCT]), into=listings[-1], timeout_s=timeout_s)
     # A job listed twice may have moved on in between (running in the first listing, ended in the next),
     # and its two rows would read as two attempts: each job's rows come from the first listing that has it.
     # A job just submitted is listed by id before accounting has its partition and priority: a later
     # poll lists it whole (its SUBMIT is written once).
-    added: list[bytes] = []
-    for listing in listings:
-        rows = [row for row in parsable_rows(listing, REQUIRED)
-                if row.fields.get("JobIDRaw", "").strip() not in listed and row.fields.get("Partition", "").strip()]
-        added += [row.raw for row in rows]
-        listed.update(row.fields.get("JobIDRaw", "").strip() for row in rows)
-    with open(folder / SACCT, "ab") as handle:
-        handle.write(b"".join(raw + b"\n" for raw in added))
+    with open(folder / SACCT, "ab") as sacct_text:
+        for listing in listings:
+            added = set()  # a job's every row (attempt) of this listing, none of a later one
+            for row in parsable_rows(listing, REQUIRED):
+                job = row.fields.get("JobIDRaw", "").strip()
+                if job not in listed and row.fields.get("Partition", "").strip():
+                    sacct_text.write(row.raw + b"\n")
+                    added.add(job)
+            listed |= added
     return folder / SACCT
-
-
-def _write(path: Path, text: str) -> None:
-    path.write_bytes(text.encode("utf-8", "surrogateescape"))
 
 
 def _recover(out: Path, cursor: Cursor) -> None:
