@@ -172,14 +172,15 @@ def test_a_row_longer_than_the_limit_is_read_past_and_rejected_with_its_lines(tm
     (b'{"origin_us": 1,', "not JSON (Expecting property name enclosed in double quotes: line 1 column 17 (char 16))"),
     (b"\xff\xfe{}", "not UTF-8 text (byte 0)"),
 ])
-def test_a_damaged_collector_cursor_is_one_line_naming_it_exit_3(tmp_path, capsys, content, problem):
-    """The cursor is read before any Slurm command runs, so no Slurm is needed. Exit 3 (DAMAGED): it is
-    the collector's own state, so the same command again will not help and a new cursor would rewrite what
-    was written; the line says what to do. Nothing is written, the cursor left as it was."""
+def test_a_damaged_collector_cursor_is_one_line_naming_it_exit_2(tmp_path, capsys, content, problem):
+    """The cursor is read before any Slurm command runs, so no Slurm is needed. Exit 2, as a settings file
+    that cannot be read: only the operator can mend it (the same command again will not, and a new cursor
+    made silently would forget what was written); not 1, a Slurm command that failed, which the next poll
+    may get past; not 3, kept for a damaged output store. Nothing is written, the cursor left as it was."""
     cursor = tmp_path / "out" / ".slurm-collect" / "cursor.json"
     cursor.parent.mkdir(parents=True)
     cursor.write_bytes(content)
-    assert main(["collect", "slurm", "--out", str(tmp_path / "out")]) == 3
+    assert main(["collect", "slurm", "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err == (
         f"mpg collect: {cursor}: {problem}; it is the collector's cursor: restore it, or move it aside to collect "
         "again from --since (events already written keep their ids); nothing was written\n")

@@ -49,9 +49,11 @@ examples:
 """ + VERBOSITY_HELP + "\n\n" + exits.describe(
     failed="a Slurm command failed (not installed, no configuration, the controller or slurmdbd down) or did not "
            "answer within --timeout: nothing was written",
-    damaged="DIR/.slurm-collect/cursor.json is not a cursor (emptied, edited, damaged): restore it, or move it "
-            "aside to collect again from --since; nothing was written",
-    busy="another `mpg collect` is polling into DIR")
+    busy="another `mpg collect` is polling into DIR") + """\
+  (2 also when DIR/.slurm-collect/cursor.json is not a cursor (emptied, edited, not
+  UTF-8): restore it, or move it aside to collect again from --since; nothing was
+  written)
+"""
 
 
 def register(subparsers) -> None:
@@ -90,9 +92,9 @@ def main(args: argparse.Namespace) -> int:
     except (CollectError, SourceError) as exc:  # a command failed, or printed what no sacct prints
         print(f"mpg collect: {exc}; nothing was written to {args.out}", file=sys.stderr)
         return exits.FAILED
-    except CursorError as exc:  # the state that makes polls add up: rerunning will not mend it
+    except CursorError as exc:  # an input only the operator can mend, as a bad settings file: not a store (3)
         print(f"mpg collect: {exc}; nothing was written", file=sys.stderr)
-        return exits.DAMAGED
+        return exits.USAGE
     except CollectBusy as exc:
         print(f"mpg collect: {exc}; this run wrote nothing", file=sys.stderr)
         return exits.BUSY

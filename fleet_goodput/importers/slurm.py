@@ -33,7 +33,6 @@ on the job, the attempt's Submit time and the event, so the collector
 from __future__ import annotations
 
 import hashlib
-import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field

@@ -24,7 +24,7 @@ within the allowed lateness of the as-of time.
 
 Each command runs for at most its timeout (`--timeout`, DEFAULT_TIMEOUT_S), its output streamed into a
 file: one that fails or does not answer in time ends the poll with CollectError before anything is
-written; a cursor file that is not one is a CursorError naming it (docs/slurm.md says why exit 3).
+written; a cursor file that is not one is a CursorError naming it (docs/slurm.md says why exit 2).
 
 Killed at any point and run again, it ends where one uninterrupted collection
 ends: event ids depend only on the job, the attempt and the event; the cursor
