@@ -17,6 +17,7 @@ that matter and why (each one is a trap of 22.05 in a box like this).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -155,6 +156,17 @@ class SlurmBox:
                 process.kill()
                 process.wait()
         self.processes.clear()
+
+    @contextlib.contextmanager
+    def paused(self, daemon: str):
+        """`daemon` (slurmdbd, slurmctld) stopped by SIGSTOP meanwhile: it accepts connections and never
+        answers, as a wedged one does; SIGCONT after."""
+        process = next(p for p in self.processes if Path(p.args[0]).name == daemon)
+        process.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            process.send_signal(signal.SIGCONT)
 
     def _spawn(self, command: list[str], name: str) -> subprocess.Popen:
         log = open(self.folder / "log" / f"{name}.out", "ab")

@@ -8,12 +8,14 @@ test_slurm.py runs last, and its tests read what was recorded. Whichever worker 
 it (the folder is created once); `python tests/slurm_recording.py FOLDER` is that process.
 
 FOLDER then holds `box/` (the daemons' own folder), `capture/` (what `capture` wrote), `collected/killed`
-(the collector SIGKILLed and rerun) and `collected/once` (one whole collection), `recording.log`, and at the
+(the collector SIGKILLed and rerun), `collected/once` (one whole collection), `collected/<daemon>-paused` (a
+poll while slurmdbd or slurmctld never answers), `recording.log`, and at the
 end either `recorded.json` (scenario → job id, the collector's tally, its `--since`) or `failed.txt`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -30,6 +32,9 @@ from slurm_box import SlurmBox, capture, run_scenarios
 RECORDED, FAILED = "recorded.json", "failed.txt"
 # Box start, the scenarios (about 90 s, the time limit's) and both collections, on a loaded host.
 WAIT_S = 600
+# The collector's --timeout while a daemon is paused: sacct itself gives up on a silent slurmdbd after
+# 45 s and scontrol on a silent slurmctld after 10 s (22.05's defaults), each with a message of its own.
+UNANSWERED_TIMEOUT_S = 3
 
 
 class KilledAndRerun(threading.Thread):
@@ -61,6 +66,26 @@ class KilledAndRerun(threading.Thread):
         while not self.stopping.is_set():
             self.poll(self.rng.uniform(0.3, 3.0) if self.rng.random() < 0.5 else None)
             time.sleep(0.5)
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """Every file of a collection with its SHA-256, but the scratch text of the poll under way."""
+    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(folder.rglob("*")) if path.is_file() and "poll" not in path.relative_to(folder).parts}
+
+
+def poll_while_paused(box: SlurmBox, daemon: str, out: Path, since: str) -> dict:
+    """One whole poll into `out`, then one with `daemon` stopped (SIGSTOP: it takes connections and never
+    answers) and a --timeout of UNANSWERED_TIMEOUT_S: what that poll printed and returned, and whether the
+    collection's files stayed as the whole poll left them."""
+    KilledAndRerun(box, out, since).poll()
+    before = _files(out)
+    with box.paused(daemon):
+        done = subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "collect", "slurm", "--out", str(out),
+                               "--timeout", str(UNANSWERED_TIMEOUT_S)], env=box.env, capture_output=True, text=True,
+                              timeout=120)
+    return {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr,
+            "unchanged": _files(out) == before, "files": len(before), "out": str(out)}
 
 
 def session_folder(tmp_path_factory) -> Path:
@@ -106,12 +131,15 @@ def record(folder: Path) -> dict:
         collector.join()
         collector.poll()  # a last whole poll, as cron's next run would be
         KilledAndRerun(box, folder / "collected" / "once", since).poll()
+        unanswered = {daemon: poll_while_paused(box, daemon, folder / "collected" / f"{daemon}-paused", since)
+                      for daemon in ("slurmdbd", "slurmctld")}
         files = capture(box, folder / "capture")
     finally:
         collector.stopping.set()
         box.stop()
     return {"jobs": jobs, "files": {name: str(path) for name, path in files.items()}, "since": since,
-            "collector": {"polls": collector.polls, "kills": collector.kills, "failures": collector.failures}}
+            "collector": {"polls": collector.polls, "kills": collector.kills, "failures": collector.failures},
+            "unanswered": unanswered}
 
 
 def _main(folder: Path) -> None:

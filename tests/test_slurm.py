@@ -46,6 +46,14 @@ def recorded(tmp_path_factory):
     return recording["jobs"], files, collector, folder / "collected", recording["since"]
 
 
+@pytest.fixture(scope="module")
+def unanswered(tmp_path_factory):
+    """What each poll made while a daemon never answered recorded (tests/slurm_recording.py)."""
+    folder = slurm_recording.session_folder(tmp_path_factory)
+    slurm_recording.start(folder)
+    return slurm_recording.wait(folder)["unanswered"]
+
+
 def test_the_box_ran_every_scenario(recorded):
     jobs, files, *_ = recorded
     states: dict[str, list[str]] = {}
@@ -224,3 +232,18 @@ def test_every_poll_states_what_it_observed(recorded):
     first = min(r["event_time"] for records in _scheduler_records(collected / "once").values() for r in records
                 if r["job_id"] is not None)
     assert min(periods["testfleet"][0] for periods in stated) == int(first.timestamp() * 1_000_000)
+
+
+@pytest.mark.parametrize("daemon, command", [("slurmdbd", "sacct"), ("slurmctld", "scontrol")])
+def test_a_poll_whose_slurm_daemon_never_answers_ends_in_one_line_writing_nothing(unanswered, daemon, command):
+    """The real daemon stopped (SIGSTOP): it takes the connection and never answers, so the real sacct
+    (first to ask slurmdbd) or scontrol (first to ask slurmctld: sacct and sacctmgr ask slurmdbd) waits.
+    Slurm's own clients give up only after 45 s (sacct) or 10 s (scontrol), each with a message of its
+    own; the collector's --timeout of 3 s kills it first: exit 1, one line naming the command, the
+    daemon and the flag, and every file of the collection as the whole poll before left it."""
+    poll = unanswered[daemon]
+    assert poll["files"] >= 2  # the whole poll before wrote a scheduler file and the cursor
+    assert (poll["returncode"], poll["stdout"], poll["stderr"]) == (
+        1, "", f"mpg collect: {command} did not answer within 3 s (is {daemon} responding? --timeout gives it "
+               f"longer); nothing was written to {poll['out']}\n")
+    assert poll["unchanged"]

@@ -139,7 +139,7 @@ def test_awkward_rows_are_handled_or_rejected_with_a_reason(tmp_path):
         _row("12", req="gres/gpu=2", alloc="gres/gpu=2", partition="gpu-old"),  # no GRES type: by partition
         _row("13", req="gres/gpu=2", alloc="gres/gpu=2", partition="mystery"),  # no GRES type, no map entry
         _row("14", end="4102444800"),  # epoch seconds (SLURM_TIME_FORMAT=%s) of 2100-01-01: past the contract
-        _row("15", req="gres/gpu:h100=4000000000", alloc=""),  # more GPUs than the contract's int holds
+        _row("15", req="gres/gpu:h100=4000000000", alloc=""),  # more GPUs than any fleet holds (and an Avro int)
         _row("16.0", req="", alloc="billing=1,cpu=4,node=1"),  # a step as sacct lists it: no TRES of its own
     ])
     mapping = AcceleratorMap(partitions={"gpu-old": "v100"})
@@ -151,7 +151,7 @@ def test_awkward_rows_are_handled_or_rejected_with_a_reason(tmp_path):
         "edge/16.0": "not a job allocation's JobID (a step? pass --allocations)",
         "edge/10": "no Submit time", "edge/11": "Start before Submit",
         "edge/13": "GPU type not in the accelerator map", "edge/14": "End is not a time from 1970 up to 2100",
-        "edge/15": "gres/gpu is not a whole number of chips from 1 to 2,147,483,647"}
+        "edge/15": "gres/gpu is not a whole number of chips from 1 to 1,048,576"}
     kinds = {job: [r["type"] for r in by_job(imported, "scheduler", job)] for job in
              ("edge/1", "edge/2", "edge/4", "edge/5", "edge/6_1", "edge/6_3", "edge/7", "edge/12")}
     assert kinds == {"edge/1": ["SUBMIT", "ALLOCATE", "FINISH"], "edge/2": ["SUBMIT", "ALLOCATE", "FINISH"],

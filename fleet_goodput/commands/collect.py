@@ -11,6 +11,7 @@ from fleet_goodput import exits
 from fleet_goodput.console import VERBOSITY_HELP, say
 from fleet_goodput.core.config import ConfigError, load_settings
 from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP
+from fleet_goodput.importers.slurm_collect import DEFAULT_TIMEOUT_S
 
 DESCRIPTION = """\
 Poll the accounting of the Slurm cluster this machine's Slurm client is
@@ -29,10 +30,15 @@ as it has got; its end comes with a later poll. The cursor and the last poll's
 text live in DIR/.slurm-collect/; rows that cannot be mapped are listed with
 their reason in DIR/slurm_rejected/.
 
+Each Slurm command (sacct, sacctmgr, scontrol, squeue) may take --timeout
+seconds (default {timeout} s): one that does not answer by then (slurmdbd or
+slurmctld wedged) is killed and the poll ends with one line saying which,
+exit 1, having written nothing; the next poll starts from the same cursor.
+
 It may be killed at any moment and run again: the same attempt always gets the
 same event_id and the cursor remembers what was written, so nothing is counted
 twice and nothing is missed.
-"""
+""".format(timeout=DEFAULT_TIMEOUT_S)
 
 EPILOG = """\
 examples:
@@ -40,9 +46,14 @@ examples:
   */10 * * * * mpg collect slurm --out /data/telemetry -q               # then every ten minutes, from cron
   mpg run --input /data/telemetry --output /data/goodput
 
-""" + VERBOSITY_HELP + "\n\n" + exits.describe(failed="a Slurm command failed (not installed, no configuration, "
-                                                       "the controller or slurmdbd down): nothing was written",
-                                                busy="another `mpg collect` is polling into DIR")
+""" + VERBOSITY_HELP + "\n\n" + exits.describe(
+    failed="a Slurm command failed (not installed, no configuration, the controller or slurmdbd down) or did not "
+           "answer within --timeout: nothing was written",
+    busy="another `mpg collect` is polling into DIR") + """\
+  (2 also when DIR/.slurm-collect/cursor.json is not a cursor (emptied, edited, not
+  UTF-8): restore it, or move it aside to collect again from --since; nothing was
+  written)
+"""
 
 
 def register(subparsers) -> None:
@@ -56,6 +67,9 @@ def register(subparsers) -> None:
                              "continue from the cursor")
     parser.add_argument("--accelerator-map", metavar="FILE", help=ACCELERATOR_MAP_HELP)
     parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"how long each Slurm command (sacct, sacctmgr, scontrol, squeue) may take before the "
+                             f"poll gives up, writing nothing (default {DEFAULT_TIMEOUT_S} s)")
     parser.set_defaults(func=main)
 
 
@@ -65,17 +79,22 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.core.timeutil import format_time_us, parse_time_us
     from fleet_goodput.importers.common import MICROS, Options, SourceError
     from fleet_goodput.importers.slurm import AcceleratorMap
-    from fleet_goodput.importers.slurm_collect import CollectBusy, CollectError, collect
+    from fleet_goodput.importers.slurm_collect import CollectBusy, CollectError, CursorError, collect
 
     try:
         settings = load_settings(args.config)
         options = Options(accelerators=frozenset(settings.accelerators),
                           accelerator_map=AcceleratorMap.load(args.accelerator_map))
         since_us = parse_time_us(args.since) if args.since else (int(time.time()) - 86_400) * MICROS
-        result = collect(Path(args.out), options, since_us)
+        if not 0 < args.timeout <= 86_400:
+            raise ValueError(f"--timeout must be more than 0 and at most 86400 seconds, not {args.timeout:g}")
+        result = collect(Path(args.out), options, since_us, timeout_s=args.timeout)
     except (CollectError, SourceError) as exc:  # a command failed, or printed what no sacct prints
-        print(f"mpg collect: {exc}\nmpg collect: nothing was written to {args.out}", file=sys.stderr)
+        print(f"mpg collect: {exc}; nothing was written to {args.out}", file=sys.stderr)
         return exits.FAILED
+    except CursorError as exc:  # an input only the operator can mend, as a bad settings file: not a store (3)
+        print(f"mpg collect: {exc}; nothing was written", file=sys.stderr)
+        return exits.USAGE
     except CollectBusy as exc:
         print(f"mpg collect: {exc}; this run wrote nothing", file=sys.stderr)
         return exits.BUSY

@@ -49,6 +49,9 @@ DEFAULT_MAX_EXPANDED_BYTES = DEFAULT_MAX_EXPANDED_MIB << 20
 # no Avro long could hold it).
 LATEST_US = 4_102_444_800 * MICROS  # 2100-01-01T00:00:00Z
 MAX_CHIPS = 2**31 - 1  # the contract's `chips` is an Avro int
+# The most chips one job or one fleet level may plausibly hold, as the pipeline's clean rows bound them
+# (telemetry/columnar.py, MAX_CHIPS): past the largest fleets by two orders of magnitude.
+PLAUSIBLE_CHIPS = 2**20
 
 
 class SourceError(ValueError):
@@ -268,10 +271,11 @@ def event_time_us(value, what: str, unit_us: int = 1) -> int:
     return int(scaled)
 
 
-def chip_count(value, what: str) -> int:
-    """`value` as a count of chips: a whole number from 1 up to what the contract holds, else Unmappable."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHIPS:
-        raise Unmappable(f"{what} is not a whole number of chips from 1 to {MAX_CHIPS:,}", repr(value))
+def chip_count(value, what: str, most: int = MAX_CHIPS) -> int:
+    """`value` as a count of chips: a whole number from 1 up to `most` (by default what the contract
+    holds), else Unmappable."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise Unmappable(f"{what} is not a whole number of chips from 1 to {most:,}", repr(value))
     return value
 
 

@@ -22,6 +22,10 @@ the imported history give the same figures. A record that reaches accounting
 after the poll (slurmdbd takes about a second) is written by the next poll,
 within the allowed lateness of the as-of time.
 
+Each command runs for at most its timeout (`--timeout`, DEFAULT_TIMEOUT_S), its output streamed into a
+file: one that fails or does not answer in time ends the poll with CollectError before anything is
+written; a cursor file that is not one is a CursorError naming it (docs/slurm.md says why exit 2).
+
 Killed at any point and run again, it ends where one uninterrupted collection
 ends: event ids depend only on the job, the attempt and the event; the cursor
 remembers the ids written; and a file written by a poll the cursor never
@@ -41,7 +45,7 @@ from pathlib import Path
 
 import fastavro
 
-from fleet_goodput.importers.common import MICROS, Options
+from fleet_goodput.importers.common import MICROS, Options, bounded_lines
 from fleet_goodput.importers.slurm import (ENDED_LISTING, EVENT_FIELDS, EVENTS, NODES, PENDING_LISTING, REQUIRED, SACCT,
                                            SACCT_COMMAND, SACCT_FIELDS, convert, first_record_us, parsable_rows)
 from fleet_goodput.telemetry.avro_io import write_events
@@ -58,10 +62,20 @@ FORGET_US = 86_400 * MICROS
 FORGET_REJECTED_US = 30 * FORGET_US
 OPEN = 2**62  # the "forget after" of an id whose job has not ended
 IDS_PER_SACCT = 500  # pending jobs asked for by id: a command line and a query of bounded length
+# How long each Slurm command may take. sacct gives up on a slurmdbd that does not answer only after its
+# own timeouts (45 s with the defaults, measured on 22.05; longer where MessageTimeout is raised), and a
+# wedged one may never answer: a poll waits this long at most per command, then ends writing nothing,
+# well within the ten minutes between two polls of the shipped timer.
+DEFAULT_TIMEOUT_S = 120
 
 
 class CollectError(RuntimeError):
-    """A Slurm command failed (not installed, no configuration, the controller down)."""
+    """A Slurm command failed (not installed, no configuration, the controller down) or did not answer
+    in time."""
+
+
+class CursorError(ValueError):
+    """The cursor file cannot be read as one: the message names it and says what is wrong."""
 
 
 class CollectBusy(RuntimeError):
@@ -86,9 +100,7 @@ class Cursor:
             cursor = cls(None, start_us, 0, {}, {})
             cursor.save(folder)
             return cursor
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        return cls(raw["origin_us"], raw["since_us"], raw["polls"], raw["written"], raw["rejected"],
-                   raw.get("clusters", []))
+        return cls(**_cursor_fields(path))
 
     def save(self, folder: Path) -> None:
         path = folder / STATE_DIR / CURSOR
@@ -97,25 +109,68 @@ class Cursor:
         os.replace(partial, path)
 
 
-def _slurm(*command: str) -> str:
+# The cursor's fields and the JSON types each must have (an int is never a bool).
+_CURSOR_TYPES = {"origin_us": (int, type(None)), "since_us": (int,), "polls": (int,), "written": (dict,),
+                 "rejected": (dict,), "clusters": (list,)}
+
+
+def _cursor_fields(path: Path) -> dict:
+    """The cursor's fields, checked: a file that is not one (emptied, edited, damaged) is a CursorError
+    naming it, never a traceback, and never silently a new cursor (that would rewrite what was written)."""
+    def bad(problem: str) -> CursorError:
+        return CursorError(f"{path}: {problem}; it is the collector's cursor: restore it, or move it aside "
+                           "to collect again from --since (events already written keep their ids)")
+
+    try:
+        raw = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise bad(f"not UTF-8 text (byte {exc.start})") from None
+    except ValueError as exc:
+        raise bad(f"not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise bad("not a JSON object")
+    missing = [name for name in _CURSOR_TYPES if name not in raw and name != "clusters"]
+    if missing:
+        raise bad(f"no {', '.join(missing)}")
+    raw.setdefault("clusters", [])
+    for name, types in _CURSOR_TYPES.items():
+        if isinstance(raw[name], bool) or not isinstance(raw[name], types):
+            raise bad(f"{name} is {type(raw[name]).__name__}, not {' or '.join(_JSON_NAMES[t] for t in types)}")
+    for name in ("written", "rejected"):
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in raw[name].values()):
+            raise bad(f"{name} maps to something other than whole numbers")
+    if not all(isinstance(c, str) for c in raw["clusters"]):
+        raise bad("clusters holds something other than names")
+    return {name: raw[name] for name in _CURSOR_TYPES}
+
+
+_JSON_NAMES = {int: "a whole number", type(None): "null", dict: "an object", list: "a list"}
+
+
+def _slurm(*command: str, into: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    """Run `command` with its output streamed into the file `into` (never held whole), for `timeout_s` at most."""
     env = {**os.environ, "TZ": "UTC"}  # sacct prints times in the client's zone, without an offset
     try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, errors="surrogateescape",
-                              timeout=600)
+        with open(into, "wb") as output:
+            done = subprocess.run(command, env=env, stdout=output, stderr=subprocess.PIPE, timeout=timeout_s)
     except FileNotFoundError as exc:
         raise CollectError(f"{command[0]} is not installed (the Slurm client tools are needed)") from exc
+    except subprocess.TimeoutExpired:  # run() has killed it
+        raise CollectError(f"{command[0]} did not answer within {timeout_s:g} s (is "
+                           f"{'slurmdbd' if command[0] in ('sacct', 'sacctmgr') else 'slurmctld'} responding? "
+                           "--timeout gives it longer)") from None
     if done.returncode:
-        raise CollectError(f"{' '.join(command[:3])} ... exited {done.returncode}: {done.stderr.strip()[:400]}")
-    return done.stdout
+        why = " ".join(done.stderr[:2000].decode("utf-8", "replace").split())[:400]
+        raise CollectError(f"{' '.join(command[:3])} ... exited {done.returncode}: {why}")
 
 
 def _utc(time_us: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time_us // MICROS))
 
 
-def poll_files(folder: Path, since_us: int) -> Path:
-    """Run the commands into `folder`; the path of the sacct text: the eligible jobs' rows, then those of
-    the jobs only the other listings show (ENDED_LISTING, PENDING_LISTING)."""
+def poll_files(folder: Path, since_us: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> Path:
+    """Run the commands into `folder`, each for at most `timeout_s`; the path of the sacct text: the eligible
+    jobs' rows, then those of the jobs only the other listings show (ENDED_LISTING, PENDING_LISTING)."""
     folder.mkdir(parents=True, exist_ok=True)
     since = _utc(since_us)
     sacct = (*SACCT_COMMAND, "-S", since, "-E", "now", "-o", SACCT_FIELDS)
@@ -124,32 +179,32 @@ def poll_files(folder: Path, since_us: int) -> Path:
         EVENTS: ("sacctmgr", "-P", "show", "event", f"format={EVENT_FIELDS}", f"Start={since}"),
         NODES: ("scontrol", "show", "node", "-o"),
         "sacct-ended.txt": (*sacct, *ENDED_LISTING),
+        "squeue-pending.txt": PENDING_LISTING,
     }
     for name, command in outputs.items():
-        _write(folder / name, _slurm(*command))
+        _slurm(*command, into=folder / name, timeout_s=timeout_s)
     listed = {row.fields.get("JobIDRaw", "").strip() for row in parsable_rows(folder / SACCT, REQUIRED)}
     listings = [folder / "sacct-ended.txt"]
-    pending = [job for job in _slurm(*PENDING_LISTING).split() if job not in listed]
+    with open(folder / "squeue-pending.txt", "rb") as handle:
+        pending = [job for _, line in bounded_lines(handle, 1024) if line and (job := line.strip().decode(
+            "ascii", "replace")) and job not in listed]
     for number, start in enumerate(range(0, len(pending), IDS_PER_SACCT)):
         listings.append(folder / f"sacct-pending-{number}.txt")
-        _write(listings[-1], _slurm(*sacct, "-j", ",".join(pending[start:start + IDS_PER_SACCT])))
+        _slurm(*sacct, "-j", ",".join(pending[start:start + IDS_PER_SACCT]), into=listings[-1], timeout_s=timeout_s)
     # A job listed twice may have moved on in between (running in the first listing, ended in the next),
     # and its two rows would read as two attempts: each job's rows come from the first listing that has it.
     # A job just submitted is listed by id before accounting has its partition and priority: a later
     # poll lists it whole (its SUBMIT is written once).
-    added: list[bytes] = []
-    for listing in listings:
-        rows = [row for row in parsable_rows(listing, REQUIRED)
-                if row.fields.get("JobIDRaw", "").strip() not in listed and row.fields.get("Partition", "").strip()]
-        added += [row.raw for row in rows]
-        listed.update(row.fields.get("JobIDRaw", "").strip() for row in rows)
-    with open(folder / SACCT, "ab") as handle:
-        handle.write(b"".join(raw + b"\n" for raw in added))
+    with open(folder / SACCT, "ab") as sacct_text:
+        for listing in listings:
+            added = set()  # a job's every row (attempt) of this listing, none of a later one
+            for row in parsable_rows(listing, REQUIRED):
+                job = row.fields.get("JobIDRaw", "").strip()
+                if job not in listed and row.fields.get("Partition", "").strip():
+                    sacct_text.write(row.raw + b"\n")
+                    added.add(job)
+            listed |= added
     return folder / SACCT
-
-
-def _write(path: Path, text: str) -> None:
-    path.write_bytes(text.encode("utf-8", "surrogateescape"))
 
 
 def _recover(out: Path, cursor: Cursor) -> None:
@@ -170,24 +225,27 @@ def _recover(out: Path, cursor: Cursor) -> None:
                 cursor.rejected.setdefault(f"{row['item']}|{row['reason']}", cursor.since_us)
 
 
-def collect(out: Path, options: Options, since_us: int, now_us: int | None = None) -> dict:
-    """One poll into `out`; what it wrote. Raises CollectBusy while another holds `out`."""
+def collect(out: Path, options: Options, since_us: int, now_us: int | None = None,
+            timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+    """One poll into `out`, each Slurm command given `timeout_s`; what it wrote. Raises CollectBusy while
+    another holds `out`, CollectError when a command fails or does not answer in time (nothing written),
+    CursorError when the cursor file is not one."""
     (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
     with open(out / STATE_DIR / "lock", "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise CollectBusy(f"another `mpg collect` is polling into {out}") from None
-        return _poll(out, options, since_us, now_us)
+        return _poll(out, options, since_us, now_us, timeout_s)
 
 
-def _poll(out: Path, options: Options, since_us: int, now_us: int | None) -> dict:
+def _poll(out: Path, options: Options, since_us: int, now_us: int | None, timeout_s: float) -> dict:
     cursor = Cursor.load(out, since_us)
     _recover(out, cursor)
     now_us = now_us if now_us is not None else time.time_ns() // 1000
     poll_dir = out / STATE_DIR / "poll"
     shutil.rmtree(poll_dir, ignore_errors=True)
-    imported = convert(poll_files(poll_dir, cursor.since_us), options, origin_us=cursor.origin_us,
+    imported = convert(poll_files(poll_dir, cursor.since_us, timeout_s), options, origin_us=cursor.origin_us,
                        since_us=cursor.since_us, settle_after_us=now_us - LAG_US)
     # Capacity and the observed period start at the first record of the history read so far, as an
     # import of it starts: a record that reached accounting after an earlier poll moves them earlier
