@@ -261,3 +261,16 @@ def test_a_profile_with_lookaround_or_a_backreference_is_refused_naming_the_key(
                                          r"perl operator: \(\?<=; RE2 syntax: no lookaround or backreferences\)"):
         import_to("logs", source, tmp_path / "in", profile="la", profiles=profiles, job="j", accelerator="h100",
                   chips=8)
+
+
+@pytest.mark.parametrize("flag, value", [("--cluster", "gke\x1b[2J"), ("--cluster", "a" * 300), ("--job", "j\x00")])
+def test_a_cluster_or_job_name_that_is_no_name_is_a_bad_argument(tmp_path, capsys, flag, value):
+    """--cluster and --job name the telemetry every event carries: control characters or a runaway length are a
+    bad argument (exit 2, the flag named), not names written into the store."""
+    log = tmp_path / "run.log"
+    log.write_text("x\n")
+    argv = (["import", "kubernetes", str(log), "--cluster", value] if flag == "--cluster"
+            else ["import", "orbax", str(tmp_path), "--job", value])
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert f"mpg import: {flag} must be a name of printable characters, at most 256" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

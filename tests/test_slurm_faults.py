@@ -204,3 +204,21 @@ def test_a_missing_slurm_client_is_one_line(tmp_path):
     assert (done.returncode, done.stderr) == (1, "mpg collect: sacct is not installed (the Slurm client tools are "
                                                  f"needed); nothing was written to {tmp_path / 'o'}\n")
     assert json.loads((tmp_path / "o" / ".slurm-collect" / "cursor.json").read_text())["polls"] == 0
+
+
+@pytest.mark.parametrize("name, content", [
+    ("scheduler/slurm-000001.avro", b"Obj\x01" + b"\xff" * 64),  # an Avro header cut into garbage
+    ("slurm_rejected/poll-000001.jsonl", b'{"item": "1", "reason"\n'),
+], ids=["avro", "rejections"])
+def test_a_damaged_file_of_an_interrupted_poll_is_one_line_naming_it_exit_2(tmp_path, capsys, name, content):
+    """A poll killed after writing its files but before its cursor moved: the next poll reads them back. One
+    damaged since (they are written whole, by a rename) is one line naming it, exit 2, before any Slurm command
+    runs, never a traceback; nothing is written."""
+    damaged = tmp_path / "out" / name
+    damaged.parent.mkdir(parents=True)
+    damaged.write_bytes(content)
+    assert main(["collect", "slurm", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mpg collect: {damaged} cannot be read back (") and err.count("\n") == 1, err
+    assert "move it aside and poll again" in err
+    assert damaged.read_bytes() == content

@@ -153,6 +153,9 @@ def register(subparsers) -> None:
         sub.set_defaults(func=main, **absent)
 
 
+MAX_NAME = 256  # a cluster or job id names telemetry: the contract's identifiers stay this short
+
+
 def main(args: argparse.Namespace) -> int:
     module = IMPORTERS[args.format]
     try:
@@ -163,6 +166,10 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError("--chips must be positive")
         if args.max_expanded_mib <= 0:
             raise ValueError("--max-expanded-mib must be positive")
+        for flag, value in (("--cluster", args.cluster), ("--job", args.job)):
+            if value is not None and (not value or not value.isprintable() or len(value) > MAX_NAME):
+                raise ValueError(f"{flag} must be a name of printable characters, at most {MAX_NAME}: "
+                                 f"got {value[:40]!r}")
         sources = [Path(source) for source in args.source]
         if len(sources) > 1 and not getattr(module, "MANY_SOURCES", False):
             raise ValueError(f"{args.format} reads one SOURCE, not {len(sources)}")

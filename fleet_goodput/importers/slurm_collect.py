@@ -34,6 +34,7 @@ recorded (killed between the two) is read back into it before polling.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -213,16 +214,29 @@ def _recover(out: Path, cursor: Cursor) -> None:
     for path in sorted((out / "scheduler").glob("slurm-*.avro")):
         number = int(path.stem.split("-")[1])
         if number > recorded:
-            with open(path, "rb") as handle:
+            with _read_back(path), open(path, "rb") as handle:
                 for record in fastavro.reader(handle):
                     cursor.written[record["event_id"]] = OPEN
             cursor.polls = number
     for path in sorted((out / REJECTED_DIR).glob("poll-*.jsonl")) if (out / REJECTED_DIR).is_dir() else []:
         if int(path.stem.split("-")[1]) > recorded:
             cursor.polls = max(cursor.polls, int(path.stem.split("-")[1]))
-            for line in path.read_text(encoding="utf-8").splitlines():
-                row = json.loads(line)
-                cursor.rejected.setdefault(f"{row['item']}|{row['reason']}", cursor.since_us)
+            with _read_back(path):
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    row = json.loads(line)
+                    cursor.rejected.setdefault(f"{row['item']}|{row['reason']}", cursor.since_us)
+
+
+@contextlib.contextmanager
+def _read_back(path: Path):
+    """Reading back a file of a poll the cursor never recorded: one that does not read is a CursorError
+    naming it (written whole by a rename, it was damaged since), never a traceback."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - fastavro and json raise many kinds on damaged bytes: each is this
+        raise CursorError(f"{path} cannot be read back ({type(exc).__name__}: {str(exc)[:120]}): a poll wrote it "
+                          "whole, so it was damaged since; move it aside and poll again (its rows are read again "
+                          "from Slurm)") from None
 
 
 def collect(out: Path, options: Options, since_us: int, now_us: int | None = None,
