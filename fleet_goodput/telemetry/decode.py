@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import re
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -35,28 +34,21 @@ from fleet_goodput.core.timeutil import EPOCH, ONE_MICROSECOND
 from fleet_goodput.telemetry import avro_codecs, observed
 from fleet_goodput.telemetry.avro_blocks import AvroBlocks, Damage
 from fleet_goodput.telemetry.avro_bounds import UnsafeSchema, most_records, records_beyond
+from fleet_goodput.telemetry.plausible import (EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, MAX_IDENTIFIER_LENGTH,  # noqa: F401
+                                              Invalid, check_identifier)
 
 # Every block fastavro decompresses in this process is bounded (a decompression bomb is a damaged block).
 avro_codecs.install()
 
-# Telemetry from before this (2000-01-01) is a unit or clock error, not history.
-EARLIEST_PLAUSIBLE_US = 946_684_800_000_000
-# Telemetry from 2100 on is a unit error (nanoseconds as microseconds, say), not the future.
-LATEST_PLAUSIBLE_US = 4_102_444_800_000_000
 # An event more than a day after the run's wall-clock time may be a clock running ahead, or this
 # machine's clock running behind: it is not rejected (a reason that depends on the wall clock
 # would be final on a machine whose clock is wrong), but it cannot move the as-of time
 # (fleet_goodput/core/asof.py): it waits until later events reach it. A day covers clock skew and a
 # local time written as UTC (at most 14 h).
 FUTURE_TOLERANCE_US = 86_400_000_000
-# Identifiers longer than this are not identifiers (and would bloat every key and row).
-MAX_IDENTIFIER_LENGTH = 256
-_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 
-class Invalid(ValueError):
-    """A record that breaks the contract; the message is its rejection reason."""
 
 
 def rejected_row(stream: str, reason: str, source: str, record: dict | None = None, records: int = 1) -> dict:
@@ -102,11 +94,6 @@ def _common(record: dict) -> None:
         check_identifier("job_id", record["job_id"])
 
 
-def check_identifier(name: str, value: str) -> None:
-    if len(value) > MAX_IDENTIFIER_LENGTH:
-        raise Invalid(f"{name} of {len(value)} characters: longer than {MAX_IDENTIFIER_LENGTH} is not an identifier")
-    if _CONTROL_CHARACTER.search(value):
-        raise Invalid(f"{name} {value[:40]!r} holds control characters: not an identifier")
 
 
 def scheduler_event(record: dict, accelerators) -> tuple[str, Event]:

@@ -36,6 +36,7 @@ from fastavro.read import HEADER_SCHEMA
 from fleet_goodput.core.events import make_event
 from fleet_goodput.core.keys import is_capacity_key, parse_capacity_key
 from fleet_goodput.core.timeutil import format_time_us
+from fleet_goodput.telemetry.plausible import EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, Invalid, check_identifier
 
 META_KEY = "fleet_goodput.observed"
 # Statements name at most this many clusters: a header is read whole, and no source watches more.
@@ -73,8 +74,6 @@ def statement_of(source: bytes | BinaryIO) -> dict[str, tuple[int, int]] | None:
 
 def check_periods(value) -> dict[str, tuple[int, int]]:
     """A statement's periods, checked: {cluster: (from_us, to_us)} with from <= to, plausible times."""
-    from fleet_goodput.telemetry.decode import EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, Invalid, check_identifier
-
     if not isinstance(value, dict) or not value:
         raise BadStatement(f"its {META_KEY} metadata is not an object of clusters: {str(value)[:80]!r}")
     if len(value) > MAX_CLUSTERS:

@@ -32,6 +32,8 @@ from typing import BinaryIO
 import fastavro
 from fastavro.read import HEADER_SCHEMA
 
+from fleet_goodput.telemetry.plausible import EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, Invalid, check_identifier
+
 META_KEY = "fleet_goodput.queue_quotas"
 FIELDS = ("cluster", "kind", "name", "cohort", "flavor", "accelerator", "start_us",
           "nominal", "borrowing_limit", "lending_limit", "usage", "borrowed")
@@ -72,8 +74,6 @@ def levels_of(source: bytes | BinaryIO) -> list[dict]:
 def check_levels(value) -> list[list]:
     """The statement's rows, checked: names as the contract's identifiers, a kind, plausible times, whole
     chips from 0 (null where the source did not say)."""
-    from fleet_goodput.telemetry.decode import EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, Invalid, check_identifier
-
     if not isinstance(value, list) or len(value) > MAX_LEVELS:
         raise BadQuotas(f"its {META_KEY} metadata is not a list of at most {MAX_LEVELS:,} levels")
     for row in value:
