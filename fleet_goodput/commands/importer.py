@@ -20,6 +20,7 @@ from fleet_goodput.importers.common import (CAVEATS_FILE, DEFAULT_MAX_EXPANDED_M
                                             SourceError, append_import, summary, write_import,
                                             write_rejections_only)
 from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP, AcceleratorMap
+from fleet_goodput.telemetry.plausible import MAX_IDENTIFIER_LENGTH
 
 # Rejections listed when nothing is left to import; the rest are counted.
 MAX_LISTED = 20
@@ -153,9 +154,6 @@ def register(subparsers) -> None:
         sub.set_defaults(func=main, **absent)
 
 
-MAX_NAME = 256  # a cluster or job id names telemetry: the contract's identifiers stay this short
-
-
 def main(args: argparse.Namespace) -> int:
     module = IMPORTERS[args.format]
     try:
@@ -167,8 +165,8 @@ def main(args: argparse.Namespace) -> int:
         if args.max_expanded_mib <= 0:
             raise ValueError("--max-expanded-mib must be positive")
         for flag, value in (("--cluster", args.cluster), ("--job", args.job)):
-            if value is not None and (not value or not value.isprintable() or len(value) > MAX_NAME):
-                raise ValueError(f"{flag} must be a name of printable characters, at most {MAX_NAME}: "
+            if value is not None and (not value or not value.isprintable() or len(value) > MAX_IDENTIFIER_LENGTH):
+                raise ValueError(f"{flag} must be a name of printable characters, at most {MAX_IDENTIFIER_LENGTH}: "
                                  f"got {value[:40]!r}")
         sources = [Path(source) for source in args.source]
         if len(sources) > 1 and not getattr(module, "MANY_SOURCES", False):

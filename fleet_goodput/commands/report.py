@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 from fleet_goodput import exits
+from fleet_goodput.commands.run import refuse_damaged_or_raise
 from fleet_goodput.commands.validate import add_quality_arguments, print_quality
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.core.config import ConfigError, report_dashboards
 from fleet_goodput.quality.checked_run import check_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
-from fleet_goodput.store.store_check import refuse_damaged_or_raise
 
 DESCRIPTION = """\
 Validate an output folder for a period (the checks of `mpg validate`), then

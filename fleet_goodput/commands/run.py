@@ -173,6 +173,18 @@ def main(args: argparse.Namespace) -> int:
     return exits.OK
 
 
+def refuse_damaged_or_raise(command: str, output, error: BaseException) -> int:
+    """For a command that met `error` reading a store: say the damage behind it and return exits.DAMAGED, or
+    raise `error` again when it is not the store's (a bug, to be seen whole)."""
+    from fleet_goodput.store.store_check import damage_behind
+
+    damaged = damage_behind(output, None, error)
+    if damaged is None:
+        raise error
+    print(f"mpg {command}: {damaged}", file=sys.stderr)
+    return exits.DAMAGED
+
+
 def refused(command: str, exc: Exception) -> int:
     """Say why `mpg COMMAND` could not go on, and the exit code that tells a scheduler what to do:
     retry a busy output, check a damaged one, fix the arguments otherwise."""

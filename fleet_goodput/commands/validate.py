@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 
 from fleet_goodput import console, exits
+from fleet_goodput.commands.run import refuse_damaged_or_raise
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.core.config import ConfigError
 from fleet_goodput.quality.checked_run import check_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, add_period_arguments, period_from_args, period_lock
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
-from fleet_goodput.store.store_check import refuse_damaged_or_raise
 
 DESCRIPTION = """\
 Check an output folder of `mpg run` with Great Expectations before anyone reads it.

@@ -524,17 +524,28 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, run_settings: RunSettings,
     return staged
 
 
-def _stated_by(files) -> dict[str, tuple[int, int]]:
-    """What the scheduler files among `files` state they observed, together (their headers only)."""
-    stated = []
+def _scheduler_headers(files):
+    """(path, header metadata) of each readable scheduler file among `files`: the statements a source makes
+    with its telemetry. An unreadable header is skipped: the read step rejects the file with the reason."""
     for item in files:
         if item.stream != CLOCK_STREAM:
             continue
         try:
             with open_input(item.path) as handle:
-                stated.append(observed.statement_of(handle) or {})
-        except Exception:  # noqa: BLE001 - unreadable or malformed: the read step rejects the file with the reason
+                meta = observed.header_meta(handle)
+        except Exception:  # noqa: BLE001 - fastavro raises many kinds on a header that is no header
             continue
+        yield item.path, meta
+
+
+def _stated_by(files) -> dict[str, tuple[int, int]]:
+    """What the scheduler files among `files` state they observed, together."""
+    stated = []
+    for _, meta in _scheduler_headers(files):
+        try:
+            stated.append(observed.statement_in(meta) or {})
+        except observed.BadStatement:
+            continue  # the read step rejects the file's events with the reason
     return observed.union(*stated)
 
 
@@ -542,16 +553,11 @@ def _quotas_stated_by(files) -> tuple[list[dict], list[str]]:
     """The queue quota levels the scheduler files among `files` state (fleet_goodput/telemetry/queue_quotas.py),
     and, for each file whose statement is malformed, the file and why (its events are read all the same)."""
     levels, refused = [], []
-    for item in files:
-        if item.stream != CLOCK_STREAM:
-            continue
+    for path, meta in _scheduler_headers(files):
         try:
-            with open_input(item.path) as handle:
-                levels += queue_quotas.levels_of(handle)
+            levels += queue_quotas.levels_in(meta)
         except queue_quotas.BadQuotas as exc:
-            refused.append(f"{item.path}: {exc}")
-        except Exception:  # noqa: BLE001 - an unreadable file: the read step rejects it with the reason
-            continue
+            refused.append(f"{path}: {exc}")
     return levels, refused
 
 

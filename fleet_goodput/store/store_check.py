@@ -297,17 +297,3 @@ def damage_behind(output: str | Path, run_id: int | None, error: BaseException) 
         return None
     return StoreDamaged(f"{store.root} is damaged (a query could not read run "
                         f"{record.run_id if record else '?'}):\n" + "".join(f"  {p}\n" for p in problems), store.root)
-
-
-def refuse_damaged_or_raise(command: str, output: str | Path, error: BaseException) -> int:
-    """For a command that met `error` reading a store: say the damage behind it and return exits.DAMAGED, or
-    raise `error` again when it is not the store's (a bug, to be seen whole)."""
-    import sys
-
-    from fleet_goodput import exits
-
-    damaged = damage_behind(output, None, error)
-    if damaged is None:
-        raise error
-    print(f"mpg {command}: {damaged}", file=sys.stderr)
-    return exits.DAMAGED

@@ -99,13 +99,15 @@ def _empty(table: Table) -> str:
     return f"select {columns}, cast(null as date) as date where false"
 
 
-def _raw_select(store: Store, name: str, record: RunRecord | None, relative: bool) -> str:
+def _raw_select(store: Store, name: str, record: RunRecord | None, relative: bool, earlier: bool) -> str:
+    """The select of table `name` as `record` left it; `earlier`: a run before the latest, whose files may be
+    gone past the retention."""
     table = TABLES[name]
     snapshot = store.snapshot(name, record)
     files = store.relative_files(snapshot)
     if not files:
         return _empty(table)
-    if record is not None and record.run_id != store.latest().run_id and not is_remote(store.root):
+    if earlier and not is_remote(store.root):
         _still_kept(store, record, files)
     source = _source(files if relative else [store.path(f) for f in files], relative)
     # A column this release adds to a table (jobs.unended_runs) is absent from a store written before it
@@ -128,8 +130,8 @@ def _still_kept(store: Store, record: RunRecord, files: list[str]) -> None:
                          f"{shlex.quote(store.root)}` lists those it keeps")
 
 
-def _raw_views(store: Store, record: RunRecord | None, relative: bool) -> dict[str, str]:
-    selects = {name: _raw_select(store, name, record, relative) for name in TABLES}
+def _raw_views(store: Store, record: RunRecord | None, relative: bool, earlier: bool) -> dict[str, str]:
+    selects = {name: _raw_select(store, name, record, relative, earlier) for name in TABLES}
     # Rejections of events still inside the lateness are provisional: shown, and marked.
     selects["rejected"] = (f"select *, false as provisional from ({selects['rejected']}) "
                            f"union all by name select *, true as provisional from ({selects.pop('rejected_pending')})")
@@ -224,11 +226,12 @@ def _run_views(store: Store, settings: Settings, run_id: int | None, schema: str
     """Run `run_id`'s record (default: the latest) and the statements of the views that are the run's
     own, by view name: those over its tables' files (created `deferred`), `settings` and `size_classes`."""
     record = store.run(run_id) if run_id is not None else store.latest()
+    earlier = run_id is not None and record.run_id != store.latest().run_id  # asked once, not per table
     kept = kept_settings(store, record)
     settings = apply(kept, settings)
     prefix = f"{schema}." if schema else ""
     named = {name: f"create or replace view {prefix}{name}{deferred} as {select}"
-             for name, select in _raw_views(store, record, relative).items()}
+             for name, select in _raw_views(store, record, relative, earlier).items()}
     named["settings"] = _settings_sql(settings, kept).replace("view settings", f"view {prefix}settings")
     named["size_classes"] = _size_classes_sql(settings).replace("view size_classes", f"view {prefix}size_classes")
     named["observed_periods"] = _observed_sql(record).replace("view observed_periods", f"view {prefix}observed_periods")

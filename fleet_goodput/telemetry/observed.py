@@ -56,12 +56,22 @@ def metadata(periods: dict[str, tuple[int, int]] | None) -> dict[str, str]:
                                  sort_keys=True)}
 
 
+def header_meta(source: bytes | BinaryIO) -> dict[str, bytes]:
+    """An Avro file's metadata, from the file's bytes or an open file (of which only the header is read);
+    whatever fastavro raises for an unreadable header."""
+    return fastavro.schemaless_reader(io.BytesIO(source) if isinstance(source, bytes) else source,
+                                      HEADER_SCHEMA)["meta"]
+
+
 def statement_of(source: bytes | BinaryIO) -> dict[str, tuple[int, int]] | None:
     """The periods an Avro file's header states (None: it states nothing), from the file's bytes or an
     open file (of which only the header is read). Raises BadStatement for a malformed entry, and whatever
     fastavro raises for an unreadable header (the decoder reports that)."""
-    meta = fastavro.schemaless_reader(io.BytesIO(source) if isinstance(source, bytes) else source,
-                                      HEADER_SCHEMA)["meta"]
+    return statement_in(header_meta(source))
+
+
+def statement_in(meta: dict[str, bytes]) -> dict[str, tuple[int, int]] | None:
+    """The periods a header's metadata (`header_meta`) states; None: it states nothing."""
     raw = meta.get(META_KEY)
     if raw is None:
         return None

@@ -25,13 +25,10 @@ cut; a file without the entry states nothing.
 
 from __future__ import annotations
 
-import io
 import json
 from typing import BinaryIO
 
-import fastavro
-from fastavro.read import HEADER_SCHEMA
-
+from fleet_goodput.telemetry.observed import header_meta
 from fleet_goodput.telemetry.plausible import EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, Invalid, check_identifier
 
 META_KEY = "fleet_goodput.queue_quotas"
@@ -59,8 +56,11 @@ def metadata(levels: list[dict] | None) -> dict[str, str]:
 def levels_of(source: bytes | BinaryIO) -> list[dict]:
     """The levels an Avro file's header states ([]: none), from its bytes or an open file (only the header
     is read). Raises BadQuotas for a malformed entry."""
-    meta = fastavro.schemaless_reader(io.BytesIO(source) if isinstance(source, bytes) else source,
-                                      HEADER_SCHEMA)["meta"]
+    return levels_in(header_meta(source))
+
+
+def levels_in(meta: dict[str, bytes]) -> list[dict]:
+    """The levels a header's metadata (observed.header_meta) states ([]: none); BadQuotas if malformed."""
     raw = meta.get(META_KEY)
     if raw is None:
         return []
