@@ -14,6 +14,7 @@ import importlib
 import os
 import pkgutil
 import sys
+import threading
 
 from fleet_goodput import __version__, commands, console, exits, faults
 from fleet_goodput.core.options import unknown_flag_message
@@ -168,5 +169,23 @@ _AFTER_FAULT = {
     None: "the store is unchanged",
 }
 
+def program() -> None:
+    """`mpg` as a program (its console script and `python -m fleet_goodput.cli`): main(), then exit.
+
+    A stop (Ctrl-C, SIGTERM) ends the process even where a library's thread was left running.
+    Beam's state sampler (apache_beam/runners/worker/statesampler.py, 2.77) marks itself started only
+    once its sampling thread, not a daemon, runs: a stop landing between the two leaves that thread
+    sampling for ever, unstopped, and the interpreter's exit waits for it (a second SIGTERM to
+    `mpg stream` hung so). What the command had to clean up it has cleaned up by then: flush what was
+    printed and end without waiting."""
+    code = main()
+    stopped = code in (exits.INTERRUPTED, exits.TERMINATED)
+    if stopped and any(not thread.daemon for thread in threading.enumerate() if thread is not threading.main_thread()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    program()
