@@ -308,13 +308,12 @@ class Recorder:
     def _write_queued(self) -> None:
         with self._write_lock:  # flush() and the writer thread may both write
             unwritten, queue = self._unwritten, self._queue
-            while True:
-                try:
-                    event = queue.popleft()
-                except IndexError:
-                    break
+            while queue:  # only a writer, holding the lock, takes from the queue
+                # Counted held before it leaves the queue: the training thread's bound (_put) never sees an
+                # event in neither, which let the queue refill past max_queued while a batch was moved.
+                self._held += 1
+                event = queue.popleft()
                 unwritten[_stream_of(event[0])].append(self._record(event))
-            self._held = sum(map(len, unwritten.values()))
             for stream, records in unwritten.items():
                 if records:
                     name = f"{self._file_stem}-{self._sequence:06d}.avro"
