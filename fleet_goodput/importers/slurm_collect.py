@@ -47,8 +47,9 @@ from pathlib import Path
 import fastavro
 
 from fleet_goodput.importers.common import MICROS, Options, bounded_lines
-from fleet_goodput.importers.slurm import (ENDED_LISTING, EVENT_FIELDS, EVENTS, NODES, PENDING_LISTING, REQUIRED, SACCT,
-                                           SACCT_COMMAND, SACCT_FIELDS, convert, first_record_us, parsable_rows)
+from fleet_goodput.importers.slurm import ENDED_LISTING, PENDING_LISTING, SACCT_COMMAND, convert, first_record_us
+from fleet_goodput.importers.slurm_files import (EVENT_FIELDS, EVENTS, NODES, REQUIRED, SACCT, SACCT_FIELDS,
+                                                 parsable_rows)
 from fleet_goodput.telemetry.avro_io import write_events
 
 STATE_DIR = ".slurm-collect"
