@@ -58,6 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
+from deltalake import Transaction as DeltaTransaction
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from fleet_goodput.quoting import literal_pattern, path_of_uri
@@ -319,6 +320,12 @@ class Store:
             return manifest["run_id"] if "settled_counts" in manifest else None
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def committed_sequence(self, app_id: str) -> int | None:
+        """The last sequence number writer `app_id` recorded with a run it committed (`Transaction.commit`'s
+        `marks`), None if it committed none."""
+        runs = self._delta(RUNS)
+        return None if runs is None else runs.transaction_version(app_id)
 
     def latest(self) -> RunRecord | None:
         runs = self.runs(last=1)
@@ -671,12 +678,13 @@ class Transaction:
         data = ds.dataset(files, schema=schema, format="parquet").scanner().to_reader() if files else schema.empty_table()
         self.write(name, data, schema, mode=mode, partition_by=partition_by)
 
-    def write_keyed(self, table: Table, folders: list[str] | None = None) -> None:
-        """Commit the rows staged for keyed `table` so that its latest version holds one row per key."""
+    def write_keyed(self, table: Table, folders: list[str] | None = None, rows: pa.Table | None = None) -> None:
+        """Commit the rows staged for keyed `table` (or `rows`, with their `date`) so that its latest
+        version holds one row per key."""
         relative = table_paths()[table.name]
         current = self._table(relative) if self.versions.get(table.name) is not None else None
-        commit_keyed(self.store.path(relative), self._staged(table.name, folders), table, delta_schema(table),
-                     current=current)
+        commit_keyed(self.store.path(relative), self._staged(table.name, folders) if rows is None else rows, table,
+                     delta_schema(table), current=current)
         self.versions[table.name] = self._table(relative).version()
 
     def _staged(self, name: str, folders: list[str] | None) -> list[str]:
@@ -701,13 +709,17 @@ class Transaction:
             raise StoreBusy(f"run {latest.run_id} was committed to {self.store.root} while this run worked; "
                             f"this run's results were not committed: run it again{self._lock_note()}")
 
-    def commit(self, record: RunRecord) -> RunRecord:
+    def commit(self, record: RunRecord, marks: tuple[str, int] | None = None) -> RunRecord:
+        """Make the run visible: append its `runs` row. `marks` (application id, sequence number) is
+        recorded in the same Delta commit as the writer's progress (Delta's transaction identifiers),
+        which `Store.committed_sequence` reads back, so a retried writer knows its commit was made."""
         self.check_unchanged()
+        marked = [DeltaTransaction(*marks)] if marks else None
         try:
             # No retry: a runs row another run appended meanwhile at the same version is a lost race, not a conflict
             # Delta may resolve by appending both.
             write_deltalake(self.store._delta(RUNS) or self.store.path(RUNS), record.to_arrow(), mode="append",
-                            commit_properties=CommitProperties(max_commit_retries=0))
+                            commit_properties=CommitProperties(max_commit_retries=0, app_transactions=marked))
         except CommitFailedError:
             raise self.lost_race() from None
         return record
