@@ -19,7 +19,8 @@ from fleet_goodput import exits
 from fleet_goodput.cli import main
 from fleet_goodput.store.delta_store import MARKER, NotAStore, Store, StoreDamaged, StoreError
 from fleet_goodput.store.store_check import require_intact
-from test_stream_commit_store import FIRST, SECOND, commit, productive
+from fleet_goodput.store.store_files import StoreFiles
+from stream_panes import FIRST, SECOND, commit, productive
 
 
 @pytest.fixture
@@ -88,3 +89,9 @@ def test_a_torn_last_commit_of_the_runs_is_named_and_set_aside(store, folder, ca
 def test_check_says_when_the_uri_holds_no_store(tmp_path, capsys):
     assert main(["check", "--output", f"file://{tmp_path}/nothing"]) == exits.USAGE
     assert "is not a folder" in capsys.readouterr().err
+
+
+def test_a_gs_store_goes_through_the_cloud_storage_file_system():
+    files = StoreFiles("gs://my-bucket/good put/out")  # made without the network: nothing is read yet
+    assert type(files.file_system).__name__ == "GcsFileSystem"
+    assert files.path("runs/_delta_log") == "my-bucket/good put/out/runs/_delta_log"
