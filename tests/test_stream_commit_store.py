@@ -38,6 +38,13 @@ def test_a_retried_pane_is_committed_once(tmp_path):
     assert commit(store, FIRST, 0, stream_id="another-pipeline").run_id == 2  # a new pipeline numbers afresh
 
 
+def test_an_empty_pane_commits_nothing(tmp_path):
+    store = Store(tmp_path / "out")
+    commit(store, FIRST, 0)
+    assert commit(store, Pane({"job_window": []}, {("runtime", "read"): 0}), 1) is None
+    assert [run.run_id for run in store.runs()] == [1]
+
+
 def test_a_retried_pane_is_known_after_the_runs_log_is_checkpointed_and_cleaned(tmp_path):
     store = Store(tmp_path / "out")
     commit(store, FIRST, 0)

@@ -25,7 +25,9 @@ marker file says which (a store made before the marker existed is known by
 its `runs` table, and marked by its next run), so `--replace` never deletes
 what someone else keeps there. A store damaged by hand or by its disk is
 refused with what is wrong (StoreDamaged); `mpg check` (fleet_goodput/store/store_check.py)
-finds every damage and repairs what it safely can.
+finds every damage and repairs what it safely can. The marker and the checks
+read the store's files through pyarrow's file systems (store_files.py), so a
+store on gs:// has them as a local one does.
 
 Every table exists, with its full schema, from the first run. A keyed
 table's latest version holds one row per key (fleet_goodput/store/keyed_tables.py);

@@ -24,6 +24,9 @@ holds whole:
     input files that came after it again.
 Otherwise (no earlier run is whole, `runs/` or a saved state gone) the way
 back is to start the output afresh with --replace and run the inputs again.
+
+The logs and data files are listed, sized and read through `StoreFiles`
+(store_files.py): a store on gs:// is checked and repaired by this code too.
 """
 
 from __future__ import annotations

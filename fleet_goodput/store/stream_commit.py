@@ -75,8 +75,11 @@ def refuse_stream_store(previous: RunRecord | None, root: str) -> None:
 def commit_pane(store: Store, pane: Pane, *, stream_id: str, sequence: int, settings: Settings,
                 run_settings: RunSettings, source: str) -> RunRecord | None:
     """Commit `pane`, number `sequence` of stream `stream_id` (reading `source`), as one run of `store`;
-    None when the store holds that pane already (a retry). StoreBusy while another run holds a local
-    store, or committed to a gs:// one meanwhile: the same commit later is right."""
+    None when the store holds that pane already (a retry), or when the pane holds nothing (the last, as
+    a stream drains, may). StoreBusy while another run holds a local store, or committed to a gs:// one
+    meanwhile: the same commit later is right."""
+    if not any(pane.rows.values()) and not any(pane.counts.values()):
+        return None
     with store.lock():
         require_intact(store)  # a damaged store is refused before anything changes
         transaction = store.begin()  # marks the store, and puts back what a killed commit moved
