@@ -1,4 +1,4 @@
-"""The streaming goodput pipeline: unbounded telemetry → versioned goodput tables.
+"""The streaming goodput pipeline: unbounded telemetry → versioned goodput tables, committed to the store.
 
 It is the batch pipeline (pipelines/goodput.py) with another source and
 another trigger: its sources are unbounded (Pub/Sub on Dataflow; tests pass
@@ -6,9 +6,11 @@ one tagged `TestStream` through `DecodeRecords`), and keys advance at each
 window end as the watermark passes it (`StreamSessionize`) instead of once to
 the run's as-of time, so (job, window) results get a new version as late
 events and later resolutions arrive. The tables come out of the batch
-pipeline's own tail (`goodput_tables`) and are appended rather than staged
-for a commit. A local `mpg stream` commits one continued batch run per batch
-of new files instead (fleet_goodput/runs/stream_run.py).
+pipeline's own tail (`goodput_tables`), and `CommitToStore` commits what
+they hold every minute, and when the stream drains, as runs of the Delta
+store (transforms/commit.py), on Dataflow as on any runner. A local
+`mpg stream` commits one continued batch run per batch of new files instead
+(fleet_goodput/runs/stream_run.py).
 """
 
 from __future__ import annotations
@@ -19,13 +21,12 @@ from fleet_goodput import schemas
 from fleet_goodput.core.config import Settings
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines.goodput import all_of, goodput_tables, key_rules
-from fleet_goodput.store.tables import TABLES
 from fleet_goodput.transforms.pubsub import ReadPubSubEvents
 from fleet_goodput.transforms.read import EVENTS
 from fleet_goodput.transforms.stream_sessionize import StreamSessionize
-from fleet_goodput.transforms.write import AppendCounts, AppendTable
+from fleet_goodput.transforms.commit import CommitToStore
 
-APPENDED = ("job_window", "jobs", "capacity_level", "rejected", "late")
+COMMITTED = ("job_window", "jobs", "capacity_level", "rejected", "late", "counts")
 
 
 def build_streaming(decoded: dict, settings: Settings, run_settings: RunSettings) -> dict:
@@ -46,9 +47,9 @@ def read_pubsub_sources(p: beam.Pipeline, settings: Settings, run_settings: RunS
             for stream in schemas.STREAMS}
 
 
-def write_streaming_outputs(outputs: dict, output_dir: str) -> None:
-    """Append each table's rows and the count deltas under `output_dir`, bundle by bundle (a
-    stream never ends: there is no run to commit them)."""
-    for name in APPENDED:
-        outputs[name] | f"Append_{name}" >> AppendTable(TABLES[name], output_dir)
-    outputs["counts"] | "AppendCounts" >> AppendCounts(output_dir)
+def commit_streaming_outputs(outputs: dict, output: str, settings: Settings, run_settings: RunSettings,
+                             source: str, **sink):
+    """Commit the tables' rows and the count deltas to the store at `output` (a folder or gs://), a run
+    every minute of the stream and one when it drains (`CommitToStore`); returns the committed runs' ids."""
+    return {name: outputs[name] for name in COMMITTED} | "CommitToStore" >> CommitToStore(
+        output, settings, run_settings, source, **sink)

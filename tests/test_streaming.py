@@ -12,12 +12,12 @@ lateness. The story, in event time (seconds after T0):
     45     a profiler sample (ideal 5 s per step): the first, so it prices steps 1-4
     15     another sample, delivered last beyond the lateness: the `late` table
 
-Assertions are per window, on the versions the pipeline emitted.
+Assertions are per window, on the versions the pipeline emitted: the sink commits
+a run after each step of the story, so a window's versions are in the runs' snapshots.
 """
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.testing.test_pipeline import TestPipeline
@@ -27,7 +27,8 @@ from apache_beam.transforms.window import TimestampedValue
 import worked_example
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.core.run_settings import RunSettings
-from fleet_goodput.pipelines.streaming import build_streaming, write_streaming_outputs
+from fleet_goodput.pipelines.streaming import build_streaming, commit_streaming_outputs
+from fleet_goodput.store.delta_store import Store
 from fleet_goodput.transforms.read import DecodeRecords
 
 pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
@@ -40,6 +41,7 @@ SETTINGS = type(SETTINGS)(window_s=60, accelerators=SETTINGS.accelerators, size_
 # firing that the DirectRunner runs through every step: ten minutes, not the default six hours.
 STREAMING = RunSettings(allowed_lateness_s=120, max_silence_s=600)
 STREAMS = ("scheduler", "runtime", "profiler")
+COMMIT_EVERY_S = 60
 
 
 def at(seconds: float) -> int:
@@ -74,6 +76,7 @@ def story() -> TestStream:
     def watermark(seconds):
         for tag in STREAMS:  # each source advances its own watermark
             stream.advance_watermark_to(at(seconds) / 1e6, tag=tag)
+        stream.advance_processing_time(COMMIT_EVERY_S + 1)  # the sink commits what the firings emitted
 
     send("scheduler", scheduler(1, 0, "SUBMIT"), scheduler(2, 0, "ALLOCATE"))
     send("runtime", runtime(2, 50, "STEP_END", 4), runtime(1, 10, "STEP_START", 1))  # out of order
@@ -98,24 +101,27 @@ def seconds(row, figure):
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    """Run the story once through the real streaming writers; read back every
-    job_window version and late row."""
+    """Run the story once through the real streaming pipeline and its sink, which commits the store a
+    run a minute; read back every job_window version from the runs' snapshots, and the late rows."""
     output = tmp_path_factory.mktemp("stream")
     options = PipelineOptions(["--runner=BundleBasedDirectRunner"])
     options.view_as(StandardOptions).streaming = True
     with TestPipeline(options=options) as p:
         sources = p | story()
         decoded = {tag: sources[tag] | f"Decode{tag}" >> DecodeRecords(tag, SETTINGS.accelerators) for tag in STREAMS}
-        write_streaming_outputs(build_streaming(decoded, SETTINGS, STREAMING), str(output))
-    return {name: _rows(output, name) for name in ("job_window", "late")}
+        commit_streaming_outputs(build_streaming(decoded, SETTINGS, STREAMING), str(output), SETTINGS, STREAMING,
+                                 source="story", commit_every_s=COMMIT_EVERY_S)
+    store = Store(output)
+    job_window = {}
+    for run in store.runs():  # a window's versions are in the runs that committed them
+        for row in store.read("job_window", run).to_pylist():
+            job_window[(row["window_start"], row["version"])] = {
+                **row, "window_start_us": _micros(row["window_start"]), "version_us": _micros(row["version"])}
+    return {"job_window": list(job_window.values()), "late": store.read("late", store.latest()).to_pylist()}
 
 
-def _rows(output, table: str) -> list[dict]:
-    relation = duckdb.sql(f"""
-        select *, epoch_us(window_start) as window_start_us, epoch_us(version) as version_us
-        from read_parquet('{output}/tables/{table}/date=*/*.parquet')""" if table == "job_window" else
-        f"select * from read_parquet('{output}/tables/{table}/date=*/*.parquet')")
-    return [dict(zip(relation.columns, row)) for row in relation.fetchall()]
+def _micros(moment) -> int:
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
 
 
 def versions(results, window_seconds: int) -> list[dict]:

@@ -14,7 +14,7 @@ CONFIG = str(ROOT / "configs" / "dataflow.yaml")
 ARGS = ["--runner=DataflowRunner", "--project=fleet-goodput-test", "--region=us-central1",
         "--temp_location=gs://fleet-goodput-test/tmp", "--dry_run=True"]
 EXPECTED = {"ReadScheduler", "ReadRuntime", "ReadProfiler", "SessionizeJobsAndCapacity", "ComputeGoodput",
-            "Append_job_window", "Append_jobs", "Append_capacity_level", "Append_rejected", "Append_late", "AppendCounts"}
+            "CommitToStore"}
 
 
 def test_streaming_job_translates_with_pubsub_sources():
@@ -25,6 +25,10 @@ def test_streaming_job_translates_with_pubsub_sources():
     subscriptions = {t.unique_name: t for t in job.proto_pipeline.components.transforms.values()
                      if t.unique_name.endswith("ReadMessages")}
     assert len(subscriptions) == 3
+    # The sink commits each pane to the store, through the steps tests/test_stream_commits.py runs locally.
+    sink = {t.unique_name for t in job.proto_pipeline.components.transforms.values()
+            if t.unique_name.startswith("CommitToStore/")}
+    assert {"CommitToStore/IntoPanes", "CommitToStore/GatherPane", "CommitToStore/CommitPane"} <= sink
 
 
 def test_mpg_stream_dry_run_from_config(capsys):

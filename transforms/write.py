@@ -1,4 +1,4 @@
-"""Writing results: staged Parquet for the store, or appended Parquet on a stream.
+"""Writing results: staged Parquet for the store to commit.
 
 Batch (`StageTables`, `StageRows`): a run writes what it computed as Parquet
 files under its own staging folder (OUTPUT/_staging/<run>/<table>/); nothing
@@ -10,9 +10,8 @@ file per day and bundle, each with the `date` partition column. (Beam's
 nothing on the local filesystem while reporting success, hence pyarrow inside
 a DoFn.)
 
-Streaming on Dataflow (`AppendTable`): a stream never ends, so each bundle's
-rows are appended as a new file, and the `version` column lets the views pick
-the latest row of each key.
+A streaming pipeline stages nothing: it commits its panes to the store
+itself (transforms/commit.py).
 """
 
 from __future__ import annotations
@@ -132,75 +131,3 @@ class StageRows(beam.PTransform):
 
     def expand(self, rows):
         return rows | "StageRows" >> beam.ParDo(_StageRowsFn(self.schema, self.folder))
-
-
-class _AppendRowsFn(beam.DoFn):
-    """Buffers a bundle's rows and appends them, one new file per day touched."""
-
-    def __init__(self, table: Table, output_dir: str):
-        self.table = table
-        self.output_dir = output_dir
-
-    def start_bundle(self):
-        self.rows = defaultdict(list)
-
-    def process(self, row):
-        self.rows[utc_day(row[self.table.date_from])].append(row)
-
-    def finish_bundle(self):
-        filesystem, root = _filesystem(self.output_dir)
-        for day, rows in self.rows.items():
-            folder = f"{root.rstrip('/')}/tables/{self.table.name}/date={day}"
-            filesystem.create_dir(folder, recursive=True)
-            pq.write_table(self.table.to_arrow(rows), f"{folder}/part-{uuid.uuid4().hex}.parquet", filesystem=filesystem)
-        self.rows = defaultdict(list)
-
-
-class AppendTable(beam.PTransform):
-    """Rows of `table` on a stream → appended Parquet files, bundle by bundle."""
-
-    def __init__(self, table: Table, output_dir: str):
-        super().__init__()
-        self.table = table
-        self.output_dir = output_dir
-
-    def expand(self, rows):
-        return rows | "AppendRows" >> beam.ParDo(_AppendRowsFn(self.table, self.output_dir))
-
-
-COUNTS_DIR = "_run/counts"
-
-
-class _AppendCountsFn(beam.DoFn):
-    def __init__(self, output_dir: str):
-        self.output_dir = output_dir
-
-    def start_bundle(self):
-        self.counts = defaultdict(int)
-
-    def process(self, count):
-        key, n = count
-        self.counts[key] += n
-
-    def finish_bundle(self):
-        if not self.counts:
-            return
-        filesystem, root = _filesystem(self.output_dir)
-        folder = f"{root.rstrip('/')}/{COUNTS_DIR}"
-        filesystem.create_dir(folder, recursive=True)
-        keys = sorted(self.counts)
-        table = pa.table({"stream": [k[0] for k in keys], "outcome": [k[1] for k in keys],
-                          "events": [self.counts[k] for k in keys]})
-        pq.write_table(table, f"{folder}/part-{uuid.uuid4().hex}.parquet", filesystem=filesystem)
-        self.counts = defaultdict(int)
-
-
-class AppendCounts(beam.PTransform):
-    """((stream, outcome), n) deltas on a stream → appended count files, summed by the manifest."""
-
-    def __init__(self, output_dir: str):
-        super().__init__()
-        self.output_dir = output_dir
-
-    def expand(self, counts):
-        return counts | "AppendCounts" >> beam.ParDo(_AppendCountsFn(self.output_dir))

@@ -8,7 +8,8 @@ import sys
 from fleet_goodput import exits
 
 DESCRIPTION = """\
-Verify an output store of `mpg run` or `mpg stream`: its runs table reads
+Verify an output store of `mpg run`, `mpg stream` or a streaming pipeline, a
+local folder or on gs:// (the same checks, through pyarrow's file systems): its runs table reads
 whole; every table version the latest run names exists, and each of its data
 files is present, of the size its Delta log records, and readable as Parquet;
 so is its saved state (state/keys, state/files). Prints what it found.
@@ -32,6 +33,7 @@ EPILOG = """\
 examples:
   mpg check --output out/
   mpg check --output out/ --repair
+  mpg check --output gs://my-bucket/goodput
 
 """ + exits.describe(damaged="the store is damaged (after --repair: damaged still, nothing safe could repair it)",
                      busy="a run or stream holds the output (--repair only)")
@@ -41,21 +43,22 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("check", help="verify an output store; --repair fixes what it safely can",
                                    description=DESCRIPTION, epilog=EPILOG,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run` or `mpg stream`")
+    parser.add_argument("--output", required=True, metavar="DIR",
+                        help="an output folder of `mpg run` or `mpg stream` (or gs://bucket/folder)")
     parser.add_argument("--repair", action="store_true",
                         help="repair what can be repaired without losing anything (see above); takes the output's lock")
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from fleet_goodput.store.delta_store import Store, StoreBusy, StoreError, is_remote
+    from fleet_goodput.store.delta_store import Store, StoreBusy, StoreError
     from fleet_goodput.store.store_check import inspect
+    from fleet_goodput.store.store_files import StoreFiles
 
     store = Store(args.output)
-    if is_remote(store.root) or not Path(store.root).is_dir():
-        print(f"mpg check: {args.output} is not a local folder: `mpg check` verifies a local output", file=sys.stderr)
+    if not StoreFiles(store.root).is_dir():
+        print(f"mpg check: {args.output} is not a folder: give --output an output of `mpg run` or `mpg stream` "
+              "(a folder, or gs://bucket/folder)", file=sys.stderr)
         return exits.USAGE
     try:
         store.refuse_foreign()

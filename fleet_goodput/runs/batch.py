@@ -50,6 +50,7 @@ from fleet_goodput.store.delta_store import (STAGING, STATE_FILES_SCHEMA, STATE_
                                              is_remote)
 from fleet_goodput.store.manifest import add_counts, build_manifest, manifest_path, write_manifest_copy
 from fleet_goodput.store.store_check import require_intact
+from fleet_goodput.store.stream_commit import refuse_stream_store
 from fleet_goodput.store.stored_settings import ChosenSettings, check_run, commit_settings, settings_for_run
 from fleet_goodput.store.tables import QUEUE_QUOTA, REPLACED_EACH_RUN, STATED, TABLES, utc_day
 from fleet_goodput.telemetry import observed, queue_quotas
@@ -614,6 +615,7 @@ def event_time_chunks(new: list[tuple[int, str]], kept: list[tuple[int, str]], c
 
 
 def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
+    refuse_stream_store(previous, output_dir)
     if previous is None:
         return
     if previous.state_format > STATE_FORMAT:

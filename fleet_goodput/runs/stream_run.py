@@ -154,5 +154,6 @@ def translate_stream(output_dir: str, settings: Settings, run_settings: RunSetti
     options.view_as(StandardOptions).streaming = True
     p = beam.Pipeline(options=options)
     decoded = streaming.read_pubsub_sources(p, settings, run_settings)
-    streaming.write_streaming_outputs(streaming.build_streaming(decoded, settings, run_settings), output_dir)
+    streaming.commit_streaming_outputs(streaming.build_streaming(decoded, settings, run_settings), output_dir,
+                                       settings, run_settings, source=", ".join(run_settings.subscriptions.values()))
     return p.run().job

@@ -25,7 +25,9 @@ marker file says which (a store made before the marker existed is known by
 its `runs` table, and marked by its next run), so `--replace` never deletes
 what someone else keeps there. A store damaged by hand or by its disk is
 refused with what is wrong (StoreDamaged); `mpg check` (fleet_goodput/store/store_check.py)
-finds every damage and repairs what it safely can.
+finds every damage and repairs what it safely can. The marker and the checks
+read the store's files through pyarrow's file systems (store_files.py), so a
+store on gs:// has them as a local one does.
 
 Every table exists, with its full schema, from the first run. A keyed
 table's latest version holds one row per key (fleet_goodput/store/keyed_tables.py);
@@ -58,11 +60,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
+from deltalake import Transaction as DeltaTransaction
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from fleet_goodput.quoting import literal_pattern, path_of_uri
 from fleet_goodput.store import delta_arrow
 from fleet_goodput.store.keyed_tables import commit_keyed
+from fleet_goodput.store.store_files import StoreFiles
 from fleet_goodput.store.tables import TABLES, Table
 
 STATE_KEYS = "state/keys"
@@ -312,13 +316,17 @@ class Store:
 
     def _manifest_run(self) -> int | None:
         """The run our manifest.json copy names (None: no such file, or not ours)."""
-        if is_remote(self.root):
-            return None
         try:
-            manifest = json.loads(Path(self.root, "manifest.json").read_text())
+            manifest = json.loads(StoreFiles(self.root).read_text("manifest.json"))
             return manifest["run_id"] if "settled_counts" in manifest else None
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def committed_sequence(self, app_id: str) -> int | None:
+        """The last sequence number writer `app_id` recorded with a run it committed (`Transaction.commit`'s
+        `marks`), None if it committed none."""
+        runs = self._delta(RUNS)
+        return None if runs is None else runs.transaction_version(app_id)
 
     def latest(self) -> RunRecord | None:
         runs = self.runs(last=1)
@@ -359,7 +367,7 @@ class Store:
     def relative_files(self, table: DeltaTable | None) -> list[str]:
         if table is None:
             return []
-        prefix = f"{self.root}/"
+        prefix = f"{path_of_uri(self.root)}/"  # a file:// root's files are reported as plain paths
         return sorted(path_of_uri(uri).removeprefix(prefix) for uri in table.file_uris())
 
     def read(self, name: str, record: RunRecord | None) -> pa.Table | None:
@@ -378,10 +386,10 @@ class Store:
     @contextlib.contextmanager
     def lock(self):
         """Hold the output for one run; a second run fails at once with who holds it."""
+        self.refuse_foreign()
         if is_remote(self.root):
             yield  # checked at commit instead: see Transaction.commit
             return
-        self.refuse_foreign()
         Path(self.root).mkdir(parents=True, exist_ok=True)
         with open(self.path(LOCK_FILE), "a+") as handle:
             try:
@@ -410,25 +418,26 @@ class Store:
 
     def refuse_foreign(self) -> None:
         """NotAStore unless the folder is absent, empty, or a store of this project (StoreError for one
-        a newer fleet-goodput wrote): a run must never overwrite, nor --replace delete, someone's files."""
-        root = Path(self.root)
-        if is_remote(self.root) or not root.exists():
-            return
-        if not root.is_dir():
+        a newer fleet-goodput wrote): a run must never overwrite, nor --replace delete, someone's files.
+        A gs:// store is checked as a local one is (store_files.py)."""
+        files = StoreFiles(self.root)
+        if files.is_file(""):
             raise NotAStore(f"{self.root} is a file, not a folder: give --output a folder (new, empty, or an output "
                             "of fleet-goodput)")
-        marker = root / MARKER
-        if marker.is_file():
+        if not files.exists():
+            return
+        if files.is_file(MARKER):
             try:
-                store_format = json.loads(marker.read_text())["format"]
+                store_format = json.loads(files.read_text(MARKER))["format"]
             except (OSError, ValueError, KeyError, TypeError):
-                raise StoreError(f"{marker} cannot be read: the store's marker is damaged; write "
-                                   f'{{"format": {STORE_FORMAT}}} into it if {self.root} is a store of fleet-goodput') from None
+                raise StoreError(f"{self.path(MARKER)} cannot be read: the store's marker is damaged; write "
+                                 f'{{"format": {STORE_FORMAT}}} into it if {self.root} is a store of fleet-goodput') from None
             if store_format > STORE_FORMAT:
                 raise StoreError(f"{self.root} was written by a newer fleet-goodput (store format {store_format}, this "
                                  f"one knows {STORE_FORMAT}): upgrade fleet-goodput to use it")
             return
-        foreign = sorted(p.name + ("/" if p.is_dir() else "") for p in root.iterdir() if p.name not in RUN_SCAFFOLDING)
+        foreign = sorted(name + ("/" if files.is_dir(name) else "") for name in files.names()
+                         if name not in RUN_SCAFFOLDING)
         if foreign and not self._made_before_the_marker():
             shown = ", ".join(foreign[:8]) + (f" and {len(foreign) - 8} more" if len(foreign) > 8 else "")
             raise NotAStore(f"{self.root} is not empty and is not an output of fleet-goodput (no {MARKER} file, no "
@@ -442,18 +451,17 @@ class Store:
         try:
             table = self._delta(RUNS)
         except Exception:  # a damaged runs log still has our shape of folder: StoreDamaged says more
-            return Path(self.root, RUNS, "_delta_log").is_dir()
+            return StoreFiles(self.root).is_dir(f"{RUNS}/_delta_log")
         return table is not None and set(RUNS_SCHEMA.names) <= set(table.schema().to_arrow().names)
 
     def _mark(self) -> None:
         """Mark the folder as a store of this project (the lock is held; refuse_foreign passed)."""
-        marker = Path(self.root, MARKER)
-        if is_remote(self.root) or marker.exists():
+        files = StoreFiles(self.root)
+        if files.exists(MARKER):
             return
-        tmp = marker.with_name(f"{MARKER}.tmp")
-        tmp.write_text(json.dumps({"format": STORE_FORMAT, "store": "fleet-goodput output (docs/tables-and-views.md)"})
-                       + "\n")
-        os.replace(tmp, marker)
+        files.write_whole(MARKER, (json.dumps({"format": STORE_FORMAT,
+                                               "store": "fleet-goodput output (docs/tables-and-views.md)"})
+                                   + "\n").encode())
 
     def begin(self) -> Transaction:
         """Start a run: mark the store as ours, undo what a killed run left in the tables, then stage."""
@@ -470,7 +478,7 @@ class Store:
             table = self._delta(relative)
             if table is None or table.version() == recorded or (recorded is None and not table.file_uris()):
                 continue
-            if recorded is not None and _vacuumed_only(Path(self.path(relative), "_delta_log"), recorded):
+            if recorded is not None and _vacuumed_only(StoreFiles(self.root), f"{relative}/_delta_log", recorded):
                 continue
             if recorded is None:
                 write_deltalake(table, pa.schema(table.schema().to_arrow()).empty_table(), mode="overwrite")
@@ -505,7 +513,7 @@ class Store:
                 continue
             if recorded is None and self._delta(relative).file_uris():
                 return True
-            if recorded is not None and not _vacuumed_only(Path(self.path(relative), "_delta_log"), recorded):
+            if recorded is not None and not _vacuumed_only(StoreFiles(self.root), f"{relative}/_delta_log", recorded):
                 return True
         return False
 
@@ -588,12 +596,14 @@ def _first_line(error: BaseException) -> str:
 _VACUUM = ("VACUUM START", "VACUUM END")
 
 
-def _vacuumed_only(log: Path, recorded: int) -> bool:
-    """Whether every commit of a Delta log after version `recorded` is a vacuum's (Store.maintain),
-    which changes no row: the table still holds what the run that recorded it committed."""
-    for version in sorted(v for v in _log_versions(log, ".json") if v > recorded):
+def _vacuumed_only(files: StoreFiles, log: str, recorded: int) -> bool:
+    """Whether every commit of the Delta log `log` (of the store's `files`) after version `recorded` is a
+    vacuum's (Store.maintain), which changes no row: the table still holds what the run that recorded it
+    committed."""
+    for version in sorted(v for v in versions_in(files.names(log), ".json") if v > recorded):
         try:
-            actions = [json.loads(line) for line in (log / f"{version:020d}.json").read_text().splitlines() if line]
+            lines = files.read_text(f"{log}/{version:020d}.json").splitlines()
+            actions = [json.loads(line) for line in lines if line]
         except (OSError, ValueError):
             return False  # torn: store_check says so
         if any("commitInfo" not in action and "remove" not in action for action in actions) or \
@@ -602,9 +612,14 @@ def _vacuumed_only(log: Path, recorded: int) -> bool:
     return True
 
 
+def versions_in(names: list[str], suffix: str) -> list[int]:
+    """The versions of a Delta log's file `names` that end with `suffix` (`.json`: commits; `.checkpoint.parquet`)."""
+    return [int(name[:20]) for name in names if name.endswith(suffix) and name[:20].isdigit()]
+
+
 def _log_versions(log: Path, suffix: str) -> list[int]:
-    """The versions of a Delta log's files that end with `suffix` (`.json`: commits; `.checkpoint.parquet`)."""
-    return [int(name[:20]) for name in os.listdir(log) if name.endswith(suffix) and name[:20].isdigit()]
+    """The versions of a local Delta log's files that end with `suffix`."""
+    return versions_in(os.listdir(log), suffix)
 
 
 def _committed_since(log: Path, since_us: int) -> int:
@@ -671,12 +686,13 @@ class Transaction:
         data = ds.dataset(files, schema=schema, format="parquet").scanner().to_reader() if files else schema.empty_table()
         self.write(name, data, schema, mode=mode, partition_by=partition_by)
 
-    def write_keyed(self, table: Table, folders: list[str] | None = None) -> None:
-        """Commit the rows staged for keyed `table` so that its latest version holds one row per key."""
+    def write_keyed(self, table: Table, folders: list[str] | None = None, rows: pa.Table | None = None) -> None:
+        """Commit the rows staged for keyed `table` (or `rows`, with their `date`) so that its latest
+        version holds one row per key."""
         relative = table_paths()[table.name]
         current = self._table(relative) if self.versions.get(table.name) is not None else None
-        commit_keyed(self.store.path(relative), self._staged(table.name, folders), table, delta_schema(table),
-                     current=current)
+        commit_keyed(self.store.path(relative), self._staged(table.name, folders) if rows is None else rows, table,
+                     delta_schema(table), current=current)
         self.versions[table.name] = self._table(relative).version()
 
     def _staged(self, name: str, folders: list[str] | None) -> list[str]:
@@ -701,13 +717,17 @@ class Transaction:
             raise StoreBusy(f"run {latest.run_id} was committed to {self.store.root} while this run worked; "
                             f"this run's results were not committed: run it again{self._lock_note()}")
 
-    def commit(self, record: RunRecord) -> RunRecord:
+    def commit(self, record: RunRecord, marks: tuple[str, int] | None = None) -> RunRecord:
+        """Make the run visible: append its `runs` row. `marks` (application id, sequence number) is
+        recorded in the same Delta commit as the writer's progress (Delta's transaction identifiers),
+        which `Store.committed_sequence` reads back, so a retried writer knows its commit was made."""
         self.check_unchanged()
+        marked = [DeltaTransaction(*marks)] if marks else None
         try:
             # No retry: a runs row another run appended meanwhile at the same version is a lost race, not a conflict
             # Delta may resolve by appending both.
             write_deltalake(self.store._delta(RUNS) or self.store.path(RUNS), record.to_arrow(), mode="append",
-                            commit_properties=CommitProperties(max_commit_retries=0))
+                            commit_properties=CommitProperties(max_commit_retries=0, app_transactions=marked))
         except CommitFailedError:
             raise self.lost_race() from None
         return record

@@ -65,14 +65,19 @@ def _with_new_columns(table: DeltaTable, schema: pa.Schema) -> pa.Schema:
     return pa.schema([schema.field(name) for name in held] + new)
 
 
-def commit_keyed(path: str, staged_files: list[str], table: Table, schema: pa.Schema,
+def commit_keyed(path: str, staged_files: list[str] | pa.Table, table: Table, schema: pa.Schema,
                  current: DeltaTable | None) -> None:
     """Commit staged rows of keyed `table` (Delta table at `path`, stored with `schema`) in one commit
-    that replaces the partitions they touch. `current` is the table's latest version, open (the run
-    has it: brought up to date by the commit); without it the table is created, empty if nothing is staged."""
+    that replaces the partitions they touch: the Parquet files a pipeline staged, or the rows themselves
+    (a stream's commit, fleet_goodput/store/stream_commit.py). `current` is the table's latest version, open
+    (the run has it: brought up to date by the commit); without it the table is created, empty if nothing
+    is staged."""
     if current is not None:
         schema = _with_new_columns(current, schema)
-    staged = ds.dataset(staged_files, schema=schema, format="parquet")
+    if isinstance(staged_files, pa.Table):
+        staged = ds.dataset(staged_files.select(schema.names).cast(schema))
+    else:
+        staged = ds.dataset(staged_files, schema=schema, format="parquet")
     days = set(pc.unique(staged.to_table(columns=["date"]).column("date")).to_pylist())
     one_row_per_key = current is not None and holds_one_row_per_key(current)
     if current is not None and not one_row_per_key:

@@ -18,12 +18,12 @@ the latest one for people and scripts.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_goodput import schemas
 from fleet_goodput.core.timeutil import format_time_us
+from fleet_goodput.store.store_files import StoreFiles
 
 MANIFEST_FILE = "manifest.json"
 OUTCOMES = ("read", "accepted", "duplicate", "rejected", "late", "waiting")
@@ -85,21 +85,8 @@ def build_manifest(*, run_id: int, input_dir: str, as_of_us: int | None, window_
 
 
 def write_manifest_copy(output_dir: str | Path, manifest: dict) -> None:
-    """Write `manifest.json` whole, or not at all (a rename on local disks)."""
-    text = (json.dumps(manifest, indent=2) + "\n").encode()
-    path = manifest_path(output_dir)
-    if "://" in str(output_dir):
-        from apache_beam.io.filesystems import FileSystems  # gs:// needs Beam's gcp file system
-        with FileSystems.create(path) as out:
-            out.write(text)
-        return
-    tmp = f"{path}.tmp"
-    try:
-        with open(tmp, "wb") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    finally:  # on a full disk, say: give the space back
-        Path(tmp).unlink(missing_ok=True)
+    """Write `manifest.json` whole, or not at all (a rename on local disks; one request on gs://)."""
+    StoreFiles(str(output_dir)).write_whole(MANIFEST_FILE, (json.dumps(manifest, indent=2) + "\n").encode())
 
 
 def manifest_path(output_dir: str | Path) -> str:

@@ -24,13 +24,14 @@ holds whole:
     input files that came after it again.
 Otherwise (no earlier run is whole, `runs/` or a saved state gone) the way
 back is to start the output afresh with --replace and run the inputs again.
+
+The logs and data files are listed, sized and read through `StoreFiles`
+(store_files.py): a store on gs:// is checked and repaired by this code too.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,8 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from fleet_goodput.store import delta_arrow
-from fleet_goodput.store.delta_store import RUNS, RunRecord, Store, StoreDamaged, is_remote, table_paths
+from fleet_goodput.store.delta_store import RUNS, RunRecord, Store, StoreDamaged, table_paths, versions_in
+from fleet_goodput.store.store_files import StoreFiles
 
 DAMAGED_DIR = "_damaged"  # where --repair moves what it takes out of a log
 
@@ -60,7 +62,8 @@ class Report:
     repair: str | None  # what --repair would do, or None when nothing safe can
     why_not: str = ""  # why nothing safe can
     rollback_to: RunRecord | None = None
-    set_aside: tuple[Path, ...] = ()  # torn commits no committed run needs, which --repair moves to _damaged/
+    set_aside: tuple[str, ...] = ()  # torn commits no committed run needs (paths in the store), which --repair
+    # moves to _damaged/
     runs: int = 0
 
     @property
@@ -71,7 +74,7 @@ class Report:
 def require_intact(store: Store) -> RunRecord | None:
     """The latest run, if the store holds it whole; StoreDamaged naming what is not, before anything reads it."""
     latest = store.latest()
-    if latest is None or is_remote(store.root):
+    if latest is None:
         return latest
     problems = run_problems(store, latest) + [problem for problem, _ in torn_after(store, latest)]
     if problems:
@@ -90,15 +93,16 @@ def run_problems(store: Store, record: RunRecord, read_footers: bool = False, re
     files absent or of another size than their log records (and, with `read_footers`, unreadable;
     with `read_whole`, not readable to their last page)."""
     problems = []
+    files = StoreFiles(store.root)
     for name, relative in table_paths().items():
         version = record.versions.get(name)
         if version is None:
             continue
-        log = Path(store.path(relative), "_delta_log")
-        if not log.is_dir():
+        log = f"{relative}/_delta_log"
+        if not files.is_dir(log):
             problems.append(f"{relative}/ is missing (run {record.run_id} names its version {version})")
             continue
-        gone = _missing_commits(log, version)
+        gone = _missing_commits(files.names(log), version)
         if gone:
             named = (f"which run {record.run_id} names" if gone[-1] == version
                      else f"which run {record.run_id}'s version {version} is built on")
@@ -115,33 +119,32 @@ def run_problems(store: Store, record: RunRecord, read_footers: bool = False, re
                             f"{record.run_id} names: {cause(error)}")
             continue
         for path, size in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()):
-            problem = _file_problem(store, f"{relative}/{unquote(path)}", size, read_footers, read_whole)
+            problem = _file_problem(files, f"{relative}/{unquote(path)}", size, read_footers, read_whole)
             if problem:
                 problems.append(problem)
     return problems
 
 
-def _missing_commits(log: Path, version: int) -> list[int]:
-    """The commits that reading `version` needs and the log lacks: every one after the last
-    checkpoint up to it (Delta may clean up the commits a checkpoint holds)."""
-    names = os.listdir(log)
+def _missing_commits(names: list[str], version: int) -> list[int]:
+    """The commits that reading `version` needs and a log of these file `names` lacks: every one after
+    the last checkpoint up to it (Delta may clean up the commits a checkpoint holds)."""
     checkpoints = [int(name[:20]) for name in names if ".checkpoint" in name and name[:20].isdigit()]
     start = max((c for c in checkpoints if c <= version), default=-1) + 1
-    commits = {int(name[:20]) for name in names if name.endswith(".json") and name[:20].isdigit()}
+    commits = set(versions_in(names, ".json"))
     return [v for v in range(start, version + 1) if v not in commits]
 
 
-def _file_problem(store: Store, relative: str, size: int, read_footer: bool, read_whole: bool = False) -> str | None:
-    path = store.path(relative)
-    try:
-        actual = os.stat(path).st_size
-    except FileNotFoundError:
+def _file_problem(files: StoreFiles, relative: str, size: int, read_footer: bool,
+                  read_whole: bool = False) -> str | None:
+    actual = files.size(relative)
+    if actual is None:
         return f"data file {relative} is missing"
     if actual != size:
         return f"data file {relative} is damaged: {actual:,} bytes, its Delta log says {size:,}"
     if read_footer or read_whole:
         try:
-            pq.read_table(path) if read_whole else pq.read_metadata(path)
+            with files.open(relative) as handle:
+                pq.read_table(handle) if read_whole else pq.read_metadata(handle)
         except Exception as error:  # pyarrow's "magic bytes not found", a short footer, a page header…
             return f"data file {relative} is damaged: {cause(error)}"
     return None
@@ -158,9 +161,9 @@ def inspect(store: Store) -> Report:
             return Report((Finding(damage.problem),), None,
                           why_not="the record of the store's runs is lost, and with it which table versions "
                                   "make each run")
-        return Report((Finding(f"{RUNS}/_delta_log/{torn.name}, the last commit of the runs, is torn (not whole "
+        return Report((Finding(f"{torn}, the last commit of the runs, is torn (not whole "
                                "JSON): the run it recorded was never whole"),),
-                      f"move {RUNS}/_delta_log/{torn.name} aside to {DAMAGED_DIR}/ and restore every table to the "
+                      f"move {torn} aside to {DAMAGED_DIR}/ and restore every table to the "
                       "run before it; the next run applies its input files again", set_aside=(torn,))
     if not runs:
         return Report((), None)
@@ -172,7 +175,7 @@ def inspect(store: Store) -> Report:
     findings = tuple(Finding(f"run {latest.run_id} (the latest): {problem}") for problem in problems)
     findings += tuple(Finding(problem) for problem, _ in torn)
     if not problems:
-        names = ", ".join(_relative(store, path) for _, path in torn)
+        names = ", ".join(path for _, path in torn)
         return Report(findings, f"move {names} aside to {DAMAGED_DIR}/ and restore those tables to run "
                                 f"{latest.run_id}'s versions", set_aside=tuple(path for _, path in torn),
                       runs=len(runs))
@@ -190,23 +193,26 @@ def inspect(store: Store) -> Report:
                   rollback_to=earlier, runs=len(runs))
 
 
-def torn_after(store: Store, record: RunRecord) -> list[tuple[str, Path]]:
-    """The torn commits (not whole JSON) of each table's log after the version `record` names: what a
-    run killed mid-commit, or a disk, left; no committed run needs them, but no table reads past them."""
+def torn_after(store: Store, record: RunRecord) -> list[tuple[str, str]]:
+    """The torn commits (not whole JSON) of each table's log after the version `record` names, with their
+    paths in the store: what a run killed mid-commit, or a disk, left; no committed run needs them, but
+    no table reads past them."""
     torn = []
+    files = StoreFiles(store.root)
     for name, relative in table_paths().items():
         recorded = record.versions.get(name)
-        log = Path(store.path(relative), "_delta_log")
-        later = sorted((int(p.stem), p) for p in log.glob("*.json")
-                       if p.stem.isdigit() and (recorded is None or int(p.stem) > recorded))
-        torn += [(f"{relative}/_delta_log/{path.name}, a commit after the version run {record.run_id} names, is "
-                  "torn (not whole JSON)", path) for _, path in later if not _whole_json(path)]
+        log = f"{relative}/_delta_log"
+        later = sorted(version for version in versions_in(files.names(log), ".json")
+                       if recorded is None or version > recorded)
+        torn += [(f"{log}/{version:020d}.json, a commit after the version run {record.run_id} names, is "
+                  "torn (not whole JSON)", f"{log}/{version:020d}.json") for version in later
+                 if not _whole_json(files, f"{log}/{version:020d}.json")]
     return torn
 
 
-def _whole_json(path: Path) -> bool:
+def _whole_json(files: StoreFiles, relative: str) -> bool:
     try:
-        for line in path.read_text().splitlines():
+        for line in files.read_text(relative).splitlines():
             if line.strip():
                 json.loads(line)
     except (ValueError, UnicodeDecodeError):
@@ -214,21 +220,20 @@ def _whole_json(path: Path) -> bool:
     return True
 
 
-def _relative(store: Store, path: Path) -> str:
-    return str(path.relative_to(store.root))
-
-
-def torn_runs_commit(store: Store) -> Path | None:
-    """The last commit of the runs' log, if it is torn (not whole JSON) and the log reads without it."""
-    log = Path(store.path(RUNS), "_delta_log")
-    commits = sorted((int(p.stem), p) for p in log.glob("*.json") if p.stem.isdigit())
+def torn_runs_commit(store: Store) -> str | None:
+    """The last commit of the runs' log (its path in the store), if it is torn (not whole JSON) and the
+    log reads without it."""
+    files = StoreFiles(store.root)
+    log = f"{RUNS}/_delta_log"
+    commits = sorted(versions_in(files.names(log), ".json"))
     if not commits:
         return None
-    version, last = commits[-1]
-    if _whole_json(last) or version == 0:
+    version = commits[-1]
+    last = f"{log}/{version:020d}.json"
+    if _whole_json(files, last) or version == 0:
         return None  # the damage is elsewhere, or there is no earlier version to fall back to
     try:
-        DeltaTable(str(log.parent), version=version - 1)
+        DeltaTable(store.path(RUNS), version=version - 1)
     except Exception:
         return None
     return last
@@ -247,13 +252,14 @@ def _restorable(store: Store) -> bool:
 def repair(store: Store, report: Report) -> None:
     """Do what `report.repair` says (the caller holds the store's lock)."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    files = StoreFiles(store.root)
     # A torn commit and every commit after it (a log is read in order: none after it is reachable).
     for torn in report.set_aside:
-        for path in sorted(torn.parent.glob("*.json")):
-            if path.stem.isdigit() and int(path.stem) >= int(torn.stem) and path.exists():
-                aside = Path(store.root, DAMAGED_DIR, stamp, _relative(store, path.parent))
-                aside.mkdir(parents=True, exist_ok=True)
-                shutil.move(path, aside / path.name)
+        log, name = torn.rsplit("/", 1)
+        for version in sorted(versions_in(files.names(log), ".json")):
+            commit = f"{log}/{version:020d}.json"
+            if version >= int(name[:20]) and files.is_file(commit):
+                files.move(commit, f"{DAMAGED_DIR}/{stamp}/{commit}")
     store.forget_open_tables()
     if report.rollback_to is not None:
         runs_table = DeltaTable(store.path(RUNS))

@@ -50,9 +50,15 @@ class Table:
     def schema(self) -> pa.Schema:
         return pa.schema([(c.name, c.type) for c in self.columns])
 
-    def to_arrow(self, rows: list[dict]) -> pa.Table:
+    def to_arrow(self, rows: list[dict], *, dated: bool = False) -> pa.Table:
+        """`rows` as the table's columns, in its `sort_by` order; `dated`: with the `date` partition, each
+        row's UTC day of its `date_from`."""
         columns = {c.name: pa.array([row.get(c.key) for row in rows], type=c.type) for c in self.columns}
-        return pa.table(columns, schema=self.schema).sort_by([(name, "ascending") for name in self.sort_by])
+        schema = self.schema
+        if dated:
+            columns["date"] = pa.array([utc_day(row[self.date_from]) for row in rows], pa.string())
+            schema = schema.append(pa.field("date", pa.string()))
+        return pa.table(columns, schema=schema).sort_by([(name, "ascending") for name in self.sort_by])
 
 
 _FIGURE_DOCS = {
