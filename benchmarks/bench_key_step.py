@@ -26,12 +26,13 @@ from pathlib import Path
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.asof import CLOCK_STREAM, latest_times
 from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.continuation import Continuation
 from fleet_goodput.core.events import pack
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.core.timeline import JobTimeline
 from fleet_goodput.pipelines.goodput import key_rules
 from fleet_goodput.telemetry.columnar import decode_input_file
-from fleet_goodput.transforms.sessionize import ClockFn, Continuation, _AdvanceKeyFn
+from fleet_goodput.transforms.sessionize import ClockFn, _AdvanceKeyFn
 
 STREAMS = ("scheduler", "runtime", "profiler")
 

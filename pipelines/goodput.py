@@ -3,7 +3,7 @@
 `build_goodput` wires the business steps on already-decoded streams, so tests
 pass `beam.Create` records through `DecodeRecords` where production reads
 files; `build_batch` reads the run's new input files and the saved state, and
-stages what it computes for the store to commit (fleet_goodput/runs/batch.py).
+stages what it computes for the store to commit (fleet_goodput/runs/commit.py).
 Run it through the CLI: `mpg run --input DIR --output DIR`.
 """
 
@@ -16,6 +16,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
 from fleet_goodput.core.config import Settings, peak_table
+from fleet_goodput.core.continuation import Continuation
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job, runner_class
 from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA
@@ -25,7 +26,7 @@ from fleet_goodput.telemetry.decode import TimeSlice
 from fleet_goodput.transforms.goodput import ComputeGoodput
 from fleet_goodput.transforms.read import EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles
 from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
-                                                 WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
+                                                 WINDOW_VECTORS, KeyRules, SessionizeKeys)
 from fleet_goodput.transforms.slices import ReadDecodedSlices, SliceFiles, file_groups
 from fleet_goodput.transforms.write import StageRows, StageTables
 

@@ -172,7 +172,7 @@ def test_a_run_that_would_change_stored_figures_is_refused_naming_each_differenc
 
 def test_a_flex_template_launch_is_refused_at_launch_as_a_run_is(custom, tmp_path):
     from fleet_goodput.runs import launcher
-    from fleet_goodput.runs.batch import plan_run
+    from fleet_goodput.runs.plan import plan_run
 
     output = _copy(custom[1], tmp_path)
     more = _more_input(tmp_path)

@@ -22,6 +22,7 @@ import apache_beam as beam
 
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.asof import CLOCK_STREAM, default_as_of, history_start, latest_times
+from fleet_goodput.core.continuation import Continuation
 from fleet_goodput.core.events import Event, is_saved, stream_of, unpack
 from fleet_goodput.core.keys import is_capacity_key, parse_capacity_key
 from fleet_goodput.core.session import Advance, KeyState, late_row, make_timeline, new_state, state_from_bytes
@@ -31,28 +32,6 @@ WINDOW_VECTORS, JOBS, REJECTED, PENDING_REJECTED = "window_vectors", "jobs", "re
 COUNTS, PENDING_COUNTS, CAPACITY, LATE, STATE = "counts", "pending_counts", "capacity", "late", "state"
 NO_AS_OF_YET = ("no scheduler event up to a day past this machine's clock has arrived yet, so there is no "
                 "as-of time to place it at")
-
-
-@dataclass(frozen=True)
-class Continuation:
-    """Where the store's last run left off (all None for a first run)."""
-
-    as_of_us: int | None = None
-    frontier_us: int | None = None
-    version_us: int | None = None
-    latest_times: tuple[tuple[int, str], ...] = ()  # the scheduler's latest and earliest (time, key) (asof.py)
-    history_start_us: int | None = None  # a run's own: where a chunked run found the history to start (asof.py)
-
-    def after(self, as_of_us: int, lateness_us: int, latest: list[int] | None = None) -> Continuation:
-        """Where a run that reached `as_of_us` (and the scheduler times `latest`) leaves off: its
-        frontier never moves back, and its results' version is above the last one (two runs may
-        share an as-of time)."""
-        frontier_us = as_of_us - lateness_us
-        if self.frontier_us is not None:
-            frontier_us = max(frontier_us, self.frontier_us)
-        version_us = as_of_us if self.version_us is None else max(as_of_us, self.version_us + 1)
-        return Continuation(as_of_us, frontier_us, version_us,
-                            self.latest_times if latest is None else tuple(map(tuple, latest)), self.history_start_us)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A backfill's chunks read every new file once, not once a chunk.
 
-A backfill (`mpg run --chunk_hours`, fleet_goodput/runs/batch.py) computes one
+A backfill (`mpg run --chunk_hours`, fleet_goodput/runs/compute.py) computes one
 chunk of event time after the other, and a file may hold events of every
 chunk: the simulator shuffles a fleet's events over all its files, and an
 exporter's file straddles midnight. `SliceFiles` decodes each new file once

@@ -106,8 +106,10 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput.core.config import ConfigError, SettingsFile, load_settings
     from fleet_goodput.core.timeutil import format_time_us
-    from fleet_goodput.runs.batch import (InputError, ReconciliationError, beam_args_for, is_dry_run, run,
-                                          translate_batch)
+    from fleet_goodput.runs.batch import run
+    from fleet_goodput.runs.beam_flags import beam_args_for, is_dry_run, translate_batch
+    from fleet_goodput.runs.commit import ReconciliationError
+    from fleet_goodput.runs.inputs import InputError
     from fleet_goodput.store.delta_store import Store, StoreError
 
     try:

@@ -146,7 +146,7 @@ class RunOptions:
     config: SettingsFile | None = None
     chunk_hours: int | None = None
     # Beam's own pipeline options, checked: the config's `beam:` section, the command line's, and what
-    # --workers is short for (fleet_goodput/runs/batch.py, `beam_args_for`)
+    # --workers is short for (fleet_goodput/runs/beam_flags.py, `beam_args_for`)
     beam_args: tuple[str, ...] = ()
 
     def __post_init__(self):

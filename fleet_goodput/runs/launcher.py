@@ -20,8 +20,8 @@ scheduled daily launch is the daily routine on Dataflow (docs/dataflow.md).
 The pipeline options come from the launch request (gcloud flags and
 --parameters), not from the config's `beam:` section, which is for `mpg run`.
 
-This is a run, like fleet_goodput/runs/batch.py, whose planning and committing it
-shares: it sits above the pipelines it builds, so pipelines/ never imports
+This is a run, like fleet_goodput/runs/batch.py, whose planning (runs/plan.py) and
+committing (runs/commit.py) it shares: it sits above the pipelines it builds, so pipelines/ never imports
 a run. The step that commits lives in this module, not in the entry file,
 so the workers unpickle it by reference from the installed package.
 """
@@ -38,7 +38,8 @@ from fleet_goodput.core.options import OptionsError, typed_values
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.pipelines.options import GoodputOptions, announce_job, parse_options
-from fleet_goodput.runs.batch import RunPlan, commit_run, plan_run, staging_folder
+from fleet_goodput.runs.commit import commit_run
+from fleet_goodput.runs.plan import RunPlan, plan_run, staging_folder
 from fleet_goodput.store.delta_store import Store
 from fleet_goodput.store.stored_settings import settings_for_run
 

@@ -368,7 +368,7 @@ class DecodedFile:
 @dataclass(frozen=True)
 class TimeSlice:
     """The events at or after `since_us` and before `until_us` (None: no bound): a backfill's chunk of
-    event time (fleet_goodput/runs/batch.py). Every file has a share in every chunk; only the first reports
+    event time (fleet_goodput/runs/compute.py). Every file has a share in every chunk; only the first reports
     what belongs to no time (records rejected while decoding, records read), so each is counted once."""
 
     since_us: int | None = None
