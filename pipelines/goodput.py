@@ -24,7 +24,7 @@ from fleet_goodput.store.manifest import counts_from_json
 from fleet_goodput.store.tables import STATED, TABLES
 from fleet_goodput.telemetry.decode import TimeSlice
 from fleet_goodput.transforms.goodput import ComputeGoodput
-from fleet_goodput.transforms.read import EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles
+from fleet_goodput.transforms.read import EVENTS, KEPT_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles
 from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
                                                  WINDOW_VECTORS, KeyRules, SessionizeKeys)
 from fleet_goodput.transforms.slices import ReadDecodedSlices, SliceFiles, file_groups
@@ -85,7 +85,7 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     window end instead: both end in `goodput_tables`.
     """
     inputs = {"events": all_of(decoded, EVENTS, "AllEvents"),
-              "latest_times": all_of(decoded, LATEST_TIMES, "AllLatestTimes")}
+              "kept_times": all_of(decoded, KEPT_TIMES, "AllKeptTimes")}
     sessions = inputs | "SessionizeKeys" >> SessionizeKeys(
         key_rules(settings, run_settings or RunSettings()), continuation, as_of_us)
     as_of_side = beam.pvalue.AsSingleton(sessions["as_of"])
@@ -151,14 +151,14 @@ class StagedTally:
     """What a run's pipeline reports besides its tables (`TALLY_FILE`)."""
 
     as_of_us: int | None  # the run's as-of time: given, or how far the scheduler's clock reached
-    latest_times: list  # the scheduler's latest and earliest [time, key], which the store keeps (asof.py)
+    kept_times: list  # the scheduler's latest and earliest [time, key], which the store keeps (asof.py)
     counts: dict[tuple[str, str], int]  # (stream, outcome) → events
     pending: dict[tuple[str, str], int]  # (stream, outcome) → events that wait for a later run
 
 
 def _write_tally(clock: dict, counts, pending, staging: str) -> str:
     with beam.io.filesystems.FileSystems.create(f"{staging}/{TALLY_FILE}") as out:
-        out.write(json.dumps({"as_of_us": clock["as_of_us"], "latest_times": clock["latest_times"],
+        out.write(json.dumps({"as_of_us": clock["as_of_us"], "kept_times": clock["kept_times"],
                               "counts": sorted([list(k), v] for k, v in counts),
                               "pending": sorted([list(k), v] for k, v in pending)}).encode())
     return staging
@@ -168,7 +168,7 @@ def read_tally(staging: str) -> StagedTally:
     """The tally the run's pipeline staged under `staging`."""
     with beam.io.filesystems.FileSystems.open(f"{staging}/{TALLY_FILE}") as handle:
         tally = json.loads(handle.read())
-    return StagedTally(tally["as_of_us"], tally["latest_times"], counts_from_json(tally["counts"]),
+    return StagedTally(tally["as_of_us"], tally["kept_times"], counts_from_json(tally["counts"]),
                        counts_from_json(tally["pending"]))
 
 

@@ -14,7 +14,7 @@ import pytest
 from test_backfill import _assert_same_tables  # tests/ is on the path: the same comparison of two stores
 
 from fleet_goodput.core import step_runs
-from fleet_goodput.core.asof import latest_times
+from fleet_goodput.core.asof import kept_times
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.runs import compute
 from fleet_goodput.runs.batch import run_batch
@@ -32,7 +32,7 @@ MIB = 2**20
 
 def test_files_decoded_together_into_slices_give_each_file_and_slice_as_decoded_alone(tmp_path):
     """The same events of each job (a STEP_BLOCK of several files taken apart), rejected rows, records
-    read and latest times, from files decoded in columns and by the reference path."""
+    read and kept times, from files decoded in columns and by the reference path."""
     simulate(tmp_path / "fleet", seed=3, hours=5, jobs=10)
     (tmp_path / "fleet" / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
     edges = [START_US + 2 * HOUR_US, START_US + 3 * HOUR_US + 17]
@@ -51,7 +51,7 @@ def test_files_decoded_together_into_slices_give_each_file_and_slice_as_decoded_
                     [event for decoded in alone for event in decoded.batches.get(key, [])]), (stream, key)
             assert sorted(map(repr, merged.rejected)) == sorted(repr(row) for d in alone for row in d.rejected)
             assert merged.read == sum(decoded.read for decoded in alone)
-            assert merged.latest_times == latest_times(*(decoded.latest_times for decoded in alone))
+            assert merged.kept_times == kept_times(*(decoded.kept_times for decoded in alone))
 
 
 def _events(batch: list) -> list:

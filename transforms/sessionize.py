@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from fleet_goodput.core import step_runs
-from fleet_goodput.core.asof import CLOCK_STREAM, default_as_of, history_start, latest_times
+from fleet_goodput.core.asof import CLOCK_STREAM, default_as_of, history_start, kept_times
 from fleet_goodput.core.continuation import Continuation
 from fleet_goodput.core.events import Event, is_saved, stream_of, unpack
 from fleet_goodput.core.keys import is_capacity_key, parse_capacity_key
@@ -102,7 +102,7 @@ def reject_before_history(state: KeyState, start_us: int | None):
 
 class ClockFn(beam.CombineFn):
     """The scheduler's kept (time, key), the store's and the run's (fleet_goodput/core/asof.py) → the run's
-    clock: {"as_of_us": the given as-of time or the default, "latest_times": what the store keeps next,
+    clock: {"as_of_us": the given as-of time or the default, "kept_times": what the store keeps next,
     "history_start_us": where the fleet's history starts, or None}."""
 
     def __init__(self, given_us: int | None, continuation: Continuation):
@@ -110,18 +110,18 @@ class ClockFn(beam.CombineFn):
         self.continuation = continuation
 
     def create_accumulator(self):
-        return list(self.continuation.latest_times)
+        return list(self.continuation.kept_times)
 
     def add_input(self, latest, times):
-        return latest_times(latest, times)
+        return kept_times(latest, times)
 
     def merge_accumulators(self, accumulators):
-        return latest_times(*accumulators)
+        return kept_times(*accumulators)
 
     def extract_output(self, latest):
         as_of_us = self.given_us if self.given_us is not None else default_as_of(latest, self.continuation.as_of_us)
         start_us = self.continuation.history_start_us
-        return {"as_of_us": as_of_us, "latest_times": latest,
+        return {"as_of_us": as_of_us, "kept_times": latest,
                 "history_start_us": start_us if start_us is not None else history_start(latest)}
 
 
@@ -199,7 +199,7 @@ def settled_outputs(key: str, advance: Advance, version_us: int):
 
 class SessionizeKeys(beam.PTransform):
     """{"events": (key, packed batch) and (key, saved state) (`fleet_goodput.core.events.pack`, `saved`),
-    "latest_times": [int]} → the outputs named above.
+    "kept_times": [int]} → the outputs named above.
 
     A key's batches and saved state are joined by one GroupByKey of the one
     collection that holds both (the read step's): joined from two, Beam's local
@@ -208,9 +208,9 @@ class SessionizeKeys(beam.PTransform):
 
     `as_of_us` is the given as-of time, or None for the default, the time the
     scheduler's clock has reached (fleet_goodput/core/asof.py). It is known from
-    the scheduler's latest event times ("latest_times", each file's) before
+    the scheduler's latest event times ("kept_times", each file's) before
     any key advances, so every key advances once.
-    The run's clock comes out as "clock" ({"as_of_us", "latest_times"}: the
+    The run's clock comes out as "clock" ({"as_of_us", "kept_times"}: the
     store keeps the latter for the next run) and its as-of time as "as_of".
     """
 
@@ -226,7 +226,7 @@ class SessionizeKeys(beam.PTransform):
         events = inputs["events"]
         # Without new scheduler events the clock is what the combine gives for none, as a side
         # input's default: one Beam step less than CombineGlobally's own default.
-        clock = inputs["latest_times"] | "ReadTheClock" >> beam.CombineGlobally(clock_fn).without_defaults()
+        clock = inputs["kept_times"] | "ReadTheClock" >> beam.CombineGlobally(clock_fn).without_defaults()
         clock_side = beam.pvalue.AsSingleton(clock, default_value=clock_fn.extract_output(
             clock_fn.create_accumulator()))
         grouped = events | "JoinSavedState" >> beam.GroupByKey()

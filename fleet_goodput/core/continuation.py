@@ -19,11 +19,11 @@ class Continuation:
     as_of_us: int | None = None
     frontier_us: int | None = None
     version_us: int | None = None
-    latest_times: tuple[tuple[int, str], ...] = ()  # the scheduler's latest and earliest (time, key) (asof.py)
+    kept_times: tuple[tuple[int, str], ...] = ()  # the scheduler's kept times (asof.py)
     history_start_us: int | None = None  # a run's own: where a chunked run found the history to start (asof.py)
 
-    def after(self, as_of_us: int, lateness_us: int, latest: list[int] | None = None) -> Continuation:
-        """Where a run that reached `as_of_us` (and the scheduler times `latest`) leaves off: its
+    def after(self, as_of_us: int, lateness_us: int, kept: list[int] | None = None) -> Continuation:
+        """Where a run that reached `as_of_us` (and the scheduler's kept times `kept`) leaves off: its
         frontier never moves back, and its results' version is above the last one (two runs may
         share an as-of time)."""
         frontier_us = as_of_us - lateness_us
@@ -31,4 +31,4 @@ class Continuation:
             frontier_us = max(frontier_us, self.frontier_us)
         version_us = as_of_us if self.version_us is None else max(as_of_us, self.version_us + 1)
         return Continuation(as_of_us, frontier_us, version_us,
-                            self.latest_times if latest is None else tuple(map(tuple, latest)), self.history_start_us)
+                            self.kept_times if kept is None else tuple(map(tuple, kept)), self.history_start_us)

@@ -37,7 +37,7 @@ from fleet_goodput.runs.compute import compute
 from fleet_goodput.runs.inputs import InputError, changed_since_listed, check_input, stated_by
 from fleet_goodput.runs.plan import RunPlan, plan_run, staging_folder
 from fleet_goodput.store.delta_store import RunRecord, Store, clear_staging, is_remote
-from fleet_goodput.store.stored_settings import ChosenSettings, check_run, settings_for_run
+from fleet_goodput.store.stored_settings import ChosenSettings, refuse_figure_changes, settings_for_run
 
 # A run whose input files change while it reads them computes again without them, this many times at most.
 MAX_ATTEMPTS = 3
@@ -83,7 +83,7 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     given = ChosenSettings(settings, run_settings or RunSettings())
 
     def checked(plan: RunPlan) -> ChosenSettings:
-        check_run(plan.store, plan.previous, given.settings, given.run_settings)
+        refuse_figure_changes(plan.store, plan.previous, given.settings, given.run_settings)
         return given
     return _run(options, checked, mode=mode, build_views=build_views, progress=progress, maintain=maintain)
 
@@ -125,7 +125,7 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSetting
 
         if as_of_us is None and not options.confirm_as_of and plan.previous is not None:
             # Before any computing: a wrong folder costs nothing.
-            check_observed_continuity(stated_by(plan.files), list(plan.continuation.latest_times),
+            check_observed_continuity(stated_by(plan.files), list(plan.continuation.kept_times),
                                       plan.previous.as_of_us)
         if not plan.files and plan.moves_no_time(as_of_us):
             if plan.previous and published_run(store) != plan.previous.run_id:  # stopped after its commit
@@ -156,7 +156,7 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSetting
                              "producers should write a file under another name, then rename it into place")
         if as_of_us is not None and not options.confirm_as_of:
             previous = plan.previous
-            check_as_of_near_data(as_of_us, goodput.read_tally(staged[-1]).latest_times,
+            check_as_of_near_data(as_of_us, goodput.read_tally(staged[-1]).kept_times,
                                   run_settings.allowed_lateness_s,
                                   (previous.run_id, previous.as_of_us) if previous else None)
         progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")

@@ -29,7 +29,8 @@ from fleet_goodput.runs.inputs import quotas_stated_by
 from fleet_goodput.runs.plan import RunPlan, staging_folder
 from fleet_goodput.store.delta_store import (STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, Transaction,
                                              delta_schema, is_remote)
-from fleet_goodput.store.manifest import add_counts, build_manifest, manifest_path, write_manifest_copy
+from fleet_goodput.store.manifest import (KEPT_TIMES_KEY, add_counts, build_manifest, manifest_path,
+                                         write_manifest_copy)
 from fleet_goodput.store.stored_settings import commit_settings
 from fleet_goodput.store.tables import QUEUE_QUOTA, REPLACED_EACH_RUN, STATED, TABLES, utc_day
 
@@ -54,18 +55,18 @@ def commit_run(plan: RunPlan, settings: Settings, run_settings: RunSettings, mod
     final = folders[-1:]
     staged = [goodput.read_tally(folder) for folder in folders]
     previous = plan.previous
-    as_of_us, latest = staged[-1].as_of_us, staged[-1].latest_times
+    as_of_us, kept = staged[-1].as_of_us, staged[-1].kept_times
     run_id = previous.run_id + 1 if previous else 1
     lateness_us = run_settings.allowed_lateness_s * 1_000_000
-    reached = plan.continuation if as_of_us is None else plan.continuation.after(as_of_us, lateness_us, latest)
+    reached = plan.continuation if as_of_us is None else plan.continuation.after(as_of_us, lateness_us, kept)
     frontier_us, version_us = (None, None) if as_of_us is None else (reached.frontier_us, reached.version_us)
     quotas, refused = quotas_stated_by(plan.files)
     manifest = build_manifest(
         run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
         previous=previous.manifest if previous else None,
         counts=add_counts(*(part.counts for part in staged)), pending=staged[-1].pending,
-        extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us, "latest_times": latest,
-               "clock": clock_account([tuple(item) for item in latest or ()]),
+        extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us, KEPT_TIMES_KEY: kept,
+               "clock": clock_account([tuple(item) for item in kept or ()]),
                "allowed_lateness_s": run_settings.allowed_lateness_s, "files_applied": len(plan.files),
                "files_skipped": len(plan.skipped), "output": plan.output_dir,
                "queue_quota": {"levels": len(quotas), "refused": refused}})

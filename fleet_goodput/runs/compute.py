@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 from apache_beam.io.filesystems import FileSystems
 
-from fleet_goodput.core.asof import CLOCK_STREAM, describe_span, event_times, history_start, latest_times
+from fleet_goodput.core.asof import CLOCK_STREAM, describe_span, event_times, history_start, kept_times
 from fleet_goodput.core.config import Settings
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.core.timeutil import format_time_us
@@ -101,8 +101,8 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, run_settings: RunSettings,
     started = time.monotonic()
     clock_files = [f for f in plan.files if f.stream == CLOCK_STREAM]
     clocks = [_clock_of(f.path, settings) for f in clock_files]
-    new = latest_times(*(times for times, _ in clocks))
-    kept = latest_times(plan.continuation.latest_times, new)
+    new = kept_times(*(times for times, _ in clocks))
+    kept = kept_times(plan.continuation.kept_times, new)
     chunk_us = chunk_us or chunk_length(sum(f.size for f in plan.files), new)
     hours = set().union(*(hours for _, hours in clocks))
     chunks = event_time_chunks(new, kept, chunk_us, {window_start(hour, chunk_us) for hour in hours})
@@ -132,7 +132,7 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, run_settings: RunSettings,
         tally = goodput.read_tally(folder)
         if tally.as_of_us is not None:
             continuation = continuation.after(tally.as_of_us, run_settings.allowed_lateness_s * 1_000_000,
-                                              tally.latest_times)
+                                              tally.kept_times)
         state_files = [path for path, _, _ in matched_files(f"{literal_pattern(folder)}/state_keys/*.parquet")]
         staged.append(folder)
     return staged
@@ -150,7 +150,7 @@ def _clock_of(path: str, settings: Settings) -> tuple[list[tuple[int, str]], set
         decoded = decode_input_file(CLOCK_STREAM, path, settings.accelerators, open_file=open_input)
     except FileNotFoundError:
         return [], set()  # gone since it was listed: the run computes again without it (run_batch)
-    return decoded.latest_times, {window_start(event[0], HOUR_US) for batch in decoded.batches.values()
+    return decoded.kept_times, {window_start(event[0], HOUR_US) for batch in decoded.batches.values()
                                   for event in batch}
 
 

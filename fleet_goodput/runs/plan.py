@@ -22,6 +22,7 @@ from fleet_goodput.core.session import STATE_FORMAT
 from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.runs.inputs import InputFile, list_input
 from fleet_goodput.store.delta_store import RunRecord, Store, StoreError, claim_staging, clear_staging
+from fleet_goodput.store.manifest import KEPT_TIMES_KEY
 from fleet_goodput.store.store_check import require_intact
 
 
@@ -48,7 +49,7 @@ class RunPlan:
             return Continuation()
         manifest = previous.manifest
         return Continuation(previous.as_of_us, previous.frontier_us, manifest.get("version_us"),
-                            tuple(map(tuple, manifest.get("latest_times") or ())))
+                            tuple(map(tuple, manifest.get(KEPT_TIMES_KEY) or ())))
 
     def moves_no_time(self, as_of_us: int | None) -> bool:
         """Whether a run with no new file would leave the store as it is: its as-of time (given, or
@@ -57,7 +58,7 @@ class RunPlan:
         if previous is None:
             return as_of_us is None
         continuation = self.continuation
-        target = as_of_us if as_of_us is not None else default_as_of(list(continuation.latest_times),
+        target = as_of_us if as_of_us is not None else default_as_of(list(continuation.kept_times),
                                                                       continuation.as_of_us)
         return target == previous.as_of_us
 
@@ -104,7 +105,7 @@ def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output
             "this version, start the output afresh over every input (copy the folder first to keep the old figures): "
             f"mpg run --replace --input DIR --output {shlex.quote(output_dir)}")
     if as_of_us is not None and previous.as_of_us is not None and as_of_us < previous.as_of_us:
-        newest_us = newest_known(tuple(map(tuple, previous.manifest.get("latest_times") or ())))
+        newest_us = newest_known(tuple(map(tuple, previous.manifest.get(KEPT_TIMES_KEY) or ())))
         newest = f"; the newest scheduler event is {format_time_us(newest_us)}" if newest_us is not None else ""
         lateness = previous.manifest.get("allowed_lateness_s")
         allowed = f", the allowed lateness {describe_span(lateness * 1_000_000)}" if lateness is not None else ""

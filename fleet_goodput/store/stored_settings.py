@@ -192,7 +192,8 @@ def settings_for_run(store: Store, previous: RunRecord | None, config: str | Pat
     return ChosenSettings(settings, run_settings, note)
 
 
-def check_run(store: Store, previous: RunRecord | None, settings: Settings, run_settings: RunSettings) -> None:
+def refuse_figure_changes(store: Store, previous: RunRecord | None, settings: Settings,
+                          run_settings: RunSettings) -> None:
     """Raise SettingsConflict if a run continuing `previous` with these settings would change stored figures."""
     _refuse_conflicts(store, previous, kept_settings(store, previous),
                       document(settings, run_settings.allowed_lateness_s))
