@@ -142,7 +142,7 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
                                "fleet_goodput.run takes it as an argument where it has one (as_of=, replace=, "
                                "config=, workers=, confirm_as_of=)")
     settings_file = None if config is None else SettingsFile.read(config)  # read once: all the run takes from it
-    options = RunOptions(str(input), str(output), as_of_us=_time_us(as_of), confirm_as_of=confirm_as_of,
+    options = RunOptions(str(input), str(output), given_as_of_us=_time_us(as_of), confirm_as_of=confirm_as_of,
                          replace=replace, config=settings_file, beam_args=beam_args_for(
                              settings_file, list(beam_args), workers, where=" (in beam_args)"))
     outcome = batch.run(options)

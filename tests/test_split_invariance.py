@@ -108,7 +108,7 @@ def test_as_of_cuts_inside_files_lose_nothing(fleet):
     root, whole = fleet
     output = root / "out-as-of-cuts"
     for cut in (START_US + int(40.25 * HOUR_US), START_US + int(80.5 * HOUR_US)):
-        outcome = run_batch(str(root / "fleet"), str(output), load_settings(), as_of_us=cut, build_views=False)
+        outcome = run_batch(str(root / "fleet"), str(output), load_settings(), given_as_of_us=cut, build_views=False)
         assert outcome.committed and outcome.manifest["as_of_us"] == cut and outcome.manifest["reconciles"]
         assert all(c["waiting"] > 0 for name, c in outcome.manifest["streams"].items() if name != "profiler")
     last = run_batch(str(root / "fleet"), str(output), load_settings(), build_views=False)

@@ -102,27 +102,29 @@ def reject_before_history(state: KeyState, start_us: int | None):
 
 class ClockFn(beam.CombineFn):
     """The scheduler's kept (time, key), the store's and the run's (fleet_goodput/core/asof.py) → the run's
-    clock: {"as_of_us": the given as-of time or the default, "kept_times": what the store keeps next,
+    clock: {"as_of_us": the run's as-of time, given or the default, "kept_times": what the store keeps next,
     "history_start_us": where the fleet's history starts, or None}."""
 
-    def __init__(self, given_us: int | None, continuation: Continuation):
-        self.given_us = given_us
+    def __init__(self, given_as_of_us: int | None, continuation: Continuation):
+        self.given_as_of_us = given_as_of_us
         self.continuation = continuation
 
     def create_accumulator(self):
         return list(self.continuation.kept_times)
 
-    def add_input(self, latest, times):
-        return kept_times(latest, times)
+    def add_input(self, kept, times):
+        return kept_times(kept, times)
 
     def merge_accumulators(self, accumulators):
         return kept_times(*accumulators)
 
-    def extract_output(self, latest):
-        as_of_us = self.given_us if self.given_us is not None else default_as_of(latest, self.continuation.as_of_us)
+    def extract_output(self, kept):
+        as_of_us = self.given_as_of_us
+        if as_of_us is None:
+            as_of_us = default_as_of(kept, self.continuation.as_of_us)
         start_us = self.continuation.history_start_us
-        return {"as_of_us": as_of_us, "kept_times": latest,
-                "history_start_us": start_us if start_us is not None else history_start(latest)}
+        return {"as_of_us": as_of_us, "kept_times": kept,
+                "history_start_us": start_us if start_us is not None else history_start(kept)}
 
 
 def _as_of_of(clock: dict) -> int | None:
@@ -206,7 +208,7 @@ class SessionizeKeys(beam.PTransform):
     runner would flatten them in a stage of its own first, and every event
     would cross its shuffle twice (docs/performance.md).
 
-    `as_of_us` is the given as-of time, or None for the default, the time the
+    `given_as_of_us` is the given as-of time (--as_of), or None for the default, the time the
     scheduler's clock has reached (fleet_goodput/core/asof.py). It is known from
     the scheduler's latest event times ("kept_times", each file's) before
     any key advances, so every key advances once.
@@ -214,15 +216,15 @@ class SessionizeKeys(beam.PTransform):
     store keeps the latter for the next run) and its as-of time as "as_of".
     """
 
-    def __init__(self, rules: KeyRules, continuation: Continuation, as_of_us: int | None):
+    def __init__(self, rules: KeyRules, continuation: Continuation, given_as_of_us: int | None):
         super().__init__()
         self.rules = rules
         self.continuation = continuation
-        self.as_of_us = as_of_us
+        self.given_as_of_us = given_as_of_us
 
     def expand(self, inputs):
         outputs_of = (CAPACITY, JOBS, REJECTED, PENDING_REJECTED, COUNTS, PENDING_COUNTS, STATE, LATE)
-        clock_fn = ClockFn(self.as_of_us, self.continuation)
+        clock_fn = ClockFn(self.given_as_of_us, self.continuation)
         events = inputs["events"]
         # Without new scheduler events the clock is what the combine gives for none, as a side
         # input's default: one Beam step less than CombineGlobally's own default.

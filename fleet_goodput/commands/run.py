@@ -118,7 +118,7 @@ def main(args: argparse.Namespace) -> int:
         if is_dry_run(list(options.beam_args)):
             settings = load_settings(options.config)
             return dry_run(options.beam_args, options.input, options.output,
-                           lambda: translate_batch(options.input, options.output, settings, options.as_of_us,
+                           lambda: translate_batch(options.input, options.output, settings, options.given_as_of_us,
                                                    list(options.beam_args)))
         store = Store(options.output)  # the run's one; an output path it cannot keep is refused here, first
         progress(f"Running the goodput pipeline on {options.input} into {options.output}")

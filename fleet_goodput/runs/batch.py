@@ -70,7 +70,7 @@ def run(options: RunOptions, *, store: Store | None = None, progress: Callable[[
                 store=store, progress=progress, mode=mode, build_views=build_views, maintain=maintain)
 
 
-def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
+def run_batch(input_dir: str, output_dir: str, settings: Settings, given_as_of_us: int | None = None,
               beam_args: list[str] | None = None, *, run_settings: RunSettings | None = None,
               replace: bool = False, mode: str = "batch", build_views: bool = True,
               chunk_hours: int | None = None, progress: Callable[[str], None] | None = None,
@@ -78,7 +78,7 @@ def run_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int
     """`run` with these settings rather than the store's (`mpg stream`, `mpg demo`, tests); a run whose
     settings would change the stored figures is refused (SettingsConflict) before it computes.
     `maintain=False` leaves the store's maintenance after the commit to the caller (`mpg stream`)."""
-    options = RunOptions(input_dir, output_dir, as_of_us, confirm_as_of, replace, chunk_hours=chunk_hours,
+    options = RunOptions(input_dir, output_dir, given_as_of_us, confirm_as_of, replace, chunk_hours=chunk_hours,
                          beam_args=tuple(beam_args or ()))
     given = ChosenSettings(settings, run_settings or RunSettings())
 
@@ -99,11 +99,11 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSetting
     With `chunk_hours`, the new events are computed chunk of event time by
     chunk, one pipeline after the other (fleet_goodput/runs/compute.py), so memory follows
     one chunk, not the whole input; the run is still one commit. `progress`
-    is told how the chunks go. An `as_of_us` more than the allowed lateness
-    past the newest scheduler event is refused (SuspiciousAsOf, nothing
+    is told how the chunks go. A given as-of time (`given_as_of_us`) more than the
+    allowed lateness past the newest scheduler event is refused (SuspiciousAsOf, nothing
     committed) unless `confirm_as_of`.
     """
-    beam_args, input_dir, as_of_us = list(options.beam_args), options.input, options.as_of_us
+    beam_args, input_dir, given_as_of_us = list(options.beam_args), options.input, options.given_as_of_us
     check_input(input_dir)
     started = time.monotonic()
     store = store or Store(options.output)  # the run's one: the plan carries it to the commit, views and caller
@@ -111,7 +111,7 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSetting
         if options.replace:
             store.replace()
         progress = progress or (lambda _: None)
-        plan = plan_run(input_dir, store, as_of_us, progress)
+        plan = plan_run(input_dir, store, given_as_of_us, progress)
         chosen = settings_of_run(plan)  # before computing: commit_run checks again
         settings, run_settings = chosen.settings, chosen.run_settings
         skipped = tuple(f.path for f in plan.skipped)
@@ -123,17 +123,17 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSetting
                                 seconds=time.monotonic() - started, run=previous, skipped=skipped,
                                 committed=False, deferred=tuple(deferred), store=store)
 
-        if as_of_us is None and not options.confirm_as_of and plan.previous is not None:
+        if given_as_of_us is None and not options.confirm_as_of and plan.previous is not None:
             # Before any computing: a wrong folder costs nothing.
             check_observed_continuity(stated_by(plan.files), list(plan.continuation.kept_times),
                                       plan.previous.as_of_us)
-        if not plan.files and plan.moves_no_time(as_of_us):
+        if not plan.files and plan.moves_no_time(given_as_of_us):
             if plan.previous and published_run(store) != plan.previous.run_id:  # stopped after its commit
                 publish(store, plan.previous, settings, build_views, progress)
             return nothing_new()
         chunk_hours = options.chunk_hours
         for _ in range(MAX_ATTEMPTS):
-            staged = compute(plan, settings, run_settings, beam_args, as_of_us, chunk_hours, progress)
+            staged = compute(plan, settings, run_settings, beam_args, given_as_of_us, chunk_hours, progress)
             changed = changed_since_listed(plan.files)
             if not changed:
                 break
@@ -142,21 +142,23 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSetting
                      f"writing?); left for the next run: {', '.join(f.path for f in changed)}")
             shutil.rmtree(staging_folder(plan), ignore_errors=True)
             plan = dataclasses.replace(plan, files=tuple(f for f in plan.files if f not in changed))
-            if options.as_of_us is None:
+            if options.given_as_of_us is None:
                 # The clock waits for them: were it to move on, their events would be judged late next run.
+                # So the pipeline is given the last run's as-of time (and chunks, which end at their events
+                # rather than at an as-of time, are not used).
                 if plan.previous is None:
                     progress("  the first run waits for them: nothing is committed until every file reads whole")
                     return nothing_new()
-                as_of_us, chunk_hours = plan.previous.as_of_us, None  # chunks end at their events, not at an as-of
+                given_as_of_us, chunk_hours = plan.previous.as_of_us, None
                 progress(f"  the as-of time stays run {plan.previous.run_id}'s until they are read")
-            if not plan.files and plan.moves_no_time(as_of_us):
+            if not plan.files and plan.moves_no_time(given_as_of_us):
                 return nothing_new()
         else:
             raise InputError(f"input files kept changing while read, {MAX_ATTEMPTS} times: nothing was committed; "
                              "producers should write a file under another name, then rename it into place")
-        if as_of_us is not None and not options.confirm_as_of:
+        if given_as_of_us is not None and not options.confirm_as_of:
             previous = plan.previous
-            check_as_of_near_data(as_of_us, goodput.read_tally(staged[-1]).kept_times,
+            check_as_of_near_data(given_as_of_us, goodput.read_tally(staged[-1]).kept_times,
                                   run_settings.allowed_lateness_s,
                                   (previous.run_id, previous.as_of_us) if previous else None)
         progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")

@@ -54,7 +54,7 @@ def worker_flags(workers: int | None, beam_args: list[str] | None) -> list[str]:
     return [] if workers == 1 else [f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
 
 
-def translate_batch(input_dir: str, output_dir: str, settings: Settings, as_of_us: int | None = None,
+def translate_batch(input_dir: str, output_dir: str, settings: Settings, given_as_of_us: int | None = None,
                     beam_args: list[str] | None = None):
     """Build the batch pipeline and let DataflowRunner translate it with --dry_run.
 
@@ -71,5 +71,5 @@ def translate_batch(input_dir: str, output_dir: str, settings: Settings, as_of_u
     output = output_dir.rstrip("/")
     files = {stream: [f"{input_dir.rstrip('/')}/{stream}/*.avro"] for stream in schemas.STREAMS}
     goodput.build_batch(p, files, [f"{output}/{STATE_KEYS}/*.parquet"], f"{output}/{STAGING}/dry-run", settings,
-                        RunSettings(), Continuation(), as_of_us)
+                        RunSettings(), Continuation(), given_as_of_us)
     return p.run().job

@@ -44,20 +44,20 @@ HOUR_US = 3_600_000_000
 CHUNK_INPUT_BYTES = 24 * 2**20
 
 
-def compute(plan: RunPlan, settings: Settings, run_settings: RunSettings, beam_args, as_of_us: int | None,
+def compute(plan: RunPlan, settings: Settings, run_settings: RunSettings, beam_args, given_as_of_us: int | None,
             chunk_hours: int | None, progress: Callable[[str], None]) -> list[str]:
     """Compute the run's new files into its staging: the folders staged, the last holding the state it ends in."""
     with run_scratch():  # Beam's temporary folders, removed by the next run if this one is killed
-        return _compute_in(plan, settings, run_settings, beam_args, as_of_us, chunk_hours, progress)
+        return _compute_in(plan, settings, run_settings, beam_args, given_as_of_us, chunk_hours, progress)
 
 
-def _compute_in(plan: RunPlan, settings: Settings, run_settings: RunSettings, beam_args, as_of_us: int | None,
+def _compute_in(plan: RunPlan, settings: Settings, run_settings: RunSettings, beam_args, given_as_of_us: int | None,
                 chunk_hours: int | None, progress: Callable[[str], None]) -> list[str]:
     new = f"{len(plan.files):,} new file(s), {size_text(f.size for f in plan.files)}"
     if chunk_hours:
         progress(f"Computing {new} in chunks of {chunk_hours} h of event time, one pipeline each")
         return _run_in_chunks(plan, settings, run_settings, beam_args, chunk_hours * HOUR_US, progress)
-    if as_of_us is None and is_local(beam_args) and sum(f.size for f in plan.files) > CHUNK_INPUT_BYTES:
+    if given_as_of_us is None and is_local(beam_args) and sum(f.size for f in plan.files) > CHUNK_INPUT_BYTES:
         progress(f"Computing {new} in chunks of event time of at most about {size_text([CHUNK_INPUT_BYTES])} of input "
                  "each, one pipeline each, so that memory follows a chunk (--chunk_hours sets their length)")
         return _run_in_chunks(plan, settings, run_settings, beam_args, None, progress)
@@ -65,7 +65,7 @@ def _compute_in(plan: RunPlan, settings: Settings, run_settings: RunSettings, be
     computing = time.monotonic()
     with heartbeat(progress, "decoding and computing"):
         goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
-                    run_settings, plan.continuation, as_of_us, beam_args)
+                    run_settings, plan.continuation, given_as_of_us, beam_args)
     progress(f"  computed in {time.monotonic() - computing:.1f} s")
     return [staging_folder(plan)]
 

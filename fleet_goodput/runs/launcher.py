@@ -50,9 +50,9 @@ def _commit(_, plan: RunPlan, settings: Settings, run_settings: RunSettings, **s
 
 
 def build(p: beam.Pipeline, plan: RunPlan, settings: Settings, run_settings: RunSettings,
-          as_of_us: int | None = None) -> None:
+          given_as_of_us: int | None = None) -> None:
     outputs = goodput.build_batch(p, plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
-                                  run_settings, plan.continuation, as_of_us)
+                                  run_settings, plan.continuation, given_as_of_us)
     staged = {name: beam.pvalue.AsList(written) for name, written in outputs["staged"].items()}
     (
         p
@@ -65,14 +65,14 @@ def run(argv: list[str] | None = None, plan: RunPlan | None = None) -> beam.runn
     """Plan and submit the job; `argv` holds the template's parameters and the launch's pipeline options."""
     options = parse_options("launcher", sys.argv[1:] if argv is None else argv)
     launch = typed_values("launcher", options.view_as(GoodputOptions))  # the job keeps the text, shown on Dataflow
-    as_of_us = launch["as_of"]
-    plan = plan or plan_run(launch["input"], Store(launch["output"]), as_of_us)
+    given_as_of_us = launch["as_of"]
+    plan = plan or plan_run(launch["input"], Store(launch["output"]), given_as_of_us)
     # The store's settings, with the config's and --window_s replacing them where that is allowed.
     chosen = settings_for_run(plan.store, plan.previous, launch["config"], window_s=launch["window_s"])
     if chosen.note:
         logging.warning(chosen.note)
     p = beam.Pipeline(options=options)
-    build(p, plan, chosen.settings, chosen.run_settings, as_of_us)
+    build(p, plan, chosen.settings, chosen.run_settings, given_as_of_us)
     # No wait_until_finish: it would block the Flex Template launch.
     result = p.run()
     announce_job(result, options)

@@ -51,23 +51,24 @@ class RunPlan:
         return Continuation(previous.as_of_us, previous.frontier_us, manifest.get("version_us"),
                             tuple(map(tuple, manifest.get(KEPT_TIMES_KEY) or ())))
 
-    def moves_no_time(self, as_of_us: int | None) -> bool:
+    def moves_no_time(self, given_as_of_us: int | None) -> bool:
         """Whether a run with no new file would leave the store as it is: its as-of time (given, or
         the scheduler's clock, which a run given an earlier --as_of left ahead) is the last run's."""
         previous = self.previous
         if previous is None:
-            return as_of_us is None
+            return given_as_of_us is None
         continuation = self.continuation
-        target = as_of_us if as_of_us is not None else default_as_of(list(continuation.kept_times),
-                                                                      continuation.as_of_us)
-        return target == previous.as_of_us
+        as_of_us = given_as_of_us
+        if as_of_us is None:
+            as_of_us = default_as_of(list(continuation.kept_times), continuation.as_of_us)
+        return as_of_us == previous.as_of_us
 
     @property
     def files_by_stream(self) -> dict[str, list[str]]:
         return {stream: [f.path for f in self.files if f.stream == stream] for stream in schemas.STREAMS}
 
 
-def plan_run(input_dir: str, store: Store, as_of_us: int | None,
+def plan_run(input_dir: str, store: Store, given_as_of_us: int | None,
              progress: Callable[[str], None] = lambda _: None) -> RunPlan:
     """Undo what a killed run left, check the continuation, and pick the input files no run applied."""
     require_intact(store)  # a damaged store is refused before a run changes anything
@@ -75,7 +76,7 @@ def plan_run(input_dir: str, store: Store, as_of_us: int | None,
     transaction = store.begin()
     claim_staging(store.root, transaction.token)
     previous = transaction.previous
-    _check_continuation(previous, as_of_us, store.root)
+    _check_continuation(previous, given_as_of_us, store.root)
     applied = store.applied_files(previous)
     hashes = set(applied.values())
     files, skipped = [], []
@@ -91,7 +92,7 @@ def staging_folder(plan: RunPlan) -> str:
     return plan.store.staging_folder(plan.token)
 
 
-def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
+def _check_continuation(previous: RunRecord | None, given_as_of_us: int | None, output_dir: str) -> None:
     if previous is None:
         return
     if previous.state_format > STATE_FORMAT:
@@ -104,12 +105,12 @@ def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output
             "differently) and cannot continue it. Its tables still read (`mpg sql`, `mpg report`). To continue with "
             "this version, start the output afresh over every input (copy the folder first to keep the old figures): "
             f"mpg run --replace --input DIR --output {shlex.quote(output_dir)}")
-    if as_of_us is not None and previous.as_of_us is not None and as_of_us < previous.as_of_us:
+    if given_as_of_us is not None and previous.as_of_us is not None and given_as_of_us < previous.as_of_us:
         newest_us = newest_known(tuple(map(tuple, previous.manifest.get(KEPT_TIMES_KEY) or ())))
         newest = f"; the newest scheduler event is {format_time_us(newest_us)}" if newest_us is not None else ""
         lateness = previous.manifest.get("allowed_lateness_s")
         allowed = f", the allowed lateness {describe_span(lateness * 1_000_000)}" if lateness is not None else ""
-        raise StoreError(f"--as_of {format_time_us(as_of_us)} is earlier than run {previous.run_id}'s as-of "
+        raise StoreError(f"--as_of {format_time_us(given_as_of_us)} is earlier than run {previous.run_id}'s as-of "
                          f"{format_time_us(previous.as_of_us)}{newest}{allowed}: a run continues from where the last "
                          "one ended (read an earlier run with `mpg sql --run ID`, undo the runs after it with "
                          "`mpg rollback --to ID`, or start afresh with --replace)")
