@@ -63,7 +63,7 @@ def file_under_day(rows, label: str, as_of_side=None):
 
 def key_rules(settings: Settings, run_settings: RunSettings) -> KeyRules:
     return KeyRules(window_s=settings.window_s, allowed_lateness_s=run_settings.allowed_lateness_s,
-                    max_silence_s=run_settings.max_silence_s, peak_flops=peak_flops(settings))
+                    max_silence_us=run_settings.max_silence_us, peak_flops=peak_flops(settings))
 
 
 def all_of(decoded: dict, tag: str, label: str):

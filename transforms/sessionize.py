@@ -38,7 +38,7 @@ NO_AS_OF_YET = ("no scheduler event up to a day past this machine's clock has ar
 class KeyRules:
     window_s: int
     allowed_lateness_s: int
-    max_silence_s: int  # how long a silent key's state is kept (RunSettings.max_silence_s)
+    max_silence_us: int  # how long a silent key's state is kept (RunSettings.max_silence_us)
     peak_flops: dict
 
     @property
@@ -169,7 +169,7 @@ class _AdvanceKeyFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(STATE, {"key": key, "blob": state.to_bytes()})
             return
         reached = self.continuation.after(as_of_us, self.rules.allowed_lateness_s * 1_000_000)
-        advance = state.advance(as_of_us, reached.frontier_us, self.rules.max_silence_s * 1_000_000)
+        advance = state.advance(as_of_us, reached.frontier_us, self.rules.max_silence_us)
         yield from settled_outputs(key, advance, reached.version_us)
         for event, reason in advance.provisional_rejections:
             yield rejection(PENDING_REJECTED, event, reason)
