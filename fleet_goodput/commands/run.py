@@ -84,13 +84,13 @@ class BeamHelp(argparse.Action):
                          help="list Beam's pipeline options and exit")
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from fleet_goodput.pipelines.options import OptionsError, command_parser, load_runner_options
+        from fleet_goodput.pipelines.options import OptionsError, help_parser, load_runner_options
 
         try:
             load_runner_options(["--runner=dask"])  # the Dask runner's options too, where dask is installed
         except OptionsError:
             pass
-        command_parser().print_help()
+        help_parser().print_help()
         parser.exit()
 
 

@@ -65,13 +65,16 @@ class Option:
     def flag(self) -> str:
         return f"--{self.name}"
 
-    def add_to(self, parser: argparse.ArgumentParser, *, required: bool, typed: bool = True) -> None:
-        """The option on `parser`; with `typed=False` it keeps the text given (`value_of` types it)."""
+    def add_to(self, parser: argparse.ArgumentParser, *, required: bool, typed: bool = True,
+               shown: bool = True) -> None:
+        """The option on `parser`; with `typed=False` it keeps the text given (`value_of` types it); with
+        `shown=False` its help does not list it."""
+        help_text = self.help if shown else argparse.SUPPRESS
         if self.is_switch:
-            parser.add_argument(self.flag, dest=self.name, action="store_true", help=self.help)
+            parser.add_argument(self.flag, dest=self.name, action="store_true", help=help_text)
         else:
             parser.add_argument(self.flag, dest=self.name, type=self.type if typed else str, metavar=self.metavar,
-                                help=self.help, required=required and self.required)
+                                help=help_text, required=required and self.required)
 
     def value_of(self, given):
         """The typed value of the option's text `given` (None and a switch's bool stay as they are)."""
