@@ -153,7 +153,7 @@ def test_an_as_of_before_the_last_run_is_a_clear_error(fleet):
     from fleet_goodput.store.delta_store import StoreError
     root, whole = fleet
     with pytest.raises(StoreError, match="earlier than run 1's as-of"):
-        run_batch(str(root / "fleet"), str(root / "whole"), load_settings(), as_of_us=whole.manifest["as_of_us"] - 1)
+        run_batch(str(root / "fleet"), str(root / "whole"), load_settings(), given_as_of_us=whole.manifest["as_of_us"] - 1)
 
 
 def test_state_follows_the_open_jobs_not_the_history(consecutive):

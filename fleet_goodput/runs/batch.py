@@ -7,12 +7,12 @@ as one run. Used by `mpg run`, `mpg stream` (one run per batch of new files)
 and `mpg demo`. This module is the run's main flow; each step is a module of
 its own, in the order the run takes them:
 
-    runs/inputs.py      list the input files and hash the new ones (InputError)
-    runs/plan.py        plan the run under the output's lock (RunPlan)
-    runs/compute.py     compute the new files into staging, in chunks of event time if long
-    runs/commit.py      commit the staged run, then publish its views and manifest
-                        (ReconciliationError when counts do not add up: nothing is committed)
-    runs/beam_flags.py  Beam's pipeline options for the run, and the Dataflow dry run
+    fleet_goodput/runs/inputs.py      list the input files and hash the new ones (InputError)
+    fleet_goodput/runs/plan.py        plan the run under the output's lock (RunPlan)
+    fleet_goodput/runs/compute.py     compute the new files into staging, in chunks of event time if long
+    fleet_goodput/runs/commit.py      commit the staged run, then publish its views and manifest
+                                      (ReconciliationError when counts do not add up: nothing is committed)
+    fleet_goodput/runs/beam_flags.py  Beam's pipeline options for the run, and the Dataflow dry run
 """
 
 from __future__ import annotations

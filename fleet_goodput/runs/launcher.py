@@ -20,8 +20,8 @@ scheduled daily launch is the daily routine on Dataflow (docs/dataflow.md).
 The pipeline options come from the launch request (gcloud flags and
 --parameters), not from the config's `beam:` section, which is for `mpg run`.
 
-This is a run, like fleet_goodput/runs/batch.py, whose planning (runs/plan.py) and
-committing (runs/commit.py) it shares: it sits above the pipelines it builds, so pipelines/ never imports
+This is a run, like fleet_goodput/runs/batch.py, whose planning
+(fleet_goodput/runs/plan.py) and committing (fleet_goodput/runs/commit.py) it shares: it sits above the pipelines it builds, so pipelines/ never imports
 a run. The step that commits lives in this module, not in the entry file,
 so the workers unpickle it by reference from the installed package.
 """
