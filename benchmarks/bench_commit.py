@@ -41,7 +41,8 @@ from deltalake import DeltaTable, write_deltalake
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines import goodput
-from fleet_goodput.runs.batch import commit_run, plan_run, staging_folder
+from fleet_goodput.runs.commit import commit_run
+from fleet_goodput.runs.plan import plan_run, staging_folder
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
 from fleet_goodput.store.delta_store import Store, delta_schema

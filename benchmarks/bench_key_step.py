@@ -24,20 +24,21 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from fleet_goodput.core import step_runs
-from fleet_goodput.core.asof import CLOCK_STREAM, latest_times
+from fleet_goodput.core.asof import CLOCK_STREAM, kept_times
 from fleet_goodput.core.config import load_settings
+from fleet_goodput.core.continuation import Continuation
 from fleet_goodput.core.events import pack
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.core.timeline import JobTimeline
 from fleet_goodput.pipelines.goodput import key_rules
 from fleet_goodput.telemetry.columnar import decode_input_file
-from fleet_goodput.transforms.sessionize import ClockFn, Continuation, _AdvanceKeyFn
+from fleet_goodput.transforms.sessionize import ClockFn, _AdvanceKeyFn
 
 STREAMS = ("scheduler", "runtime", "profiler")
 
 
 def decoded_per_key(input_dir: str, settings) -> tuple[dict[str, list], list, int]:
-    """(key → its packed batches, one per file, the scheduler's latest times, batches)."""
+    """(key → its packed batches, one per file, the scheduler's kept times, batches)."""
     grouped, latest, batches = defaultdict(list), [], 0
     for stream in STREAMS:
         for path in sorted(Path(input_dir, stream).glob("*.avro")):
@@ -46,7 +47,7 @@ def decoded_per_key(input_dir: str, settings) -> tuple[dict[str, list], list, in
                 grouped[key].append(pack(batch))
                 batches += 1
             if stream == CLOCK_STREAM:
-                latest = latest_times(latest, decoded.latest_times)
+                latest = kept_times(latest, decoded.kept_times)
     return grouped, latest, batches
 
 

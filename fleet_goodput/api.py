@@ -120,19 +120,20 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     `.as_of_us`, ...), `.manifest` (what was read, accepted, rejected and
     late, per stream), `.skipped` (input files an earlier run already
     applied), `.committed` (False when nothing was new and the latest run
-    stands) and `.seconds`. Raises fleet_goodput.runs.batch.InputError for a
+    stands) and `.seconds`. Raises fleet_goodput.runs.inputs.InputError for a
     missing or empty input, fleet_goodput.store.delta_store.StoreError for an as-of
     before the last run's, an output another run holds, a folder that holds
     files of someone else (NotAStore) or a damaged output (StoreDamaged),
     fleet_goodput.store.stored_settings.SettingsConflict when `config` would change
     the figures the output holds (naming each difference; `replace=True`
-    starts afresh), and fleet_goodput.runs.batch.ReconciliationError (nothing
+    starts afresh), and fleet_goodput.runs.commit.ReconciliationError (nothing
     committed) when counts do not add up. On an output written before outputs
     kept their settings, warns (UserWarning) what this run stores.
     """
     from fleet_goodput.core.config import SettingsFile
     from fleet_goodput.core.options import OPTIONS, OptionsError, RunOptions
     from fleet_goodput.runs import batch
+    from fleet_goodput.runs.beam_flags import beam_args_for
 
     for flag in beam_args:
         name = str(flag).split("=", 1)[0]
@@ -141,8 +142,8 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
                                "fleet_goodput.run takes it as an argument where it has one (as_of=, replace=, "
                                "config=, workers=, confirm_as_of=)")
     settings_file = None if config is None else SettingsFile.read(config)  # read once: all the run takes from it
-    options = RunOptions(str(input), str(output), as_of_us=_time_us(as_of), confirm_as_of=confirm_as_of,
-                         replace=replace, config=settings_file, beam_args=batch.beam_args_for(
+    options = RunOptions(str(input), str(output), given_as_of_us=_time_us(as_of), confirm_as_of=confirm_as_of,
+                         replace=replace, config=settings_file, beam_args=beam_args_for(
                              settings_file, list(beam_args), workers, where=" (in beam_args)"))
     outcome = batch.run(options)
     if outcome.note:

@@ -3,7 +3,7 @@
 `build_goodput` wires the business steps on already-decoded streams, so tests
 pass `beam.Create` records through `DecodeRecords` where production reads
 files; `build_batch` reads the run's new input files and the saved state, and
-stages what it computes for the store to commit (fleet_goodput/runs/batch.py).
+stages what it computes for the store to commit (fleet_goodput/runs/commit.py).
 Run it through the CLI: `mpg run --input DIR --output DIR`.
 """
 
@@ -16,6 +16,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
 from fleet_goodput.core.config import Settings, peak_table
+from fleet_goodput.core.continuation import Continuation
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job, runner_class
 from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA
@@ -23,9 +24,9 @@ from fleet_goodput.store.manifest import counts_from_json
 from fleet_goodput.store.tables import STATED, TABLES
 from fleet_goodput.telemetry.decode import TimeSlice
 from fleet_goodput.transforms.goodput import ComputeGoodput
-from fleet_goodput.transforms.read import EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles
+from fleet_goodput.transforms.read import EVENTS, KEPT_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles
 from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
-                                                 WINDOW_VECTORS, Continuation, KeyRules, SessionizeKeys)
+                                                 WINDOW_VECTORS, KeyRules, SessionizeKeys)
 from fleet_goodput.transforms.slices import ReadDecodedSlices, SliceFiles, file_groups
 from fleet_goodput.transforms.write import StageRows, StageTables
 
@@ -54,14 +55,15 @@ def _file_under_day(row: dict, timestamp=beam.DoFn.TimestampParam, as_of_us: int
     yield beam.pvalue.TaggedOutput(FILED_COUNTS, ((row["stream"], "rejected"), row["records"]))
 
 
-def file_under_day(rows, label: str, as_of_us=None):
-    """`rows` of the rejected table → their filed rows (main) and their counts (`FILED_COUNTS`)."""
-    return rows | label >> beam.FlatMap(_file_under_day, as_of_us=as_of_us).with_outputs(FILED_COUNTS, main="rows")
+def file_under_day(rows, label: str, as_of_side=None):
+    """`rows` of the rejected table → their filed rows (main) and their counts (`FILED_COUNTS`); `as_of_side`
+    is the run's as-of time as a side input (batch), which each row gets as `as_of_us`."""
+    return rows | label >> beam.FlatMap(_file_under_day, as_of_us=as_of_side).with_outputs(FILED_COUNTS, main="rows")
 
 
 def key_rules(settings: Settings, run_settings: RunSettings) -> KeyRules:
     return KeyRules(window_s=settings.window_s, allowed_lateness_s=run_settings.allowed_lateness_s,
-                    max_silence_s=run_settings.max_silence_s, peak_flops=peak_flops(settings))
+                    max_silence_us=run_settings.max_silence_us, peak_flops=peak_flops(settings))
 
 
 def all_of(decoded: dict, tag: str, label: str):
@@ -69,7 +71,7 @@ def all_of(decoded: dict, tag: str, label: str):
     return [decoded[stream][tag] for stream in decoded] | label >> beam.Flatten()
 
 
-def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us: int | None = None, *,
+def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, given_as_of_us: int | None = None, *,
                   run_settings: RunSettings | None = None, continuation: Continuation = Continuation()) -> dict:
     """Decoded streams (+ saved state) → {job_window, jobs, capacity_level, rejected,
     rejected_pending, late, counts, pending_counts, state, as_of, clock} PCollections.
@@ -77,16 +79,16 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     `decoded` maps each stream name to the tagged outputs of `ReadAvroFiles`
     or `DecodeRecords`; the events output of `ReadAvroFiles` also holds the
     keys the store's last run saved, each with its state. Every key advances
-    once, to `as_of_us`, which ends the lifetime of whatever is still
-    running; by default it is how far the scheduler's clock has reached
-    (fleet_goodput/core/asof.py). The streaming
+    once, to the run's as-of time, which ends the lifetime of whatever is
+    still running: `given_as_of_us` (--as_of), or by default how far the
+    scheduler's clock has reached (fleet_goodput/core/asof.py). The streaming
     pipeline (pipelines/streaming.py) is this one with keys advanced at each
     window end instead: both end in `goodput_tables`.
     """
     inputs = {"events": all_of(decoded, EVENTS, "AllEvents"),
-              "latest_times": all_of(decoded, LATEST_TIMES, "AllLatestTimes")}
+              "kept_times": all_of(decoded, KEPT_TIMES, "AllKeptTimes")}
     sessions = inputs | "SessionizeKeys" >> SessionizeKeys(
-        key_rules(settings, run_settings or RunSettings()), continuation, as_of_us)
+        key_rules(settings, run_settings or RunSettings()), continuation, given_as_of_us)
     as_of_side = beam.pvalue.AsSingleton(sessions["as_of"])
     tables = goodput_tables(decoded, sessions, as_of_side)
     # A timeline's rejection is of one event (`records` 1): its count is its rows'.
@@ -107,14 +109,14 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, as_of_us:
     }
 
 
-def goodput_tables(decoded: dict, sessions: dict, as_of_us=None) -> dict:
+def goodput_tables(decoded: dict, sessions: dict, as_of_side=None) -> dict:
     """The decoded streams' rejections and read counts, and a sessionizer's outputs (batch's
     `SessionizeKeys`, streaming's `StreamSessionize`) → {job_window, jobs, capacity_level,
     rejected, late, counts}: what both pipelines write. Counts are ((stream, outcome), n)
-    deltas; a stream appends them, a batch run sums them. `as_of_us` (a side input, batch
-    only) dates the rejected rows whose event time is unreadable."""
+    deltas; a stream appends them, a batch run sums them. `as_of_side` (the run's as-of time
+    as a side input, batch only) dates the rejected rows whose event time is unreadable."""
     rejected = file_under_day([decoded[stream][REJECTED] for stream in decoded] + [sessions[REJECTED]]
-                              | "AllRejected" >> beam.Flatten(), "FileUnderDay", as_of_us)
+                              | "AllRejected" >> beam.Flatten(), "FileUnderDay", as_of_side)
     counts = (
         [decoded[stream][READ_COUNTS] for stream in decoded]
         + [sessions[COUNTS], rejected[FILED_COUNTS],
@@ -150,14 +152,14 @@ class StagedTally:
     """What a run's pipeline reports besides its tables (`TALLY_FILE`)."""
 
     as_of_us: int | None  # the run's as-of time: given, or how far the scheduler's clock reached
-    latest_times: list  # the scheduler's latest and earliest [time, key], which the store keeps (asof.py)
+    kept_times: list  # the scheduler's latest and earliest [time, key], which the store keeps (asof.py)
     counts: dict[tuple[str, str], int]  # (stream, outcome) → events
     pending: dict[tuple[str, str], int]  # (stream, outcome) → events that wait for a later run
 
 
 def _write_tally(clock: dict, counts, pending, staging: str) -> str:
     with beam.io.filesystems.FileSystems.create(f"{staging}/{TALLY_FILE}") as out:
-        out.write(json.dumps({"as_of_us": clock["as_of_us"], "latest_times": clock["latest_times"],
+        out.write(json.dumps({"as_of_us": clock["as_of_us"], "kept_times": clock["kept_times"],
                               "counts": sorted([list(k), v] for k, v in counts),
                               "pending": sorted([list(k), v] for k, v in pending)}).encode())
     return staging
@@ -167,7 +169,7 @@ def read_tally(staging: str) -> StagedTally:
     """The tally the run's pipeline staged under `staging`."""
     with beam.io.filesystems.FileSystems.open(f"{staging}/{TALLY_FILE}") as handle:
         tally = json.loads(handle.read())
-    return StagedTally(tally["as_of_us"], tally["latest_times"], counts_from_json(tally["counts"]),
+    return StagedTally(tally["as_of_us"], tally["kept_times"], counts_from_json(tally["counts"]),
                        counts_from_json(tally["pending"]))
 
 
@@ -186,25 +188,25 @@ def stage_outputs(outputs: dict, staging: str) -> dict:
 
 def build_batch(p: beam.Pipeline, files: dict[str, list[str]], state_files: list[str], staging: str,
                 settings: Settings, run_settings: RunSettings, continuation: Continuation,
-                as_of_us: int | None = None, during: TimeSlice | None = None,
+                given_as_of_us: int | None = None, during: TimeSlice | None = None,
                 slices: list[str] | None = None) -> dict:
     """The whole batch job on `p`: read the files (only the events `during` holds, when given; a
     chunk's `slices` of them, when given) and the saved state, compute, stage; returns the outputs."""
-    outputs = build_goodput(p, read_sources(p, files, state_files, settings, during, slices), settings, as_of_us,
-                            run_settings=run_settings, continuation=continuation)
+    outputs = build_goodput(p, read_sources(p, files, state_files, settings, during, slices), settings,
+                            given_as_of_us, run_settings=run_settings, continuation=continuation)
     outputs["staged"] = stage_outputs(outputs, staging)
     return outputs
 
 
 def run(files: dict[str, list[str]], state_files: list[str], staging: str, settings: Settings,
-        run_settings: RunSettings, continuation: Continuation, as_of_us: int | None = None,
+        run_settings: RunSettings, continuation: Continuation, given_as_of_us: int | None = None,
         beam_args: list[str] | None = None, during: TimeSlice | None = None,
         slices: list[str] | None = None) -> None:
     """Build and run the batch pipeline: everything it computes is staged under `staging`.
     With `during`, it computes only the events of that chunk of event time (a backfill's); with
     `slices`, only those, which `slice_files` wrote for the chunk."""
     p, options = _pipeline(beam_args)
-    build_batch(p, files, state_files, staging, settings, run_settings, continuation, as_of_us, during, slices)
+    build_batch(p, files, state_files, staging, settings, run_settings, continuation, given_as_of_us, during, slices)
     _run_built(p, options)
 
 

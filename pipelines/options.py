@@ -7,17 +7,20 @@ Beam alone would drop it with a warning. The Flex Template launcher has no
 CLI: it parses its whole command line here (`parse_options`), and its
 options travel with the job as the text given, so the job's options page on
 Dataflow shows its --input, --output and --as_of.
+
+Only Beam's public API is used (tested with apache-beam 2.77; pyproject.toml
+pins >=2.77,<3): options are declared as Beam documents it (a PipelineOptions
+subclass whose `_add_argparse_args` adds them, despite its underscore), and
+the parser of every option Beam knows is the one `get_all_options` hands to
+its public `add_extra_args_fn`.
 """
 
 from __future__ import annotations
 
 import argparse
+import weakref
 
-# _BeamArgumentParser is private, but Beam offers no public parser its options can be added to: every
-# PipelineOptions class adds its flags in `_add_argparse_args` with `add_value_provider_argument`, which only
-# _BeamArgumentParser has. Tested with apache-beam 2.77 (pyproject.toml pins >=2.77,<3).
-from apache_beam.options.pipeline_options import (GoogleCloudOptions, PipelineOptions, StandardOptions,
-                                                  _BeamArgumentParser)
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 from apache_beam.runners.dataflow.dataflow_runner import DataflowPipelineResult
 
 from fleet_goodput.core.config import SettingsFile, beam_flags
@@ -30,12 +33,11 @@ class GoodputOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
         # Never `required` here: every PipelineOptions in the process parses these. Kept as the text
-        # given (the job shows it); the launcher types each once (`Option.value_of`).
+        # given (the job shows it); the launcher types each once (`Option.value_of`). Not shown by
+        # `--help_beam`, which lists Beam's: each command's --help lists its own.
         for option in OPTIONS.values():
-            option.add_to(parser, required=False, typed=False)
+            option.add_to(parser, required=False, typed=False, shown=False)
 
-
-OPTIONS_FLAGS = {option.flag for option in OPTIONS.values()}
 
 # The runner a run on Dask uses: Beam's DaskRunner, which Beam 2.77 knows only by its full name, with its
 # ParDo translated anew (pipelines/on_dask.py: Beam's own loses outputs). Each of these names it.
@@ -65,38 +67,48 @@ def load_runner_options(flags: list[str]) -> None:
                            "docs/scale.md)") from None
 
 
+# The views each ViewCachingOptions made, by class; kept beside the options, not in them, so that the
+# options pickle and compare as Beam's own do.
+_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 class ViewCachingOptions(PipelineOptions):
     """Pipeline options that make each view once.
 
     Beam asks the pipeline's options for a `TypeOptions` view at every
-    transform it applies and every type check it makes (888 times for one
-    `mpg run`), and every view parses the flags again with a new argparse
-    parser: about a second of a small run, whatever the input. Views of one
-    options object share its values (Beam's own design: a change through one
-    view shows in all), so one view per class serves every ask.
+    transform it applies and every type check it makes (776 times for the
+    worked example's pipeline), and every view parses the flags again with a
+    new argparse parser: 0.3 s of its 1 s, whatever the input. Views of one
+    options object share its values (`view_as` documents it: a change through
+    one view shows in all), so one view per class serves every ask.
     """
 
     def view_as(self, cls):
-        views = self.__dict__.setdefault("_views_by_class", {})
+        views = _VIEWS.setdefault(self, {})
         if cls not in views:
             views[cls] = super().view_as(cls)
         return views[cls]
 
-    def __getstate__(self):
-        state = dict(super().__getstate__())  # the base may return the live __dict__
-        state.pop("_views_by_class", None)
-        return state
+
+# Beam's parsers take these as asking for their help: no suggestion names them.
+HELP_FLAGS = ("-h", "--help")
 
 
-def command_parser(command: str | None = None) -> _BeamArgumentParser:
-    """A parser of Beam's own pipeline options (every PipelineOptions class but ours), and the command's."""
-    parser = _BeamArgumentParser(usage=argparse.SUPPRESS, allow_abbrev=False, add_help=False,
-                                 description="Beam's pipeline options, which `mpg run`, `mpg stream` and the "
-                                             "Flex Template launcher accept beside their own:")
-    for name in COMMAND_OPTIONS.get(command, ()):
-        OPTIONS[name].add_to(parser, required=False, typed=False)
-    for cls in {str(c): c for c in PipelineOptions.__subclasses__() if c is not GoodputOptions}.values():
-        cls._add_argparse_args(parser)  # Beam's own mechanism: it has no public listing of its options
+def beam_parser() -> argparse.ArgumentParser:
+    """The parser of every pipeline option Beam knows in this process: its own, those of a runner whose
+    module is loaded (`load_runner_options`), and ours (hidden from its help). Beam builds it for
+    `get_all_options`, which hands it to `add_extra_args_fn`."""
+    parsers = []
+    PipelineOptions([]).get_all_options(add_extra_args_fn=parsers.append)
+    return parsers[0]
+
+
+def help_parser() -> argparse.ArgumentParser:
+    """`beam_parser`, for `--help_beam` to print."""
+    parser = beam_parser()
+    parser.usage = argparse.SUPPRESS
+    parser.description = ("Beam's pipeline options, which `mpg run`, `mpg stream` and the Flex Template "
+                          "launcher accept beside their own:")
     return parser
 
 
@@ -104,19 +116,21 @@ def check_flags(command: str, flags: list[str], where: str = "", *, beam_only: b
     """Raise OptionsError for the first flag that is neither the command's nor a Beam pipeline option
     (with `beam_only`, for the first that is not Beam's: the command read its own already)."""
     load_runner_options(flags)
-    parser = command_parser(command)
+    parser = beam_parser()
+    others_flags = {OPTIONS[name].flag for name in OPTIONS if name not in COMMAND_OPTIONS[command]}
+    known = [flag for action in parser._actions for flag in action.option_strings
+             if flag not in others_flags and flag not in HELP_FLAGS]
     given, unknown = parser.parse_known_args(flags)
     own = [OPTIONS[name].flag for name in COMMAND_OPTIONS[command] if getattr(given, name, None) not in (None, False)]
     if beam_only and own:
         raise OptionsError(f"{own[0]} is an option of `{command}` itself, not a Beam pipeline option{where}: "
                            "give it where the command's options go")
-    others = [arg for arg in unknown if arg.split("=", 1)[0] in OPTIONS_FLAGS]
+    others = [arg for arg in flags if arg.split("=", 1)[0] in others_flags]
     if others:
         name = others[0].split("=", 1)[0]
         takers = " or ".join(f"`{c}`" for c, names in COMMAND_OPTIONS.items() if name[2:] in names)
         raise OptionsError(f"{name} is an option of {takers}, not of `{command}`{where}")
     if unknown:
-        known = [flag for action in parser._actions for flag in action.option_strings]
         raise OptionsError(unknown_flag_message(unknown[0], known) + where)
 
 

@@ -16,7 +16,9 @@ import pytest
 
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.core.timeline import FIGURES
-from fleet_goodput.runs.batch import event_time_chunks, run_batch, worker_flags
+from fleet_goodput.runs.batch import run_batch
+from fleet_goodput.runs.beam_flags import worker_flags
+from fleet_goodput.runs.compute import event_time_chunks
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
 from fleet_goodput.store.delta_store import Store

@@ -14,10 +14,11 @@ import pytest
 from test_backfill import _assert_same_tables  # tests/ is on the path: the same comparison of two stores
 
 from fleet_goodput.core import step_runs
-from fleet_goodput.core.asof import latest_times
+from fleet_goodput.core.asof import kept_times
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.runs import batch
-from fleet_goodput.runs.batch import HOUR_US, chunk_length, run_batch
+from fleet_goodput.runs import compute
+from fleet_goodput.runs.batch import run_batch
+from fleet_goodput.runs.compute import HOUR_US, chunk_length
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
 from fleet_goodput.store.delta_store import STAGING
@@ -31,7 +32,7 @@ MIB = 2**20
 
 def test_files_decoded_together_into_slices_give_each_file_and_slice_as_decoded_alone(tmp_path):
     """The same events of each job (a STEP_BLOCK of several files taken apart), rejected rows, records
-    read and latest times, from files decoded in columns and by the reference path."""
+    read and kept times, from files decoded in columns and by the reference path."""
     simulate(tmp_path / "fleet", seed=3, hours=5, jobs=10)
     (tmp_path / "fleet" / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
     edges = [START_US + 2 * HOUR_US, START_US + 3 * HOUR_US + 17]
@@ -50,7 +51,7 @@ def test_files_decoded_together_into_slices_give_each_file_and_slice_as_decoded_
                     [event for decoded in alone for event in decoded.batches.get(key, [])]), (stream, key)
             assert sorted(map(repr, merged.rejected)) == sorted(repr(row) for d in alone for row in d.rejected)
             assert merged.read == sum(decoded.read for decoded in alone)
-            assert merged.latest_times == latest_times(*(decoded.latest_times for decoded in alone))
+            assert merged.kept_times == kept_times(*(decoded.kept_times for decoded in alone))
 
 
 def _events(batch: list) -> list:
@@ -73,7 +74,7 @@ def test_files_are_grouped_by_stream_up_to_group_bytes():
 ])
 def test_a_chunk_holds_about_chunk_input_bytes_in_whole_hours_that_start_at_midnight(input_mib, span_hours,
                                                                                        chunk_hours):
-    assert batch.CHUNK_INPUT_BYTES == 24 * MIB
+    assert compute.CHUNK_INPUT_BYTES == 24 * MIB
     new = [(START_US, "a"), (START_US + span_hours * HOUR_US, "b")]
     assert chunk_length(input_mib * MIB, new) == chunk_hours * HOUR_US
 
@@ -86,7 +87,7 @@ def test_a_run_over_more_input_than_chunk_input_bytes_is_chunked_with_one_pass_f
     whole = run_batch(str(tmp_path / "fleet"), str(tmp_path / "whole"), settings, build_views=False)
     # As if this input were large: chunks hold a third of its bytes, so about ten of its thirty hours.
     size = sum(path.stat().st_size for path in (tmp_path / "fleet").glob("*/*.avro"))
-    monkeypatch.setattr(batch, "CHUNK_INPUT_BYTES", size // 3)
+    monkeypatch.setattr(compute, "CHUNK_INPUT_BYTES", size // 3)
     progress = []
     chunked = run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, build_views=False,
                         progress=progress.append)

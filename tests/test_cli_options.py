@@ -20,7 +20,8 @@ import worked_example
 from fleet_goodput.cli import main
 from fleet_goodput.core.options import console_url, unknown_flag_message
 from fleet_goodput.pipelines.options import announce_job, check_flags, parse_options, runner_class
-from fleet_goodput.runs.batch import heartbeat, is_local
+from fleet_goodput.runs.beam_flags import is_local
+from fleet_goodput.runs.compute import heartbeat
 from fleet_goodput.telemetry.avro_io import write_events
 
 ROOT = Path(__file__).parents[1]

@@ -19,7 +19,7 @@ import fastavro
 import pytest
 
 from fleet_goodput import schemas
-from fleet_goodput.core.asof import CLOCK_STREAM, latest_times
+from fleet_goodput.core.asof import CLOCK_STREAM, kept_times
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.simulator import simulate
 from fleet_goodput.telemetry.avro_io import write_events
@@ -48,8 +48,8 @@ def _assert_same_as_reference(stream: str, data: bytes, source: str = "file.avro
     assert _typed(dict(fast.batches)) == _typed(dict(reference.batches))
     assert _typed(fast.rejected) == _typed(reference.rejected)
     assert fast.read == reference.read
-    assert fast.latest_times == reference.latest_times
-    # A backfill's chunk of event time builds only its events, and its latest times are theirs; the
+    assert fast.kept_times == reference.kept_times
+    # A backfill's chunk of event time builds only its events, and its kept times are theirs; the
     # records read are the file's. Cut at the middle event, so each side of the cut holds some.
     times = sorted(event[0] for batch in reference.batches.values() for event in batch)
     middle = times[len(times) // 2] if times else T0
@@ -62,7 +62,7 @@ def _assert_same_as_reference(stream: str, data: bytes, source: str = "file.avro
         assert kept.read == reference.read
         # Only a scheduler file's events set the clock (fleet_goodput/core/asof.py): another's give no times.
         # A stated file's slice states its periods up to the slice's end (fleet_goodput/telemetry/observed.py).
-        assert kept.latest_times == (latest_times((event[0], key) for key, batch in expected.items()
+        assert kept.kept_times == (kept_times((event[0], key) for key, batch in expected.items()
                                                   for event in batch if event[0] <= clock_horizon_us())
                                      + clock_periods(observed.sliced(reference.observed, times_of.since_us,
                                                                      times_of.until_us))

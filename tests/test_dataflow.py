@@ -27,7 +27,9 @@ from fleet_goodput.core.config import ConfigError, load_settings
 from fleet_goodput.core.options import COMMAND_OPTIONS, OPTIONS, OptionsError
 from fleet_goodput.pipelines.options import GoodputOptions, parse_options
 from fleet_goodput.runs import batch, launcher
-from fleet_goodput.runs.batch import InputFile, RunPlan, translate_batch
+from fleet_goodput.runs.beam_flags import translate_batch
+from fleet_goodput.runs.inputs import InputFile
+from fleet_goodput.runs.plan import RunPlan
 from fleet_goodput.store.delta_store import Store
 
 BUCKET = "gs://fleet-goodput-test"

@@ -82,7 +82,7 @@ def test_a_pipe_or_a_device_is_never_read(tmp_path):
     (folder / "c-link-to-pipe.avro").symlink_to(folder / "a-pipe.avro")
     code = f"""
 import json
-from fleet_goodput.runs.batch import list_input
+from fleet_goodput.runs.inputs import list_input
 from fleet_goodput.telemetry.columnar import decode_input_file
 from fleet_goodput.telemetry.decode import TimeSlice
 

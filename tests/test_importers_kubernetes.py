@@ -298,10 +298,10 @@ def test_goodput_per_queue_and_cluster_queue_through_the_pipeline(tmp_path, impo
 
     # The published report of the day: validated as the daily routine does, with its queue sections.
     # (Imported here: the module imports Great Expectations, 3 s that collecting this file would cost every worker.)
-    from fleet_goodput.quality.checked_run import check_run
+    from fleet_goodput.quality.checked_run import open_checked_run
     from fleet_goodput.report.publish import validate_and_publish
 
-    quality, page = validate_and_publish(check_run(tmp_path / "out"), Period(date(2026, 3, 2), date(2026, 3, 2)))
+    quality, page = validate_and_publish(open_checked_run(tmp_path / "out"), Period(date(2026, 3, 2), date(2026, 3, 2)))
     assert quality.passed, [c for c in quality.checks if not c.passed]
     by_cluster_queue = {row["cluster_queue"]: float(row["sg"]) for row in csv.DictReader(
         (page.parent / "by_cluster_queue.csv").open(encoding="utf-8"))}

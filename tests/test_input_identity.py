@@ -18,7 +18,8 @@ import fastavro
 import pytest
 
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.runs.batch import InputError, run_batch
+from fleet_goodput.runs.batch import run_batch
+from fleet_goodput.runs.inputs import InputError
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
 from fleet_goodput.store.delta_store import Store

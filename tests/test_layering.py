@@ -46,7 +46,7 @@ FOLDERS = {"commands": CLI, "runs": RUNS, "pipelines": PIPELINES, "transforms": 
 
 
 # The only modules outside pipelines/ and transforms/ that import Beam when imported: the runs of a pipeline.
-BEAM_AT_IMPORT = {f"fleet_goodput.runs.{name}" for name in ("batch", "stream_run", "launcher")}
+BEAM_AT_IMPORT = {f"fleet_goodput.runs.{name}" for name in ("inputs", "compute", "beam_flags", "stream_run", "launcher")}
 
 
 def layer_of(module: str) -> str:

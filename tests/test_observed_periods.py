@@ -23,7 +23,7 @@ import pytest
 
 from fleet_goodput import exits
 from fleet_goodput.cli import main
-from fleet_goodput.core.asof import SuspiciousAsOf, clock_time, latest_times, observed_entries, observed_periods
+from fleet_goodput.core.asof import SuspiciousAsOf, clock_time, kept_times, observed_entries, observed_periods
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.store.delta_store import Store
@@ -78,11 +78,11 @@ def test_stated_periods_merge_to_each_clusters_earliest_start_and_latest_end_how
     parts = [observed_entries({"a": (10, 20)}), observed_entries({"a": (5, 15), "b": (7, 30)}),
              [(12, "job-x"), (25, "job-y")], observed_entries({"b": (9, 40)})]
     for order in itertools.permutations(parts):
-        merged = latest_times(latest_times(*order[:2]), latest_times(*order[2:]))
+        merged = kept_times(kept_times(*order[:2]), kept_times(*order[2:]))
         assert observed_periods(merged) == {"a": (5, 20), "b": (7, 40)}
         assert clock_time(merged) == 20  # the earliest end: a is complete to 20, b to 40
     # Without a statement the clock is inferred from the events, as before.
-    assert clock_time(latest_times([(12, "job-x"), (25, "job-y")])) == 25
+    assert clock_time(kept_times([(12, "job-x"), (25, "job-y")])) == 25
 
 
 @pytest.mark.parametrize("value, why", [

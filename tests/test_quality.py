@@ -27,7 +27,7 @@ from deltalake import DeltaTable, write_deltalake
 
 import worked_example
 from fleet_goodput.cli import main
-from fleet_goodput.quality.checked_run import check_run
+from fleet_goodput.quality.checked_run import open_checked_run
 from fleet_goodput.quality.period import Period, PeriodBusy, period_lock
 from fleet_goodput.store.delta_store import Store
 from fleet_goodput.store.views import connect
@@ -370,8 +370,8 @@ def test_bad_periods_are_usage_errors(outputs, capsys, argv, message):
 def test_whole_output_period_ends_the_day_before_a_midnight_as_of(outputs):
     from fleet_goodput.quality.period import whole_output_period
 
-    assert whole_output_period(check_run(outputs["fleet"])).name == "2026-01-01_2026-01-03"
-    assert whole_output_period(check_run(outputs["worked"])).name == "2026-01-01"
+    assert whole_output_period(open_checked_run(outputs["fleet"])).name == "2026-01-01_2026-01-03"
+    assert whole_output_period(open_checked_run(outputs["worked"])).name == "2026-01-01"
 
 
 def test_a_conservation_break_and_chip_time_held_without_capacity_fail_and_are_named(outputs, tmp_path, capsys):

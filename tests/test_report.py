@@ -21,7 +21,7 @@ import pytest
 
 from fleet_goodput.cli import main
 from fleet_goodput.quality.batches import open_views
-from fleet_goodput.quality.checked_run import check_run
+from fleet_goodput.quality.checked_run import open_checked_run
 from fleet_goodput.quality.period import Period
 from fleet_goodput.report.advice import ClassMeasures, advise, best_interval, model_rg
 from fleet_goodput.report.figures import checkpoint_advice
@@ -184,7 +184,7 @@ def test_each_worst_job_has_a_page_with_its_timeline(published):
 def test_checkpoint_advice_uses_the_save_counts_the_pipeline_measured(outputs):
     """`jobs.checkpoint_saves` as the pipeline wrote it: C and s are measured, not estimated."""
     saves = {"train": 6, "small": 4, "gpu-train": 6, "batch": 0, "serve": 0}  # the fleet's checkpoint cycles
-    with open_views(check_run(outputs["fleet"])) as connection:
+    with open_views(open_checked_run(outputs["fleet"])) as connection:
         written = dict(connection.execute("select job_id, checkpoint_saves from jobs").fetchall())
         rows = checkpoint_advice(connection, Period(date(2026, 1, 1), date(2026, 1, 3)))
     assert written == {job_id: saves[job_id.rsplit("-", 1)[0]] for job_id in written} and len(written) == 13

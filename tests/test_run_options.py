@@ -40,7 +40,7 @@ def test_the_command_line_gives_the_run_its_as_of_in_microseconds_and_beam_only_
     args, beam_args = parsed(["run", "--input", "in/", "--output", "out/", "--as_of", AS_OF, "--replace",
                               "--runner=FnApiRunner", "--project", "p"])
     options = RunOptions.of(args, beam_args)
-    assert options == RunOptions("in/", "out/", as_of_us=AS_OF_US, replace=True,
+    assert options == RunOptions("in/", "out/", given_as_of_us=AS_OF_US, replace=True,
                                  beam_args=("--runner=FnApiRunner", "--project", "p"))
 
 
@@ -81,7 +81,7 @@ def test_the_commands_own_option_in_a_configs_beam_section_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(("given", "refusal"), [
-    ({"as_of_us": AS_OF_US, "chunk_hours": 24}, "--chunk_hours computes up to each chunk's latest event"),
+    ({"given_as_of_us": AS_OF_US, "chunk_hours": 24}, "--chunk_hours computes up to each chunk's latest event"),
     ({"chunk_hours": 0}, r"--chunk_hours must be at least 1 \(got 0\)"),
 ], ids=["chunks and as_of", "no hours"])
 def test_options_that_cannot_go_together_are_refused_when_the_run_options_are_made(given, refusal):

@@ -150,7 +150,7 @@ def test_every_job_comes_out_with_its_true_status(recorded, source, tmp_path):
     folder = {"collected, killed and rerun": collected / "killed", "collected at once": collected / "once",
               "imported": tmp_path / "in"}[source]
     last_end = max(utc_seconds(row["End"]) for row in sacct_rows(files["sacct.txt"]) if row["End"] != "Unknown")
-    run_batch(str(folder), str(tmp_path / "out"), SETTINGS, as_of_us=last_end * MICROS, build_views=False)
+    run_batch(str(folder), str(tmp_path / "out"), SETTINGS, given_as_of_us=last_end * MICROS, build_views=False)
     with connect(tmp_path / "out") as connection:
         found = {row[0]: row[1:] for row in connection.execute(
             "select job_id, jobs.status, first_running_time is not null, held_chip_s, end_reason "
@@ -203,7 +203,7 @@ def test_queue_daily_holds_what_sreport_reports_per_partition(recorded, tmp_path
     import_to("slurm", files["sacct.txt"].parent, tmp_path / "in")
     rows = sacct_rows(files["sacct.txt"])
     last_end = max(utc_seconds(row["End"]) for row in rows if row["End"] != "Unknown")
-    run_batch(str(tmp_path / "in"), str(tmp_path / "out"), SETTINGS, as_of_us=last_end * MICROS, build_views=False)
+    run_batch(str(tmp_path / "in"), str(tmp_path / "out"), SETTINGS, given_as_of_us=last_end * MICROS, build_views=False)
     with connect(tmp_path / "out") as connection:
         held = dict(connection.execute("select queue, sum(held_chip_s) from queue_daily group by all").fetchall())
     by_hand = _partition_gpu_s_by_hand(files["sacct.txt"])

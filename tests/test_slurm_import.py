@@ -89,7 +89,7 @@ def check_against_slurm(source, imported_dir, output, capacity_from_s: int | Non
         import_to("slurm", source, imported_dir)
     first, last, online = capacity_chip_seconds(source / "sacct.txt", source / "events.txt", source / "nodes.txt",
                                                 capacity_from_s)
-    outcome = run_batch(str(imported_dir), str(output), SETTINGS, as_of_us=last * MICROS, build_views=False)
+    outcome = run_batch(str(imported_dir), str(output), SETTINGS, given_as_of_us=last * MICROS, build_views=False)
     assert outcome.manifest["reconciles"]
     with connect(output) as connection:
         jobs = {row[0]: {"queued_chip_s": row[1], "all_allocated_chip_s": row[2]} for row in connection.execute(
@@ -187,7 +187,7 @@ def test_held_jobs_keep_their_true_status_and_a_row_listed_twice_is_read_once(tm
         ("CANCEL", _t("2026-03-01T10:00:20"), 0, "CANCELLED by 0 (never started: JobHeldUser)")]
     assert [kind for kind, *_ in _events(imported, "edge/22")] == ["SUBMIT", "ALLOCATE", "FINISH"]
     assert [kind for kind, *_ in _events(imported, "edge/23")] == ["SUBMIT"]
-    run_batch(str(tmp_path / "in"), str(tmp_path / "out"), SETTINGS, as_of_us=_t("2026-03-01T10:05:00"),
+    run_batch(str(tmp_path / "in"), str(tmp_path / "out"), SETTINGS, given_as_of_us=_t("2026-03-01T10:05:00"),
               build_views=False)
     with connect(tmp_path / "out") as connection:
         jobs = {row[0]: row[1:] for row in connection.execute(

@@ -108,7 +108,7 @@ def test_as_of_cuts_inside_files_lose_nothing(fleet):
     root, whole = fleet
     output = root / "out-as-of-cuts"
     for cut in (START_US + int(40.25 * HOUR_US), START_US + int(80.5 * HOUR_US)):
-        outcome = run_batch(str(root / "fleet"), str(output), load_settings(), as_of_us=cut, build_views=False)
+        outcome = run_batch(str(root / "fleet"), str(output), load_settings(), given_as_of_us=cut, build_views=False)
         assert outcome.committed and outcome.manifest["as_of_us"] == cut and outcome.manifest["reconciles"]
         assert all(c["waiting"] > 0 for name, c in outcome.manifest["streams"].items() if name != "profiler")
     last = run_batch(str(root / "fleet"), str(output), load_settings(), build_views=False)
@@ -153,7 +153,7 @@ def test_an_as_of_before_the_last_run_is_a_clear_error(fleet):
     from fleet_goodput.store.delta_store import StoreError
     root, whole = fleet
     with pytest.raises(StoreError, match="earlier than run 1's as-of"):
-        run_batch(str(root / "fleet"), str(root / "whole"), load_settings(), as_of_us=whole.manifest["as_of_us"] - 1)
+        run_batch(str(root / "fleet"), str(root / "whole"), load_settings(), given_as_of_us=whole.manifest["as_of_us"] - 1)
 
 
 def test_state_follows_the_open_jobs_not_the_history(consecutive):

@@ -121,7 +121,7 @@ def test_goodput_duckdb_after_a_later_run_is_the_file_built_afresh(worked, tmp_p
     shutil.copytree(worked / "out", output)
     late_profile = {**worked_example.records()["profiler"][0], "event_id": "p-later", "event_time": T0 + 590_000_000}
     write_events(tmp_path / "more" / "profiler" / "part-1.avro", "profiler", [late_profile])
-    run_batch(str(tmp_path / "more"), str(output), load_settings(), as_of_us=T0 + 600_000_000)  # the sample counts
+    run_batch(str(tmp_path / "more"), str(output), load_settings(), given_as_of_us=T0 + 600_000_000)  # the sample counts
     refreshed = _database_views(output / DATABASE_FILE)
     (output / DATABASE_FILE).unlink()
     build_database(output, load_settings())

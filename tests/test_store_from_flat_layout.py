@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from fleet_goodput.cli import main
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.core.session import state_from_bytes
 from fleet_goodput.runs.batch import run_batch
@@ -81,3 +82,18 @@ def test_every_view_reads_it_as_it_was_written(tmp_path):
             connection.execute(f'select * from "{view}"').fetchall()
         assert connection.execute("select count(*), count(unended_runs), count(first_running_time) from jobs"
                                   ).fetchone() == (7, 0, 0)  # the jobs submitted by its as-of time
+
+
+def test_its_next_run_stores_max_silence_s_and_says_so(tmp_path, capsys):
+    """The fixture kept its settings before stores kept max_silence_s: readers show the default, not stored,
+    and its next run stores the one it computes with, saying so, as a store from before settings were kept."""
+    shutil.copytree(WRITTEN_BEFORE, tmp_path, dirs_exist_ok=True)
+    store = tmp_path / "store"
+    silence = "select value, stored from settings where setting = 'max_silence_s'"
+    with connect(store) as connection:
+        assert connection.execute(silence).fetchall() == [("21600", False)]
+    assert main(["run", "--input", str(tmp_path / "fleet"), "--output", str(store), "-q"]) == 0
+    assert (f"mpg run: note: {store} kept its settings before outputs kept max_silence_s: this run stores the one "
+            "it computes with (21600 s, the default)") in capsys.readouterr().err
+    with connect(store) as connection:
+        assert connection.execute(silence).fetchall() == [("21600", True)]

@@ -105,7 +105,8 @@ def test_the_first_run_stores_its_settings_in_its_commit(worked_example_run, cap
     assert [row["run_id"] for row in rows] == [1]
     assert json.loads(rows[0]["settings"]) == document(load_settings(), 3600)
     assert _mpg_sql(capsys, output, "select setting, stored from settings") == [
-        ["window_s", "True"], ["allowed_lateness_s", "True"], ["size_classes", "True"], ["accelerators", "True"]]
+        ["window_s", "True"], ["allowed_lateness_s", "True"], ["max_silence_s", "True"], ["size_classes", "True"],
+        ["accelerators", "True"]]
 
 
 def test_every_reader_uses_the_stored_size_classes(custom, capsys, monkeypatch):
@@ -170,9 +171,24 @@ def test_a_run_that_would_change_stored_figures_is_refused_naming_each_differenc
     assert [run.run_id for run in Store(output).runs()] == [1]  # nothing was committed
 
 
+def test_max_silence_s_is_kept_a_run_or_reader_given_another_is_refused(custom, tmp_path, capsys):
+    """How long an ended job waits for its profiler sample decides its PG: a store keeps it like the window."""
+    output = _copy(custom[1], tmp_path)
+    assert _mpg_sql(capsys, output, "select value, stored from settings where setting = 'max_silence_s'") == [
+        ["21600", "True"]]  # 6 h, the default, stored by the first run
+    more = _more_input(tmp_path)
+    silence = _config(tmp_path, "silence.yaml", "runs: {max_silence_s: 600}\n")
+    assert main(["run", "--input", str(more), "--output", str(output), "--config", str(silence)]) == 2
+    err = capsys.readouterr().err
+    assert "max_silence_s: stored 21600, given 600" in err and "--replace" in err
+    with pytest.raises(SettingsConflict, match="max_silence_s: stored 21600, given 600"):
+        fg.open(output, config=silence)
+    assert [run.run_id for run in Store(output).runs()] == [1]  # nothing was committed
+
+
 def test_a_flex_template_launch_is_refused_at_launch_as_a_run_is(custom, tmp_path):
     from fleet_goodput.runs import launcher
-    from fleet_goodput.runs.batch import plan_run
+    from fleet_goodput.runs.plan import plan_run
 
     output = _copy(custom[1], tmp_path)
     more = _more_input(tmp_path)
@@ -226,7 +242,8 @@ def test_an_output_from_before_settings_were_kept(worked_example_run, tmp_path, 
     classes = _config(tmp_path, "classes.yaml", CLASSES)
     # Readers: the window and lateness its manifests record, the rest from --config or the defaults, as before.
     assert _mpg_sql(capsys, output, "select setting, stored from settings") == [
-        ["window_s", "True"], ["allowed_lateness_s", "True"], ["size_classes", "False"], ["accelerators", "False"]]
+        ["window_s", "True"], ["allowed_lateness_s", "True"], ["max_silence_s", "False"], ["size_classes", "False"],
+        ["accelerators", "False"]]
     with fg.open(output) as connection:
         assert _classes(connection) == ["1-8"]
     with fg.open(output, config=classes) as connection:

@@ -93,7 +93,7 @@ def test_as_of_before_the_end_cuts_lifetimes_and_later_events_wait():
     later = {stream: sum(1 for r in rows if r["event_time"] > as_of_us) for stream, rows in records.items()}
     assert later["scheduler"] and later["runtime"]
     with beam_pipeline() as p:
-        outputs = build_goodput(p, _decoded(p, records), SETTINGS, as_of_us=as_of_us)
+        outputs = build_goodput(p, _decoded(p, records), SETTINGS, given_as_of_us=as_of_us)
         assert_that(outputs["job_window"] | beam.Map(lambda r: (r["lifetime_chip_s"], r["productive_chip_s"], r["pending_chip_s"])),
                     equal_to([(300.0 * CHIPS, 100.0 * CHIPS, 0.0)]), label="CutAtAsOf")
         assert_that(_all_rejected(outputs, "C"), equal_to([]), label="NothingRejected")

@@ -36,13 +36,13 @@ from fleet_goodput.telemetry.columnar import decode_input_file
 from fleet_goodput.telemetry.decode import VALIDATORS, DecodedFile, Invalid, TimeSlice, contract_violation, rejected_row
 from fleet_goodput.telemetry.input_files import open_regular_file
 
-EVENTS, REJECTED, READ_COUNTS, LATEST_TIMES = "events", "rejected", "read_counts", "latest_times"
+EVENTS, REJECTED, READ_COUNTS, KEPT_TIMES = "events", "rejected", "read_counts", "kept_times"
 SAVED_STATE = "saved_state"  # the source kind of a state file among the read step's files
 
 
 class _DecodeAvroFile(beam.DoFn):
     """(stream, path) → the file's events, one packed batch per key and bundle, and its rejected
-    rows, read count and (of a scheduler file) latest times.
+    rows, read count and (of a scheduler file) kept times.
 
     A key's events of every file of a bundle leave together: Beam's cost is per
     element at every step it crosses, and the key step merges a key's batches
@@ -94,9 +94,9 @@ class _DecodeAvroFile(beam.DoFn):
 
 def other_outputs(stream: str, decoded: DecodedFile, during: TimeSlice | None):
     """What reading a decoded file gives besides its events, as (tag, value) pairs: a scheduler file's
-    latest times and, unless `during` is a later chunk, its rejected rows and read count."""
-    if stream == CLOCK_STREAM and decoded.latest_times:
-        yield LATEST_TIMES, decoded.latest_times
+    kept times and, unless `during` is a later chunk, its rejected rows and read count."""
+    if stream == CLOCK_STREAM and decoded.kept_times:
+        yield KEPT_TIMES, decoded.kept_times
     if during is None or during.first:
         for row in decoded.rejected:
             yield REJECTED, row
@@ -144,7 +144,7 @@ class ReadAvroFiles(beam.PTransform):
 
     def __init__(self, files: dict[str, list[str]], accelerators, during: TimeSlice | None = None,
                  state_files: list[str] = ()):
-        """Each scheduler file's latest event times (of every key) come out in "latest_times", for the
+        """Each scheduler file's latest event times (of every key) come out in "kept_times", for the
         run's as-of time (fleet_goodput/core/asof.py). With `during` (a backfill's chunk of event time),
         only its events, and rejected rows and read counts only from the first chunk. The keys of
         `state_files` (the store's saved state) come out with the events, each as (key, `saved` blob)."""
@@ -161,7 +161,7 @@ class ReadAvroFiles(beam.PTransform):
             # distributed runner spreads the files over workers.
             | "ListFiles" >> beam.Create(self.files)
             | "DecodeAndValidate" >> beam.ParDo(_DecodeAvroFile(self.accelerators, self.during))
-            .with_outputs(REJECTED, READ_COUNTS, LATEST_TIMES, main=EVENTS)
+            .with_outputs(REJECTED, READ_COUNTS, KEPT_TIMES, main=EVENTS)
         )
 
 
@@ -177,7 +177,7 @@ def _decode_record(record: dict, stream: str, source: str, accelerators):
     else:
         yield key, pack([tuple(event)])
         if stream == CLOCK_STREAM:
-            yield beam.pvalue.TaggedOutput(LATEST_TIMES, [(event.time_us, key)])
+            yield beam.pvalue.TaggedOutput(KEPT_TIMES, [(event.time_us, key)])
     yield beam.pvalue.TaggedOutput(READ_COUNTS, ((stream, "read"), 1))
 
 
@@ -193,4 +193,4 @@ class DecodeRecords(beam.PTransform):
     def expand(self, records):
         return records | "DecodeAndValidate" >> beam.FlatMap(
             _decode_record, stream=self.stream, source=self.source, accelerators=self.accelerators
-        ).with_outputs(REJECTED, READ_COUNTS, LATEST_TIMES, main=EVENTS)
+        ).with_outputs(REJECTED, READ_COUNTS, KEPT_TIMES, main=EVENTS)

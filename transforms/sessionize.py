@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from fleet_goodput.core import step_runs
-from fleet_goodput.core.asof import CLOCK_STREAM, default_as_of, history_start, latest_times
+from fleet_goodput.core.asof import CLOCK_STREAM, default_as_of, history_start, kept_times
+from fleet_goodput.core.continuation import Continuation
 from fleet_goodput.core.events import Event, is_saved, stream_of, unpack
 from fleet_goodput.core.keys import is_capacity_key, parse_capacity_key
 from fleet_goodput.core.session import Advance, KeyState, late_row, make_timeline, new_state, state_from_bytes
@@ -34,32 +35,10 @@ NO_AS_OF_YET = ("no scheduler event up to a day past this machine's clock has ar
 
 
 @dataclass(frozen=True)
-class Continuation:
-    """Where the store's last run left off (all None for a first run)."""
-
-    as_of_us: int | None = None
-    frontier_us: int | None = None
-    version_us: int | None = None
-    latest_times: tuple[tuple[int, str], ...] = ()  # the scheduler's latest and earliest (time, key) (asof.py)
-    history_start_us: int | None = None  # a run's own: where a chunked run found the history to start (asof.py)
-
-    def after(self, as_of_us: int, lateness_us: int, latest: list[int] | None = None) -> Continuation:
-        """Where a run that reached `as_of_us` (and the scheduler times `latest`) leaves off: its
-        frontier never moves back, and its results' version is above the last one (two runs may
-        share an as-of time)."""
-        frontier_us = as_of_us - lateness_us
-        if self.frontier_us is not None:
-            frontier_us = max(frontier_us, self.frontier_us)
-        version_us = as_of_us if self.version_us is None else max(as_of_us, self.version_us + 1)
-        return Continuation(as_of_us, frontier_us, version_us,
-                            self.latest_times if latest is None else tuple(map(tuple, latest)), self.history_start_us)
-
-
-@dataclass(frozen=True)
 class KeyRules:
     window_s: int
     allowed_lateness_s: int
-    max_silence_s: int  # how long a silent key's state is kept (RunSettings.max_silence_s)
+    max_silence_us: int  # how long a silent key's state is kept (RunSettings.max_silence_us)
     peak_flops: dict
 
     @property
@@ -123,27 +102,29 @@ def reject_before_history(state: KeyState, start_us: int | None):
 
 class ClockFn(beam.CombineFn):
     """The scheduler's kept (time, key), the store's and the run's (fleet_goodput/core/asof.py) → the run's
-    clock: {"as_of_us": the given as-of time or the default, "latest_times": what the store keeps next,
+    clock: {"as_of_us": the run's as-of time, given or the default, "kept_times": what the store keeps next,
     "history_start_us": where the fleet's history starts, or None}."""
 
-    def __init__(self, given_us: int | None, continuation: Continuation):
-        self.given_us = given_us
+    def __init__(self, given_as_of_us: int | None, continuation: Continuation):
+        self.given_as_of_us = given_as_of_us
         self.continuation = continuation
 
     def create_accumulator(self):
-        return list(self.continuation.latest_times)
+        return list(self.continuation.kept_times)
 
-    def add_input(self, latest, times):
-        return latest_times(latest, times)
+    def add_input(self, kept, times):
+        return kept_times(kept, times)
 
     def merge_accumulators(self, accumulators):
-        return latest_times(*accumulators)
+        return kept_times(*accumulators)
 
-    def extract_output(self, latest):
-        as_of_us = self.given_us if self.given_us is not None else default_as_of(latest, self.continuation.as_of_us)
+    def extract_output(self, kept):
+        as_of_us = self.given_as_of_us
+        if as_of_us is None:
+            as_of_us = default_as_of(kept, self.continuation.as_of_us)
         start_us = self.continuation.history_start_us
-        return {"as_of_us": as_of_us, "latest_times": latest,
-                "history_start_us": start_us if start_us is not None else history_start(latest)}
+        return {"as_of_us": as_of_us, "kept_times": kept,
+                "history_start_us": start_us if start_us is not None else history_start(kept)}
 
 
 def _as_of_of(clock: dict) -> int | None:
@@ -188,7 +169,7 @@ class _AdvanceKeyFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(STATE, {"key": key, "blob": state.to_bytes()})
             return
         reached = self.continuation.after(as_of_us, self.rules.allowed_lateness_s * 1_000_000)
-        advance = state.advance(as_of_us, reached.frontier_us, self.rules.max_silence_s * 1_000_000)
+        advance = state.advance(as_of_us, reached.frontier_us, self.rules.max_silence_us)
         yield from settled_outputs(key, advance, reached.version_us)
         for event, reason in advance.provisional_rejections:
             yield rejection(PENDING_REJECTED, event, reason)
@@ -220,34 +201,34 @@ def settled_outputs(key: str, advance: Advance, version_us: int):
 
 class SessionizeKeys(beam.PTransform):
     """{"events": (key, packed batch) and (key, saved state) (`fleet_goodput.core.events.pack`, `saved`),
-    "latest_times": [int]} → the outputs named above.
+    "kept_times": [int]} → the outputs named above.
 
     A key's batches and saved state are joined by one GroupByKey of the one
     collection that holds both (the read step's): joined from two, Beam's local
     runner would flatten them in a stage of its own first, and every event
     would cross its shuffle twice (docs/performance.md).
 
-    `as_of_us` is the given as-of time, or None for the default, the time the
+    `given_as_of_us` is the given as-of time (--as_of), or None for the default, the time the
     scheduler's clock has reached (fleet_goodput/core/asof.py). It is known from
-    the scheduler's latest event times ("latest_times", each file's) before
+    the scheduler's latest event times ("kept_times", each file's) before
     any key advances, so every key advances once.
-    The run's clock comes out as "clock" ({"as_of_us", "latest_times"}: the
+    The run's clock comes out as "clock" ({"as_of_us", "kept_times"}: the
     store keeps the latter for the next run) and its as-of time as "as_of".
     """
 
-    def __init__(self, rules: KeyRules, continuation: Continuation, as_of_us: int | None):
+    def __init__(self, rules: KeyRules, continuation: Continuation, given_as_of_us: int | None):
         super().__init__()
         self.rules = rules
         self.continuation = continuation
-        self.as_of_us = as_of_us
+        self.given_as_of_us = given_as_of_us
 
     def expand(self, inputs):
         outputs_of = (CAPACITY, JOBS, REJECTED, PENDING_REJECTED, COUNTS, PENDING_COUNTS, STATE, LATE)
-        clock_fn = ClockFn(self.as_of_us, self.continuation)
+        clock_fn = ClockFn(self.given_as_of_us, self.continuation)
         events = inputs["events"]
         # Without new scheduler events the clock is what the combine gives for none, as a side
         # input's default: one Beam step less than CombineGlobally's own default.
-        clock = inputs["latest_times"] | "ReadTheClock" >> beam.CombineGlobally(clock_fn).without_defaults()
+        clock = inputs["kept_times"] | "ReadTheClock" >> beam.CombineGlobally(clock_fn).without_defaults()
         clock_side = beam.pvalue.AsSingleton(clock, default_value=clock_fn.extract_output(
             clock_fn.create_accumulator()))
         grouped = events | "JoinSavedState" >> beam.GroupByKey()

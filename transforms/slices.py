@@ -1,12 +1,12 @@
 """A backfill's chunks read every new file once, not once a chunk.
 
-A backfill (`mpg run --chunk_hours`, fleet_goodput/runs/batch.py) computes one
+A backfill (`mpg run --chunk_hours`, fleet_goodput/runs/compute.py) computes one
 chunk of event time after the other, and a file may hold events of every
 chunk: the simulator shuffles a fleet's events over all its files, and an
 exporter's file straddles midnight. `SliceFiles` decodes each new file once
 and writes, for every chunk, what `ReadAvroFiles` would give for those files
 and that chunk (`file_outputs`: the chunk's events packed per key, the scheduler's
-latest times, and in the first chunk the file's rejected rows and read
+kept times, and in the first chunk the file's rejected rows and read
 count), as marshalled (tag, value) pairs, one file per group of input files
 and chunk that has any. `ReadDecodedSlices` gives a chunk's pipeline those
 outputs back, so a chunk costs its own events, not the whole input's again.
@@ -30,7 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from fleet_goodput.telemetry.columnar import decode_input_files_slices
 from fleet_goodput.telemetry.decode import TimeSlice
-from fleet_goodput.transforms.read import (EVENTS, LATEST_TIMES, READ_COUNTS, REJECTED, SAVED_STATE, as_tagged,
+from fleet_goodput.transforms.read import (EVENTS, KEPT_TIMES, READ_COUNTS, REJECTED, SAVED_STATE, as_tagged,
                                            file_outputs, open_input, saved_states)
 
 
@@ -109,7 +109,7 @@ class ReadDecodedSlices(beam.PTransform):
         return (pbegin
                 | "ListSlices" >> beam.Create(self.sources)
                 | "ReadSlices" >> beam.FlatMap(_read_source)
-                .with_outputs(REJECTED, READ_COUNTS, LATEST_TIMES, main=EVENTS))
+                .with_outputs(REJECTED, READ_COUNTS, KEPT_TIMES, main=EVENTS))
 
 
 def _read_source(source: tuple[str, str]):

@@ -62,7 +62,7 @@ class _StreamTimelineFn(beam.DoFn):
         self.rules = rules
         self.window_us = rules.window_us
         self.lateness_us = rules.allowed_lateness_s * 1_000_000
-        self.max_silence_us = rules.max_silence_s * 1_000_000
+        self.max_silence_us = rules.max_silence_us
 
     # ---- arrivals ------------------------------------------------------------
     def process(self, element, events=beam.DoFn.StateParam(EVENTS), clock_state=beam.DoFn.StateParam(CLOCK),

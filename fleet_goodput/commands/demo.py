@@ -66,11 +66,11 @@ def main(args: argparse.Namespace) -> int:
     say(f"Try:     mpg sql --output {shlex.quote(str(results))} "
         "\"select * from job_goodput order by lost_chip_s desc limit 5\"")
     progress("[3/3] Validating the results (Great Expectations) and publishing the report ...")
-    from fleet_goodput.quality.checked_run import check_run
+    from fleet_goodput.quality.checked_run import open_checked_run
     from fleet_goodput.quality.period import whole_output_period  # the report imports GX: only load it here
     from fleet_goodput.report.publish import validate_and_publish
 
-    run = check_run(results)
+    run = open_checked_run(results)
     try:
         quality, report = validate_and_publish(run, whole_output_period(run))
     except PeriodBusy as exc:

@@ -11,7 +11,7 @@ from fleet_goodput.commands.run import refuse_damaged_or_raise
 from fleet_goodput.commands.validate import add_quality_arguments, print_quality
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.core.config import ConfigError, report_dashboards
-from fleet_goodput.quality.checked_run import check_run
+from fleet_goodput.quality.checked_run import open_checked_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
 
@@ -56,7 +56,8 @@ def register(subparsers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        run = check_run(args.output, config=args.config)  # one Store, checked whole once: validated and published
+        # One Store, checked whole once: validated and published.
+        run = open_checked_run(args.output, config=args.config)
         period = period_from_args(args, run)
         progress(f"Validating {Path(args.output)} for {period.name}, then publishing its report ...")
         from fleet_goodput.report.publish import validate_and_publish  # imports GX, which takes a few seconds

@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
         done = roll_back(args.output, args.to_run)
     except StoreError as exc:
         return refused("rollback", exc)
-    # As a run publishes (fleet_goodput/runs/batch.py): the views, then manifest.json, which says they are built.
+    # As a run publishes (fleet_goodput/runs/commit.py): the views, then manifest.json, which says they are built.
     build_database(args.output, load_settings())
     write_manifest_copy(args.output, done.record.manifest)
     undone = ", ".join(map(str, done.undone))

@@ -84,13 +84,13 @@ class BeamHelp(argparse.Action):
                          help="list Beam's pipeline options and exit")
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from fleet_goodput.pipelines.options import OptionsError, command_parser, load_runner_options
+        from fleet_goodput.pipelines.options import OptionsError, help_parser, load_runner_options
 
         try:
             load_runner_options(["--runner=dask"])  # the Dask runner's options too, where dask is installed
         except OptionsError:
             pass
-        command_parser().print_help()
+        help_parser().print_help()
         parser.exit()
 
 
@@ -106,8 +106,10 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput.core.config import ConfigError, SettingsFile, load_settings
     from fleet_goodput.core.timeutil import format_time_us
-    from fleet_goodput.runs.batch import (InputError, ReconciliationError, beam_args_for, is_dry_run, run,
-                                          translate_batch)
+    from fleet_goodput.runs.batch import run
+    from fleet_goodput.runs.beam_flags import beam_args_for, is_dry_run, translate_batch
+    from fleet_goodput.runs.commit import ReconciliationError
+    from fleet_goodput.runs.inputs import InputError
     from fleet_goodput.store.delta_store import Store, StoreError
 
     try:
@@ -116,7 +118,7 @@ def main(args: argparse.Namespace) -> int:
         if is_dry_run(list(options.beam_args)):
             settings = load_settings(options.config)
             return dry_run(options.beam_args, options.input, options.output,
-                           lambda: translate_batch(options.input, options.output, settings, options.as_of_us,
+                           lambda: translate_batch(options.input, options.output, settings, options.given_as_of_us,
                                                    list(options.beam_args)))
         store = Store(options.output)  # the run's one; an output path it cannot keep is refused here, first
         progress(f"Running the goodput pipeline on {options.input} into {options.output}")

@@ -108,7 +108,8 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.core.config import ConfigError, SettingsFile, load_settings
     from fleet_goodput.core.run_settings import load_run_settings
     from fleet_goodput.pipelines.options import beam_flags_for
-    from fleet_goodput.runs.batch import ReconciliationError, is_dry_run
+    from fleet_goodput.runs.beam_flags import is_dry_run
+    from fleet_goodput.runs.commit import ReconciliationError
     from fleet_goodput.runs.stream_run import run_stream, translate_stream
     from fleet_goodput.store.delta_store import Store, StoreError
     from fleet_goodput.store.stored_settings import settings_for_output

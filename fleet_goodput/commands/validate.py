@@ -10,7 +10,7 @@ from fleet_goodput import console, exits
 from fleet_goodput.commands.run import refuse_damaged_or_raise
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.core.config import ConfigError
-from fleet_goodput.quality.checked_run import check_run
+from fleet_goodput.quality.checked_run import open_checked_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, add_period_arguments, period_from_args, period_lock
 from fleet_goodput.store.delta_store import StoreDamaged, StoreError
 
@@ -64,7 +64,7 @@ def register(subparsers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        run = check_run(args.output, config=args.config)  # one Store, checked whole once: what every suite reads
+        run = open_checked_run(args.output, config=args.config)  # one Store, checked whole once: what every suite reads
         period = period_from_args(args, run)
         with period_lock(args.output, period):
             progress(f"Validating {Path(args.output)} for {period.name} ...")

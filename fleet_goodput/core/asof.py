@@ -59,8 +59,8 @@ KEPT = OUTLIER_EVENTS + 1  # the latest event times the rule needs: the group an
 MAX_PAST_GAP_US = 366 * 86_400 * 1_000_000
 
 
-def latest_times(*parts: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
-    """What a store keeps of the scheduler's clock: the `KEPT` latest and the `KEPT` earliest distinct
+def kept_times(*parts: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The kept times: what a store keeps of the scheduler's clock, the `KEPT` latest and the `KEPT` earliest distinct
     (time, key) of all `parts`' events, latest first, then each cluster's stated period (its earliest
     start and latest end, `observed_entries`). Each part may itself be such a list: the latest (and
     earliest) of a union are among its parts' latest (and earliest)."""
@@ -101,13 +101,13 @@ def observed_entries(periods: dict[str, tuple[int, int]]) -> list[tuple[int, str
     return entries
 
 
-def clock_time(latest: list[tuple[int, str]]) -> int | None:
+def clock_time(kept: list[tuple[int, str]]) -> int | None:
     """The time the scheduler stream has reached: the earliest stated cluster's end where any source
     stated its period, else inferred from its latest (time, key) events (module docstring)."""
-    periods = observed_periods(latest)
+    periods = observed_periods(kept)
     if periods:
         return min(to_us for _, to_us in periods.values())
-    return inferred_time(event_times(latest))
+    return inferred_time(event_times(kept))
 
 
 def inferred_time(latest: list[tuple[int, str]]) -> int | None:
@@ -125,12 +125,12 @@ def inferred_time(latest: list[tuple[int, str]]) -> int | None:
     return reached
 
 
-def set_aside(latest: list[tuple[int, str]]) -> list[tuple[int, str]]:
+def set_aside(kept: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """The kept events an inferred clock leaves after it (taken for a clock ahead); none where sources
     state their periods, which set the clock instead."""
-    if observed_periods(latest):
+    if observed_periods(kept):
         return []
-    events = event_times(latest)
+    events = event_times(kept)
     reached = inferred_time(events)
     return [(time_us, key) for time_us, key in events[:KEPT] if reached is not None and time_us > reached]
 
@@ -147,9 +147,9 @@ def history_start(kept: list[tuple[int, str]]) -> int | None:
     return start
 
 
-def default_as_of(latest: list[tuple[int, str]], previous_as_of_us: int | None) -> int | None:
+def default_as_of(kept: list[tuple[int, str]], previous_as_of_us: int | None) -> int | None:
     """A run's as-of time when none is given: the clock's time, never before the last run's."""
-    reached = clock_time(latest)
+    reached = clock_time(kept)
     if reached is None or previous_as_of_us is None:
         return reached if reached is not None else previous_as_of_us
     return max(reached, previous_as_of_us)
@@ -162,15 +162,15 @@ class SuspiciousAsOf(ValueError):
     """An --as_of far past the data: refused unless confirmed (CONFIRM_FLAG, `confirm_as_of=True`)."""
 
 
-def check_as_of_near_data(as_of_us: int, latest: list[tuple[int, str]], allowed_lateness_s: int,
+def check_as_of_near_data(as_of_us: int, kept: list[tuple[int, str]], allowed_lateness_s: int,
                           previous: tuple[int, int | None] | None = None) -> None:
     """SuspiciousAsOf when a given as-of time lies more than the allowed lateness past the newest
-    scheduler event the store knows (`latest`, latest first): a typo such as a month too far would
+    scheduler event the store knows (`kept`): a typo such as a month too far would
     end every running job there, and turn the next day's events late. `previous` is the last run's
     (id, as-of), named in the message."""
     from fleet_goodput.core.timeutil import format_time_us
 
-    newest_us = newest_known(latest)
+    newest_us = newest_known(kept)
     if newest_us is None:
         return
     past_us = as_of_us - newest_us
@@ -214,10 +214,10 @@ def check_observed_continuity(new: dict[str, tuple[int, int]], kept: list[tuple[
                 f"committed. If these are the right files, run again with {CONFIRM_FLAG}")
 
 
-def newest_known(latest: list[tuple[int, str]]) -> int | None:
+def newest_known(kept: list[tuple[int, str]]) -> int | None:
     """The latest time the scheduler's kept times know of: an event's, or a stated period's end
     (None: neither, nothing to measure a time against)."""
-    times = [time_us for time_us, _ in event_times(latest)] + [to for _, to in observed_periods(latest).values()]
+    times = [time_us for time_us, _ in event_times(kept)] + [to for _, to in observed_periods(kept).values()]
     return max(times, default=None)
 
 
@@ -232,20 +232,20 @@ def describe_span(span_us: int) -> str:
     return f"{minutes} min" if minutes else f"{seconds} s"
 
 
-def clock_account(latest: list[tuple[int, str]]) -> dict:
+def clock_account(kept: list[tuple[int, str]]) -> dict:
     """What set a run's clock, for its manifest and headline: `basis` "stated" (each cluster's observed
     period, which the manifest lists) or "inferred" (from the scheduler's event times, a guess, with the
     events it set aside as a clock ahead), or "none" (no scheduler event yet)."""
     from fleet_goodput.core.timeutil import format_time_us
 
-    periods = observed_periods(latest)
+    periods = observed_periods(kept)
     if periods:
         return {"basis": "stated", "observed": {
             cluster: {"from": format_time_us(from_us), "to": format_time_us(to_us), "from_us": from_us, "to_us": to_us}
             for cluster, (from_us, to_us) in periods.items()}}
-    events = event_times(latest)
+    events = event_times(kept)
     if not events:
         return {"basis": "none"}
-    aside = set_aside(latest)
+    aside = set_aside(kept)
     return {"basis": "inferred", "set_aside": [
         {"time": format_time_us(time_us), "key": "capacity" if is_capacity_key(key) else key} for time_us, key in aside]}

@@ -65,13 +65,16 @@ class Option:
     def flag(self) -> str:
         return f"--{self.name}"
 
-    def add_to(self, parser: argparse.ArgumentParser, *, required: bool, typed: bool = True) -> None:
-        """The option on `parser`; with `typed=False` it keeps the text given (`value_of` types it)."""
+    def add_to(self, parser: argparse.ArgumentParser, *, required: bool, typed: bool = True,
+               shown: bool = True) -> None:
+        """The option on `parser`; with `typed=False` it keeps the text given (`value_of` types it); with
+        `shown=False` its help does not list it."""
+        help_text = self.help if shown else argparse.SUPPRESS
         if self.is_switch:
-            parser.add_argument(self.flag, dest=self.name, action="store_true", help=self.help)
+            parser.add_argument(self.flag, dest=self.name, action="store_true", help=help_text)
         else:
             parser.add_argument(self.flag, dest=self.name, type=self.type if typed else str, metavar=self.metavar,
-                                help=self.help, required=required and self.required)
+                                help=help_text, required=required and self.required)
 
     def value_of(self, given):
         """The typed value of the option's text `given` (None and a switch's bool stay as they are)."""
@@ -133,12 +136,13 @@ Any other --flag must be a Beam pipeline option (--runner, --project, --region,
 @dataclass(frozen=True)
 class RunOptions:
     """What one batch run is asked to do, `mpg run`'s options or the API's `run` arguments, each
-    already its typed value (`as_of_us`, not the text of --as_of): built once where they are read,
+    already its typed value (`given_as_of_us`, not the text of --as_of): built once where they are read,
     then carried down as they are (fleet_goodput/runs/batch.py, `run`)."""
 
     input: str
     output: str
-    as_of_us: int | None = None  # None: how far the scheduler's clock has reached (fleet_goodput/core/asof.py)
+    # --as_of; None: the run's as-of time is how far the scheduler's clock has reached (fleet_goodput/core/asof.py)
+    given_as_of_us: int | None = None
     confirm_as_of: bool = False
     replace: bool = False
     # The settings file (--config), read once where the options are built (a path given is read here): its keys
@@ -146,11 +150,11 @@ class RunOptions:
     config: SettingsFile | None = None
     chunk_hours: int | None = None
     # Beam's own pipeline options, checked: the config's `beam:` section, the command line's, and what
-    # --workers is short for (fleet_goodput/runs/batch.py, `beam_args_for`)
+    # --workers is short for (fleet_goodput/runs/beam_flags.py, `beam_args_for`)
     beam_args: tuple[str, ...] = ()
 
     def __post_init__(self):
-        if self.chunk_hours is not None and self.as_of_us is not None:
+        if self.chunk_hours is not None and self.given_as_of_us is not None:
             raise ValueError("--chunk_hours computes up to each chunk's latest event; it does not take --as_of")
         if self.chunk_hours is not None and self.chunk_hours < 1:
             raise ValueError(f"--chunk_hours must be at least 1 (got {self.chunk_hours})")
@@ -168,7 +172,7 @@ class RunOptions:
         """The run options of a parsed command line (`values` has an attribute per option of `mpg run`,
         each already typed) and Beam's options for it; `config` is the file `values.config` names if the
         caller read it already (for the `beam:` section in `beam_args`), so it is not read again."""
-        return cls(input=str(values.input), output=str(values.output), as_of_us=values.as_of,
+        return cls(input=str(values.input), output=str(values.output), given_as_of_us=values.as_of,
                    confirm_as_of=values.confirm_as_of, replace=values.replace,
                    config=config if config is not None else values.config, chunk_hours=values.chunk_hours,
                    beam_args=tuple(beam_args))

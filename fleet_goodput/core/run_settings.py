@@ -6,7 +6,8 @@ The metric's own settings (window, catalogue, size classes) are `Settings`
     runs:
       allowed_lateness_s: 3600   # how late an event may be and still change results (every run; the store keeps it)
       max_silence_s: 21600       # how long a job with nothing new is waited for: an ended one for its profiler
-                                 # sample (every run), a running one with results per window (a stream)
+                                 # sample (every run; the store keeps it), a running one with results per window
+                                 # (a stream)
       retention_hours: 168       # the store: runs older than this can no longer be read (vacuum; every run)
       poll_s: 1.0                # `mpg stream`: how often a watched folder is listed
       source: directory          # `mpg stream`: or pubsub (Dataflow)
@@ -37,12 +38,14 @@ OLDER_SECTION = "streaming"
 # Keys a `streaming:` section may name that no longer change anything: read and ignored there, so
 # older files still work (a `runs:` section naming them is refused, as any unknown key).
 IGNORED = ("watermark_lag_s",)
+# How long a silent job is waited for (`runs.max_silence_s`), unless a settings file or the store says otherwise.
+MAX_SILENCE_S = 6 * 3600
 
 
 @dataclass(frozen=True)
 class RunSettings:
     allowed_lateness_s: int = 3600
-    max_silence_s: int = 6 * 3600
+    max_silence_s: int = MAX_SILENCE_S
     retention_hours: int = 168
     poll_s: float = 1.0
     source: str = "directory"
@@ -56,6 +59,11 @@ class RunSettings:
                 raise ConfigError(f"{SECTION}.{name} must not be negative")
         if self.poll_s <= 0:
             raise ConfigError(f"{SECTION}.poll_s must be positive")
+
+    @property
+    def max_silence_us(self) -> int:
+        """`max_silence_s` in the microseconds of event time: the one place it is converted."""
+        return self.max_silence_s * 1_000_000
 
 
 def _source(value, where: str) -> str:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.capacity import CapacityTimeline
 from fleet_goodput.core.events import STEP_RUN, Event, stream_of
+from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.core.timeline import JobTimeline, in_event_order, zero_vector
 from fleet_goodput.core.windows import window_start
 
@@ -132,7 +133,8 @@ class KeyState:
         return {r.event: r.reason for r in probe.rejections[before:]}
 
     # ---- advancing ----------------------------------------------------------
-    def advance(self, as_of_us: int, frontier_us: int, max_silence_us: int = 6 * 3600 * 1_000_000) -> Advance:
+    def advance(self, as_of_us: int, frontier_us: int,
+                max_silence_us: int = RunSettings().max_silence_us) -> Advance:
         """Settle up to `frontier_us`, then report the figures as of `as_of_us`.
 
         A job that ended `max_silence_us` (runs.max_silence_s) before the

@@ -36,7 +36,7 @@ class CheckedRun:
         return self.record
 
 
-def check_run(output: str | Path | Store, config: str | Path | SettingsFile | None = None) -> CheckedRun:
+def open_checked_run(output: str | Path | Store, config: str | Path | SettingsFile | None = None) -> CheckedRun:
     """`output`'s latest committed run, its store checked whole (StoreDamaged, naming the damage), and
     what a killed run left in its tables undone if no run holds it (as `views.connect` does). `config`
     is refused if it differs from the run's settings in anything (SettingsConflict); where the store

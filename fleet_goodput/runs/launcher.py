@@ -20,8 +20,8 @@ scheduled daily launch is the daily routine on Dataflow (docs/dataflow.md).
 The pipeline options come from the launch request (gcloud flags and
 --parameters), not from the config's `beam:` section, which is for `mpg run`.
 
-This is a run, like fleet_goodput/runs/batch.py, whose planning and committing it
-shares: it sits above the pipelines it builds, so pipelines/ never imports
+This is a run, like fleet_goodput/runs/batch.py, whose planning
+(fleet_goodput/runs/plan.py) and committing (fleet_goodput/runs/commit.py) it shares: it sits above the pipelines it builds, so pipelines/ never imports
 a run. The step that commits lives in this module, not in the entry file,
 so the workers unpickle it by reference from the installed package.
 """
@@ -38,7 +38,8 @@ from fleet_goodput.core.options import OptionsError, typed_values
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.pipelines.options import GoodputOptions, announce_job, parse_options
-from fleet_goodput.runs.batch import RunPlan, commit_run, plan_run, staging_folder
+from fleet_goodput.runs.commit import commit_run
+from fleet_goodput.runs.plan import RunPlan, plan_run, staging_folder
 from fleet_goodput.store.delta_store import Store
 from fleet_goodput.store.stored_settings import settings_for_run
 
@@ -49,9 +50,9 @@ def _commit(_, plan: RunPlan, settings: Settings, run_settings: RunSettings, **s
 
 
 def build(p: beam.Pipeline, plan: RunPlan, settings: Settings, run_settings: RunSettings,
-          as_of_us: int | None = None) -> None:
+          given_as_of_us: int | None = None) -> None:
     outputs = goodput.build_batch(p, plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
-                                  run_settings, plan.continuation, as_of_us)
+                                  run_settings, plan.continuation, given_as_of_us)
     staged = {name: beam.pvalue.AsList(written) for name, written in outputs["staged"].items()}
     (
         p
@@ -64,14 +65,14 @@ def run(argv: list[str] | None = None, plan: RunPlan | None = None) -> beam.runn
     """Plan and submit the job; `argv` holds the template's parameters and the launch's pipeline options."""
     options = parse_options("launcher", sys.argv[1:] if argv is None else argv)
     launch = typed_values("launcher", options.view_as(GoodputOptions))  # the job keeps the text, shown on Dataflow
-    as_of_us = launch["as_of"]
-    plan = plan or plan_run(launch["input"], Store(launch["output"]), as_of_us)
+    given_as_of_us = launch["as_of"]
+    plan = plan or plan_run(launch["input"], Store(launch["output"]), given_as_of_us)
     # The store's settings, with the config's and --window_s replacing them where that is allowed.
     chosen = settings_for_run(plan.store, plan.previous, launch["config"], window_s=launch["window_s"])
     if chosen.note:
         logging.warning(chosen.note)
     p = beam.Pipeline(options=options)
-    build(p, plan, chosen.settings, chosen.run_settings, as_of_us)
+    build(p, plan, chosen.settings, chosen.run_settings, given_as_of_us)
     # No wait_until_finish: it would block the Flex Template launch.
     result = p.run()
     announce_job(result, options)

@@ -44,7 +44,8 @@ from fleet_goodput.core.config import Settings, SettingsFile, load_settings
 from fleet_goodput.core.options import RunOptions
 from fleet_goodput.core.run_settings import RunSettings, load_run_settings
 from fleet_goodput.pipelines import streaming
-from fleet_goodput.runs.batch import BatchOutcome, is_dry_run, run
+from fleet_goodput.runs.batch import BatchOutcome, run
+from fleet_goodput.runs.beam_flags import is_dry_run
 from fleet_goodput.store.delta_store import Store, StoreBusy
 from fleet_goodput.store.views import build_database
 from fleet_goodput.telemetry.avro_io import telemetry_files

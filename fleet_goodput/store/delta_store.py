@@ -215,6 +215,10 @@ class Store:
     def path(self, relative: str) -> str:
         return f"{self.root}/{relative}"
 
+    def staging_folder(self, token: str) -> str:
+        """Where the run that `token` names stages what it computes: never read but by its commit."""
+        return self.path(f"{STAGING}/{token}")
+
     # ---- reading --------------------------------------------------------------
     def _delta(self, relative: str, version: int | None = None) -> DeltaTable | None:
         """Delta table `relative` at `version` (its latest by default); None if there is none.
@@ -659,7 +663,7 @@ class Transaction:
 
     @property
     def staging(self) -> str:
-        return self.store.path(f"{STAGING}/{self.token}")
+        return self.store.staging_folder(self.token)
 
     def write(self, name: str, data, schema: pa.Schema, mode: str = "append", partition_by=None) -> None:
         """Append (or overwrite) table `name` with `data` (an Arrow table or reader); a table no

@@ -26,6 +26,9 @@ from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.store.store_files import StoreFiles
 
 MANIFEST_FILE = "manifest.json"
+# The key under which a run's manifest holds the scheduler's kept times (fleet_goodput/core/asof.py,
+# `kept_times`): the name they had when stores began keeping them, which every store holds.
+KEPT_TIMES_KEY = "latest_times"
 OUTCOMES = ("read", "accepted", "duplicate", "rejected", "late", "waiting")
 
 

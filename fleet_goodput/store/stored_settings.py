@@ -7,6 +7,7 @@ every later run and every reader takes them from there:
 
     window_s            the event-time grid of job_window and the capacity_window view
     allowed_lateness_s  which late events still change results, and which go to `late`
+    max_silence_s       how long an ended job waits for a profiler sample, which gives it its PG
     size_classes        each job's size class (the views, the report)
     accelerators        the catalogue as the runs used it: which parts are accepted, and each
                         part's peak FLOP/s per precision (ideal_chip_s, PG, MPG)
@@ -28,7 +29,9 @@ in anything is refused: it would show what the store does not hold.
 A store written before settings were kept has none: its runs' manifests
 record window_s and allowed_lateness_s, which are taken from there; the size
 classes and the catalogue are the settings file's or the defaults, as before,
-and its next run stores them.
+and its next run stores them. A store that kept its settings before it kept
+max_silence_s takes the settings file's or the default, and its next run
+stores it, saying so.
 """
 
 from __future__ import annotations
@@ -43,12 +46,12 @@ import pyarrow as pa
 
 from fleet_goodput.core.config import (Accelerator, ConfigError, Settings, SettingsFile, SizeClass, check_window_s,
                                       load_settings, settings_file)
-from fleet_goodput.core.run_settings import RunSettings, load_run_settings
+from fleet_goodput.core.run_settings import MAX_SILENCE_S, RunSettings, load_run_settings
 from fleet_goodput.store.delta_store import SETTINGS, RunRecord, Store, Transaction
 
 SETTINGS_SCHEMA = pa.schema([("run_id", pa.int64()), ("settings", pa.string())])
 # The settings kept, in the order people read them.
-KEYS = ("window_s", "allowed_lateness_s", "size_classes", "accelerators")
+KEYS = ("window_s", "allowed_lateness_s", "max_silence_s", "size_classes", "accelerators")
 # What an older store's manifests record.
 MANIFEST_KEYS = ("window_s", "allowed_lateness_s")
 # A catalogue entry's fields no figure is computed from.
@@ -78,16 +81,21 @@ class ChosenSettings:
     note: str | None = None  # for a store written before settings were kept: what this run will store
 
 
-def document(settings: Settings, allowed_lateness_s: int | None) -> dict:
+def document(settings: Settings, allowed_lateness_s: int | None, max_silence_s: int = MAX_SILENCE_S) -> dict:
     """The settings as the store keeps them (JSON)."""
     return {
         "window_s": settings.window_s,
         "allowed_lateness_s": allowed_lateness_s,
+        "max_silence_s": max_silence_s,
         "size_classes": [{"name": c.name, "max_chips": c.max_chips} for c in settings.size_classes],
         "accelerators": {key: {"peak_flops": dict(part.peak_flops), "hbm_bytes_per_s": part.hbm_bytes_per_s,
                                "vendor": part.vendor, "source": part.source, "url": part.url}
                          for key, part in sorted(settings.accelerators.items())},
     }
+
+
+def _document_of(settings: Settings, run_settings: RunSettings) -> dict:
+    return document(settings, run_settings.allowed_lateness_s, run_settings.max_silence_s)
 
 
 def kept_settings(store: Store, record: RunRecord | None) -> dict:
@@ -123,7 +131,8 @@ def settings_of(store: Store, record: RunRecord | None, fallback: Settings) -> S
 def differences(kept: dict, given: dict) -> list[Difference]:
     """Where the `given` document differs from what the store `kept`."""
     found = [Difference(key, kept[key], given[key], harmless=False)
-             for key in ("window_s", "allowed_lateness_s", "size_classes") if key in kept and kept[key] != given[key]]
+             for key in ("window_s", "allowed_lateness_s", "max_silence_s", "size_classes")
+             if key in kept and kept[key] != given[key]]
     if "accelerators" in kept:
         found += _catalogue_differences(kept["accelerators"], given["accelerators"])
     return found
@@ -162,7 +171,8 @@ def _layered(kept: dict, config: str | Path | SettingsFile | None, window_s: int
     settings = load_settings(config, base=apply(kept, load_settings()))
     if window_s is not None:
         settings = dataclasses.replace(settings, window_s=check_window_s(window_s))
-    base = RunSettings(allowed_lateness_s=kept["allowed_lateness_s"]) if "allowed_lateness_s" in kept else None
+    stored = {key: kept[key] for key in ("allowed_lateness_s", "max_silence_s") if key in kept}
+    base = RunSettings(**stored) if stored else None
     return settings, load_run_settings(config, base=base, allowed_lateness_s=allowed_lateness_s)
 
 
@@ -181,7 +191,7 @@ def settings_for_run(store: Store, previous: RunRecord | None, config: str | Pat
     the flags given replacing them. Raises SettingsConflict where they would change stored figures."""
     kept = kept_settings(store, previous)
     settings, run_settings = _layered(kept, config, window_s, allowed_lateness_s)
-    _refuse_conflicts(store, previous, kept, document(settings, run_settings.allowed_lateness_s))
+    _refuse_conflicts(store, previous, kept, _document_of(settings, run_settings))
     note = None
     if previous is not None and "accelerators" not in kept:
         recorded = f"{' and '.join(kept)} as its manifests record them, " if kept else ""
@@ -189,13 +199,19 @@ def settings_for_run(store: Store, previous: RunRecord | None, config: str | Pat
         note = (f"{store.root} was written before outputs kept their settings: this run stores those it computes "
                 f"with ({recorded}the rest from {given}the defaults), and every later run and reader uses them. "
                 "If its earlier runs used others, start it afresh with --replace.")
+    elif previous is not None and "max_silence_s" not in kept:
+        source = f"{config}'s or the default" if config else "the default"
+        note = (f"{store.root} kept its settings before outputs kept max_silence_s: this run stores the one it "
+                f"computes with ({run_settings.max_silence_s} s, {source}), and every later run and reader uses "
+                "it. If its earlier runs used another, start it afresh with --replace.")
     return ChosenSettings(settings, run_settings, note)
 
 
-def check_run(store: Store, previous: RunRecord | None, settings: Settings, run_settings: RunSettings) -> None:
+def refuse_figure_changes(store: Store, previous: RunRecord | None, settings: Settings,
+                          run_settings: RunSettings) -> None:
     """Raise SettingsConflict if a run continuing `previous` with these settings would change stored figures."""
     _refuse_conflicts(store, previous, kept_settings(store, previous),
-                      document(settings, run_settings.allowed_lateness_s))
+                      _document_of(settings, run_settings))
 
 
 def commit_settings(transaction: Transaction, run_id: int, settings: Settings,
@@ -204,7 +220,7 @@ def commit_settings(transaction: Transaction, run_id: int, settings: Settings,
     added to the catalogue); SettingsConflict where they would change stored figures."""
     store, previous = transaction.store, transaction.previous
     kept = kept_settings(store, previous)
-    given = document(settings, run_settings.allowed_lateness_s)
+    given = _document_of(settings, run_settings)
     _refuse_conflicts(store, previous, kept, given)
     if given != kept:
         row = {"run_id": run_id, "settings": json.dumps(given, indent=2)}
@@ -229,7 +245,7 @@ def reader_settings(store: Store, record: RunRecord | None, config: str | Path |
     computed with; `config` is refused if it differs from them in anything (SettingsConflict)."""
     kept = kept_settings(store, record)
     settings, run_settings = _layered(kept, config)
-    found = differences(kept, document(settings, run_settings.allowed_lateness_s))
+    found = differences(kept, _document_of(settings, run_settings))
     if found:
         raise SettingsConflict(
             f"{config} differs from the settings run {record.run_id} of {output} was computed with:\n"

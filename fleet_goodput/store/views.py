@@ -46,6 +46,7 @@ import pyarrow as pa
 
 from fleet_goodput import sql
 from fleet_goodput.core.config import Settings, load_settings
+from fleet_goodput.core.run_settings import MAX_SILENCE_S
 from fleet_goodput.quoting import literal_pattern, sql_string
 from fleet_goodput.store.delta_store import RunRecord, Store, StoreError, is_remote
 from fleet_goodput.store.keyed_tables import holds_one_row_per_key
@@ -151,7 +152,7 @@ def _size_classes_sql(settings: Settings) -> str:
 def _settings_sql(settings: Settings, kept: dict) -> str:
     """One row per setting, its value as JSON, and whether the store keeps it (else it is the
     settings file's or the default, for a store from before settings were kept)."""
-    values = document(settings, kept.get("allowed_lateness_s"))
+    values = document(settings, kept.get("allowed_lateness_s"), kept.get("max_silence_s", MAX_SILENCE_S))
     rows = ", ".join(f"({ordinal}, {sql_string(key)}, {sql_string(json.dumps(values[key]))}, "
                      f"{str(key in kept).lower()})" for ordinal, key in enumerate(KEYS))
     return (f"create or replace view settings as select setting, value, stored from (values {rows}) "

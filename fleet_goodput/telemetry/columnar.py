@@ -44,7 +44,7 @@ import polars as pl
 from fastavro.read import HEADER_SCHEMA
 
 from fleet_goodput import schemas
-from fleet_goodput.core.asof import latest_times
+from fleet_goodput.core.asof import kept_times
 from fleet_goodput.core.config import PRECISIONS
 from fleet_goodput.core.events import PROFILE, RUNTIME_TYPES, same_instant_order
 from fleet_goodput.core.step_runs import CODES, make_blocks
@@ -126,7 +126,7 @@ def decode_input_files_slices(stream: str, paths: list[str], accelerators, slice
                               step_blocks: bool = False) -> list[DecodedFile]:
     """`decode_input_file(..., during=s)` of each of `paths` (files of `stream`) for each of `slices`,
     the files of each slice merged (a backfill's chunks, transforms/slices.py): the same events, rejected
-    rows, records read and latest times. The files whose every row is provably clean are decoded in
+    rows, records read and kept times. The files whose every row is provably clean are decoded in
     columns together, so each job's step events of them all make one STEP_BLOCK a slice, not one a
     file (the key step merges a job's blocks however they come). A file gone since it was listed is
     left out, as if it had not been listed."""
@@ -163,7 +163,7 @@ def _merged(parts: list[DecodedFile]) -> DecodedFile:
             batches[key] += batch
     return DecodedFile(batches=batches, rejected=[row for part in parts for row in part.rejected],
                        read=sum(part.read for part in parts),
-                       latest_times=latest_times(*(part.latest_times for part in parts)),
+                       kept_times=kept_times(*(part.kept_times for part in parts)),
                        observed=observed.union(*(part.observed for part in parts)))
 
 
@@ -301,7 +301,7 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, during: TimeSlice | N
     for job_id, length in zip(jobs.struct.field("value").to_list(), jobs.struct.field("len").to_list()):
         batches[job_id] += rows[end:end + length]
         end += length
-    return DecodedFile(batches=batches, rejected=[], read=height)  # no latest times: not a scheduler file
+    return DecodedFile(batches=batches, rejected=[], read=height)  # no kept times: not a scheduler file
 
 
 def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:

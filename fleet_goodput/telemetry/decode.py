@@ -26,7 +26,7 @@ from typing import BinaryIO
 import fastavro
 
 from fleet_goodput import schemas
-from fleet_goodput.core.asof import CLOCK_STREAM, latest_times, observed_entries
+from fleet_goodput.core.asof import CLOCK_STREAM, kept_times, observed_entries
 from fleet_goodput.core.config import PRECISIONS
 from fleet_goodput.core.events import PROFILE, Event, make_event
 from fleet_goodput.core.keys import capacity_key, is_capacity_key
@@ -343,7 +343,7 @@ def _describe(writer_schema) -> str:
 @dataclass
 class DecodedFile:
     """One file's events grouped by key (slim tuples), its rejected rows, how
-    many records it held, and, of a scheduler file, the latest times of its
+    many records it held, and, of a scheduler file, the kept times of its
     events and the periods it states it observed (fleet_goodput/core/asof.py,
     fleet_goodput/telemetry/observed.py; runtime and profiler events never move
     the clock, so their files' are not gathered)."""
@@ -351,24 +351,24 @@ class DecodedFile:
     batches: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
     rejected: list[dict] = field(default_factory=list)
     read: int = 0
-    latest_times: list[tuple[int, str]] = field(default_factory=list)  # (time, key), then the stated periods
+    kept_times: list[tuple[int, str]] = field(default_factory=list)  # (time, key), then the stated periods
     observed: dict[str, tuple[int, int]] = field(default_factory=dict)  # {cluster: (from_us, to_us)} stated
 
     def during(self, times: TimeSlice) -> DecodedFile:
-        """The same file with only the events `times` holds, and the latest times of those."""
+        """The same file with only the events `times` holds, and the kept times of those."""
         batches = {key: kept for key, batch in self.batches.items()
                    if (kept := [event for event in batch if times.holds(event[0])])}
         periods = observed.sliced(self.observed, times.since_us, times.until_us)
-        # A file without latest times (not a scheduler file's, or none before the horizon) has none in a slice.
+        # A file without kept times (not a scheduler file's, or none before the horizon) has none in a slice.
         latest = (clock_sample((event[0], key) for key, batch in batches.items() for event in batch)
-                  + clock_periods(periods) if self.latest_times else [])
+                  + clock_periods(periods) if self.kept_times else [])
         return DecodedFile(batches, self.rejected, self.read, latest, periods)
 
 
 @dataclass(frozen=True)
 class TimeSlice:
     """The events at or after `since_us` and before `until_us` (None: no bound): a backfill's chunk of
-    event time (fleet_goodput/runs/batch.py). Every file has a share in every chunk; only the first reports
+    event time (fleet_goodput/runs/compute.py). Every file has a share in every chunk; only the first reports
     what belongs to no time (records rejected while decoding, records read), so each is counted once."""
 
     since_us: int | None = None
@@ -388,7 +388,7 @@ def clock_horizon_us() -> int:
 def clock_sample(times_and_keys) -> list[tuple[int, str]]:
     """The (time, key) a file gives the scheduler's clock (fleet_goodput/core/asof.py), none past the horizon."""
     horizon_us = clock_horizon_us()
-    return latest_times(item for item in times_and_keys if item[0] <= horizon_us)
+    return kept_times(item for item in times_and_keys if item[0] <= horizon_us)
 
 
 def clock_periods(periods: dict[str, tuple[int, int]]) -> list[tuple[int, str]]:
@@ -410,7 +410,7 @@ def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> Dec
             decoded.rejected.append(value)
     if stream == CLOCK_STREAM:
         _hold_to_statement(decoded, data, source)
-        decoded.latest_times = (clock_sample((event[0], key) for key, batch in decoded.batches.items()
+        decoded.kept_times = (clock_sample((event[0], key) for key, batch in decoded.batches.items()
                                              for event in batch) + clock_periods(decoded.observed))
     return decoded
 

@@ -3,7 +3,7 @@
 A name matching `*.avro` in the input folder may be a named pipe (reading it
 waits forever for a writer), a device such as /dev/zero (reading it never
 ends), a socket, or a symbolic link to any of them. Such a file is never
-read: listing it takes no hash of its content (fleet_goodput/runs/batch.py), and
+read: listing it takes no hash of its content (fleet_goodput/runs/inputs.py), and
 decoding it gives one rejected row saying what it is, counted as one record
 read and rejected, as a file whose number of records is unknowable always is
 (fleet_goodput/telemetry/columnar.py `decode_input_file`). Opening is non-blocking and
