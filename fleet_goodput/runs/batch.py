@@ -45,6 +45,7 @@ from fleet_goodput.pipelines import goodput
 from fleet_goodput.pipelines.options import beam_flags_for
 from fleet_goodput.quoting import literal_pattern
 from fleet_goodput.runs.scratch import run_scratch
+from fleet_goodput.runs.upgrade import refuse_other_format
 from fleet_goodput.store.delta_store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store,
                                              StoreError, Transaction, claim_staging, clear_staging, delta_schema,
                                              is_remote)
@@ -616,16 +617,8 @@ def event_time_chunks(new: list[tuple[int, str]], kept: list[tuple[int, str]], c
 def _check_continuation(previous: RunRecord | None, as_of_us: int | None, output_dir: str) -> None:
     if previous is None:
         return
-    if previous.state_format > STATE_FORMAT:
-        raise StoreError(f"{output_dir} was written by a newer fleet-goodput (state format {previous.state_format}, "
-                         f"this one reads {STATE_FORMAT}): upgrade fleet-goodput to continue it")
-    if previous.state_format < STATE_FORMAT:
-        raise StoreError(
-            f"{output_dir} keeps the state of its running jobs in format {previous.state_format}, written by an older "
-            f"fleet-goodput; this one keeps format {STATE_FORMAT} (it counts disruptions and preserved steps "
-            "differently) and cannot continue it. Its tables still read (`mpg sql`, `mpg report`). To continue with "
-            "this version, start the output afresh over every input (copy the folder first to keep the old figures): "
-            f"mpg run --replace --input DIR --output {shlex.quote(output_dir)}")
+    if previous.state_format != STATE_FORMAT:
+        refuse_other_format(previous.state_format, output_dir)  # fleet_goodput/runs/upgrade.py
     if as_of_us is not None and previous.as_of_us is not None and as_of_us < previous.as_of_us:
         newest_us = newest_known(tuple(map(tuple, previous.manifest.get("latest_times") or ())))
         newest = f"; the newest scheduler event is {format_time_us(newest_us)}" if newest_us is not None else ""
