@@ -44,6 +44,7 @@ from fleet_goodput.core.windows import window_start
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.pipelines.options import beam_flags_for
 from fleet_goodput.quoting import literal_pattern
+from fleet_goodput.runs.redelivered import refuse_changed_in_place
 from fleet_goodput.runs.scratch import run_scratch
 from fleet_goodput.runs.upgrade import refuse_other_format
 from fleet_goodput.store.delta_store import (STAGING, STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store,
@@ -117,7 +118,7 @@ def list_input(input_dir: str, applied: dict[tuple, str] | None = None,
     A file an earlier run applied under the same path, size and modification
     time is taken to be the same file, so a daily run does not read a growing
     input's history again; any other file is hashed, so a copy under another
-    name is known, and a corrected file delivered again in place is new.
+    name is known, and a corrected file delivered again in place is refused (runs/redelivered.py).
     """
     applied = applied or {}
     listed = [(stream, listed_as) for stream in schemas.STREAMS
@@ -259,6 +260,7 @@ def plan_run(input_dir: str, store: Store, as_of_us: int | None,
     for item in list_input(input_dir, applied, progress):
         (skipped if item.sha256 in hashes else files).append(item)
         hashes.add(item.sha256)
+    refuse_changed_in_place(store, previous, files, applied)  # fleet_goodput/runs/redelivered.py
     state_files = tuple(store.path(f) for f in store.files("state_keys", previous))
     return RunPlan(input_dir, store, transaction.token, previous, tuple(files), tuple(skipped), state_files)
 
