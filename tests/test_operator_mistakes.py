@@ -166,7 +166,7 @@ def test_a_store_of_an_older_state_format_is_refused_with_the_way_forward(worked
                  "--as_of", "2026-01-01T01:00:00Z"]) == exits.USAGE
     err = capsys.readouterr().err
     assert "in format 2, which this fleet-goodput cannot upgrade" in err and "commit 2a074fd" in err
-    assert "Its tables still read" in err and "mpg run --replace --input DIR --output" in err
+    assert "continues and reads it" in err and "mpg run --replace --input DIR --output" in err
     assert main(["check", "--output", str(output), "--upgrade"]) == exits.USAGE  # nor does the upgrade
     assert "cannot upgrade" in capsys.readouterr().err
     assert main(["sql", "--output", str(output), "select count(*) from jobs"]) == 0  # as it says

@@ -66,9 +66,9 @@ def refuse_other_format(state_format: int, root: str) -> None:
     raise StoreError(
         f"{root} keeps the state of its open jobs in format {state_format}, which this fleet-goodput cannot upgrade "
         f"(it upgrades format {UPGRADABLE_FROM} and later): fleet-goodput at commit {LAST_WRITTEN_BY[state_format]}, "
-        f"the last to write format {state_format}, continues it. Its tables still read (`mpg sql`, `mpg report`). To "
-        "continue with this version, start the output afresh over every input (copy the folder first to keep the "
-        f"old figures): mpg run --replace --input DIR --output {shlex.quote(root)}")
+        f"the last to write format {state_format}, continues and reads it (this one reads its jobs' tables, but not its "
+        "capacity, kept per window then). To continue with this version, start the output afresh over every input "
+        f"(copy the folder first to keep the old figures): mpg run --replace --input DIR --output {shlex.quote(root)}")
 
 
 def upgrade_store(output_dir: str) -> Upgrade:
