@@ -125,8 +125,9 @@ def _capacity_rows(store: Store, latest: RunRecord, states: list) -> list[dict]:
         if not isinstance(state.timeline, CapacityTimeline):
             continue
         cluster, accelerator = parse_capacity_key(state.key)
-        frontier_us = state.timeline.now_us
-        frontiers[(cluster, accelerator)] = frontier_us
+        # The key's frontier, not its timeline's time: a key whose every CAPACITY event still waits has
+        # none, and its windows in the old table are then all provisional, given again by `advance`.
+        frontier_us = frontiers[(cluster, accelerator)] = state.frontier_us
         window_us = state.timeline.window_us
         for window, chip_us in settled.items():
             end_us = min(window + window_us, frontier_us)
