@@ -158,12 +158,15 @@ def test_a_store_of_an_older_state_format_is_refused_with_the_way_forward(worked
     shutil.copytree(worked_example_run[1], output)
     store = Store(output)
     latest = store.latest()
-    older = dataclasses.replace(latest, run_id=2, state_format=latest.state_format - 1,
-                                manifest={**latest.manifest, "run_id": 2})
-    Transaction(store, latest, "older").commit(older)  # as a store an older fleet-goodput wrote
+    # As a store a fleet-goodput older than the upgradable formats wrote (format 3 is upgraded:
+    # tests/test_store_upgrade.py).
+    older = dataclasses.replace(latest, run_id=2, state_format=2, manifest={**latest.manifest, "run_id": 2})
+    Transaction(store, latest, "older").commit(older)
     assert main(["run", "--input", str(worked_example_run[0]), "--output", str(output),
                  "--as_of", "2026-01-01T01:00:00Z"]) == exits.USAGE
     err = capsys.readouterr().err
-    assert f"in format {latest.state_format - 1}, written by an older fleet-goodput" in err
-    assert "Its tables still read" in err and "mpg run --replace --input DIR --output" in err
+    assert "in format 2, which this fleet-goodput cannot upgrade" in err and "commit 2a074fd" in err
+    assert "continues and reads it" in err and "mpg run --replace --input DIR --output" in err
+    assert main(["check", "--output", str(output), "--upgrade"]) == exits.USAGE  # nor does the upgrade
+    assert "cannot upgrade" in capsys.readouterr().err
     assert main(["sql", "--output", str(output), "select count(*) from jobs"]) == 0  # as it says

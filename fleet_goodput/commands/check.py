@@ -27,6 +27,14 @@ The next `mpg run` then applies again the input files the lost runs had
 applied. What cannot be repaired (no earlier whole run, runs/ or a saved
 state deleted) is named, with the way back: start the output afresh with
 `mpg run --replace` over every input.
+
+With --upgrade, a store whose saved state an earlier release wrote (state
+format 3; `mpg run` says when) is brought to this release's format in place,
+as one committed run (mode `upgrade`), without its telemetry: capacity moves
+from per-window sums to stretches of one level, each window's chip-time kept
+exactly; what format 3 never kept (jobs' interruptions and end reasons before
+the upgrade) reads as null. A store of an older format is refused with the
+commit of fleet-goodput that continues it (fleet_goodput/runs/upgrade.py).
 """
 
 EPILOG = """\
@@ -34,9 +42,10 @@ examples:
   mpg check --output out/
   mpg check --output out/ --repair
   mpg check --output gs://my-bucket/goodput
+  mpg check --output out/ --upgrade     # a store an earlier release wrote
 
 """ + exits.describe(damaged="the store is damaged (after --repair: damaged still, nothing safe could repair it)",
-                     busy="a run or stream holds the output (--repair only)")
+                     busy="a run or stream holds the output (--repair and --upgrade only)")
 
 
 def register(subparsers) -> None:
@@ -45,8 +54,12 @@ def register(subparsers) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", required=True, metavar="DIR",
                         help="an output folder of `mpg run` or `mpg stream` (or gs://bucket/folder)")
-    parser.add_argument("--repair", action="store_true",
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--repair", action="store_true",
                         help="repair what can be repaired without losing anything (see above); takes the output's lock")
+    action.add_argument("--upgrade", action="store_true",
+                        help="bring a store an earlier release wrote to this release's format, as one run (see "
+                             "above); takes the output's lock")
     parser.set_defaults(func=main)
 
 
@@ -62,6 +75,8 @@ def main(args: argparse.Namespace) -> int:
         return exits.USAGE
     try:
         store.refuse_foreign()
+        if args.upgrade:
+            return _upgrade(args.output)
         if args.repair:
             with store.lock():
                 return _check_and_repair(store)
@@ -72,6 +87,30 @@ def main(args: argparse.Namespace) -> int:
     except StoreError as exc:  # not a store of ours, or one a newer fleet-goodput wrote
         print(f"mpg check: {exc}", file=sys.stderr)
         return exits.USAGE
+
+
+def _upgrade(output: str) -> int:
+    from fleet_goodput.commands.run import refused
+    from fleet_goodput.core.config import load_settings
+    from fleet_goodput.core.session import STATE_FORMAT
+    from fleet_goodput.runs.upgrade import upgrade_store
+    from fleet_goodput.store.delta_store import StoreError
+    from fleet_goodput.store.manifest import write_manifest_copy
+    from fleet_goodput.store.views import build_database
+
+    try:
+        done = upgrade_store(output)
+    except StoreError as exc:  # busy (75), damaged (3), or a format this release cannot upgrade (2)
+        return refused("check", exc)
+    if done.record is None:
+        print(f"{output}: its saved state is in this release's format ({STATE_FORMAT}) already: nothing to upgrade")
+        return exits.OK
+    # As a run publishes (fleet_goodput/runs/batch.py): the views, then manifest.json, which says they are built.
+    build_database(output, load_settings())
+    write_manifest_copy(output, done.record.manifest)
+    print(f"Committed run {done.record.run_id} to {done.record.manifest['output']}: upgraded from state format "
+          f"{done.from_format} to {STATE_FORMAT} ({done.keys} saved state(s), {done.stretches} capacity stretch(es))")
+    return exits.OK
 
 
 def _report(store, report) -> int:

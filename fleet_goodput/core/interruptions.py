@@ -73,3 +73,22 @@ class InterruptionLog:
 
 def _seconds(micros: int | None) -> float | None:
     return None if micros is None else micros / MICROS
+
+
+class InterruptionsNotKept(InterruptionLog):
+    """The log of a job whose saved state an earlier format wrote, without its interruptions (a store
+    upgraded from state format 3: fleet_goodput/core/state_formats.py). Its attempts before the upgrade
+    are not known, so the job's interruptions read as not known (null), never as a list that leaves
+    some out, even for the attempts that follow."""
+
+    def started_running(self, time_us: int) -> None:
+        pass
+
+    def interrupted(self, time_us: int, event: str, reason: str | None, lost_chip_us: int) -> None:
+        pass
+
+    def resumed_work(self, time_us: int) -> None:
+        pass
+
+    def summary(self) -> None:
+        return None

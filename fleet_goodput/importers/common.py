@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from fleet_goodput import console, schemas
 from fleet_goodput.core.timeutil import micros_of
+from fleet_goodput.importers.records import Records
 from fleet_goodput.safe_text import printable
 from fleet_goodput.telemetry import observed as statement
 from fleet_goodput.telemetry import queue_quotas
@@ -139,7 +140,8 @@ class Caveat:
 @dataclass
 class Imported:
     importer: str
-    streams: dict[str, list[dict]] = field(default_factory=lambda: {stream: [] for stream in schemas.STREAMS})
+    # Each stream's records, held compactly (fleet_goodput/importers/records.py): used as lists of dicts.
+    streams: dict[str, Records] = field(default_factory=lambda: {stream: Records(stream) for stream in schemas.STREAMS})
     rejections: list[Rejection] = field(default_factory=list)
     caveats: list[Caveat] = field(default_factory=list)
     provenance: dict = field(default_factory=dict)  # written to SOURCE.json beside the counts
@@ -414,13 +416,14 @@ def stated_periods(folder: Path) -> dict[str, tuple[int, int]]:
     return statement.union(*stated)
 
 
-def _write_stream(folder: Path, importer: str, stream: str, records: list[dict],
+def _write_stream(folder: Path, importer: str, stream: str, records: Records | list[dict],
                   observed: dict[str, tuple[int, int]] | None = None, quotas: list[dict] | None = None) -> None:
-    records = sorted(records, key=lambda r: (r["event_time"], r["event_id"]))
-    parts = max(1, -(-len(records) // RECORDS_PER_PART))
+    held = records if isinstance(records, Records) else Records(stream, records)
+    rows = held.sorted_by("event_time", "event_id")  # tuples: made dicts a part at a time, as written
+    parts = max(1, -(-len(rows) // RECORDS_PER_PART))
     (folder / stream).mkdir(parents=True)
     for part in range(parts):
-        chunk = records[part * RECORDS_PER_PART:(part + 1) * RECORDS_PER_PART]
+        chunk = held.as_records(rows[part * RECORDS_PER_PART:(part + 1) * RECORDS_PER_PART])
         write_events(folder / stream / f"part-{part:05d}.avro", stream, chunk,
                      sync_marker=_sync_marker(importer, stream, part), observed=observed,
                      quotas=quotas if part == 0 else None)  # stated once: the first part

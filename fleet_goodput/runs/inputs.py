@@ -68,7 +68,7 @@ def list_input(input_dir: str, applied: dict[tuple, str] | None = None,
     A file an earlier run applied under the same path, size and modification
     time is taken to be the same file, so a daily run does not read a growing
     input's history again; any other file is hashed, so a copy under another
-    name is known, and a corrected file delivered again in place is new.
+    name is known, and a corrected file delivered again in place is refused (runs/redelivered.py).
     """
     applied = applied or {}
     listed = [(stream, listed_as) for stream in schemas.STREAMS

@@ -11,7 +11,6 @@ gets it pickled with the job (fleet_goodput/runs/launcher.py).
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,6 +20,8 @@ from fleet_goodput.core.continuation import Continuation
 from fleet_goodput.core.session import STATE_FORMAT
 from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.runs.inputs import InputFile, list_input
+from fleet_goodput.runs.redelivered import refuse_changed_in_place
+from fleet_goodput.runs.upgrade import refuse_other_format
 from fleet_goodput.store.delta_store import RunRecord, Store, StoreError, claim_staging, clear_staging
 from fleet_goodput.store.manifest import KEPT_TIMES_KEY
 from fleet_goodput.store.store_check import require_intact
@@ -84,6 +85,7 @@ def plan_run(input_dir: str, store: Store, given_as_of_us: int | None,
     for item in list_input(input_dir, applied, progress):
         (skipped if item.sha256 in hashes else files).append(item)
         hashes.add(item.sha256)
+    refuse_changed_in_place(store, previous, files, applied)  # fleet_goodput/runs/redelivered.py
     state_files = tuple(store.path(f) for f in store.files("state_keys", previous))
     return RunPlan(input_dir, store, transaction.token, previous, tuple(files), tuple(skipped), state_files)
 
@@ -97,16 +99,8 @@ def _check_continuation(previous: RunRecord | None, given_as_of_us: int | None, 
     refuse_stream_store(previous, output_dir)
     if previous is None:
         return
-    if previous.state_format > STATE_FORMAT:
-        raise StoreError(f"{output_dir} was written by a newer fleet-goodput (state format {previous.state_format}, "
-                         f"this one reads {STATE_FORMAT}): upgrade fleet-goodput to continue it")
-    if previous.state_format < STATE_FORMAT:
-        raise StoreError(
-            f"{output_dir} keeps the state of its running jobs in format {previous.state_format}, written by an older "
-            f"fleet-goodput; this one keeps format {STATE_FORMAT} (it counts disruptions and preserved steps "
-            "differently) and cannot continue it. Its tables still read (`mpg sql`, `mpg report`). To continue with "
-            "this version, start the output afresh over every input (copy the folder first to keep the old figures): "
-            f"mpg run --replace --input DIR --output {shlex.quote(output_dir)}")
+    if previous.state_format != STATE_FORMAT:
+        refuse_other_format(previous.state_format, output_dir)  # fleet_goodput/runs/upgrade.py
     if given_as_of_us is not None and previous.as_of_us is not None and given_as_of_us < previous.as_of_us:
         newest_us = newest_known(tuple(map(tuple, previous.manifest.get(KEPT_TIMES_KEY) or ())))
         newest = f"; the newest scheduler event is {format_time_us(newest_us)}" if newest_us is not None else ""

@@ -39,18 +39,25 @@ def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: 
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    records = list(records)
+    written = 0
+
+    def counted():  # the records stream into the file, never all held at once
+        nonlocal written
+        for record in records:
+            written += 1
+            yield record
+
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with open(tmp, "wb") as out:
             marker = sync_marker or hashlib.sha256(f"{stream}:{path.name}".encode()).digest()[:16]
-            fastavro.writer(out, schemas.load(stream), records, codec=codec, sync_marker=marker,
+            fastavro.writer(out, schemas.load(stream), counted(), codec=codec, sync_marker=marker,
                             metadata={**statement.metadata(observed), **queue_quotas.metadata(quotas)})
         os.replace(tmp, path)
     except BaseException:  # a full disk, a kill: no partial file is left under any name
         tmp.unlink(missing_ok=True)
         raise
-    return len(records)
+    return written
 
 
 def telemetry_files(root: str | Path) -> list[Path]:
