@@ -4,7 +4,7 @@ Outputs come from the real pipeline on small data: the worked example of
 docs/metric.md section 4, and a three-day fleet written here (two clusters, training
 with checkpoints and a preemption, serving across midnight, a job without a
 team, an event on an unknown accelerator). Corruptions are made on copies.
-`build_outputs` is shared with test_report.py so the pipeline runs once.
+`build_outputs` is shared with test_report.py so the pipeline runs once per test worker.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ _BUILT: dict[str, Path] = {}
 
 def build_outputs(tmp_path_factory, worked_example_run) -> dict[str, Path]:
     """Pipeline outputs for the worked example (a copy of tests/conftest.py's) and the three-day fleet,
-    built once per session."""
+    built once per test worker."""
     if not _BUILT:
         _BUILT["worked"] = pristine_copy(worked_example_run[1], tmp_path_factory.mktemp("worked_out") / "out")
         root = tmp_path_factory.mktemp("fleet_in")

@@ -1,7 +1,7 @@
 """`mpg report`: published only on clean data, self-contained, drawn by a real browser, idempotent.
 
 Outputs are the real pipeline's (see test_quality.build_outputs, shared so the
-pipeline runs once per session); corruptions are made on pristine copies.
+pipeline runs once per test worker); corruptions are made on pristine copies.
 """
 
 from __future__ import annotations
