@@ -1,6 +1,6 @@
 """`mpg report`: published only on clean data, self-contained, drawn by a real browser, idempotent.
 
-Outputs are the real pipeline's (see test_quality.build_outputs, shared so the
+Outputs are the real pipeline's (see tests/quality_outputs.py, shared so the
 pipeline runs once per test worker); corruptions are made on pristine copies.
 """
 
@@ -26,7 +26,7 @@ from fleet_goodput.quality.period import Period
 from fleet_goodput.report.advice import ClassMeasures, advise, best_interval, model_rg
 from fleet_goodput.report.figures import checkpoint_advice
 from fleet_goodput.report.specification import SPECIFICATION_PAGE, section_id
-from test_quality import build_outputs, commit_change, pristine_copy, rewrite_partition, set_capacity_over_day
+from quality_outputs import build_outputs, commit_change, pristine_copy, rewrite_partition, set_capacity_over_day
 
 pytestmark = pytest.mark.slow  # end to end, tens of seconds: scheduled first (tests/conftest.py)
 
