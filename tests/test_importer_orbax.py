@@ -17,7 +17,7 @@ from fleet_goodput.importers import IMPORTERS
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.recorder import Recorder
 from job_streams import micros, read_stream, write_job_scheduler
-from test_importers_common import import_to, options, rejected_rows, tree_bytes
+from importing import import_to, options, rejected_rows, tree_bytes
 
 JOB, CHIPS = "llama-7b-ckpt", 8
 METADATA = "_CHECKPOINT_METADATA"

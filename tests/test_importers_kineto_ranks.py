@@ -12,7 +12,7 @@ import json
 import pytest
 
 from fleet_goodput.importers.common import SourceError
-from test_importers_common import PUBLIC_DATA, import_to, run_and_read
+from importing import PUBLIC_DATA, import_to, run_and_read
 
 RANK_0 = PUBLIC_DATA / "kineto" / "trace_filter__sampled_rank-0.json.gz"
 SKEW_US = 1500

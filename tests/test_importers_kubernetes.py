@@ -21,7 +21,7 @@ from fleet_goodput.importers import kubernetes
 from fleet_goodput.importers.common import write_import
 from fleet_goodput.quality.period import Period
 from fleet_goodput.store.views import connect
-from test_importers_common import FIXTURES, by_job, options, run_and_read, tree_bytes
+from importing import FIXTURES, by_job, options, run_and_read, tree_bytes
 
 ROOT = Path(__file__).parent.parent
 K8S = FIXTURES / "kubernetes"

@@ -16,7 +16,8 @@ import pytest
 
 from fleet_goodput.cli import main
 from fleet_goodput.importers.common import UsageError
-from test_importers_common import MGM_FLAGS, MGM_LOG, PUBLIC_DATA, import_to, rejected_rows
+from importing import PUBLIC_DATA, import_to, rejected_rows
+from test_importers_common import MGM_FLAGS, MGM_LOG
 
 AMD_TRACE = PUBLIC_DATA / "kineto" / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 NOT_FINITE = "a number that is not finite (NaN, Infinity or too large)"

@@ -16,7 +16,7 @@ import pytest
 from fleet_goodput.cli import main
 from fleet_goodput.configs import DEFAULT_CONFIG
 from fleet_goodput.core.config import load_catalogue, part_key, part_names
-from test_importers_common import FIXTURES, PUBLIC_DATA, SETTINGS, by_job, import_to, rejected_rows, run_and_read
+from importing import FIXTURES, PUBLIC_DATA, SETTINGS, by_job, import_to, rejected_rows, run_and_read
 
 RESULTS = PUBLIC_DATA / "mlperf-results"
 V50, V40 = RESULTS / "training_results_v5.0", RESULTS / "training_results_v4.0"

@@ -13,7 +13,7 @@ import pytest
 
 from fleet_goodput.cli import main
 from fleet_goodput.importers.common import MICROS, utc_us
-from test_importers_common import FIXTURES, by_job, import_to, rejected_rows, run_and_read
+from importing import FIXTURES, by_job, import_to, rejected_rows, run_and_read
 
 LOG = FIXTURES / "philly-cluster-job-log"
 README_JOB = "application_1506638472019_14199"  # the example entry of the trace's README

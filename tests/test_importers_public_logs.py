@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fleet_goodput.core.timeutil import parse_time_us
-from test_importers_common import PUBLIC_DATA, by_job, import_to, run_and_read
+from importing import PUBLIC_DATA, by_job, import_to, run_and_read
 
 MEGATRON_DEEPSPEED = PUBLIC_DATA / "megatron-deepspeed" / "alcf-polaris-iterations-199-200.log"
 

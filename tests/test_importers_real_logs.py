@@ -15,7 +15,7 @@ import pytest
 
 from fleet_goodput.importers.common import CAVEATS_FILE
 from fleet_goodput.importers.mlperf import _precision, _records
-from test_importers_common import PUBLIC_DATA, by_job, import_to, rejected_rows, run_and_read
+from importing import PUBLIC_DATA, by_job, import_to, rejected_rows, run_and_read
 
 MLPERF = PUBLIC_DATA / "mlperf"
 MI300X_SYSTEM = "AMD__MI300X_EPYC_9575F_pytorch_llama2_70b"

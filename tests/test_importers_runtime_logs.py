@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_importers_common import FIXTURES, PUBLIC_DATA, by_job, import_to, rejected_rows, run_and_read
+from importing import FIXTURES, PUBLIC_DATA, by_job, import_to, rejected_rows, run_and_read
 
 MLPERF, KINETO = PUBLIC_DATA / "mlperf", PUBLIC_DATA / "kineto"
 MI300X_RUN = "AMD__MI300X_EPYC_9575F_pytorch_llama2_70b__llama2_70b_lora__result_0"

@@ -9,7 +9,7 @@ import pytest
 
 from fleet_goodput.core.timeutil import parse_time_us
 from fleet_goodput.importers.common import MICROS, utc_us
-from test_importers_common import PUBLIC_DATA, SETTINGS, by_job, import_to, rejected_rows, run_and_read
+from importing import PUBLIC_DATA, SETTINGS, by_job, import_to, rejected_rows, run_and_read
 
 PHILLY, OPENB = PUBLIC_DATA / "philly", PUBLIC_DATA / "openb"
 PHILLY_JOB = "application_1506638472019_14164"  # 4 GPUs, three attempts (second record of jobs.json)

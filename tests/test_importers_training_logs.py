@@ -13,7 +13,7 @@ import pytest
 from fleet_goodput.cli import main
 from fleet_goodput.core.timeutil import parse_time_us
 from fleet_goodput.importers.common import SourceError, UsageError
-from test_importers_common import FIXTURES, by_job, import_to, rejected_rows, run_and_read, tree_bytes
+from importing import FIXTURES, by_job, import_to, rejected_rows, run_and_read, tree_bytes
 
 LOGS = FIXTURES / "logs"
 MEGATRON = {"profile": "megatron", "job": "gpt-8b", "accelerator": "h100", "chips": 16}

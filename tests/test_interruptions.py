@@ -55,7 +55,7 @@ def test_the_report_section_sums_the_recorded_slurm_run_by_cause(tmp_path):
     from fleet_goodput.report.figures import interruptions
     from fleet_goodput.runs.batch import run_batch
     from fleet_goodput.store.views import connect
-    from test_importers_common import FIXTURES, SETTINGS, import_to
+    from importing import FIXTURES, SETTINGS, import_to
 
     import_to("slurm", FIXTURES / "slurm", tmp_path / "in")
     run_batch(str(tmp_path / "in"), str(tmp_path / "out"), SETTINGS, build_views=False)

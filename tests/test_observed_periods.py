@@ -31,7 +31,7 @@ from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry import observed
 from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.telemetry.decode import decode_file
-from test_importers_common import import_to, run_and_read
+from importing import import_to, run_and_read
 
 HOUR_US = 3600 * 1_000_000
 DAY_US = 24 * HOUR_US

@@ -44,7 +44,7 @@ from fleet_goodput.quality.docs import sanitize
 from fleet_goodput.report import headline
 from fleet_goodput.safe_text import csv_cell, printable, spreadsheet_safe
 from fleet_goodput.telemetry.avro_io import write_events
-from test_quality import _Fleet, _training
+from quality_outputs import _Fleet, _training
 from test_report import _browser, _chromium
 
 PWN = "document.body.setAttribute('data-pwned','{}')"

@@ -20,7 +20,7 @@ import pytest
 from fleet_goodput.cli import main
 from fleet_goodput.store.tables import TABLES
 from fleet_goodput.store.views import connect
-from test_importers_common import FIXTURES
+from importing import FIXTURES
 
 pytestmark = pytest.mark.slow  # two imports, runs and reports
 

@@ -23,7 +23,7 @@ from fleet_goodput.importers.common import MICROS
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.store.views import connect
 from slurm_truth import sacct_rows, utc_seconds
-from test_importers_common import SETTINGS, import_to
+from importing import SETTINGS, import_to
 from test_slurm_import import check_against_slurm
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from fleet_goodput.cli import main
-from test_importers_common import by_job, import_to, rejected_rows
+from importing import by_job, import_to, rejected_rows
 from test_slurm_import import HEADER, _row, _t, _write
 
 FIELDS = HEADER.split("|")

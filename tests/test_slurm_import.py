@@ -13,7 +13,7 @@ from fleet_goodput.importers.slurm import AcceleratorMap
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.store.views import connect
 from slurm_truth import capacity_chip_seconds, interruptions, job_chip_seconds
-from test_importers_common import FIXTURES, SETTINGS, by_job, import_to, rejected_rows
+from importing import FIXTURES, SETTINGS, by_job, import_to, rejected_rows
 
 SAMPLE = FIXTURES / "slurm"
 HEADER = ("JobID|JobIDRaw|Cluster|Partition|Account|QOS|Priority|State|ExitCode|Reason|Submit|Eligible|Start|End|"
@@ -288,7 +288,7 @@ def test_one_collection_at_a_time_and_a_clear_error_without_slurm(tmp_path):
     import sys
 
     from fleet_goodput.importers.slurm_collect import STATE_DIR, CollectBusy, collect
-    from test_importers_common import options
+    from importing import options
 
     (tmp_path / "out" / STATE_DIR).mkdir(parents=True)
     with open(tmp_path / "out" / STATE_DIR / "lock", "a") as held:
