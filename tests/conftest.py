@@ -23,7 +23,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True, scope="session")
 def _slurm_recording_started(request, tmp_path_factory):
-    """A real Slurm records its scenarios from the session's first test on, when tests/test_slurm.py is selected."""
+    """A real Slurm records its scenarios from the session's first test on, when tests/importers/test_slurm.py is selected."""
     if any(item.path.name == "test_slurm.py" for item in request.session.items):
         import slurm_recording
 

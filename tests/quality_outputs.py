@@ -1,4 +1,4 @@
-"""Pipeline outputs that tests/test_quality.py and tests/test_report.py both validate and report on, built
+"""Pipeline outputs that tests/quality/test_quality.py and tests/report/test_report.py both validate and report on, built
 once per test worker, and the corruptions they commit to copies of them as a buggy writer would.
 
 The outputs come from the real pipeline on small data: the worked example of docs/metric.md section 4

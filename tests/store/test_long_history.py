@@ -3,7 +3,7 @@
 The history is built cheaply (tests/long_history.py: commits that change no
 row); the runs before and after it are real `mpg run`s over the worked
 example cut in two, so the store must end up with the figures of one run over
-all of it (tests/test_split_invariance.py holds that for real cuts).
+all of it (tests/runs/test_split_invariance.py holds that for real cuts).
 """
 
 from __future__ import annotations

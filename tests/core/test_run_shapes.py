@@ -4,7 +4,7 @@ shape is what adding its stretches one by one gives, in every window.
 The shapes are checked against a brute-force split of every stretch at every window edge, on runs
 drawn at random (data waits of no time, idle time or none between spans, runs over many windows,
 runs ending on a window edge), and the timeline is fed runs whose shapes take each path, both
-ways (tests/test_step_runs.py's `both`: one by one, and collapsed into runs).
+ways (tests/core/test_step_runs.py's `both`: one by one, and collapsed into runs).
 """
 
 from __future__ import annotations

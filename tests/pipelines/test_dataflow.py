@@ -34,7 +34,7 @@ BUCKET = "gs://fleet-goodput-test"
 IMAGE = "us-central1-docker.pkg.dev/fleet-goodput-test/images/fleet-goodput:test"
 DATAFLOW_ARGS = ["--runner=DataflowRunner", "--project=fleet-goodput-test", "--region=us-central1",
                  f"--temp_location={BUCKET}/tmp", "--dry_run=True"]
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 CONFIG = str(ROOT / "configs" / "dataflow.yaml")
 
 # Every business step, the telemetry reader (the saved state's too) and every table's writer.

@@ -45,7 +45,7 @@ from fleet_goodput.telemetry.avro_io import split_by_time
 pytestmark = pytest.mark.slow
 
 HOUR_US = 3600 * 1_000_000
-PUBLIC = Path(__file__).parent / "data" / "public"
+PUBLIC = Path(__file__).parents[1] / "data" / "public"
 # What ends a fault's line in `mpg run` (fleet_goodput/cli.py).
 RUN_STANDS = ("nothing was lost: the output keeps its last committed run, and the same command run again continues "
               "from it")

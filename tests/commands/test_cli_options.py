@@ -23,7 +23,7 @@ from fleet_goodput.pipelines.options import announce_job, check_flags, parse_opt
 from fleet_goodput.runs.batch import heartbeat, is_local
 from fleet_goodput.telemetry.avro_io import write_events
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@
 Inputs are the worked example of docs/metric.md section 4 (tests/worked_example.py): job j1 on 8
 chips of tpu-v5e, 580 s from SUBMIT to FINISH, and cluster c1's capacity of 8 chips, with event
 ids j1-00 … j1-19 in the order of its TIMELINE. Every expected value is written out here from that
-timeline; the whole graph on the same example is tests/test_transforms.py's.
+timeline; the whole graph on the same example is tests/pipelines/test_transforms.py's.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from pathlib import Path
 from fleet_goodput.commands.importer import EPILOG
 from fleet_goodput.report.specification import section_id
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 SPECIFICATION = ROOT / "docs" / "metric.md"
 PUBLIC = ROOT / "tests" / "data" / "public"
 # Paths of the folder a checkout once sat in, and the specification's old name.

@@ -11,7 +11,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 # Installed for the views, the checks, the report and the importers, which
 # run where an output is read, never on a Dataflow worker or the launcher.

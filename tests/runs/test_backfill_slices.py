@@ -11,7 +11,7 @@ time it spans; and a run given no --chunk_hours over more input than
 from __future__ import annotations
 
 import pytest
-from test_backfill import _assert_same_tables  # tests/ is on the path: the same comparison of two stores
+from test_backfill import _assert_same_tables  # its folder is on the path (pytest): the same comparison of two stores
 
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.asof import latest_times

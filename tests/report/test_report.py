@@ -72,7 +72,7 @@ def test_report_is_one_self_contained_page_with_every_section(published):
                     "Capacity no job held (capacity base)", "Jobs that lost the most chip-hours",
                     "Checkpoint-interval advice", "PG coverage", "Data quality", "Figures as CSV"):
         assert f">{heading}<" in page, heading
-    # The simulated fleet's scheduler names no queue: no section of one UNKNOWN row (tests/test_importers_kubernetes.py
+    # The simulated fleet's scheduler names no queue: no section of one UNKNOWN row (tests/importers/test_importers_kubernetes.py
     # has a fleet that does).
     assert ">By queue<" not in page and ">By cluster queue<" not in page
     assert page.count('<svg class="chart"') >= 12
@@ -139,7 +139,7 @@ def test_segment_factors_are_ratios_of_sums_of_the_windows(published, outputs):
 
 def test_factors_are_written_out_once():
     """SG, RG, PG, MPG are defined by the goodput_factors macro only; marts, headline and report call it."""
-    root = Path(__file__).parents[1]
+    root = Path(__file__).parents[2]
     sources = [*root.glob("sql/**/*.sql"), *root.glob("fleet_goodput/**/*.py")]
     definitions = [path.relative_to(root).as_posix() for path in sources
                    if re.search(r"ratio\((sum\()?\s*(totals\.)?productive_chip_s", path.read_text())]
@@ -225,7 +225,7 @@ def test_every_link_of_the_report_resolves_in_its_folder(published):
             specification_links += path.endswith(SPECIFICATION_PAGE)
     assert specification_links >= 3 + 10, "the report links the specification three times, each job page once"
     specification = (folder / SPECIFICATION_PAGE).read_text()
-    for heading in re.findall(r"^## (.+)$", (Path(__file__).parents[1] / "docs" / "metric.md").read_text(), re.M):
+    for heading in re.findall(r"^## (.+)$", (Path(__file__).parents[2] / "docs" / "metric.md").read_text(), re.M):
         assert f'<h2 id="{section_id(heading)}">{heading}</h2>' in specification
 
 

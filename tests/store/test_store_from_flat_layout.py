@@ -23,7 +23,7 @@ from fleet_goodput.core.session import state_from_bytes
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.store.views import connect
 
-WRITTEN_BEFORE = Path(__file__).parent / "data" / "store-flat-layout"
+WRITTEN_BEFORE = Path(__file__).parents[1] / "data" / "store-flat-layout"
 QUERIES = {
     "job_window": "select * exclude (version) from job_window",
     "jobs": "select * exclude (version, date) from jobs",

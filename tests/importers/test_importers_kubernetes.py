@@ -23,7 +23,7 @@ from fleet_goodput.quality.period import Period
 from fleet_goodput.store.views import connect
 from importing import FIXTURES, by_job, options, run_and_read, tree_bytes
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 K8S = FIXTURES / "kubernetes"
 FILES = sorted(p for p in K8S.iterdir() if p.name != "README.md")
 T0 = 1_772_409_600_000_000  # 2026-03-02T00:00:00Z

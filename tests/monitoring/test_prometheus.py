@@ -32,7 +32,7 @@ from fleet_goodput.cli import main
 
 pytestmark = pytest.mark.slow  # a pipeline run and a Prometheus started
 
-REPOSITORY = Path(__file__).resolve().parents[1]
+REPOSITORY = Path(__file__).resolve().parents[2]
 RULES = REPOSITORY / "deploy" / "prometheus" / "fleet-goodput.rules.yml"
 RULES_TEST = REPOSITORY / "deploy" / "prometheus" / "fleet-goodput.rules.test.yml"
 GRAFANA = REPOSITORY / "deploy" / "grafana"

@@ -1,6 +1,6 @@
 """The key step's shortcuts (issue 25, item 2) never change a figure: each case feeds one timeline
 the events one by one and another the same events as the decoder hands them on, as
-tests/test_step_runs.py does, and compares everything the timeline reports; and checks that the
+tests/core/test_step_runs.py does, and compares everything the timeline reports; and checks that the
 shortcut is taken."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Each hostile file is decoded in a fresh Python with a time limit
 (`hostile_avro.run_bounded`), so a decoder that loops for hours or overflows
 its stack fails this test in seconds instead of hanging or killing the suite.
 The same files, in one run with everything else, are named cases of
-tests/test_bad_input_cases.py.
+tests/telemetry/test_bad_input_cases.py.
 """
 
 from __future__ import annotations

@@ -312,7 +312,7 @@ def test_deploys_collector_unit_and_cron_line_call_a_command_mpg_accepts():
 
     from fleet_goodput.cli import build_parser
 
-    deploy = Path(__file__).parent.parent / "deploy"
+    deploy = Path(__file__).parents[2] / "deploy"
     unit = configparser.ConfigParser(strict=False, interpolation=None)
     unit.read_string((deploy / "mpg-collect-slurm.service").read_text())
     command = shlex.split(shlex.split(unit["Service"]["ExecStart"])[2])  # sh -c '<command>'

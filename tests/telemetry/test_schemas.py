@@ -21,7 +21,7 @@ from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.telemetry.decode import VALIDATORS, Invalid, decode_file
 
 ACCELERATORS = load_settings().accelerators
-FIXTURES = Path(__file__).parent / "data"
+FIXTURES = Path(__file__).parents[1] / "data"
 
 
 def _examples():

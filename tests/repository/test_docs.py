@@ -11,7 +11,7 @@ import pytest
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.store.views import create_views
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 DOC = ROOT / "docs" / "tables-and-views.md"
 DIMENSIONS = ("workload", "size_class", "accelerator", "team", "framework", "queue", "cluster_queue")
 

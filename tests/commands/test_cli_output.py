@@ -188,7 +188,7 @@ def test_every_commands_help_lists_its_exit_codes(command, capsys):
     help_text = capsys.readouterr().out
     assert "exit codes:\n  0 done" in help_text and "  2 bad arguments, settings or input" in help_text
     assert ("  75 (EX_TEMPFAIL) " in help_text) == (command in LOCKING), help_text
-    # The faults of the machine (tests/test_resource_faults.py) end every command with their own code.
+    # The faults of the machine (tests/commands/test_resource_faults.py) end every command with their own code.
     for code in ("73 (EX_CANTCREAT) ", "74 (EX_IOERR) ", "77 (EX_NOPERM) ", "130 interrupted", "143 stopped by SIGTERM"):
         assert f"\n  {code}" in help_text, (code, help_text)
     assert ("\n  3 " in help_text) == (command in OPENING), help_text

@@ -1,7 +1,7 @@
 """Hostile Slurm accounting (issue 37): every bad row, node line or node event is one rejection with its
 reason and line, the rest imported as if it were not there; ranges are counted before they are expanded;
 impossible counts and control characters never reach the events; a damaged collector cursor is one line
-naming it. The collector's timeout against a real Slurm that never answers is in tests/test_slurm.py.
+naming it. The collector's timeout against a real Slurm that never answers is in tests/importers/test_slurm.py.
 Each case's expected side is written by hand."""
 
 from __future__ import annotations

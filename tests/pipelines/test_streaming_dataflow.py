@@ -9,7 +9,7 @@ from fleet_goodput.core.config import load_settings
 from fleet_goodput.core.run_settings import load_run_settings
 from fleet_goodput.runs.stream_run import translate_stream
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 CONFIG = str(ROOT / "configs" / "dataflow.yaml")
 ARGS = ["--runner=DataflowRunner", "--project=fleet-goodput-test", "--region=us-central1",
         "--temp_location=gs://fleet-goodput-test/tmp", "--dry_run=True"]

@@ -11,7 +11,7 @@ import pytest
 from fleet_goodput.cli import main
 from fleet_goodput.store.views import connect
 
-STATEMENT = Path(__file__).parent / "data" / "job" / "llama-7b.yaml"
+STATEMENT = Path(__file__).parents[1] / "data" / "job" / "llama-7b.yaml"
 
 
 @pytest.mark.slow  # one mpg run, a few seconds
