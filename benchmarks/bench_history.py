@@ -19,7 +19,7 @@ would have. Prints each cost at 10 and at N runs and their ratio.
     .venv/bin/python benchmarks/bench_history.py            # N = 10,000 (a few minutes)
     .venv/bin/python benchmarks/bench_history.py --runs 2000
 
-Not a test, nothing is asserted; tests/test_long_history.py checks the logs.
+Not a test, nothing is asserted; tests/store/test_long_history.py checks the logs.
 """
 
 from __future__ import annotations

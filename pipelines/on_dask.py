@@ -26,7 +26,7 @@ GroupByKey and Flatten, its side inputs, options and result. Beam's runner
 code is Apache-2.0, as this project; the parts taken from it (the visitor,
 `run_pipeline`) are kept to its shape, and use the same Beam internals it
 does (DoFnInvoker, _OutputHandler), tested with apache-beam 2.77.
-tests/test_dask.py runs the pipeline both ways and shows what Beam's runner loses.
+tests/pipelines/test_dask.py runs the pipeline both ways and shows what Beam's runner loses.
 """
 
 from __future__ import annotations

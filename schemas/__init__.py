@@ -7,7 +7,7 @@ loudly at its header instead of yielding odd records.
 Version 1 evolves only by added fields with defaults, which Avro's schema
 resolution fills in when it reads a file written before them: the profiler
 schema gained `precision` (null = bf16) that way, and
-tests/test_schemas.py reads a file written with the schema as it was before.
+tests/telemetry/test_schemas.py reads a file written with the schema as it was before.
 """
 
 from __future__ import annotations

@@ -23,37 +23,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True, scope="session")
 def _slurm_recording_started(request, tmp_path_factory):
-    """A real Slurm records its scenarios from the session's first test on, when tests/test_slurm.py is selected."""
+    """A real Slurm records its scenarios from the session's first test on, when tests/importers/test_slurm.py is selected."""
     if any(item.path.name == "test_slurm.py" for item in request.session.items):
         import slurm_recording
 
         slurm_recording.start(slurm_recording.session_folder(tmp_path_factory))
-
-
-# Files that share a session fixture go to one worker, which builds it once: test_quality and
-# test_report both read build_outputs()'s pipeline outputs. test_report_safety joins them for
-# what they share that costs as much: importing Great Expectations (2.5 s), once.
-SAME_WORKER = {"tests/test_report.py": "tests/test_quality.py", "tests/test_report_safety.py": "tests/test_quality.py"}
-
-
-class _SharedFixtureScheduling:
-    """pytest-xdist's `--dist loadfile`, with the files of SAME_WORKER handed out as one."""
-
-    @staticmethod
-    def pytest_xdist_make_scheduler(config, log):
-        from xdist.scheduler import LoadFileScheduling
-
-        class Scheduling(LoadFileScheduling):
-            def _split_scope(self, nodeid: str) -> str:
-                scope = super()._split_scope(nodeid)
-                return SAME_WORKER.get(scope, scope)
-
-        return Scheduling(config, log)
-
-
-def pytest_configure(config):
-    if config.pluginmanager.hasplugin("xdist"):  # not under `-p no:xdist`, which knows no such hook
-        config.pluginmanager.register(_SharedFixtureScheduling())
 
 
 @contextlib.contextmanager

@@ -3,8 +3,8 @@
 A container file is its header (magic, metadata, sync marker) and blocks of
 (record count, byte size, data, sync marker); here every part is written as
 given, so a count may claim what the bytes do not hold and a schema may be
-one that no decoder should follow (tests/test_bad_input_cases.py,
-tests/test_decode_bounds.py).
+one that no decoder should follow (tests/telemetry/test_bad_input_cases.py,
+tests/telemetry/test_decode_bounds.py).
 """
 
 from __future__ import annotations

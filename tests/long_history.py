@@ -10,7 +10,7 @@ those versions, committed `every_s` apart up to now. The runs rows are
 appended in batches, and the runs table's log gets one commit per run as well. With `checkpoints`,
 every log gets a checkpoint each 100 commits, as delta-rs writes one after
 its own commits (`delta.checkpointInterval`); without, the store's own
-maintenance must make them. Used by tests/test_long_history.py and
+maintenance must make them. Used by tests/store/test_long_history.py and
 benchmarks/bench_history.py.
 """
 

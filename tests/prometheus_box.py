@@ -1,4 +1,4 @@
-"""A real Prometheus 2.42 (Debian's package) for the tests (tests/test_prometheus.py).
+"""A real Prometheus 2.42 (Debian's package) for the tests (tests/monitoring/test_prometheus.py).
 
 `ensure_installed()` installs the `prometheus` package with apt-get when it is missing and this
 process is root (tests/debian_packages.py); it returns why it could not, so the tests are skipped

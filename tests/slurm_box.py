@@ -1,4 +1,4 @@
-"""A real one-machine Slurm 22.05 with accounting, for the tests (tests/test_slurm.py).
+"""A real one-machine Slurm 22.05 with accounting, for the tests (tests/importers/test_slurm.py).
 
 `SlurmBox(folder).start()` runs private daemons under `folder`, each on its own
 free port and with its own munge key: munged, MariaDB, slurmdbd, slurmctld and

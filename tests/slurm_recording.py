@@ -1,4 +1,4 @@
-"""tests/test_slurm.py's recording of a real Slurm, made in a process of its own while other files run.
+"""tests/importers/test_slurm.py's recording of a real Slurm, made in a process of its own while other files run.
 
 The recording mostly waits: Slurm checks time limits every 30 s from slurmctld's start, so the job
 that times out ends about 90 s after the box is up, and everything else happens meanwhile, with

@@ -1,6 +1,6 @@
 """Slurm's own numbers, from the raw `sacct` and `sacctmgr` text alone (none of the project's code).
 
-Used by tests/test_slurm_import.py (on the recorded sample) and tests/test_slurm.py (on a live box)
+Used by tests/importers/test_slurm_import.py (on the recorded sample) and tests/importers/test_slurm.py (on a live box)
 to check the pipeline's figures against an independent calculation.
 """
 

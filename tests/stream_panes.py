@@ -1,6 +1,6 @@
 """Panes of a streaming pipeline's results, made by hand, and their commit to a store
-(fleet_goodput/store/stream_commit.py): shared by tests/test_stream_commit_store.py and
-tests/test_store_on_object_storage.py."""
+(fleet_goodput/store/stream_commit.py): shared by tests/store/test_stream_commit_store.py and
+tests/store/test_store_on_object_storage.py."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ Because the rules read only the store's latest and earliest `KEPT`
 scheduler events (time and key), a store keeps them, and the as-of of a run
 over everything equals the last as-of of any sequence of runs over the same
 files: however the telemetry is cut, the figures are the same
-(tests/test_split_invariance.py).
+(tests/runs/test_split_invariance.py).
 
 Sources that say what they observed override all of this (Beam's watermark
 rule). A file may state, per cluster, the period its source observed: from
@@ -55,7 +55,7 @@ OUTLIER_EVENTS = 10  # at most this many trailing events after a silence are tak
 MAX_LEAD_US = 3600 * 1_000_000  # a silence longer than this before them marks them
 KEPT = OUTLIER_EVENTS + 1  # the latest event times the rule needs: the group and the event before it
 # A silence this long after a store's first few events is a clock reset to a default date: years, not
-# the months between two benchmark runs of an imported trace (tests/test_importers_real_logs.py).
+# the months between two benchmark runs of an imported trace (tests/importers/test_importers_real_logs.py).
 MAX_PAST_GAP_US = 366 * 86_400 * 1_000_000
 
 

@@ -18,7 +18,7 @@ frontier is late: it can no longer be placed, so it goes to the `late` table.
 
 Because the timeline attributes integer chip-microseconds and is fed in
 event-time order, cutting a history into consecutive advances gives the same
-figures as one advance over all of it (tests/test_split_invariance.py).
+figures as one advance over all of it (tests/runs/test_split_invariance.py).
 
 What is kept is what can still change: windows before the frontier that no
 unresolved step span touches are final and dropped from `totals`/`emitted`,
@@ -53,7 +53,7 @@ MAX_QUEUE_WAIT_US = 92 * 86_400 * 1_000_000
 
 # A pickle names each class by its module. Stores written before the package's modules moved into
 # their layers (fleet-goodput 0.1, every module at the top) name these; their state reads by where
-# the classes live now (tests/test_store_from_flat_layout.py), so moving a module strands no store.
+# the classes live now (tests/store/test_store_from_flat_layout.py), so moving a module strands no store.
 _MODULES_BEFORE_LAYERS = {f"fleet_goodput.{name}": f"fleet_goodput.core.{name}"
                           for name in ("capacity", "events", "interruptions", "session", "step_runs", "timeline",
                                        "windows")}

@@ -43,7 +43,7 @@ Most runtime events come as STEP_RUN events (fleet_goodput/core/step_runs.py), a
 job's spans that follow one another: `feed` applies such a run at once where
 each of its events would only close a span and take its time, keeping its step
 spans as one `StepRun` until they resolve, and applies its events one by one
-everywhere else. The figures are the same either way (tests/test_step_runs.py).
+everywhere else. The figures are the same either way (tests/core/test_step_runs.py).
 
 Events at one instant are applied in the order their meaning gives (fleet_goodput/core/same_instant.py):
 a span of no length opens and closes at its instant, whatever order event order gives its START and END.

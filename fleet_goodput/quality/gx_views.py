@@ -27,6 +27,10 @@ from __future__ import annotations
 
 import html
 
+# GX has no public API for changing how Data Docs pages render: its one hook is a site configuration that
+# names view and renderer classes by module and class (DATA_DOCS_SITE below), and such classes can only be
+# subclasses of the internals imported here, whose names, signatures and templates GX does not promise
+# to keep; pyproject.toml pins the GX versions these were tested with.
 from great_expectations.render.components import RenderedStringTemplateContent
 from great_expectations.render.renderer.content_block import ValidationResultsTableContentBlockRenderer
 from great_expectations.render.view.view import DefaultJinjaIndexPageView, DefaultJinjaPageView

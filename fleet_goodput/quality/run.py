@@ -26,8 +26,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import great_expectations as gx
-from great_expectations.core.run_identifier import RunIdentifier
-from great_expectations.data_context.types.base import ProgressBarsConfig
 
 from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.quality import batches
@@ -139,7 +137,8 @@ def validate_output(run: CheckedRun, period: Period, require_complete: bool = Fa
     for name, frame in frames.items():
         frame.to_parquet(root / BATCHES_DIR / f"{name}.parquet", index=False)
     context = gx.get_context(mode="file", project_root_dir=str(root))
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    # The `progress_bars` section of great_expectations.yml, as that file spells it.
+    context.variables.progress_bars = {"globally": False}
     context.variables.data_docs_sites = {"local_site": DATA_DOCS_SITE}
     context.variables.save()
     # Absolute: GX reads a relative base_directory against the working directory.
@@ -151,7 +150,7 @@ def validate_output(run: CheckedRun, period: Period, require_complete: bool = Fa
             gx.ValidationDefinition(name=name, data=batch_definition, suite=context.suites.add(suite)))
         checkpoint = context.checkpoints.add(
             gx.Checkpoint(name=name, validation_definitions=[definition], result_format=_RESULT_FORMAT))
-        outcome = checkpoint.run(run_id=RunIdentifier(run_name=period.name))
+        outcome = checkpoint.run(run_id=gx.RunIdentifier(run_name=period.name))
         for validation in outcome.run_results.values():
             checks.extend(_check(name, result) for result in validation.results)
     context.build_data_docs()

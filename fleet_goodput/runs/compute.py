@@ -6,7 +6,7 @@ or, over a long input (`--chunk_hours`, or a local run given more than
 one after the other, each continuing the state the one before staged, so that
 memory follows one chunk; the run is still one commit
 (fleet_goodput/runs/commit.py). Chunks cut by event time give the figures of
-one pass (tests/test_split_invariance.py). `heartbeat` tells the caller a
+one pass (tests/runs/test_split_invariance.py). `heartbeat` tells the caller a
 long pipeline goes on.
 """
 
@@ -95,7 +95,7 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, run_settings: RunSettings,
     chunk's events, continuing the state the one before staged, so memory follows one chunk. Each
     new file is decoded once, before the chunks, into its share of each (transforms/slices.py), so
     a chunk reads its own events only. Chunks cut by event time give the figures of one pass (the
-    runs of a store are split-invariant, tests/test_split_invariance.py). Returns every staged
+    runs of a store are split-invariant, tests/runs/test_split_invariance.py). Returns every staged
     folder, in order. Without `chunk_us`, chunks of whole hours that hold about `CHUNK_INPUT_BYTES`
     of the input each (`chunk_length`)."""
     started = time.monotonic()

@@ -12,7 +12,7 @@ one of format 3 (`UPGRADABLE_FROM`) is upgraded here, without its telemetry, whi
   the frontier on the stretches the saved state and its waiting events give, advanced to the store's
   as-of time as its last run did. So every window's capacity chip-time is the one the store held,
   and the runs that continue it give the figures one run over every input gives
-  (tests/test_store_upgrade.py). `tables/capacity_window/` stays as format 3 wrote it, unread;
+  (tests/store/test_store_upgrade.py). `tables/capacity_window/` stays as format 3 wrote it, unread;
 - the `runs` row of the upgrade carries the last run's as-of time, frontier and manifest, with
   `upgraded_from_format`, and `state_format` 4.
 

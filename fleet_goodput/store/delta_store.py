@@ -166,7 +166,7 @@ class RunRecord:
 # What an output's local path cannot hold. The Delta Lake library (delta-rs) makes the path a URL's
 # host, which refuses `[`, `]`, `^` and `|` (a panic), reads a backslash as `/` and `%41` as `A`, and
 # refuses control characters; DuckDB reads a `?` in a database file's path (goodput.duckdb) as the
-# start of its options. Any other character works (tests/test_hostile_paths.py).
+# start of its options. Any other character works (tests/runs/test_hostile_paths.py).
 _UNSTORABLE = re.compile(r"[\[\]^|\\?\x00-\x1f\x7f]|%[0-9A-Fa-f]{2}")
 _UNSTORABLE_REASON = ("the Delta Lake library cannot keep a table under a path with [ ] ^ | \\, a control character "
                       "or % and two hex digits, and DuckDB reads a ? in a database file's path as its options")

@@ -7,7 +7,7 @@ files applied (so the files later runs applied are new again and the next
 run reads them), and the settings. Then it commits a `runs` row of its own,
 mode `rollback`, carrying run K's as-of time and manifest, so the next run
 continues from run K exactly as if the later runs had never been made
-(tests/test_operator_mistakes.py). Nothing is erased: the rolled-back runs stay in the
+(tests/runs/test_operator_mistakes.py). Nothing is erased: the rolled-back runs stay in the
 `runs` table, readable with `mpg sql --run`, and a rollback to one of them
 undoes the rollback, while they are kept (Store.kept: the retention).
 """

@@ -24,7 +24,7 @@ both), and of those that break the encoding, polars lets an out-of-range
 union branch index pass where fastavro rejects the block. A random
 mutation test (600 flips, cuts and inserted bytes in null and deflate
 files) found 5 such files, all bit flips; every cut and inserted byte
-agreed, which tests/test_columnar.py checks at every 5th byte.
+agreed, which tests/telemetry/test_columnar.py checks at every 5th byte.
 
 Scheduler files always take the reference path: polars cannot read their
 nullable enum (`workload`), and they are about 1% of the events.
