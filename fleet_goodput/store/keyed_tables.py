@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import DeltaTable, Field, write_deltalake
 
 from fleet_goodput.quoting import sql_string
@@ -70,6 +69,8 @@ def commit_keyed(path: str, staged_files: list[str], table: Table, schema: pa.Sc
     """Commit staged rows of keyed `table` (Delta table at `path`, stored with `schema`) in one commit
     that replaces the partitions they touch. `current` is the table's latest version, open (the run
     has it: brought up to date by the commit); without it the table is created, empty if nothing is staged."""
+    import pyarrow.dataset as ds  # here: it imports pandas, which readers of the store need not
+
     if current is not None:
         schema = _with_new_columns(current, schema)
     staged = ds.dataset(staged_files, schema=schema, format="parquet")
