@@ -137,14 +137,19 @@ def measure(command: list[str], cwd: str | None = None, env: dict | None = None)
     """Wall seconds, peak RSS in MiB and CPU seconds (user + system) of one child process and the children it waits for.
 
     CPU seconds are the kernel's account (`wait4`), exact for a command of a
-    fraction of a second. Peak RSS is the highest sum over the processes of the
-    child's session (it runs in one of its own), sampled from /proc every 50 ms.
+    fraction of a second. The child runs in a session of its own, whose
+    processes are sampled from /proc every 50 ms: peak RSS is the highest sum
+    over them, and their summed CPU stands instead where it is more (processes
+    the child did not wait for, such as Beam's workers under `--workers`).
     """
     started = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=cwd, env=env, start_new_session=True)
-    peak_kib = 0
+    peak_kib, cpu_ticks = 0, {}
     while True:
-        peak_kib = max(peak_kib, sum(kib for _, kib in _session_processes(child.pid)))
+        rss_kib = 0
+        for pid, ticks, kib in _session_processes(child.pid):
+            cpu_ticks[pid], rss_kib = ticks, rss_kib + kib
+        peak_kib = max(peak_kib, rss_kib)
         pid, status, usage = os.wait4(child.pid, os.WNOHANG)
         if pid:
             break
@@ -153,11 +158,12 @@ def measure(command: list[str], cwd: str | None = None, env: dict | None = None)
     child.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
     if child.returncode:
         raise SystemExit(f"{' '.join(command)} exited with {child.returncode}")
-    return seconds, peak_kib / 1024, usage.ru_utime + usage.ru_stime
+    sampled = sum(cpu_ticks.values()) / os.sysconf("SC_CLK_TCK")
+    return seconds, peak_kib / 1024, max(usage.ru_utime + usage.ru_stime, sampled)
 
 
 def _session_processes(session: int):
-    """(pid, RSS KiB) of every live process in `session`, from /proc."""
+    """(pid, CPU ticks so far, RSS KiB) of every live process in `session`, from /proc."""
     page_kib = os.sysconf("SC_PAGE_SIZE") // 1024
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -167,9 +173,9 @@ def _session_processes(session: int):
                 fields = handle.read().rsplit(")", 1)[1].split()
         except OSError:  # gone since listed
             continue
-        # After the command's name: state is field 3, session 6, rss 24 (proc(5)).
+        # After the command's name: state is field 3, session 6, utime 14, stime 15, rss 24 (proc(5)).
         if int(fields[3]) == session:
-            yield int(entry), int(fields[21]) * page_kib
+            yield int(entry), int(fields[11]) + int(fields[12]), int(fields[21]) * page_kib
 
 
 MAPPED_FOLDERS = ("pipelines", "transforms", "schemas", "sql", "configs")  # pyproject's package-dir
