@@ -24,8 +24,8 @@ of the rounds is kept:
    at SMALL), in µs per event; the fixed cost is what is left at zero events.
 2. **A continuing hourly run**: a store holding every hour of the SMALL input
    but its last; then `mpg run` over the input folder that now also holds the
-   last hour's files (one a stream), continuing a copy of that store, against
-   the Beam floor over the same new files.
+   last hour's events (cut from each of its files), continuing a copy of that
+   store, against the Beam floor over the same new files.
 3. **Small commands** on that store: `mpg --help`, `mpg runs`, `mpg sql`.
 
     .venv/bin/python benchmarks/bench_run.py                         # 22 h and 44 h (about 1.2M events)
@@ -78,12 +78,13 @@ def columnar_floor(input_dir: str) -> int:
     return sum_per_job(pa.concat_tables(job_times(path) for path in telemetry_files(input_dir)))
 
 
-def beam_floor(input_dir: str) -> None:
-    """The columnar floor's work in the smallest Beam pipeline, on the runner and options of `mpg run`."""
+def beam_floor(input_dir: str, flags: list[str]) -> None:
+    """The columnar floor's work in the smallest Beam pipeline, with Beam's `flags` (those of `mpg run`,
+    `beam_floor_flags`, which the parent process reads: this one imports no project code)."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    with beam.Pipeline(options=PipelineOptions(beam_floor_flags())) as pipeline:
+    with beam.Pipeline(options=PipelineOptions(flags)) as pipeline:
         (pipeline
          | beam.Create([str(path) for path in telemetry_files(input_dir)])
          | beam.Map(job_times)
@@ -228,7 +229,7 @@ def prepare_hourly(work: Path, telemetry: Path, hours: float, mpg: str) -> tuple
     """(input folder, the store over every hour but the last, the last hour's files) for the hourly run.
 
     The input folder holds the files of every hour but the last, which the
-    store's one run applied, and the last hour's files (one a stream, cut from
+    store's one run applied, and the last hour's files (cut from each file of
     `telemetry` at the hour's start), which it did not.
     """
     hourly = work / "hourly"
@@ -277,11 +278,13 @@ def main() -> int:
     parser.add_argument("--fastavro", action="store_true", help="also the fastavro floor (slow: 5 µs an event)")
     for flag in FLOORS:
         parser.add_argument(flag, metavar="INPUT", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args, beam_flags = parser.parse_known_args()
     for flag, floor in FLOORS.items():  # this script as a floor's child process
         if (data := getattr(args, flag.removeprefix("--").replace("-", "_"))) is not None:
-            floor(data)
+            floor(data, beam_flags) if floor is beam_floor else floor(data)
             return 0
+    if beam_flags:
+        parser.error(f"unrecognized arguments: {' '.join(beam_flags)}")
 
     work = Path(args.dir or tempfile.mkdtemp(prefix="mpg-bench-"))
     mpg = str(Path(sys.executable).with_name("mpg"))
@@ -291,10 +294,11 @@ def main() -> int:
     hour_events = events_in(last_hour)
 
     this = [sys.executable, __file__]
-    runner = beam_floor_flags()[0].removeprefix("--runner=")
+    flags = beam_floor_flags()
+    runner = flags[0].removeprefix("--runner=")
     beam_name = f"Beam floor (the same on {runner})"
     tools = {"columnar floor (polars + DuckDB; no runner)": [*this, "--columnar-floor-only"],
-             beam_name: [*this, "--beam-floor-only"]}
+             beam_name: [*this, *flags, "--beam-floor-only"]}
     if args.fastavro:
         tools["fastavro floor (fastavro + DuckDB; no runner)"] = [*this, "--fastavro-floor-only"]
     runs = {f"mpg run ({runner}, its default)": (None, None)}  # name: (cwd, env)
@@ -330,11 +334,12 @@ def main() -> int:
                             "select day, cluster, mpg from fleet_daily order by all"]}.items():
             small.setdefault(name, []).append(measure(command))
     print(f"done ({uptime()})\n")
-    report(args.hours, events, sized, hourly, small, hour_events, [*tools, *runs], beam_name)
+    report(args.hours, events, sized, hourly, small, hour_events, len(telemetry_files(str(last_hour))),
+           [*tools, *runs], beam_name)
     return 0
 
 
-def report(sizes, events, sized, hourly, small, hour_events, names, beam_name) -> None:
+def report(sizes, events, sized, hourly, small, hour_events, hour_files, names, beam_name) -> None:
     """Print the three tables: fixed and marginal cost, the hourly run, the small commands."""
     columnar_name = names[0]
     small_h, large_h = sizes
@@ -349,7 +354,7 @@ def report(sizes, events, sized, hourly, small, hour_events, names, beam_name) -
         slopes[name] = slope
         print(f"{name:<48} {at[small_h][2]:>11.2f} {at[large_h][2]:>11.2f} {at[large_h][1]:>9,.0f} {fixed:>11.2f} "
               f"{slope:>9.2f} {slope / slopes[columnar_name]:>10.1f}")
-    print(f"\n2. A continuing run over one new hour ({hour_events:,} events, one file a stream); least CPU s")
+    print(f"\n2. A continuing run over one new hour ({hour_events:,} events in {hour_files} files); least CPU s")
     print(f"{'':<48} {'seconds':>8} {'CPU s':>7} {'peak MiB':>9} {'÷ Beam floor (CPU)':>19}")
     beam = least(hourly[beam_name])[2]
     for name, samples in hourly.items():
