@@ -58,7 +58,6 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from fleet_goodput.quoting import literal_pattern, path_of_uri
 from fleet_goodput.store import delta_arrow
-from fleet_goodput.store.keyed_tables import commit_keyed
 from fleet_goodput.store.tables import TABLES, Table
 
 STATE_KEYS = "state/keys"
@@ -683,6 +682,8 @@ class Transaction:
 
     def write_keyed(self, table: Table, folders: list[str] | None = None) -> None:
         """Commit the rows staged for keyed `table` so that its latest version holds one row per key."""
+        from fleet_goodput.store.keyed_tables import commit_keyed  # Arrow's compute kernels: for writers only
+
         relative = table_paths()[table.name]
         current = self._table(relative) if self.versions.get(table.name) is not None else None
         commit_keyed(self.store.path(relative), self._staged(table.name, folders), table, delta_schema(table),

@@ -11,7 +11,7 @@ as it is, and what a row was before lives in the table's earlier Delta
 versions (the `runs` table names the version each run left).
 
 Replacing partitions was measured against a Delta MERGE on the key for the
-same runs (benchmarks/bench_commit.py, docs/performance.md section 13).
+same runs (benchmarks/bench_commit.py, docs/performance.md, "Decisions that rest on a measurement").
 
 Tables written before this rule held every version of a row. A table
 carries the property ONE_ROW_PER_KEY (its key's columns) from the commit
