@@ -11,9 +11,7 @@ from fleet_goodput.commands.run import refuse_damaged_or_raise
 from fleet_goodput.commands.validate import add_quality_arguments, print_quality
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.core.config import ConfigError, report_dashboards
-from fleet_goodput.quality.checked_run import open_checked_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, period_from_args
-from fleet_goodput.store.delta_store import StoreDamaged, StoreError
 
 DESCRIPTION = """\
 Validate an output folder for a period (the checks of `mpg validate`), then
@@ -55,6 +53,9 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from fleet_goodput.quality.checked_run import open_checked_run
+    from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+
     try:
         # One Store, checked whole once: validated and published.
         run = open_checked_run(args.output, config=args.config)

@@ -201,12 +201,12 @@ def refused(command: str, exc: Exception) -> int:
 def say_headline(output, since_run: int) -> None:
     """The headline of the latest run of `output` (a folder, or the Store a run opened), with the runs
     from `since_run` as this run's part; not under -q."""
+    if console.verbosity() == console.QUIET:
+        return
     from fleet_goodput.report.headline import render
     from fleet_goodput.store.delta_store import Store
     from fleet_goodput.store.views import connect
 
-    if console.verbosity() == console.QUIET:
-        return
     store = Store.of(output)
     with connect(store) as connection:
         say()

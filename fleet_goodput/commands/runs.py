@@ -8,7 +8,6 @@ import sys
 from fleet_goodput import exits
 from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.safe_text import json_text, printable
-from fleet_goodput.store.delta_store import Store, StoreDamaged, StoreError
 
 DEFAULT_LAST = 20
 
@@ -41,6 +40,8 @@ def register(subparsers) -> None:
 
 
 def rows(output: str, last: int | None = None, since_us: int | None = None) -> list[dict]:
+    from fleet_goodput.store.delta_store import Store
+
     runs = []
     for record in Store(output).runs(last=last, committed_since_us=since_us):
         this_run = record.manifest.get("this_run", {})
@@ -58,6 +59,7 @@ def rows(output: str, last: int | None = None, since_us: int | None = None) -> l
 
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput.core.timeutil import parse_time_us
+    from fleet_goodput.store.delta_store import StoreDamaged, StoreError
 
     try:
         since_us = parse_time_us(args.since) if args.since else None

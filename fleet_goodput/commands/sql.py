@@ -19,15 +19,9 @@ from decimal import Decimal
 from functools import partial
 from pathlib import Path
 
-import duckdb
-
 from fleet_goodput import console, exits
 from fleet_goodput.core.options import run_number
 from fleet_goodput.safe_text import csv_cell, json_text, printable
-from fleet_goodput.store.delta_store import StoreDamaged, StoreError
-from fleet_goodput.store.sql_guard import QueryRefused, lock_down, read_only_statements
-from fleet_goodput.store.store_check import damage_behind
-from fleet_goodput.store.views import connect
 
 UNSAFE_FLAG = "--unsafe-allow-writes-and-files"
 CSV_RAW_FLAG = "--csv-raw"
@@ -99,6 +93,13 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+    from fleet_goodput.store.sql_guard import QueryRefused, lock_down, read_only_statements
+    from fleet_goodput.store.store_check import damage_behind
+    from fleet_goodput.store.views import connect
+
     if args.csv_raw and args.format != "csv":
         print(f"mpg sql: {CSV_RAW_FLAG} goes with --format csv only", file=sys.stderr)
         return exits.USAGE

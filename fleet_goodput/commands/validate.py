@@ -10,9 +10,7 @@ from fleet_goodput import console, exits
 from fleet_goodput.commands.run import refuse_damaged_or_raise
 from fleet_goodput.console import VERBOSITY_HELP, progress
 from fleet_goodput.core.config import ConfigError
-from fleet_goodput.quality.checked_run import open_checked_run
 from fleet_goodput.quality.period import PeriodBusy, PeriodError, add_period_arguments, period_from_args, period_lock
-from fleet_goodput.store.delta_store import StoreDamaged, StoreError
 
 DESCRIPTION = """\
 Check an output folder of `mpg run` with Great Expectations before anyone reads it.
@@ -63,6 +61,9 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from fleet_goodput.quality.checked_run import open_checked_run
+    from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+
     try:
         run = open_checked_run(args.output, config=args.config)  # one Store, checked whole once: what every suite reads
         period = period_from_args(args, run)

@@ -17,8 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fleet_goodput.quality.checked_run import CheckedRun
+if TYPE_CHECKING:  # the command line registers its period flags without the store's libraries
+    from fleet_goodput.quality.checked_run import CheckedRun
 
 
 class PeriodError(ValueError):

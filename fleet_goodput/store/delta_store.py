@@ -41,10 +41,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
 import json
-import operator
 import os
 import re
 import shlex
@@ -57,15 +55,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
 from deltalake import Transaction as DeltaTransaction
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from fleet_goodput.quoting import literal_pattern, path_of_uri
 from fleet_goodput.store import delta_arrow
-from fleet_goodput.store.keyed_tables import commit_keyed
 from fleet_goodput.store.store_files import StoreFiles
 from fleet_goodput.store.tables import TABLES, Table
 
@@ -286,27 +281,24 @@ class Store:
             if table is None:
                 self._refuse_lost_runs()
                 return []
-            runs = delta_arrow.dataset(table)
+            parts = delta_arrow.parts(table, RUNS_SCHEMA)
+            keys = [_python_rows(part(["run_id", "committed_at"])) for part in parts]  # small columns first
             if last is not None:
-                ids = runs.to_table(columns=["run_id"]).column("run_id")
-                if not len(ids):
+                ids = sorted(row["run_id"] for rows in keys for row in rows)
+                if not ids:
                     return []
-                first = pc.min(ids.take(pc.top_k_unstable(ids, k=min(last, len(ids))))).as_py()  # the last-th largest
+                first = ids[-min(last, len(ids))]  # the last-th largest
                 from_run = first if from_run is None else max(from_run, first)
-            wanted = [condition for condition in (
-                pc.field("run_id") >= from_run if from_run is not None else None,
-                pc.field("run_id") <= until_run if until_run is not None else None,
-                pc.field("committed_at") >= pa.scalar(committed_since_us, RUNS_SCHEMA.field("committed_at").type)
-                if committed_since_us is not None else None) if condition is not None]
-            rows = runs.to_table(filter=functools.reduce(operator.and_, wanted) if wanted else None)
+            rows = []
+            for part, part_keys in zip(parts, keys):
+                wanted = [_run_wanted(row, from_run, until_run, committed_since_us) for row in part_keys]
+                if any(wanted):  # only these runs are read whole
+                    rows += [row for row, keep in zip(_python_rows(part(None)), wanted) if keep]
         except Exception as error:  # delta-rs: a torn or missing commit of the runs' log
             if isinstance(error, StoreError):
                 raise
             raise StoreDamaged(f"{self.root}/{RUNS}/_delta_log cannot be read ({_first_line(error)}): the record of the "
                                "store's runs is damaged", self.root) from None
-        # Timestamps as integer microseconds, exactly (no float seconds on the way).
-        rows = rows.cast(pa.schema([f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f
-                                    for f in rows.schema])).to_pylist()
         return sorted((RunRecord.from_row(row) for row in rows), key=lambda record: record.run_id)
 
     def _refuse_lost_runs(self) -> None:
@@ -376,7 +368,7 @@ class Store:
 
     def read(self, name: str, record: RunRecord | None) -> pa.Table | None:
         table = self.snapshot(name, record)
-        return None if table is None else delta_arrow.dataset(table).to_table()
+        return None if table is None else delta_arrow.whole(table)
 
     def applied_files(self, record: RunRecord | None) -> dict[tuple[str, int, int | None], str]:
         """(path, size, modification time) → content hash of every input file applied up to `record`
@@ -580,6 +572,21 @@ class Store:
                 table.create_checkpoint()  # so that opening the latest version replays few commits
 
 
+def _python_rows(rows: pa.Table) -> list[dict]:
+    """`rows` as Python dicts, timestamps as integer microseconds, exactly (no float seconds on the way).
+    Compared in Python, not with Arrow's kernels: a Python value given to Arrow imports pandas (pyarrow's
+    shim), a third of a CPU second that `mpg runs` and `mpg sql` have no other use for."""
+    return rows.cast(pa.schema([f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f
+                                for f in rows.schema])).to_pylist()
+
+
+def _run_wanted(row: dict, from_run: int | None, until_run: int | None, committed_since_us: int | None) -> bool:
+    """Whether the run of `row` (its run_id and committed_at) is asked for: all are, given no bound."""
+    return ((from_run is None or row["run_id"] >= from_run) and (until_run is None or row["run_id"] <= until_run)
+            and (committed_since_us is None
+                 or (row["committed_at"] is not None and row["committed_at"] >= committed_since_us)))
+
+
 def _commit_file(table_path: str, version: int) -> bytes | None:
     """A digest of the commit of `version` of the table at `table_path` (None: there is none): a log
     rewritten since (--replace, a repair) has another commit there, or none. Its content, not its
@@ -687,12 +694,16 @@ class Transaction:
                      folders: list[str] | None = None) -> None:
         """Commit the Parquet files a pipeline staged for `name` (in this run's staging, or in `folders`)."""
         files = self._staged(name, folders)
+        import pyarrow.dataset as ds  # here: it imports pandas, which readers of the store need not
+
         data = ds.dataset(files, schema=schema, format="parquet").scanner().to_reader() if files else schema.empty_table()
         self.write(name, data, schema, mode=mode, partition_by=partition_by)
 
     def write_keyed(self, table: Table, folders: list[str] | None = None, rows: pa.Table | None = None) -> None:
         """Commit the rows staged for keyed `table` (or `rows`, with their `date`) so that its latest
         version holds one row per key."""
+        from fleet_goodput.store.keyed_tables import commit_keyed  # Arrow's compute kernels: for writers only
+
         relative = table_paths()[table.name]
         current = self._table(relative) if self.versions.get(table.name) is not None else None
         commit_keyed(self.store.path(relative), self._staged(table.name, folders) if rows is None else rows, table,

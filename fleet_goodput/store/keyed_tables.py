@@ -11,7 +11,7 @@ as it is, and what a row was before lives in the table's earlier Delta
 versions (the `runs` table names the version each run left).
 
 Replacing partitions was measured against a Delta MERGE on the key for the
-same runs (benchmarks/bench_commit.py, docs/performance.md section 13).
+same runs (benchmarks/bench_commit.py, docs/performance.md, "Decisions that rest on a measurement").
 
 Tables written before this rule held every version of a row. A table
 carries the property ONE_ROW_PER_KEY (its key's columns) from the commit
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import DeltaTable, Field, write_deltalake
 
 from fleet_goodput.quoting import sql_string
@@ -72,6 +71,8 @@ def commit_keyed(path: str, staged_files: list[str] | pa.Table, table: Table, sc
     (a stream's commit, fleet_goodput/store/stream_commit.py). `current` is the table's latest version, open
     (the run has it: brought up to date by the commit); without it the table is created, empty if nothing
     is staged."""
+    import pyarrow.dataset as ds  # here: it imports pandas, which readers of the store need not
+
     if current is not None:
         schema = _with_new_columns(current, schema)
     if isinstance(staged_files, pa.Table):

@@ -113,7 +113,9 @@ def run_problems(store: Store, record: RunRecord, read_footers: bool = False, re
             table = store._delta(relative, version)  # the run's open table, under the lock
             if table is None:
                 raise TableNotFoundError(f"no Delta log in {relative}/_delta_log")
-            actions = pa.table(table.get_add_actions(flatten=True))
+            # From Arrow's C stream, not `pa.table(...)`, which first asks pandas (importing it) whether
+            # the object is a DataFrame.
+            actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
         except Exception as error:  # delta-rs names the torn or missing commit
             problems.append(f"{relative}/_delta_log cannot be read at version {version}, which run "
                             f"{record.run_id} names: {cause(error)}")

@@ -214,17 +214,18 @@ def test_a_run_number_no_store_can_hold_is_a_bad_argument_not_damage(argv, capsy
 
 
 def test_a_run_imports_only_what_it_uses(telemetry, tmp_path):
-    """`mpg run` computes and commits, then prints the headline: no quality suites, importers, HTML report,
-    Prometheus exporter or simulator, nor the Dask runner it was not asked for (issue 38: a run's fixed cost)."""
+    """`mpg run -q` computes, commits and builds the views, and prints no headline: no report code, quality
+    suites, importers, Prometheus exporter or simulator, nor the Dask runner it was not asked for (issue 38: a
+    run's fixed cost)."""
     run = subprocess.run([sys.executable, "-X", "importtime", "-m", "fleet_goodput.cli", "run", "--input",
                           str(telemetry), "--output", str(tmp_path / "out"), "-q"],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
-    assert "fleet_goodput.runs.batch" in imported and "fleet_goodput.report.headline" in imported  # the log is there
+    assert "fleet_goodput.runs.batch" in imported and "fleet_goodput.store.views" in imported  # the log is there
     own = {name for name in imported if name.startswith("fleet_goodput.")}
-    unused = {name for name in own if name.split(".")[1] in ("quality", "importers", "monitoring", "simulator")}
-    unused |= own & {"fleet_goodput.report.render", "fleet_goodput.report.publish", "fleet_goodput.report.charts"}
+    unused = {name for name in own
+              if name.split(".")[1] in ("report", "quality", "importers", "monitoring", "simulator")}
     assert not unused
     assert not {name.split(".")[0] for name in imported} & {"great_expectations", "jinja2", "mistune", "dask",
                                                             "distributed", "prometheus_client"}

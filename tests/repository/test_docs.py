@@ -77,9 +77,6 @@ def test_views_bound_at_first_read_are_the_views_bound_as_created(connection, tm
 # A path of the repository, as the docs and the code's docstrings and comments name one.
 REPOSITORY_PATH = re.compile(r"(?<![\w./-])((?:fleet_goodput|tests|docs|configs|sql|deploy|benchmarks|schemas|pipelines"
                              r"|transforms|templates)/[\w./-]*\w)(?![\w{])")
-# docs/performance.md is a diary of measurements, naming modules as they were then (issue 39 makes it a page of
-# today's figures); the rest describes today.
-DIARY = {"docs/performance.md"}
 
 
 def _written_paths() -> dict[str, set[str]]:
@@ -91,7 +88,7 @@ def _written_paths() -> dict[str, set[str]]:
                *ROOT.glob("configs/*.yaml"), *ROOT.glob("deploy/**/*")]
     for source in sources:
         relative = source.relative_to(ROOT).as_posix()
-        if not source.is_file() or relative in DIARY or "/." in f"/{relative}":
+        if not source.is_file() or "/." in f"/{relative}":
             continue
         for found in REPOSITORY_PATH.finditer(source.read_text(encoding="utf-8", errors="replace")):
             named.setdefault(found.group(1), set()).add(relative)
