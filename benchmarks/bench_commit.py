@@ -63,8 +63,13 @@ def merge(path: Path, files: list[str], table: Table, exists: bool) -> None:
         write_deltalake(path, rows, mode="overwrite", partition_by=["date"])
         return
     on = " and ".join(f"t.{name} = s.{name}" for name in (*table.key, "date"))
-    (DeltaTable(path).merge(rows, predicate=on, source_alias="s", target_alias="t")
-     .when_matched_update_all().when_not_matched_insert_all().execute())
+    (
+        DeltaTable(path)
+        .merge(rows, predicate=on, source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
 
 
 def append(path: Path, files: list[str], table: Table, exists: bool) -> None:
@@ -83,8 +88,16 @@ def run_day(part: Path, output: Path, saved: Path) -> float:
     store = Store(output)
     with store.lock():
         plan = plan_run(str(part), store, None)
-        goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings, run_settings,
-                    plan.continuation, None, None)
+        goodput.run(
+            plan.files_by_stream,
+            list(plan.state_files),
+            staging_folder(plan),
+            settings,
+            run_settings,
+            plan.continuation,
+            None,
+            None,
+        )
         for table in KEYED:
             shutil.copytree(Path(staging_folder(plan), table.name), saved / table.name, dirs_exist_ok=True)
         started = time.perf_counter()
@@ -114,8 +127,11 @@ def commit_best_of(repeat: int, tables: Path, commit, staged: dict[str, list[str
 def read_and_sum(path: Path, table: Table) -> tuple[float, int]:
     started = time.perf_counter()
     frame = pl.read_delta(str(path))
-    column = "chips" if table.name == "capacity_level" else (
-        "productive_chip_s" if table.name == "job_window" else "requested_chips")
+    column = (
+        "chips"
+        if table.name == "capacity_level"
+        else ("productive_chip_s" if table.name == "job_window" else "requested_chips")
+    )
     frame.select(pl.col(column).sum())
     return time.perf_counter() - started, frame.height
 
@@ -137,19 +153,25 @@ def main() -> None:
         parts = split_by_time(root / "fleet", [START_US + d * DAY_US for d in range(1, args.days)], root / "days")
 
         totals = {way: 0.0 for way in WAYS}
-        print(f"{'day':>4} {'rows':>8} " + " ".join(f"{way + ' s':>9}" for way in WAYS) + f" {'run commit s':>13}",
-              flush=True)
+        print(
+            f"{'day':>4} {'rows':>8} " + " ".join(f"{way + ' s':>9}" for way in WAYS) + f" {'run commit s':>13}",
+            flush=True,
+        )
         for day, part in enumerate(parts, start=1):
             saved = root / "staged" / f"day-{day}"
             committing = run_day(part, root / "output", saved)
             staged = {table.name: sorted(str(p) for p in (saved / table.name).glob("*.parquet")) for table in KEYED}
             rows = sum(pq.ParquetFile(f).metadata.num_rows for files in staged.values() for f in files)
-            seconds = {way: commit_best_of(args.repeat, root / way, commit, staged, day > 1)
-                       for way, commit in zip(WAYS, (replace, merge, append))}
+            seconds = {
+                way: commit_best_of(args.repeat, root / way, commit, staged, day > 1)
+                for way, commit in zip(WAYS, (replace, merge, append))
+            }
             for way in WAYS:
                 totals[way] += seconds[way]
-            print(f"{day:>4} {rows:>8} " + " ".join(f"{seconds[way]:>9.2f}" for way in WAYS) + f" {committing:>13.2f}",
-                  flush=True)
+            print(
+                f"{day:>4} {rows:>8} " + " ".join(f"{seconds[way]:>9.2f}" for way in WAYS) + f" {committing:>13.2f}",
+                flush=True,
+            )
         print(f"{'all':>4} {'':>8} " + " ".join(f"{totals[way]:>9.2f}" for way in WAYS))
 
         print(f"\n{'table':<16} {'way':<8} {'files':>6} {'MiB':>7} {'rows':>8} {'polars read+sum s':>18}")
@@ -162,10 +184,13 @@ def main() -> None:
                 print(f"{table.name:<16} {way:<8} {len(files):>6} {mib:>7.2f} {rows:>8} {seconds:>18.3f}")
             replaced, merged = (pl.read_delta(str(root / way / table.name)).sort(list(table.key)) for way in WAYS[:2])
             assert replaced.equals(merged.select(replaced.columns)), f"{table.name}: replace and merge disagree"
-        current, appended = (pl.read_delta(str(root / way / "job_window"))["productive_chip_s"].sum()
-                             for way in ("replace", "append"))
-        print(f"\na plain sum of job_window.productive_chip_s over the appended table is "
-              f"{appended / current - 1:+.2%} off the latest figures")
+        current, appended = (
+            pl.read_delta(str(root / way / "job_window"))["productive_chip_s"].sum() for way in ("replace", "append")
+        )
+        print(
+            f"\na plain sum of job_window.productive_chip_s over the appended table is "
+            f"{appended / current - 1:+.2%} off the latest figures"
+        )
 
 
 if __name__ == "__main__":

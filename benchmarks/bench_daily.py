@@ -71,8 +71,21 @@ def main() -> None:
         print(f"simulating {args.days} days, {args.jobs_per_hour:g} jobs an hour ...", flush=True)
         # In a child: a child's peak memory as wait4 reports it starts from its
         # parent's, so this process must stay small for the runs' figures.
-        subprocess.run([sys.executable, __file__, "--prepare-only", str(root), "--days", str(args.days),
-                        "--jobs-per-hour", str(args.jobs_per_hour), "--seed", str(args.seed)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--prepare-only",
+                str(root),
+                "--days",
+                str(args.days),
+                "--jobs-per-hour",
+                str(args.jobs_per_hour),
+                "--seed",
+                str(args.seed),
+            ],
+            check=True,
+        )
         parts = sorted(path for path in (root / "days").iterdir() if path.is_dir())
 
         rows = []
@@ -89,8 +102,10 @@ def main() -> None:
         for name, seconds, rss in rows:
             print(f"{name:<24} {seconds:8.1f} {rss:9.0f}")
         first, last = rows[0][1], rows[args.days - 1][1]
-        print(f"\nday {args.days} / day 1 time: {last / first:.2f}x   "
-              f"sum of daily runs / from scratch: {sum(r[1] for r in rows[:-1]) / rows[-1][1]:.2f}x")
+        print(
+            f"\nday {args.days} / day 1 time: {last / first:.2f}x   "
+            f"sum of daily runs / from scratch: {sum(r[1] for r in rows[:-1]) / rows[-1][1]:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -49,7 +49,13 @@ def lean_per_record(stream: str, data: bytes) -> int:
                 continue
         else:
             code = PROFILE
-            payload = (record["step"], record["duration_s"], record["chips"], record["ideal_flops"], record["flops_source"])
+            payload = (
+                record["step"],
+                record["duration_s"],
+                record["chips"],
+                record["ideal_flops"],
+                record["flops_source"],
+            )
         if code not in order:
             order[code] = same_instant_order(code)
         batches[record["job_id"]].append((time_us, order[code], record["event_id"], code, payload))
@@ -57,18 +63,22 @@ def lean_per_record(stream: str, data: bytes) -> int:
     return kept
 
 
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input", help="a telemetry folder (runtime/ and profiler/ are decoded)")
     args = parser.parse_args()
     accelerators = load_settings(None).accelerators
-    files = [(stream, path.read_bytes()) for stream in ("runtime", "profiler")
-             for path in sorted(Path(args.input, stream).glob("*.avro"))]
+    files = [
+        (stream, path.read_bytes())
+        for stream in ("runtime", "profiler")
+        for path in sorted(Path(args.input, stream).glob("*.avro"))
+    ]
     ways = {
         "reference decode_file": lambda stream, data: decode_file(stream, "", io.BytesIO(data), accelerators).read,
         "lean per-record (fastavro, inlined checks)": lean_per_record,
-        "columnar decode_file_fast (polars)": lambda stream, data: decode_file_fast(stream, "", io.BytesIO(data), accelerators).read,
+        "columnar decode_file_fast (polars)": lambda stream, data: (
+            decode_file_fast(stream, "", io.BytesIO(data), accelerators).read
+        ),
     }
     print(f"{'':<44} {'records':>9} {'seconds':>8} {'records/s':>11}")
     for name, decode in ways.items():

@@ -57,8 +57,11 @@ def main() -> None:
     args = parser.parse_args()
     profile = load_profiles(None)["megatron"]
     lines = [STEP_LINES[n % len(STEP_LINES)] for n in range(args.lines)]
-    regexes = [profile.timestamp, *(r for _, r in profile.precisions),
-               *(r for p in profile.lines.values() for r in (p.regex, p.anchor) if r)]
+    regexes = [
+        profile.timestamp,
+        *(r for _, r in profile.precisions),
+        *(r for p in profile.lines.values() for r in (p.regex, p.anchor) if r),
+    ]
     python_re = [re.compile(r.pattern) for r in regexes]
 
     def by_pattern(compiled):
@@ -77,8 +80,10 @@ def main() -> None:
     iteration = profile.lines["iteration"].regex
     with_re2 = _fastest(1, lambda: iteration.search(hostile))
     with_re = _fastest(1, lambda: re.compile(iteration.pattern).search(hostile))
-    print(f"one hostile {len(hostile) / 1000:,.0f} KB line under the iteration pattern: RE2 {with_re2 * 1e3:.1f} ms, "
-          f"re {with_re * 1e3:,.0f} ms ({with_re / with_re2:,.0f}x; re grows with the square of the length)")
+    print(
+        f"one hostile {len(hostile) / 1000:,.0f} KB line under the iteration pattern: RE2 {with_re2 * 1e3:.1f} ms, "
+        f"re {with_re * 1e3:,.0f} ms ({with_re / with_re2:,.0f}x; re grows with the square of the length)"
+    )
 
 
 if __name__ == "__main__":

@@ -38,21 +38,45 @@ CHIPS = 8
 
 def runtime_events(count: int):
     """`count` runtime events of one job: INIT, then steps, each 1,000th followed by a checkpoint save."""
-    yield {"event_id": "r-init-s", "event_time": START_US, "job_id": JOB, "type": "INIT_START", "step": None,
-           "attempt": None}
-    yield {"event_id": "r-init-e", "event_time": START_US + 1_000_000, "job_id": JOB, "type": "INIT_END", "step": None,
-           "attempt": None}
+    yield {
+        "event_id": "r-init-s",
+        "event_time": START_US,
+        "job_id": JOB,
+        "type": "INIT_START",
+        "step": None,
+        "attempt": None,
+    }
+    yield {
+        "event_id": "r-init-e",
+        "event_time": START_US + 1_000_000,
+        "job_id": JOB,
+        "type": "INIT_END",
+        "step": None,
+        "attempt": None,
+    }
     time_us, step, written = START_US + 1_000_000, 1, 2
     while written < count:
         for kind, at_us in (("STEP_START", time_us), ("STEP_END", time_us + STEP_US)):
-            yield {"event_id": f"r{written}", "event_time": at_us, "job_id": JOB, "type": kind, "step": step,
-                   "attempt": None}
+            yield {
+                "event_id": f"r{written}",
+                "event_time": at_us,
+                "job_id": JOB,
+                "type": kind,
+                "step": step,
+                "attempt": None,
+            }
             written += 1
         time_us += STEP_US
         if step % SAVE_EVERY == 0 and written + 2 <= count:
             for kind, at_us in (("CHECKPOINT_SAVE_START", time_us), ("CHECKPOINT_SAVE_END", time_us + 2_000_000)):
-                yield {"event_id": f"r{written}", "event_time": at_us, "job_id": JOB, "type": kind, "step": step,
-                       "attempt": None}
+                yield {
+                    "event_id": f"r{written}",
+                    "event_time": at_us,
+                    "job_id": JOB,
+                    "type": kind,
+                    "step": step,
+                    "attempt": None,
+                }
                 written += 1
             time_us += 2_000_000
         step += 1
@@ -67,17 +91,48 @@ def end_of(count: int) -> int:
 def write_input(folder: Path, count: int) -> None:
     end_us = end_of(count)
     write_events(folder / "runtime" / "part-00000.avro", "runtime", runtime_events(count))
-    write_events(folder / "scheduler" / "part-00000.avro", "scheduler", [
-        {"event_id": f"s{n}", "event_time": time_us, "job_id": JOB, "type": kind, "cluster": "c",
-         "accelerator": "tpu-v5e", "chips": chips, "workload": "TRAINING" if kind == "SUBMIT" else None,
-         "framework": None, "team": None, "topology": None, "priority": None}
-        for n, (kind, time_us, chips) in enumerate([("SUBMIT", START_US, CHIPS), ("ALLOCATE", START_US, CHIPS),
-                                                    ("FINISH", end_us, 0)])])
-    write_events(folder / "profiler" / "part-00000.avro", "profiler", [
-        {"event_id": f"p{n}", "event_time": time_us, "job_id": JOB, "step": 1 + n * HOUR_US // STEP_US,
-         "duration_s": 0.1, "chips": CHIPS, "ideal_flops": 1e14, "flops_source": "ANALYTIC", "bytes_accessed": None,
-         "precision": None}
-        for n, time_us in enumerate(range(START_US + 2_000_000, end_us, HOUR_US))])
+    write_events(
+        folder / "scheduler" / "part-00000.avro",
+        "scheduler",
+        [
+            {
+                "event_id": f"s{n}",
+                "event_time": time_us,
+                "job_id": JOB,
+                "type": kind,
+                "cluster": "c",
+                "accelerator": "tpu-v5e",
+                "chips": chips,
+                "workload": "TRAINING" if kind == "SUBMIT" else None,
+                "framework": None,
+                "team": None,
+                "topology": None,
+                "priority": None,
+            }
+            for n, (kind, time_us, chips) in enumerate(
+                [("SUBMIT", START_US, CHIPS), ("ALLOCATE", START_US, CHIPS), ("FINISH", end_us, 0)]
+            )
+        ],
+    )
+    write_events(
+        folder / "profiler" / "part-00000.avro",
+        "profiler",
+        [
+            {
+                "event_id": f"p{n}",
+                "event_time": time_us,
+                "job_id": JOB,
+                "step": 1 + n * HOUR_US // STEP_US,
+                "duration_s": 0.1,
+                "chips": CHIPS,
+                "ideal_flops": 1e14,
+                "flops_source": "ANALYTIC",
+                "bytes_accessed": None,
+                "precision": None,
+            }
+            for n, time_us in enumerate(range(START_US + 2_000_000, end_us, HOUR_US))
+        ],
+    )
 
 
 def main() -> int:
@@ -101,11 +156,22 @@ def main() -> int:
             for name, path in checkouts:
                 output = work / f"out-{name}-{millions:g}"
                 env = {**os.environ, "PYTHONPATH": str(path)} if path else None
-                command = [sys.executable, "-m", "fleet_goodput.cli", "run", "-q", "--input", str(folder),
-                           "--output", str(output)]
+                command = [
+                    sys.executable,
+                    "-m",
+                    "fleet_goodput.cli",
+                    "run",
+                    "-q",
+                    "--input",
+                    str(folder),
+                    "--output",
+                    str(output),
+                ]
                 seconds, peak_mib, cpu_s = measure(command, env=env)
-                print(f"{count:>10,} {name:>9} {seconds:>7.1f} {cpu_s:>7.1f} {peak_mib:>9,.0f} {size_mib:>9.1f}",
-                      flush=True)
+                print(
+                    f"{count:>10,} {name:>9} {seconds:>7.1f} {cpu_s:>7.1f} {peak_mib:>9,.0f} {size_mib:>9.1f}",
+                    flush=True,
+                )
                 shutil.rmtree(output, ignore_errors=True)
     except subprocess.CalledProcessError as error:
         print(error, file=sys.stderr)

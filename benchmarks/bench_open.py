@@ -51,8 +51,10 @@ def main() -> None:
     for defer, label in ((False, "bound as created (baseline)"), (True, "deferred to first read")):
         opened = statistics.median(t[0] for t in times[defer])
         query = statistics.median(t[1] for t in times[defer])
-        print(f"{label:<28} open {opened * 1000:6.1f} ms   first query {query * 1000:6.1f} ms   "
-              f"both {(opened + query) * 1000:6.1f} ms")
+        print(
+            f"{label:<28} open {opened * 1000:6.1f} ms   first query {query * 1000:6.1f} ms   "
+            f"both {(opened + query) * 1000:6.1f} ms"
+        )
     ratio = statistics.median(t[0] for t in times[True]) / statistics.median(t[0] for t in times[False])
     print(f"open, deferred / bound: {ratio:.2f}")
 

@@ -73,8 +73,10 @@ def main() -> None:
     print(f"  {'bare loop':<24} {baseline:7.3f} µs/step")
     for name, loop in (("with recorder.step(n)", with_step), ("step + profiler sample", with_step_and_profile)):
         in_thread, all_in = fastest_us_per_step(loop, args.steps, args.repeats)
-        print(f"  {name:<24} {in_thread:7.3f} µs/step   recorder: {in_thread - baseline:6.3f} in the step's thread, "
-              f"{all_in - bare_all_in:6.3f} all-in")
+        print(
+            f"  {name:<24} {in_thread:7.3f} µs/step   recorder: {in_thread - baseline:6.3f} in the step's thread, "
+            f"{all_in - bare_all_in:6.3f} all-in"
+        )
 
 
 if __name__ == "__main__":

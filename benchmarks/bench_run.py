@@ -85,11 +85,13 @@ def beam_floor(input_dir: str, flags: list[str]) -> None:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     with beam.Pipeline(options=PipelineOptions(flags)) as pipeline:
-        (pipeline
-         | beam.Create([str(path) for path in telemetry_files(input_dir)])
-         | beam.Map(job_times)
-         | beam.combiners.ToList()
-         | beam.Map(lambda tables: sum_per_job(_concat(tables))))
+        (
+            pipeline
+            | beam.Create([str(path) for path in telemetry_files(input_dir)])
+            | beam.Map(job_times)
+            | beam.combiners.ToList()
+            | beam.Map(lambda tables: sum_per_job(_concat(tables)))
+        )
 
 
 def beam_floor_flags() -> list[str]:
@@ -109,9 +111,23 @@ def job_times(path) -> "pa.Table":
 
     path = Path(path)
     # polars cannot read the scheduler's nullable enum (`workload`): read the rest.
-    columns = None if path.parent.name != "scheduler" else [
-        "event_id", "event_time", "job_id", "type", "cluster", "accelerator", "chips",
-        "framework", "team", "topology", "priority"]
+    columns = (
+        None
+        if path.parent.name != "scheduler"
+        else [
+            "event_id",
+            "event_time",
+            "job_id",
+            "type",
+            "cluster",
+            "accelerator",
+            "chips",
+            "framework",
+            "team",
+            "topology",
+            "priority",
+        ]
+    )
     return pl.read_avro(path, columns=columns).select("job_id", "event_time").to_arrow()
 
 
@@ -125,13 +141,17 @@ def sum_per_job(events) -> int:
     """Events and span per job in DuckDB; returns the events summed."""
     import duckdb
 
-    duckdb.sql("select job_id, count(*) as events, max(event_time) - min(event_time) as span "
-               "from events group by job_id").fetchall()
+    duckdb.sql(
+        "select job_id, count(*) as events, max(event_time) - min(event_time) as span from events group by job_id"
+    ).fetchall()
     return len(events)
 
 
-FLOORS = {"--fastavro-floor-only": fastavro_floor, "--columnar-floor-only": columnar_floor,
-          "--beam-floor-only": beam_floor}
+FLOORS = {
+    "--fastavro-floor-only": fastavro_floor,
+    "--columnar-floor-only": columnar_floor,
+    "--beam-floor-only": beam_floor,
+}
 
 
 def measure(command: list[str], cwd: str | None = None, env: dict | None = None) -> tuple[float, float, float]:
@@ -220,8 +240,22 @@ def simulate(folder: Path, hours: float, seed: int) -> Path:
     """`mpg simulate` into `folder` (in a child, so that this process stays small), unless it is there."""
     if not (folder / "scheduler").is_dir():
         print(f"simulating {hours:g} h (seed {seed}) into {folder} ...", flush=True)
-        subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "simulate", "--out", str(folder),
-                        "--seed", str(seed), "--hours", str(hours), "-q"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fleet_goodput.cli",
+                "simulate",
+                "--out",
+                str(folder),
+                "--seed",
+                str(seed),
+                "--hours",
+                str(hours),
+                "-q",
+            ],
+            check=True,
+        )
     return folder
 
 
@@ -237,15 +271,21 @@ def prepare_hourly(work: Path, telemetry: Path, hours: float, mpg: str) -> tuple
     if store.is_dir():
         return hourly / "input", store, last_hour
     shutil.rmtree(hourly, ignore_errors=True)
-    code = ("import sys; from fleet_goodput.simulator.run import START_US; "
-            "from fleet_goodput.telemetry.avro_io import split_by_time; "
-            "split_by_time(sys.argv[1], [START_US + int(sys.argv[2])], sys.argv[3])")
-    subprocess.run([sys.executable, "-c", code, str(telemetry), str(int((hours - 1) * HOUR_US)), str(hourly / "cut")],
-                   check=True)
+    code = (
+        "import sys; from fleet_goodput.simulator.run import START_US; "
+        "from fleet_goodput.telemetry.avro_io import split_by_time; "
+        "split_by_time(sys.argv[1], [START_US + int(sys.argv[2])], sys.argv[3])"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(telemetry), str(int((hours - 1) * HOUR_US)), str(hourly / "cut")], check=True
+    )
     (hourly / "cut" / "part-00").rename(hourly / "input")
     (hourly / "cut" / "part-01").rename(last_hour)
-    subprocess.run([mpg, "run", "--input", str(hourly / "input"), "--output", str(store), "-q"], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [mpg, "run", "--input", str(hourly / "input"), "--output", str(store), "-q"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     for path in sorted(last_hour.glob("*/*.avro")):  # the new hour lands beside the history
         shutil.copy2(path, hourly / "input" / path.parent.name / f"last-hour-{path.name}")
     return hourly / "input", store, last_hour
@@ -269,11 +309,19 @@ def uptime() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hours", type=float, nargs=2, default=[22.0, 44.0], metavar=("SMALL", "LARGE"),
-                        help="simulated hours of the two inputs (default 22 and 44: about 0.6M and 1.2M events)")
+    parser.add_argument(
+        "--hours",
+        type=float,
+        nargs=2,
+        default=[22.0, 44.0],
+        metavar=("SMALL", "LARGE"),
+        help="simulated hours of the two inputs (default 22 and 44: about 0.6M and 1.2M events)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=2, help="rounds of every measurement, alternated (default 2)")
-    parser.add_argument("--dir", help="work folder to keep, with the inputs for the next command (default: a temporary one)")
+    parser.add_argument(
+        "--dir", help="work folder to keep, with the inputs for the next command (default: a temporary one)"
+    )
     parser.add_argument("--baseline", metavar="SRC", help="a checkout of other code whose `mpg run` runs too")
     parser.add_argument("--fastavro", action="store_true", help="also the fastavro floor (slow: 5 µs an event)")
     for flag in FLOORS:
@@ -297,14 +345,18 @@ def main() -> int:
     flags = beam_floor_flags()
     runner = flags[0].removeprefix("--runner=")
     beam_name = f"Beam floor (the same on {runner})"
-    tools = {"columnar floor (polars + DuckDB; no runner)": [*this, "--columnar-floor-only"],
-             beam_name: [*this, *flags, "--beam-floor-only"]}
+    tools = {
+        "columnar floor (polars + DuckDB; no runner)": [*this, "--columnar-floor-only"],
+        beam_name: [*this, *flags, "--beam-floor-only"],
+    }
     if args.fastavro:
         tools["fastavro floor (fastavro + DuckDB; no runner)"] = [*this, "--fastavro-floor-only"]
     runs = {f"mpg run ({runner}, its default)": (None, None)}  # name: (cwd, env)
     if args.baseline:
         runs[f"baseline mpg run ({args.baseline})"] = (
-            args.baseline, {**os.environ, "PYTHONPATH": str(baseline_path(Path(args.baseline).resolve(), work))})
+            args.baseline,
+            {**os.environ, "PYTHONPATH": str(baseline_path(Path(args.baseline).resolve(), work))},
+        )
 
     print(f"{uptime()}; {os.cpu_count()} cores", flush=True)
     sized: dict[tuple[str, float], list] = {}
@@ -328,14 +380,29 @@ def main() -> int:
             command = [mpg, "run", "--input", str(hourly_input), "--output", str(store_after), "-q"]
             hourly.setdefault(name, []).append(measure(command, *where))
         for name, command in {
-                "mpg --help": [mpg, "--help"],
-                "mpg runs": [mpg, "runs", "--output", str(store_after)],
-                "mpg sql": [mpg, "sql", "--output", str(store_after),
-                            "select day, cluster, mpg from fleet_daily order by all"]}.items():
+            "mpg --help": [mpg, "--help"],
+            "mpg runs": [mpg, "runs", "--output", str(store_after)],
+            "mpg sql": [
+                mpg,
+                "sql",
+                "--output",
+                str(store_after),
+                "select day, cluster, mpg from fleet_daily order by all",
+            ],
+        }.items():
             small.setdefault(name, []).append(measure(command))
     print(f"done ({uptime()})\n")
-    report(args.hours, events, sized, hourly, small, hour_events, len(telemetry_files(str(last_hour))),
-           [*tools, *runs], beam_name)
+    report(
+        args.hours,
+        events,
+        sized,
+        hourly,
+        small,
+        hour_events,
+        len(telemetry_files(str(last_hour))),
+        [*tools, *runs],
+        beam_name,
+    )
     return 0
 
 
@@ -343,17 +410,23 @@ def report(sizes, events, sized, hourly, small, hour_events, hour_files, names, 
     """Print the three tables: fixed and marginal cost, the hourly run, the small commands."""
     columnar_name = names[0]
     small_h, large_h = sizes
-    print(f"1. Fixed and marginal cost: {events[small_h]:,} and {events[large_h]:,} events "
-          f"({small_h:g} h and {large_h:g} h); least CPU s of the rounds")
-    print(f"{'':<48} {'CPU s small':>11} {'CPU s large':>11} {'peak MiB':>9} {'fixed CPU s':>11} "
-          f"{'µs/event':>9} {'÷ columnar':>10}")
+    print(
+        f"1. Fixed and marginal cost: {events[small_h]:,} and {events[large_h]:,} events "
+        f"({small_h:g} h and {large_h:g} h); least CPU s of the rounds"
+    )
+    print(
+        f"{'':<48} {'CPU s small':>11} {'CPU s large':>11} {'peak MiB':>9} {'fixed CPU s':>11} "
+        f"{'µs/event':>9} {'÷ columnar':>10}"
+    )
     slopes = {}
     for name in names:
         at = {hours: least(sized[(name, hours)]) for hours in sizes}
         fixed, slope = fixed_and_marginal((events[small_h], at[small_h][2]), (events[large_h], at[large_h][2]))
         slopes[name] = slope
-        print(f"{name:<48} {at[small_h][2]:>11.2f} {at[large_h][2]:>11.2f} {at[large_h][1]:>9,.0f} {fixed:>11.2f} "
-              f"{slope:>9.2f} {slope / slopes[columnar_name]:>10.1f}")
+        print(
+            f"{name:<48} {at[small_h][2]:>11.2f} {at[large_h][2]:>11.2f} {at[large_h][1]:>9,.0f} {fixed:>11.2f} "
+            f"{slope:>9.2f} {slope / slopes[columnar_name]:>10.1f}"
+        )
     print(f"\n2. A continuing run over one new hour ({hour_events:,} events in {hour_files} files); least CPU s")
     print(f"{'':<48} {'seconds':>8} {'CPU s':>7} {'peak MiB':>9} {'÷ Beam floor (CPU)':>19}")
     beam = least(hourly[beam_name])[2]

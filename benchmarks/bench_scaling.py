@@ -66,8 +66,23 @@ def simulated(inputs: Path, millions: float, seed: int) -> tuple[Path, int]:
     if not any(fleet.glob("*/*.avro")):
         # Simulated in a child of its own: a child's peak memory as wait4 reports
         # it starts from its parent's, so this process must stay small.
-        subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "simulate", "--out", str(fleet),
-                        "--seed", str(seed), "--hours", str(hours), "--steady", "-q"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fleet_goodput.cli",
+                "simulate",
+                "--out",
+                str(fleet),
+                "--seed",
+                str(seed),
+                "--hours",
+                str(hours),
+                "--steady",
+                "-q",
+            ],
+            check=True,
+        )
     return fleet, hours
 
 
@@ -83,18 +98,30 @@ def main() -> None:
     parser.add_argument("--workers", type=int, help="Beam's worker processes for `mpg run` (default: Beam's, one)")
     parser.add_argument("--inputs", help="a folder to keep the simulated inputs in, and reuse (default: temporary)")
     parser.add_argument("--baseline", metavar="SRC", help="a checkout of other code whose `mpg run` runs too")
-    parser.add_argument("--runs", nargs="+", choices=("chunked", "plain"), default=["chunked"],
-                        help="with --chunk_hours (chunked), without (plain), or both")
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        choices=("chunked", "plain"),
+        default=["chunked"],
+        help="with --chunk_hours (chunked), without (plain), or both",
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         inputs = Path(args.inputs or scratch)
         codes = [("this", None)]
         if args.baseline:
-            codes.insert(0, ("baseline", {**os.environ, "PYTHONPATH": str(
-                baseline_path(Path(args.baseline).resolve(), Path(scratch)))}))
-        variants = {"chunked": (f"--chunk_hours={args.chunk_hours}", [f"--chunk_hours={args.chunk_hours}"]),
-                    "plain": ("no --chunk_hours", [])}
+            codes.insert(
+                0,
+                (
+                    "baseline",
+                    {**os.environ, "PYTHONPATH": str(baseline_path(Path(args.baseline).resolve(), Path(scratch)))},
+                ),
+            )
+        variants = {
+            "chunked": (f"--chunk_hours={args.chunk_hours}", [f"--chunk_hours={args.chunk_hours}"]),
+            "plain": ("no --chunk_hours", []),
+        }
         variants = [variants[run] for run in args.runs]
         for millions in args.millions:
             fleet, hours = simulated(inputs, millions, args.seed)
@@ -104,23 +131,41 @@ def main() -> None:
                     output = Path(scratch, "out")
                     # The console script, not `-m` from the baseline's folder, where sys.path would
                     # mix its package with this checkout's (bench_run.baseline_path).
-                    command = [str(Path(sys.executable).with_name("mpg")), "run", "--input", str(fleet),
-                               "--output", str(output), *flags, "-q"]
+                    command = [
+                        str(Path(sys.executable).with_name("mpg")),
+                        "run",
+                        "--input",
+                        str(fleet),
+                        "--output",
+                        str(output),
+                        *flags,
+                        "-q",
+                    ]
                     before = load()
-                    seconds, rss, cpu = measure(command + ([f"--workers={args.workers}"] if args.workers else []),
-                                                cwd=args.baseline if env else None, env=env)
+                    seconds, rss, cpu = measure(
+                        command + ([f"--workers={args.workers}"] if args.workers else []),
+                        cwd=args.baseline if env else None,
+                        env=env,
+                    )
                     shutil.rmtree(output)
                     rows.append((code, variant, events, hours, seconds, cpu, rss))
-                    print(f"  {code} {variant}: {events:>11,} events ({hours} h, {events / hours:,.0f} an hour): "
-                          f"{seconds:7.1f} s  {cpu:7.1f} s CPU  {cpu * 1e6 / events:5.1f} µs/event (CPU)  "
-                          f"{rss:7.0f} MiB peak  (load {before} before, {load()} after)", flush=True)
-    print(f"\n{'code':<9} {'run':<18} {'events':>12} {'hours':>6} {'events/h':>9} {'wall s':>8} {'CPU s':>8} "
-          f"{'µs/event':>9} {'x CPU':>6} {'x events':>9} {'peak MiB':>9}")
+                    print(
+                        f"  {code} {variant}: {events:>11,} events ({hours} h, {events / hours:,.0f} an hour): "
+                        f"{seconds:7.1f} s  {cpu:7.1f} s CPU  {cpu * 1e6 / events:5.1f} µs/event (CPU)  "
+                        f"{rss:7.0f} MiB peak  (load {before} before, {load()} after)",
+                        flush=True,
+                    )
+    print(
+        f"\n{'code':<9} {'run':<18} {'events':>12} {'hours':>6} {'events/h':>9} {'wall s':>8} {'CPU s':>8} "
+        f"{'µs/event':>9} {'x CPU':>6} {'x events':>9} {'peak MiB':>9}"
+    )
     first = {}
     for code, variant, events, hours, seconds, cpu, rss in rows:
         base_events, base_cpu = first.setdefault((code, variant), (events, cpu))
-        print(f"{code:<9} {variant:<18} {events:>12,} {hours:>6} {events / hours:>9,.0f} {seconds:8.1f} {cpu:8.1f} "
-              f"{cpu * 1e6 / events:9.1f} {cpu / base_cpu:6.2f} {events / base_events:9.2f} {rss:9.0f}")
+        print(
+            f"{code:<9} {variant:<18} {events:>12,} {hours:>6} {events / hours:>9,.0f} {seconds:8.1f} {cpu:8.1f} "
+            f"{cpu * 1e6 / events:9.1f} {cpu / base_cpu:6.2f} {events / base_events:9.2f} {rss:9.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -27,16 +27,20 @@ import tempfile
 import time
 from pathlib import Path
 
-HEADER = ("JobID|JobIDRaw|Cluster|Partition|Account|QOS|Priority|State|ExitCode|Reason|Submit|Eligible|Start|End|"
-          "Timelimit|ReqTRES|AllocTRES|NodeList|SubmitLine\n")
+HEADER = (
+    "JobID|JobIDRaw|Cluster|Partition|Account|QOS|Priority|State|ExitCode|Reason|Submit|Eligible|Start|End|"
+    "Timelimit|ReqTRES|AllocTRES|NodeList|SubmitLine\n"
+)
 GPU = "billing=1,cpu=1,gres/gpu:h100=2,gres/gpu=2,node=1"
 CPU = "billing=1,cpu=4,mem=1G,node=1"
 
 
 def _row(number: int, tres: str) -> str:
-    return (f"{number}|{number}|bench|batch|llm|normal|7|COMPLETED|0:0|None|2026-03-01T10:00:00|"
-            f"2026-03-01T10:00:00|2026-03-01T10:00:05|2026-03-01T11:00:00|UNLIMITED|{tres}|{tres}|n1|"
-            f"sbatch --wrap '{'x' * 200}'\n")
+    return (
+        f"{number}|{number}|bench|batch|llm|normal|7|COMPLETED|0:0|None|2026-03-01T10:00:00|"
+        f"2026-03-01T10:00:00|2026-03-01T10:00:05|2026-03-01T11:00:00|UNLIMITED|{tres}|{tres}|n1|"
+        f"sbatch --wrap '{'x' * 200}'\n"
+    )
 
 
 def generate(path: Path, kind: str, size: int) -> int:
@@ -46,8 +50,11 @@ def generate(path: Path, kind: str, size: int) -> int:
         handle.write(HEADER)
         written = len(HEADER)
         while written < size:
-            block = ("y" * 1000 + "\n") * 1000 if kind == "one-row" else "".join(
-                _row(rows + n, GPU if kind == "jobs" else CPU) for n in range(1000))
+            block = (
+                ("y" * 1000 + "\n") * 1000
+                if kind == "one-row"
+                else "".join(_row(rows + n, GPU if kind == "jobs" else CPU) for n in range(1000))
+            )
             handle.write(block)
             written += len(block)
             rows += 1 if kind == "one-row" and rows == 0 else 0 if kind == "one-row" else 1000
@@ -80,11 +87,14 @@ def main() -> None:
             started = time.perf_counter()
             rows = generate(path, kind, args.mib << 20)
             made = time.perf_counter() - started
-            done = subprocess.run([sys.executable, "-c", MEASURE, str(path)], capture_output=True, text=True,
-                                  check=True)
+            done = subprocess.run(
+                [sys.executable, "-c", MEASURE, str(path)], capture_output=True, text=True, check=True
+            )
             peak_mib, seconds, rejected, events = done.stdout.split()
-            print(f"{kind:>9}: {path.stat().st_size >> 20:,} MiB, {rows:,} rows (made in {made:.0f} s): peak "
-                  f"{int(peak_mib):,} MiB, {seconds} s, {int(rejected):,} rejected, {int(events):,} events")
+            print(
+                f"{kind:>9}: {path.stat().st_size >> 20:,} MiB, {rows:,} rows (made in {made:.0f} s): peak "
+                f"{int(peak_mib):,} MiB, {seconds} s, {int(rejected):,} rejected, {int(events):,} events"
+            )
             path.unlink()
 
 

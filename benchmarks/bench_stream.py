@@ -144,7 +144,7 @@ def cut_sources(fleet: Path, root: Path, warmup_us: int, ends_us: list[int]) -> 
     sources = {}
     for k, end in enumerate(edges, start=1):
         source = root / f"source-{k:02d}"
-        for part in parts[1:k + 1]:
+        for part in parts[1 : k + 1]:
             for path in telemetry_files(part):
                 target = source / path.parent.name / f"{part.name}-{path.name}"
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -176,17 +176,27 @@ def landings(live: Path, source: Path, slice_s: int) -> list[Landing]:
     for n, start in enumerate(sorted(slices)):
         files = [live / stream / f"replay-{n:06d}.avro" for stream in slices[start]]
         newest = max(record["event_time"] for records in slices[start].values() for record in records)
-        found.append(Landing(max(path.stat().st_mtime_ns for path in files) / 1e9, newest,
-                             sum(len(records) for records in slices[start].values())))
+        found.append(
+            Landing(
+                max(path.stat().st_mtime_ns for path in files) / 1e9,
+                newest,
+                sum(len(records) for records in slices[start].values()),
+            )
+        )
     return found
 
 
 def commits(output: Path, log: Path) -> list[Commit]:
     lines = {int(run): (float(s), float(cpu) if cpu else None) for run, s, cpu in RUN_LINE.findall(log.read_text())}
-    return [Commit(run.committed_at_us / 1e6, run.as_of_us,
-                   sum(counts["read"] for counts in run.manifest["this_run"].values()),
-                   *lines.get(run.run_id, (None, None)))
-            for run in stream_runs(output)]
+    return [
+        Commit(
+            run.committed_at_us / 1e6,
+            run.as_of_us,
+            sum(counts["read"] for counts in run.manifest["this_run"].values()),
+            *lines.get(run.run_id, (None, None)),
+        )
+        for run in stream_runs(output)
+    ]
 
 
 def lag_steps(arrived: list[Landing], done: list[Commit], as_of_us: int) -> list[tuple[float, int]]:
@@ -206,12 +216,14 @@ def lag_steps(arrived: list[Landing], done: list[Commit], as_of_us: int) -> list
 def slice_waits(arrived: list[Landing], done: list[Commit]) -> list[float]:
     """Wall seconds from each slice's landing to the first commit whose as-of reaches it
     (slices no commit reached, when the stream was stopped before catching up, are left out)."""
-    return [next(c.wall_s for c in done if c.as_of_us >= a.newest_us) - a.wall_s
-            for a in arrived if a.newest_us <= done[-1].as_of_us]
+    return [
+        next(c.wall_s for c in done if c.as_of_us >= a.newest_us) - a.wall_s
+        for a in arrived
+        if a.newest_us <= done[-1].as_of_us
+    ]
 
 
-def run_speed(side: Side, speed: float, source: Path, warm: Path, root: Path, slice_s: int,
-              catch_up_s: float) -> dict:
+def run_speed(side: Side, speed: float, source: Path, warm: Path, root: Path, slice_s: int, catch_up_s: float) -> dict:
     """Stream one speed's replay with `side`'s `mpg stream`; returns what only the running processes
     tell: peak RSS, load, caught up."""
     name = f"{side.name}-{speed:g}x"
@@ -219,12 +231,29 @@ def run_speed(side: Side, speed: float, source: Path, warm: Path, root: Path, sl
     shutil.copytree(warm, output)
     out_log, err_log = root / f"stream-{name}.out", root / f"stream-{name}.err"
     with open(out_log, "w") as out, open(err_log, "w") as err:
-        stream = subprocess.Popen(cli("stream", "--input", str(live), "--output", str(output), python=side.python),
-                                  stdout=out, stderr=err, cwd=side.cwd)
+        stream = subprocess.Popen(
+            cli("stream", "--input", str(live), "--output", str(output), python=side.python),
+            stdout=out,
+            stderr=err,
+            cwd=side.cwd,
+        )
         wait_for_line(err_log, "Watching", stream)  # a progress line: on stderr
         load_before = os.getloadavg()[0]
-        subprocess.run(cli("replay", "--from", str(source), "--to", str(live), "--speed", f"{speed:g}",
-                           "--slice-s", str(slice_s), "-q"), check=True)
+        subprocess.run(
+            cli(
+                "replay",
+                "--from",
+                str(source),
+                "--to",
+                str(live),
+                "--speed",
+                f"{speed:g}",
+                "--slice-s",
+                str(slice_s),
+                "-q",
+            ),
+            check=True,
+        )
         files = len(telemetry_files(live))
         deadline = time.monotonic() + catch_up_s
         while sum(run.files_applied for run in stream_runs(output)) < files and time.monotonic() < deadline:
@@ -237,12 +266,17 @@ def run_speed(side: Side, speed: float, source: Path, warm: Path, root: Path, sl
         _, status, usage = os.wait4(stream.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"mpg stream failed: {err_log.read_text()}")
-    return {"peak_mib": usage.ru_maxrss / 1024, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "load": f"{load_before:.1f}-{load_after:.1f}", "caught_up": caught_up}
+    return {
+        "peak_mib": usage.ru_maxrss / 1024,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "load": f"{load_before:.1f}-{load_after:.1f}",
+        "caught_up": caught_up,
+    }
 
 
-def analyse(side: str, speed: float, root: Path, source: Path, slice_s: int,
-            process: dict) -> tuple[Result, list[Commit]]:
+def analyse(
+    side: str, speed: float, root: Path, source: Path, slice_s: int, process: dict
+) -> tuple[Result, list[Commit]]:
     """The figures of one side's speed, from the landed files, the runs table and the stream's log."""
     name = f"{side}-{speed:g}x"
     output = root / f"out-{name}"
@@ -255,15 +289,26 @@ def analyse(side: str, speed: float, root: Path, source: Path, slice_s: int,
     # offered until the last slice landed, committed until the last run committed.
     after_first = events - arrived[0].events
     run_seconds = [c.seconds for c in done if c.seconds is not None]
-    return Result(side=side, speed=speed, replayed=sum(a.events for a in arrived), events=events,
-                  offered=sum(a.events for a in arrived[1:]) / (arrived[-1].wall_s - arrived[0].wall_s),
-                  committed=after_first / (done[-1].wall_s - arrived[0].wall_s), runs=len(done),
-                  run_median_s=statistics.median(run_seconds), busy=sum(run_seconds) / span_s,
-                  lag_max_s=max(lag for _, lag in steps) / 1e6, lag_mean_s=mean_us / 1e6,
-                  wall_max_s=max(slice_waits(arrived, done)), **process), done
+    return Result(
+        side=side,
+        speed=speed,
+        replayed=sum(a.events for a in arrived),
+        events=events,
+        offered=sum(a.events for a in arrived[1:]) / (arrived[-1].wall_s - arrived[0].wall_s),
+        committed=after_first / (done[-1].wall_s - arrived[0].wall_s),
+        runs=len(done),
+        run_median_s=statistics.median(run_seconds),
+        busy=sum(run_seconds) / span_s,
+        lag_max_s=max(lag for _, lag in steps) / 1e6,
+        lag_mean_s=mean_us / 1e6,
+        wall_max_s=max(slice_waits(arrived, done)),
+        **process,
+    ), done
 
 
-def prepare(root: Path, seed: int, hours: float, warmup_us: int, ends_us: list[int]) -> tuple[dict[int, Path], int, int]:
+def prepare(
+    root: Path, seed: int, hours: float, warmup_us: int, ends_us: list[int]
+) -> tuple[dict[int, Path], int, int]:
     """Simulate the fleet, cut it, and run the warm-up; returns the sources by end time, the warm-up's events
     and the window length."""
     print(f"  {simulate(root / 'fleet', seed=seed, hours=hours)}", flush=True)
@@ -279,8 +324,9 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     return fixed, 1 / slope if slope > 0 else float("inf")
 
 
-def print_idle_host_model(cpu_points: list[tuple[int, float]], rate_1x: float, slice_s: int, window_s: int,
-                          speeds: list[float]) -> None:
+def print_idle_host_model(
+    cpu_points: list[tuple[int, float]], rate_1x: float, slice_s: int, window_s: int, speeds: list[float]
+) -> None:
     """What the stream would do with a core to itself, from its runs' CPU seconds: a run that reads
     what piled up during the last one takes d = fixed / (1 - offered / rate), and a slice landing
     just after a run started waits for it and the next, so the lag peaks near 2 d x speed + a slice."""
@@ -293,11 +339,15 @@ def print_idle_host_model(cpu_points: list[tuple[int, float]], rate_1x: float, s
 
     for speed in speeds:
         if lag_s(speed) == float("inf"):
-            print(f"  {speed:g}x on an idle core: offered {speed * rate_1x:,.0f} events/s is beyond the throughput; "
-                  "no bound")
+            print(
+                f"  {speed:g}x on an idle core: offered {speed * rate_1x:,.0f} events/s is beyond the throughput; "
+                "no bound"
+            )
             continue
-        print(f"  {speed:g}x on an idle core: runs of {(lag_s(speed) - slice_s) / 2 / speed:.2f} s, lag max about "
-              f"{lag_s(speed):,.0f} s ({lag_s(speed) / window_s:.2f} windows)")
+        print(
+            f"  {speed:g}x on an idle core: runs of {(lag_s(speed) - slice_s) / 2 / speed:.2f} s, lag max about "
+            f"{lag_s(speed):,.0f} s ({lag_s(speed) / window_s:.2f} windows)"
+        )
     low, high = 1.0, rate / rate_1x  # the lag grows with the speed: bisect for where it reaches two windows
     for _ in range(60):
         low, high = (low, (low + high) / 2) if lag_s((low + high) / 2) > 2 * window_s else ((low + high) / 2, high)
@@ -306,17 +356,29 @@ def print_idle_host_model(cpu_points: list[tuple[int, float]], rate_1x: float, s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--speeds", type=float, nargs="+", default=[1, 10, 30, 100, 300, 500, 1000],
-                        help="replay speeds, in multiples of real time (default 1 10 30 100 300 500 1000)")
+    parser.add_argument(
+        "--speeds",
+        type=float,
+        nargs="+",
+        default=[1, 10, 30, 100, 300, 500, 1000],
+        help="replay speeds, in multiples of real time (default 1 10 30 100 300 500 1000)",
+    )
     parser.add_argument("--seconds", type=float, default=120.0, help="wall seconds of replay per speed (default 120)")
-    parser.add_argument("--slice-s", type=int, default=60,
-                        help="event seconds per replayed file, as a fleet's loggers flushing once a minute (default 60)")
+    parser.add_argument(
+        "--slice-s",
+        type=int,
+        default=60,
+        help="event seconds per replayed file, as a fleet's loggers flushing once a minute (default 60)",
+    )
     parser.add_argument("--warmup-hours", type=float, default=6.0)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--workdir", help="keep the files here (default: a temporary folder)")
-    parser.add_argument("--baseline", metavar="DIR",
-                        help="also measure the checkout in DIR, with its own .venv (e.g. main: git -C MAIN archive "
-                             "HEAD | tar -x -C DIR, then its venv), each speed streamed by it and then by this one")
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also measure the checkout in DIR, with its own .venv (e.g. main: git -C MAIN archive "
+        "HEAD | tar -x -C DIR, then its venv), each speed streamed by it and then by this one",
+    )
     args = parser.parse_args()
 
     # A child's ru_maxrss starts from its parent's high-water mark (Linux carries it across
@@ -331,37 +393,51 @@ def main() -> None:
         hours = args.warmup_hours + max(spans_us.values()) / HOUR_US + 0.5
         print(f"simulating {hours:.1f} h of a fleet at the default density ...", flush=True)
         sources, warm_events, window_s = helper.submit(
-            prepare, root, args.seed, hours, warmup_us, [warmup_us + span for span in spans_us.values()]).result()
+            prepare, root, args.seed, hours, warmup_us, [warmup_us + span for span in spans_us.values()]
+        ).result()
         print(f"  warm-up: `mpg run` over the first {args.warmup_hours:g} h, {warm_events:,} events", flush=True)
 
         this = Side("this", sys.executable)
-        sides = [Side("baseline", str(Path(args.baseline, ".venv", "bin", "python")), args.baseline), this] \
-            if args.baseline else [this]
+        sides = (
+            [Side("baseline", str(Path(args.baseline, ".venv", "bin", "python")), args.baseline), this]
+            if args.baseline
+            else [this]
+        )
         results = []
         for speed in args.speeds:
             source = sources[warmup_us + spans_us[speed]]
             for side in sides:
-                print(f"replaying {spans_us[speed] / HOUR_US:.2f} h at {speed:g}x into {side.name}'s stream ...",
-                      flush=True)
-                process = run_speed(side, speed, source, root / "warm", root, args.slice_s,
-                                    catch_up_s=max(120.0, 2 * args.seconds))
+                print(
+                    f"replaying {spans_us[speed] / HOUR_US:.2f} h at {speed:g}x into {side.name}'s stream ...",
+                    flush=True,
+                )
+                process = run_speed(
+                    side, speed, source, root / "warm", root, args.slice_s, catch_up_s=max(120.0, 2 * args.seconds)
+                )
                 result, done = helper.submit(analyse, side.name, speed, root, source, args.slice_s, process).result()
                 results.append((result, done))
-                print(f"  {result.events:,} events in {result.runs} runs; lag max {result.lag_max_s:,.0f} s "
-                      f"({result.lag_max_s / window_s:.2f} windows)", flush=True)
+                print(
+                    f"  {result.events:,} events in {result.runs} runs; lag max {result.lag_max_s:,.0f} s "
+                    f"({result.lag_max_s / window_s:.2f} windows)",
+                    flush=True,
+                )
 
         rate_1x = sum(r.replayed for r, _ in results if r.side == this.name) / (sum(spans_us.values()) / 1e6)
         print(f"\n1x = the fleet's own rate, about {rate_1x:.1f} events/s; window {window_s} s\n")
-        header = (f"{'side':>8} {'speed':>6} {'offered ev/s':>12} {'committed ev/s':>14} {'runs':>5} {'s/run':>6} "
-                  f"{'busy':>5} {'lag max s':>10} {'windows':>8} {'lag mean s':>10} {'windows':>8} {'wall max s':>10} "
-                  f"{'peak MiB':>9} {'CPU s':>6} {'within 2':>8} {'load':>9}")
+        header = (
+            f"{'side':>8} {'speed':>6} {'offered ev/s':>12} {'committed ev/s':>14} {'runs':>5} {'s/run':>6} "
+            f"{'busy':>5} {'lag max s':>10} {'windows':>8} {'lag mean s':>10} {'windows':>8} {'wall max s':>10} "
+            f"{'peak MiB':>9} {'CPU s':>6} {'within 2':>8} {'load':>9}"
+        )
         print(header)
         for r, _ in results:
             within = ("yes" if r.lag_max_s <= 2 * window_s else "NO") + ("" if r.caught_up else "*")
-            print(f"{r.side:>8} {r.speed:>5g}x {r.offered:12,.0f} {r.committed:14,.0f} {r.runs:5d} "
-                  f"{r.run_median_s:6.1f} {r.busy:5.0%} {r.lag_max_s:10,.0f} {r.lag_max_s / window_s:8.2f} "
-                  f"{r.lag_mean_s:10,.0f} {r.lag_mean_s / window_s:8.2f} {r.wall_max_s:10.1f} {r.peak_mib:9.0f} "
-                  f"{r.cpu_s:6.1f} {within:>8} {r.load:>9}")
+            print(
+                f"{r.side:>8} {r.speed:>5g}x {r.offered:12,.0f} {r.committed:14,.0f} {r.runs:5d} "
+                f"{r.run_median_s:6.1f} {r.busy:5.0%} {r.lag_max_s:10,.0f} {r.lag_max_s / window_s:8.2f} "
+                f"{r.lag_mean_s:10,.0f} {r.lag_mean_s / window_s:8.2f} {r.wall_max_s:10.1f} {r.peak_mib:9.0f} "
+                f"{r.cpu_s:6.1f} {within:>8} {r.load:>9}"
+            )
         own_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"(this process peaked at {own_mib:.0f} MiB: a stream's peak cannot read lower than that)")
         if not all(r.caught_up for r, _ in results):
@@ -370,8 +446,10 @@ def main() -> None:
             ran = [(r, done) for r, done in results if r.side == side.name]
             points = [(c.events, c.seconds) for _, done in ran for c in done if c.seconds is not None]
             fixed, rate = fit(points)
-            print(f"\n{side.name}: run seconds = {fixed:.2f} s + events / {rate:,.0f} per s  "
-                  f"(least squares over {len(points)} runs)")
+            print(
+                f"\n{side.name}: run seconds = {fixed:.2f} s + events / {rate:,.0f} per s  "
+                f"(least squares over {len(points)} runs)"
+            )
             cpu_points = [(c.events, c.cpu_s) for _, done in ran for c in done if c.cpu_s is not None]
             if len(cpu_points) > 1:
                 print_idle_host_model(cpu_points, rate_1x, args.slice_s, window_s, [r.speed for r, _ in ran])

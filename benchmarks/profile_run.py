@@ -38,7 +38,10 @@ STAGE_RULES = (
     ("Beam state cache sizing", ("/objsize/", "statecache.py")),
     ("decode: fastavro", ("/fastavro/",)),
     ("decode: columnar reader", ("/polars/",)),
-    ("validate + build events", ("fleet_goodput/telemetry/decode.py", "fleet_goodput/telemetry/columnar.py", "fleet_goodput/core/events.py")),
+    (
+        "validate + build events",
+        ("fleet_goodput/telemetry/decode.py", "fleet_goodput/telemetry/columnar.py", "fleet_goodput/core/events.py"),
+    ),
     ("read step glue", ("transforms/read.py",)),
     ("timeline", ("fleet_goodput/core/timeline.py", "fleet_goodput/core/capacity.py", "fleet_goodput/core/windows.py")),
     ("sessionize glue (state, pickling)", ("transforms/sessionize", "transforms/stream_sessionize")),

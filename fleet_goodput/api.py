@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 __all__ = ["open", "run", "simulate"]
 
 
-def open(output: str | Path, run: int | None = None, *, confined: bool = True,
-         config: str | Path | None = None) -> Confined | duckdb.DuckDBPyConnection:
+def open(
+    output: str | Path, run: int | None = None, *, confined: bool = True, config: str | Path | None = None
+) -> Confined | duckdb.DuckDBPyConnection:
     """A DuckDB connection with the goodput views of one committed run of `output`.
 
     `run` picks the run by id (`mpg runs --output OUTPUT` lists them); the
@@ -92,9 +93,17 @@ def open(output: str | Path, run: int | None = None, *, confined: bool = True,
     return connection
 
 
-def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None = None, replace: bool = False,
-        config: str | Path | None = None, beam_args: list[str] | tuple[str, ...] = (),
-        workers: int | None = None, confirm_as_of: bool = False) -> BatchOutcome:
+def run(
+    input: str | Path,
+    output: str | Path,
+    *,
+    as_of: datetime | str | None = None,
+    replace: bool = False,
+    config: str | Path | None = None,
+    beam_args: list[str] | tuple[str, ...] = (),
+    workers: int | None = None,
+    confirm_as_of: bool = False,
+) -> BatchOutcome:
     """Run the batch pipeline on `input`'s telemetry and commit one run to `output`; as `mpg run`.
 
     `input` holds `scheduler/`, `runtime/` and `profiler/` Avro files. An
@@ -138,22 +147,38 @@ def run(input: str | Path, output: str | Path, *, as_of: datetime | str | None =
     for flag in beam_args:
         name = str(flag).split("=", 1)[0]
         if name.startswith("--") and name[2:] in OPTIONS:  # `mpg run`'s own, which this function takes as arguments
-            raise OptionsError(f"{name} in beam_args is an option of `mpg run`, not a Beam pipeline flag: "
-                               "fleet_goodput.run takes it as an argument where it has one (as_of=, replace=, "
-                               "config=, workers=, confirm_as_of=)")
+            raise OptionsError(
+                f"{name} in beam_args is an option of `mpg run`, not a Beam pipeline flag: "
+                "fleet_goodput.run takes it as an argument where it has one (as_of=, replace=, "
+                "config=, workers=, confirm_as_of=)"
+            )
     settings_file = None if config is None else SettingsFile.read(config)  # read once: all the run takes from it
-    options = RunOptions(str(input), str(output), given_as_of_us=_time_us(as_of), confirm_as_of=confirm_as_of,
-                         replace=replace, config=settings_file, beam_args=beam_args_for(
-                             settings_file, list(beam_args), workers, where=" (in beam_args)"))
+    options = RunOptions(
+        str(input),
+        str(output),
+        given_as_of_us=_time_us(as_of),
+        confirm_as_of=confirm_as_of,
+        replace=replace,
+        config=settings_file,
+        beam_args=beam_args_for(settings_file, list(beam_args), workers, where=" (in beam_args)"),
+    )
     outcome = batch.run(options)
     if outcome.note:
         warnings.warn(outcome.note, stacklevel=2)
     return outcome
 
 
-def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int | None = None,
-             steady: bool = False, config: str | Path | None = None, overwrite: bool = False,
-             node_failures: bool = False) -> SimulationSummary:
+def simulate(
+    out: str | Path,
+    *,
+    seed: int = 0,
+    hours: float = 24.0,
+    jobs: int | None = None,
+    steady: bool = False,
+    config: str | Path | None = None,
+    overwrite: bool = False,
+    node_failures: bool = False,
+) -> SimulationSummary:
     """Write a simulated fleet's telemetry and its ground truth into `out`; as `mpg simulate`.
 
     `hours` of 3-5 clusters of TPUs and GPUs from 2026-01-01T00:00Z, with
@@ -180,8 +205,16 @@ def simulate(out: str | Path, *, seed: int = 0, hours: float = 24.0, jobs: int |
             raise FileExistsError(f"{out} already holds telemetry; pass overwrite=True to replace it")
         clear_telemetry(out, also=("truth",))
     settings = load_settings(config)
-    return simulate_fleet(out, seed=seed, hours=hours, jobs=jobs, steady=steady, window_s=settings.window_s,
-                          settings=settings, node_failures=node_failures)
+    return simulate_fleet(
+        out,
+        seed=seed,
+        hours=hours,
+        jobs=jobs,
+        steady=steady,
+        window_s=settings.window_s,
+        settings=settings,
+        node_failures=node_failures,
+    )
 
 
 def _time_us(moment: datetime | str | None) -> int | None:

@@ -33,23 +33,37 @@ def _command_modules(argv: list[str]) -> list[str]:
 
 def _add_verbosity(parser: argparse.ArgumentParser, default) -> None:
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("-v", "--verbose", dest="verbosity", action="count", default=default,
-                       help="more detail: -v this project's, -vv also the INFO logs of Beam, Dataflow, Great "
-                            "Expectations and other libraries (which otherwise log warnings at most)")
-    group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=console.QUIET, default=default,
-                       help="errors and the result line(s) only: no progress or summaries")
+    group.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbosity",
+        action="count",
+        default=default,
+        help="more detail: -v this project's, -vv also the INFO logs of Beam, Dataflow, Great "
+        "Expectations and other libraries (which otherwise log warnings at most)",
+    )
+    group.add_argument(
+        "-q",
+        "--quiet",
+        dest="verbosity",
+        action="store_const",
+        const=console.QUIET,
+        default=default,
+        help="errors and the result line(s) only: no progress or summaries",
+    )
 
 
-_EXIT_CODES = exits.describe(failed="failed: the data did not pass, or nothing could be committed (each command's "
-                                     "--help says when)",
-                              busy="another process holds the output or the period")
+_EXIT_CODES = exits.describe(
+    failed="failed: the data did not pass, or nothing could be committed (each command's --help says when)",
+    busy="another process holds the output or the period",
+)
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mpg",
         description="ML Productivity Goodput (MPG = Scheduling x Runtime x Program Goodput) for accelerator fleets. "
-                    "Start with `mpg demo`: it simulates a fleet-day, runs the pipeline and prints the headline.",
+        "Start with `mpg demo`: it simulates a fleet-day, runs the pipeline and prints the headline.",
         epilog=f"{console.VERBOSITY_HELP}\n\n{_EXIT_CODES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -84,10 +98,10 @@ def _refuse_unknown_flags(parser: argparse.ArgumentParser, argv: list[str]) -> N
     command = parser.commands.get(named)
     if command is None or command.get_default("accepts_beam_args"):
         return  # `mpg run` and `mpg stream` check theirs with Beam's (pipelines/options.py)
-    rest = argv[argv.index(named) + 1:]
+    rest = argv[argv.index(named) + 1 :]
     inner = next((arg for arg in rest if not arg.startswith("-")), None)
     if inner in _nested(command):  # `mpg import slurm`: the format's own options
-        command, rest = _nested(command)[inner], rest[rest.index(inner) + 1:]
+        command, rest = _nested(command)[inner], rest[rest.index(inner) + 1 :]
     known = [flag for action in command._actions for flag in action.option_strings]
     unknown = [arg for arg in rest if arg.startswith("--") and arg.split("=", 1)[0] not in known]
     if unknown:
@@ -138,8 +152,10 @@ def _end_on_fault(error: BaseException, args: argparse.Namespace | None) -> int:
     if fault is None:
         raise error
     command = named.get("command")
-    print(f"mpg{' ' + command if command else ''}: {fault.reason}; {_AFTER_FAULT.get(command, _AFTER_FAULT[None])}",
-          file=sys.stderr)
+    print(
+        f"mpg{' ' + command if command else ''}: {fault.reason}; {_AFTER_FAULT.get(command, _AFTER_FAULT[None])}",
+        file=sys.stderr,
+    )
     return fault.code
 
 
@@ -156,9 +172,9 @@ _INPUTS = ("input", "source", "config")
 # What stands when a fault (fleet_goodput/faults.py) stops a command: the end of its one line.
 _AFTER_FAULT = {
     "run": "nothing was lost: the output keeps its last committed run, and the same command run again continues "
-           "from it",
+    "from it",
     "stream": "nothing was lost: the output keeps the stream's last committed run, and the stream resumes from it "
-              "when started again",
+    "when started again",
     "demo": "run `mpg demo` again",
     "validate": "the store is unchanged: validate again once fixed",
     "report": "the store and the period's published report are unchanged",
@@ -168,6 +184,7 @@ _AFTER_FAULT = {
     "replay": "the files written so far stay: replay again with --replace",
     None: "the store is unchanged",
 }
+
 
 def program() -> None:
     """`mpg` as a program (its console script and `python -m fleet_goodput.cli`): main(), then exit.

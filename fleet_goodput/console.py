@@ -102,8 +102,9 @@ def unescaped(stream):
 def printable_streams() -> Iterator[None]:
     """While inside, sys.stdout and sys.stderr show control characters instead of passing them to the terminal."""
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = (stream if isinstance(stream, _PrintableStream) else _PrintableStream(stream)
-                              for stream in saved)
+    sys.stdout, sys.stderr = (
+        stream if isinstance(stream, _PrintableStream) else _PrintableStream(stream) for stream in saved
+    )
     try:
         yield
     finally:

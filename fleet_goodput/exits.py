@@ -49,6 +49,9 @@ def describe(failed: str | None = None, busy: str | None = None, damaged: str | 
         codes.append((DAMAGED, damaged))
     if busy:
         codes.append((BUSY, f"(EX_TEMPFAIL) {busy}: retry later"))
-    return ("exit codes:\n" + "".join(f"  {code} {meaning}\n" for code, meaning in sorted(codes)) +
-            "  (on 73, 74, 77, 130 and 143 nothing committed or published is lost: the error's one line says what "
-            "stands)\n")
+    return (
+        "exit codes:\n"
+        + "".join(f"  {code} {meaning}\n" for code, meaning in sorted(codes))
+        + "  (on 73, 74, 77, 130 and 143 nothing committed or published is lost: the error's one line says what "
+        "stands)\n"
+    )

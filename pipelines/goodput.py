@@ -25,8 +25,18 @@ from fleet_goodput.store.tables import STATED, TABLES
 from fleet_goodput.telemetry.decode import TimeSlice
 from fleet_goodput.transforms.goodput import ComputeGoodput
 from fleet_goodput.transforms.read import EVENTS, KEPT_TIMES, READ_COUNTS, REJECTED, ReadAvroFiles
-from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, PENDING_COUNTS, PENDING_REJECTED, STATE,
-                                                 WINDOW_VECTORS, KeyRules, SessionizeKeys)
+from fleet_goodput.transforms.sessionize import (
+    CAPACITY,
+    COUNTS,
+    JOBS,
+    LATE,
+    PENDING_COUNTS,
+    PENDING_REJECTED,
+    STATE,
+    WINDOW_VECTORS,
+    KeyRules,
+    SessionizeKeys,
+)
 from fleet_goodput.transforms.slices import ReadDecodedSlices, SliceFiles, file_groups
 from fleet_goodput.transforms.write import StageRows, StageTables
 
@@ -62,8 +72,12 @@ def file_under_day(rows, label: str, as_of_side=None):
 
 
 def key_rules(settings: Settings, run_settings: RunSettings) -> KeyRules:
-    return KeyRules(window_s=settings.window_s, allowed_lateness_s=run_settings.allowed_lateness_s,
-                    max_silence_us=run_settings.max_silence_us, peak_flops=peak_flops(settings))
+    return KeyRules(
+        window_s=settings.window_s,
+        allowed_lateness_s=run_settings.allowed_lateness_s,
+        max_silence_us=run_settings.max_silence_us,
+        peak_flops=peak_flops(settings),
+    )
 
 
 def all_of(decoded: dict, tag: str, label: str):
@@ -71,8 +85,15 @@ def all_of(decoded: dict, tag: str, label: str):
     return [decoded[stream][tag] for stream in decoded] | label >> beam.Flatten()
 
 
-def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, given_as_of_us: int | None = None, *,
-                  run_settings: RunSettings | None = None, continuation: Continuation = Continuation()) -> dict:
+def build_goodput(
+    p: beam.Pipeline,
+    decoded: dict,
+    settings: Settings,
+    given_as_of_us: int | None = None,
+    *,
+    run_settings: RunSettings | None = None,
+    continuation: Continuation = Continuation(),
+) -> dict:
     """Decoded streams (+ saved state) → {job_window, jobs, capacity_level, rejected,
     rejected_pending, late, counts, pending_counts, state, as_of, clock} PCollections.
 
@@ -85,10 +106,10 @@ def build_goodput(p: beam.Pipeline, decoded: dict, settings: Settings, given_as_
     pipeline (pipelines/streaming.py) is this one with keys advanced at each
     window end instead: both end in `goodput_tables`.
     """
-    inputs = {"events": all_of(decoded, EVENTS, "AllEvents"),
-              "kept_times": all_of(decoded, KEPT_TIMES, "AllKeptTimes")}
+    inputs = {"events": all_of(decoded, EVENTS, "AllEvents"), "kept_times": all_of(decoded, KEPT_TIMES, "AllKeptTimes")}
     sessions = inputs | "SessionizeKeys" >> SessionizeKeys(
-        key_rules(settings, run_settings or RunSettings()), continuation, given_as_of_us)
+        key_rules(settings, run_settings or RunSettings()), continuation, given_as_of_us
+    )
     as_of_side = beam.pvalue.AsSingleton(sessions["as_of"])
     tables = goodput_tables(decoded, sessions, as_of_side)
     # A timeline's rejection is of one event (`records` 1): its count is its rows'.
@@ -115,14 +136,16 @@ def goodput_tables(decoded: dict, sessions: dict, as_of_side=None) -> dict:
     rejected, late, counts}: what both pipelines write. Counts are ((stream, outcome), n)
     deltas; a stream appends them, a batch run sums them. `as_of_side` (the run's as-of time
     as a side input, batch only) dates the rejected rows whose event time is unreadable."""
-    rejected = file_under_day([decoded[stream][REJECTED] for stream in decoded] + [sessions[REJECTED]]
-                              | "AllRejected" >> beam.Flatten(), "FileUnderDay", as_of_side)
-    counts = (
-        [decoded[stream][READ_COUNTS] for stream in decoded]
-        + [sessions[COUNTS], rejected[FILED_COUNTS],
-           sessions[LATE] | "CountLate" >> beam.Map(lambda row: ((row["stream"], "late"), 1))]
-        | "AllCounts" >> beam.Flatten()
+    rejected = file_under_day(
+        [decoded[stream][REJECTED] for stream in decoded] + [sessions[REJECTED]] | "AllRejected" >> beam.Flatten(),
+        "FileUnderDay",
+        as_of_side,
     )
+    counts = [decoded[stream][READ_COUNTS] for stream in decoded] + [
+        sessions[COUNTS],
+        rejected[FILED_COUNTS],
+        sessions[LATE] | "CountLate" >> beam.Map(lambda row: ((row["stream"], "late"), 1)),
+    ] | "AllCounts" >> beam.Flatten()
     return {
         "job_window": sessions[WINDOW_VECTORS] | "ComputeGoodput" >> ComputeGoodput(),
         "jobs": sessions[JOBS],
@@ -137,8 +160,14 @@ def peak_flops(settings: Settings) -> dict[str, float]:
     return peak_table(settings.accelerators)
 
 
-def read_sources(p: beam.Pipeline, files: dict[str, list[str]], state_files: list[str], settings: Settings,
-                 during: TimeSlice | None = None, slices: list[str] | None = None) -> dict:
+def read_sources(
+    p: beam.Pipeline,
+    files: dict[str, list[str]],
+    state_files: list[str],
+    settings: Settings,
+    during: TimeSlice | None = None,
+    slices: list[str] | None = None,
+) -> dict:
     """The run's new Avro files of every stream, decoded and validated (only the events `during` holds);
     or, given `slices`, a backfill chunk's share of them, decoded before (transforms/slices.py); with
     the saved state of `state_files` among the events."""
@@ -159,9 +188,16 @@ class StagedTally:
 
 def _write_tally(clock: dict, counts, pending, staging: str) -> str:
     with beam.io.filesystems.FileSystems.create(f"{staging}/{TALLY_FILE}") as out:
-        out.write(json.dumps({"as_of_us": clock["as_of_us"], "kept_times": clock["kept_times"],
-                              "counts": sorted([list(k), v] for k, v in counts),
-                              "pending": sorted([list(k), v] for k, v in pending)}).encode())
+        out.write(
+            json.dumps(
+                {
+                    "as_of_us": clock["as_of_us"],
+                    "kept_times": clock["kept_times"],
+                    "counts": sorted([list(k), v] for k, v in counts),
+                    "pending": sorted([list(k), v] for k, v in pending),
+                }
+            ).encode()
+        )
     return staging
 
 
@@ -169,8 +205,9 @@ def read_tally(staging: str) -> StagedTally:
     """The tally the run's pipeline staged under `staging`."""
     with beam.io.filesystems.FileSystems.open(f"{staging}/{TALLY_FILE}") as handle:
         tally = json.loads(handle.read())
-    return StagedTally(tally["as_of_us"], tally["kept_times"], counts_from_json(tally["counts"]),
-                       counts_from_json(tally["pending"]))
+    return StagedTally(
+        tally["as_of_us"], tally["kept_times"], counts_from_json(tally["counts"]), counts_from_json(tally["pending"])
+    )
 
 
 def stage_outputs(outputs: dict, staging: str) -> dict:
@@ -181,27 +218,52 @@ def stage_outputs(outputs: dict, staging: str) -> dict:
     staged["state_keys"] = outputs["state"] | "StageState" >> StageRows(STATE_KEYS_SCHEMA, f"{staging}/state_keys")
     # The clock output always holds one element, so it carries the one write.
     staged["tally"] = outputs["clock"] | "StageTally" >> beam.Map(
-        _write_tally, counts=beam.pvalue.AsList(outputs["counts"]),
-        pending=beam.pvalue.AsList(outputs["pending_counts"]), staging=staging)
+        _write_tally,
+        counts=beam.pvalue.AsList(outputs["counts"]),
+        pending=beam.pvalue.AsList(outputs["pending_counts"]),
+        staging=staging,
+    )
     return staged
 
 
-def build_batch(p: beam.Pipeline, files: dict[str, list[str]], state_files: list[str], staging: str,
-                settings: Settings, run_settings: RunSettings, continuation: Continuation,
-                given_as_of_us: int | None = None, during: TimeSlice | None = None,
-                slices: list[str] | None = None) -> dict:
+def build_batch(
+    p: beam.Pipeline,
+    files: dict[str, list[str]],
+    state_files: list[str],
+    staging: str,
+    settings: Settings,
+    run_settings: RunSettings,
+    continuation: Continuation,
+    given_as_of_us: int | None = None,
+    during: TimeSlice | None = None,
+    slices: list[str] | None = None,
+) -> dict:
     """The whole batch job on `p`: read the files (only the events `during` holds, when given; a
     chunk's `slices` of them, when given) and the saved state, compute, stage; returns the outputs."""
-    outputs = build_goodput(p, read_sources(p, files, state_files, settings, during, slices), settings,
-                            given_as_of_us, run_settings=run_settings, continuation=continuation)
+    outputs = build_goodput(
+        p,
+        read_sources(p, files, state_files, settings, during, slices),
+        settings,
+        given_as_of_us,
+        run_settings=run_settings,
+        continuation=continuation,
+    )
     outputs["staged"] = stage_outputs(outputs, staging)
     return outputs
 
 
-def run(files: dict[str, list[str]], state_files: list[str], staging: str, settings: Settings,
-        run_settings: RunSettings, continuation: Continuation, given_as_of_us: int | None = None,
-        beam_args: list[str] | None = None, during: TimeSlice | None = None,
-        slices: list[str] | None = None) -> None:
+def run(
+    files: dict[str, list[str]],
+    state_files: list[str],
+    staging: str,
+    settings: Settings,
+    run_settings: RunSettings,
+    continuation: Continuation,
+    given_as_of_us: int | None = None,
+    beam_args: list[str] | None = None,
+    during: TimeSlice | None = None,
+    slices: list[str] | None = None,
+) -> None:
     """Build and run the batch pipeline: everything it computes is staged under `staging`.
     With `during`, it computes only the events of that chunk of event time (a backfill's); with
     `slices`, only those, which `slice_files` wrote for the chunk."""
@@ -210,8 +272,13 @@ def run(files: dict[str, list[str]], state_files: list[str], staging: str, setti
     _run_built(p, options)
 
 
-def slice_files(files: list[tuple[str, str, int]], settings: Settings, chunks: list[TimeSlice], folder: str,
-                beam_args: list[str] | None = None) -> None:
+def slice_files(
+    files: list[tuple[str, str, int]],
+    settings: Settings,
+    chunks: list[TimeSlice],
+    folder: str,
+    beam_args: list[str] | None = None,
+) -> None:
     """Run the pipeline that decodes each of the (stream, path, size) `files` once and writes its share
     of each of a backfill's `chunks` under `folder` (transforms/slices.py)."""
     p, options = _pipeline(beam_args)

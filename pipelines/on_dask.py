@@ -38,8 +38,15 @@ from apache_beam.pipeline import AppliedPTransform, PipelineVisitor
 from apache_beam.runners.common import DoFnContext, DoFnInvoker, DoFnSignature, _OutputHandler
 from apache_beam.runners.dask import dask_runner, transform_evaluator
 from apache_beam.runners.dask.overrides import dask_overrides
-from apache_beam.runners.dask.transform_evaluator import (TRANSLATIONS, DaskBagWindowedIterator, Flatten, NoOp,
-                                                          OneReceiver, ParDo, get_windowed_value)
+from apache_beam.runners.dask.transform_evaluator import (
+    TRANSLATIONS,
+    DaskBagWindowedIterator,
+    Flatten,
+    NoOp,
+    OneReceiver,
+    ParDo,
+    get_windowed_value,
+)
 from apache_beam.transforms.sideinputs import SideInputMap
 
 
@@ -49,8 +56,7 @@ class DaskRunner(dask_runner.DaskRunner):
     def run_pipeline(self, pipeline, options):
         import dask.distributed
 
-        dask_options = options.view_as(dask_runner.DaskOptions).get_all_options(drop_default=True,
-                                                                                 current_only=True)
+        dask_options = options.view_as(dask_runner.DaskOptions).get_all_options(drop_default=True, current_only=True)
         bag_kwargs = dask_runner.DaskOptions._extract_bag_kwargs(dask_options)
         client = dask.distributed.Client(**dask_options)
         pipeline.replace_all(dask_overrides())
@@ -82,9 +88,14 @@ class _Bags(PipelineVisitor):
         self.read.update(node.inputs)
         self.read.update(side.pvalue for side in node.side_inputs)
         input_bag = inputs if isinstance(op, Flatten) or len(inputs) > 1 else next(iter(inputs), None)
-        side_inputs = [SideInputMap(type(side), side._view_options(),
-                                    DaskBagWindowedIterator(self.bags[side.pvalue], side._window_mapping_fn))
-                       for side in node.side_inputs]
+        side_inputs = [
+            SideInputMap(
+                type(side),
+                side._view_options(),
+                DaskBagWindowedIterator(self.bags[side.pvalue], side._window_mapping_fn),
+            )
+            for side in node.side_inputs
+        ]
         if isinstance(op, ParDo):
             outputs = _apply_pardo(node, input_bag, side_inputs)
             for pcoll in node.outputs.values():
@@ -105,26 +116,44 @@ def _apply_pardo(node: AppliedPTransform, input_bag, side_inputs: list):
     main_input = next(iter(node.main_inputs.values()))
     window_fn = main_input.windowing.windowfn if hasattr(main_input, "windowing") else None
     return input_bag.map(get_windowed_value, window_fn).map_partitions(
-        _outputs_of_bundle, transform.fn, window_fn, transform.label, side_inputs, list(args), kwargs)
+        _outputs_of_bundle, transform.fn, window_fn, transform.label, side_inputs, list(args), kwargs
+    )
 
 
 def _outputs_of_bundle(items, fn, window_fn, label: str, side_inputs, args, kwargs) -> list:
     """Run `fn` over one bundle (a partition of the bag); its outputs, those of `finish_bundle` too, as (tag, value)."""
     receivers = OneReceiver()  # a TaggedOutput(tag, windowed value) per tagged output; a windowed value per main one
-    handler = _OutputHandler(window_fn=window_fn, main_receivers=receivers[None], tagged_receivers=receivers,
-                             per_element_output_counter=None, output_batch_converter=None,
-                             process_yields_batches=False, process_batch_yields_elements=False)
-    invoker = DoFnInvoker.create_invoker(DoFnSignature(fn), handler, context=DoFnContext(label, state=None),
-                                         side_inputs=side_inputs, input_args=args, input_kwargs=kwargs,
-                                         user_state_context=None, bundle_finalizer_param=DoFn.BundleFinalizerParam())
+    handler = _OutputHandler(
+        window_fn=window_fn,
+        main_receivers=receivers[None],
+        tagged_receivers=receivers,
+        per_element_output_counter=None,
+        output_batch_converter=None,
+        process_yields_batches=False,
+        process_batch_yields_elements=False,
+    )
+    invoker = DoFnInvoker.create_invoker(
+        DoFnSignature(fn),
+        handler,
+        context=DoFnContext(label, state=None),
+        side_inputs=side_inputs,
+        input_args=args,
+        input_kwargs=kwargs,
+        user_state_context=None,
+        bundle_finalizer_param=DoFn.BundleFinalizerParam(),
+    )
     invoker.invoke_setup()
     invoker.invoke_start_bundle()
     for item in items:
         invoker.invoke_process(item)
     invoker.invoke_finish_bundle()
     invoker.invoke_teardown()
-    return [(output.tag, output.value.value) if isinstance(output, transform_evaluator.TaggedOutput)
-            else (None, output.value) for output in receivers.values]
+    return [
+        (output.tag, output.value.value)
+        if isinstance(output, transform_evaluator.TaggedOutput)
+        else (None, output.value)
+        for output in receivers.values
+    ]
 
 
 def _has_tag(pair, tag) -> bool:

@@ -42,8 +42,10 @@ class GoodputOptions(PipelineOptions):
 # The runner a run on Dask uses: Beam's DaskRunner, which Beam 2.77 knows only by its full name, with its
 # ParDo translated anew (pipelines/on_dask.py: Beam's own loses outputs). Each of these names it.
 DASK_RUNNER = "fleet_goodput.pipelines.on_dask.DaskRunner"
-RUNNER_NAMES = {name.lower(): DASK_RUNNER for name in (
-    "dask", "DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner", DASK_RUNNER)}
+RUNNER_NAMES = {
+    name.lower(): DASK_RUNNER
+    for name in ("dask", "DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner", DASK_RUNNER)
+}
 
 
 def runner_class(runner: str | None) -> str | None:
@@ -62,9 +64,11 @@ def load_runner_options(flags: list[str]) -> None:
         import apache_beam.runners.dask.dask_runner  # noqa: F401 - registers its DaskOptions with Beam
         import dask.distributed  # noqa: F401 - which the runner imports only when it runs
     except ImportError as exc:
-        raise OptionsError(f"Beam's Dask runner needs dask.distributed, which is not installed ({exc}): "
-                           "install fleet-goodput's dask extra (pip install -e '.[dask]' in a checkout; "
-                           "docs/scale.md)") from None
+        raise OptionsError(
+            f"Beam's Dask runner needs dask.distributed, which is not installed ({exc}): "
+            "install fleet-goodput's dask extra (pip install -e '.[dask]' in a checkout; "
+            "docs/scale.md)"
+        ) from None
 
 
 # The views each ViewCachingOptions made, by class; kept beside the options, not in them, so that the
@@ -107,8 +111,9 @@ def help_parser() -> argparse.ArgumentParser:
     """`beam_parser`, for `--help_beam` to print."""
     parser = beam_parser()
     parser.usage = argparse.SUPPRESS
-    parser.description = ("Beam's pipeline options, which `mpg run`, `mpg stream` and the Flex Template "
-                          "launcher accept beside their own:")
+    parser.description = (
+        "Beam's pipeline options, which `mpg run`, `mpg stream` and the Flex Template launcher accept beside their own:"
+    )
     return parser
 
 
@@ -118,13 +123,19 @@ def check_flags(command: str, flags: list[str], where: str = "", *, beam_only: b
     load_runner_options(flags)
     parser = beam_parser()
     others_flags = {OPTIONS[name].flag for name in OPTIONS if name not in COMMAND_OPTIONS[command]}
-    known = [flag for action in parser._actions for flag in action.option_strings
-             if flag not in others_flags and flag not in HELP_FLAGS]
+    known = [
+        flag
+        for action in parser._actions
+        for flag in action.option_strings
+        if flag not in others_flags and flag not in HELP_FLAGS
+    ]
     given, unknown = parser.parse_known_args(flags)
     own = [OPTIONS[name].flag for name in COMMAND_OPTIONS[command] if getattr(given, name, None) not in (None, False)]
     if beam_only and own:
-        raise OptionsError(f"{own[0]} is an option of `{command}` itself, not a Beam pipeline option{where}: "
-                           "give it where the command's options go")
+        raise OptionsError(
+            f"{own[0]} is an option of `{command}` itself, not a Beam pipeline option{where}: "
+            "give it where the command's options go"
+        )
     others = [arg for arg in flags if arg.split("=", 1)[0] in others_flags]
     if others:
         name = others[0].split("=", 1)[0]
@@ -149,8 +160,11 @@ def parse_options(command: str, flags: list[str]) -> PipelineOptions:
     check_flags(command, flags)
     options = ViewCachingOptions(flags)
     goodput = options.view_as(GoodputOptions)
-    missing = [OPTIONS[name].flag for name in COMMAND_OPTIONS[command]
-               if OPTIONS[name].required and getattr(goodput, name) is None]
+    missing = [
+        OPTIONS[name].flag
+        for name in COMMAND_OPTIONS[command]
+        if OPTIONS[name].required and getattr(goodput, name) is None
+    ]
     if missing:
         raise OptionsError(f"missing required option(s): {', '.join(missing)}")
     return options
@@ -161,5 +175,7 @@ def announce_job(result, options: PipelineOptions) -> None:
     if not isinstance(result, DataflowPipelineResult) or not result.has_job:  # none when a template is staged
         return
     cloud = options.view_as(GoogleCloudOptions)
-    print(f"Dataflow job {result.job_id()} submitted: {console_url(cloud.project, cloud.region, result.job_id())}",
-          flush=True)
+    print(
+        f"Dataflow job {result.job_id()} submitted: {console_url(cloud.project, cloud.region, result.job_id())}",
+        flush=True,
+    )

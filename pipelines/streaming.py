@@ -33,7 +33,8 @@ def build_streaming(decoded: dict, settings: Settings, run_settings: RunSettings
     """Decoded streams → {job_window, jobs, capacity_level, rejected, late, counts} PCollections."""
     # Jobs and capacity share one stateful step here (see StreamSessionize).
     sessions = all_of(decoded, EVENTS, "AllEvents") | "SessionizeJobsAndCapacity" >> StreamSessionize(
-        key_rules(settings, run_settings))
+        key_rules(settings, run_settings)
+    )
     return goodput_tables(decoded, sessions)
 
 
@@ -42,14 +43,18 @@ def read_pubsub_sources(p: beam.Pipeline, settings: Settings, run_settings: RunS
     missing = [stream for stream in schemas.STREAMS if stream not in run_settings.subscriptions]
     if missing:
         raise ValueError(f"runs.subscriptions needs a subscription for {', '.join(missing)}")
-    return {stream: p | f"Read{stream.title()}" >> ReadPubSubEvents(
-                stream, run_settings.subscriptions[stream], settings.accelerators)
-            for stream in schemas.STREAMS}
+    return {
+        stream: p
+        | f"Read{stream.title()}" >> ReadPubSubEvents(stream, run_settings.subscriptions[stream], settings.accelerators)
+        for stream in schemas.STREAMS
+    }
 
 
-def commit_streaming_outputs(outputs: dict, output: str, settings: Settings, run_settings: RunSettings,
-                             source: str, **sink):
+def commit_streaming_outputs(
+    outputs: dict, output: str, settings: Settings, run_settings: RunSettings, source: str, **sink
+):
     """Commit the tables' rows and the count deltas to the store at `output` (a folder or gs://), a run
     every minute of the stream and one when it drains (`CommitToStore`); returns the committed runs' ids."""
     return {name: outputs[name] for name in COMMITTED} | "CommitToStore" >> CommitToStore(
-        output, settings, run_settings, source, **sink)
+        output, settings, run_settings, source, **sink
+    )

@@ -28,8 +28,10 @@ def apt_install(packages: tuple[str, ...], what: str) -> str | None:
         POLICY_RC.write_text("#!/bin/sh\n# no service starts while packages install\nexit 101\n")
         POLICY_RC.chmod(0o755)
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        steps = (["apt-get", "update", "-qq"],
-                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages])
+        steps = (
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+        )
         for step in steps:
             done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=900)
             if done.returncode:

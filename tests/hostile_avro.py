@@ -39,8 +39,12 @@ def zigzag(value: int) -> bytes:
 def container(schema: dict, blocks: list[tuple[int, bytes]], codec: str = "null") -> bytes:
     """An Avro container file of `blocks` (declared count, data) exactly as given."""
     meta = {"avro.schema": json.dumps(schema).encode(), "avro.codec": codec.encode()}
-    header = b"Obj\x01" + zigzag(len(meta)) + b"".join(
-        zigzag(len(key)) + key.encode() + zigzag(len(value)) + value for key, value in meta.items()) + zigzag(0)
+    header = (
+        b"Obj\x01"
+        + zigzag(len(meta))
+        + b"".join(zigzag(len(key)) + key.encode() + zigzag(len(value)) + value for key, value in meta.items())
+        + zigzag(0)
+    )
     return header + SYNC + b"".join(zigzag(count) + zigzag(len(data)) + data + SYNC for count, data in blocks)
 
 
@@ -102,46 +106,67 @@ BOMB_BYTES = 80 << 20
 # ---- the reasons they are rejected with, word for word -----------------------------------------------
 REFUSED = "Avro file refused unread: its writer schema"
 UNKNOWABLE = "so the number of records lost is unknowable"
-ZERO_BYTE_ARRAY_REASON = (f'{REFUSED} has an array of items that take no bytes ("null"): such an array can claim '
-                          "any number of items without the file holding them; the number of records in it is unknowable")
-RECURSIVE_REASON = (f"{REFUSED}'s type Node contains itself: a value of a recursive type nests as deep as the "
-                    "file's bytes go, deeper than a decoder can follow; the number of records in it is unknowable")
+ZERO_BYTE_ARRAY_REASON = (
+    f'{REFUSED} has an array of items that take no bytes ("null"): such an array can claim '
+    "any number of items without the file holding them; the number of records in it is unknowable"
+)
+RECURSIVE_REASON = (
+    f"{REFUSED}'s type Node contains itself: a value of a recursive type nests as deep as the "
+    "file's bytes go, deeper than a decoder can follow; the number of records in it is unknowable"
+)
 # What follows the one record of `overclaiming_block` (a runtime record takes 6 bytes or more).
-OVERCLAIM_REASON = (f"Avro block whose records 2 to {DECLARED} do not decode: EOFError: ; the block declares "
-                    f"{DECLARED - 1} records from there, more than its 0 bytes can hold (at most 0: a record takes "
-                    f"6 bytes or more), {UNKNOWABLE}")
+OVERCLAIM_REASON = (
+    f"Avro block whose records 2 to {DECLARED} do not decode: EOFError: ; the block declares "
+    f"{DECLARED - 1} records from there, more than its 0 bytes can hold (at most 0: a record takes "
+    f"6 bytes or more), {UNKNOWABLE}"
+)
 
 TRUNCATED_OVERCLAIM_REASON = (
     f"truncated Avro block at byte {len(container(schemas.schema_json('runtime'), []))}: the file ends inside it; "
     f"its header declares {DECLARED} records, more than its 12 bytes can hold (at most 2: a record takes 6 bytes "
-    f"or more), {UNKNOWABLE} (EOFError: Expected {1 << 20} bytes, read 12)")
+    f"or more), {UNKNOWABLE} (EOFError: Expected {1 << 20} bytes, read 12)"
+)
 
 UNDECOMPRESSABLE_OVERCLAIM_REASON = (
     f"Avro block at byte {len(container(schemas.schema_json('runtime'), [], codec='deflate'))} that does not "
     f"decode; its header declares {DECLARED} records, more than its 40 bytes of deflate data can hold (at most "
     f"{40 * 1032 // 6}: a record takes 6 bytes or more, and deflate makes 1032 bytes of one at most), {UNKNOWABLE} "
-    "(error: Error -3 while decompressing data: invalid block type)")
+    "(error: Error -3 while decompressing data: invalid block type)"
+)
 
 
 def bomb_reason(record: dict) -> str:
     start = len(container(schemas.schema_json("runtime"), [], codec="deflate"))
-    return (f"Avro block at byte {start} that does not decode; its header declares 1 records (BlockTooLarge: a "
-            "deflate block that decompresses to more than 64 MiB (a decompression bomb?): not decompressed further)")
+    return (
+        f"Avro block at byte {start} that does not decode; its header declares 1 records (BlockTooLarge: a "
+        "deflate block that decompresses to more than 64 MiB (a decompression bomb?): not decompressed further)"
+    )
 
 
 def not_a_regular_file_reason(kind: str) -> str:
-    return (f"not a regular file but {kind}: skipped unread, since reading it could wait forever or never end "
-            "(counted as one record, the number in it being unknowable)")
+    return (
+        f"not a regular file but {kind}: skipped unread, since reading it could wait forever or never end "
+        "(counted as one record, the number in it being unknowable)"
+    )
 
 
 def run_bounded(code: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
     """Run `code` in a fresh Python, failing clearly (not hanging, not crashing the tests) when it
     does not finish within `timeout_s` or dies of a signal."""
     try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s,
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                  filter(None, [os.path.dirname(__file__), os.environ.get("PYTHONPATH")]))})
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(filter(None, [os.path.dirname(__file__), os.environ.get("PYTHONPATH")])),
+            },
+        )
     except subprocess.TimeoutExpired:
         raise AssertionError(f"did not finish within {timeout_s} s") from None
-    assert done.returncode == 0, f"exit status {done.returncode} (negative: killed by that signal): {done.stderr[-2000:]}"
+    assert done.returncode == 0, (
+        f"exit status {done.returncode} (negative: killed by that signal): {done.stderr[-2000:]}"
+    )
     return done

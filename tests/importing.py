@@ -19,9 +19,14 @@ SETTINGS = load_settings()
 
 
 def options(**overrides) -> Options:
-    return Options(**{"accelerators": frozenset(SETTINGS.accelerators),
-                       "part_names": part_names(SETTINGS.accelerators),
-                       "peaks": tuple(sorted(peak_table(SETTINGS.accelerators).items())), **overrides})
+    return Options(
+        **{
+            "accelerators": frozenset(SETTINGS.accelerators),
+            "part_names": part_names(SETTINGS.accelerators),
+            "peaks": tuple(sorted(peak_table(SETTINGS.accelerators).items())),
+            **overrides,
+        }
+    )
 
 
 def import_to(name: str, source: Path, out: Path, **overrides):
@@ -41,8 +46,9 @@ def run_and_read(input_dir: Path, output_dir: Path, settings: Settings = SETTING
 
 
 def by_job(imported, stream: str, job_id: str) -> list[dict]:
-    return sorted((r for r in imported.streams[stream] if r["job_id"] == job_id),
-                  key=lambda r: (r["event_time"], r["event_id"]))
+    return sorted(
+        (r for r in imported.streams[stream] if r["job_id"] == job_id), key=lambda r: (r["event_time"], r["event_id"])
+    )
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:

@@ -35,8 +35,11 @@ def extend_history(output: str | Path, runs: int, every_s: float = 5.0, checkpoi
     """Commit `runs` more runs that change no row to the store at `output` (one run at least)."""
     store = Store(output)
     latest = store.latest()
-    versions = {name: DeltaTable(store.path(relative)).version() for name, relative in table_paths().items()
-                if latest.versions.get(name) is not None}
+    versions = {
+        name: DeltaTable(store.path(relative)).version()
+        for name, relative in table_paths().items()
+        if latest.versions.get(name) is not None
+    }
     runs_version = DeltaTable(store.path(RUNS)).version()
     end_s = time.time()
     pending = []
@@ -46,9 +49,16 @@ def extend_history(output: str | Path, runs: int, every_s: float = 5.0, checkpoi
             versions[name] += 1
             _empty_commit(store.path(table_paths()[name]), versions[name], committed_s, checkpoints)
         run_id = latest.run_id + number
-        pending.append(dataclasses.replace(
-            latest, run_id=run_id, committed_at_us=int(committed_s * 1_000_000), mode="stream",
-            versions={**latest.versions, **versions}, manifest={**latest.manifest, "run_id": run_id}).to_arrow())
+        pending.append(
+            dataclasses.replace(
+                latest,
+                run_id=run_id,
+                committed_at_us=int(committed_s * 1_000_000),
+                mode="stream",
+                versions={**latest.versions, **versions},
+                manifest={**latest.manifest, "run_id": run_id},
+            ).to_arrow()
+        )
         if len(pending) == ROWS_PER_APPEND or number == runs:
             for _ in pending[1:]:  # one commit of the runs log per run: the rest carry no row
                 runs_version += 1
@@ -62,9 +72,19 @@ def extend_history(output: str | Path, runs: int, every_s: float = 5.0, checkpoi
 def _empty_commit(table: str, version: int, committed_s: float, checkpoint: bool) -> None:
     """A commit that changes no row, dated `committed_s`; checkpointed where delta-rs would (`checkpoint`)."""
     path = Path(table, "_delta_log", f"{version:020d}.json")
-    path.write_text(json.dumps({"commitInfo": {"timestamp": int(committed_s * 1000), "operation": "WRITE",
-                                               "operationParameters": {"mode": "Append"},
-                                               "clientVersion": "fleet-goodput tests/long_history.py"}}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "commitInfo": {
+                    "timestamp": int(committed_s * 1000),
+                    "operation": "WRITE",
+                    "operationParameters": {"mode": "Append"},
+                    "clientVersion": "fleet-goodput tests/long_history.py",
+                }
+            }
+        )
+        + "\n"
+    )
     os.utime(path, (committed_s, committed_s))
     if checkpoint and version % CHECKPOINT_INTERVAL == CHECKPOINT_INTERVAL - 1:
         DeltaTable(table, version=version).create_checkpoint()

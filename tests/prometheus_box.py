@@ -60,14 +60,25 @@ class PrometheusBox:
         assert done.returncode == 0, f"promtool backfill failed: {done.stderr[-2000:]}"
 
     def start(self) -> PrometheusBox:
-        config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                  "scrape_configs": [{"job_name": "fleet-goodput", "static_configs": [{"targets": list(self.scrape_targets)}]}]}
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [
+                {"job_name": "fleet-goodput", "static_configs": [{"targets": list(self.scrape_targets)}]}
+            ],
+        }
         (self.folder / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
         log = (self.folder / "prometheus.log").open("w")
         self.process = subprocess.Popen(
-            ["prometheus", f"--config.file={self.folder / 'prometheus.yml'}", f"--storage.tsdb.path={self.tsdb}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y"],
-            stdout=log, stderr=subprocess.STDOUT)
+            [
+                "prometheus",
+                f"--config.file={self.folder / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.tsdb}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=100y",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             assert self.process.poll() is None, (self.folder / "prometheus.log").read_text()[-2000:]
@@ -92,15 +103,18 @@ class PrometheusBox:
     def query(self, expr: str, at_s: float | None = None) -> list[dict]:
         """The result vector of an instant query (at `at_s`, seconds since the epoch)."""
         arguments = {"query": expr} | ({} if at_s is None else {"time": str(at_s)})
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?{urllib.parse.urlencode(arguments)}", timeout=30) as answer:
+        with urllib.request.urlopen(
+            f"{self.url}/api/v1/query?{urllib.parse.urlencode(arguments)}", timeout=30
+        ) as answer:
             body = json.load(answer)
         assert body["status"] == "success", body
         return body["data"]["result"]
 
     def query_range(self, expr: str, start_s: float, end_s: float, step_s: float) -> list[dict]:
         arguments = {"query": expr, "start": str(start_s), "end": str(end_s), "step": str(step_s)}
-        with urllib.request.urlopen(f"{self.url}/api/v1/query_range?{urllib.parse.urlencode(arguments)}",
-                                    timeout=30) as answer:
+        with urllib.request.urlopen(
+            f"{self.url}/api/v1/query_range?{urllib.parse.urlencode(arguments)}", timeout=30
+        ) as answer:
             body = json.load(answer)
         assert body["status"] == "success", body
         return body["data"]["result"]

@@ -39,10 +39,20 @@ class _Fleet:
         return {"event_id": f"e{n:05d}", "event_time": T0 + int(t_s * S), "job_id": job_id}
 
     def scheduler(self, job_id, t_s, kind, chips=0, accelerator="tpu-v5e", cluster="c1", **attributes):
-        self.records["scheduler"].append({
-            **self._base(job_id, t_s), "type": kind, "cluster": cluster, "accelerator": accelerator, "chips": chips,
-            "workload": attributes.get("workload"), "framework": attributes.get("framework"),
-            "team": attributes.get("team"), "topology": None, "priority": None})
+        self.records["scheduler"].append(
+            {
+                **self._base(job_id, t_s),
+                "type": kind,
+                "cluster": cluster,
+                "accelerator": accelerator,
+                "chips": chips,
+                "workload": attributes.get("workload"),
+                "framework": attributes.get("framework"),
+                "team": attributes.get("team"),
+                "topology": None,
+                "priority": None,
+            }
+        )
 
     def runtime(self, job_id, t_s, kind, step=None):
         self.records["runtime"].append({**self._base(job_id, t_s), "type": kind, "step": step, "attempt": None})
@@ -52,13 +62,34 @@ class _Fleet:
         self.runtime(job_id, end_s, f"{kind}_END", last)
 
     def profile(self, job_id, t_s, step, chips, ideal_flops):
-        self.records["profiler"].append({
-            **self._base(job_id, t_s), "step": step, "duration_s": 10.0, "chips": chips, "ideal_flops": ideal_flops,
-            "flops_source": "HLO_UNOPTIMIZED", "bytes_accessed": None})
+        self.records["profiler"].append(
+            {
+                **self._base(job_id, t_s),
+                "step": step,
+                "duration_s": 10.0,
+                "chips": chips,
+                "ideal_flops": ideal_flops,
+                "flops_source": "HLO_UNOPTIMIZED",
+                "bytes_accessed": None,
+            }
+        )
 
 
-def _training(fleet, job_id, start_s, *, chips, team, cluster="c1", accelerator="tpu-v5e", cycles=6,
-              step_s=1200, save_s=40, preempt_after=None, peak_flops=197e12):
+def _training(
+    fleet,
+    job_id,
+    start_s,
+    *,
+    chips,
+    team,
+    cluster="c1",
+    accelerator="tpu-v5e",
+    cycles=6,
+    step_s=1200,
+    save_s=40,
+    preempt_after=None,
+    peak_flops=197e12,
+):
     """Submit, queue 10 min, init, compile, then cycles of steps + a checkpoint; optionally preempted once."""
     where = {"cluster": cluster, "accelerator": accelerator}
     fleet.scheduler(job_id, start_s, "SUBMIT", chips, **where, workload="TRAINING", team=team, framework="jax")
@@ -107,10 +138,20 @@ def multi_day_records() -> dict[str, list[dict]]:
         d = day * 86_400
         _training(fleet, f"train-{day}", d + 3_600, chips=32, team="research", preempt_after=3)
         _training(fleet, f"small-{day}", d + 20_000, chips=8, team="research", cycles=4, save_s=20)
-        _training(fleet, f"gpu-train-{day}", d + 7_200, chips=16, team="vision", cluster="c2", accelerator="h100",
-                  peak_flops=989e12, preempt_after=1 if day == 1 else None)
-        _serving(fleet, f"batch-{day}", d + 40_000, 3, chips=4, team="inference" if day else None,
-                 workload="BULK_INFERENCE")
+        _training(
+            fleet,
+            f"gpu-train-{day}",
+            d + 7_200,
+            chips=16,
+            team="vision",
+            cluster="c2",
+            accelerator="h100",
+            peak_flops=989e12,
+            preempt_after=1 if day == 1 else None,
+        )
+        _serving(
+            fleet, f"batch-{day}", d + 40_000, 3, chips=4, team="inference" if day else None, workload="BULK_INFERENCE"
+        )
     _serving(fleet, "serve-night", 80_000, 10, chips=8, team="serving")  # crosses into day 2
     fleet.scheduler("ghost", 5_000, "SUBMIT", 8, "tpu-v99", "c9", workload="TRAINING", team="x")  # rejected
     fleet.scheduler(None, DAYS * 86_400, "CAPACITY", 48, "tpu-v5e", "c1")  # as-of: the end of the last day
@@ -155,9 +196,11 @@ def commit_change(output: Path, table: str, change) -> None:
 
 def rewrite_partition(output: Path, table: str, day: str, change) -> None:
     """Apply `change(pyarrow.Table) -> pyarrow.Table` to one day's rows of a table, committed."""
+
     def apply(data: pa.Table) -> pa.Table:
         in_day = pc.equal(data.column("date"), day)
         return pa.concat_tables([change(data.filter(in_day)), data.filter(pc.invert(in_day))])
+
     commit_change(output, table, apply)
 
 
@@ -179,7 +222,15 @@ def set_capacity_over_day(output: Path, cluster: str | None, day: str, chips: in
             if end > day_end:
                 rows.append({**row, "start_time": day_end, "date": day_end.strftime("%Y-%m-%d")})
             if chips is not None:
-                rows.append({**row, "start_time": max(start, day_start), "end_time": min(end, day_end),
-                             "chips": chips, "date": max(start, day_start).strftime("%Y-%m-%d")})
+                rows.append(
+                    {
+                        **row,
+                        "start_time": max(start, day_start),
+                        "end_time": min(end, day_end),
+                        "chips": chips,
+                        "date": max(start, day_start).strftime("%Y-%m-%d"),
+                    }
+                )
         return pa.Table.from_pylist(rows, schema=table.schema)
+
     commit_change(output, "capacity_level", change)

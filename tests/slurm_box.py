@@ -38,7 +38,9 @@ PARTITIONS = ("batch", "urgent")
 
 
 def missing_binaries() -> list[str]:
-    return [name for name in BINARIES if shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") is None]
+    return [
+        name for name in BINARIES if shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") is None
+    ]
 
 
 def ensure_installed() -> str | None:
@@ -77,8 +79,9 @@ class SlurmBox:
 
     def sbatch(self, *options: str, script: str = "sleep 1") -> str:
         """Submit a batch job; its id (as text)."""
-        out = self.run("sbatch", "--parsable", "--output=/dev/null", f"--chdir={self.folder}", *options,
-                       f"--wrap={script}")
+        out = self.run(
+            "sbatch", "--parsable", "--output=/dev/null", f"--chdir={self.folder}", *options, f"--wrap={script}"
+        )
         return out.strip().split(";")[0]
 
     def release(self, job_id: str, attempt: int = 0) -> None:
@@ -95,8 +98,13 @@ class SlurmBox:
         out = self.run("squeue", "-h", "-j", job_id, "-o", "%T", check=False).strip()
         if out:
             return out.splitlines()[0]
-        rows = self.run("sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State", "-S", "2020-01-01", "-E", "now",
-                        check=False).strip().splitlines()
+        rows = (
+            self.run(
+                "sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State", "-S", "2020-01-01", "-E", "now", check=False
+            )
+            .strip()
+            .splitlines()
+        )
         return rows[-1].split()[0] if rows else "UNKNOWN"
 
     def wait_for(self, what, timeout: float = 60, every: float = 0.2, message: str = "") -> None:
@@ -107,8 +115,11 @@ class SlurmBox:
             time.sleep(every)
 
     def wait_state(self, job_id: str, *states: str, timeout: float = 60) -> None:
-        self.wait_for(lambda: self.state(job_id) in states, timeout,
-                      message=f"job {job_id} never reached {states} (is {self.state(job_id)})")
+        self.wait_for(
+            lambda: self.state(job_id) in states,
+            timeout,
+            message=f"job {job_id} never reached {states} (is {self.state(job_id)})",
+        )
 
     # ---- starting and stopping ------------------------------------------------
     def start(self) -> SlurmBox:
@@ -124,21 +135,31 @@ class SlurmBox:
         self._start_mariadb(ports["mariadb"])
         self._write_configs(ports)
         self._spawn([_sbin("slurmdbd"), "-D"], "slurmdbd")
-        self.wait_for(lambda: subprocess.run(["sacctmgr", "-n", "list", "cluster"], env=self.env,
-                                             capture_output=True).returncode == 0, 30, message="slurmdbd never answered")
+        self.wait_for(
+            lambda: (
+                subprocess.run(["sacctmgr", "-n", "list", "cluster"], env=self.env, capture_output=True).returncode == 0
+            ),
+            30,
+            message="slurmdbd never answered",
+        )
         self.run("sacctmgr", "-i", "add", "cluster", CLUSTER, check=False)  # exits 1 on a re-add ("Nothing new")
         for account in ACCOUNTS:
             self.run("sacctmgr", "-i", "add", "account", account, f"cluster={CLUSTER}", check=False)
-        self.run("sacctmgr", "-i", "add", "user", "root", f"account={','.join(ACCOUNTS)}", f"cluster={CLUSTER}",
-                 check=False)
+        self.run(
+            "sacctmgr", "-i", "add", "user", "root", f"account={','.join(ACCOUNTS)}", f"cluster={CLUSTER}", check=False
+        )
         self._spawn([_sbin("slurmctld"), "-D", "-i"], "slurmctld")
-        self.wait_for(lambda: subprocess.run(["scontrol", "ping"], env=self.env, capture_output=True,
-                                             text=True).stdout.count("UP") >= 1, 30,
-                      message="slurmctld never answered")
+        self.wait_for(
+            lambda: (
+                subprocess.run(["scontrol", "ping"], env=self.env, capture_output=True, text=True).stdout.count("UP")
+                >= 1
+            ),
+            30,
+            message="slurmctld never answered",
+        )
         for node in NODES:
             self._spawn([_sbin("slurmd"), "-D", "-N", node], f"slurmd-{node}")
-        self.wait_for(lambda: self._idle_nodes() == len(NODES), 60, every=0.3,
-                      message="not every node became idle")
+        self.wait_for(lambda: self._idle_nodes() == len(NODES), 60, every=0.3, message="not every node became idle")
         return self
 
     def _idle_nodes(self) -> int:
@@ -170,8 +191,7 @@ class SlurmBox:
 
     def _spawn(self, command: list[str], name: str) -> subprocess.Popen:
         log = open(self.folder / "log" / f"{name}.out", "ab")
-        process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.processes.append(process)
         return process
@@ -183,42 +203,83 @@ class SlurmBox:
             key.chmod(0o400)
         self.socket = munge / "munge.socket"
         # --force: munged refuses a socket directory that others could write, as /tmp's parents are.
-        self._spawn([_sbin("munged"), "-F", "--force", f"--key-file={key}", f"--socket={self.socket}",
-                     f"--pid-file={munge}/munged.pid", f"--log-file={munge}/munged.log",
-                     f"--seed-file={munge}/munged.seed"], "munged")
+        self._spawn(
+            [
+                _sbin("munged"),
+                "-F",
+                "--force",
+                f"--key-file={key}",
+                f"--socket={self.socket}",
+                f"--pid-file={munge}/munged.pid",
+                f"--log-file={munge}/munged.log",
+                f"--seed-file={munge}/munged.seed",
+            ],
+            "munged",
+        )
         self.wait_for(lambda: self.socket.exists(), 15, message="munged never made its socket")
 
     def _start_mariadb(self, port: int) -> None:
         data = self.folder / "db"
         if not (data / "mysql").exists():
-            subprocess.run([_sbin("mariadb-install-db"), "--no-defaults", f"--datadir={data}", "--user=root",
-                            "--auth-root-authentication-method=normal", "--skip-test-db"],
-                           check=True, capture_output=True, timeout=120)
+            subprocess.run(
+                [
+                    _sbin("mariadb-install-db"),
+                    "--no-defaults",
+                    f"--datadir={data}",
+                    "--user=root",
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
         self.db_socket = self.folder / "run" / "mysqld.sock"
-        self._spawn([_sbin("mariadbd"), "--no-defaults", "--user=root", f"--datadir={data}",
-                     "--bind-address=127.0.0.1", f"--port={port}", f"--socket={self.db_socket}",
-                     "--skip-name-resolve", f"--pid-file={self.folder}/run/mysqld.pid",
-                     "--innodb-buffer-pool-size=32M", "--skip-log-bin"], "mariadbd")
+        self._spawn(
+            [
+                _sbin("mariadbd"),
+                "--no-defaults",
+                "--user=root",
+                f"--datadir={data}",
+                "--bind-address=127.0.0.1",
+                f"--port={port}",
+                f"--socket={self.db_socket}",
+                "--skip-name-resolve",
+                f"--pid-file={self.folder}/run/mysqld.pid",
+                "--innodb-buffer-pool-size=32M",
+                "--skip-log-bin",
+            ],
+            "mariadbd",
+        )
         client = shutil.which("mariadb") or shutil.which("mysql")
 
         def sql(statement: str) -> bool:
-            return subprocess.run([client, "--no-defaults", f"--socket={self.db_socket}", "-uroot", "-e", statement],
-                                  capture_output=True).returncode == 0
+            return (
+                subprocess.run(
+                    [client, "--no-defaults", f"--socket={self.db_socket}", "-uroot", "-e", statement],
+                    capture_output=True,
+                ).returncode
+                == 0
+            )
 
         self.wait_for(lambda: sql("select 1"), 60, message="MariaDB never answered")
-        assert sql("CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm';"
-                   "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;")
+        assert sql(
+            "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm';"
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
+        )
 
     def _write_configs(self, ports: dict[str, int]) -> None:
         etc, folder = self.folder / "etc", self.folder
         gres_types = sorted({kind for kind, _ in NODES.values()})
         nodes = "\n".join(
             f"NodeName={node} NodeAddr=127.0.0.1 NodeHostname={socket.gethostname()} Port={ports[node]} CPUs=16 "
-            f"RealMemory=64000 Gres=gpu:{kind}:{count} State=UNKNOWN" for node, (kind, count) in NODES.items())
+            f"RealMemory=64000 Gres=gpu:{kind}:{count} State=UNKNOWN"
+            for node, (kind, count) in NODES.items()
+        )
         self.conf.write_text(f"""\
 ClusterName={CLUSTER}
 SlurmctldHost={socket.gethostname()}(127.0.0.1)
-SlurmctldPort={ports['ctld']}
+SlurmctldPort={ports["ctld"]}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -251,10 +312,10 @@ InactiveLimit=0
 GresTypes=gpu
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
-AccountingStoragePort={ports['dbd']}
+AccountingStoragePort={ports["dbd"]}
 AccountingStoragePass={self.socket}
 AccountingStorageEnforce=associations
-AccountingStorageTRES=gres/gpu,{','.join(f'gres/gpu:{kind}' for kind in gres_types)}
+AccountingStorageTRES=gres/gpu,{",".join(f"gres/gpu:{kind}" for kind in gres_types)}
 JobCompType=jobcomp/none
 {nodes}
 PartitionName=batch Nodes=ALL Default=YES PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP
@@ -271,13 +332,13 @@ AuthType=auth/munge
 AuthInfo=socket={self.socket}
 DbdHost=localhost
 DbdAddr=127.0.0.1
-DbdPort={ports['dbd']}
+DbdPort={ports["dbd"]}
 SlurmUser=root
 LogFile={folder}/log/slurmdbd.log
 PidFile={folder}/run/slurmdbd.pid
 StorageType=accounting_storage/mysql
 StorageHost=127.0.0.1
-StoragePort={ports['mariadb']}
+StoragePort={ports["mariadb"]}
 StorageUser=slurm
 StoragePass=slurm
 StorageLoc=slurm_acct_db
@@ -287,8 +348,10 @@ StorageLoc=slurm_acct_db
 
 # Times Slurm enforces limits at: --time=1 ends 60–90 s after the start.
 TIMEOUT_WAIT_S = 150
-SACCT_FIELDS = ("JobID,JobIDRaw,Cluster,Partition,Account,QOS,Priority,State,ExitCode,Reason,Submit,Eligible,Start,"
-                "End,Timelimit,ReqTRES,AllocTRES,NodeList,SubmitLine")
+SACCT_FIELDS = (
+    "JobID,JobIDRaw,Cluster,Partition,Account,QOS,Priority,State,ExitCode,Reason,Submit,Eligible,Start,"
+    "End,Timelimit,ReqTRES,AllocTRES,NodeList,SubmitLine"
+)
 EVENT_FIELDS = "Cluster,NodeName,Start,End,State,Reason,User,Event,TRES"
 
 
@@ -336,17 +399,34 @@ def run_scenarios(box: SlurmBox) -> dict[str, str]:
     time.sleep(2)
     box.run("scontrol", "update", "nodename=gpu03", "state=resume")
     box.release(jobs["busy"])
-    for name in ("preemptor", "preempted", "node_fail", "requeued", "busy", "waits_for_gpus", "completes",
-                 "held_released"):
+    for name in (
+        "preemptor",
+        "preempted",
+        "node_fail",
+        "requeued",
+        "busy",
+        "waits_for_gpus",
+        "completes",
+        "held_released",
+    ):
         box.wait_state(jobs[name], "COMPLETED", timeout=90)
     box.run("scontrol", "update", "nodename=gpu03", "state=drain", "reason=maintenance: firmware")
-    box.wait_for(lambda: "DRAIN" in box.run("sacctmgr", "-n", "-P", "show", "event", "format=NodeName,State",
-                                           "Start=2020-01-01").upper(), 30, message="the drain was never recorded")
+    box.wait_for(
+        lambda: (
+            "DRAIN"
+            in box.run("sacctmgr", "-n", "-P", "show", "event", "format=NodeName,State", "Start=2020-01-01").upper()
+        ),
+        30,
+        message="the drain was never recorded",
+    )
     time.sleep(2)
     box.run("scontrol", "update", "nodename=gpu03", "state=resume")
     box.wait_state(jobs["timeout"], "TIMEOUT", timeout=TIMEOUT_WAIT_S)
-    box.wait_for(lambda: box.run("squeue", "-h", "-o", "%i").split() == [jobs["held"]], 60,
-                 message="jobs other than the held one still queued at the end")
+    box.wait_for(
+        lambda: box.run("squeue", "-h", "-o", "%i").split() == [jobs["held"]],
+        60,
+        message="jobs other than the held one still queued at the end",
+    )
     return jobs
 
 
@@ -355,19 +435,46 @@ def capture(box: SlurmBox, folder: Path) -> dict[str, Path]:
     then, --noheader, those of every job that ended and of the jobs pending, which repeat some of
     the first), node events and node inventory, as files."""
     folder.mkdir(parents=True, exist_ok=True)
-    sacct = ("sacct", "--allocations", "--duplicates", "--parsable2", "--allusers", "-S", "2020-01-01", "-E", "now",
-             "-o", SACCT_FIELDS)
+    sacct = (
+        "sacct",
+        "--allocations",
+        "--duplicates",
+        "--parsable2",
+        "--allusers",
+        "-S",
+        "2020-01-01",
+        "-E",
+        "now",
+        "-o",
+        SACCT_FIELDS,
+    )
     pending = ",".join(box.run("squeue", "--noheader", "--all", "--states=PENDING", "--format=%A").split())
     (folder / "sacct.txt").write_text(
-        box.run(*sacct) + box.run(*sacct, "--noheader", "--state=BF,CA,CD,DL,F,NF,OOM,PR,TO")
-        + (box.run(*sacct, "--noheader", "-j", pending) if pending else ""))
+        box.run(*sacct)
+        + box.run(*sacct, "--noheader", "--state=BF,CA,CD,DL,F,NF,OOM,PR,TO")
+        + (box.run(*sacct, "--noheader", "-j", pending) if pending else "")
+    )
     outputs = {
         "events.txt": ("sacctmgr", "-P", "show", "event", f"format={EVENT_FIELDS}", "Start=2020-01-01"),
         "nodes.txt": ("scontrol", "show", "node", "-o"),
         # GPU-seconds per account of each partition's jobs, as a site reads them (docs/slurm.md).
-        **{f"sreport-{partition}.txt": ("sreport", "-P", "-t", "seconds", "job", "SizesByAccount", "-T", "gres/gpu",
-                                        "start=2020-01-01T00:00:00", "end=now", "FlatView",
-                                        f"Partitions={partition}") for partition in PARTITIONS},
+        **{
+            f"sreport-{partition}.txt": (
+                "sreport",
+                "-P",
+                "-t",
+                "seconds",
+                "job",
+                "SizesByAccount",
+                "-T",
+                "gres/gpu",
+                "start=2020-01-01T00:00:00",
+                "end=now",
+                "FlatView",
+                f"Partitions={partition}",
+            )
+            for partition in PARTITIONS
+        },
     }
     for name, command in outputs.items():
         (folder / name).write_text(box.run(*command))

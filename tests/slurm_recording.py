@@ -48,8 +48,18 @@ class KilledAndRerun(threading.Thread):
         self.rng = random.Random(23)
 
     def poll(self, kill_after: float | None = None) -> None:
-        command = [sys.executable, "-m", "fleet_goodput.cli", "collect", "slurm", "--out", str(self.out),
-                   "--since", self.since, "-q"]
+        command = [
+            sys.executable,
+            "-m",
+            "fleet_goodput.cli",
+            "collect",
+            "slurm",
+            "--out",
+            str(self.out),
+            "--since",
+            self.since,
+            "-q",
+        ]
         process = subprocess.Popen(command, env=self.box.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             _, err = process.communicate(timeout=kill_after)
@@ -70,8 +80,11 @@ class KilledAndRerun(threading.Thread):
 
 def _files(folder: Path) -> dict[str, str]:
     """Every file of a collection with its SHA-256, but the scratch text of the poll under way."""
-    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(folder.rglob("*")) if path.is_file() and "poll" not in path.relative_to(folder).parts}
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "poll" not in path.relative_to(folder).parts
+    }
 
 
 def poll_while_paused(box: SlurmBox, daemon: str, out: Path, since: str) -> dict:
@@ -81,11 +94,31 @@ def poll_while_paused(box: SlurmBox, daemon: str, out: Path, since: str) -> dict
     KilledAndRerun(box, out, since).poll()
     before = _files(out)
     with box.paused(daemon):
-        done = subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "collect", "slurm", "--out", str(out),
-                               "--timeout", str(UNANSWERED_TIMEOUT_S)], env=box.env, capture_output=True, text=True,
-                              timeout=120)
-    return {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr,
-            "unchanged": _files(out) == before, "files": len(before), "out": str(out)}
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fleet_goodput.cli",
+                "collect",
+                "slurm",
+                "--out",
+                str(out),
+                "--timeout",
+                str(UNANSWERED_TIMEOUT_S),
+            ],
+            env=box.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    return {
+        "returncode": done.returncode,
+        "stdout": done.stdout,
+        "stderr": done.stderr,
+        "unchanged": _files(out) == before,
+        "files": len(before),
+        "out": str(out),
+    }
 
 
 def session_folder(tmp_path_factory) -> Path:
@@ -102,8 +135,12 @@ def start(folder: Path) -> None:
     except FileExistsError:
         return
     with open(folder / "recording.log", "wb") as log:
-        subprocess.Popen([sys.executable, str(Path(__file__)), str(folder)], stdout=log, stderr=subprocess.STDOUT,
-                         stdin=subprocess.DEVNULL)
+        subprocess.Popen(
+            [sys.executable, str(Path(__file__)), str(folder)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def wait(folder: Path, timeout: float = WAIT_S) -> dict:
@@ -131,15 +168,21 @@ def record(folder: Path) -> dict:
         collector.join()
         collector.poll()  # a last whole poll, as cron's next run would be
         KilledAndRerun(box, folder / "collected" / "once", since).poll()
-        unanswered = {daemon: poll_while_paused(box, daemon, folder / "collected" / f"{daemon}-paused", since)
-                      for daemon in ("slurmdbd", "slurmctld")}
+        unanswered = {
+            daemon: poll_while_paused(box, daemon, folder / "collected" / f"{daemon}-paused", since)
+            for daemon in ("slurmdbd", "slurmctld")
+        }
         files = capture(box, folder / "capture")
     finally:
         collector.stopping.set()
         box.stop()
-    return {"jobs": jobs, "files": {name: str(path) for name, path in files.items()}, "since": since,
-            "collector": {"polls": collector.polls, "kills": collector.kills, "failures": collector.failures},
-            "unanswered": unanswered}
+    return {
+        "jobs": jobs,
+        "files": {name: str(path) for name, path in files.items()},
+        "since": since,
+        "collector": {"polls": collector.polls, "kills": collector.kills, "failures": collector.failures},
+        "unanswered": unanswered,
+    }
 
 
 def _main(folder: Path) -> None:

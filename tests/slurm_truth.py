@@ -41,7 +41,9 @@ def job_chip_seconds(sacct: Path, cluster: str = "testfleet") -> dict[str, dict[
         if rows[-1]["End"] in ("Unknown", "None"):
             continue
         lifetime = utc_seconds(rows[-1]["End"]) - utc_seconds(rows[0]["Submit"])
-        allocated = sum(utc_seconds(r["End"]) - utc_seconds(r["Start"]) for r in rows if r["Start"] not in ("Unknown", "None"))
+        allocated = sum(
+            utc_seconds(r["End"]) - utc_seconds(r["Start"]) for r in rows if r["Start"] not in ("Unknown", "None")
+        )
         gpus = rows[0]["gpus"]
         figures[job] = {"queued_chip_s": gpus * (lifetime - allocated), "all_allocated_chip_s": gpus * allocated}
     return figures
@@ -53,7 +55,8 @@ def node_downtime_s(events: Path) -> dict[str, int]:
     for row in sacct_rows(events):
         if row["NodeName"] and row["TimeEnd"] not in ("Unknown", "None"):
             downtime[row["NodeName"]] = downtime.get(row["NodeName"], 0) + (
-                utc_seconds(row["TimeEnd"]) - utc_seconds(row["TimeStart"]))
+                utc_seconds(row["TimeEnd"]) - utc_seconds(row["TimeStart"])
+            )
     return downtime
 
 
@@ -67,8 +70,9 @@ def node_gpus(nodes: Path) -> dict[str, tuple[str, int]]:
     return found
 
 
-def capacity_chip_seconds(sacct: Path, events: Path, nodes: Path,
-                          first: int | None = None) -> tuple[int, int, dict[str, int]]:
+def capacity_chip_seconds(
+    sacct: Path, events: Path, nodes: Path, first: int | None = None
+) -> tuple[int, int, dict[str, int]]:
     """(first, last end, chip-seconds online per GRES type between them): every node's GPUs the
     whole time, less each node's downtime. `first` defaults to the first submission."""
     rows = [r for r in sacct_rows(sacct) if re.search(r"gres/gpu=", r["ReqTRES"])]
@@ -97,7 +101,10 @@ def interruptions(sacct: Path, cluster: str = "testfleet") -> set[tuple]:
             cause = row["State"].split()[0]
             if not ran or (following is None and cause == "COMPLETED"):
                 continue
-            again = (utc_seconds(following["Start"]) - utc_seconds(row["End"])
-                     if following is not None and following["Start"] not in ("Unknown", "None") else None)
+            again = (
+                utc_seconds(following["Start"]) - utc_seconds(row["End"])
+                if following is not None and following["Start"] not in ("Unknown", "None")
+                else None
+            )
             found.add((job, cause, utc_seconds(row["End"]) - utc_seconds(row["Start"]), again))
     return found

@@ -35,9 +35,19 @@ TIMELINE = [
 
 # Wall-clock seconds per category, from docs/metric.md section 4 (chip-seconds are these x 8).
 EXPECTED_SECONDS = {
-    "lifetime": 580, "queued": 200, "partial": 0, "all_allocated": 380,
-    "init": 30, "compile": 60, "checkpoint_save": 10, "checkpoint_restore": 20,
-    "lost": 60, "productive": 200, "pending": 0, "data_wait": 0, "idle": 0,
+    "lifetime": 580,
+    "queued": 200,
+    "partial": 0,
+    "all_allocated": 380,
+    "init": 30,
+    "compile": 60,
+    "checkpoint_save": 10,
+    "checkpoint_restore": 20,
+    "lost": 60,
+    "productive": 200,
+    "pending": 0,
+    "data_wait": 0,
+    "idle": 0,
     "ideal": 100,
 }
 EXPECTED_RATIOS = {"sg": 380 / 580, "rg": 200 / 380, "pg": 100 / 200, "mpg": 100 / 580}
@@ -49,16 +59,45 @@ def records() -> dict[str, list[dict]]:
     for n, (seconds, stream, kind, fields) in enumerate(TIMELINE):
         base = {"event_id": f"{JOB}-{n:02d}", "event_time": T0_US + seconds * 1_000_000, "job_id": JOB}
         if stream == "scheduler":
-            record = {**base, "type": kind, "cluster": "c1", "accelerator": "tpu-v5e", "chips": fields["chips"] if "chips" in fields else 8,
-                      "workload": fields.get("workload"), "framework": fields.get("framework"),
-                      "team": fields.get("team"), "topology": None, "priority": None}
+            record = {
+                **base,
+                "type": kind,
+                "cluster": "c1",
+                "accelerator": "tpu-v5e",
+                "chips": fields["chips"] if "chips" in fields else 8,
+                "workload": fields.get("workload"),
+                "framework": fields.get("framework"),
+                "team": fields.get("team"),
+                "topology": None,
+                "priority": None,
+            }
         elif stream == "runtime":
             record = {**base, "type": kind, "step": fields.get("step"), "attempt": None}
         else:
-            record = {**base, "step": fields["step"], "duration_s": 10.0, "chips": CHIPS,
-                      "ideal_flops": 7.88e15, "flops_source": "HLO_UNOPTIMIZED", "bytes_accessed": None}
+            record = {
+                **base,
+                "step": fields["step"],
+                "duration_s": 10.0,
+                "chips": CHIPS,
+                "ideal_flops": 7.88e15,
+                "flops_source": "HLO_UNOPTIMIZED",
+                "bytes_accessed": None,
+            }
         out[stream].append(record)
-    out["scheduler"].append({"event_id": "cap-c1", "event_time": T0_US, "job_id": None, "type": "CAPACITY",
-                             "cluster": "c1", "accelerator": "tpu-v5e", "chips": 8, "workload": None,
-                             "framework": None, "team": None, "topology": None, "priority": None})
+    out["scheduler"].append(
+        {
+            "event_id": "cap-c1",
+            "event_time": T0_US,
+            "job_id": None,
+            "type": "CAPACITY",
+            "cluster": "c1",
+            "accelerator": "tpu-v5e",
+            "chips": 8,
+            "workload": None,
+            "framework": None,
+            "team": None,
+            "topology": None,
+            "priority": None,
+        }
+    )
     return out

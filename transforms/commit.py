@@ -62,8 +62,15 @@ class _CommitPaneFn(beam.DoFn):
         waited = 0.0
         while True:
             try:
-                record = commit_pane(self.store, pane, stream_id=self.stream_id, sequence=pane_info.index,
-                                     settings=self.settings, run_settings=self.run_settings, source=self.source)
+                record = commit_pane(
+                    self.store,
+                    pane,
+                    stream_id=self.stream_id,
+                    sequence=pane_info.index,
+                    settings=self.settings,
+                    run_settings=self.run_settings,
+                    source=self.source,
+                )
             except StoreBusy:
                 if waited >= BUSY_FOR_AT_MOST_S:
                     raise
@@ -79,8 +86,14 @@ class CommitToStore(beam.PTransform):
     """{table name: rows, "counts": ((stream, outcome), n) deltas} on a stream → committed runs of the
     store at `output`; outputs the id of each run committed."""
 
-    def __init__(self, output: str, settings: Settings, run_settings: RunSettings, source: str,
-                 commit_every_s: int = COMMIT_EVERY_S):
+    def __init__(
+        self,
+        output: str,
+        settings: Settings,
+        run_settings: RunSettings,
+        source: str,
+        commit_every_s: int = COMMIT_EVERY_S,
+    ):
         super().__init__()
         self.output = output
         self.settings = settings
@@ -91,17 +104,21 @@ class CommitToStore(beam.PTransform):
         self.stream_id = f"fleet-goodput-stream-{uuid.uuid4().hex}"
 
     def expand(self, outputs: dict):
-        tagged = [collection | f"Tag_{name}" >> beam.Map(lambda element, tag: (tag, element), tag=name)
-                  for name, collection in outputs.items()]
+        tagged = [
+            collection | f"Tag_{name}" >> beam.Map(lambda element, tag: (tag, element), tag=name)
+            for name, collection in outputs.items()
+        ]
         return (
             tagged
             | "AllResults" >> beam.Flatten()
-            | "IntoPanes" >> beam.WindowInto(
+            | "IntoPanes"
+            >> beam.WindowInto(
                 window.GlobalWindows(),
                 trigger=trigger.AfterWatermark(early=trigger.AfterProcessingTime(self.commit_every_s)),
-                accumulation_mode=trigger.AccumulationMode.DISCARDING)
+                accumulation_mode=trigger.AccumulationMode.DISCARDING,
+            )
             | "OneKey" >> beam.Map(lambda item: ("store", item))
             | "GatherPane" >> beam.GroupByKey()
-            | "CommitPane" >> beam.ParDo(_CommitPaneFn(self.output, self.settings, self.run_settings,
-                                                       self.stream_id, self.source))
+            | "CommitPane"
+            >> beam.ParDo(_CommitPaneFn(self.output, self.settings, self.run_settings, self.stream_id, self.source))
         )

@@ -30,7 +30,9 @@ class ReadPubSubEvents(beam.PTransform):
         self.accelerators = accelerators
 
     def expand(self, pbegin):
-        return (pbegin
-                | "ReadMessages" >> beam.io.ReadFromPubSub(subscription=self.subscription, timestamp_attribute="event_time")
-                | "DecodeAvro" >> beam.Map(_decode_message, stream=self.stream)
-                | "Validate" >> DecodeRecords(self.stream, self.accelerators, source=self.subscription))
+        return (
+            pbegin
+            | "ReadMessages" >> beam.io.ReadFromPubSub(subscription=self.subscription, timestamp_attribute="event_time")
+            | "DecodeAvro" >> beam.Map(_decode_message, stream=self.stream)
+            | "Validate" >> DecodeRecords(self.stream, self.accelerators, source=self.subscription)
+        )

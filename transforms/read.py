@@ -69,8 +69,9 @@ class _DecodeAvroFile(beam.DoFn):
             yield from saved_states(path)
             return
         try:
-            decoded = decode_input_file(stream, path, self.accelerators, self.during, open_file=open_input,
-                                        step_blocks=True)
+            decoded = decode_input_file(
+                stream, path, self.accelerators, self.during, open_file=open_input, step_blocks=True
+            )
         except FileNotFoundError:
             decoded = None  # gone since it was listed: the run computes again without it (fleet_goodput/runs/batch.py)
         if decoded is not None:
@@ -142,8 +143,9 @@ class ReadAvroFiles(beam.PTransform):
     streaming run pays it each time), and a file says its stream anyway.
     """
 
-    def __init__(self, files: dict[str, list[str]], accelerators, during: TimeSlice | None = None,
-                 state_files: list[str] = ()):
+    def __init__(
+        self, files: dict[str, list[str]], accelerators, during: TimeSlice | None = None, state_files: list[str] = ()
+    ):
         """Each scheduler file's latest event times (of every key) come out in "kept_times", for the
         run's as-of time (fleet_goodput/core/asof.py). With `during` (a backfill's chunk of event time),
         only its events, and rejected rows and read counts only from the first chunk. The keys of
@@ -160,8 +162,10 @@ class ReadAvroFiles(beam.PTransform):
             # One file is one unit of work: Create reshuffles its elements, so a
             # distributed runner spreads the files over workers.
             | "ListFiles" >> beam.Create(self.files)
-            | "DecodeAndValidate" >> beam.ParDo(_DecodeAvroFile(self.accelerators, self.during))
-            .with_outputs(REJECTED, READ_COUNTS, KEPT_TIMES, main=EVENTS)
+            | "DecodeAndValidate"
+            >> beam.ParDo(_DecodeAvroFile(self.accelerators, self.during)).with_outputs(
+                REJECTED, READ_COUNTS, KEPT_TIMES, main=EVENTS
+            )
         )
 
 

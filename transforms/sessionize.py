@@ -30,8 +30,9 @@ from fleet_goodput.core.timeutil import format_time_us
 
 WINDOW_VECTORS, JOBS, REJECTED, PENDING_REJECTED = "window_vectors", "jobs", "rejected", "rejected_pending"
 COUNTS, PENDING_COUNTS, CAPACITY, LATE, STATE = "counts", "pending_counts", "capacity", "late", "state"
-NO_AS_OF_YET = ("no scheduler event up to a day past this machine's clock has arrived yet, so there is no "
-                "as-of time to place it at")
+NO_AS_OF_YET = (
+    "no scheduler event up to a day past this machine's clock has arrived yet, so there is no as-of time to place it at"
+)
 
 
 @dataclass(frozen=True)
@@ -51,14 +52,27 @@ def capacity_row(key: str, start_us: int, stretch: tuple[int, int], changed_from
     whose chip-time this version changed from `changed_from_us` on."""
     cluster, accelerator = parse_capacity_key(key)
     end_us, chips = stretch
-    return {"cluster": cluster, "accelerator": accelerator, "start_time_us": start_us, "end_time_us": end_us,
-            "chips": chips, "changed_from_us": changed_from_us, "version_us": version_us}
+    return {
+        "cluster": cluster,
+        "accelerator": accelerator,
+        "start_time_us": start_us,
+        "end_time_us": end_us,
+        "chips": chips,
+        "changed_from_us": changed_from_us,
+        "version_us": version_us,
+    }
 
 
 def timeline_rejection(job_id: str | None, event: Event, reason: str) -> dict:
     return {
-        "stream": stream_of(event.code), "event_id": event.event_id, "job_id": job_id,
-        "event_time_us": event.time_us, "type": event.code, "reason": reason, "source": None, "records": 1,
+        "stream": stream_of(event.code),
+        "event_id": event.event_id,
+        "job_id": job_id,
+        "event_time_us": event.time_us,
+        "type": event.code,
+        "reason": reason,
+        "source": None,
+        "records": 1,
     }
 
 
@@ -80,8 +94,9 @@ def admit(state: KeyState, events, rules: KeyRules):
     wait in the state like any other: the run whose as-of time reaches them counts them."""
     key = state.key
     for event in state.admit(events):
-        yield beam.pvalue.TaggedOutput(LATE, late_row(job_of(key), event, state.frontier_us,
-                                                      rules.allowed_lateness_s * 1_000_000))
+        yield beam.pvalue.TaggedOutput(
+            LATE, late_row(job_of(key), event, state.frontier_us, rules.allowed_lateness_s * 1_000_000)
+        )
 
 
 def reject_before_history(state: KeyState, start_us: int | None):
@@ -95,9 +110,17 @@ def reject_before_history(state: KeyState, start_us: int | None):
         state.waiting = kept
         for event in before:
             days = (start_us - event.time_us) / 86_400e6
-            yield beam.pvalue.TaggedOutput(REJECTED, timeline_rejection(job_of(state.key), event, (
-                f"dated {days:,.0f} days before the fleet's history, which starts at {format_time_us(start_us)} "
-                "(a clock reset to a default date?): no figure rests on it")))
+            yield beam.pvalue.TaggedOutput(
+                REJECTED,
+                timeline_rejection(
+                    job_of(state.key),
+                    event,
+                    (
+                        f"dated {days:,.0f} days before the fleet's history, which starts at {format_time_us(start_us)} "
+                        "(a clock reset to a default date?): no figure rests on it"
+                    ),
+                ),
+            )
 
 
 class ClockFn(beam.CombineFn):
@@ -123,8 +146,11 @@ class ClockFn(beam.CombineFn):
         if as_of_us is None:
             as_of_us = default_as_of(kept, self.continuation.as_of_us)
         start_us = self.continuation.history_start_us
-        return {"as_of_us": as_of_us, "kept_times": kept,
-                "history_start_us": start_us if start_us is not None else history_start(kept)}
+        return {
+            "as_of_us": as_of_us,
+            "kept_times": kept,
+            "history_start_us": start_us if start_us is not None else history_start(kept),
+        }
 
 
 def _as_of_of(clock: dict) -> int | None:
@@ -186,8 +212,9 @@ def settled_outputs(key: str, advance: Advance, version_us: int):
     job_id = job_of(key)
     if job_id is None:
         for start_us, stretch in advance.windows.items():
-            yield beam.pvalue.TaggedOutput(CAPACITY, capacity_row(key, start_us, stretch,
-                                                                  advance.changed_from[start_us], version_us))
+            yield beam.pvalue.TaggedOutput(
+                CAPACITY, capacity_row(key, start_us, stretch, advance.changed_from[start_us], version_us)
+            )
     else:
         for window, vector in advance.windows.items():
             yield key, window, version_us, vector
@@ -229,15 +256,20 @@ class SessionizeKeys(beam.PTransform):
         # Without new scheduler events the clock is what the combine gives for none, as a side
         # input's default: one Beam step less than CombineGlobally's own default.
         clock = inputs["kept_times"] | "ReadTheClock" >> beam.CombineGlobally(clock_fn).without_defaults()
-        clock_side = beam.pvalue.AsSingleton(clock, default_value=clock_fn.extract_output(
-            clock_fn.create_accumulator()))
+        clock_side = beam.pvalue.AsSingleton(
+            clock, default_value=clock_fn.extract_output(clock_fn.create_accumulator())
+        )
         grouped = events | "JoinSavedState" >> beam.GroupByKey()
-        by_tag = grouped | "AdvanceKeys" >> beam.ParDo(_AdvanceKeyFn(self.rules, self.continuation),
-                                                       clock_side).with_outputs(*outputs_of, main=WINDOW_VECTORS)
+        by_tag = grouped | "AdvanceKeys" >> beam.ParDo(
+            _AdvanceKeyFn(self.rules, self.continuation), clock_side
+        ).with_outputs(*outputs_of, main=WINDOW_VECTORS)
         outputs = {tag: by_tag[tag] for tag in (WINDOW_VECTORS, *outputs_of)}
         # The clock as one element, whether or not the run read a scheduler event.
-        the_clock = events.pipeline | "OneClock" >> beam.Create([None]) | "TheClock" >> beam.Map(
-            lambda _, clock: clock, clock_side)
+        the_clock = (
+            events.pipeline
+            | "OneClock" >> beam.Create([None])
+            | "TheClock" >> beam.Map(lambda _, clock: clock, clock_side)
+        )
         outputs["clock"] = the_clock
         outputs["as_of"] = the_clock | "TheAsOf" >> beam.Map(_as_of_of)
         return outputs

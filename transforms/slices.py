@@ -30,8 +30,17 @@ from apache_beam.io.filesystems import FileSystems
 
 from fleet_goodput.telemetry.columnar import decode_input_files_slices
 from fleet_goodput.telemetry.decode import TimeSlice
-from fleet_goodput.transforms.read import (EVENTS, KEPT_TIMES, READ_COUNTS, REJECTED, SAVED_STATE, as_tagged,
-                                           file_outputs, open_input, saved_states)
+from fleet_goodput.transforms.read import (
+    EVENTS,
+    KEPT_TIMES,
+    READ_COUNTS,
+    REJECTED,
+    SAVED_STATE,
+    as_tagged,
+    file_outputs,
+    open_input,
+    saved_states,
+)
 
 
 # About 400,000 of the simulator's events: a group's decoded columns and slices take a few hundred MB at most.
@@ -87,9 +96,11 @@ class SliceFiles(beam.PTransform):
         self.groups, self.accelerators, self.chunks, self.folder = groups, accelerators, chunks, folder
 
     def expand(self, pbegin):
-        return (pbegin
-                | "ListGroups" >> beam.Create(list(enumerate(self.groups)))
-                | "DecodeOnceAndSlice" >> beam.Map(_write_slices, self.accelerators, self.chunks, self.folder))
+        return (
+            pbegin
+            | "ListGroups" >> beam.Create(list(enumerate(self.groups)))
+            | "DecodeOnceAndSlice" >> beam.Map(_write_slices, self.accelerators, self.chunks, self.folder)
+        )
 
 
 def read_slice(path: str) -> list[tuple[str, object]]:
@@ -106,10 +117,11 @@ class ReadDecodedSlices(beam.PTransform):
         self.sources = [(SLICE, path) for path in paths] + [(SAVED_STATE, path) for path in state_files]
 
     def expand(self, pbegin):
-        return (pbegin
-                | "ListSlices" >> beam.Create(self.sources)
-                | "ReadSlices" >> beam.FlatMap(_read_source)
-                .with_outputs(REJECTED, READ_COUNTS, KEPT_TIMES, main=EVENTS))
+        return (
+            pbegin
+            | "ListSlices" >> beam.Create(self.sources)
+            | "ReadSlices" >> beam.FlatMap(_read_source).with_outputs(REJECTED, READ_COUNTS, KEPT_TIMES, main=EVENTS)
+        )
 
 
 def _read_source(source: tuple[str, str]):

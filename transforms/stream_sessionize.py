@@ -37,8 +37,19 @@ from apache_beam.utils.timestamp import Timestamp
 from fleet_goodput.core.events import Event, unpack
 from fleet_goodput.core.session import NEVER, KeyState, late_row
 from fleet_goodput.core.windows import window_start
-from fleet_goodput.transforms.sessionize import (CAPACITY, COUNTS, JOBS, LATE, REJECTED, WINDOW_VECTORS, KeyRules,
-                                                 job_of, load_state, settled_outputs)
+from fleet_goodput.transforms.sessionize import (
+    CAPACITY,
+    COUNTS,
+    JOBS,
+    LATE,
+    REJECTED,
+    WINDOW_VECTORS,
+    KeyRules,
+    job_of,
+    load_state,
+    settled_outputs,
+)
+
 
 @dataclass
 class _Clock:
@@ -65,8 +76,13 @@ class _StreamTimelineFn(beam.DoFn):
         self.max_silence_us = rules.max_silence_us
 
     # ---- arrivals ------------------------------------------------------------
-    def process(self, element, events=beam.DoFn.StateParam(EVENTS), clock_state=beam.DoFn.StateParam(CLOCK),
-                timer=beam.DoFn.TimerParam(FIRE)):
+    def process(
+        self,
+        element,
+        events=beam.DoFn.StateParam(EVENTS),
+        clock_state=beam.DoFn.StateParam(CLOCK),
+        timer=beam.DoFn.TimerParam(FIRE),
+    ):
         key, batch = element
         clock = clock_state.read() or _Clock()
         on_time = []
@@ -92,14 +108,22 @@ class _StreamTimelineFn(beam.DoFn):
 
     # ---- firing ----------------------------------------------------------------
     @on_timer(FIRE)
-    def fire(self, key=beam.DoFn.KeyParam, fired_at=beam.DoFn.TimestampParam, events=beam.DoFn.StateParam(EVENTS),
-             key_state=beam.DoFn.StateParam(STATE), clock_state=beam.DoFn.StateParam(CLOCK),
-             timer=beam.DoFn.TimerParam(FIRE)):
+    def fire(
+        self,
+        key=beam.DoFn.KeyParam,
+        fired_at=beam.DoFn.TimestampParam,
+        events=beam.DoFn.StateParam(EVENTS),
+        key_state=beam.DoFn.StateParam(STATE),
+        clock_state=beam.DoFn.StateParam(CLOCK),
+        timer=beam.DoFn.TimerParam(FIRE),
+    ):
         now_us = fired_at.micros
         clock = clock_state.read() or _Clock()
         stored = key_state.read()
         state = load_state(key, [stored] if stored else [], self.rules)
-        state.admit([raw for blob in events.read() for raw in pickle.loads(blob)])  # late ones were set aside on arrival
+        state.admit(
+            [raw for blob in events.read() for raw in pickle.loads(blob)]
+        )  # late ones were set aside on arrival
         events.clear()
         advance = state.advance(now_us, now_us - self.lateness_us, self.max_silence_us)
         version = max(now_us, clock.last_version_us + 1)
@@ -147,4 +171,5 @@ class StreamSessionize(beam.PTransform):
 
     def expand(self, keyed_events):
         return keyed_events | "UpdateTimelines" >> beam.ParDo(self.fn).with_outputs(
-            CAPACITY, JOBS, REJECTED, COUNTS, LATE, main=WINDOW_VECTORS)
+            CAPACITY, JOBS, REJECTED, COUNTS, LATE, main=WINDOW_VECTORS
+        )

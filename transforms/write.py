@@ -70,8 +70,11 @@ class _StageTableDaysFn(beam.DoFn):
         rows, self.rows = self.rows, defaultdict(list)
         for day, waiting in rows.items():
             # finish_bundle outputs need their window spelled out (the batch's global one).
-            yield WindowedValue(write_staged_day(self.table, self.folder, day, waiting),
-                                GlobalWindow().max_timestamp(), (GlobalWindow(),))
+            yield WindowedValue(
+                write_staged_day(self.table, self.folder, day, waiting),
+                GlobalWindow().max_timestamp(),
+                (GlobalWindow(),),
+            )
 
 
 class StageTables(beam.PTransform):
@@ -92,8 +95,10 @@ class StageTables(beam.PTransform):
         self.staging = staging
 
     def expand(self, rows_by_table: dict):
-        return {name: rows | f"Stage_{name}" >> beam.ParDo(_StageTableDaysFn(self.tables[name], f"{self.staging}/{name}"))
-                for name, rows in rows_by_table.items()}
+        return {
+            name: rows | f"Stage_{name}" >> beam.ParDo(_StageTableDaysFn(self.tables[name], f"{self.staging}/{name}"))
+            for name, rows in rows_by_table.items()
+        }
 
 
 class _StageRowsFn(beam.DoFn):

@@ -44,22 +44,38 @@ examples:
   mpg check --output gs://my-bucket/goodput
   mpg check --output out/ --upgrade     # a store an earlier release wrote
 
-""" + exits.describe(damaged="the store is damaged (after --repair: damaged still, nothing safe could repair it)",
-                     busy="a run or stream holds the output (--repair and --upgrade only)")
+""" + exits.describe(
+    damaged="the store is damaged (after --repair: damaged still, nothing safe could repair it)",
+    busy="a run or stream holds the output (--repair and --upgrade only)",
+)
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("check", help="verify an output store; --repair fixes what it safely can",
-                                   description=DESCRIPTION, epilog=EPILOG,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output", required=True, metavar="DIR",
-                        help="an output folder of `mpg run` or `mpg stream` (or gs://bucket/folder)")
+    parser = subparsers.add_parser(
+        "check",
+        help="verify an output store; --repair fixes what it safely can",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="an output folder of `mpg run` or `mpg stream` (or gs://bucket/folder)",
+    )
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--repair", action="store_true",
-                        help="repair what can be repaired without losing anything (see above); takes the output's lock")
-    action.add_argument("--upgrade", action="store_true",
-                        help="bring a store an earlier release wrote to this release's format, as one run (see "
-                             "above); takes the output's lock")
+    action.add_argument(
+        "--repair",
+        action="store_true",
+        help="repair what can be repaired without losing anything (see above); takes the output's lock",
+    )
+    action.add_argument(
+        "--upgrade",
+        action="store_true",
+        help="bring a store an earlier release wrote to this release's format, as one run (see "
+        "above); takes the output's lock",
+    )
     parser.set_defaults(func=main)
 
 
@@ -70,8 +86,11 @@ def main(args: argparse.Namespace) -> int:
 
     store = Store(args.output)
     if not StoreFiles(store.root).is_dir():
-        print(f"mpg check: {args.output} is not a folder: give --output an output of `mpg run` or `mpg stream` "
-              "(a folder, or gs://bucket/folder)", file=sys.stderr)
+        print(
+            f"mpg check: {args.output} is not a folder: give --output an output of `mpg run` or `mpg stream` "
+            "(a folder, or gs://bucket/folder)",
+            file=sys.stderr,
+        )
         return exits.USAGE
     try:
         store.refuse_foreign()
@@ -108,8 +127,10 @@ def _upgrade(output: str) -> int:
     # As a run publishes (fleet_goodput/runs/batch.py): the views, then manifest.json, which says they are built.
     build_database(output, load_settings())
     write_manifest_copy(output, done.record.manifest)
-    print(f"Committed run {done.record.run_id} to {done.record.manifest['output']}: upgraded from state format "
-          f"{done.from_format} to {STATE_FORMAT} ({done.keys} saved state(s), {done.stretches} capacity stretch(es))")
+    print(
+        f"Committed run {done.record.run_id} to {done.record.manifest['output']}: upgraded from state format "
+        f"{done.from_format} to {STATE_FORMAT} ({done.keys} saved state(s), {done.stretches} capacity stretch(es))"
+    )
     return exits.OK
 
 
@@ -118,8 +139,10 @@ def _report(store, report) -> int:
         if not report.runs:
             print(f"{store.root} holds no committed run: nothing to check")
         else:
-            print(f"{store.root}: whole ({report.runs} run(s); the latest run's tables, data files and saved state "
-                  "are all there and readable)")
+            print(
+                f"{store.root}: whole ({report.runs} run(s); the latest run's tables, data files and saved state "
+                "are all there and readable)"
+            )
         return exits.OK
     print(f"{store.root} is damaged:")
     for finding in report.findings:
@@ -144,12 +167,17 @@ def _check_and_repair(store) -> int:
     try:
         repair(store, report)
     except Exception as error:  # delta-rs meeting more damage than inspect saw
-        print(f"mpg check: --repair stopped: {cause(error)}; `mpg check --output {store.root}` says where the store "
-              "stands now", file=sys.stderr)
+        print(
+            f"mpg check: --repair stopped: {cause(error)}; `mpg check --output {store.root}` says where the store "
+            "stands now",
+            file=sys.stderr,
+        )
         return exits.DAMAGED
     return _report(store, inspect(store))
 
 
-_NO_REPAIR = ("--repair cannot repair this without losing data: {why}. Start the output afresh and run every input "
-              "again:\n  mpg run --replace --input DIR --output {root}\n"
-              "(copy the folder first if you want to keep what is left of it).")
+_NO_REPAIR = (
+    "--repair cannot repair this without losing data: {why}. Start the output afresh and run every input "
+    "again:\n  mpg run --replace --input DIR --output {root}\n"
+    "(copy the folder first if you want to keep what is left of it)."
+)

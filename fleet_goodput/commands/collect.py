@@ -40,36 +40,57 @@ same event_id and the cursor remembers what was written, so nothing is counted
 twice and nothing is missed.
 """.format(timeout=DEFAULT_TIMEOUT_S)
 
-EPILOG = """\
+EPILOG = (
+    """\
 examples:
   mpg collect slurm --out /data/telemetry --since 2026-01-01T00:00:00Z   # the first poll reaches back to --since
   */10 * * * * mpg collect slurm --out /data/telemetry -q               # then every ten minutes, from cron
   mpg run --input /data/telemetry --output /data/goodput
 
-""" + VERBOSITY_HELP + "\n\n" + exits.describe(
-    failed="a Slurm command failed (not installed, no configuration, the controller or slurmdbd down) or did not "
-           "answer within --timeout: nothing was written",
-    busy="another `mpg collect` is polling into DIR") + """\
+"""
+    + VERBOSITY_HELP
+    + "\n\n"
+    + exits.describe(
+        failed="a Slurm command failed (not installed, no configuration, the controller or slurmdbd down) or did not "
+        "answer within --timeout: nothing was written",
+        busy="another `mpg collect` is polling into DIR",
+    )
+    + """\
   (2 also when DIR/.slurm-collect/cursor.json is not a cursor (emptied, edited, not
   UTF-8): restore it, or move it aside to collect again from --since; nothing was
   written)
 """
+)
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "collect", help="poll a Slurm cluster's accounting into Avro telemetry, incrementally (cron, timers)",
-        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "collect",
+        help="poll a Slurm cluster's accounting into Avro telemetry, incrementally (cron, timers)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("source", choices=["slurm"], help="the scheduler to collect from")
     parser.add_argument("--out", required=True, metavar="DIR", help="the telemetry folder (created; polls add to it)")
-    parser.add_argument("--since", metavar="TIME",
-                        help="first poll only: ISO-8601 time to reach back to (default: 24 hours ago); later polls "
-                             "continue from the cursor")
+    parser.add_argument(
+        "--since",
+        metavar="TIME",
+        help="first poll only: ISO-8601 time to reach back to (default: 24 hours ago); later polls "
+        "continue from the cursor",
+    )
     parser.add_argument("--accelerator-map", metavar="FILE", help=ACCELERATOR_MAP_HELP)
-    parser.add_argument("--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                        help=f"how long each Slurm command (sacct, sacctmgr, scontrol, squeue) may take before the "
-                             f"poll gives up, writing nothing (default {DEFAULT_TIMEOUT_S} s)")
+    parser.add_argument(
+        "--config", metavar="FILE", help="settings YAML whose accelerator catalogue to check keys against"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"how long each Slurm command (sacct, sacctmgr, scontrol, squeue) may take before the "
+        f"poll gives up, writing nothing (default {DEFAULT_TIMEOUT_S} s)",
+    )
     parser.set_defaults(func=main)
 
 
@@ -83,8 +104,9 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings(args.config)
-        options = Options(accelerators=frozenset(settings.accelerators),
-                          accelerator_map=AcceleratorMap.load(args.accelerator_map))
+        options = Options(
+            accelerators=frozenset(settings.accelerators), accelerator_map=AcceleratorMap.load(args.accelerator_map)
+        )
         since_us = parse_time_us(args.since) if args.since else (int(time.time()) - 86_400) * MICROS
         if not 0 < args.timeout <= 86_400:
             raise ValueError(f"--timeout must be more than 0 and at most 86400 seconds, not {args.timeout:g}")
@@ -102,13 +124,17 @@ def main(args: argparse.Namespace) -> int:
         print(f"mpg collect: {exc}", file=sys.stderr)
         return exits.USAGE
     if result["file"]:
-        print(f"Collected {result['events']:,} new scheduler events of {result['jobs']:,} jobs into "
-              f"{Path(args.out) / result['file']}.")
+        print(
+            f"Collected {result['events']:,} new scheduler events of {result['jobs']:,} jobs into "
+            f"{Path(args.out) / result['file']}."
+        )
     else:
         print("Nothing new since the last poll, and no cluster seen yet to say it of.")
     for cluster, (from_us, to_us) in (result["observed"] or {}).items():
-        say(f"Observed {cluster} from {format_time_us(from_us)} to {format_time_us(to_us)} (the file says so; "
-            "the as-of time follows it).")
+        say(
+            f"Observed {cluster} from {format_time_us(from_us)} to {format_time_us(to_us)} (the file says so; "
+            "the as-of time follows it)."
+        )
     if result["rejected"]:
         say(f"Rejected {result['rejected']:,} new rows (listed in {Path(args.out) / 'slurm_rejected'}).")
     say(f"Next: mpg run --input {shlex.quote(str(args.out))} --output OUT")

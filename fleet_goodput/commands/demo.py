@@ -24,13 +24,24 @@ no server.
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("demo", help="simulate a fleet-day and show its goodput (start here)",
-                                   description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   epilog=VERBOSITY_HELP + "\n\n" + exits.describe(
-                                       failed="a critical data-quality check failed: no report was published",
-                                       busy="another run holds DIR/results or the period"))
-    parser.add_argument("--dir", default="demo-output", metavar="DIR",
-                        help="where to put the simulated telemetry (DIR/telemetry) and results (DIR/results); default: demo-output")
+    parser = subparsers.add_parser(
+        "demo",
+        help="simulate a fleet-day and show its goodput (start here)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=VERBOSITY_HELP
+        + "\n\n"
+        + exits.describe(
+            failed="a critical data-quality check failed: no report was published",
+            busy="another run holds DIR/results or the period",
+        ),
+    )
+    parser.add_argument(
+        "--dir",
+        default="demo-output",
+        metavar="DIR",
+        help="where to put the simulated telemetry (DIR/telemetry) and results (DIR/results); default: demo-output",
+    )
     parser.add_argument("--seed", type=int, default=7, help="simulation seed (default: 7)")
     parser.add_argument("--hours", type=float, default=24.0, help="simulated hours (default: 24)")
     parser.set_defaults(func=main)
@@ -63,8 +74,10 @@ def main(args: argparse.Namespace) -> int:
     say(summary(outcome))
     say_headline(outcome.store, outcome.run.run_id)
     say(f"\nOutputs: tables {results}/tables/, views {outcome.database}, manifest {results}/manifest.json")
-    say(f"Try:     mpg sql --output {shlex.quote(str(results))} "
-        "\"select * from job_goodput order by lost_chip_s desc limit 5\"")
+    say(
+        f"Try:     mpg sql --output {shlex.quote(str(results))} "
+        '"select * from job_goodput order by lost_chip_s desc limit 5"'
+    )
     progress("[3/3] Validating the results (Great Expectations) and publishing the report ...")
     from fleet_goodput.quality.checked_run import open_checked_run
     from fleet_goodput.quality.period import whole_output_period  # the report imports GX: only load it here

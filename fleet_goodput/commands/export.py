@@ -50,30 +50,47 @@ needs.
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("export", help="export the store's figures for Prometheus (OpenMetrics, textfile)",
-                                   description="Export an output's figures in another tool's format: "
-                                               "`mpg export FORMAT --help` says more.",
-                                   epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "export",
+        help="export the store's figures for Prometheus (OpenMetrics, textfile)",
+        description="Export an output's figures in another tool's format: `mpg export FORMAT --help` says more.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     formats = parser.add_subparsers(dest="format", metavar="FORMAT", required=True)
     openmetrics = formats.add_parser(
-        "openmetrics", help="the history as OpenMetrics text with timestamps (for promtool's backfill)",
+        "openmetrics",
+        help="the history as OpenMetrics text with timestamps (for promtool's backfill)",
         description="Write every fleet_goodput_* series of the output's latest run (or --run ID), one "
-                    "cumulative sample per series at the end of every complete window, as OpenMetrics text "
-                    "with timestamps: `promtool tsdb create-blocks-from openmetrics` backfills a Prometheus "
-                    "with it.", epilog=EPILOG + EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    openmetrics.add_argument("--since", metavar="TIME",
-                             help="first sample at the start of the window holding TIME (ISO-8601: 2026-01-02, "
-                                  "2026-01-02T06:00:00Z; default: the store's first window)")
+        "cumulative sample per series at the end of every complete window, as OpenMetrics text "
+        "with timestamps: `promtool tsdb create-blocks-from openmetrics` backfills a Prometheus "
+        "with it.",
+        epilog=EPILOG + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    openmetrics.add_argument(
+        "--since",
+        metavar="TIME",
+        help="first sample at the start of the window holding TIME (ISO-8601: 2026-01-02, "
+        "2026-01-02T06:00:00Z; default: the store's first window)",
+    )
     textfile = formats.add_parser(
-        "textfile", help="the latest figures for node_exporter's textfile collector",
+        "textfile",
+        help="the latest figures for node_exporter's textfile collector",
         description="Write what `mpg serve metrics` serves, in Prometheus's text format, for node_exporter's "
-                    "textfile collector.", epilog=TEXTFILE_EPILOG + EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "textfile collector.",
+        epilog=TEXTFILE_EPILOG + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     for each in (openmetrics, textfile):
         each.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
         each.add_argument("--run", type=int, metavar="ID", help="the run to export (default: the latest)")
-        each.add_argument("--to", default=STDOUT, metavar="FILE",
-                          help="write to FILE, replaced whole once written (default: standard output)")
+        each.add_argument(
+            "--to",
+            default=STDOUT,
+            metavar="FILE",
+            help="write to FILE, replaced whole once written (default: standard output)",
+        )
         each.set_defaults(func=main)
 
 
@@ -107,8 +124,10 @@ def main(args: argparse.Namespace) -> int:
     except (StoreError, ValueError) as exc:
         print(f"{command}: {exc}", file=sys.stderr)
         return exits.USAGE
-    console.progress(f"{command}: {series:,} series, {samples:,} samples of run {record.run_id}"
-                     + ("" if destination is None else f" to {destination}"))
+    console.progress(
+        f"{command}: {series:,} series, {samples:,} samples of run {record.run_id}"
+        + ("" if destination is None else f" to {destination}")
+    )
     return exits.OK
 
 

@@ -29,7 +29,8 @@ period stays as it was) and the failed checks are printed. A rerun for the
 same period replaces its report; two runs of one period cannot interleave.
 """
 
-EPILOG = """\
+EPILOG = (
+    """\
 examples:
   mpg report --output out/
   mpg report --output out/ --date 2026-01-01
@@ -38,16 +39,25 @@ examples:
     mpg run --input IN --output OUT && mpg report --output OUT --date <yesterday> --require-complete
 
 -q prints the verdict, the critical failures and the report's path only.
-""" + VERBOSITY_HELP + "\n\n" + exits.describe(
-    failed="a critical check failed: nothing was published (0: published)",
-    busy="another validation or report of the same period holds its lock; deploy/ retries it",
-    damaged=exits.DAMAGED_MEANING)
+"""
+    + VERBOSITY_HELP
+    + "\n\n"
+    + exits.describe(
+        failed="a critical check failed: nothing was published (0: published)",
+        busy="another validation or report of the same period holds its lock; deploy/ retries it",
+        damaged=exits.DAMAGED_MEANING,
+    )
+)
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("report", help="validate, then publish an offline HTML goodput report for a period",
-                                   description=DESCRIPTION, epilog=EPILOG,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "report",
+        help="validate, then publish an offline HTML goodput report for a period",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_quality_arguments(parser)
     parser.set_defaults(func=main)
 
@@ -77,8 +87,10 @@ def main(args: argparse.Namespace) -> int:
         return refuse_damaged_or_raise("report", args.output, exc)
     print_quality(quality)
     if path is None:
-        print(f"mpg report: NOT published: {len(quality.failures)} critical data-quality check(s) failed:",
-              file=sys.stderr)
+        print(
+            f"mpg report: NOT published: {len(quality.failures)} critical data-quality check(s) failed:",
+            file=sys.stderr,
+        )
         for check in quality.failures:
             print(f"  [{check.suite}] {check.title}: {check.observed}", file=sys.stderr)
         from fleet_goodput.quality.suites import COMPLETE_TITLE  # GX is loaded already: it validated

@@ -30,12 +30,22 @@ examples:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("rollback", help="undo the runs after an earlier run, as one new run",
-                                   description=DESCRIPTION, epilog=EPILOG,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "rollback",
+        help="undo the runs after an earlier run, as one new run",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run` or `mpg stream`")
-    parser.add_argument("--to", required=True, type=run_number, metavar="RUN", dest="to_run",
-                        help="the run to go back to (`mpg runs` lists them)")
+    parser.add_argument(
+        "--to",
+        required=True,
+        type=run_number,
+        metavar="RUN",
+        dest="to_run",
+        help="the run to go back to (`mpg runs` lists them)",
+    )
     parser.set_defaults(func=main)
 
 
@@ -57,8 +67,15 @@ def main(args: argparse.Namespace) -> int:
     write_manifest_copy(args.output, done.record.manifest)
     undone = ", ".join(map(str, done.undone))
     files = done.files_new_again
-    applied = (f"; the {files} input file(s) they applied are new again: the next run reads them" if files > 0 else
-               f"; {-files} input file(s) count as applied again" if files < 0 else "")
-    print(f"Committed run {done.record.run_id} to {done.record.manifest['output']}: rolled back to run "
-          f"{done.target.run_id} (as of {format_time_us(done.target.as_of_us)}), undoing run(s) {undone}{applied}")
+    applied = (
+        f"; the {files} input file(s) they applied are new again: the next run reads them"
+        if files > 0
+        else f"; {-files} input file(s) count as applied again"
+        if files < 0
+        else ""
+    )
+    print(
+        f"Committed run {done.record.run_id} to {done.record.manifest['output']}: rolled back to run "
+        f"{done.target.run_id} (as of {format_time_us(done.target.as_of_us)}), undoing run(s) {undone}{applied}"
+    )
     return exits.OK

@@ -58,7 +58,8 @@ and checked: its options and steps are printed, with what a real launch would
 lack. An output on gs:// gets tables/ and manifest.json but no DuckDB file.
 """
 
-EPILOG = """\
+EPILOG = (
+    """\
 examples:
   mpg run --input fleet/ --output out/
   mpg run --input fleet/ --output out/ --as_of 2026-01-01T12:00:00Z
@@ -71,17 +72,24 @@ examples:
 The headline printed at the end covers the whole store (its days and as-of
 time), then the days this run changed, each on its own line.
 
-""" + VERBOSITY_HELP + "\n\n" + exits.describe(
-    failed="the counts did not reconcile, or no event of the run was accepted (nothing committed)",
-    busy="another run or stream holds the output", damaged=exits.DAMAGED_MEANING)
+"""
+    + VERBOSITY_HELP
+    + "\n\n"
+    + exits.describe(
+        failed="the counts did not reconcile, or no event of the run was accepted (nothing committed)",
+        busy="another run or stream holds the output",
+        damaged=exits.DAMAGED_MEANING,
+    )
+)
 
 
 class BeamHelp(argparse.Action):
     """--help_beam: list Beam's pipeline options and exit, as --help does for the command's own."""
 
     def __init__(self, option_strings, dest, **kwargs):
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
-                         help="list Beam's pipeline options and exit")
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="list Beam's pipeline options and exit"
+        )
 
     def __call__(self, parser, namespace, values, option_string=None):
         from fleet_goodput.pipelines.options import OptionsError, help_parser, load_runner_options
@@ -95,9 +103,14 @@ class BeamHelp(argparse.Action):
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("run", help="compute goodput tables and views from Avro telemetry",
-                                   description=DESCRIPTION, epilog=EPILOG + "\n" + BEAM_HELP.format(command="run"),
-                                   formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser = subparsers.add_parser(
+        "run",
+        help="compute goodput tables and views from Avro telemetry",
+        description=DESCRIPTION,
+        epilog=EPILOG + "\n" + BEAM_HELP.format(command="run"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
     add_options(parser, "run")
     parser.add_argument("--help_beam", action=BeamHelp)
     parser.set_defaults(func=main, accepts_beam_args=True)
@@ -117,9 +130,14 @@ def main(args: argparse.Namespace) -> int:
         options = RunOptions.of(args, beam_args_for(config, args.beam_args, args.workers), config)
         if is_dry_run(list(options.beam_args)):
             settings = load_settings(options.config)
-            return dry_run(options.beam_args, options.input, options.output,
-                           lambda: translate_batch(options.input, options.output, settings, options.given_as_of_us,
-                                                   list(options.beam_args)))
+            return dry_run(
+                options.beam_args,
+                options.input,
+                options.output,
+                lambda: translate_batch(
+                    options.input, options.output, settings, options.given_as_of_us, list(options.beam_args)
+                ),
+            )
         store = Store(options.output)  # the run's one; an output path it cannot keep is refused here, first
         progress(f"Running the goodput pipeline on {options.input} into {options.output}")
         outcome = run(options, store=store, progress=progress)
@@ -138,9 +156,12 @@ def main(args: argparse.Namespace) -> int:
         for path in outcome.skipped:
             console.detail(f"  skipped {path}")
     if outcome.deferred:
-        print(f"mpg run: warning: {len(outcome.deferred)} input file(s) changed or vanished while the run read them "
-              "(a producer still writing? write then rename); they were not applied, the as-of time waits for "
-              "them, and the next run reads them:", file=sys.stderr)
+        print(
+            f"mpg run: warning: {len(outcome.deferred)} input file(s) changed or vanished while the run read them "
+            "(a producer still writing? write then rename); they were not applied, the as-of time waits for "
+            "them, and the next run reads them:",
+            file=sys.stderr,
+        )
         for path in outcome.deferred:
             print(f"  {path}", file=sys.stderr)
     if not outcome.committed and outcome.deferred and outcome.run is None:
@@ -153,23 +174,30 @@ def main(args: argparse.Namespace) -> int:
     print(result_line(outcome))
     say(summary(outcome))
     manifest = outcome.manifest
-    console.detail(f"Event time: as of {manifest['as_of']}; results versioned {format_time_us(manifest.get('version_us'))}; "
-                   f"a later run's events at or before {format_time_us(manifest.get('frontier_us'))} go to `late` "
-                   f"(allowed lateness {manifest.get('allowed_lateness_s')} s)")
+    console.detail(
+        f"Event time: as of {manifest['as_of']}; results versioned {format_time_us(manifest.get('version_us'))}; "
+        f"a later run's events at or before {format_time_us(manifest.get('frontier_us'))} go to `late` "
+        f"(allowed lateness {manifest.get('allowed_lateness_s')} s)"
+    )
     accepted = sum(counts["accepted"] for counts in outcome.manifest.get("this_run", {}).values())
     # A run that accepted nothing but moved the as-of time (a source stating that a quiet cluster was
     # observed further) adds figures all the same: the quiet time's capacity.
     if outcome.manifest.get("as_of_us") is None or (accepted == 0 and not _moved_as_of(outcome)):
-        print(f"mpg run: no event of this run was accepted, so it adds no figure; see why with\n"
-              f"  mpg sql --output {shlex.quote(options.output)} "
-              "\"select provisional, reason, sum(records) from rejected group by all\"\n"
-              f"(a provisional rejection waits for an event that lets it in, such as a SUBMIT not yet landed)",
-              file=sys.stderr)
+        print(
+            f"mpg run: no event of this run was accepted, so it adds no figure; see why with\n"
+            f"  mpg sql --output {shlex.quote(options.output)} "
+            '"select provisional, reason, sum(records) from rejected group by all"\n'
+            f"(a provisional rejection waits for an event that lets it in, such as a SUBMIT not yet landed)",
+            file=sys.stderr,
+        )
         return exits.FAILED
     if outcome.database is None:
         output = options.output.rstrip("/")
-        say(REMOTE_NOTE.format(tables=shlex.quote(f"{output}/tables"),
-                               job_window_table=sql_string(f"{output}/tables/job_window")))
+        say(
+            REMOTE_NOTE.format(
+                tables=shlex.quote(f"{output}/tables"), job_window_table=sql_string(f"{output}/tables/job_window")
+            )
+        )
         return exits.OK
     say_headline(outcome.store, outcome.run.run_id)
     return exits.OK
@@ -232,22 +260,28 @@ def result_line(outcome) -> str:
     """What a run committed, in one line: what `mpg run -q` prints."""
     manifest = outcome.manifest
     read = sum(counts["read"] for counts in manifest.get("this_run", {}).values())
-    return (f"Committed run {manifest['run_id']} to {manifest['output']} in {outcome.seconds:.1f} s: "
-            f"{manifest.get('files_applied', 0)} new file(s), {read:,} events read; as of {manifest['as_of']}")
+    return (
+        f"Committed run {manifest['run_id']} to {manifest['output']} in {outcome.seconds:.1f} s: "
+        f"{manifest.get('files_applied', 0)} new file(s), {read:,} events read; as of {manifest['as_of']}"
+    )
 
 
 def summary(outcome) -> str:
     """What became of the events, stream by stream, over every run of the output."""
     manifest = outcome.manifest
     outcomes = ["read", "accepted", "duplicate", "rejected", "late", "waiting"]
-    lines = ["Counts cover every run of the output:",
-             f"  {'stream':<10}" + "".join(f" {name:>10}" for name in outcomes)]
+    lines = [
+        "Counts cover every run of the output:",
+        f"  {'stream':<10}" + "".join(f" {name:>10}" for name in outcomes),
+    ]
     for name, counts in manifest["streams"].items():
         lines.append(f"  {name:<10}" + "".join(f" {counts[outcome]:>10,}" for outcome in outcomes))
     waiting = sum(counts.get("waiting", 0) for counts in manifest["streams"].values())
     if waiting:
-        lines.append(f"{waiting:,} event(s) after the as-of time wait in the store and count in the run whose as-of "
-                     "reaches them (docs/metric.md, \"Time and the as-of time\").")
+        lines.append(
+            f"{waiting:,} event(s) after the as-of time wait in the store and count in the run whose as-of "
+            'reaches them (docs/metric.md, "Time and the as-of time").'
+        )
     views = outcome.database or "none (remote output)"
     lines.append(f"Counts reconcile. Tables: {manifest['output']}/tables/ (Delta Lake)  Views: {views}")
     return "\n".join(lines)
@@ -263,15 +297,30 @@ No goodput.duckdb for a remote output: the DuckDB views are built over local Par
 
 
 # The options that decide where and on what a Dataflow job runs, in print order.
-_JOB_OPTIONS = ("runner", "project", "region", "temp_location", "staging_location", "machine_type", "num_workers",
-                "max_num_workers", "autoscaling_algorithm", "sdk_container_image", "setup_file", "experiments")
+_JOB_OPTIONS = (
+    "runner",
+    "project",
+    "region",
+    "temp_location",
+    "staging_location",
+    "machine_type",
+    "num_workers",
+    "max_num_workers",
+    "autoscaling_algorithm",
+    "sdk_container_image",
+    "setup_file",
+    "experiments",
+)
 
 
 def describe_job(job) -> str:
     """The effective options and top-level steps of a job translated with --dry_run."""
     options = job.options.get_all_options()
-    steps = sorted(t.unique_name for t in job.proto_pipeline.components.transforms.values()
-                   if "/" not in t.unique_name and not t.unique_name.startswith("ref_"))
+    steps = sorted(
+        t.unique_name
+        for t in job.proto_pipeline.components.transforms.values()
+        if "/" not in t.unique_name and not t.unique_name.startswith("ref_")
+    )
     lines = ["Dry run: the job was translated for Dataflow and not submitted.", "options:"]
     lines += [f"  {name}: {options[name]}" for name in _JOB_OPTIONS if options.get(name) is not None]
     lines.append(f"steps ({len(job.proto_pipeline.components.transforms)} transforms in all):")

@@ -19,23 +19,30 @@ and go back to it with `mpg rollback --output OUT --to ID` (a run of mode
 days by default), or more than 1,000 runs back, are vacuumed and can no longer
 be read; the latest run always can.
 
-""" + exits.describe(failed="the output holds no committed run",
-                                                 damaged=exits.DAMAGED_MEANING)
+""" + exits.describe(failed="the output holds no committed run", damaged=exits.DAMAGED_MEANING)
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("runs", help="list the runs committed to an output",
-                                   description="List the runs committed to an output store: id, when, mode, input, "
-                                               "as-of time, files applied and skipped, and event counts.",
-                                   epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "runs",
+        help="list the runs committed to an output",
+        description="List the runs committed to an output store: id, when, mode, input, "
+        "as-of time, files applied and skipped, and event counts.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run` or `mpg stream`")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="how to print (default: table)")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--last", type=int, default=DEFAULT_LAST, metavar="N",
-                       help=f"the latest N runs (default: {DEFAULT_LAST})")
+    which.add_argument(
+        "--last", type=int, default=DEFAULT_LAST, metavar="N", help=f"the latest N runs (default: {DEFAULT_LAST})"
+    )
     which.add_argument("--all", action="store_true", help="every run")
-    which.add_argument("--since", metavar="TIME", help="the runs committed at or after TIME (ISO-8601: 2026-01-02, "
-                                                       "2026-01-02T06:00:00Z)")
+    which.add_argument(
+        "--since",
+        metavar="TIME",
+        help="the runs committed at or after TIME (ISO-8601: 2026-01-02, 2026-01-02T06:00:00Z)",
+    )
     parser.set_defaults(func=main)
 
 
@@ -45,15 +52,22 @@ def rows(output: str, last: int | None = None, since_us: int | None = None) -> l
     runs = []
     for record in Store(output).runs(last=last, committed_since_us=since_us):
         this_run = record.manifest.get("this_run", {})
-        runs.append({
-            "run": record.run_id, "committed_at": format_time_us(record.committed_at_us),
-            "mode": f"rollback to {record.manifest['rolled_back_to']}" if record.mode == "rollback" else record.mode,
-            "input": record.input, "as_of": format_time_us(record.as_of_us),
-            "files": record.files_applied, "skipped": record.files_skipped,
-            "read": sum(c.get("read", 0) for c in this_run.values()),
-            "rejected": sum(c.get("rejected", 0) for c in this_run.values()),
-            "late": sum(c.get("late", 0) for c in this_run.values()),
-        })
+        runs.append(
+            {
+                "run": record.run_id,
+                "committed_at": format_time_us(record.committed_at_us),
+                "mode": f"rollback to {record.manifest['rolled_back_to']}"
+                if record.mode == "rollback"
+                else record.mode,
+                "input": record.input,
+                "as_of": format_time_us(record.as_of_us),
+                "files": record.files_applied,
+                "skipped": record.files_skipped,
+                "read": sum(c.get("read", 0) for c in this_run.values()),
+                "rejected": sum(c.get("rejected", 0) for c in this_run.values()),
+                "late": sum(c.get("late", 0) for c in this_run.values()),
+            }
+        )
     return runs
 
 

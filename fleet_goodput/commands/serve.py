@@ -31,19 +31,28 @@ EXIT_CODES = exits.describe()
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("serve", help="serve the store's figures over HTTP (Prometheus /metrics)",
-                                   description="Serve an output's figures over HTTP: `mpg serve metrics --help` "
-                                               "says more.",
-                                   epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve the store's figures over HTTP (Prometheus /metrics)",
+        description="Serve an output's figures over HTTP: `mpg serve metrics --help` says more.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     kinds = parser.add_subparsers(dest="kind", metavar="WHAT", required=True)
     metrics = kinds.add_parser(
-        "metrics", help="serve /metrics for Prometheus from the latest committed run",
+        "metrics",
+        help="serve /metrics for Prometheus from the latest committed run",
         description="Serve /metrics, OpenMetrics text of the latest committed run of OUTPUT, rebuilt when a run "
-                    "commits.", epilog=EPILOG + EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "commits.",
+        epilog=EPILOG + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     metrics.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run` or `mpg stream`")
-    metrics.add_argument("--host", default=DEFAULT_HOST,
-                         help=f"the address to listen on (default: {DEFAULT_HOST}, this machine only; 0.0.0.0 for "
-                              "every interface)")
+    metrics.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"the address to listen on (default: {DEFAULT_HOST}, this machine only; 0.0.0.0 for every interface)",
+    )
     metrics.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the port (default: {DEFAULT_PORT})")
     metrics.set_defaults(func=main)
 

@@ -68,27 +68,48 @@ a terminal or a spreadsheet).
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("sql", help="query the goodput views with DuckDB SQL",
-                                   description="Run SQL (the argument, -f FILE, or standard input with `-`) against the views of an output's latest "
-                                               "committed run (or of --run ID) and print the result. While a run "
-                                               "or `mpg stream` is writing, the previous run is what you see. The "
-                                               "query runs read-only and reads files under OUTPUT only (see below).",
-                                   epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "sql",
+        help="query the goodput views with DuckDB SQL",
+        description="Run SQL (the argument, -f FILE, or standard input with `-`) against the views of an output's latest "
+        "committed run (or of --run ID) and print the result. While a run "
+        "or `mpg stream` is writing, the previous run is what you see. The "
+        "query runs read-only and reads files under OUTPUT only (see below).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
-    parser.add_argument("--format", choices=FORMATS, default="table",
-                        help="how to print rows: an aligned table (default), csv, json, or a markdown table")
-    parser.add_argument(CSV_RAW_FLAG, action="store_true",
-                        help="with --format csv: write values exactly as stored, without showing control characters "
-                             "as \\xNN or quoting cells that start like a spreadsheet formula (= + - @)")
-    parser.add_argument("--run", type=run_number, metavar="ID",
-                        help="read the snapshot of an earlier run (`mpg runs` lists them; default: the latest)")
-    parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true",
-                        help="lift the lock-down: allow any statement (COPY, EXPORT, ATTACH, INSTALL, SET, ...), "
-                             "files outside OUTPUT and the network")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="how to print rows: an aligned table (default), csv, json, or a markdown table",
+    )
+    parser.add_argument(
+        CSV_RAW_FLAG,
+        action="store_true",
+        help="with --format csv: write values exactly as stored, without showing control characters "
+        "as \\xNN or quoting cells that start like a spreadsheet formula (= + - @)",
+    )
+    parser.add_argument(
+        "--run",
+        type=run_number,
+        metavar="ID",
+        help="read the snapshot of an earlier run (`mpg runs` lists them; default: the latest)",
+    )
+    parser.add_argument(
+        UNSAFE_FLAG,
+        dest="unsafe",
+        action="store_true",
+        help="lift the lock-down: allow any statement (COPY, EXPORT, ATTACH, INSTALL, SET, ...), "
+        "files outside OUTPUT and the network",
+    )
     parser.add_argument("-f", "--file", metavar="FILE", help="read the SQL from FILE (`-`: from standard input)")
-    parser.add_argument("query", nargs="?",
-                        help="the SQL (`-`: read it from standard input); with several statements, the last one's "
-                             "rows are printed")
+    parser.add_argument(
+        "query",
+        nargs="?",
+        help="the SQL (`-`: read it from standard input); with several statements, the last one's rows are printed",
+    )
     parser.set_defaults(func=main)
 
 
@@ -125,8 +146,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"mpg sql: {exc}. {UNSAFE_FLAG} lifts this.", file=sys.stderr)
         return exits.USAGE
     except duckdb.PermissionException as exc:
-        print(f"mpg sql: refused: {exc}\n(mpg sql reads files under {args.output} only, with no network and no "
-              f"extensions; {UNSAFE_FLAG} lifts this.)", file=sys.stderr)
+        print(
+            f"mpg sql: refused: {exc}\n(mpg sql reads files under {args.output} only, with no network and no "
+            f"extensions; {UNSAFE_FLAG} lifts this.)",
+            file=sys.stderr,
+        )
         return exits.USAGE
     except StoreDamaged as exc:
         print(f"mpg sql: {exc}", file=sys.stderr)
@@ -156,8 +180,10 @@ class QueryError(ValueError):
 def read_query(query: str | None, file: str | None) -> str:
     """The SQL text from the argument, `-f FILE`, or standard input (`-` for either)."""
     if (query is None) == (file is None):
-        raise QueryError("give the SQL either as an argument or with -f FILE (`-` reads standard input), not "
-                         + ("both" if query is not None else "neither"))
+        raise QueryError(
+            "give the SQL either as an argument or with -f FILE (`-` reads standard input), not "
+            + ("both" if query is not None else "neither")
+        )
     source = file if file is not None else query
     if source == STDIN:
         return sys.stdin.read()
@@ -182,11 +208,16 @@ def _table(columns: list[str], rows: list[tuple]) -> str:
     columns = [printable(name) for name in columns]
     cells = [[printable(cell) for cell in row] for row in cells]
     widths = [max([len(name)] + [len(row[i]) for row in cells]) for i, name in enumerate(columns)]
-    lines = ["  ".join(name.rjust(width) if right else name.ljust(width)
-                       for name, width, right in zip(columns, widths, numeric)),
-             "  ".join("-" * width for width in widths)]
-    lines += ["  ".join(cell.rjust(width) if right else cell.ljust(width)
-                        for cell, width, right in zip(row, widths, numeric)) for row in cells]
+    lines = [
+        "  ".join(
+            name.rjust(width) if right else name.ljust(width) for name, width, right in zip(columns, widths, numeric)
+        ),
+        "  ".join("-" * width for width in widths),
+    ]
+    lines += [
+        "  ".join(cell.rjust(width) if right else cell.ljust(width) for cell, width, right in zip(row, widths, numeric))
+        for row in cells
+    ]
     lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     return "\n".join(lines)
 
@@ -194,8 +225,10 @@ def _table(columns: list[str], rows: list[tuple]) -> str:
 def _markdown(columns: list[str], rows: list[tuple]) -> str:
     """A GitHub-flavoured Markdown table; numeric columns align right."""
     cells, numeric = _cells(columns, rows)
-    lines = ["| " + " | ".join(_markdown_cell(name) for name in columns) + " |",
-             "|" + "|".join("---:" if right else "---" for right in numeric) + "|"]
+    lines = [
+        "| " + " | ".join(_markdown_cell(name) for name in columns) + " |",
+        "|" + "|".join("---:" if right else "---" for right in numeric) + "|",
+    ]
     lines += ["| " + " | ".join(_markdown_cell(cell) for cell in row) + " |" for row in cells]
     return "\n".join(lines)
 

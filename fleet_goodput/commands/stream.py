@@ -42,25 +42,34 @@ it again on the same folders and it resumes from its last run, ending equal to
 `mpg run` over the same files.
 """
 
-EPILOG = """\
+EPILOG = (
+    """\
 examples:
   mpg stream --input live/ --output live-out/ --stop_after_idle_s 60
   mpg replay --from fleet/ --to live/ --speed 600      (in another terminal)
 
-""" + VERBOSITY_HELP + "\n\n" + exits.describe(
-    failed="the counts did not reconcile (that run was not committed), or no telemetry arrived",
-    busy="--replace while another run holds the output (otherwise the stream waits for it)",
-    damaged=exits.DAMAGED_MEANING)
+"""
+    + VERBOSITY_HELP
+    + "\n\n"
+    + exits.describe(
+        failed="the counts did not reconcile (that run was not committed), or no telemetry arrived",
+        busy="--replace while another run holds the output (otherwise the stream waits for it)",
+        damaged=exits.DAMAGED_MEANING,
+    )
+)
 
 
-STOPPING = (b"mpg stream: stopping once the run in progress has committed (the same signal again stops at once, "
-            b"committing nothing and losing nothing)\n")
+STOPPING = (
+    b"mpg stream: stopping once the run in progress has committed (the same signal again stops at once, "
+    b"committing nothing and losing nothing)\n"
+)
 
 
 def _stop_after_the_run(stop: threading.Event) -> None:
     """The first Ctrl-C or SIGTERM lets the run in progress commit, then stops the stream (exit 0): systemd's
     stop timeout, 90 s by default, leaves a run time to finish. A second one stops at once, as `mpg run` stops
     (130 or 143), with nothing committed and nothing lost."""
+
     def handle(signum, frame):
         if stop.is_set():
             faults.raise_stop(KeyboardInterrupt() if signum == signal.SIGINT else faults.Terminated())
@@ -72,9 +81,14 @@ def _stop_after_the_run(stop: threading.Event) -> None:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("stream", help="run the pipeline on a growing folder (or Pub/Sub) with event-time updates",
-                                   description=DESCRIPTION, epilog=EPILOG + "\n" + BEAM_HELP.format(command="stream"),
-                                   formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser = subparsers.add_parser(
+        "stream",
+        help="run the pipeline on a growing folder (or Pub/Sub) with event-time updates",
+        description=DESCRIPTION,
+        epilog=EPILOG + "\n" + BEAM_HELP.format(command="stream"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
     add_options(parser, "stream")
     parser.add_argument("--help_beam", action=BeamHelp)
     parser.set_defaults(func=main, accepts_beam_args=True)
@@ -82,11 +96,15 @@ def register(subparsers) -> None:
 
 def _progress(committed: list[int]):
     """Tell each committed run, and keep its id in `committed`."""
+
     def committed_run(state, outcome) -> None:
         manifest = outcome.manifest
         committed.append(manifest["run_id"])
-        progress(f"run {manifest['run_id']}: {manifest['files_applied']} new file(s) in {outcome.seconds:.1f} s "
-                 f"({state.last_cpu_s:.2f} CPU s); as-of {manifest['as_of']}")
+        progress(
+            f"run {manifest['run_id']}: {manifest['files_applied']} new file(s) in {outcome.seconds:.1f} s "
+            f"({state.last_cpu_s:.2f} CPU s); as-of {manifest['as_of']}"
+        )
+
     return committed_run
 
 
@@ -100,6 +118,7 @@ def _busy_notice(poll_s: float):
         if said["at"] is None or now - said["at"] > 10 * 60:
             progress(f"{reason}: the stream waits, and tries again every {poll_s:g} s with the files not yet applied")
             said["at"] = now
+
     return notice
 
 
@@ -122,8 +141,9 @@ def main(args: argparse.Namespace) -> int:
         run_settings = load_run_settings(config, allowed_lateness_s=args.allowed_lateness_s)
         if run_settings.source == "directory":  # the runs commit to the store: its settings
             store = Store(args.output)  # the stream's one: every run's too
-            chosen = settings_for_output(store, config, replace=args.replace,
-                                         allowed_lateness_s=args.allowed_lateness_s)
+            chosen = settings_for_output(
+                store, config, replace=args.replace, allowed_lateness_s=args.allowed_lateness_s
+            )
             settings, run_settings = chosen.settings, chosen.run_settings
             if chosen.note:
                 print(f"mpg stream: note: {chosen.note}", file=sys.stderr)
@@ -134,11 +154,13 @@ def main(args: argparse.Namespace) -> int:
         return refused("stream", exc)
     if run_settings.source == "pubsub":
         if not is_dry_run(flags):
-            print("mpg stream: a Pub/Sub source runs on Dataflow: submit it with the Flex Template (docs/dataflow.md), "
-                  "or check it here with --dry_run=True", file=sys.stderr)
+            print(
+                "mpg stream: a Pub/Sub source runs on Dataflow: submit it with the Flex Template (docs/dataflow.md), "
+                "or check it here with --dry_run=True",
+                file=sys.stderr,
+            )
             return exits.USAGE
-        return dry_run(flags, None, args.output,
-                       lambda: translate_stream(args.output, settings, run_settings, flags))
+        return dry_run(flags, None, args.output, lambda: translate_stream(args.output, settings, run_settings, flags))
     for stream in schemas.STREAMS:
         Path(args.input, stream).mkdir(parents=True, exist_ok=True)
     waiting = len(telemetry_files(args.input))
@@ -148,13 +170,24 @@ def main(args: argparse.Namespace) -> int:
     _stop_after_the_run(stop)
     idle_s = args.stop_after_idle_s
     idle = f"; stops after {idle_s:g} s without new files" if idle_s else "; Ctrl-C stops"
-    progress(f"Watching {args.input} (window {settings.window_s} s, allowed lateness "
-             f"{run_settings.allowed_lateness_s} s{idle}) ...")
+    progress(
+        f"Watching {args.input} (window {settings.window_s} s, allowed lateness "
+        f"{run_settings.allowed_lateness_s} s{idle}) ..."
+    )
     committed: list[int] = []
     try:
-        outcome = run_stream(args.input, store, config, allowed_lateness_s=args.allowed_lateness_s,
-                             stop_after_idle_s=idle_s, beam_args=flags, replace=args.replace,
-                             progress=_progress(committed), stop=stop, on_busy=_busy_notice(run_settings.poll_s))
+        outcome = run_stream(
+            args.input,
+            store,
+            config,
+            allowed_lateness_s=args.allowed_lateness_s,
+            stop_after_idle_s=idle_s,
+            beam_args=flags,
+            replace=args.replace,
+            progress=_progress(committed),
+            stop=stop,
+            on_busy=_busy_notice(run_settings.poll_s),
+        )
     except (StoreError, ConfigError) as exc:
         return refused("stream", exc)
     except ReconciliationError as exc:

@@ -28,34 +28,51 @@ Writes OUTPUT/quality/<period>/: index.html (every check, why it exists, what
 was observed), GX Data Docs readable offline, summary.json.
 """
 
-EPILOG = """\
+EPILOG = (
+    """\
 examples:
   mpg validate --output out/
   mpg validate --output out/ --date 2026-01-01
   mpg validate --output out/ --from 2026-01-01 --to 2026-01-07 --require-complete
 
 -q prints the verdict and the critical failures only; -v also every check that passed.
-""" + VERBOSITY_HELP + "\n\n" + exits.describe(
-    failed="a critical check failed (0: passed, maybe with warnings)",
-    busy="another validation or report of the same period holds its lock", damaged=exits.DAMAGED_MEANING)
+"""
+    + VERBOSITY_HELP
+    + "\n\n"
+    + exits.describe(
+        failed="a critical check failed (0: passed, maybe with warnings)",
+        busy="another validation or report of the same period holds its lock",
+        damaged=exits.DAMAGED_MEANING,
+    )
+)
 
 
 def add_quality_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", required=True, metavar="DIR", help="an output folder of `mpg run`")
     add_period_arguments(parser)
-    parser.add_argument("--require-complete", action="store_true",
-                        help="fail (not just warn) when the data's as-of time is before the end of the period; "
-                             "for scheduled runs, so late upstream data alerts")
-    parser.add_argument("--config", metavar="FILE",
-                        help="not needed: the output keeps the settings it was computed with; a settings file "
-                             "given is checked against them, and one that differs is refused. For `mpg report`, "
-                             "its `report: dashboards:` ({title: URL}) names the Grafana dashboards on the page")
+    parser.add_argument(
+        "--require-complete",
+        action="store_true",
+        help="fail (not just warn) when the data's as-of time is before the end of the period; "
+        "for scheduled runs, so late upstream data alerts",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="not needed: the output keeps the settings it was computed with; a settings file "
+        "given is checked against them, and one that differs is refused. For `mpg report`, "
+        "its `report: dashboards:` ({title: URL}) names the Grafana dashboards on the page",
+    )
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("validate", help="check an output folder's data quality (Great Expectations)",
-                                   description=DESCRIPTION, epilog=EPILOG,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "validate",
+        help="check an output folder's data quality (Great Expectations)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_quality_arguments(parser)
     parser.set_defaults(func=main)
 

@@ -88,8 +88,10 @@ def observed_periods(kept: Iterable[tuple[int, str]]) -> dict[str, tuple[int, in
         edge = parse_observed_key(key)
         if edge is not None:
             edges.setdefault(edge[1], {})[edge[0]] = time_us
-    return {cluster: (edge.get("from", edge.get("to")), edge.get("to", edge.get("from")))
-            for cluster, edge in sorted(edges.items())}
+    return {
+        cluster: (edge.get("from", edge.get("to")), edge.get("to", edge.get("from")))
+        for cluster, edge in sorted(edges.items())
+    }
 
 
 def observed_entries(periods: dict[str, tuple[int, int]]) -> list[tuple[int, str]]:
@@ -118,7 +120,7 @@ def inferred_time(latest: list[tuple[int, str]]) -> int | None:
     latest = latest[:KEPT]
     reached = latest[0][0]
     for index in range(min(OUTLIER_EVENTS, len(latest) - 1)):
-        keys = {key for _, key in latest[:index + 1]}
+        keys = {key for _, key in latest[: index + 1]}
         one_job = len(keys) == 1 and not is_capacity_key(next(iter(keys)))
         if one_job and latest[index][0] - latest[index + 1][0] > MAX_LEAD_US:
             reached = latest[index + 1][0]  # events 0..index, of one job, came after a silence: a clock ahead
@@ -162,8 +164,9 @@ class SuspiciousAsOf(ValueError):
     """An --as_of far past the data: refused unless confirmed (CONFIRM_FLAG, `confirm_as_of=True`)."""
 
 
-def check_as_of_near_data(as_of_us: int, kept: list[tuple[int, str]], allowed_lateness_s: int,
-                          previous: tuple[int, int | None] | None = None) -> None:
+def check_as_of_near_data(
+    as_of_us: int, kept: list[tuple[int, str]], allowed_lateness_s: int, previous: tuple[int, int | None] | None = None
+) -> None:
     """SuspiciousAsOf when a given as-of time lies more than the allowed lateness past the newest
     scheduler event the store knows (`kept`): a typo such as a month too far would
     end every running job there, and turn the next day's events late. `previous` is the last run's
@@ -181,7 +184,8 @@ def check_as_of_near_data(as_of_us: int, kept: list[tuple[int, str]], allowed_la
         f"--as_of {format_time_us(as_of_us)} is {describe_span(past_us)} past the newest scheduler event "
         f"({format_time_us(newest_us)}), more than the allowed lateness ({describe_span(allowed_lateness_s * 1_000_000)})"
         f"{last}. Every job still running would be ended there, and events up to it that arrive later would be "
-        f"late. Nothing was committed. If the time is right (the fleet fell silent), run again with {CONFIRM_FLAG}")
+        f"late. Nothing was committed. If the time is right (the fleet fell silent), run again with {CONFIRM_FLAG}"
+    )
 
 
 # New files that state a cluster observed from more than this after the store's observation of it
@@ -192,8 +196,9 @@ def check_as_of_near_data(as_of_us: int, kept: list[tuple[int, str]], allowed_la
 MAX_UNOBSERVED_US = 7 * 86_400 * 1_000_000
 
 
-def check_observed_continuity(new: dict[str, tuple[int, int]], kept: list[tuple[int, str]],
-                              previous_as_of_us: int | None) -> None:
+def check_observed_continuity(
+    new: dict[str, tuple[int, int]], kept: list[tuple[int, str]], previous_as_of_us: int | None
+) -> None:
     """SuspiciousAsOf when new files state a cluster observed only from well after the store's
     observation of it ended (`MAX_UNOBSERVED_US`): a wrong folder, or a collector that stopped for weeks.
     Nothing to check for a first run."""
@@ -205,13 +210,17 @@ def check_observed_continuity(new: dict[str, tuple[int, int]], kept: list[tuple[
     for cluster, (from_us, _) in sorted(new.items()):
         reference_us = known[cluster][1] if cluster in known else previous_as_of_us
         if from_us - reference_us > MAX_UNOBSERVED_US:
-            whose = (f"the store's observation of it ended at {format_time_us(reference_us)}" if cluster in known
-                     else f"the store is as of {format_time_us(reference_us)} and has never observed it")
+            whose = (
+                f"the store's observation of it ended at {format_time_us(reference_us)}"
+                if cluster in known
+                else f"the store is as of {format_time_us(reference_us)} and has never observed it"
+            )
             raise SuspiciousAsOf(
                 f"the new files state cluster {cluster!r} observed from {format_time_us(from_us)}, "
                 f"{describe_span(from_us - reference_us)} after {whose}: nothing was observed in between, and the "
                 "as-of time would move across it, ending every running job there (a wrong folder?). Nothing was "
-                f"committed. If these are the right files, run again with {CONFIRM_FLAG}")
+                f"committed. If these are the right files, run again with {CONFIRM_FLAG}"
+            )
 
 
 def newest_known(kept: list[tuple[int, str]]) -> int | None:
@@ -240,12 +249,26 @@ def clock_account(kept: list[tuple[int, str]]) -> dict:
 
     periods = observed_periods(kept)
     if periods:
-        return {"basis": "stated", "observed": {
-            cluster: {"from": format_time_us(from_us), "to": format_time_us(to_us), "from_us": from_us, "to_us": to_us}
-            for cluster, (from_us, to_us) in periods.items()}}
+        return {
+            "basis": "stated",
+            "observed": {
+                cluster: {
+                    "from": format_time_us(from_us),
+                    "to": format_time_us(to_us),
+                    "from_us": from_us,
+                    "to_us": to_us,
+                }
+                for cluster, (from_us, to_us) in periods.items()
+            },
+        }
     events = event_times(kept)
     if not events:
         return {"basis": "none"}
     aside = set_aside(kept)
-    return {"basis": "inferred", "set_aside": [
-        {"time": format_time_us(time_us), "key": "capacity" if is_capacity_key(key) else key} for time_us, key in aside]}
+    return {
+        "basis": "inferred",
+        "set_aside": [
+            {"time": format_time_us(time_us), "key": "capacity" if is_capacity_key(key) else key}
+            for time_us, key in aside
+        ],
+    }

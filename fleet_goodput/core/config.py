@@ -15,8 +15,17 @@ from pathlib import Path
 import yaml
 
 from fleet_goodput.configs import DEFAULT_CONFIG
-from fleet_goodput.core.setting_types import (ConfigError, SettingError, expected, known_keys, listing, mapping,
-                                              positive, text, whole)
+from fleet_goodput.core.setting_types import (
+    ConfigError,
+    SettingError,
+    expected,
+    known_keys,
+    listing,
+    mapping,
+    positive,
+    text,
+    whole,
+)
 
 
 # Precisions a catalogue entry may give a peak for, and a profiler sample may
@@ -64,9 +73,11 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     sign in the exponent (`275.0e+12`) and would leave them text, which settings refuse."""
 
 
-_Loader.add_implicit_resolver("tag:yaml.org,2002:float",
-                              re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-                              list("-+0123456789."))
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 
 # Values a settings file may hold once its aliases are expanded: the bundled catalogue holds
@@ -116,8 +127,10 @@ def _count_values(text: str, path) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             open_collections.append([event.anchor, 1])
             if len(open_collections) - 1 > MAX_DEPTH:
-                raise ConfigError(f"config file {path}, line {event.start_mark.line + 1}: nested more than "
-                                  f"{MAX_DEPTH} levels deep; settings need far fewer")
+                raise ConfigError(
+                    f"config file {path}, line {event.start_mark.line + 1}: nested more than "
+                    f"{MAX_DEPTH} levels deep; settings need far fewer"
+                )
             continue
         if isinstance(event, yaml.CollectionEndEvent):
             anchor, size = open_collections.pop()
@@ -131,8 +144,10 @@ def _count_values(text: str, path) -> None:
             sizes[anchor] = size
         open_collections[-1][1] += size
         if open_collections[-1][1] > MAX_VALUES:
-            raise ConfigError(f"config file {path}, line {event.start_mark.line + 1}: more than {MAX_VALUES:,} "
-                              "values once its aliases (*name) are expanded; settings need far fewer")
+            raise ConfigError(
+                f"config file {path}, line {event.start_mark.line + 1}: more than {MAX_VALUES:,} "
+                "values once its aliases (*name) are expanded; settings need far fewer"
+            )
 
 
 def _peaks(key: str, spec: dict) -> dict[str, float]:
@@ -144,12 +159,17 @@ def _peaks(key: str, spec: dict) -> dict[str, float]:
         raw = {DEFAULT_PRECISION: spec["peak_bf16_flops"]}
     unknown = set(raw) - set(PRECISIONS)
     if unknown:
-        raise SettingError(f"{key}.peak_flops: unknown precision(s) {', '.join(sorted(map(str, unknown)))}; "
-                           f"known: {', '.join(PRECISIONS)}")
+        raise SettingError(
+            f"{key}.peak_flops: unknown precision(s) {', '.join(sorted(map(str, unknown)))}; "
+            f"known: {', '.join(PRECISIONS)}"
+        )
     if DEFAULT_PRECISION not in raw:
         raise SettingError(f"{key}.peak_flops: needs a {DEFAULT_PRECISION} peak")
-    return {precision: positive(raw[precision], f"{key}.peak_flops.{precision}", "FLOP/s per chip")
-            for precision in PRECISIONS if precision in raw}
+    return {
+        precision: positive(raw[precision], f"{key}.peak_flops.{precision}", "FLOP/s per chip")
+        for precision in PRECISIONS
+        if precision in raw
+    }
 
 
 CATALOGUE_FIELDS = ("hbm_bytes_per_s", "source")
@@ -162,18 +182,23 @@ def _accelerator(key, spec) -> Accelerator:
     known_keys(spec, key, CATALOGUE_FIELDS, CATALOGUE_OPTIONAL)
     if "peak_flops" not in spec and "peak_bf16_flops" not in spec:
         raise SettingError(f"{key}: lacks peak_flops (or the older peak_bf16_flops)")
-    return Accelerator(key=key, peak_flops=_peaks(key, spec),
-                       hbm_bytes_per_s=positive(spec["hbm_bytes_per_s"], f"{key}.hbm_bytes_per_s", "bytes/s"),
-                       vendor=text(spec.get("vendor", ""), f"{key}.vendor", "a string") if "vendor" in spec else "",
-                       source=text(spec["source"], f"{key}.source"),
-                       url=text(spec.get("url", ""), f"{key}.url", "a string") if "url" in spec else "",
-                       names=_names(key, spec.get("names", [])))
+    return Accelerator(
+        key=key,
+        peak_flops=_peaks(key, spec),
+        hbm_bytes_per_s=positive(spec["hbm_bytes_per_s"], f"{key}.hbm_bytes_per_s", "bytes/s"),
+        vendor=text(spec.get("vendor", ""), f"{key}.vendor", "a string") if "vendor" in spec else "",
+        source=text(spec["source"], f"{key}.source"),
+        url=text(spec.get("url", ""), f"{key}.url", "a string") if "url" in spec else "",
+        names=_names(key, spec.get("names", [])),
+    )
 
 
 def _names(key: str, raw) -> tuple[str, ...]:
     """An entry's part-name patterns, each a valid regular expression."""
-    patterns = tuple(text(pattern, f"{key}.names[{index}]", "a regular expression")
-                     for index, pattern in enumerate(listing(raw, f"{key}.names", "a list of regular expressions")))
+    patterns = tuple(
+        text(pattern, f"{key}.names[{index}]", "a regular expression")
+        for index, pattern in enumerate(listing(raw, f"{key}.names", "a list of regular expressions"))
+    )
     for pattern in patterns:
         try:
             re.compile(pattern)
@@ -204,8 +229,10 @@ def part_key(names: tuple[tuple[str, str], ...], part_name: str) -> str | None:
 
 def load_catalogue(path) -> dict[str, Accelerator]:
     try:
-        return {accelerator.key: accelerator
-                for accelerator in (_accelerator(key, spec) for key, spec in read_yaml(path).items())}
+        return {
+            accelerator.key: accelerator
+            for accelerator in (_accelerator(key, spec) for key, spec in read_yaml(path).items())
+        }
     except SettingError as exc:
         raise ConfigError(f"accelerator catalogue {path}: {exc}") from None
 
@@ -217,8 +244,13 @@ def peak_table(accelerators: dict[str, Accelerator]) -> dict[str, float]:
     A flat dict of strings, so it pickles small and a test may pass
     {accelerator: peak} alone for bf16."""
     table = {key: accelerator.peak_bf16_flops for key, accelerator in accelerators.items()}
-    table.update({f"{key}/{precision}": peak for key, accelerator in accelerators.items()
-                  for precision, peak in accelerator.peak_flops.items()})
+    table.update(
+        {
+            f"{key}/{precision}": peak
+            for key, accelerator in accelerators.items()
+            for precision, peak in accelerator.peak_flops.items()
+        }
+    )
     return table
 
 
@@ -290,29 +322,34 @@ def _named(raw: dict, folder: Path, path) -> dict:
     """The settings `raw` names, checked, as {Settings field: value} (a catalogue path relative to `folder`)."""
     unknown = set(raw) - set(SETTING_KEYS) - _FOREIGN_KEYS
     if unknown:
-        raise ConfigError(f"unknown setting(s) {', '.join(sorted(map(str, unknown)))} in {path}; "
-                          f"known: {', '.join(SETTING_KEYS)}, and the sections {', '.join(SECTIONS)}")
+        raise ConfigError(
+            f"unknown setting(s) {', '.join(sorted(map(str, unknown)))} in {path}; "
+            f"known: {', '.join(SETTING_KEYS)}, and the sections {', '.join(SECTIONS)}"
+        )
     named = {}
     try:
         if "window_s" in raw:
             named["window_s"] = check_window_s(raw["window_s"])
         if "size_classes" in raw:
             named["size_classes"] = size_classes_of(raw["size_classes"])
-        catalogue_path = Path(text(raw["accelerators"], "accelerators", "the path of a catalogue file")
-                              ) if "accelerators" in raw else None
+        catalogue_path = (
+            Path(text(raw["accelerators"], "accelerators", "the path of a catalogue file"))
+            if "accelerators" in raw
+            else None
+        )
     except SettingError as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
     if catalogue_path is not None:
-        named["accelerators"] = load_catalogue(catalogue_path if catalogue_path.is_absolute()
-                                               else folder / catalogue_path)
+        named["accelerators"] = load_catalogue(
+            catalogue_path if catalogue_path.is_absolute() else folder / catalogue_path
+        )
     return named
 
 
 def check_window_s(window_s) -> int:
     """A whole number of seconds that divides a day, so windows line up with days."""
     if isinstance(window_s, bool) or not isinstance(window_s, int) or window_s <= 0 or 86400 % window_s:
-        raise expected("window_s", "a whole number of seconds that divide a day (86400) evenly, such as 3600",
-                       window_s)
+        raise expected("window_s", "a whole number of seconds that divide a day (86400) evenly, such as 3600", window_s)
     return window_s
 
 
@@ -330,8 +367,10 @@ def size_classes_of(raw) -> tuple[SizeClass, ...]:
         if classes and classes[-1].max_chips is None:
             raise SettingError(f"{where}: follows a class with no limit (max_chips: null), so no job could be in it")
         if classes and limit is not None and limit <= classes[-1].max_chips:
-            raise SettingError(f"{where}.max_chips: expected more than the {classes[-1].max_chips} chips of the "
-                               f"class before, got {limit}")
+            raise SettingError(
+                f"{where}.max_chips: expected more than the {classes[-1].max_chips} chips of the "
+                f"class before, got {limit}"
+            )
         classes.append(SizeClass(name, limit))
     if not classes:
         raise SettingError("size_classes: expected at least one class, got an empty list")
@@ -361,8 +400,11 @@ def beam_flags(path: str | Path | SettingsFile | None) -> list[str]:
         return []
     section = settings_file(path).raw.get("beam") or {}
     try:
-        return [flag for name, value in mapping(section, "beam", "a mapping of pipeline options").items()
-                for flag in _beam_flag(name, value)]
+        return [
+            flag
+            for name, value in mapping(section, "beam", "a mapping of pipeline options").items()
+            for flag in _beam_flag(name, value)
+        ]
     except SettingError as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
 

@@ -30,5 +30,10 @@ class Continuation:
         if self.frontier_us is not None:
             frontier_us = max(frontier_us, self.frontier_us)
         version_us = as_of_us if self.version_us is None else max(as_of_us, self.version_us + 1)
-        return Continuation(as_of_us, frontier_us, version_us,
-                            self.kept_times if kept is None else tuple(map(tuple, kept)), self.history_start_us)
+        return Continuation(
+            as_of_us,
+            frontier_us,
+            version_us,
+            self.kept_times if kept is None else tuple(map(tuple, kept)),
+            self.history_start_us,
+        )

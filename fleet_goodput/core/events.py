@@ -11,12 +11,23 @@ import marshal
 from typing import NamedTuple
 
 RUNTIME_TYPES = (
-    "INIT_START", "INIT_END", "COMPILE_START", "COMPILE_END", "STEP_START", "STEP_END",
-    "CHECKPOINT_SAVE_START", "CHECKPOINT_SAVE_END", "CHECKPOINT_RESTORE_START",
-    "CHECKPOINT_RESTORE_END", "DATA_WAIT_START", "DATA_WAIT_END",
+    "INIT_START",
+    "INIT_END",
+    "COMPILE_START",
+    "COMPILE_END",
+    "STEP_START",
+    "STEP_END",
+    "CHECKPOINT_SAVE_START",
+    "CHECKPOINT_SAVE_END",
+    "CHECKPOINT_RESTORE_START",
+    "CHECKPOINT_RESTORE_END",
+    "DATA_WAIT_START",
+    "DATA_WAIT_END",
 )
 PROFILE = "PROFILE"  # the code of a profiler sample, which has no `type` field
-STEP_RUN = "STEP_RUN"  # the code of a job's spans that follow one another, as one event (fleet_goodput/core/step_runs.py)
+STEP_RUN = (
+    "STEP_RUN"  # the code of a job's spans that follow one another, as one event (fleet_goodput/core/step_runs.py)
+)
 TERMINAL_TYPES = ("FINISH", "FAIL", "CANCEL")
 
 # Events at the same microsecond are applied in this order, so that a step that

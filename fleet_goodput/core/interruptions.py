@@ -54,8 +54,9 @@ class InterruptionLog:
             last.reallocated_us = time_us - last.time_us
 
     def interrupted(self, time_us: int, event: str, reason: str | None, lost_chip_us: int) -> None:
-        self.rows.append(Interruption(time_us, event, cause_of(event, reason), reason,
-                                      time_us - self.running_since, lost_chip_us))
+        self.rows.append(
+            Interruption(time_us, event, cause_of(event, reason), reason, time_us - self.running_since, lost_chip_us)
+        )
         self.running_since = None
 
     def resumed_work(self, time_us: int) -> None:
@@ -65,10 +66,19 @@ class InterruptionLog:
 
     def summary(self) -> list[dict]:
         """Rows of the `interruptions` column of the jobs table (seconds, chip-seconds)."""
-        return [{"time": row.time_us, "event": row.event, "cause": row.cause, "reason": row.reason,
-                 "run_s": row.run_us / MICROS, "reallocated_s": _seconds(row.reallocated_us),
-                 "recovered_s": _seconds(row.recovered_us), "lost_chip_s": row.lost_chip_us / MICROS}
-                for row in self.rows]
+        return [
+            {
+                "time": row.time_us,
+                "event": row.event,
+                "cause": row.cause,
+                "reason": row.reason,
+                "run_s": row.run_us / MICROS,
+                "reallocated_s": _seconds(row.reallocated_us),
+                "recovered_s": _seconds(row.recovered_us),
+                "lost_chip_s": row.lost_chip_us / MICROS,
+            }
+            for row in self.rows
+        ]
 
 
 def _seconds(micros: int | None) -> float | None:

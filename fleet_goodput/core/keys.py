@@ -20,7 +20,7 @@ def is_capacity_key(key: str) -> bool:
 
 
 def parse_capacity_key(key: str) -> tuple[str, str]:
-    cluster, accelerator = key[len(CAPACITY_KEY_PREFIX):].split(_KEY_SEPARATOR, 1)
+    cluster, accelerator = key[len(CAPACITY_KEY_PREFIX) :].split(_KEY_SEPARATOR, 1)
     return cluster, accelerator
 
 
@@ -39,7 +39,7 @@ def observed_keys(cluster: str) -> tuple[str, str]:
 def parse_observed_key(key: str) -> tuple[str, str] | None:
     """("from" or "to", cluster) of an observed period's key; None for any other key."""
     if key.startswith(OBSERVED_FROM_PREFIX):
-        return "from", key[len(OBSERVED_FROM_PREFIX):]
+        return "from", key[len(OBSERVED_FROM_PREFIX) :]
     if key.startswith(OBSERVED_TO_PREFIX):
-        return "to", key[len(OBSERVED_TO_PREFIX):]
+        return "to", key[len(OBSERVED_TO_PREFIX) :]
     return None

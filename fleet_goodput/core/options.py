@@ -47,8 +47,7 @@ def run_number(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a run number: {text!r} (`mpg runs` lists them)") from None
     if not 1 <= number <= MAX_RUN_NUMBER:
-        raise argparse.ArgumentTypeError(f"not a run number: {text} (runs are numbered from 1; `mpg runs` "
-                                         "lists them)")
+        raise argparse.ArgumentTypeError(f"not a run number: {text} (runs are numbered from 1; `mpg runs` lists them)")
     return number
 
 
@@ -65,16 +64,23 @@ class Option:
     def flag(self) -> str:
         return f"--{self.name}"
 
-    def add_to(self, parser: argparse.ArgumentParser, *, required: bool, typed: bool = True,
-               shown: bool = True) -> None:
+    def add_to(
+        self, parser: argparse.ArgumentParser, *, required: bool, typed: bool = True, shown: bool = True
+    ) -> None:
         """The option on `parser`; with `typed=False` it keeps the text given (`value_of` types it); with
         `shown=False` its help does not list it."""
         help_text = self.help if shown else argparse.SUPPRESS
         if self.is_switch:
             parser.add_argument(self.flag, dest=self.name, action="store_true", help=help_text)
         else:
-            parser.add_argument(self.flag, dest=self.name, type=self.type if typed else str, metavar=self.metavar,
-                                help=help_text, required=required and self.required)
+            parser.add_argument(
+                self.flag,
+                dest=self.name,
+                type=self.type if typed else str,
+                metavar=self.metavar,
+                help=help_text,
+                required=required and self.required,
+            )
 
     def value_of(self, given):
         """The typed value of the option's text `given` (None and a switch's bool stay as they are)."""
@@ -86,38 +92,80 @@ class Option:
             raise OptionsError(f"{self.flag} {given}: {exc}") from None
 
 
-OPTIONS = {option.name: option for option in (
-    Option("input", "folder (local or gs://) with scheduler/, runtime/, profiler/ Avro files; "
-                    "`mpg stream` watches it and creates it if missing", "DIR", required=True),
-    Option("output", "the output store (local or gs://): Delta Lake tables/, the runs and their state; "
-                     "locally also manifest.json and goodput.duckdb", "DIR", required=True),
-    Option("as_of", "ISO-8601 time that ends still-running jobs and capacity; later events wait in the store "
-                    "for a later run (default: how far the sources state they observed every cluster, the earliest "
-                    "cluster's end; for files that state nothing, inferred from the scheduler's event times)", "TIME",
-           time_us),
-    Option("confirm_as_of", "run with an --as_of more than the allowed lateness past the newest scheduler event, "
-                            "which is refused otherwise as a likely typo (a month too far ends every running job "
-                            "there and makes the next day's events late), or new files that state a cluster observed "
-                            "from more than 7 days after the store's observation of it ended (a wrong folder)",
-           is_switch=True),
-    Option("window_s", "window length in seconds, overriding the config's; must divide a day", "SECONDS", int),
-    Option("config", "settings YAML overriding configs/default.yaml: window_s, accelerators, size_classes, "
-                     "and the sections beam: (pipeline options) and runs: (lateness, retention, a stream's source); "
-                     "an output keeps the settings of its first run, and a run whose settings would change its "
-                     "figures is refused", "FILE"),
-    Option("replace", "remove OUTPUT's earlier runs and start it afresh", is_switch=True),
-    Option("chunk_hours", "compute a long input in chunks of this much event time (24: a day), one pipeline "
-                          "after the other, so memory follows one chunk; still one committed run (default: a "
-                          "local run whose new files hold more than 24 MiB, without --as_of, is chunked by "
-                          "itself, about 24 MiB of input a chunk)", "HOURS", int),
-    Option("workers", "processes Beam's local runner computes the run's pipeline in: short for "
-                      "--direct_num_workers=N --direct_running_mode=multi_processing (default: Beam's, one; "
-                      "on Dataflow, set --max_num_workers)", "N", int),
-    Option("stop_after_idle_s", "stop when no new file has arrived for this long (default: run until interrupted)",
-           "SECONDS", float),
-    Option("allowed_lateness_s", "how late an event may be and still update results "
-                                 "(default 3600, or the config's runs.allowed_lateness_s)", "SECONDS", int),
-)}
+OPTIONS = {
+    option.name: option
+    for option in (
+        Option(
+            "input",
+            "folder (local or gs://) with scheduler/, runtime/, profiler/ Avro files; "
+            "`mpg stream` watches it and creates it if missing",
+            "DIR",
+            required=True,
+        ),
+        Option(
+            "output",
+            "the output store (local or gs://): Delta Lake tables/, the runs and their state; "
+            "locally also manifest.json and goodput.duckdb",
+            "DIR",
+            required=True,
+        ),
+        Option(
+            "as_of",
+            "ISO-8601 time that ends still-running jobs and capacity; later events wait in the store "
+            "for a later run (default: how far the sources state they observed every cluster, the earliest "
+            "cluster's end; for files that state nothing, inferred from the scheduler's event times)",
+            "TIME",
+            time_us,
+        ),
+        Option(
+            "confirm_as_of",
+            "run with an --as_of more than the allowed lateness past the newest scheduler event, "
+            "which is refused otherwise as a likely typo (a month too far ends every running job "
+            "there and makes the next day's events late), or new files that state a cluster observed "
+            "from more than 7 days after the store's observation of it ended (a wrong folder)",
+            is_switch=True,
+        ),
+        Option("window_s", "window length in seconds, overriding the config's; must divide a day", "SECONDS", int),
+        Option(
+            "config",
+            "settings YAML overriding configs/default.yaml: window_s, accelerators, size_classes, "
+            "and the sections beam: (pipeline options) and runs: (lateness, retention, a stream's source); "
+            "an output keeps the settings of its first run, and a run whose settings would change its "
+            "figures is refused",
+            "FILE",
+        ),
+        Option("replace", "remove OUTPUT's earlier runs and start it afresh", is_switch=True),
+        Option(
+            "chunk_hours",
+            "compute a long input in chunks of this much event time (24: a day), one pipeline "
+            "after the other, so memory follows one chunk; still one committed run (default: a "
+            "local run whose new files hold more than 24 MiB, without --as_of, is chunked by "
+            "itself, about 24 MiB of input a chunk)",
+            "HOURS",
+            int,
+        ),
+        Option(
+            "workers",
+            "processes Beam's local runner computes the run's pipeline in: short for "
+            "--direct_num_workers=N --direct_running_mode=multi_processing (default: Beam's, one; "
+            "on Dataflow, set --max_num_workers)",
+            "N",
+            int,
+        ),
+        Option(
+            "stop_after_idle_s",
+            "stop when no new file has arrived for this long (default: run until interrupted)",
+            "SECONDS",
+            float,
+        ),
+        Option(
+            "allowed_lateness_s",
+            "how late an event may be and still update results (default 3600, or the config's runs.allowed_lateness_s)",
+            "SECONDS",
+            int,
+        ),
+    )
+}
 
 # The options each entry point takes, in help order. The launcher's are the
 # Flex Template's parameters (templates/goodput_metadata.json).
@@ -172,10 +220,16 @@ class RunOptions:
         """The run options of a parsed command line (`values` has an attribute per option of `mpg run`,
         each already typed) and Beam's options for it; `config` is the file `values.config` names if the
         caller read it already (for the `beam:` section in `beam_args`), so it is not read again."""
-        return cls(input=str(values.input), output=str(values.output), given_as_of_us=values.as_of,
-                   confirm_as_of=values.confirm_as_of, replace=values.replace,
-                   config=config if config is not None else values.config, chunk_hours=values.chunk_hours,
-                   beam_args=tuple(beam_args))
+        return cls(
+            input=str(values.input),
+            output=str(values.output),
+            given_as_of_us=values.as_of,
+            confirm_as_of=values.confirm_as_of,
+            replace=values.replace,
+            config=config if config is not None else values.config,
+            chunk_hours=values.chunk_hours,
+            beam_args=tuple(beam_args),
+        )
 
 
 def typed_values(command: str, values) -> dict:
@@ -213,19 +267,28 @@ def launch_problems(options: dict, input_dir: str | None, output_dir: str | None
     --temp_location, retries for minutes to create a default bucket); with a
     warning the job translates but would fail or misbehave on Dataflow.
     """
-    missing = [f"--{name} is unset: {why}" for name, why in (
-        ("project", "a launch needs the Google Cloud project to run the job in"),
-        ("region", "a launch needs the region to run the job in"),
-        ("temp_location", "a launch needs a gs:// folder for temporary files (without one, Beam retries for "
-                          "minutes to create a default bucket)"),
-    ) if not options.get(name)]
+    missing = [
+        f"--{name} is unset: {why}"
+        for name, why in (
+            ("project", "a launch needs the Google Cloud project to run the job in"),
+            ("region", "a launch needs the region to run the job in"),
+            (
+                "temp_location",
+                "a launch needs a gs:// folder for temporary files (without one, Beam retries for "
+                "minutes to create a default bucket)",
+            ),
+        )
+        if not options.get(name)
+    ]
     warnings = []
     temp_location = options.get("temp_location")
     if temp_location and not str(temp_location).startswith("gs://"):
         warnings.append(f"--temp_location {temp_location} is not on gs://: Dataflow cannot use it")
     if not any(options.get(name) for name in ("sdk_container_image", "setup_file", "extra_packages")):
-        warnings.append("--sdk_container_image is unset: workers would run Beam's stock image, which lacks "
-                        "fleet_goodput, and fail at their first step; build the image (Dockerfile) and pass it")
+        warnings.append(
+            "--sdk_container_image is unset: workers would run Beam's stock image, which lacks "
+            "fleet_goodput, and fail at their first step; build the image (Dockerfile) and pass it"
+        )
     for flag, folder in (("--input", input_dir), ("--output", output_dir)):
         if folder and not str(folder).startswith("gs://"):
             warnings.append(f"{flag} {folder} is not on gs://: Dataflow workers cannot read or write local folders")

@@ -81,12 +81,14 @@ _CHECKS = {
     "source": _source,
     "subscriptions": lambda value, where: {
         text(stream, where, "stream names"): text(name, f"{where}.{stream}", "a Pub/Sub subscription path")
-        for stream, name in mapping(value, where, "a mapping of stream to subscription").items()},
+        for stream, name in mapping(value, where, "a mapping of stream to subscription").items()
+    },
 }
 
 
-def load_run_settings(path: str | Path | SettingsFile | None = None, base: RunSettings | None = None,
-                      **overrides) -> RunSettings:
+def load_run_settings(
+    path: str | Path | SettingsFile | None = None, base: RunSettings | None = None, **overrides
+) -> RunSettings:
     """`base` (by default RunSettings()), with the `runs:` keys of `path` (a settings file's path, or the
     file already read) and then `overrides` (those not None) replacing its."""
     raw = {f.name: getattr(base, f.name) for f in fields(RunSettings)} if base is not None else {}
@@ -96,11 +98,13 @@ def load_run_settings(path: str | Path | SettingsFile | None = None, base: RunSe
         ignored = IGNORED if name == OLDER_SECTION else ()
         unknown = set(section) - set(_CHECKS) - set(ignored)
         if unknown:
-            raise ConfigError(f"unknown {name} setting(s) {', '.join(sorted(map(str, unknown)))}; "
-                              f"known: {', '.join(sorted(_CHECKS))}")
+            raise ConfigError(
+                f"unknown {name} setting(s) {', '.join(sorted(map(str, unknown)))}; known: {', '.join(sorted(_CHECKS))}"
+            )
         try:
-            raw.update({key: _CHECKS[key](value, f"{name}.{key}") for key, value in section.items()
-                        if key not in ignored})
+            raw.update(
+                {key: _CHECKS[key](value, f"{name}.{key}") for key, value in section.items() if key not in ignored}
+            )
         except SettingError as exc:
             raise ConfigError(f"config file {path}: {exc}") from None
     raw.update({key: value for key, value in overrides.items() if value is not None})
@@ -111,8 +115,9 @@ def _section(config: SettingsFile) -> tuple[str, dict]:
     """The name the file gives the section (`runs`, or the older `streaming`) and what it holds."""
     named = [name for name in (SECTION, OLDER_SECTION) if name in config.raw]
     if len(named) > 1:
-        raise ConfigError(f"config file {config}: `{OLDER_SECTION}:` is the older name of `{SECTION}:`; "
-                          "keep one of them")
+        raise ConfigError(
+            f"config file {config}: `{OLDER_SECTION}:` is the older name of `{SECTION}:`; keep one of them"
+        )
     name = named[0] if named else SECTION
     section = config.raw.get(name) or {}
     if not isinstance(section, dict):

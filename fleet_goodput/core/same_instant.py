@@ -79,8 +79,16 @@ def in_meaning_order(events: list[Event], open_spans: dict[str, int | None]) -> 
             else:
                 spans[kind] += [start, kind_ends.pop(end)]
         unmatched += kind_ends
-    return [*submits, *_in_kind_order(closing, CLOSING_ORDER), *_in_kind_order(spans, LOOP_ORDER),
-            *sorted(unmatched), *samples, *scheduler, *ends_of_job, *_in_kind_order(opening, LOOP_ORDER)]
+    return [
+        *submits,
+        *_in_kind_order(closing, CLOSING_ORDER),
+        *_in_kind_order(spans, LOOP_ORDER),
+        *sorted(unmatched),
+        *samples,
+        *scheduler,
+        *ends_of_job,
+        *_in_kind_order(opening, LOOP_ORDER),
+    ]
 
 
 def _step(event: Event) -> int | None:

@@ -54,9 +54,10 @@ MAX_QUEUE_WAIT_US = 92 * 86_400 * 1_000_000
 # A pickle names each class by its module. Stores written before the package's modules moved into
 # their layers (fleet-goodput 0.1, every module at the top) name these; their state reads by where
 # the classes live now (tests/store/test_store_from_flat_layout.py), so moving a module strands no store.
-_MODULES_BEFORE_LAYERS = {f"fleet_goodput.{name}": f"fleet_goodput.core.{name}"
-                          for name in ("capacity", "events", "interruptions", "session", "step_runs", "timeline",
-                                       "windows")}
+_MODULES_BEFORE_LAYERS = {
+    f"fleet_goodput.{name}": f"fleet_goodput.core.{name}"
+    for name in ("capacity", "events", "interruptions", "session", "step_runs", "timeline", "windows")
+}
 
 
 class _StateUnpickler(pickle.Unpickler):
@@ -133,8 +134,7 @@ class KeyState:
         return {r.event: r.reason for r in probe.rejections[before:]}
 
     # ---- advancing ----------------------------------------------------------
-    def advance(self, as_of_us: int, frontier_us: int,
-                max_silence_us: int = RunSettings().max_silence_us) -> Advance:
+    def advance(self, as_of_us: int, frontier_us: int, max_silence_us: int = RunSettings().max_silence_us) -> Advance:
         """Settle up to `frontier_us`, then report the figures as of `as_of_us`.
 
         A job that ended `max_silence_us` (runs.max_silence_s) before the
@@ -158,8 +158,9 @@ class KeyState:
             provisional.advance_to(as_of_us)
             _accumulate(values, provisional.flush(provisional=True))
             result.provisional_rejections = [(r.event, r.reason) for r in provisional.rejections]
-            result.provisional_counts = {k: n - counted.get(k, 0) for k, n in provisional.counts().items()
-                                         if n != counted.get(k, 0)}
+            result.provisional_counts = {
+                k: n - counted.get(k, 0) for k, n in provisional.counts().items() if n != counted.get(k, 0)
+            }
             for event in after:  # they wait for a run whose as-of reaches them, or for confirmation
                 outcome = (stream_of(event.code), WAITING)
                 result.provisional_counts[outcome] = result.provisional_counts.get(outcome, 0) + step_runs.size(event)
@@ -183,25 +184,38 @@ class KeyState:
             if position is None:
                 return None
             submit = ordered[position]
-            following = next((e for e in ordered[position + 1:]
-                              if e.code != "SUBMIT" and e.event_id != submit.event_id), None)
+            following = next(
+                (e for e in ordered[position + 1 :] if e.code != "SUBMIT" and e.event_id != submit.event_id), None
+            )
             if following is not None and following.time_us - submit.time_us <= MAX_QUEUE_WAIT_US:
                 return None
             if following is None and frontier_us - submit.time_us <= MAX_QUEUE_WAIT_US:
                 return submit.time_us
             self.waiting.remove(submit)
-            result.settled_rejections.append((submit, (
-                f"no other event of its job within {MAX_QUEUE_WAIT_US // 86_400_000_000} days after this SUBMIT "
-                "(a clock reset to a past date?): a queue wait that long is not taken for real, so no figure "
-                "rests on it")))
+            result.settled_rejections.append(
+                (
+                    submit,
+                    (
+                        f"no other event of its job within {MAX_QUEUE_WAIT_US // 86_400_000_000} days after this SUBMIT "
+                        "(a clock reset to a past date?): a queue wait that long is not taken for real, so no figure "
+                        "rests on it"
+                    ),
+                )
+            )
 
     def _ended_and_settled(self) -> bool:
         """A job that ended at or before the frontier with no event waiting: advancing a copy
         to the as-of time would add nothing (its ending resolved every span and closed
         every stretch), so the copy is not made. Most keys of a long batch run are such jobs."""
         timeline = self.timeline
-        return (isinstance(timeline, JobTimeline) and not self.waiting and timeline.end_us is not None
-                and timeline.end_us <= self.frontier_us and not timeline.unresolved and timeline.open_step is None)
+        return (
+            isinstance(timeline, JobTimeline)
+            and not self.waiting
+            and timeline.end_us is not None
+            and timeline.end_us <= self.frontier_us
+            and not timeline.unresolved
+            and timeline.open_step is None
+        )
 
     def _settle(self, frontier_us: int, result: Advance, hold_from_us: int | None = None) -> None:
         """Feed the waiting events up to `frontier_us` to the timeline; those from `hold_from_us` on
@@ -327,9 +341,13 @@ def new_state(key: str, timeline, frontier_us: int = NEVER) -> KeyState:
 def late_row(key_job_id: str | None, event: Event, reference_us: int, allowed_lateness_us: int) -> dict:
     """A `late` table row: how far behind its key's frontier an event arrived."""
     return {
-        "stream": stream_of(event.code), "event_id": event.event_id, "job_id": key_job_id,
-        "event_time_us": event.time_us, "type": event.code,
-        "lateness_s": (reference_us - event.time_us) / 1e6, "allowed_lateness_s": allowed_lateness_us / 1e6,
+        "stream": stream_of(event.code),
+        "event_id": event.event_id,
+        "job_id": key_job_id,
+        "event_time_us": event.time_us,
+        "type": event.code,
+        "lateness_s": (reference_us - event.time_us) / 1e6,
+        "allowed_lateness_s": allowed_lateness_us / 1e6,
     }
 
 

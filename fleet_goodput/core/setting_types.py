@@ -80,6 +80,9 @@ def known_keys(section: dict, where: str, required: tuple[str, ...], optional: t
     unknown = sorted(str(key) for key in section if key not in required + optional)
     if missing or unknown:
         problems = ([f"lacks {', '.join(missing)}"] if missing else []) + (
-            [f"has unknown key(s) {', '.join(unknown)}"] if unknown else [])
-        raise SettingError(f"{where}: {' and '.join(problems)}; expected {', '.join(required)}"
-                          + (f" (and optionally {', '.join(optional)})" if optional else ""))
+            [f"has unknown key(s) {', '.join(unknown)}"] if unknown else []
+        )
+        raise SettingError(
+            f"{where}: {' and '.join(problems)}; expected {', '.join(required)}"
+            + (f" (and optionally {', '.join(optional)})" if optional else "")
+        )

@@ -41,8 +41,10 @@ def upgrade_state(state: KeyState) -> dict[int, int]:
             timeline.interruption_log = InterruptionLog() if timeline.now_us is None else InterruptionsNotKept()
         return {}
     if not isinstance(timeline, CapacityTimeline):
-        raise TypeError(f"key {state.key}: a saved state of format 3 holds a job or capacity timeline, not "
-                        f"{type(timeline).__name__}")
+        raise TypeError(
+            f"key {state.key}: a saved state of format 3 holds a job or capacity timeline, not "
+            f"{type(timeline).__name__}"
+        )
     unflushed = vars(timeline).pop("_deltas", {})
     if unflushed:  # every advance flushes them: a state saved with some is not one a run left
         raise ValueError(f"key {state.key}: its saved capacity holds chip-time not yet reported")

@@ -78,8 +78,13 @@ def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids) -> tu
     """The STEP_RUN event of the events at `times` with `steps` (0 for a data wait, which has
     none), `codes` (numbers of CODES: STARTs and ENDs in turn) and `ids` (kept as a tuple: the
     timeline reads them as strings, and splitting a joined string made each one again)."""
-    return (int(times[0]), START_ORDER, ids[0], STEP_RUN,
-            (times.tobytes(), steps.tobytes(), codes.tobytes(), tuple(ids)))
+    return (
+        int(times[0]),
+        START_ORDER,
+        ids[0],
+        STEP_RUN,
+        (times.tobytes(), steps.tobytes(), codes.tobytes(), tuple(ids)),
+    )
 
 
 def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str, prefix: str = "") -> tuple:
@@ -88,8 +93,9 @@ def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str
     return make_blocks(times, steps, codes, [ids], [len(times)], [prefix])[0]
 
 
-def make_blocks(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str], counts: list[int],
-                prefixes: list[str]) -> list:
+def make_blocks(
+    times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str], counts: list[int], prefixes: list[str]
+) -> list:
     """The STEP_BLOCKs of consecutive stretches of the events (as `make_block`'s): block i holds the
     next `counts[i]` events, whose ids are `prefixes[i]` before each of `ids[i]`. The columns are
     made bytes once, each block a slice of them: a file holds thousands of blocks.
@@ -102,9 +108,16 @@ def make_blocks(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: li
     firsts = ends - counts
     latest = np.maximum.reduceat(times, firsts).tolist() if len(times) else []  # for `events.pack`
     times, steps, codes = times.tobytes(), steps.tobytes(), codes.astype(np.int8, copy=False).tobytes()
-    return [(latest_us, 0, prefix + rests.partition(" ")[0], STEP_BLOCK,
-             (times[8 * first:8 * end], steps[8 * first:8 * end], codes[first:end], (prefix, rests)))
-            for latest_us, first, end, rests, prefix in zip(latest, firsts.tolist(), ends.tolist(), ids, prefixes)]
+    return [
+        (
+            latest_us,
+            0,
+            prefix + rests.partition(" ")[0],
+            STEP_BLOCK,
+            (times[8 * first : 8 * end], steps[8 * first : 8 * end], codes[first:end], (prefix, rests)),
+        )
+        for latest_us, first, end, rests, prefix in zip(latest, firsts.tolist(), ends.tolist(), ids, prefixes)
+    ]
 
 
 def whole_ids(prefix: str, rests: str) -> str:
@@ -144,8 +157,9 @@ def collapse(events: list) -> list:
     count = len(times)
     duration, climb = times[1:] - times[:-1], steps[1:] - steps[:-1]
     is_step, is_wait = np.zeros(count, dtype=bool), np.zeros(count, dtype=bool)  # a span starts at the row
-    is_step[:-1] = ((codes[:-1] == _STEP_START) & (codes[1:] == _STEP_END) & (duration > 0) & (climb >= 0)
-                    & (climb < duration))
+    is_step[:-1] = (
+        (codes[:-1] == _STEP_START) & (codes[1:] == _STEP_END) & (duration > 0) & (climb >= 0) & (climb < duration)
+    )
     is_wait[:-1] = (codes[:-1] == _WAIT_START) & (codes[1:] == _WAIT_END)
     span = is_step | is_wait
     # The step the last step span up to each event ended at (-1: none), for steps going back.
@@ -174,15 +188,21 @@ def collapse(events: list) -> list:
 
 
 def _events(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[str]) -> list[Event]:
-    return [Event(time_us, _ORDER_OF_CODE[code], event_id, CODES[code], (step,) if code < _WAIT_START else (None,))
-            for time_us, step, code, event_id in zip(times.tolist(), steps.tolist(), codes.tolist(), ids)]
+    return [
+        Event(time_us, _ORDER_OF_CODE[code], event_id, CODES[code], (step,) if code < _WAIT_START else (None,))
+        for time_us, step, code, event_id in zip(times.tolist(), steps.tolist(), codes.tolist(), ids)
+    ]
 
 
 def arrays(run) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
     """(times, steps, codes, ids) of a STEP_RUN's events: a START and its END in turn."""
     times, steps, codes, ids = run[4]
-    return (np.frombuffer(times, dtype=np.int64), np.frombuffer(steps, dtype=np.int64),
-            np.frombuffer(codes, dtype=np.int8), _ids_of(ids))
+    return (
+        np.frombuffer(times, dtype=np.int64),
+        np.frombuffer(steps, dtype=np.int64),
+        np.frombuffer(codes, dtype=np.int8),
+        _ids_of(ids),
+    )
 
 
 class RunFacts(NamedTuple):
@@ -234,11 +254,22 @@ def shapes(runs: list, window_us: int) -> list[RunShape]:
     run_starts, run_ends = span_starts[firsts], span_ends[span_bounds[1:] - 1]
     windows = _by_window(window_us, run_starts, run_ends, firsts, span_starts, span_ends, lengths, stepping)
     facts = _step_facts(step_bounds, step_starts, step_ends, step_firsts, step_lasts)
-    columns = zip(run_starts.tolist(), run_ends.tolist(), step_bounds[:-1].tolist(), step_bounds[1:].tolist(),
-                  windows, facts)
-    return [RunShape(start, end, run_windows, run_facts, step_starts[first:stop], step_ends[first:stop],
-                     step_firsts[first:stop], step_lasts[first:stop])
-            for start, end, first, stop, run_windows, run_facts in columns]
+    columns = zip(
+        run_starts.tolist(), run_ends.tolist(), step_bounds[:-1].tolist(), step_bounds[1:].tolist(), windows, facts
+    )
+    return [
+        RunShape(
+            start,
+            end,
+            run_windows,
+            run_facts,
+            step_starts[first:stop],
+            step_ends[first:stop],
+            step_firsts[first:stop],
+            step_lasts[first:stop],
+        )
+        for start, end, first, stop, run_windows, run_facts in columns
+    ]
 
 
 def run_facts(starts: np.ndarray, ends: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> RunFacts:
@@ -258,8 +289,16 @@ def _step_facts(bounds, starts, ends, firsts, lasts) -> list[RunFacts | None]:
     backwards = np.concatenate(([0], (lasts < firsts).cumsum()))
     overlapping = np.concatenate(([0], (firsts[1:] <= lasts[:-1]).cumsum()))
     own = (backwards[bounds[1:]] == backwards[bounds[:-1]]) & (overlapping[tails] == overlapping[heads])
-    columns = zip(has, starts[heads].tolist(), ends[tails].tolist(), firsts[heads].tolist(), lasts[heads].tolist(),
-                  lasts[tails].tolist(), (spans_done[bounds[1:]] - spans_done[bounds[:-1]]).tolist(), own.tolist())
+    columns = zip(
+        has,
+        starts[heads].tolist(),
+        ends[tails].tolist(),
+        firsts[heads].tolist(),
+        lasts[heads].tolist(),
+        lasts[tails].tolist(),
+        (spans_done[bounds[1:]] - spans_done[bounds[:-1]]).tolist(),
+        own.tolist(),
+    )
     return [RunFacts(*values) if run_has else None for run_has, *values in columns]
 
 
@@ -291,19 +330,29 @@ def _by_window(window_us: int, run_starts, run_ends, firsts, span_starts, span_e
         gap_before = (edges - run_starts[run_of_edge] - span_before).tolist()
     out, edge = [], 0
     for window, multiple, ends_at_edge, wait_total, gap_total, count in zip(
-            run_windows.tolist(), (run_ends >= run_windows + window_us).tolist(), (run_ends % window_us == 0).tolist(),
-            wait_totals, gap_totals, edge_counts.tolist()):
+        run_windows.tolist(),
+        (run_ends >= run_windows + window_us).tolist(),
+        (run_ends % window_us == 0).tolist(),
+        wait_totals,
+        gap_totals,
+        edge_counts.tolist(),
+    ):
         if not multiple:
             out.append([(window, wait_total, gap_total)])
             continue
         if ends_at_edge:
             out.append(None)
             continue
-        waits = [*wait_before[edge:edge + count], wait_total]
-        gaps = [*gap_before[edge:edge + count], gap_total]
-        out.append([(window + index * window_us, wait - wait_earlier, gap - gap_earlier)
-                    for index, (wait, wait_earlier, gap, gap_earlier)
-                    in enumerate(zip(waits, [0, *waits[:-1]], gaps, [0, *gaps[:-1]]))])
+        waits = [*wait_before[edge : edge + count], wait_total]
+        gaps = [*gap_before[edge : edge + count], gap_total]
+        out.append(
+            [
+                (window + index * window_us, wait - wait_earlier, gap - gap_earlier)
+                for index, (wait, wait_earlier, gap, gap_earlier) in enumerate(
+                    zip(waits, [0, *waits[:-1]], gaps, [0, *gaps[:-1]])
+                )
+            ]
+        )
         edge += count
     return out
 

@@ -65,16 +65,33 @@ import numpy as np
 
 from fleet_goodput.core import same_instant, step_runs
 from fleet_goodput.core.config import DEFAULT_PRECISION, peak_of
-from fleet_goodput.core.events import (PROFILE, SAME_INSTANT_ORDERS, STEP_RUN, TERMINAL_TYPES, Event, Sample, Submit,
-                                       reason_of, stream_of)
+from fleet_goodput.core.events import (
+    PROFILE,
+    SAME_INSTANT_ORDERS,
+    STEP_RUN,
+    TERMINAL_TYPES,
+    Event,
+    Sample,
+    Submit,
+    reason_of,
+    stream_of,
+)
 from fleet_goodput.core.interruptions import InterruptionLog
 from fleet_goodput.core.windows import add_over_windows, split_at_windows
 
 # Chip-time categories of a job's lifetime, in the order of the metric vector.
 CATEGORIES = (
-    "queued", "partial",
-    "productive", "pending", "lost",
-    "data_wait", "compile", "checkpoint_save", "checkpoint_restore", "init", "idle",
+    "queued",
+    "partial",
+    "productive",
+    "pending",
+    "lost",
+    "data_wait",
+    "compile",
+    "checkpoint_save",
+    "checkpoint_restore",
+    "init",
+    "idle",
 )
 ALL_ALLOCATED = CATEGORIES[2:]
 # Further integer chip-microsecond figures carried in the same vector. The two
@@ -84,22 +101,31 @@ EXTRA_FIGURES = ("lifetime", "all_allocated", "held", "partial_held", "clipped_r
 FIGURES = CATEGORIES + EXTRA_FIGURES
 IDEAL = len(FIGURES)  # index of ideal chip-seconds, the one float in the vector
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
-_LIFETIME, _HELD, _ALL_ALLOCATED, _DATA_WAIT = (_INDEX["lifetime"], _INDEX["held"], _INDEX["all_allocated"],
-                                                _INDEX["data_wait"])
+_LIFETIME, _HELD, _ALL_ALLOCATED, _DATA_WAIT = (
+    _INDEX["lifetime"],
+    _INDEX["held"],
+    _INDEX["all_allocated"],
+    _INDEX["data_wait"],
+)
 
 # Runtime span kinds, in the precedence docs/metric.md section 3 gives for overlapping spans.
 SPAN_PRECEDENCE = ("data_wait", "compile", "step", "checkpoint_save", "checkpoint_restore", "init")
 _SPAN_OF_NAME = {
-    "DATA_WAIT": "data_wait", "COMPILE": "compile", "STEP": "step",
-    "CHECKPOINT_SAVE": "checkpoint_save", "CHECKPOINT_RESTORE": "checkpoint_restore", "INIT": "init",
+    "DATA_WAIT": "data_wait",
+    "COMPILE": "compile",
+    "STEP": "step",
+    "CHECKPOINT_SAVE": "checkpoint_save",
+    "CHECKPOINT_RESTORE": "checkpoint_restore",
+    "INIT": "init",
 }
 # A START of these is the runtime (re)starting: it closes the spans of ENDED_BY_A_RESTART left open (a process
 # killed mid-step leaves its STEP_START and nothing more; docs/metric.md section 3, "Spans that never end").
 RESTARTS = ("init", "checkpoint_restore")
 ENDED_BY_A_RESTART = ("data_wait", "compile", "step", "checkpoint_save")
 # Runtime code -> (span name, span kind, starts the span?), looked up once per event.
-_RUNTIME_EDGES = {f"{name}_{edge}": (name, kind, edge == "START")
-                  for name, kind in _SPAN_OF_NAME.items() for edge in ("START", "END")}
+_RUNTIME_EDGES = {
+    f"{name}_{edge}": (name, kind, edge == "START") for name, kind in _SPAN_OF_NAME.items() for edge in ("START", "END")
+}
 
 MICROS = 1_000_000
 
@@ -202,8 +228,15 @@ class StepRun:
         def part(first, stop):
             if stop <= first:
                 return None
-            return StepRun(self.starts[first:stop], self.ends[first:stop], self.first[first:stop],
-                           self.last[first:stop], self.preserved_before, self.reported_pending)
+            return StepRun(
+                self.starts[first:stop],
+                self.ends[first:stop],
+                self.first[first:stop],
+                self.last[first:stop],
+                self.preserved_before,
+                self.reported_pending,
+            )
+
         return part(0, count), part(count, len(self.first))
 
     def spans_up_to(self, step: int | None) -> int:
@@ -246,8 +279,10 @@ def repeated_id(seen_ids: dict[str, tuple], event: Event) -> str | None:
     if first == event:
         return DUPLICATE
     first = Event._make(first)
-    return (f"event_id conflict: already carried by a different event ({first.code} at {first.time_us} µs); "
-            f"the earlier in event-time order is kept")
+    return (
+        f"event_id conflict: already carried by a different event ({first.code} at {first.time_us} µs); "
+        f"the earlier in event-time order is kept"
+    )
 
 
 def _implausible_step_end(span: StepSpan, last_step: int | None, time_us: int) -> str | None:
@@ -442,10 +477,16 @@ class JobTimeline:
         submit, open_spans, facts = self.submit, self.open_spans, shape.facts
         if facts is None:  # data waits only (a run taken apart): one by one
             return False
-        if (submit is None or self.end_us is not None or self.held < submit.chips
-                or "step" in open_spans or "data_wait" in open_spans or "compile" in open_spans
-                or (self.reported_step is not None and facts.first_step < self.reported_step)
-                or not (new_ids or self.seen_ids.keys().isdisjoint(step_runs.ids(run)))):
+        if (
+            submit is None
+            or self.end_us is not None
+            or self.held < submit.chips
+            or "step" in open_spans
+            or "data_wait" in open_spans
+            or "compile" in open_spans
+            or (self.reported_step is not None and facts.first_step < self.reported_step)
+            or not (new_ids or self.seen_ids.keys().isdisjoint(step_runs.ids(run)))
+        ):
             return False
         start, end = shape.start_us, shape.end_us
         self.advance_to(start)
@@ -460,8 +501,9 @@ class JobTimeline:
         # Time between spans goes to the span still open, or is idle.
         between = _INDEX[next((kind for kind in SPAN_PRECEDENCE if kind in open_spans), "idle")]
         chips, deltas = submit.chips, self._deltas
-        add_over_windows(deltas, start, end, self.window_us, ((_LIFETIME, chips), (_HELD, self.held),
-                                                              (_ALL_ALLOCATED, chips)))
+        add_over_windows(
+            deltas, start, end, self.window_us, ((_LIFETIME, chips), (_HELD, self.held), (_ALL_ALLOCATED, chips))
+        )
         if shape.windows is None:
             self._add_run_stretches(run, between)
         else:
@@ -528,12 +570,16 @@ class JobTimeline:
             return None
         causes = "FLOPs of more chips than it gives, or a duration in the wrong unit"
         if sample.precision is None:
-            against, causes = (f"{DEFAULT_PRECISION} peak (the sample names no precision)",
-                               f"a faster precision the sample does not name, {causes}")
+            against, causes = (
+                f"{DEFAULT_PRECISION} peak (the sample names no precision)",
+                f"a faster precision the sample does not name, {causes}",
+            )
         else:
             against = f"{sample.precision} peak"
-        return (f"ideal_flops {sample.ideal_flops:g} over {sample.chips} chips in {sample.duration_s:g} s implies "
-                f"PG {implied_pg:.3g} against the {accelerator} {against}: {ABOVE_PEAK} ({causes})")
+        return (
+            f"ideal_flops {sample.ideal_flops:g} over {sample.chips} chips in {sample.duration_s:g} s implies "
+            f"PG {implied_pg:.3g} against the {accelerator} {against}: {ABOVE_PEAK} ({causes})"
+        )
 
     def _on_submit(self, event: Event) -> None:
         self.submit = Submit(*event.payload)
@@ -591,8 +637,9 @@ class JobTimeline:
             self.open_spans[kind] = event.time_us
             if kind == "step":
                 self._on_step_start(step, left_open)
-                self.open_step = StepSpan(start_us=event.time_us, first_step=step,
-                                          preserved_before=self._preserved_step())
+                self.open_step = StepSpan(
+                    start_us=event.time_us, first_step=step, preserved_before=self._preserved_step()
+                )
                 self._resumed_work(event.time_us)
             return None
         if kind not in self.open_spans:
@@ -633,8 +680,12 @@ class JobTimeline:
     def _on_step_start(self, first_step: int | None, left_open: bool) -> None:
         """Steps going back without a restore are an implicit restore (module docstring)."""
         reported = self.reported_step
-        went_back = (first_step is not None and reported is not None and self._redone_steps_are_not_progress()
-                     and (first_step < reported or (first_step == reported and left_open)))
+        went_back = (
+            first_step is not None
+            and reported is not None
+            and self._redone_steps_are_not_progress()
+            and (first_step < reported or (first_step == reported and left_open))
+        )
         if went_back:
             self._resolve_all("lost")
             self._runtime_restarted(first_step)
@@ -759,8 +810,9 @@ class JobTimeline:
             self.counted_step = _highest(counted, facts.last_step)
         else:
             # The highest step counted before each span (-1: none; steps are never negative).
-            highest_before = np.maximum.accumulate(np.concatenate(([-1 if counted is None else counted],
-                                                                   run.last[:-1])))
+            highest_before = np.maximum.accumulate(
+                np.concatenate(([-1 if counted is None else counted], run.last[:-1]))
+            )
             run.steps = np.maximum(0, run.last - np.maximum(run.first, highest_before + 1) + 1)
             self.counted_step = _highest(counted, int(run.last[-1]))
         return run
@@ -798,8 +850,11 @@ class JobTimeline:
         chips, held = self.submit.chips, self.held
         # Every figure of the stretch is added in one pass over its windows.
         if held < chips:
-            figures = [(_INDEX["lifetime"], chips), (_INDEX["held"], held),
-                       (_INDEX["queued" if held == 0 else "partial"], chips)]
+            figures = [
+                (_INDEX["lifetime"], chips),
+                (_INDEX["held"], held),
+                (_INDEX["queued" if held == 0 else "partial"], chips),
+            ]
             if held:
                 figures.append((_INDEX["partial_held"], held))
             if self.open_spans:
@@ -889,19 +944,34 @@ class JobTimeline:
         positions = np.maximum(np.array(self.sample_times, dtype=np.int64).searchsorted(starts, side="right") - 1, 0)
         known = known[positions]
         # steps × FLOPs ÷ peak (1 where unknown), as for a span
-        ideals = np.concatenate([run.steps for run in runs]) * ideal_flops[positions] / np.array(
-            [peak or 1.0 for peak in peaks])[positions]
+        ideals = (
+            np.concatenate([run.steps for run in runs])
+            * ideal_flops[positions]
+            / np.array([peak or 1.0 for peak in peaks])[positions]
+        )
         bounds = np.cumsum([0] + [len(run.starts) for run in runs])
         firsts = bounds[:-1]
         ideals, known_list, starts_list, ends_list = ideals.tolist(), known.tolist(), starts.tolist(), ends.tolist()
-        return [(ideals[first:stop], starts_list[first:stop], ends_list[first:stop], known_list[first:stop],
-                 all_known, span_us)
-                for first, stop, all_known, span_us in zip(firsts.tolist(), bounds[1:].tolist(),
-                                                           np.logical_and.reduceat(known, firsts).tolist(),
-                                                           np.add.reduceat(ends - starts, firsts).tolist())]
+        return [
+            (
+                ideals[first:stop],
+                starts_list[first:stop],
+                ends_list[first:stop],
+                known_list[first:stop],
+                all_known,
+                span_us,
+            )
+            for first, stop, all_known, span_us in zip(
+                firsts.tolist(),
+                bounds[1:].tolist(),
+                np.logical_and.reduceat(known, firsts).tolist(),
+                np.add.reduceat(ends - starts, firsts).tolist(),
+            )
+        ]
 
-    def _add_run_ideal(self, ideals: list, starts: list, ends: list, known: list, all_known: bool,
-                       span_us: int) -> None:
+    def _add_run_ideal(
+        self, ideals: list, starts: list, ends: list, known: list, all_known: bool, span_us: int
+    ) -> None:
         """`_add_productive_ideal` of each of a run's spans in turn (`_valued_spans`): the same
         products, added to each window's ideal in the same order (a float sum depends on its order)."""
         chips, window_us, deltas = self.submit.chips, self.window_us, self._deltas
@@ -1012,16 +1082,23 @@ def _runs_apart_from_other_events(ordered: list[Event], runs: list[Event]) -> li
             overlapping |= {before, after}
     out, kept = [], []
     for run, (first, last) in zip(runs, bounds):
-        inside = barriers[bisect_left(barriers, first):bisect_right(barriers, last)]
-        ends_at = own[False][bisect_left(own[False], (first[0],), key=_time_and_kind):
-                             bisect_right(own[False], (last[0], step_runs.KINDS), key=_time_and_kind)]
-        starts_at = own[True][bisect_left(own[True], (first[0],), key=_time_and_kind):
-                              bisect_left(own[True], (last[0],), key=_time_and_kind)]
+        inside = barriers[bisect_left(barriers, first) : bisect_right(barriers, last)]
+        ends_at = own[False][
+            bisect_left(own[False], (first[0],), key=_time_and_kind) : bisect_right(
+                own[False], (last[0], step_runs.KINDS), key=_time_and_kind
+            )
+        ]
+        starts_at = own[True][
+            bisect_left(own[True], (first[0],), key=_time_and_kind) : bisect_left(
+                own[True], (last[0],), key=_time_and_kind
+            )
+        ]
         if (first, last) in overlapping:
             out += step_runs.expand(run)
         elif inside or ends_at or starts_at:
-            out += _taken_apart(run, np.array([_instant(*barrier[:2]) for barrier in inside], dtype=np.int64),
-                                ends_at, starts_at)
+            out += _taken_apart(
+                run, np.array([_instant(*barrier[:2]) for barrier in inside], dtype=np.int64), ends_at, starts_at
+            )
         else:
             kept.append(run)
     if not out:
@@ -1029,8 +1106,7 @@ def _runs_apart_from_other_events(ordered: list[Event], runs: list[Event]) -> li
     return in_event_order([event for event in ordered if event.code != STEP_RUN] + kept + out)
 
 
-def _add_by_window(deltas: dict, index: int, chips: int, starts: np.ndarray, ends: np.ndarray,
-                   window_us: int) -> None:
+def _add_by_window(deltas: dict, index: int, chips: int, starts: np.ndarray, ends: np.ndarray, window_us: int) -> None:
     """Add `chips` × the time of each stretch [starts[i], ends[i]) to figure `index` of the
     windows it lies in: integers, so the sum is what adding them one by one gives."""
     first, last = int(starts[0]), int(ends[-1])
@@ -1085,6 +1161,7 @@ def _taken_apart(run: Event, barriers: np.ndarray, ends_at: list[tuple], starts_
             touched |= could_end if step is None else could_end & (first_steps <= step)
         for time_us, kind, _ in starts_at:
             touched |= (kinds == kind) & (start_times == time_us)
-    cut_after = np.append(barriers.searchsorted(starts[1:], side="left")
-                          > barriers.searchsorted(ends[:-1], side="right"), False)
+    cut_after = np.append(
+        barriers.searchsorted(starts[1:], side="left") > barriers.searchsorted(ends[:-1], side="right"), False
+    )
     return step_runs.taken_apart(run, touched, cut_after)

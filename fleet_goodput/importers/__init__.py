@@ -9,4 +9,6 @@ the module docstrings and docs/importers.md.
 
 from fleet_goodput.importers import job, kineto, kubernetes, logs, mgm, mlperf, openb, orbax, philly, slurm
 
-IMPORTERS = {module.NAME: module for module in (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes, slurm, job)}
+IMPORTERS = {
+    module.NAME: module for module in (philly, openb, mlperf, kineto, mgm, logs, orbax, kubernetes, slurm, job)
+}

@@ -180,31 +180,74 @@ class JobEmitter:
         return f"{self.prefix}/{self.job_id}/{letter}{self._counts[letter]:05d}"
 
     def scheduler(self, type_: str, time_us: int, chips: int, **submit) -> None:
-        record = {"event_id": self._id("s"), "event_time": int(time_us), "job_id": self.job_id, "type": type_,
-                  "cluster": self.cluster, "accelerator": self.accelerator, "chips": int(chips),
-                  "workload": None, "framework": None, "team": None, "topology": None, "priority": None}
+        record = {
+            "event_id": self._id("s"),
+            "event_time": int(time_us),
+            "job_id": self.job_id,
+            "type": type_,
+            "cluster": self.cluster,
+            "accelerator": self.accelerator,
+            "chips": int(chips),
+            "workload": None,
+            "framework": None,
+            "team": None,
+            "topology": None,
+            "priority": None,
+        }
         record.update(submit)
         self.imported.streams["scheduler"].append(record)
 
     def runtime(self, type_: str, time_us: int, step: int | None = None, attempt: int | None = None) -> None:
-        self.imported.streams["runtime"].append({"event_id": self._id("r"), "event_time": int(time_us),
-                                                 "job_id": self.job_id, "type": type_, "step": step,
-                                                 "attempt": attempt})
+        self.imported.streams["runtime"].append(
+            {
+                "event_id": self._id("r"),
+                "event_time": int(time_us),
+                "job_id": self.job_id,
+                "type": type_,
+                "step": step,
+                "attempt": attempt,
+            }
+        )
 
-    def span(self, kind: str, start_us: int, end_us: int | None, start_step: int | None = None,
-             end_step: int | None = None, attempt: int | None = None) -> None:
+    def span(
+        self,
+        kind: str,
+        start_us: int,
+        end_us: int | None,
+        start_step: int | None = None,
+        end_step: int | None = None,
+        attempt: int | None = None,
+    ) -> None:
         """`kind`_START at start_us and, unless end_us is None (never ended), `kind`_END at end_us."""
         self.runtime(f"{kind}_START", start_us, start_step, attempt)
         if end_us is not None:
             self.runtime(f"{kind}_END", end_us, end_step, attempt)
 
-    def profile(self, time_us: int, step: int, duration_s: float, chips: int, ideal_flops: float,
-                flops_source: str, precision: str | None = None) -> None:
+    def profile(
+        self,
+        time_us: int,
+        step: int,
+        duration_s: float,
+        chips: int,
+        ideal_flops: float,
+        flops_source: str,
+        precision: str | None = None,
+    ) -> None:
         """A profiler sample; `precision` None means bf16 (the source does not say otherwise)."""
-        self.imported.streams["profiler"].append({
-            "event_id": self._id("p"), "event_time": int(time_us), "job_id": self.job_id, "step": int(step),
-            "duration_s": float(duration_s), "chips": int(chips), "ideal_flops": float(ideal_flops),
-            "flops_source": flops_source, "bytes_accessed": None, "precision": precision})
+        self.imported.streams["profiler"].append(
+            {
+                "event_id": self._id("p"),
+                "event_time": int(time_us),
+                "job_id": self.job_id,
+                "step": int(step),
+                "duration_s": float(duration_s),
+                "chips": int(chips),
+                "ideal_flops": float(ideal_flops),
+                "flops_source": flops_source,
+                "bytes_accessed": None,
+                "precision": precision,
+            }
+        )
 
 
 def assumed_peak(options: Options, accelerator: str) -> str:
@@ -214,19 +257,35 @@ def assumed_peak(options: Options, accelerator: str) -> str:
     if accelerator not in peaks:
         return f"PG measured against the {accelerator} bf16 peak"
     bf16 = peaks[accelerator]
-    faster = [(precision, peaks[f"{accelerator}/{precision}"]) for precision in ("fp8", "fp4")
-              if f"{accelerator}/{precision}" in peaks]
-    return (f"PG measured against the {accelerator} bf16 peak, {bf16 / 1e12:,.0f} TFLOP/s per chip"
-            + "".join(f"; had it trained in {precision} ({peak / 1e12:,.0f} TFLOP/s), PG would be "
-                      f"{bf16 / peak:.2g} x as high" for precision, peak in faster))
+    faster = [
+        (precision, peaks[f"{accelerator}/{precision}"])
+        for precision in ("fp8", "fp4")
+        if f"{accelerator}/{precision}" in peaks
+    ]
+    return f"PG measured against the {accelerator} bf16 peak, {bf16 / 1e12:,.0f} TFLOP/s per chip" + "".join(
+        f"; had it trained in {precision} ({peak / 1e12:,.0f} TFLOP/s), PG would be {bf16 / peak:.2g} x as high"
+        for precision, peak in faster
+    )
 
 
 def capacity(imported: Imported, prefix: str, cluster: str, accelerator: str, time_us: int, chips: int) -> None:
     """A CAPACITY level (chips online from `time_us` on) for one cluster and accelerator."""
-    imported.streams["scheduler"].append({
-        "event_id": f"{prefix}/capacity/{cluster}/{accelerator}/{time_us}", "event_time": int(time_us),
-        "job_id": None, "type": "CAPACITY", "cluster": cluster, "accelerator": accelerator, "chips": int(chips),
-        "workload": None, "framework": None, "team": None, "topology": None, "priority": None})
+    imported.streams["scheduler"].append(
+        {
+            "event_id": f"{prefix}/capacity/{cluster}/{accelerator}/{time_us}",
+            "event_time": int(time_us),
+            "job_id": None,
+            "type": "CAPACITY",
+            "cluster": cluster,
+            "accelerator": accelerator,
+            "chips": int(chips),
+            "workload": None,
+            "framework": None,
+            "team": None,
+            "topology": None,
+            "priority": None,
+        }
+    )
 
 
 def subtract(start_us: int, end_us: int, holes: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -246,8 +305,15 @@ def subtract(start_us: int, end_us: int, holes: list[tuple[int, int]]) -> list[t
 def progress(iterable, description: str, total: int | None = None, unit: str = "rec"):
     """A progress bar on stderr; silent when stderr is not a terminal (tests, pipes)."""
     # tqdm redraws its bar with carriage returns, which console's escaping stream would show as \x0d.
-    return tqdm(iterable, desc=printable(description), total=total, unit=unit, file=console.unescaped(sys.stderr),
-                disable=None, leave=False)
+    return tqdm(
+        iterable,
+        desc=printable(description),
+        total=total,
+        unit=unit,
+        file=console.unescaped(sys.stderr),
+        disable=None,
+        leave=False,
+    )
 
 
 def utc_us(text: str, fmt: str = "%Y-%m-%d %H:%M:%S") -> int:
@@ -360,8 +426,9 @@ def _strictly(parse, *args):
     except _NotFinite as exc:
         raise Unmappable("a number that is not finite (NaN, Infinity or too large)", str(exc)[:40]) from None
     except RecursionError:
-        raise Unmappable("JSON nested too deeply to read",
-                         f"more than about {sys.getrecursionlimit():,} levels") from None
+        raise Unmappable(
+            "JSON nested too deeply to read", f"more than about {sys.getrecursionlimit():,} levels"
+        ) from None
 
 
 def load_json(path: Path, limit: int):
@@ -371,7 +438,9 @@ def load_json(path: Path, limit: int):
     try:
         return decode_json(text)
     except json.JSONDecodeError as exc:
-        raise SourceError(path, f"{exc.lineno}:{exc.colno}", f"not valid JSON ({exc.msg}); is the file truncated?") from exc
+        raise SourceError(
+            path, f"{exc.lineno}:{exc.colno}", f"not valid JSON ({exc.msg}); is the file truncated?"
+        ) from exc
     except Unmappable as exc:
         raise Refused(path, None, exc.reason, exc.detail) from None
 
@@ -416,17 +485,28 @@ def stated_periods(folder: Path) -> dict[str, tuple[int, int]]:
     return statement.union(*stated)
 
 
-def _write_stream(folder: Path, importer: str, stream: str, records: Records | list[dict],
-                  observed: dict[str, tuple[int, int]] | None = None, quotas: list[dict] | None = None) -> None:
+def _write_stream(
+    folder: Path,
+    importer: str,
+    stream: str,
+    records: Records | list[dict],
+    observed: dict[str, tuple[int, int]] | None = None,
+    quotas: list[dict] | None = None,
+) -> None:
     held = records if isinstance(records, Records) else Records(stream, records)
     rows = held.sorted_by("event_time", "event_id")  # tuples: made dicts a part at a time, as written
     parts = max(1, -(-len(rows) // RECORDS_PER_PART))
     (folder / stream).mkdir(parents=True)
     for part in range(parts):
-        chunk = held.as_records(rows[part * RECORDS_PER_PART:(part + 1) * RECORDS_PER_PART])
-        write_events(folder / stream / f"part-{part:05d}.avro", stream, chunk,
-                     sync_marker=_sync_marker(importer, stream, part), observed=observed,
-                     quotas=quotas if part == 0 else None)  # stated once: the first part
+        chunk = held.as_records(rows[part * RECORDS_PER_PART : (part + 1) * RECORDS_PER_PART])
+        write_events(
+            folder / stream / f"part-{part:05d}.avro",
+            stream,
+            chunk,
+            sync_marker=_sync_marker(importer, stream, part),
+            observed=observed,
+            quotas=quotas if part == 0 else None,
+        )  # stated once: the first part
 
 
 def summary(imported: Imported) -> dict:
@@ -449,9 +529,14 @@ def write_import(imported: Imported, out_dir: str | Path, overwrite: bool = Fals
     try:
         periods = imported.periods()  # the scheduler files say what the source observed
         for stream in schemas.STREAMS:
-            _write_stream(building, imported.importer, stream, imported.streams[stream],
-                          periods if stream == "scheduler" else None,
-                          imported.queue_quotas if stream == "scheduler" else None)
+            _write_stream(
+                building,
+                imported.importer,
+                stream,
+                imported.streams[stream],
+                periods if stream == "scheduler" else None,
+                imported.queue_quotas if stream == "scheduler" else None,
+            )
         with open(building / REJECTED_FILE, "w", encoding="utf-8") as handle:
             handle.write(_rejected_lines(imported))
         caveats = sorted((c.row() for c in imported.caveats), key=lambda row: (row["file"], row["item"], row["caveat"]))
@@ -488,8 +573,9 @@ def write_rejections_only(imported: Imported, out_dir: str | Path) -> Path | Non
 
 def _rejected_lines(imported: Imported) -> str:
     """The rejections file's text: a JSON line per rejected input, in a stable order."""
-    rows = sorted((r.row() for r in imported.rejections),
-                  key=lambda row: (row["file"], row["where"], row["item"], row["reason"]))
+    rows = sorted(
+        (r.row() for r in imported.rejections), key=lambda row: (row["file"], row["where"], row["item"], row["reason"])
+    )
     return "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
 
 
@@ -505,8 +591,9 @@ def append_import(imported: Imported, out_dir: str | Path) -> dict:
     try:
         earlier = json.loads((out / SOURCE_FILE).read_text(encoding="utf-8"))["importer"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise FileExistsError(f"{out} is not an earlier import (no readable {SOURCE_FILE}): "
-                              "cannot append to it") from exc
+        raise FileExistsError(
+            f"{out} is not an earlier import (no readable {SOURCE_FILE}): cannot append to it"
+        ) from exc
     if earlier != imported.importer:
         raise FileExistsError(f"{out} holds a {earlier} import: cannot append {imported.importer} events to it")
     appended = {}
@@ -525,11 +612,18 @@ def append_import(imported: Imported, out_dir: str | Path) -> dict:
             ids = sorted(r["event_id"] for r in new) or [json.dumps([periods, quotas], sort_keys=True)]
             name = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
             records = sorted(new, key=lambda r: (r["event_time"], r["event_id"]))
-            write_events(out / stream / f"append-{name}.avro", stream, records,
-                         sync_marker=_sync_marker(imported.importer, stream, name), observed=periods,
-                         quotas=quotas)
-    for file_name, rows in ((REJECTED_FILE, [r.row() for r in imported.rejections]),
-                            (CAVEATS_FILE, [c.row() for c in imported.caveats])):
+            write_events(
+                out / stream / f"append-{name}.avro",
+                stream,
+                records,
+                sync_marker=_sync_marker(imported.importer, stream, name),
+                observed=periods,
+                quotas=quotas,
+            )
+    for file_name, rows in (
+        (REJECTED_FILE, [r.row() for r in imported.rejections]),
+        (CAVEATS_FILE, [c.row() for c in imported.caveats]),
+    ):
         _append_lines(out / file_name, [json.dumps(row, sort_keys=True) for row in rows])
     result = {**summary(imported), "appended": appended}
     document = {"importer": imported.importer, **imported.provenance, **result}

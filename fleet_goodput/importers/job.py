@@ -65,8 +65,11 @@ def read(sources: list[Path], options: Options) -> Imported:
     imported = Imported(NAME)
     files = []
     for source in sources:
-        paths = sorted(p for p in source.iterdir() if p.suffix in (".yaml", ".yml", ".json")) if source.is_dir() \
+        paths = (
+            sorted(p for p in source.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+            if source.is_dir()
             else [source]
+        )
         for path in paths:
             _read_statement(path, options, imported)
             files.append(file_digest(path))
@@ -83,8 +86,9 @@ def _read_statement(path: Path, options: Options, imported: Imported) -> None:
         raise SourceError(path, None, "a statement is a mapping of job, accelerator, chips and attempts")
     unknown = set(statement) - FIELDS
     if unknown:
-        raise SourceError(path, None, f"unknown field(s) {', '.join(sorted(map(str, unknown)))}; expected "
-                                      f"{', '.join(sorted(FIELDS))}")
+        raise SourceError(
+            path, None, f"unknown field(s) {', '.join(sorted(map(str, unknown)))}; expected {', '.join(sorted(FIELDS))}"
+        )
     job, accelerator = _text(path, statement, "job"), _text(path, statement, "accelerator")
     if accelerator not in options.accelerators:
         raise SourceError(path, "accelerator", f"{accelerator!r} is not in the accelerator catalogue")
@@ -97,8 +101,9 @@ def _read_statement(path: Path, options: Options, imported: Imported) -> None:
     attempts = statement.get("attempts")
     if not isinstance(attempts, list) or not attempts:
         raise SourceError(path, "attempts", "a list of at least one attempt (start, end, ended) is required")
-    stretches = [_attempt(path, number, attempt, number == len(attempts))
-                 for number, attempt in enumerate(attempts, start=1)]
+    stretches = [
+        _attempt(path, number, attempt, number == len(attempts)) for number, attempt in enumerate(attempts, start=1)
+    ]
     submit_us = _time(path, "submit", statement["submit"]) if statement.get("submit") is not None else stretches[0][0]
     previous_us, previous = submit_us, "submit"
     for number, (start_us, end_us, _, _) in enumerate(stretches, start=1):
@@ -106,8 +111,14 @@ def _read_statement(path: Path, options: Options, imported: Imported) -> None:
             raise SourceError(path, f"attempt {number}", f"starts before the {previous}")
         previous_us, previous = (end_us, f"end of attempt {number}") if end_us is not None else (start_us, "")
     emit = JobEmitter(imported, PREFIX, job, _text(path, statement, "cluster", "local"), accelerator)
-    emit.scheduler("SUBMIT", submit_us, chips, workload=workload, team=_text(path, statement, "team", None),
-                   framework=_text(path, statement, "framework", None))
+    emit.scheduler(
+        "SUBMIT",
+        submit_us,
+        chips,
+        workload=workload,
+        team=_text(path, statement, "team", None),
+        framework=_text(path, statement, "framework", None),
+    )
     for start_us, end_us, ended, reason in stretches:
         emit.scheduler("ALLOCATE", start_us, chips)
         if end_us is not None:

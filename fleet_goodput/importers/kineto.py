@@ -35,12 +35,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_goodput.core.config import part_key
-from fleet_goodput.importers.common import (Imported, JobEmitter, Options, Refused, SourceError, Unmappable, chip_count,
-                                            event_time_us, file_digest, load_json, progress)
+from fleet_goodput.importers.common import (
+    Imported,
+    JobEmitter,
+    Options,
+    Refused,
+    SourceError,
+    Unmappable,
+    chip_count,
+    event_time_us,
+    file_digest,
+    load_json,
+    progress,
+)
 
 NAME = "kineto"
-HELP = ("PyTorch profiler (Kineto) Chrome traces (*.json[.gz]; a run's ranks are one job) → scheduler, runtime "
-        "and profiler events")
+HELP = (
+    "PyTorch profiler (Kineto) Chrome traces (*.json[.gz]; a run's ranks are one job) → scheduler, runtime "
+    "and profiler events"
+)
 PREFIX = "kineto"
 CLUSTER = "kineto"
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
@@ -90,8 +103,13 @@ def _device_key(device: dict, options: Options) -> str | None:
     if (key := part_key(options.part_names, name)) is not None:
         return key
     # ROCm names every MI250 GCD "AMD Radeon Graphics": gfx90a (9.0), 104 CUs, 64 GiB HBM.
-    if (name.startswith("AMD") and device.get("computeMajor") == 9 and device.get("computeMinor") == 0
-            and device.get("numSms") == 104 and round(device.get("totalGlobalMem", 0) / 2**30) == 64):
+    if (
+        name.startswith("AMD")
+        and device.get("computeMajor") == 9
+        and device.get("computeMinor") == 0
+        and device.get("numSms") == 104
+        and round(device.get("totalGlobalMem", 0) / 2**30) == 64
+    ):
         return "mi250-gcd"
     return None
 
@@ -105,8 +123,14 @@ def _load(path: Path, limit: int) -> dict:
 
 def _accelerator(trace: dict, options: Options) -> str:
     devices = {d.get("id"): d for d in trace.get("deviceProperties") or [] if isinstance(d, dict)}
-    kernel_devices = sorted({(e.get("args") or {}).get("device") for e in trace["traceEvents"]
-                             if isinstance(e, dict) and e.get("cat") == "kernel"} - {None})
+    kernel_devices = sorted(
+        {
+            (e.get("args") or {}).get("device")
+            for e in trace["traceEvents"]
+            if isinstance(e, dict) and e.get("cat") == "kernel"
+        }
+        - {None}
+    )
     keys = {_device_key(devices[d], options) for d in kernel_devices if d in devices}
     if not devices:
         if options.accelerator:
@@ -115,8 +139,10 @@ def _accelerator(trace: dict, options: Options) -> str:
     if not keys:
         keys = {_device_key(d, options) for d in devices.values()}
     if len(keys) != 1 or None in keys:
-        raise Unmappable("device not recognised as one catalogue accelerator",
-                         ", ".join(sorted({str(d.get('name')) for d in devices.values()})))
+        raise Unmappable(
+            "device not recognised as one catalogue accelerator",
+            ", ".join(sorted({str(d.get("name")) for d in devices.values()})),
+        )
     return keys.pop()
 
 
@@ -146,16 +172,24 @@ def _read_trace(path: Path, options: Options) -> _Trace:
     # Metadata events (ph "M": process and thread names) carry ts = 0 on a trace
     # whose clock is relative (baseTimeNanoseconds): they are no activity and
     # would stretch the job back to the clock's zero.
-    events = [e for e in trace["traceEvents"] if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))
-              and e.get("ph") != METADATA_PHASE]
-    steps = sorted((int(match.group(1)), e) for e in events
-                   if e.get("cat") == "user_annotation" and (match := STEP_NAME.match(str(e.get("name", "")))))
+    events = [
+        e
+        for e in trace["traceEvents"]
+        if isinstance(e, dict) and isinstance(e.get("ts"), (int, float)) and e.get("ph") != METADATA_PHASE
+    ]
+    steps = sorted(
+        (int(match.group(1)), e)
+        for e in events
+        if e.get("cat") == "user_annotation" and (match := STEP_NAME.match(str(e.get("name", ""))))
+    )
     if not steps:
         raise Unmappable("no ProfilerStep#N annotations: no step to map")
     distributed = trace.get("distributedInfo") or {}
     if not any(e.get("cat") in GPU_CATEGORIES for e in events):
-        raise Unmappable("CPU-only trace: no GPU kernel, memcpy or memset events, so no accelerator time to measure",
-                         f"world_size {distributed.get('world_size', 1)}")
+        raise Unmappable(
+            "CPU-only trace: no GPU kernel, memcpy or memset events, so no accelerator time to measure",
+            f"world_size {distributed.get('world_size', 1)}",
+        )
     accelerator = _accelerator(trace, options)
     if accelerator not in options.accelerators:
         raise Unmappable("accelerator not in the catalogue", accelerator)
@@ -185,10 +219,18 @@ def _read_trace(path: Path, options: Options) -> _Trace:
         step_start, step_end = step["ts"], step["ts"] + (step.get("dur") or 0)
         flops = sum(e["args"]["flops"] for e in flop_events if step_start <= e["ts"] < step_end)
         spans.append((number, base_us + int(step_start), base_us + int(step_end), flops))
-    return _Trace(path.name.removesuffix(".gz").removesuffix(".json"), rank, world_size,
-                  _run_name(trace), distributed.get("backend"), accelerator,
-                  base_us + int(start), base_us + int(end), tuple(spans),
-                  path.name if world_shown is not None else None)
+    return _Trace(
+        path.name.removesuffix(".gz").removesuffix(".json"),
+        rank,
+        world_size,
+        _run_name(trace),
+        distributed.get("backend"),
+        accelerator,
+        base_us + int(start),
+        base_us + int(end),
+        tuple(spans),
+        path.name if world_shown is not None else None,
+    )
 
 
 def _world_shown(distributed: dict, rank: int) -> int:
@@ -200,8 +242,9 @@ def _world_shown(distributed: dict, rank: int) -> int:
             continue
         ranks = [r for r in group.get("ranks") or [] if isinstance(r, int) and not isinstance(r, bool)]
         size = group.get("pg_size")
-        shown = max(shown, max(ranks, default=-1) + 1,
-                    size if isinstance(size, int) and not isinstance(size, bool) else 0)
+        shown = max(
+            shown, max(ranks, default=-1) + 1, size if isinstance(size, int) and not isinstance(size, bool) else 0
+        )
     return shown
 
 
@@ -222,9 +265,18 @@ def _runs(traces: list[_Trace]) -> list[list[_Trace]]:
     in changes nothing."""
     runs: list[list[_Trace]] = []
     for trace in sorted(traces, key=lambda t: (t.start, t.rank, t.name)):
-        run = next((r for r in runs if trace.world_size > 1 and r[0].run_key == trace.run_key
-                    and all(t.rank != trace.rank for t in r)
-                    and trace.start <= max(t.end for t in r) and min(t.start for t in r) <= trace.end), None)
+        run = next(
+            (
+                r
+                for r in runs
+                if trace.world_size > 1
+                and r[0].run_key == trace.run_key
+                and all(t.rank != trace.rank for t in r)
+                and trace.start <= max(t.end for t in r)
+                and min(t.start for t in r) <= trace.end
+            ),
+            None,
+        )
         if run is None:
             runs.append([trace])
         else:
@@ -251,13 +303,21 @@ def _import_run(imported: Imported, run: list[_Trace], options: Options) -> None
     emit.scheduler("FINISH", end, 0)
     for trace in run:
         if trace.world_from_ranks:
-            imported.caveat(trace.world_from_ranks, job_id, "distributedInfo gives a rank but no world_size: the "
-                            "world size is taken from the ranks the trace shows (a lower bound: chips, and FLOPs "
-                            "x world size, may be understated)", f"rank {trace.rank}, world size {trace.world_size}")
+            imported.caveat(
+                trace.world_from_ranks,
+                job_id,
+                "distributedInfo gives a rank but no world_size: the "
+                "world size is taken from the ranks the trace shows (a lower bound: chips, and FLOPs "
+                "x world size, may be understated)",
+                f"rank {trace.rank}, world size {trace.world_size}",
+            )
     if chips > 1:
         imported.provenance.setdefault("ranks_by_job", {})[job_id] = {
-            "world_size": chips, "ranks": sorted(t.rank for t in run), "traces": sorted(t.name for t in run),
-            "steps_from_rank": reference.rank}
+            "world_size": chips,
+            "ranks": sorted(t.rank for t in run),
+            "traces": sorted(t.name for t in run),
+            "steps_from_rank": reference.rank,
+        }
 
 
 def read(source: Path, options: Options) -> Imported:
@@ -271,9 +331,9 @@ def read(source: Path, options: Options) -> Imported:
         raise SourceError(source, None, "no Kineto traces (*.json, *.json.gz)")
     imported = Imported(NAME)
     if options.limit is not None:
-        for path in paths[options.limit:]:  # not imported, so on record
+        for path in paths[options.limit :]:  # not imported, so on record
             imported.reject(path.name, "file", path.name, f"beyond --limit {options.limit}: not read")
-        paths = paths[:options.limit]
+        paths = paths[: options.limit]
     imported.provenance = {**PROVENANCE, "inputs": [file_digest(p) for p in paths]}
     traces = []
     for path in progress(paths, "kineto traces", unit="trace"):
@@ -283,8 +343,12 @@ def read(source: Path, options: Options) -> Imported:
             imported.reject(path.name, "file", path.name, exc.reason, exc.detail)
     runs = _runs(traces)
     if options.job and len(runs) > 1:
-        raise SourceError(source, None, f"--job names one run, but the traces are {len(runs)} runs (a rank twice, "
-                                        "or windows that do not overlap): import each run with its own --job")
+        raise SourceError(
+            source,
+            None,
+            f"--job names one run, but the traces are {len(runs)} runs (a rank twice, "
+            "or windows that do not overlap): import each run with its own --job",
+        )
     for run in runs:
         _import_run(imported, run, options)
     return imported

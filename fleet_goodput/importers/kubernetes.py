@@ -26,8 +26,16 @@ from pathlib import Path
 from fleet_goodput.core.config import ConfigError, read_yaml
 from fleet_goodput.importers import kubernetes_objects as objects
 from fleet_goodput.importers import kueue_queues
-from fleet_goodput.importers.common import (Imported, Options, SourceError, Unmappable, decode_json_at, file_digest,
-                                            progress, read_text)
+from fleet_goodput.importers.common import (
+    Imported,
+    Options,
+    SourceError,
+    Unmappable,
+    decode_json_at,
+    file_digest,
+    progress,
+    read_text,
+)
 
 NAME = "kubernetes"
 HELP = "kubectl watch streams / lists of Kueue Workloads, JobSets, Jobs, Nodes → scheduler events (needs --cluster)"
@@ -40,9 +48,16 @@ MAPPING_ORDER = {"LocalQueue": 0, "Workload": 1, "ResourceFlavor": 2}  # flavors
 # kind → its mapping.
 JOB_KINDS = {"Workload": objects.workload, "JobSet": objects.jobset, "Job": objects.batch_job}
 # kind → the API group (apiVersion before the `/`) it must come from; core kinds have none.
-GROUPS = {"Workload": "kueue.x-k8s.io", "LocalQueue": "kueue.x-k8s.io", "ResourceFlavor": "kueue.x-k8s.io",
-          "ClusterQueue": "kueue.x-k8s.io", "Cohort": "kueue.x-k8s.io", "JobSet": "jobset.x-k8s.io",
-          "Job": "batch", "Node": ""}
+GROUPS = {
+    "Workload": "kueue.x-k8s.io",
+    "LocalQueue": "kueue.x-k8s.io",
+    "ResourceFlavor": "kueue.x-k8s.io",
+    "ClusterQueue": "kueue.x-k8s.io",
+    "Cohort": "kueue.x-k8s.io",
+    "JobSet": "jobset.x-k8s.io",
+    "Job": "batch",
+    "Node": "",
+}
 
 PROVENANCE = {
     "source": "Kubernetes API objects as kubectl writes them (watch events or lists)",
@@ -129,8 +144,10 @@ def _snapshots(value, file: str, where: str):
         observed = objects.k8s_time(stamp, "observedTime") if stamp is not None else None
         return [objects.Snapshot(change, _object(value["object"]), observed, file, where)]
     if isinstance(value.get("items"), list):
-        return [objects.Snapshot("ADDED", _object(item), None, file, f"{where} item {n}")
-                for n, item in enumerate(value["items"])]
+        return [
+            objects.Snapshot("ADDED", _object(item), None, file, f"{where} item {n}")
+            for n, item in enumerate(value["items"])
+        ]
     if "kind" in value:
         return [objects.Snapshot("ADDED", _object(value), None, file, where)]
     raise Unmappable("not a watch event, list or object")
@@ -139,8 +156,9 @@ def _snapshots(value, file: str, where: str):
 def _object(value) -> dict:
     """A Kubernetes object: a mapping whose metadata, spec and status (where given) are mappings,
     named by a uid or a name."""
-    if not isinstance(value, dict) or not all(isinstance(value.get(part, {}), dict)
-                                              for part in ("metadata", "spec", "status")):
+    if not isinstance(value, dict) or not all(
+        isinstance(value.get(part, {}), dict) for part in ("metadata", "spec", "status")
+    ):
         raise Unmappable("not a Kubernetes object")
     if not all(isinstance(value.get(part, ""), str) for part in ("kind", "apiVersion")):
         raise Unmappable("kind or apiVersion is not a string", repr(value.get("kind"))[:80])
@@ -153,8 +171,7 @@ def _object(value) -> dict:
 def _version(snapshot: objects.Snapshot) -> tuple:
     """Order of an object's snapshots: its resourceVersion (etcd's revision), a DELETED last among equals."""
     version = str(snapshot.metadata.get("resourceVersion", ""))
-    return (int(version) if version.isdigit() else -1, snapshot.change == "DELETED",
-            snapshot.observed_us or 0)
+    return (int(version) if version.isdigit() else -1, snapshot.change == "DELETED", snapshot.observed_us or 0)
 
 
 def admitted_queues(by_object: dict[tuple[str, str], list[objects.Snapshot]]) -> dict[tuple[str, str], str]:
@@ -167,7 +184,11 @@ def admitted_queues(by_object: dict[tuple[str, str], list[objects.Snapshot]]) ->
         for snapshot in snapshots:
             admission = snapshot.status.get("admission") if isinstance(snapshot.status, dict) else None
             queue = snapshot.spec.get("queueName")
-            if isinstance(admission, dict) and isinstance(admission.get("clusterQueue"), str) and isinstance(queue, str):
+            if (
+                isinstance(admission, dict)
+                and isinstance(admission.get("clusterQueue"), str)
+                and isinstance(queue, str)
+            ):
                 key = (snapshot.metadata.get("namespace") or "default", queue)
                 order = _version(snapshot)
                 if key not in learned or order > learned[key][0]:
@@ -216,8 +237,9 @@ def read(source: list[Path] | Path, options: Options) -> Imported:
         raise ValueError("mpg import kubernetes needs --cluster NAME: the cluster these objects belong to")
     files = sources(source if isinstance(source, list) else [source])
     imported = Imported(NAME)
-    sink = objects.Sink(imported, options.cluster, label_map(options.accelerator_labels),
-                        options.accelerators, options.accelerator)
+    sink = objects.Sink(
+        imported, options.cluster, label_map(options.accelerator_labels), options.accelerators, options.accelerator
+    )
     by_object: dict[tuple[str, str], list[objects.Snapshot]] = defaultdict(list)
     latest_us = None
     for path in progress(files, "kubernetes files", unit="file"):
@@ -260,13 +282,21 @@ def read(source: list[Path] | Path, options: Options) -> Imported:
             imported.reject(latest.file, latest.where, item, exc.reason, exc.detail)
         except (TypeError, AttributeError, KeyError, ValueError) as exc:  # a field of another type than the API's
             sink.undo(mark)
-            imported.reject(latest.file, latest.where, item, "a field of a type its API does not give it",
-                            f"{type(exc).__name__}: {exc}"[:200])
+            imported.reject(
+                latest.file,
+                latest.where,
+                item,
+                "a field of a type its API does not give it",
+                f"{type(exc).__name__}: {exc}"[:200],
+            )
     objects.capacity_levels(sink, histories, latest_us)
     imported.observed = watched_period(options.cluster, by_object)
     imported.queue_quotas = sink.quotas
-    imported.provenance = {**PROVENANCE, "cluster": options.cluster,
-                           "inputs": [file_digest(path) for path in files],
-                           "skipped": dict(sorted(sink.skipped.items())),
-                           "accelerator_labels": sink.labels}
+    imported.provenance = {
+        **PROVENANCE,
+        "cluster": options.cluster,
+        "inputs": [file_digest(path) for path in files],
+        "skipped": dict(sorted(sink.skipped.items())),
+        "accelerator_labels": sink.labels,
+    }
     return imported

@@ -33,19 +33,46 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # a JobSet or Job with it is ad
 # Node or pod label → its value → accelerator catalogue key. `--accelerator-labels FILE` adds to it.
 ACCELERATOR_LABELS = {
     "cloud.google.com/gke-tpu-accelerator": {
-        "tpu-v4-podslice": "tpu-v4", "tpu-v5-lite-podslice": "tpu-v5e", "tpu-v5-lite-device": "tpu-v5e",
-        "tpu-v5p-slice": "tpu-v5p", "tpu-v6e-slice": "tpu-v6e", "tpu7x": "tpu-v7"},
+        "tpu-v4-podslice": "tpu-v4",
+        "tpu-v5-lite-podslice": "tpu-v5e",
+        "tpu-v5-lite-device": "tpu-v5e",
+        "tpu-v5p-slice": "tpu-v5p",
+        "tpu-v6e-slice": "tpu-v6e",
+        "tpu7x": "tpu-v7",
+    },
     "cloud.google.com/gke-accelerator": {
-        "nvidia-tesla-t4": "t4", "nvidia-tesla-v100": "v100", "nvidia-tesla-a100": "a100", "nvidia-a100-80gb": "a100",
-        "nvidia-l4": "l4", "nvidia-h100-80gb": "h100", "nvidia-h100-mega-80gb": "h100", "nvidia-h200-141gb": "h200",
-        "nvidia-b200": "b200", "nvidia-gb200": "gb200"},
+        "nvidia-tesla-t4": "t4",
+        "nvidia-tesla-v100": "v100",
+        "nvidia-tesla-a100": "a100",
+        "nvidia-a100-80gb": "a100",
+        "nvidia-l4": "l4",
+        "nvidia-h100-80gb": "h100",
+        "nvidia-h100-mega-80gb": "h100",
+        "nvidia-h200-141gb": "h200",
+        "nvidia-b200": "b200",
+        "nvidia-gb200": "gb200",
+    },
     "nvidia.com/gpu.product": {
-        "Tesla-T4": "t4", "Tesla-V100-SXM2-16GB": "v100", "Tesla-V100-SXM2-32GB": "v100",
-        "NVIDIA-A100-SXM4-40GB": "a100", "NVIDIA-A100-SXM4-80GB": "a100", "NVIDIA-L4": "l4", "NVIDIA-L40S": "l40s",
-        "NVIDIA-H100-80GB-HBM3": "h100", "NVIDIA-H100-PCIe": "h100-pcie", "NVIDIA-H100-NVL": "h100-nvl",
-        "NVIDIA-H200": "h200", "NVIDIA-GH200-480GB": "gh200", "NVIDIA-B200": "b200", "NVIDIA-GB200": "gb200"},
+        "Tesla-T4": "t4",
+        "Tesla-V100-SXM2-16GB": "v100",
+        "Tesla-V100-SXM2-32GB": "v100",
+        "NVIDIA-A100-SXM4-40GB": "a100",
+        "NVIDIA-A100-SXM4-80GB": "a100",
+        "NVIDIA-L4": "l4",
+        "NVIDIA-L40S": "l40s",
+        "NVIDIA-H100-80GB-HBM3": "h100",
+        "NVIDIA-H100-PCIe": "h100-pcie",
+        "NVIDIA-H100-NVL": "h100-nvl",
+        "NVIDIA-H200": "h200",
+        "NVIDIA-GH200-480GB": "gh200",
+        "NVIDIA-B200": "b200",
+        "NVIDIA-GB200": "gb200",
+    },
     "amd.com/gpu.product-name": {
-        "AMD_Instinct_MI250X": "mi250x", "AMD_Instinct_MI300X": "mi300x", "AMD_Instinct_MI325X": "mi325x"},
+        "AMD_Instinct_MI250X": "mi250x",
+        "AMD_Instinct_MI300X": "mi300x",
+        "AMD_Instinct_MI325X": "mi325x",
+    },
 }
 # Kueue's Finished condition reasons (apis/kueue/v1beta2/workload_types.go); any other ends as CANCEL.
 FINISHED_REASONS = {"Succeeded": "FINISH", "Failed": "FAIL"}
@@ -84,8 +111,12 @@ class Snapshot:
         return None
 
     def recorded_times(self) -> list[int]:
-        times = [self.metadata.get("creationTimestamp"), self.metadata.get("deletionTimestamp"),
-                 self.status.get("startTime"), self.status.get("completionTime")]
+        times = [
+            self.metadata.get("creationTimestamp"),
+            self.metadata.get("deletionTimestamp"),
+            self.status.get("startTime"),
+            self.status.get("completionTime"),
+        ]
         for found in self.status.get("conditions") or []:
             times += [found.get("lastTransitionTime"), found.get("lastHeartbeatTime")]
         return [k8s_time(t, "a time") for t in times if t]
@@ -126,8 +157,10 @@ def chips_of(resources: dict) -> int:
 def pod_chips(template: dict) -> int:
     """Chips one pod of a pod template asks for: its containers' accelerator limits (or requests)."""
     containers = ((template or {}).get("spec") or {}).get("containers") or []
-    return sum(chips_of((c.get("resources") or {}).get("limits") or (c.get("resources") or {}).get("requests") or {})
-               for c in containers)
+    return sum(
+        chips_of((c.get("resources") or {}).get("limits") or (c.get("resources") or {}).get("requests") or {})
+        for c in containers
+    )
 
 
 def selectors(template: dict) -> dict[str, str]:
@@ -135,8 +168,9 @@ def selectors(template: dict) -> dict[str, str]:
     `In` a single value."""
     spec = (template or {}).get("spec") or {}
     found = {key: value for key, value in (spec.get("nodeSelector") or {}).items() if isinstance(value, str)}
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     for term in required.get("nodeSelectorTerms") or []:
         for expression in term.get("matchExpressions") or []:
             values = expression.get("values") or []
@@ -171,14 +205,27 @@ class Sink:
                 return values[labels[label]]
         return self.default_accelerator
 
-    def scheduler(self, event_id: str, kind: str, time_us: int, job_id: str, accelerator: str, chips: int,
-                  **fields) -> None:
+    def scheduler(
+        self, event_id: str, kind: str, time_us: int, job_id: str, accelerator: str, chips: int, **fields
+    ) -> None:
         if event_id in self.seen:
             return
         self.seen.add(event_id)
-        record = {"event_id": event_id, "event_time": time_us, "job_id": job_id, "type": kind,
-                  "cluster": self.cluster, "accelerator": accelerator, "chips": chips, "workload": None,
-                  "framework": None, "team": None, "topology": None, "priority": None, "queue": None}
+        record = {
+            "event_id": event_id,
+            "event_time": time_us,
+            "job_id": job_id,
+            "type": kind,
+            "cluster": self.cluster,
+            "accelerator": accelerator,
+            "chips": chips,
+            "workload": None,
+            "framework": None,
+            "team": None,
+            "topology": None,
+            "priority": None,
+            "queue": None,
+        }
         record.update(fields)
         self.imported.streams["scheduler"].append(record)
 
@@ -219,8 +266,10 @@ class Job:
         wanted = [selectors(template) for (_, template), (_, chips) in zip(templates, self.per_pod) if chips]
         keys = {sink.accelerator(labels) for labels in wanted} - {None}
         if len(keys) != 1:
-            raise Unmappable("no accelerator label in the pod templates (nodeSelector) maps to one catalogue key",
-                             f"{', '.join(sorted(keys)) or 'none'}; pass --accelerator or --accelerator-labels")
+            raise Unmappable(
+                "no accelerator label in the pod templates (nodeSelector) maps to one catalogue key",
+                f"{', '.join(sorted(keys)) or 'none'}; pass --accelerator or --accelerator-labels",
+            )
         self.accelerator = keys.pop()
         if self.accelerator not in sink.accelerators:
             raise Unmappable("accelerator not in the catalogue", self.accelerator)
@@ -230,15 +279,17 @@ class Job:
         self.sink.scheduler(f"{self.prefix}/{what}", kind, time_us, self.job_id, self.accelerator, chips, **fields)
 
     def submit(self, **fields) -> None:
-        self.emit("submit", "SUBMIT", self.created_us, self.chips, team=self.namespace, topology=self.topology,
-                  **fields)
+        self.emit(
+            "submit", "SUBMIT", self.created_us, self.chips, team=self.namespace, topology=self.topology, **fields
+        )
 
     def seen_at(self, snapshot: Snapshot, what: str) -> int:
         """When `snapshot` was seen; a caveat when only the object's own latest time says so."""
         time_us, stamped = snapshot.seen_us()
         if not stamped:
-            self.sink.imported.caveat(snapshot.file, self.job_id, "no observedTime: the latest time the object "
-                                      "records is taken", what)
+            self.sink.imported.caveat(
+                snapshot.file, self.job_id, "no observedTime: the latest time the object records is taken", what
+            )
         return time_us
 
     def deleted(self, snapshots: list[Snapshot], ended: bool) -> None:
@@ -266,7 +317,8 @@ def _admitted_chips(job: Job, snapshot: Snapshot, pod_sets: list[dict]) -> int:
     for assignment in (snapshot.status.get("admission") or {}).get("podSetAssignments") or []:
         usage = chips_of(assignment.get("resourceUsage") or {})
         total += usage or quantity(assignment.get("count", 0), "podSetAssignments[].count") * per_pod.get(
-            assignment.get("name"), 0)
+            assignment.get("name"), 0
+        )
     # Admitted without an admission's counts (not seen from Kueue): admitted whole.
     return chip_count(total, "the admission's chips") if total else job.chips
 
@@ -310,19 +362,33 @@ def workload(snapshots: list[Snapshot], sink: Sink) -> None:
     each Evicted, FINISH/FAIL/CANCEL at Finished, CANCEL when deleted unfinished."""
     latest = snapshots[-1]
     pod_sets = latest.spec.get("podSets") or []
-    job = Job(sink, "Workload", latest,
-              [(quantity(p.get("count", 1), "podSets[].count"), p.get("template") or {}) for p in pod_sets])
+    job = Job(
+        sink,
+        "Workload",
+        latest,
+        [(quantity(p.get("count", 1), "podSets[].count"), p.get("template") or {}) for p in pod_sets],
+    )
     local = latest.spec.get("queueName")
-    admitted_in = next((s.status["admission"].get("clusterQueue") for s in snapshots
-                        if (s.status.get("admission") or {}).get("clusterQueue")), None)
-    cluster_queue = (sink.cluster_queues.get((job.namespace, local)) or admitted_in
-                     or sink.admitted_queues.get((job.namespace, local)) or "")
+    admitted_in = next(
+        (
+            s.status["admission"].get("clusterQueue")
+            for s in snapshots
+            if (s.status.get("admission") or {}).get("clusterQueue")
+        ),
+        None,
+    )
+    cluster_queue = (
+        sink.cluster_queues.get((job.namespace, local))
+        or admitted_in
+        or sink.admitted_queues.get((job.namespace, local))
+        or ""
+    )
     priority = latest.spec.get("priority")
-    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)
-                                 or not -2**31 <= priority < 2**31):
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or not -(2**31) <= priority < 2**31
+    ):
         raise Unmappable("spec.priority is not a 32-bit integer", repr(priority)[:40])
-    job.submit(priority=priority,
-               queue=f"{cluster_queue}/{job.namespace}/{local}" if local else None)
+    job.submit(priority=priority, queue=f"{cluster_queue}/{job.namespace}/{local}" if local else None)
     evictions, ended = set(), False
     held = AdmittedWorkload(job)
     for snapshot in snapshots:
@@ -338,12 +404,20 @@ def workload(snapshots: list[Snapshot], sink: Sink) -> None:
             ended = True
             held.stops.append(since)
             finished = snapshot.condition("Finished")
-            job.emit("finished", FINISHED_REASONS.get(finished.get("reason"), "CANCEL"), since,
-                     reason=condition_reason(finished))
+            job.emit(
+                "finished",
+                FINISHED_REASONS.get(finished.get("reason"), "CANCEL"),
+                since,
+                reason=condition_reason(finished),
+            )
     requeues = max(((s.status.get("requeueState") or {}).get("count") or 0 for s in snapshots), default=0)
     if requeues > len(evictions):
-        sink.imported.caveat(latest.file, job.job_id, "requeueState counts evictions the stream does not hold",
-                             f"requeueState.count {requeues}, evictions seen {len(evictions)}")
+        sink.imported.caveat(
+            latest.file,
+            job.job_id,
+            "requeueState counts evictions the stream does not hold",
+            f"requeueState.count {requeues}, evictions seen {len(evictions)}",
+        )
     job.deleted(snapshots, ended)
     for owner in latest.metadata.get("ownerReferences") or []:
         if owner.get("kind") == "JobSet" and isinstance(owner.get("uid"), str):
@@ -374,15 +448,21 @@ def _terminal(job: Job, snapshots: list[Snapshot], success: str) -> bool:
 
 def _restart(snapshot: Snapshot) -> tuple[int, int | None, dict]:
     """(restarts so far, when the latest restart began if RestartingJobSet is True, the condition)."""
-    return (snapshot.status.get("restarts") or 0, snapshot.true_since("RestartingJobSet"),
-            snapshot.condition("RestartingJobSet") or {})
+    return (
+        snapshot.status.get("restarts") or 0,
+        snapshot.true_since("RestartingJobSet"),
+        snapshot.condition("RestartingJobSet") or {},
+    )
 
 
 def _ready_again(job: "Job", snapshot: Snapshot, restarting: dict, restarts: int) -> int:
     """When every child Job was ready again: RestartingJobSet's turn to False (JobsReady), else when seen."""
     settled = restarting.get("reason") == "JobsReady" and restarting.get("status") == "False"
-    return (k8s_time(restarting.get("lastTransitionTime"), "RestartingJobSet.lastTransitionTime")
-            if restarts and settled else job.seen_at(snapshot, "all child Jobs ready"))
+    return (
+        k8s_time(restarting.get("lastTransitionTime"), "RestartingJobSet.lastTransitionTime")
+        if restarts and settled
+        else job.seen_at(snapshot, "all child Jobs ready")
+    )
 
 
 def _child_jobs_ready(snapshot: Snapshot, child_jobs: int) -> bool:
@@ -398,8 +478,12 @@ def _missed_restarts(sink: Sink, job: "Job", latest: Snapshot, restarted: set[in
     missed = sorted(set(range(1, (latest.status.get("restarts") or 0) + 1)) - restarted)
     if missed:
         # Without RestartingJobSet=True the restart's time is unknown: not counted rather than guessed.
-        sink.imported.caveat(latest.file, job.job_id, "JobSet restarts the stream does not hold",
-                             f"restarts {', '.join(map(str, missed))}")
+        sink.imported.caveat(
+            latest.file,
+            job.job_id,
+            "JobSet restarts the stream does not hold",
+            f"restarts {', '.join(map(str, missed))}",
+        )
 
 
 def kueue_jobset_restarts(snapshots: list[Snapshot], sink: Sink) -> None:
@@ -418,11 +502,22 @@ def kueue_jobset_restarts(snapshots: list[Snapshot], sink: Sink) -> None:
             chips = held.chips_at(since)
             restarted.add(restarts)
             if chips is None:
-                sink.imported.caveat(snapshot.file, job.job_id, "a JobSet restart while its Workload held no "
-                                     "admission moves nothing", f"restart {restarts}")
+                sink.imported.caveat(
+                    snapshot.file,
+                    job.job_id,
+                    "a JobSet restart while its Workload held no admission moves nothing",
+                    f"restart {restarts}",
+                )
                 continue
-            sink.scheduler(f"{prefix}/restart/{restarts}", "PREEMPT", since, job.job_id, job.accelerator, 0,
-                           reason=f"JobSetRestart ({restarting.get('reason')})")
+            sink.scheduler(
+                f"{prefix}/restart/{restarts}",
+                "PREEMPT",
+                since,
+                job.job_id,
+                job.accelerator,
+                0,
+                reason=f"JobSetRestart ({restarting.get('reason')})",
+            )
         if restarts and restarts in restarted and _child_jobs_ready(snapshot, child_jobs):
             when = _ready_again(job, snapshot, restarting, restarts)
             if (chips := held.chips_at(when)) is not None:
@@ -511,8 +606,13 @@ def node(snapshots: list[Snapshot], sink: Sink, histories: dict[str, NodeHistory
     for snapshot in snapshots:
         ready = snapshot.condition("Ready")
         if ready and ready.get("lastTransitionTime"):
-            facts.append((k8s_time(ready["lastTransitionTime"], "Ready.lastTransitionTime"), "ready",
-                          ready.get("status") == "True"))
+            facts.append(
+                (
+                    k8s_time(ready["lastTransitionTime"], "Ready.lastTransitionTime"),
+                    "ready",
+                    ready.get("status") == "True",
+                )
+            )
         seen_us, _ = snapshot.seen_us()
         cordoned = snapshot.spec.get("unschedulable", False)
         facts.append((_cordoned_at(snapshot) or seen_us if cordoned else seen_us, "schedulable", not cordoned))
@@ -540,8 +640,13 @@ def capacity_levels(sink: Sink, histories: dict[str, NodeHistory], until_us: int
         for time_us in times:
             level = sum(next((chips for t, chips in reversed(levels) if t <= time_us), 0) for levels in nodes)
             if level > MAX_CHIPS:  # only nodes that claim absurd counts get here
-                sink.imported.reject("", "", f"capacity {accelerator}", "nodes hold more chips than an event can",
-                                     f"{level:,} at {time_us} µs")
+                sink.imported.reject(
+                    "",
+                    "",
+                    f"capacity {accelerator}",
+                    "nodes hold more chips than an event can",
+                    f"{level:,} at {time_us} µs",
+                )
                 break
             if level != previous:
                 capacity(sink.imported, PREFIX, sink.cluster, accelerator, time_us, level)

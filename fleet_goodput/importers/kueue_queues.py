@@ -56,15 +56,32 @@ def queue(snapshots: list[Snapshot], sink: Sink, kind: str) -> None:
                 continue
             accelerator = sink.flavors.get(flavor) or sink.default_accelerator
             if accelerator is None:
-                sink.imported.caveat(snapshot.file, f"{kind} {name}", "a flavor whose ResourceFlavor the streams do "
-                                     "not hold (or whose node labels map to no accelerator): its quota is not "
-                                     "counted", flavor)
+                sink.imported.caveat(
+                    snapshot.file,
+                    f"{kind} {name}",
+                    "a flavor whose ResourceFlavor the streams do "
+                    "not hold (or whose node labels map to no accelerator): its quota is not "
+                    "counted",
+                    flavor,
+                )
                 continue
             nominal, borrowing, lending, usage, borrowed = levels
-            sink.quotas.append({"cluster": sink.cluster, "kind": kind, "name": name, "cohort": _cohort(snapshot, kind),
-                                "flavor": flavor, "accelerator": accelerator, "start_us": start_us,
-                                "nominal": nominal, "borrowing_limit": borrowing, "lending_limit": lending,
-                                "usage": usage, "borrowed": borrowed})
+            sink.quotas.append(
+                {
+                    "cluster": sink.cluster,
+                    "kind": kind,
+                    "name": name,
+                    "cohort": _cohort(snapshot, kind),
+                    "flavor": flavor,
+                    "accelerator": accelerator,
+                    "start_us": start_us,
+                    "nominal": nominal,
+                    "borrowing_limit": borrowing,
+                    "lending_limit": lending,
+                    "usage": usage,
+                    "borrowed": borrowed,
+                }
+            )
         previous = figures
 
 
@@ -85,17 +102,20 @@ def _figures(snapshot: Snapshot, kind: str) -> dict[str, tuple]:
                 if resource.get("name") in CHIP_RESOURCES:
                     quotas[flavor.get("name")] = tuple(
                         None if resource.get(key) is None else quantity(resource[key], f"{kind} {key}")
-                        for key in ("nominalQuota", "borrowingLimit", "lendingLimit"))
+                        for key in ("nominalQuota", "borrowingLimit", "lendingLimit")
+                    )
     used = {}
     for flavor in (snapshot.status.get("flavorsUsage") or []) if kind == "ClusterQueue" else []:
         for resource in flavor.get("resources") or []:
             if resource.get("name") in CHIP_RESOURCES:
-                used[flavor.get("name")] = tuple(quantity(resource.get(key) or 0, f"flavorsUsage {key}")
-                                                 for key in ("total", "borrowed"))
+                used[flavor.get("name")] = tuple(
+                    quantity(resource.get(key) or 0, f"flavorsUsage {key}") for key in ("total", "borrowed")
+                )
     if any(not isinstance(flavor, str) or not flavor for flavor in quotas):
         raise Unmappable(f"{kind} with a flavor without a name")
-    return {flavor: (*levels, *used.get(flavor, (None, None)))
-            for flavor, levels in quotas.items() if levels[0] is not None}
+    return {
+        flavor: (*levels, *used.get(flavor, (None, None))) for flavor, levels in quotas.items() if levels[0] is not None
+    }
 
 
 def _seen(snapshot: Snapshot, sink: Sink, kind: str, name: str, first: bool) -> int:
@@ -105,6 +125,10 @@ def _seen(snapshot: Snapshot, sink: Sink, kind: str, name: str, first: bool) -> 
     if first and created:
         return k8s_time(created, "metadata.creationTimestamp")
     time_us, _ = snapshot.seen_us()
-    sink.imported.caveat(snapshot.file, f"{kind} {name}", "no observedTime: the latest time the object records "
-                         "is taken", "a quota or usage level")
+    sink.imported.caveat(
+        snapshot.file,
+        f"{kind} {name}",
+        "no observedTime: the latest time the object records is taken",
+        "a quota or usage level",
+    )
     return time_us

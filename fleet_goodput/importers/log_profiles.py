@@ -31,10 +31,21 @@ BUILT_IN = "log_profiles.yaml"
 # Each kind of line a profile may recognise → the named groups its pattern must have
 # (an iteration line's `ms` or `seconds` is checked on its own).
 LINE_KINDS = {
-    "start": (), "startup_seconds": ("seconds",), "iteration": ("step",),
-    "save_start": ("step",), "save_ms": ("ms",), "save_end": ("step",), "save_durable": ("step",),
-    "restore_start": ("step",), "restore_ms": ("ms",), "restore_end": ("step",), "end": (),
-    "world_size": ("chips",), "accelerator": ("name",), "job": ("name",), "save_done": ("step",),
+    "start": (),
+    "startup_seconds": ("seconds",),
+    "iteration": ("step",),
+    "save_start": ("step",),
+    "save_ms": ("ms",),
+    "save_end": ("step",),
+    "save_durable": ("step",),
+    "restore_start": ("step",),
+    "restore_ms": ("ms",),
+    "restore_end": ("step",),
+    "end": (),
+    "world_size": ("chips",),
+    "accelerator": ("name",),
+    "job": ("name",),
+    "save_done": ("step",),
 }
 # Kinds that state a duration, in exactly one of these groups: `ms` or `seconds` (of one step, of the
 # save), or for an iteration line `elapsed` (a progress bar's time since its epoch began).
@@ -83,8 +94,11 @@ class Profile:
     screened: tuple[re2._Regexp, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        screened = (self.timestamp, *(regex for _, regex in self.precisions),
-                    *(regex for pattern in self.lines.values() for regex in (pattern.regex, pattern.anchor) if regex))
+        screened = (
+            self.timestamp,
+            *(regex for _, regex in self.precisions),
+            *(regex for pattern in self.lines.values() for regex in (pattern.regex, pattern.anchor) if regex),
+        )
         screen = re2.Set.SearchSet(_RE2_OPTIONS)
         for regex in screened:
             screen.Add(regex.pattern)
@@ -114,12 +128,16 @@ def _compile(profile: str, key: str, text, groups: tuple[str, ...]) -> re2._Rege
         regex = re2.compile(text, _RE2_OPTIONS)
     except re2.error as exc:
         why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise ProfileError(f"profile {profile!r}: {key} is not a valid regular expression ({why}; RE2 syntax: "
-                           "no lookaround or backreferences)") from exc
+        raise ProfileError(
+            f"profile {profile!r}: {key} is not a valid regular expression ({why}; RE2 syntax: "
+            "no lookaround or backreferences)"
+        ) from exc
     missing = [group for group in groups if group not in regex.groupindex]
     if missing:
-        raise ProfileError(f"profile {profile!r}: {key} needs the named group(s) "
-                           + ", ".join(f"(?P<{group}>...)" for group in missing))
+        raise ProfileError(
+            f"profile {profile!r}: {key} needs the named group(s) "
+            + ", ".join(f"(?P<{group}>...)" for group in missing)
+        )
     return regex
 
 
@@ -127,8 +145,9 @@ def _line_pattern(profile: str, kind: str, value) -> Pattern:
     if isinstance(value, dict):
         unknown = set(value) - {"pattern", "anchor"}
         if unknown:
-            raise ProfileError(f"profile {profile!r}: {kind} has unknown keys {sorted(unknown)} "
-                               "(expected pattern and anchor)")
+            raise ProfileError(
+                f"profile {profile!r}: {kind} has unknown keys {sorted(unknown)} (expected pattern and anchor)"
+            )
         regex = _compile(profile, f"{kind}.pattern", value.get("pattern"), LINE_KINDS[kind])
         anchor = _compile(profile, f"{kind}.anchor", value["anchor"], ()) if "anchor" in value else None
     else:
@@ -141,8 +160,9 @@ def _profile(name: str, body) -> Profile:
         raise ProfileError(f"profile {name!r} must be a mapping of keys to patterns")
     unknown = set(body) - SETTINGS - set(LINE_KINDS)
     if unknown:
-        raise ProfileError(f"profile {name!r}: unknown keys {sorted(unknown)} "
-                           f"(known: {', '.join(sorted(SETTINGS | set(LINE_KINDS)))})")
+        raise ProfileError(
+            f"profile {name!r}: unknown keys {sorted(unknown)} (known: {', '.join(sorted(SETTINGS | set(LINE_KINDS)))})"
+        )
     for required in ("timestamp", "iteration"):
         if required not in body:
             raise ProfileError(f"profile {name!r} has no {required} pattern")
@@ -150,26 +170,39 @@ def _profile(name: str, body) -> Profile:
     for kind, timings in TIMED_KINDS.items():
         groups = lines[kind].regex.groupindex if kind in lines else {"ms": 0}
         if sum(timing in groups for timing in timings) != 1:
-            raise ProfileError(f"profile {name!r}: {kind} needs exactly one of the groups "
-                               + ", ".join(f"(?P<{timing}>...)" for timing in timings)
-                               + (", the time of one step or the progress bar's elapsed time" if kind == "iteration"
-                                  else ", how long the save took"))
+            raise ProfileError(
+                f"profile {name!r}: {kind} needs exactly one of the groups "
+                + ", ".join(f"(?P<{timing}>...)" for timing in timings)
+                + (
+                    ", the time of one step or the progress bar's elapsed time"
+                    if kind == "iteration"
+                    else ", how long the save took"
+                )
+            )
     precisions = body.get("precision", {})
     if not isinstance(precisions, dict):
         raise ProfileError(f"profile {name!r}: precision must map precisions ({', '.join(PRECISIONS)}) to patterns")
     unknown = set(precisions) - set(PRECISIONS)
     if unknown:
-        raise ProfileError(f"profile {name!r}: precision names unknown precisions {sorted(map(str, unknown))} "
-                           f"(known: {', '.join(PRECISIONS)})")
+        raise ProfileError(
+            f"profile {name!r}: precision names unknown precisions {sorted(map(str, unknown))} "
+            f"(known: {', '.join(PRECISIONS)})"
+        )
     first_step = body.get("first_step", 1)
     if isinstance(first_step, bool) or not isinstance(first_step, int) or first_step < 0:
         raise ProfileError(f"profile {name!r}: first_step must be a whole number, 0 or more")
-    return Profile(name=name, description=str(body.get("description", "")),
-                   timestamp=_compile(name, "timestamp", body["timestamp"], ("time",)),
-                   time_format=str(body.get("time_format", "%Y-%m-%d %H:%M:%S")),
-                   first_step=first_step, lines=lines,
-                   precisions=tuple((str(precision), _compile(name, f"precision.{precision}", pattern, ()))
-                                    for precision, pattern in precisions.items()))
+    return Profile(
+        name=name,
+        description=str(body.get("description", "")),
+        timestamp=_compile(name, "timestamp", body["timestamp"], ("time",)),
+        time_format=str(body.get("time_format", "%Y-%m-%d %H:%M:%S")),
+        first_step=first_step,
+        lines=lines,
+        precisions=tuple(
+            (str(precision), _compile(name, f"precision.{precision}", pattern, ()))
+            for precision, pattern in precisions.items()
+        ),
+    )
 
 
 def _read(text: str, where: str) -> dict:
@@ -184,8 +217,7 @@ def _read(text: str, where: str) -> dict:
 
 def load_profiles(user_file: Path | None = None) -> dict[str, Profile]:
     """The built-in profiles, with those of `user_file` added (a name already built in is replaced)."""
-    documents = _read(resources.files("fleet_goodput.configs").joinpath(BUILT_IN).read_text(encoding="utf-8"),
-                      BUILT_IN)
+    documents = _read(resources.files("fleet_goodput.configs").joinpath(BUILT_IN).read_text(encoding="utf-8"), BUILT_IN)
     if user_file is not None:
         try:
             documents.update(read_yaml(user_file))  # bounded in size, values and depth, as every settings file

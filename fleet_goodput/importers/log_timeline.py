@@ -173,8 +173,13 @@ class SpanBuilder:
         profile has a start line) takes that line's iteration as the point it resumed from: the line
         reports steps the excerpt does not show, so counting first_step..N would invent them."""
         step = line.kinds["iteration"]["step"]
-        if attempt.blocks or attempt.resumed_at is not None or "start" not in self.profile.lines \
-                or step <= self.profile.first_step or line.kinds["iteration"].get("elapsed") is not None:
+        if (
+            attempt.blocks
+            or attempt.resumed_at is not None
+            or "start" not in self.profile.lines
+            or step <= self.profile.first_step
+            or line.kinds["iteration"].get("elapsed") is not None
+        ):
             # (a progress bar's elapsed clock places the steps it counts since its epoch began)
             return False
         attempt.resumed_at = self.previous = step
@@ -192,21 +197,33 @@ class SpanBuilder:
         if step == previous:  # a refresh of the bar (its postfix changed): no step since its last line
             return None
         if step < previous or elapsed_us < bar.elapsed_us:
-            self.reject(line, "progress bar goes back without a restart or checkpoint load: its steps are unknown",
-                        f"step {step} after {previous}, elapsed {elapsed_us / MICROS:g} s after "
-                        f"{bar.elapsed_us / MICROS:g} s")
+            self.reject(
+                line,
+                "progress bar goes back without a restart or checkpoint load: its steps are unknown",
+                f"step {step} after {previous}, elapsed {elapsed_us / MICROS:g} s after {bar.elapsed_us / MICROS:g} s",
+            )
             return None
         start_us = max(bar.anchor_us + bar.elapsed_us, clock.now_us)
         end_us = max(bar.anchor_us + elapsed_us, start_us)
         if end_us >= LATEST_US:
-            self.reject(line, "iteration block reaches past 2100: its steps or step time are not plausible",
-                        f"elapsed {elapsed_us / MICROS:g} s")
+            self.reject(
+                line,
+                "iteration block reaches past 2100: its steps or step time are not plausible",
+                f"elapsed {elapsed_us / MICROS:g} s",
+            )
             return None
         self.previous, bar.elapsed_us = step, elapsed_us
         clock.advance_to(end_us)
         clock.observe(line.time_us)  # a logger line printed after the bar, on the same line
-        block = Block(previous + 1, step, start_us, end_us, (end_us - start_us) / MICROS / (step - previous),
-                       groups.get("tflops"), False)
+        block = Block(
+            previous + 1,
+            step,
+            start_us,
+            end_us,
+            (end_us - start_us) / MICROS / (step - previous),
+            groups.get("tflops"),
+            False,
+        )
         attempt.blocks.append(block)
         return block
 
@@ -296,13 +313,20 @@ class SpanBuilder:
         self.previous = step
         step_us = round(groups["ms"] * 1000) if groups.get("ms") is not None else round(groups["seconds"] * MICROS)
         if step <= previous:
-            self.reject(line, "iteration does not follow the one before and no restart or checkpoint load "
-                        "is logged between them: its first step is unknown", f"step {step} after {previous}")
+            self.reject(
+                line,
+                "iteration does not follow the one before and no restart or checkpoint load "
+                "is logged between them: its first step is unknown",
+                f"step {step} after {previous}",
+            )
             return None
         duration_us = (step - previous) * step_us
         if clock.now_us + duration_us >= LATEST_US:
-            self.reject(line, "iteration block reaches past 2100: its steps or step time are not plausible",
-                        f"{step - previous} steps of {step_us / MICROS:g} s")
+            self.reject(
+                line,
+                "iteration block reaches past 2100: its steps or step time are not plausible",
+                f"{step - previous} steps of {step_us / MICROS:g} s",
+            )
             return None
         if line.time_us is None:
             start_us, end_us = clock.now_us, clock.now_us + duration_us

@@ -38,8 +38,22 @@ from pathlib import Path
 
 from fleet_goodput.core.config import part_key
 from fleet_goodput.importers.common import (
-    LATEST_US, MAX_CHIPS, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, UsageError, assumed_peak,
-    bounded_lines, event_time_us, file_digest, subtract, too_long, utc_us,
+    LATEST_US,
+    MAX_CHIPS,
+    MICROS,
+    Imported,
+    JobEmitter,
+    Options,
+    SourceError,
+    Unmappable,
+    UsageError,
+    assumed_peak,
+    bounded_lines,
+    event_time_us,
+    file_digest,
+    subtract,
+    too_long,
+    utc_us,
 )
 from fleet_goodput.importers.log_profiles import Profile, ProfileError, load_profiles
 from fleet_goodput.importers.log_timeline import Attempt, LogLine, SpanBuilder
@@ -100,8 +114,11 @@ def _paths(sources: list[Path]) -> list[Path]:
             paths.setdefault(path.resolve(), path)
     names = Counter(path.name for path in paths.values())
     if any(count > 1 for count in names.values()):  # rejections and caveats name a file by its name
-        raise UsageError("two log files of one name: " + ", ".join(
-            str(path) for path in paths.values() if names[path.name] > 1) + " (give one, or rename a copy)")
+        raise UsageError(
+            "two log files of one name: "
+            + ", ".join(str(path) for path in paths.values() if names[path.name] > 1)
+            + " (give one, or rename a copy)"
+        )
     return sorted(paths.values(), key=lambda path: (path.name, str(path)))
 
 
@@ -178,7 +195,7 @@ def _elapsed(text: str) -> float:
     parts = [int(part) for part in text.split(":")]
     if len(parts) not in (2, 3) or any(part >= 60 for part in parts[1:]):
         raise Unmappable("a progress bar's elapsed time that is not MM:SS or H:MM:SS", text[:40])
-    return float(sum(part * 60 ** power for power, part in enumerate(reversed(parts))))
+    return float(sum(part * 60**power for power, part in enumerate(reversed(parts))))
 
 
 def _numbers(groups: dict) -> dict:
@@ -217,12 +234,24 @@ def _precision(profile: Profile, attempts: list[Attempt]) -> str | None:
     return next((name for name, _ in profile.precisions if name in stated), None)
 
 
-def _emit(imported: Imported, attempts: list[Attempt], options: Options, identity: _Identity, builder: SpanBuilder,
-          files: list[str], precision: str | None) -> None:
+def _emit(
+    imported: Imported,
+    attempts: list[Attempt],
+    options: Options,
+    identity: _Identity,
+    builder: SpanBuilder,
+    files: list[str],
+    precision: str | None,
+) -> None:
     job, chips = identity.job, identity.chips
     emit = JobEmitter(imported, PREFIX, job, options.cluster or CLUSTER, identity.accelerator)
-    emit.scheduler("SUBMIT", attempts[0].start_us if options.submit_us is None else options.submit_us, chips,
-                   workload="TRAINING", framework=builder.profile.name)
+    emit.scheduler(
+        "SUBMIT",
+        attempts[0].start_us if options.submit_us is None else options.submit_us,
+        chips,
+        workload="TRAINING",
+        framework=builder.profile.name,
+    )
     for number, attempt in enumerate(attempts):
         if number:
             emit.scheduler("PREEMPT", attempts[number - 1].last_us, 0)
@@ -233,13 +262,15 @@ def _emit(imported: Imported, attempts: list[Attempt], options: Options, identit
         emit.scheduler("FINISH", last.last_us, 0)
     else:
         emit.scheduler("FAIL", last.last_us, 0)
-        imported.caveat(last.file, job, "the log stops without its end line: the job is taken as failed at "
-                        "its last time, its unsaved steps lost")
+        imported.caveat(
+            last.file,
+            job,
+            "the log stops without its end line: the job is taken as failed at its last time, its unsaved steps lost",
+        )
     _job_caveats(imported, job, files[0], attempts, builder, precision, assumed_peak(options, identity.accelerator))
 
 
-def _emit_attempt(emit: JobEmitter, number: int, attempt: Attempt, identity: _Identity,
-                  precision: str | None) -> None:
+def _emit_attempt(emit: JobEmitter, number: int, attempt: Attempt, identity: _Identity, precision: str | None) -> None:
     """The runtime and profiler events of one attempt, with the caveats on its saves."""
     imported, job = emit.imported, emit.job_id
     confirmed = [save for save in attempt.saves if save.confirmed]
@@ -248,9 +279,13 @@ def _emit_attempt(emit: JobEmitter, number: int, attempt: Attempt, identity: _Id
     init_end = attempt.blocks[0].start_us if attempt.blocks else attempt.last_us
     if attempt.resumed_at is not None:  # cut from a running job: no initialisation in what the log shows
         init_end = attempt.start_us
-        imported.caveat(attempt.file, job, "the log starts mid-run (no start line before its first iteration "
-                        "line): that iteration is where it resumed; the steps before it are not counted",
-                        f"iteration {attempt.resumed_at}")
+        imported.caveat(
+            attempt.file,
+            job,
+            "the log starts mid-run (no start line before its first iteration "
+            "line): that iteration is where it resumed; the steps before it are not counted",
+            f"iteration {attempt.resumed_at}",
+        )
     for start, end in subtract(attempt.start_us, init_end, holes):
         emit.span("INIT", start, end, attempt=number)
     for restore in restores:
@@ -259,49 +294,90 @@ def _emit_attempt(emit: JobEmitter, number: int, attempt: Attempt, identity: _Id
         emit.span("CHECKPOINT_SAVE", save.start_us, save.end_us, save.step, save.step, number)
         if save.assumed_end:
             until = "the training loop resumed" if save.end_from == "resumed" else "the attempt's last time"
-            imported.caveat(attempt.file, job, "checkpoint save of no stated duration (no timer line, no timestamp "
-                            "at its end): taken to last until the log's next time", f"step {save.step}: until "
-                            f"{until}, {(save.end_us - save.start_us) / MICROS:.1f} s")
+            imported.caveat(
+                attempt.file,
+                job,
+                "checkpoint save of no stated duration (no timer line, no timestamp "
+                "at its end): taken to last until the log's next time",
+                f"step {save.step}: until {until}, {(save.end_us - save.start_us) / MICROS:.1f} s",
+            )
         if save.confirmed_us - save.end_us > SLACK_US:
-            imported.caveat(attempt.file, job, "asynchronous save: durable at the end of its blocking part, "
-                            "before the log confirms it (optimistic)",
-                            f"step {save.step}, {(save.confirmed_us - save.end_us) / MICROS:.1f} s early")
+            imported.caveat(
+                attempt.file,
+                job,
+                "asynchronous save: durable at the end of its blocking part, before the log confirms it (optimistic)",
+                f"step {save.step}, {(save.confirmed_us - save.end_us) / MICROS:.1f} s early",
+            )
     for save in attempt.saves:
         if not save.confirmed:
-            imported.caveat(attempt.file, job, "checkpoint save never confirmed in its attempt: not durable, "
-                            "its time is idle", f"step {save.step}")
+            imported.caveat(
+                attempt.file,
+                job,
+                "checkpoint save never confirmed in its attempt: not durable, its time is idle",
+                f"step {save.step}",
+            )
     for block in attempt.blocks:
         emit.span("STEP", block.start_us, block.end_us, block.first_step, block.last_step, number)
         if block.tflops is not None:
-            emit.profile(block.start_us, block.last_step, block.step_s, identity.chips,
-                         block.tflops * 1e12 * block.step_s * identity.working_chips, "ANALYTIC", precision)
+            emit.profile(
+                block.start_us,
+                block.last_step,
+                block.step_s,
+                identity.chips,
+                block.tflops * 1e12 * block.step_s * identity.working_chips,
+                "ANALYTIC",
+                precision,
+            )
 
 
-def _job_caveats(imported: Imported, job: str, file: str, attempts: list[Attempt], builder: SpanBuilder,
-                 precision: str | None, bf16_peak: str) -> None:
+def _job_caveats(
+    imported: Imported,
+    job: str,
+    file: str,
+    attempts: list[Attempt],
+    builder: SpanBuilder,
+    precision: str | None,
+    bf16_peak: str,
+) -> None:
     """What the job's figures rest on that the log did not state."""
     if not any(block.tflops is not None for attempt in attempts for block in attempt.blocks):
         imported.caveat(file, job, "PG unknown: the log states no TFLOP/s per GPU")
     elif precision is None:
         imported.caveat(file, job, "precision not stated in the log: bf16 assumed", bf16_peak)
-    derived = {what: sum(not item.stamped for attempt in attempts for item in getattr(attempt, what))
-               for what in ("blocks", "saves", "restores")}
+    derived = {
+        what: sum(not item.stamped for attempt in attempts for item in getattr(attempt, what))
+        for what in ("blocks", "saves", "restores")
+    }
     if any(derived.values()):
-        imported.caveat(file, job, "times derived, not stated: placed from the last timestamp by step times "
-                        "and stated durations", f"{derived['blocks']} iteration blocks, {derived['saves']} "
-                        f"checkpoint saves, {derived['restores']} restores")
+        imported.caveat(
+            file,
+            job,
+            "times derived, not stated: placed from the last timestamp by step times and stated durations",
+            f"{derived['blocks']} iteration blocks, {derived['saves']} "
+            f"checkpoint saves, {derived['restores']} restores",
+        )
     if builder.lag_us > SLACK_US:
-        imported.caveat(file, job, "times derived from step times ran ahead of the log's timestamps",
-                        f"by up to {builder.lag_us / MICROS:.1f} s")
+        imported.caveat(
+            file,
+            job,
+            "times derived from step times ran ahead of the log's timestamps",
+            f"by up to {builder.lag_us / MICROS:.1f} s",
+        )
     if builder.clamped_us > SLACK_US:
-        imported.caveat(file, job, "iteration blocks cut where steps x step time reach back past the "
-                        "previous event", f"{builder.clamped_us / MICROS:.1f} s in all")
+        imported.caveat(
+            file,
+            job,
+            "iteration blocks cut where steps x step time reach back past the previous event",
+            f"{builder.clamped_us / MICROS:.1f} s in all",
+        )
 
 
 def _check(source: Path, options: Options) -> Profile:
     if not options.profile:
-        raise UsageError("a log does not say which framework wrote it: pass --profile NAME "
-                         "(megatron, nemo, nemo1, or one of --profiles FILE)")
+        raise UsageError(
+            "a log does not say which framework wrote it: pass --profile NAME "
+            "(megatron, nemo, nemo1, or one of --profiles FILE)"
+        )
     if options.accelerator is not None and options.accelerator not in options.accelerators:
         raise UsageError(f"--accelerator {options.accelerator!r} is not a key of the accelerator catalogue")
     try:
@@ -328,6 +404,7 @@ def _identity(source: Path, lines: list[LogLine], options: Options, imported: Im
     """What the log prints of its job, device and world size, checked against the flags: a flag
     overrides the log (a caveat where they differ), but --chips fewer than the world size the log
     trains on is refused; what neither gives is a UsageError naming the flag."""
+
     def stated(kind: str, group: str) -> list[tuple]:
         return [(line.kinds[kind][group], f"{line.file} line {line.number}") for line in lines if kind in line.kinds]
 
@@ -341,38 +418,63 @@ def _identity(source: Path, lines: list[LogLine], options: Options, imported: Im
     sizes = stated("world_size", "chips")
     world, world_at = max(sizes, default=(None, None))
     if len({size for size, _ in sizes}) > 1:
-        imported.caveat(first_file, job or UNNAMED, "the log prints several world sizes: the largest is taken as the "
-                        "job's chips", ", ".join(f"{size} ({where})" for size, where in sizes))
+        imported.caveat(
+            first_file,
+            job or UNNAMED,
+            "the log prints several world sizes: the largest is taken as the job's chips",
+            ", ".join(f"{size} ({where})" for size, where in sizes),
+        )
     chips = options.chips or world
     sources["chips"] = "--chips" if options.chips else world_at
     if chips is None:
         missing.append(("its world size", "--chips N"))
     elif world is not None and chips < world:
-        raise UsageError(f"--chips {chips} is fewer than the world size the log prints ({world}, {world_at}): a job "
-                         "holds at least the chips it trains on; leave --chips out to take the log's")
+        raise UsageError(
+            f"--chips {chips} is fewer than the world size the log prints ({world}, {world_at}): a job "
+            "holds at least the chips it trains on; leave --chips out to take the log's"
+        )
     elif world is not None and chips > world:
-        imported.caveat(first_file, job or UNNAMED, "--chips is more than the log's world size: the chips it does not "
-                        "train on count as held, none of their time productive",
-                        f"--chips {chips}, world size {world} ({world_at})")
+        imported.caveat(
+            first_file,
+            job or UNNAMED,
+            "--chips is more than the log's world size: the chips it does not "
+            "train on count as held, none of their time productive",
+            f"--chips {chips}, world size {world} ({world_at})",
+        )
 
     devices = stated("accelerator", "name")
     keys = {name: part_key(options.part_names, name) for name, _ in devices}
     if options.accelerator:
         accelerator, sources["accelerator"] = options.accelerator, "--accelerator"
-        other = sorted(f"{name!r} ({key or 'not in the catalogue'})" for name, key in keys.items()
-                       if key != accelerator)
+        other = sorted(
+            f"{name!r} ({key or 'not in the catalogue'})" for name, key in keys.items() if key != accelerator
+        )
         if other:
-            imported.caveat(first_file, job or UNNAMED, "--accelerator differs from the device the log names: the "
-                            "flag's key is used", f"--accelerator {accelerator}; the log: {', '.join(other)}")
+            imported.caveat(
+                first_file,
+                job or UNNAMED,
+                "--accelerator differs from the device the log names: the flag's key is used",
+                f"--accelerator {accelerator}; the log: {', '.join(other)}",
+            )
     elif devices and len(set(keys.values())) == 1 and None not in keys.values():
         accelerator, sources["accelerator"] = next(iter(keys.values())), devices[0][1]
     else:
         accelerator = None
-        missing.append((f"a device of the catalogue (it names {', '.join(map(repr, sorted(keys)))})" if keys
-                        else "its accelerator", "--accelerator KEY"))
+        missing.append(
+            (
+                f"a device of the catalogue (it names {', '.join(map(repr, sorted(keys)))})"
+                if keys
+                else "its accelerator",
+                "--accelerator KEY",
+            )
+        )
     if missing:
-        raise UsageError(f"{source}: the log does not say " + ", nor ".join(what for what, _ in missing)
-                         + ": pass " + " ".join(flag for _, flag in missing))
+        raise UsageError(
+            f"{source}: the log does not say "
+            + ", nor ".join(what for what, _ in missing)
+            + ": pass "
+            + " ".join(flag for _, flag in missing)
+        )
     return _Identity(job, accelerator, chips, world or chips, sources)
 
 
@@ -382,8 +484,12 @@ def read(sources: list[Path] | Path, options: Options) -> Imported:
     profile = _check(source, options)
     paths = _paths(sources)
     imported = Imported(NAME)
-    imported.provenance = {"source": f"{profile.name} logs: {profile.description}", **PROVENANCE,
-                           "profile": profile.name, "inputs": [file_digest(p) for p in paths]}
+    imported.provenance = {
+        "source": f"{profile.name} logs: {profile.description}",
+        **PROVENANCE,
+        "profile": profile.name,
+        "inputs": [file_digest(p) for p in paths],
+    }
     placed = []
     for path in paths:
         lines = _read_lines(path, profile, imported, UNNAMED, options.max_expanded_bytes)
@@ -395,17 +501,23 @@ def read(sources: list[Path] | Path, options: Options) -> Imported:
         elif options.submit_us is not None and len(paths) == 1:
             placed.append((options.submit_us, path.name, lines))
         else:
-            imported.reject(path.name, "file", UNNAMED, "no timestamp: the log cannot be placed in time "
-                            "(--submit TIME places a single log without timestamps)")
+            imported.reject(
+                path.name,
+                "file",
+                UNNAMED,
+                "no timestamp: the log cannot be placed in time (--submit TIME places a single log without timestamps)",
+            )
     if not placed:
         reasons = "; ".join(sorted({f"{r.file}: {r.reason}" for r in imported.rejections if r.where == "file"}))
-        raise SourceError(source, None, f"nothing to import with the {profile.name} profile: "
-                          + (reasons or "no log file"))
+        raise SourceError(
+            source, None, f"nothing to import with the {profile.name} profile: " + (reasons or "no log file")
+        )
     placed.sort(key=lambda item: (item[0], item[1]))
     _drop_overlapping(imported, placed, UNNAMED)
     identity = _identity(source, [line for _, _, lines in placed for line in lines], options, imported)
-    imported.provenance.update(job=identity.job, accelerator=identity.accelerator, chips=identity.chips,
-                               read_from=identity.sources)
+    imported.provenance.update(
+        job=identity.job, accelerator=identity.accelerator, chips=identity.chips, read_from=identity.sources
+    )
     # What was rejected or caveated before the job was known names it now.
     imported.rejections = [replace(r, item=identity.job) if r.item == UNNAMED else r for r in imported.rejections]
     imported.caveats = [replace(c, item=identity.job) if c.item == UNNAMED else c for c in imported.caveats]
@@ -419,7 +531,9 @@ def read(sources: list[Path] | Path, options: Options) -> Imported:
     if options.submit_us is not None and options.submit_us > attempts[0].start_us:
         raise SourceError(source, None, "--submit is after the log's first time: the job ran before it was submitted")
     if not any(attempt.blocks for attempt in attempts):
-        raise SourceError(source, None, f"no iteration of the {profile.name} profile could be placed: nothing to import")
+        raise SourceError(
+            source, None, f"no iteration of the {profile.name} profile could be placed: nothing to import"
+        )
     precision = _precision(profile, attempts)
     imported.provenance["precision"] = precision or "not stated: bf16 assumed"
     _emit(imported, attempts, options, identity, builder, [name for _, name, _ in placed], precision)
@@ -431,10 +545,18 @@ def _drop_overlapping(imported: Imported, placed: list, job: str) -> None:
     kept, last_us = [], None
     for first_us, name, lines in placed:
         if last_us is not None and first_us < last_us:
-            imported.reject(name, "file", job, "overlaps the log before it in time: several ranks' logs, or a copy? "
-                            "give the log of one rank (Megatron prints iterations on the last rank)")
+            imported.reject(
+                name,
+                "file",
+                job,
+                "overlaps the log before it in time: several ranks' logs, or a copy? "
+                "give the log of one rank (Megatron prints iterations on the last rank)",
+            )
             continue
         kept.append((first_us, name, lines))
-        last_us = max(line.time_us for line in lines if line.time_us is not None) if any(
-            line.time_us is not None for line in lines) else first_us
+        last_us = (
+            max(line.time_us for line in lines if line.time_us is not None)
+            if any(line.time_us is not None for line in lines)
+            else first_us
+        )
     placed[:] = kept

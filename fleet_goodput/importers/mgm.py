@@ -30,8 +30,21 @@ import json
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    LATEST_US, MICROS, Imported, JobEmitter, Options, SourceError, Unmappable, bounded_lines, decode_json,
-    event_time_us, file_digest, progress, seconds_to_us, subtract, too_long,
+    LATEST_US,
+    MICROS,
+    Imported,
+    JobEmitter,
+    Options,
+    SourceError,
+    Unmappable,
+    bounded_lines,
+    decode_json,
+    event_time_us,
+    file_digest,
+    progress,
+    seconds_to_us,
+    subtract,
+    too_long,
 )
 
 NAME = "mgm"
@@ -48,7 +61,7 @@ CUSTOM = ("custom_badput_event_start_time", "custom_badput_event_end_time")
 
 PROVENANCE = {
     "source": "log entries in the format of Google's ml-goodput-measurement library "
-              "(AI-Hypercomputer/ml-goodput-measurement, GoodputRecorder and Orbax checkpoint statistics)",
+    "(AI-Hypercomputer/ml-goodput-measurement, GoodputRecorder and Orbax checkpoint statistics)",
     "licence": "as the user's own logs",
     "mapping": [
         "SUBMIT + ALLOCATE at the first job_start_time; a later job_start_time is a restart: PREEMPT 0 then "
@@ -87,7 +100,9 @@ def _entries(path: Path, limit: int) -> tuple[list[tuple[int, dict]], list[tuple
                 try:
                     entry = decode_json(line)
                 except json.JSONDecodeError as exc:
-                    raise SourceError(path, f"line {number}", f"not a JSON log entry; is the file truncated? ({exc.msg})") from exc
+                    raise SourceError(
+                        path, f"line {number}", f"not a JSON log entry; is the file truncated? ({exc.msg})"
+                    ) from exc
                 except Unmappable as exc:
                     refused.append((number, exc))
                     continue
@@ -234,8 +249,12 @@ def read(source: Path, options: Options) -> Imported:
     else:
         raise SourceError(source, None, "no such file or folder")
     imported = Imported(NAME)
-    imported.provenance = {**PROVENANCE, "inputs": [file_digest(p) for p in paths],
-                           "accelerator": options.accelerator, "chips": options.chips}
+    imported.provenance = {
+        **PROVENANCE,
+        "inputs": [file_digest(p) for p in paths],
+        "accelerator": options.accelerator,
+        "chips": options.chips,
+    }
     jobs: dict[str, _Job] = {}
     first_seen: dict[str, tuple[str, str]] = {}
     for path in paths:
@@ -253,7 +272,7 @@ def read(source: Path, options: Options) -> Imported:
                 job.add(entry)
             except Unmappable as exc:
                 imported.reject(path.name, f"line {number}", name, exc.reason, exc.detail)
-    names = sorted(jobs)[:options.limit] if options.limit is not None else sorted(jobs)
+    names = sorted(jobs)[: options.limit] if options.limit is not None else sorted(jobs)
     for name in names:
         try:
             _emit_job(imported, name, jobs[name], options, first_seen[name])

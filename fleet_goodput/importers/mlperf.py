@@ -48,15 +48,33 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_goodput.core.config import part_key
-from fleet_goodput.importers.common import (DEFAULT_MAX_EXPANDED_BYTES, Imported, JobEmitter, Options, Refused,
-                                            SourceError, Unmappable, assumed_peak, bounded_lines, capacity, chip_count,
-                                            decode_json,
-                                            event_time_us, file_digest, load_json, progress, subtract, too_long)
+from fleet_goodput.importers.common import (
+    DEFAULT_MAX_EXPANDED_BYTES,
+    Imported,
+    JobEmitter,
+    Options,
+    Refused,
+    SourceError,
+    Unmappable,
+    assumed_peak,
+    bounded_lines,
+    capacity,
+    chip_count,
+    decode_json,
+    event_time_us,
+    file_digest,
+    load_json,
+    progress,
+    subtract,
+    too_long,
+)
 
 NAME = "mlperf"
-HELP = ("MLPerf Training result logs (the results repository, results/ + systems/, or one log; "
-        "--accelerator and --chips for a log without its system description) → scheduler, runtime and "
-        "profiler events")
+HELP = (
+    "MLPerf Training result logs (the results repository, results/ + systems/, or one log; "
+    "--accelerator and --chips for a log without its system description) → scheduler, runtime and "
+    "profiler events"
+)
 PREFIX = "mlperf"
 MARKER = ":::MLLOG"
 MILLIS = 1000  # µs per ms
@@ -127,17 +145,24 @@ def _records(path: Path, limit: int = DEFAULT_MAX_EXPANDED_BYTES) -> tuple[list[
             if position < 0:
                 setting = PRECISION_SETTING.match(raw)
                 if setting and setting.group(2).lower() not in OFF_VALUES:
-                    precisions.setdefault(setting.group(1).decode().lower(),
-                                          f"line {number}: {raw.decode('utf-8', 'replace').strip()[:80]}")
+                    precisions.setdefault(
+                        setting.group(1).decode().lower(),
+                        f"line {number}: {raw.decode('utf-8', 'replace').strip()[:80]}",
+                    )
                 continue
             try:
-                record = decode_json(raw[position + len(MARKER):].decode("utf-8"))
+                record = decode_json(raw[position + len(MARKER) :].decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise SourceError(path, f"line {number}", f"`{MARKER}` line that is not valid JSON; is the file "
-                                                          f"truncated? ({exc})") from exc
+                raise SourceError(
+                    path, f"line {number}", f"`{MARKER}` line that is not valid JSON; is the file truncated? ({exc})"
+                ) from exc
             except Unmappable as exc:
                 raise Unmappable(exc.reason, f"line {number}: {exc.detail}") from None
-            if not isinstance(record, dict) or "key" not in record or not isinstance(record.get("time_ms"), (int, float)):
+            if (
+                not isinstance(record, dict)
+                or "key" not in record
+                or not isinstance(record.get("time_ms"), (int, float))
+            ):
                 raise SourceError(path, f"line {number}", f"`{MARKER}` record without a key or a numeric time_ms")
             try:
                 event_time_us(record["time_ms"], "time_ms", MILLIS)
@@ -194,8 +219,14 @@ class _Run:
             if stop is None:
                 continue
             stops.remove(stop)
-            pairs.append((int(start["time_ms"] * MILLIS), int(stop["time_ms"] * MILLIS),
-                          start.get("metadata") or {}, stop.get("metadata") or {}))
+            pairs.append(
+                (
+                    int(start["time_ms"] * MILLIS),
+                    int(stop["time_ms"] * MILLIS),
+                    start.get("metadata") or {},
+                    stop.get("metadata") or {},
+                )
+            )
         return pairs
 
 
@@ -235,18 +266,43 @@ def _blocks(run: _Run) -> list[_Block]:
     first_start = starts[0][0] if starts else float("inf")
     if stops and run_start and run_start[0] < stops[0][0] < first_start:
         line, stop = stops[0]
-        blocks += _split_at_evaluations(run, _Block(_us(run_start[1]), _us(stop), {}, stop.get("metadata") or {},
-                                                    (run_start[0], line, first_start), logged_start=False))
+        blocks += _split_at_evaluations(
+            run,
+            _Block(
+                _us(run_start[1]),
+                _us(stop),
+                {},
+                stop.get("metadata") or {},
+                (run_start[0], line, first_start),
+                logged_start=False,
+            ),
+        )
     for index, (line, start) in enumerate(starts):
         next_line = starts[index + 1][0] if index + 1 < len(starts) else float("inf")
         stop = next(((n, r) for n, r in stops if line < n < next_line), None)
         if stop is not None:
-            blocks += _split_at_evaluations(run, _Block(_us(start), _us(stop[1]), start.get("metadata") or {},
-                                                        stop[1].get("metadata") or {}, (line, stop[0], next_line)))
+            blocks += _split_at_evaluations(
+                run,
+                _Block(
+                    _us(start),
+                    _us(stop[1]),
+                    start.get("metadata") or {},
+                    stop[1].get("metadata") or {},
+                    (line, stop[0], next_line),
+                ),
+            )
             continue
         end = next((r for n, r in run.keyed(*BLOCK_ENDS) if n > line), None)
-        blocks.append(_Block(_us(start), _us(end) if end is not None else None, start.get("metadata") or {}, {},
-                             (line, line, next_line), logged_stop=False))
+        blocks.append(
+            _Block(
+                _us(start),
+                _us(end) if end is not None else None,
+                start.get("metadata") or {},
+                {},
+                (line, line, next_line),
+                logged_stop=False,
+            )
+        )
     return blocks
 
 
@@ -262,16 +318,23 @@ def _split_at_evaluations(run: _Run, block: _Block) -> list[_Block]:
     for line, evaluation in inside:
         stop_line, stop = next(((n, r) for n, r in run.keyed("eval_stop") if n > line), (line, evaluation))
         # The part's count is the first its evaluation (eval_start..eval_stop) is stamped with.
-        parts.append(_Block(start, _us(evaluation), meta, {}, (start_line, line - 1, stop_line + 1),
-                            logged_start=block.logged_start))
+        parts.append(
+            _Block(
+                start, _us(evaluation), meta, {}, (start_line, line - 1, stop_line + 1), logged_start=block.logged_start
+            )
+        )
         start, start_line, meta = _us(stop), stop_line, {}
     return parts + [_Block(start, block.stop, {}, block.stop_meta, (start_line, last, following))]
 
 
 def _whole_steps(count, per_step) -> int | None:
     """count ÷ per_step when both are numbers and it divides evenly."""
-    if isinstance(count, (int, float)) and not isinstance(count, bool) and isinstance(per_step, (int, float)) \
-            and per_step > 0:
+    if (
+        isinstance(count, (int, float))
+        and not isinstance(count, bool)
+        and isinstance(per_step, (int, float))
+        and per_step > 0
+    ):
         steps = count / per_step
         return int(steps) if steps == int(steps) else None
     return None
@@ -311,15 +374,19 @@ def _evaluated_steps(run: _Run, block: _Block, count_key: str, per_step) -> int 
     return _whole_steps(count, per_step) if count is not None else None
 
 
-def _block_progress(run: _Run, blocks: list[_Block], benchmark: str, batch_size,
-                    sequence) -> list[tuple[int, int] | None]:
+def _block_progress(
+    run: _Run, blocks: list[_Block], benchmark: str, batch_size, sequence
+) -> list[tuple[int, int] | None]:
     """Per block, (steps done before it, steps done at its end), or None where the log does not say:
     from the block's own edges, else from the evaluations' cumulative counts (the first block
     starting at step 0, each later one where the one before it ended)."""
     if benchmark in TOKEN_COUNTED:
         count_key = "epoch_num"
-        per_step = batch_size * sequence if isinstance(batch_size, (int, float)) and isinstance(
-            sequence, (int, float)) else None
+        per_step = (
+            batch_size * sequence
+            if isinstance(batch_size, (int, float)) and isinstance(sequence, (int, float))
+            else None
+        )
     else:
         count_key, per_step = "samples_count", batch_size
     progress, done = [], 0  # steps done when the block starts (None: unknown)
@@ -360,8 +427,9 @@ def _upstream_log(path: Path, file: str) -> _Log:
     where = path.absolute()  # a bare `result_0.txt` given from its own folder has no parents to name
     benchmark, system, submitter_dir = where.parent.name, where.parent.parent.name, where.parents[3]
     name = f"{submitter_dir.name}__{system}"
-    return _Log(path, file, f"{name}__{benchmark}__{path.stem}", name, benchmark,
-                submitter_dir / "systems" / f"{system}.json")
+    return _Log(
+        path, file, f"{name}__{benchmark}__{path.stem}", name, benchmark, submitter_dir / "systems" / f"{system}.json"
+    )
 
 
 def _in_upstream_layout(path: Path) -> bool:
@@ -377,12 +445,19 @@ def _logs(source: Path) -> list[_Log]:
     if not source.is_dir():
         raise SourceError(source, None, "no such file or folder")
     flat = [_flat_log(p, str(p.relative_to(source))) for p in sorted((source / "results").glob("*.txt"))]
-    upstream = [_upstream_log(p, str(p.relative_to(source))) for p in sorted(source.rglob("result_*.txt"))
-                if _in_upstream_layout(p)]
+    upstream = [
+        _upstream_log(p, str(p.relative_to(source)))
+        for p in sorted(source.rglob("result_*.txt"))
+        if _in_upstream_layout(p)
+    ]
     logs = flat + upstream
     if not logs:
-        raise SourceError(source, None, "no result logs: expected results/*.txt, the results repository's "
-                                        "<submitter>/results/<system>/<benchmark>/result_*.txt, or one log file")
+        raise SourceError(
+            source,
+            None,
+            "no result logs: expected results/*.txt, the results repository's "
+            "<submitter>/results/<system>/<benchmark>/result_*.txt, or one log file",
+        )
     return logs
 
 
@@ -410,8 +485,9 @@ def _system(log: _Log, options: Options) -> tuple[str, int, dict]:
     model = str(system.get("accelerator_model_name", ""))
     accelerator = part_key(options.part_names, model)
     if accelerator is None or accelerator not in options.accelerators:
-        raise Unmappable("accelerator not in the catalogue (a catalogue entry's `names` maps part names to keys)",
-                         model)
+        raise Unmappable(
+            "accelerator not in the catalogue (a catalogue entry's `names` maps part names to keys)", model
+        )
     try:
         chips = int(system["number_of_nodes"]) * int(system["accelerators_per_node"])
     except (KeyError, TypeError, ValueError) as exc:
@@ -431,8 +507,15 @@ def _import_run(imported: Imported, log: _Log, options: Options) -> tuple[str, s
     benchmark = str(run.value("submission_benchmark") or log.benchmark)
     emit = JobEmitter(imported, PREFIX, log.job_id, log.system_name, accelerator)
     topology = f"{system['number_of_nodes']}x{system['accelerators_per_node']}" if system else None
-    emit.scheduler("SUBMIT", init_start, chips, workload="TRAINING", framework=system.get("framework") or None,
-                   team=system.get("submitter") or None, topology=topology)
+    emit.scheduler(
+        "SUBMIT",
+        init_start,
+        chips,
+        workload="TRAINING",
+        framework=system.get("framework") or None,
+        team=system.get("submitter") or None,
+        topology=topology,
+    )
     emit.scheduler("ALLOCATE", init_start, chips)
     emit.span("INIT", init_start, run.time_us("init_stop"))
 
@@ -440,8 +523,10 @@ def _import_run(imported: Imported, log: _Log, options: Options) -> tuple[str, s
     end = run_stop if run_stop is not None else last_event
     evals = [(start, stop) for start, stop, _, _ in run.intervals("eval_start", "eval_stop")]
     batch_size, sequence = run.value("global_batch_size"), run.value("max_sequence_length")
-    blocks = _blocks(run) or [_Block(start, stop, first, last, (0, 0, 0)) for start, stop, first, last
-                              in run.intervals("epoch_start", "epoch_stop") or [(run_start, end, {}, {})]]
+    blocks = _blocks(run) or [
+        _Block(start, stop, first, last, (0, 0, 0))
+        for start, stop, first, last in run.intervals("epoch_start", "epoch_stop") or [(run_start, end, {}, {})]
+    ]
     block_steps = _block_progress(run, blocks, benchmark, batch_size, sequence)
     parameters = MODEL_PARAMETERS.get(benchmark)
     precision, evidence = _precision(log_precisions, system)
@@ -461,50 +546,100 @@ def _import_run(imported: Imported, log: _Log, options: Options) -> tuple[str, s
             emit.span("STEP", piece_start, piece_stop, steps[0] + 1 if whole else None, steps[1] if whole else None)
         if whole and parameters and isinstance(sequence, (int, float)) and isinstance(batch_size, (int, float)):
             first, last = steps
-            emit.profile(block.stop, last, (block.stop - block.start) / 1e6 / (last - first), chips,
-                         6 * parameters * batch_size * sequence, "ANALYTIC", precision)
+            emit.profile(
+                block.stop,
+                last,
+                (block.stop - block.start) / 1e6 / (last - first),
+                chips,
+                6 * parameters * batch_size * sequence,
+                "ANALYTIC",
+                precision,
+            )
             profiled += 1
     unclosed = sum(not block.logged_stop and block.stop is not None for block in blocks)
     if unclosed:
-        imported.caveat(file, item, "blocks without block_stop: each ends at the next block_start, evaluation "
-                                    "record or run_stop", f"{unclosed} of {len(blocks)} blocks")
+        imported.caveat(
+            file,
+            item,
+            "blocks without block_stop: each ends at the next block_start, evaluation record or run_stop",
+            f"{unclosed} of {len(blocks)} blocks",
+        )
     if not evals and (run.all.get("eval_accuracy") or run.all.get("eval_stop")):
-        imported.caveat(file, item, "evaluations without eval_start: their time cannot be told from training's "
-                                    "and counts as step time",
-                        "RG is overstated and PG understated by the evaluations' share")
+        imported.caveat(
+            file,
+            item,
+            "evaluations without eval_start: their time cannot be told from training's and counts as step time",
+            "RG is overstated and PG understated by the evaluations' share",
+        )
     if not all(block.logged_start for block in blocks):
         imported.caveat(file, item, "a first block_stop without block_start: the block starts at run_start")
     if run_stop is None:
         emit.scheduler("FAIL", last_event, 0)
-        imported.caveat(file, item, "no run_stop: the run died; FAIL at its last event",
-                        f"last event at {last_event // MILLIS} ms; a block left open is lost")
+        imported.caveat(
+            file,
+            item,
+            "no run_stop: the run died; FAIL at its last event",
+            f"last event at {last_event // MILLIS} ms; a block left open is lost",
+        )
     else:
         status = (run.first["run_stop"][1].get("metadata") or {}).get("status")
         emit.scheduler("FINISH" if status == "success" else "FAIL", run_stop, 0)
     unknown = sum(steps is None and block.stop is not None for block, steps in zip(blocks, block_steps))
-    _pg_caveats(imported, file, item, benchmark, parameters, sequence, unknown, len(blocks), profiled,
-                precision, evidence, assumed_peak(options, accelerator))
+    _pg_caveats(
+        imported,
+        file,
+        item,
+        benchmark,
+        parameters,
+        sequence,
+        unknown,
+        len(blocks),
+        profiled,
+        precision,
+        evidence,
+        assumed_peak(options, accelerator),
+    )
     return log.system_name, accelerator, chips, init_start, end
 
 
-def _pg_caveats(imported: Imported, file: str, item: str, benchmark, parameters, sequence, unknown_steps: int,
-                blocks: int, profiled: int, precision, evidence: str, bf16_peak: str) -> None:
+def _pg_caveats(
+    imported: Imported,
+    file: str,
+    item: str,
+    benchmark,
+    parameters,
+    sequence,
+    unknown_steps: int,
+    blocks: int,
+    profiled: int,
+    precision,
+    evidence: str,
+    bf16_peak: str,
+) -> None:
     """Why a run's PG is unknown, or on what precision it rests."""
     if parameters is None:
-        imported.caveat(file, item, "PG unknown: the log does not give this benchmark's model FLOPs",
-                        f"benchmark {benchmark}")
+        imported.caveat(
+            file, item, "PG unknown: the log does not give this benchmark's model FLOPs", f"benchmark {benchmark}"
+        )
     elif not isinstance(sequence, (int, float)):
         imported.caveat(file, item, "PG unknown: no max_sequence_length in the log", f"benchmark {benchmark}")
     elif unknown_steps:
-        imported.caveat(file, item, "steps unknown for some blocks: neither the block's edges nor an evaluation's "
-                                    "cumulative count give them; those blocks have no profiler sample",
-                        f"{unknown_steps} of {blocks} blocks")
+        imported.caveat(
+            file,
+            item,
+            "steps unknown for some blocks: neither the block's edges nor an evaluation's "
+            "cumulative count give them; those blocks have no profiler sample",
+            f"{unknown_steps} of {blocks} blocks",
+        )
     if profiled and precision is None:
-        imported.caveat(file, item, "precision not stated in the log or the system description: bf16 assumed",
-                        bf16_peak)
+        imported.caveat(
+            file, item, "precision not stated in the log or the system description: bf16 assumed", bf16_peak
+        )
     if profiled:
-        imported.provenance.setdefault("precision_by_run", {})[item] = {"precision": precision or "bf16",
-                                                                         "evidence": evidence}
+        imported.provenance.setdefault("precision_by_run", {})[item] = {
+            "precision": precision or "bf16",
+            "evidence": evidence,
+        }
 
 
 def _capacity(imported: Imported, runs: list[tuple[str, str, int, int, int]]) -> None:
@@ -528,15 +663,19 @@ def read(source: Path, options: Options) -> Imported:
     logs = _logs(source)
     imported = Imported(NAME)
     if options.limit is not None:
-        for log in logs[options.limit:]:  # not imported, so on record
+        for log in logs[options.limit :]:  # not imported, so on record
             imported.reject(log.file, "file", log.job_id, f"beyond --limit {options.limit}: not read")
-        logs = logs[:options.limit]
+        logs = logs[: options.limit]
     # The systems the runs name, and every one a flat folder holds (its provenance lists them all).
     listed = set((source / "systems").glob("*.json")) if source.is_dir() else set()
-    systems = sorted(listed | {log.system_path for log in logs
-                               if log.system_path is not None and log.system_path.is_file()})
-    imported.provenance = {**PROVENANCE, "inputs": [file_digest(p) for p in [log.path for log in logs] + systems],
-                           "model_parameters": MODEL_PARAMETERS}
+    systems = sorted(
+        listed | {log.system_path for log in logs if log.system_path is not None and log.system_path.is_file()}
+    )
+    imported.provenance = {
+        **PROVENANCE,
+        "inputs": [file_digest(p) for p in [log.path for log in logs] + systems],
+        "model_parameters": MODEL_PARAMETERS,
+    }
     runs, seen = [], set()
     for log in progress(logs, "mlperf runs", unit="run"):
         try:

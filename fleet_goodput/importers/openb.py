@@ -25,8 +25,21 @@ from collections import Counter
 from pathlib import Path
 
 from fleet_goodput.core.timeutil import format_time_us, parse_time_us
-from fleet_goodput.importers.common import (LATEST_US, MAX_CHIPS, MICROS, Imported, JobEmitter, Options, SourceError,
-                                            Unmappable, capacity, chip_count, file_digest, progress, require_file)
+from fleet_goodput.importers.common import (
+    LATEST_US,
+    MAX_CHIPS,
+    MICROS,
+    Imported,
+    JobEmitter,
+    Options,
+    SourceError,
+    Unmappable,
+    capacity,
+    chip_count,
+    file_digest,
+    progress,
+    require_file,
+)
 
 NAME = "openb"
 HELP = "Alibaba openb GPU pod trace (pod list + GPU node list CSVs) → scheduler events"
@@ -52,7 +65,7 @@ PROVENANCE = {
     "source": "Alibaba cluster-trace-gpu-v2023 (openb), alibaba/clusterdata",
     "licence": "research and study use (see openb/UPSTREAM_README.md of the sample)",
     "citation": "Weng et al., Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation "
-                "Gradient Descent, USENIX ATC'23",
+    "Gradient Descent, USENIX ATC'23",
     "mapping": [
         "SUBMIT at creation_time, chips = num_gpu; priority from qos (Guaranteed 3, LS 2, Burstable 1, BE 0)",
         "ALLOCATE chips = num_gpu at scheduled_time; a pod with gpu_milli < 1000 holds a share of one GPU and "
@@ -93,8 +106,11 @@ def _csv_rows(path: Path, columns: tuple[str, ...]):
                 if not row:
                     continue
                 if len(row) != len(header):
-                    raise SourceError(path, f"line {reader.line_num}",
-                                      f"{len(row)} fields where the header has {len(header)}; is the file truncated?")
+                    raise SourceError(
+                        path,
+                        f"line {reader.line_num}",
+                        f"{len(row)} fields where the header has {len(header)}; is the file truncated?",
+                    )
                 yield reader.line_num, dict(zip(header, row))
         except csv.Error as exc:
             raise SourceError(path, f"line {reader.line_num}", f"not valid CSV ({exc})") from exc
@@ -114,8 +130,9 @@ def _gpus_by_model(path: Path) -> dict[str, int]:
     if not gpus:
         raise SourceError(path, None, "no GPU nodes listed")
     if sum(gpus.values()) > MAX_CHIPS:
-        raise SourceError(path, None, f"{sum(gpus.values()):,} GPUs in all: more than the {MAX_CHIPS:,} chips "
-                                      "an event can hold")
+        raise SourceError(
+            path, None, f"{sum(gpus.values()):,} GPUs in all: more than the {MAX_CHIPS:,} chips an event can hold"
+        )
     return dict(sorted(gpus.items()))
 
 
@@ -140,8 +157,9 @@ def _last_instant(rows: list[tuple[int, dict]]) -> int:
     """The trace's last instant: the latest deletion_time that is a time at all (a pod whose
     deletion_time is not is rejected on its own line)."""
     offsets = (row["deletion_time"].strip() for _, row in rows)
-    return max((int(text) for text in offsets if text.isdigit() and len(text) < 20 and int(text) < MAX_OFFSET_S),
-               default=0)  # 20 digits are past any offset: no need to read a longer one
+    return max(
+        (int(text) for text in offsets if text.isdigit() and len(text) < 20 and int(text) < MAX_OFFSET_S), default=0
+    )  # 20 digits are past any offset: no need to read a longer one
 
 
 def _pod(row: dict) -> tuple[int, int, int | None, int]:
@@ -155,8 +173,11 @@ def _pod(row: dict) -> tuple[int, int, int | None, int]:
     if num_gpu < 0:
         raise Unmappable("negative num_gpu")
     chip_count(num_gpu, "num_gpu")
-    created, scheduled, deleted = (_seconds(row, "creation_time"), _seconds(row, "scheduled_time", required=False),
-                                   _seconds(row, "deletion_time"))
+    created, scheduled, deleted = (
+        _seconds(row, "creation_time"),
+        _seconds(row, "scheduled_time", required=False),
+        _seconds(row, "deletion_time"),
+    )
     phase = row["pod_phase"]
     if phase not in ("Succeeded", "Failed", "Running", "Pending"):
         raise Unmappable("unknown pod_phase", phase)
@@ -200,12 +221,16 @@ def read(source: Path, options: Options) -> Imported:
     # The trace's last instant, over the whole file even when --limit takes a few pods.
     last_instant = _last_instant(rows)
     if options.limit is not None:
-        rows = rows[:options.limit]
+        rows = rows[: options.limit]
 
     imported = Imported(NAME)
-    imported.provenance = {**PROVENANCE, "inputs": [file_digest(pods_path), file_digest(nodes_path)],
-                           "accelerator": ACCELERATOR, "trace_start": format_time_us(start_us),
-                           "capacity_gpus_by_model": gpus_by_model}
+    imported.provenance = {
+        **PROVENANCE,
+        "inputs": [file_digest(pods_path), file_digest(nodes_path)],
+        "accelerator": ACCELERATOR,
+        "trace_start": format_time_us(start_us),
+        "capacity_gpus_by_model": gpus_by_model,
+    }
     fractional = 0
     constraints, unmapped_models = Counter(), Counter()
     for line, row in progress(rows, "openb pods", unit="pod"):
@@ -220,8 +245,12 @@ def read(source: Path, options: Options) -> Imported:
             constraints[topology] += 1
         if unmapped:
             unmapped_models.update(unmapped)
-            imported.caveat(pods_path.name, pod, "gpu_spec names a GPU model with no catalogue key (undisclosed)",
-                            ", ".join(unmapped))
+            imported.caveat(
+                pods_path.name,
+                pod,
+                "gpu_spec names a GPU model with no catalogue key (undisclosed)",
+                ", ".join(unmapped),
+            )
         emit = JobEmitter(imported, PREFIX, pod, CLUSTER, ACCELERATOR)
         emit.scheduler("SUBMIT", _at(start_us, created), num_gpu, priority=PRIORITY.get(row["qos"]), topology=topology)
         if scheduled is not None:
@@ -235,9 +264,11 @@ def read(source: Path, options: Options) -> Imported:
         elif not (phase == "Running" and deleted == last_instant):
             emit.scheduler("CANCEL", _at(start_us, deleted), 0)
     imported.provenance["fractional_gpu_pods_counted_as_whole"] = fractional
-    imported.provenance["gpu_spec"] = {"pods_by_topology": dict(sorted(constraints.items())),
-                                       "unmapped_models": dict(sorted(unmapped_models.items())),
-                                       "model_keys": GPU_MODELS}
+    imported.provenance["gpu_spec"] = {
+        "pods_by_topology": dict(sorted(constraints.items())),
+        "unmapped_models": dict(sorted(unmapped_models.items())),
+        "model_keys": GPU_MODELS,
+    }
     total = sum(gpus_by_model.values())
     capacity(imported, PREFIX, CLUSTER, ACCELERATOR, start_us, total)
     # Restated at the trace's last instant, which then becomes the run's as-of

@@ -35,7 +35,13 @@ import re
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    Imported, Options, SourceError, Unmappable, decode_json, event_time_us, file_digest,
+    Imported,
+    Options,
+    SourceError,
+    Unmappable,
+    decode_json,
+    event_time_us,
+    file_digest,
 )
 
 NAME = "orbax"
@@ -100,36 +106,54 @@ def _step_folders(source: Path) -> list[tuple[Path, re.Match]]:
     match = STEP_FOLDER.match(source.name)
     if match and (source / METADATA_FILE).exists():
         return [(source, match)]  # one step's folder
-    return [(path, STEP_FOLDER.match(path.name)) for path in sorted(source.iterdir())
-            if path.is_dir() and not path.name.startswith(".")]
+    return [
+        (path, STEP_FOLDER.match(path.name))
+        for path in sorted(source.iterdir())
+        if path.is_dir() and not path.name.startswith(".")
+    ]
 
 
 def read(source: Path, options: Options) -> Imported:
     if not options.job:
-        raise SourceError(source, None, "a checkpoint folder does not name its job: pass --job ID "
-                                        "(the job id of its scheduler stream)")
+        raise SourceError(
+            source,
+            None,
+            "a checkpoint folder does not name its job: pass --job ID (the job id of its scheduler stream)",
+        )
     if options.accelerator or options.chips:
-        raise SourceError(source, None, "--accelerator and --chips are not used: checkpoint saves are runtime events, "
-                                        "which carry neither; the job's scheduler stream gives them")
+        raise SourceError(
+            source,
+            None,
+            "--accelerator and --chips are not used: checkpoint saves are runtime events, "
+            "which carry neither; the job's scheduler stream gives them",
+        )
     imported = Imported(NAME)
     saves = []  # (start µs, step, end µs or None, step folder)
     for folder, match in _step_folders(source):
         if match is None:
-            imported.reject(folder.name, "folder", options.job, "not a step folder",
-                            "an Orbax step folder is named by its step number")
+            imported.reject(
+                folder.name,
+                "folder",
+                options.job,
+                "not a step folder",
+                "an Orbax step folder is named by its step number",
+            )
             continue
         try:
             if int(match["step"]) > MAX_STEP:
-                raise Unmappable(f"the folder's step is past the largest the runtime schema holds ({MAX_STEP:,})",
-                                 match["step"][:40])
+                raise Unmappable(
+                    f"the folder's step is past the largest the runtime schema holds ({MAX_STEP:,})", match["step"][:40]
+                )
             metadata = _read_metadata(folder)
             start = _nanos(metadata, "init_timestamp_nsecs")
             end = _nanos(metadata, "commit_timestamp_nsecs")
             if start is None:
                 raise Unmappable("no init_timestamp_nsecs: the save's start is unknown")
             if end is not None and end < start:
-                raise Unmappable("commit_timestamp_nsecs before init_timestamp_nsecs",
-                                 f"{metadata['commit_timestamp_nsecs']} < {metadata['init_timestamp_nsecs']}")
+                raise Unmappable(
+                    "commit_timestamp_nsecs before init_timestamp_nsecs",
+                    f"{metadata['commit_timestamp_nsecs']} < {metadata['init_timestamp_nsecs']}",
+                )
         except Unmappable as exc:
             imported.reject(folder.name, METADATA_FILE, options.job, exc.reason, exc.detail)
             continue
@@ -139,22 +163,35 @@ def read(source: Path, options: Options) -> Imported:
     for start, step, end, folder in sorted(saves, key=lambda save: (save[0], save[1], save[3].name)):
         name = folder.name
         if end is None and start != latest_start:
-            imported.reject(name, METADATA_FILE, options.job, "save abandoned: a later save began, no commit time",
-                            "the job stopped while saving; its end is unknown")
+            imported.reject(
+                name,
+                METADATA_FILE,
+                options.job,
+                "save abandoned: a later save began, no commit time",
+                "the job stopped while saving; its end is unknown",
+            )
             continue
         key = f"{PREFIX}/{options.job}/{step}/{start}"
         runtime.append(_event(f"{key}/start", start, options.job, "CHECKPOINT_SAVE_START", step))
         if end is None:
-            imported.caveat(name, options.job, "save in progress: no commit time yet",
-                            "its START alone; a later import of the folder adds its END")
+            imported.caveat(
+                name,
+                options.job,
+                "save in progress: no commit time yet",
+                "its START alone; a later import of the folder adds its END",
+            )
         else:
             runtime.append(_event(f"{key}/end", end, options.job, "CHECKPOINT_SAVE_END", step))
-    imported.provenance = {**PROVENANCE, "job": options.job,
-                           "inputs": [file_digest(folder / METADATA_FILE) | {"file": f"{folder.name}/{METADATA_FILE}"}
-                                      for *_, folder in sorted(saves, key=lambda save: save[3].name)]}
+    imported.provenance = {
+        **PROVENANCE,
+        "job": options.job,
+        "inputs": [
+            file_digest(folder / METADATA_FILE) | {"file": f"{folder.name}/{METADATA_FILE}"}
+            for *_, folder in sorted(saves, key=lambda save: save[3].name)
+        ],
+    }
     return imported
 
 
 def _event(event_id: str, time_us: int, job_id: str, type_: str, step: int) -> dict:
-    return {"event_id": event_id, "event_time": time_us, "job_id": job_id, "type": type_, "step": step,
-            "attempt": None}
+    return {"event_id": event_id, "event_time": time_us, "job_id": job_id, "type": type_, "step": step, "attempt": None}

@@ -26,8 +26,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet_goodput.importers.common import (
-    Imported, JobEmitter, Options, SourceError, Unmappable, capacity, chip_count, file_digest, load_json, progress,
-    read_text, require_file, utc_us,
+    Imported,
+    JobEmitter,
+    Options,
+    SourceError,
+    Unmappable,
+    capacity,
+    chip_count,
+    file_digest,
+    load_json,
+    progress,
+    read_text,
+    require_file,
+    utc_us,
 )
 
 NAME = "philly"
@@ -46,7 +57,7 @@ NO_TIME = (None, "", "None")
 
 PROVENANCE = {
     "source": "Microsoft Philly traces (msr-fiddle/philly-traces): cluster_job_log, or the subset of successful "
-              "jobs with >= 4 GPUs running >= 10 min (jobs.json)",
+    "jobs with >= 4 GPUs running >= 10 min (jobs.json)",
     "licence": "CC BY 4.0",
     "citation": "Microsoft Philly traces, Jeon et al., ATC'19",
     "mapping": [
@@ -79,7 +90,9 @@ def _read_machines(path: Path, limit: int) -> dict[str, int]:
             continue
         fields = [part.strip() for part in line.split(",")]
         if len(fields) != 3:
-            raise SourceError(path, f"line {number}", f"expected 3 fields (machineId, GPUs, GPU memory), got {len(fields)}")
+            raise SourceError(
+                path, f"line {number}", f"expected 3 fields (machineId, GPUs, GPU memory), got {len(fields)}"
+            )
         try:
             count = int(fields[1])
         except ValueError as exc:
@@ -102,8 +115,10 @@ def _attempts(job: dict) -> list[tuple[int, int | None, int | None]]:
     if not isinstance(attempts, list):
         raise Unmappable("attempts is not a list")
     if not attempts:
-        raise Unmappable("no attempts: the job never started, and the trace gives no time it left the queue",
-                         f"status {job.get('status', 'Pass')}")
+        raise Unmappable(
+            "no attempts: the job never started, and the trace gives no time it left the queue",
+            f"status {job.get('status', 'Pass')}",
+        )
     times = []
     for number, attempt in enumerate(attempts):
         if not isinstance(attempt, dict) or _time(attempt.get("start_time")) is None:
@@ -153,18 +168,23 @@ def _requested(job: dict, attempts: list[tuple[int, int | None, int | None]]) ->
 
 def read(source: Path, options: Options) -> Imported:
     jobs_path = _jobs_file(source)
-    machines_path = require_file(jobs_path.parent / "cluster_machine_list",
-                                 "the Philly machine list cluster_machine_list beside the jobs file")
+    machines_path = require_file(
+        jobs_path.parent / "cluster_machine_list", "the Philly machine list cluster_machine_list beside the jobs file"
+    )
     gpus_by_memory = _read_machines(machines_path, options.max_expanded_bytes)
     jobs = load_json(jobs_path, options.max_expanded_bytes)
     if not isinstance(jobs, list):
         raise SourceError(jobs_path, None, f"expected a JSON array of jobs, found {type(jobs).__name__}")
     if options.limit is not None:
-        jobs = jobs[:options.limit]
+        jobs = jobs[: options.limit]
 
     imported = Imported(NAME)
-    imported.provenance = {**PROVENANCE, "inputs": [file_digest(jobs_path), file_digest(machines_path)],
-                           "accelerator": ACCELERATOR, "capacity_gpus_by_memory": gpus_by_memory}
+    imported.provenance = {
+        **PROVENANCE,
+        "inputs": [file_digest(jobs_path), file_digest(machines_path)],
+        "accelerator": ACCELERATOR,
+        "capacity_gpus_by_memory": gpus_by_memory,
+    }
     if ACCELERATOR not in options.accelerators:
         raise SourceError(jobs_path, None, f"accelerator key {ACCELERATOR!r} is not in the catalogue")
     submits, running = [], 0

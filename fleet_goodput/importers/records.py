@@ -29,8 +29,9 @@ class Records:
     def _row(self, record: dict) -> tuple:
         if not self._known.issuperset(record):
             unknown = sorted(set(record) - self._known)
-            raise KeyError(f"a {self.stream} record has no field {', '.join(unknown)} (the schema's: "
-                           f"{', '.join(self.fields)})")
+            raise KeyError(
+                f"a {self.stream} record has no field {', '.join(unknown)} (the schema's: {', '.join(self.fields)})"
+            )
         return tuple(map(record.get, self.fields))
 
     def _record(self, row: tuple) -> dict:

@@ -40,13 +40,39 @@ from pathlib import Path
 
 from fleet_goodput.core.config import read_yaml
 from fleet_goodput.core.setting_types import ConfigError
-from fleet_goodput.importers.common import (MAX_CHIPS, MICROS, PLAUSIBLE_CHIPS, Imported, Options, Unmappable,
-                                            chip_count, file_digest, require_file)
-from fleet_goodput.importers.slurm_files import (CONTROL_CHARACTER, EVENTS, NODES, PREFIX, REQUIRED, SACCT,
-                                                 SACCT_FIELDS, Row, TimeReader, number_ranges, parsable_rows,
-                                                 whole_number)
-from fleet_goodput.importers.slurm_nodes import (emit_capacity, expand_hostlist, hostlist_ranges, read_nodes,
-                                                 read_outages, tres_gpus)
+from fleet_goodput.importers.common import (
+    MAX_CHIPS,
+    MICROS,
+    PLAUSIBLE_CHIPS,
+    Imported,
+    Options,
+    Unmappable,
+    chip_count,
+    file_digest,
+    require_file,
+)
+from fleet_goodput.importers.slurm_files import (
+    CONTROL_CHARACTER,
+    EVENTS,
+    NODES,
+    PREFIX,
+    REQUIRED,
+    SACCT,
+    SACCT_FIELDS,
+    Row,
+    TimeReader,
+    number_ranges,
+    parsable_rows,
+    whole_number,
+)
+from fleet_goodput.importers.slurm_nodes import (
+    emit_capacity,
+    expand_hostlist,
+    hostlist_ranges,
+    read_nodes,
+    read_outages,
+    tres_gpus,
+)
 
 NAME = "slurm"
 HELP = "Slurm accounting: sacct -D -X --parsable2 rows, sacctmgr node events, scontrol node list"
@@ -60,22 +86,67 @@ SACCT_COMMAND = ("sacct", "--allocations", "--duplicates", "--parsable2", "--all
 ENDED_LISTING = ("--state=BF,CA,CD,DL,F,NF,OOM,PR,TO",)
 PENDING_LISTING = ("squeue", "--noheader", "--all", "--states=PENDING", "--format=%A")  # ids → sacct -j IDS
 # What ends a job, by the first word of its State.
-TERMINAL = {"COMPLETED": "FINISH", "FAILED": "FAIL", "NODE_FAIL": "FAIL", "TIMEOUT": "FAIL",
-            "OUT_OF_MEMORY": "FAIL", "BOOT_FAIL": "FAIL", "DEADLINE": "FAIL", "PREEMPTED": "FAIL",
-            "CANCELLED": "CANCEL"}
+TERMINAL = {
+    "COMPLETED": "FINISH",
+    "FAILED": "FAIL",
+    "NODE_FAIL": "FAIL",
+    "TIMEOUT": "FAIL",
+    "OUT_OF_MEMORY": "FAIL",
+    "BOOT_FAIL": "FAIL",
+    "DEADLINE": "FAIL",
+    "PREEMPTED": "FAIL",
+    "CANCELLED": "CANCEL",
+}
 _ATTEMPT_TAG = {"ALLOCATE": "start", "PREEMPT": "stop"}  # FINISH, FAIL, CANCEL: "end"
 REQUEUABLE = ("PREEMPTED", "NODE_FAIL")  # may run again: a later row would say so
-STILL_QUEUED_OR_RUNNING = ("PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
-                           "SUSPENDED", "REVOKED", "SIGNALING", "STAGE_OUT", "COMPLETING", "CONFIGURING")
+STILL_QUEUED_OR_RUNNING = (
+    "PENDING",
+    "RUNNING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESIZING",
+    "SUSPENDED",
+    "REVOKED",
+    "SIGNALING",
+    "STAGE_OUT",
+    "COMPLETING",
+    "CONFIGURING",
+)
 # GRES types as sites commonly name them (and as NVML autodetection does) → catalogue keys.
 GRES_TYPES = {
-    "h100": "h100", "h100_80gb": "h100", "nvidia_h100_80gb_hbm3": "h100", "h100-sxm": "h100",
-    "h100-pcie": "h100-pcie", "nvidia_h100_pcie": "h100-pcie", "h100-nvl": "h100-nvl", "nvidia_h100_nvl": "h100-nvl",
-    "h200": "h200", "nvidia_h200": "h200", "gh200": "gh200", "b200": "b200", "nvidia_b200": "b200",
-    "a100": "a100", "a100_80gb": "a100", "a100_40gb": "a100", "nvidia_a100-sxm4-80gb": "a100",
-    "nvidia_a100-sxm4-40gb": "a100", "nvidia_a100_80gb_pcie": "a100", "v100": "v100", "tesla_v100-sxm2-32gb": "v100",
-    "tesla_v100-sxm2-16gb": "v100", "l4": "l4", "nvidia_l4": "l4", "l40s": "l40s", "nvidia_l40s": "l40s",
-    "t4": "t4", "tesla_t4": "t4", "mi250x": "mi250x", "mi300x": "mi300x", "gaudi2": "gaudi2", "gaudi3": "gaudi3",
+    "h100": "h100",
+    "h100_80gb": "h100",
+    "nvidia_h100_80gb_hbm3": "h100",
+    "h100-sxm": "h100",
+    "h100-pcie": "h100-pcie",
+    "nvidia_h100_pcie": "h100-pcie",
+    "h100-nvl": "h100-nvl",
+    "nvidia_h100_nvl": "h100-nvl",
+    "h200": "h200",
+    "nvidia_h200": "h200",
+    "gh200": "gh200",
+    "b200": "b200",
+    "nvidia_b200": "b200",
+    "a100": "a100",
+    "a100_80gb": "a100",
+    "a100_40gb": "a100",
+    "nvidia_a100-sxm4-80gb": "a100",
+    "nvidia_a100-sxm4-40gb": "a100",
+    "nvidia_a100_80gb_pcie": "a100",
+    "v100": "v100",
+    "tesla_v100-sxm2-32gb": "v100",
+    "tesla_v100-sxm2-16gb": "v100",
+    "l4": "l4",
+    "nvidia_l4": "l4",
+    "l40s": "l40s",
+    "nvidia_l40s": "l40s",
+    "t4": "t4",
+    "tesla_t4": "t4",
+    "mi250x": "mi250x",
+    "mi300x": "mi300x",
+    "gaudi2": "gaudi2",
+    "gaudi3": "gaudi3",
 }
 _JOB_ID = re.compile(r"^(\d+)(?:_(\d+|\[[\d,\-%]+\]))?(?:\+\d+)?$", re.ASCII)
 _PENDING_TASKS = re.compile(r"^\[(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)(?:%\d+)?\]$", re.ASCII)
@@ -85,8 +156,20 @@ MAX_ARRAY_TASK_ID = 4_000_000
 MAX_ARRAY_TASKS = 100_000
 # The fields the mapping reads: a control character (NUL included) or bytes that are not UTF-8 in one
 # reject the row; elsewhere (SubmitLine, Reason, ExitCode) they are kept, and `reason` drops them.
-MAPPED_FIELDS = ("JobID", "Cluster", "Partition", "Account", "Priority", "State", "Submit", "Start", "End",
-                 "ReqTRES", "AllocTRES", "NodeList")
+MAPPED_FIELDS = (
+    "JobID",
+    "Cluster",
+    "Partition",
+    "Account",
+    "Priority",
+    "State",
+    "Submit",
+    "Start",
+    "End",
+    "ReqTRES",
+    "AllocTRES",
+    "NodeList",
+)
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
 PROVENANCE = {
@@ -112,8 +195,10 @@ PROVENANCE = {
 }
 
 
-ACCELERATOR_MAP_HELP = ("YAML with `gres_types: {TYPE: KEY}` and `partitions: {PARTITION: KEY}` adding to the "
-                        "built-in GRES type → catalogue key map (docs/slurm.md)")
+ACCELERATOR_MAP_HELP = (
+    "YAML with `gres_types: {TYPE: KEY}` and `partitions: {PARTITION: KEY}` adding to the "
+    "built-in GRES type → catalogue key map (docs/slurm.md)"
+)
 
 
 @dataclass
@@ -138,8 +223,9 @@ class AcceleratorMap:
             entries = raw.get(section) or {}
             if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
                 raise ValueError(f"--accelerator-map {path}: `{section}` must map names to catalogue keys")
-            getattr(mapping, section).update({str(k).lower() if section == "gres_types" else str(k): v
-                                              for k, v in entries.items()})
+            getattr(mapping, section).update(
+                {str(k).lower() if section == "gres_types" else str(k): v for k, v in entries.items()}
+            )
         return mapping
 
     def key(self, gres_type: str | None, partitions: list[str], accelerators) -> str:
@@ -151,25 +237,13 @@ class AcceleratorMap:
             if partition in self.partitions:
                 return self.partitions[partition]
         what = f"GRES type {gres_type!r}" if gres_type else "a GPU without a GRES type"
-        raise Unmappable("GPU type not in the accelerator map",
-                         f"{what} (partition {','.join(partitions) or '?'}): add it to --accelerator-map")
+        raise Unmappable(
+            "GPU type not in the accelerator map",
+            f"{what} (partition {','.join(partitions) or '?'}): add it to --accelerator-map",
+        )
 
 
 # ---- reading the files -----------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 # ---- mapping -------------------------------------------------------------------------
@@ -201,20 +275,19 @@ def _job_ids(job_id: str) -> Iterator[str]:
     return (f"{base}_{n}" for low, high in ranges for n in range(low, high + 1))
 
 
-
-
 def _attempt(row: Row, read_time: TimeReader, imported: Imported, item: str) -> Attempt:
     fields = row.fields
     if "__count__" in fields:
-        raise Unmappable("a row with a different number of fields than the header",
-                         f"{fields['__count__']} fields")
+        raise Unmappable("a row with a different number of fields than the header", f"{fields['__count__']} fields")
     mapped = [name for name in MAPPED_FIELDS if name in fields]
     if set(mapped) & set(row.undecodable):
         raise Unmappable("invalid UTF-8", f"in {', '.join(sorted(set(mapped) & set(row.undecodable)))}")
     controlled = [name for name in mapped if CONTROL_CHARACTER.search(fields[name])]
     if controlled:
-        raise Unmappable("a control character in a field the mapping reads",
-                         ", ".join(f"{name} {fields[name][:40]!r}" for name in controlled))
+        raise Unmappable(
+            "a control character in a field the mapping reads",
+            ", ".join(f"{name} {fields[name][:40]!r}" for name in controlled),
+        )
     if row.undecodable:
         imported.caveat(SACCT, item, "invalid UTF-8 replaced", ", ".join(row.undecodable))
     hostlist_ranges(fields.get("NodeList", ""))  # checked here, where a rejection names the row; read at a node failure
@@ -226,8 +299,12 @@ def _attempt(row: Row, read_time: TimeReader, imported: Imported, item: str) -> 
         start = None  # nothing was ever allocated: a job cancelled while pending may read Start = End
     for name in ("Submit", "Start", "End"):
         if read_time.ambiguous(fields[name]):
-            imported.caveat(SACCT, item, "time in a repeated daylight-saving hour, read as its first occurrence",
-                            f"{name} {fields[name]}")
+            imported.caveat(
+                SACCT,
+                item,
+                "time in a repeated daylight-saving hour, read as its first occurrence",
+                f"{name} {fields[name]}",
+            )
     if start is not None and start < submit:
         raise Unmappable("Start before Submit", f"{fields['Submit']} > {fields['Start']}")
     if end is not None and start is not None and end < start:
@@ -238,8 +315,9 @@ def _attempt(row: Row, read_time: TimeReader, imported: Imported, item: str) -> 
     chip_count(requested[0], "gres/gpu", PLAUSIBLE_CHIPS)
     allocated = tres_gpus(fields.get("AllocTRES", "")) if start is not None else None
     gres_type = (allocated or requested)[1] or requested[1]
-    return Attempt(row, submit, start, end, fields["State"].strip(), requested[0],
-                   allocated[0] if allocated else None, gres_type)
+    return Attempt(
+        row, submit, start, end, fields["State"].strip(), requested[0], allocated[0] if allocated else None, gres_type
+    )
 
 
 def _reason(attempt: Attempt, node_reasons) -> str:
@@ -262,24 +340,53 @@ def _state_and_why(attempt: Attempt, node_reasons) -> str:
     return state
 
 
-def _emit_job(imported: Imported, cluster: str, job_id: str, attempts: list[Attempt], accelerator: str,
-              node_reasons, settle_after_us: int | None) -> None:
+def _emit_job(
+    imported: Imported,
+    cluster: str,
+    job_id: str,
+    attempts: list[Attempt],
+    accelerator: str,
+    node_reasons,
+    settle_after_us: int | None,
+) -> None:
     def event(kind: str, attempt: Attempt, time_us: int, chips: int, **extra) -> None:
         # A job's SUBMIT is one event whichever attempt a poll sees first (sacct -S lists no attempt
         # that ended before it); the others are named by their attempt's Submit.
         tag = "submit" if kind == "SUBMIT" else f"{attempt.submit_us // MICROS}/{_ATTEMPT_TAG.get(kind, 'end')}"
-        imported.streams["scheduler"].append({
-            "event_id": f"{PREFIX}/{cluster}/{job_id}/{tag}",
-            "event_time": time_us, "job_id": f"{cluster}/{job_id}", "type": kind, "cluster": cluster,
-            "accelerator": accelerator, "chips": chips, "workload": None, "framework": None, "team": None,
-            "topology": None, "priority": None, "reason": None, **extra})
+        imported.streams["scheduler"].append(
+            {
+                "event_id": f"{PREFIX}/{cluster}/{job_id}/{tag}",
+                "event_time": time_us,
+                "job_id": f"{cluster}/{job_id}",
+                "type": kind,
+                "cluster": cluster,
+                "accelerator": accelerator,
+                "chips": chips,
+                "workload": None,
+                "framework": None,
+                "team": None,
+                "topology": None,
+                "priority": None,
+                "reason": None,
+                **extra,
+            }
+        )
 
     first = attempts[0]
     fields = first.row.fields
     priority = fields.get("Priority", "").strip()
-    priority = int(priority) if priority.isascii() and priority.isdigit() and whole_number(priority) <= MAX_CHIPS else None
-    event("SUBMIT", first, first.submit_us, first.requested, team=fields.get("Account") or None,
-          priority=priority, queue=fields.get("Partition") or None)
+    priority = (
+        int(priority) if priority.isascii() and priority.isdigit() and whole_number(priority) <= MAX_CHIPS else None
+    )
+    event(
+        "SUBMIT",
+        first,
+        first.submit_us,
+        first.requested,
+        team=fields.get("Account") or None,
+        priority=priority,
+        queue=fields.get("Partition") or None,
+    )
     for number, attempt in enumerate(attempts):
         last = number == len(attempts) - 1
         if attempt.start_us is not None:
@@ -301,9 +408,13 @@ def _emit_job(imported: Imported, cluster: str, job_id: str, attempts: list[Atte
 
 def read(source: Path, options: Options) -> Imported:
     folder = source if source.is_dir() else source.parent
-    return convert(require_file(folder / SACCT if source.is_dir() else source,
-                                f"{SACCT}: the output of sacct --allocations --duplicates --parsable2 -o "
-                                f"{SACCT_FIELDS}"), options)
+    return convert(
+        require_file(
+            folder / SACCT if source.is_dir() else source,
+            f"{SACCT}: the output of sacct --allocations --duplicates --parsable2 -o {SACCT_FIELDS}",
+        ),
+        options,
+    )
 
 
 def first_record_us(imported: Imported) -> int | None:
@@ -311,8 +422,13 @@ def first_record_us(imported: Imported) -> int | None:
     return min((r["event_time"] for r in imported.streams["scheduler"] if r["job_id"] is not None), default=None)
 
 
-def convert(sacct_path: Path, options: Options, origin_us: int | None = None, since_us: int | None = None,
-            settle_after_us: int | None = None) -> Imported:
+def convert(
+    sacct_path: Path,
+    options: Options,
+    origin_us: int | None = None,
+    since_us: int | None = None,
+    settle_after_us: int | None = None,
+) -> Imported:
     """The events of `sacct_path` (with events.txt and nodes.txt beside it). CAPACITY starts at the first
     record (`first_record_us`), or at `origin_us` where that is earlier (a collector's origin from its
     earlier polls), and only levels from `since_us` on are kept (the collector's later polls, whose node
@@ -331,8 +447,14 @@ def convert(sacct_path: Path, options: Options, origin_us: int | None = None, si
 
     def node_reasons(node_list: str, time_us: int) -> str | None:
         names = set(expand_hostlist(node_list))
-        return next((o.reason for o in outages if o.node in names and o.start_us <= time_us
-                     and (o.end_us is None or time_us <= o.end_us) and o.reason), None)
+        return next(
+            (
+                o.reason
+                for o in outages
+                if o.node in names and o.start_us <= time_us and (o.end_us is None or time_us <= o.end_us) and o.reason
+            ),
+            None,
+        )
 
     jobs: dict[tuple[str, str], list[Attempt]] = {}
     seen: set[bytes] = set()  # digests of the rows read: a row is held only while it is mapped
@@ -353,12 +475,13 @@ def convert(sacct_path: Path, options: Options, origin_us: int | None = None, si
             imported.reject(SACCT, row.where, item, exc.reason, exc.detail)
             continue
         # The attempt keeps the fields the mapping reads, not the row's text (its SubmitLine may be long).
-        attempt.row = Row(row.where, {name: row.fields[name] for name in (*MAPPED_FIELDS, "Reason", "ExitCode")
-                                      if name in row.fields})
+        attempt.row = Row(
+            row.where, {name: row.fields[name] for name in (*MAPPED_FIELDS, "Reason", "ExitCode") if name in row.fields}
+        )
         for job_id in ids:
             jobs.setdefault((cluster, job_id), []).append(attempt)
     if options.limit is not None:
-        jobs = dict(list(jobs.items())[:options.limit])
+        jobs = dict(list(jobs.items())[: options.limit])
     for (cluster, job_id), attempts in jobs.items():
         attempts.sort(key=lambda a: (a.submit_us, a.start_us or 0))
         item = f"{cluster}/{job_id}"
@@ -377,22 +500,35 @@ def convert(sacct_path: Path, options: Options, origin_us: int | None = None, si
         last = attempts[-1]
         if last.state == "PENDING" and last.row.fields.get("Reason", "").startswith("JobHeld"):
             # Shown PENDING, as Slurm shows it; the hold is the user's or an admin's, not a wait for GPUs.
-            imported.caveat(SACCT, item, "held: PENDING and not eligible to start; its wait counts the hold",
-                            last.row.fields["Reason"])
+            imported.caveat(
+                SACCT,
+                item,
+                "held: PENDING and not eligible to start; its wait counts the hold",
+                last.row.fields["Reason"],
+            )
     clusters = sorted({cluster for cluster, _ in jobs})
     if not nodes:
-        imported.caveat(NODES, "capacity", "no node inventory: no CAPACITY, so fleet views have no base",
-                        f"put the output of `scontrol show node -o` in {NODES}")
+        imported.caveat(
+            NODES,
+            "capacity",
+            "no node inventory: no CAPACITY, so fleet views have no base",
+            f"put the output of `scontrol show node -o` in {NODES}",
+        )
     elif len(clusters) > 1:
-        imported.caveat(NODES, "capacity", "one node inventory for several clusters: no CAPACITY",
-                        f"import each cluster's sacct rows with its own {NODES}: {', '.join(clusters)}")
+        imported.caveat(
+            NODES,
+            "capacity",
+            "one node inventory for several clusters: no CAPACITY",
+            f"import each cluster's sacct rows with its own {NODES}: {', '.join(clusters)}",
+        )
     elif clusters:
         first_us = first_record_us(imported)
         if first_us is not None and (origin_us is None or first_us < origin_us):
             origin_us, since_us = first_us, None if since_us is None else min(since_us, first_us)
         if origin_us is not None:  # else no job of the cluster was mapped: no history to count capacity over
-            emit_capacity(imported, clusters[0], nodes, outages, accelerator_map, options.accelerators, origin_us,
-                           since_us)
+            emit_capacity(
+                imported, clusters[0], nodes, outages, accelerator_map, options.accelerators, origin_us, since_us
+            )
     return imported
 
 
@@ -405,17 +541,3 @@ def _check_attempts(attempts: list[Attempt]) -> None:
 
 
 # ---- nodes and capacity ---------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-

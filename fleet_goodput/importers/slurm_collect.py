@@ -48,8 +48,15 @@ import fastavro
 
 from fleet_goodput.importers.common import MICROS, Options, bounded_lines
 from fleet_goodput.importers.slurm import ENDED_LISTING, PENDING_LISTING, SACCT_COMMAND, convert, first_record_us
-from fleet_goodput.importers.slurm_files import (EVENT_FIELDS, EVENTS, NODES, REQUIRED, SACCT, SACCT_FIELDS,
-                                                 parsable_rows)
+from fleet_goodput.importers.slurm_files import (
+    EVENT_FIELDS,
+    EVENTS,
+    NODES,
+    REQUIRED,
+    SACCT,
+    SACCT_FIELDS,
+    parsable_rows,
+)
 from fleet_goodput.telemetry.avro_io import write_events
 
 STATE_DIR = ".slurm-collect"
@@ -112,16 +119,25 @@ class Cursor:
 
 
 # The cursor's fields and the JSON types each must have (an int is never a bool).
-_CURSOR_TYPES = {"origin_us": (int, type(None)), "since_us": (int,), "polls": (int,), "written": (dict,),
-                 "rejected": (dict,), "clusters": (list,)}
+_CURSOR_TYPES = {
+    "origin_us": (int, type(None)),
+    "since_us": (int,),
+    "polls": (int,),
+    "written": (dict,),
+    "rejected": (dict,),
+    "clusters": (list,),
+}
 
 
 def _cursor_fields(path: Path) -> dict:
     """The cursor's fields, checked: a file that is not one (emptied, edited, damaged) is a CursorError
     naming it, never a traceback, and never silently a new cursor (that would rewrite what was written)."""
+
     def bad(problem: str) -> CursorError:
-        return CursorError(f"{path}: {problem}; it is the collector's cursor: restore it, or move it aside "
-                           "to collect again from --since (events already written keep their ids)")
+        return CursorError(
+            f"{path}: {problem}; it is the collector's cursor: restore it, or move it aside "
+            "to collect again from --since (events already written keep their ids)"
+        )
 
     try:
         raw = json.loads(path.read_bytes().decode("utf-8"))
@@ -158,9 +174,11 @@ def _slurm(*command: str, into: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> N
     except FileNotFoundError as exc:
         raise CollectError(f"{command[0]} is not installed (the Slurm client tools are needed)") from exc
     except subprocess.TimeoutExpired:  # run() has killed it
-        raise CollectError(f"{command[0]} did not answer within {timeout_s:g} s (is "
-                           f"{'slurmdbd' if command[0] in ('sacct', 'sacctmgr') else 'slurmctld'} responding? "
-                           "--timeout gives it longer)") from None
+        raise CollectError(
+            f"{command[0]} did not answer within {timeout_s:g} s (is "
+            f"{'slurmdbd' if command[0] in ('sacct', 'sacctmgr') else 'slurmctld'} responding? "
+            "--timeout gives it longer)"
+        ) from None
     if done.returncode:
         why = " ".join(done.stderr[:2000].decode("utf-8", "replace").split())[:400]
         raise CollectError(f"{' '.join(command[:3])} ... exited {done.returncode}: {why}")
@@ -188,11 +206,14 @@ def poll_files(folder: Path, since_us: int, timeout_s: float = DEFAULT_TIMEOUT_S
     listed = {row.fields.get("JobIDRaw", "").strip() for row in parsable_rows(folder / SACCT, REQUIRED)}
     listings = [folder / "sacct-ended.txt"]
     with open(folder / "squeue-pending.txt", "rb") as handle:
-        pending = [job for _, line in bounded_lines(handle, 1024) if line and (job := line.strip().decode(
-            "ascii", "replace")) and job not in listed]
+        pending = [
+            job
+            for _, line in bounded_lines(handle, 1024)
+            if line and (job := line.strip().decode("ascii", "replace")) and job not in listed
+        ]
     for number, start in enumerate(range(0, len(pending), IDS_PER_SACCT)):
         listings.append(folder / f"sacct-pending-{number}.txt")
-        _slurm(*sacct, "-j", ",".join(pending[start:start + IDS_PER_SACCT]), into=listings[-1], timeout_s=timeout_s)
+        _slurm(*sacct, "-j", ",".join(pending[start : start + IDS_PER_SACCT]), into=listings[-1], timeout_s=timeout_s)
     # A job listed twice may have moved on in between (running in the first listing, ended in the next),
     # and its two rows would read as two attempts: each job's rows come from the first listing that has it.
     # A job just submitted is listed by id before accounting has its partition and priority: a later
@@ -235,13 +256,16 @@ def _read_back(path: Path):
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - fastavro and json raise many kinds on damaged bytes: each is this
-        raise CursorError(f"{path} cannot be read back ({type(exc).__name__}: {str(exc)[:120]}): a poll wrote it "
-                          "whole, so it was damaged since; move it aside and poll again (its rows are read again "
-                          "from Slurm)") from None
+        raise CursorError(
+            f"{path} cannot be read back ({type(exc).__name__}: {str(exc)[:120]}): a poll wrote it "
+            "whole, so it was damaged since; move it aside and poll again (its rows are read again "
+            "from Slurm)"
+        ) from None
 
 
-def collect(out: Path, options: Options, since_us: int, now_us: int | None = None,
-            timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+def collect(
+    out: Path, options: Options, since_us: int, now_us: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> dict:
     """One poll into `out`, each Slurm command given `timeout_s`; what it wrote. Raises CollectBusy while
     another holds `out`, CollectError when a command fails or does not answer in time (nothing written),
     CursorError when the cursor file is not one."""
@@ -260,8 +284,13 @@ def _poll(out: Path, options: Options, since_us: int, now_us: int | None, timeou
     now_us = now_us if now_us is not None else time.time_ns() // 1000
     poll_dir = out / STATE_DIR / "poll"
     shutil.rmtree(poll_dir, ignore_errors=True)
-    imported = convert(poll_files(poll_dir, cursor.since_us, timeout_s), options, origin_us=cursor.origin_us,
-                       since_us=cursor.since_us, settle_after_us=now_us - LAG_US)
+    imported = convert(
+        poll_files(poll_dir, cursor.since_us, timeout_s),
+        options,
+        origin_us=cursor.origin_us,
+        since_us=cursor.since_us,
+        settle_after_us=now_us - LAG_US,
+    )
     # Capacity and the observed period start at the first record of the history read so far, as an
     # import of it starts: a record that reached accounting after an earlier poll moves them earlier
     # (convert writes the level there too).
@@ -269,7 +298,9 @@ def _poll(out: Path, options: Options, since_us: int, now_us: int | None, timeou
     if first_us is not None and (cursor.origin_us is None or first_us < cursor.origin_us):
         cursor.origin_us = first_us
     scheduler = imported.streams["scheduler"]
-    clusters = sorted({*cursor.clusters, *(r["cluster"] for r in scheduler), *([options.cluster] if options.cluster else [])})
+    clusters = sorted(
+        {*cursor.clusters, *(r["cluster"] for r in scheduler), *([options.cluster] if options.cluster else [])}
+    )
     # The file states the cluster observed up to the poll's start (now_us): a record the commands returned
     # from after it (a node event while sacct ran, a clock ahead) would be past the file's stated end, so it
     # waits for the poll whose time passes it, which lists it again (nothing marks it written meanwhile).
@@ -281,8 +312,12 @@ def _poll(out: Path, options: Options, since_us: int, now_us: int | None, timeou
     start_us = min(cursor.origin_us, now_us) if cursor.origin_us is not None else now_us
     observed = {cluster: (start_us, now_us) for cluster in clusters} or None
     if records or observed:
-        write_events(out / "scheduler" / f"slurm-{number:08d}.avro", "scheduler",
-                     sorted(records, key=lambda r: (r["event_time"], r["event_id"])), observed=observed)
+        write_events(
+            out / "scheduler" / f"slurm-{number:08d}.avro",
+            "scheduler",
+            sorted(records, key=lambda r: (r["event_time"], r["event_id"])),
+            observed=observed,
+        )
     if rejections:
         (out / REJECTED_DIR).mkdir(exist_ok=True)
         partial = out / REJECTED_DIR / f".poll-{number:08d}.partial"
@@ -293,10 +328,13 @@ def _poll(out: Path, options: Options, since_us: int, now_us: int | None, timeou
     if records or rejections or observed:
         cursor.polls = number
     cursor.save(out)
-    return {"events": len(records), "rejected": len(rejections), "jobs": len({r["job_id"] for r in records
-                                                                                if r["job_id"]}),
-            "file": f"scheduler/slurm-{number:08d}.avro" if records or observed else None,
-            "observed": observed}
+    return {
+        "events": len(records),
+        "rejected": len(rejections),
+        "jobs": len({r["job_id"] for r in records if r["job_id"]}),
+        "file": f"scheduler/slurm-{number:08d}.avro" if records or observed else None,
+        "observed": observed,
+    }
 
 
 def _remember(cursor: Cursor, records: list[dict], rejections: list[dict], now_us: int) -> None:
@@ -310,5 +348,6 @@ def _remember(cursor: Cursor, records: list[dict], rejections: list[dict], now_u
     cursor.since_us = max(cursor.since_us, now_us - LAG_US)
     horizon = cursor.since_us - FORGET_US
     cursor.written = {key: until for key, until in cursor.written.items() if until >= horizon}
-    cursor.rejected = {key: first for key, first in cursor.rejected.items()
-                       if first >= cursor.since_us - FORGET_REJECTED_US}
+    cursor.rejected = {
+        key: first for key, first in cursor.rejected.items() if first >= cursor.since_us - FORGET_REJECTED_US
+    }

@@ -19,8 +19,10 @@ from fleet_goodput.importers.common import MICROS, SourceError, Unmappable, boun
 SACCT, EVENTS, NODES = "sacct.txt", "events.txt", "nodes.txt"
 PREFIX = "slurm"  # of every event id made from them
 REQUIRED = ("JobID", "State", "Submit", "Start", "End")
-SACCT_FIELDS = ("JobID,JobIDRaw,Cluster,Partition,Account,QOS,Priority,State,ExitCode,Reason,Submit,Eligible,Start,"
-                "End,Timelimit,ReqTRES,AllocTRES,NodeList,SubmitLine")
+SACCT_FIELDS = (
+    "JobID,JobIDRaw,Cluster,Partition,Account,QOS,Priority,State,ExitCode,Reason,Submit,Eligible,Start,"
+    "End,Timelimit,ReqTRES,AllocTRES,NodeList,SubmitLine"
+)
 EVENT_FIELDS = "Cluster,NodeName,Start,End,State,Reason,User,Event,TRES"
 NO_TIME = ("Unknown", "None", "")
 # Bounds on what one row may make the import hold (docs/slurm.md, "Rows that are awkward"). A row (with the
@@ -60,8 +62,9 @@ class TimeReader:
             # A wall time that the zone skips (spring forward) does not come back from UTC unchanged.
             back = moment.astimezone(timezone.utc).astimezone(self.zone).replace(tzinfo=None)
             if back != local:
-                raise Unmappable(f"{what} does not exist in {self.zone} (skipped by a daylight-saving change)",
-                                 repr(text))
+                raise Unmappable(
+                    f"{what} does not exist in {self.zone} (skipped by a daylight-saving change)", repr(text)
+                )
         return event_time_us(int(moment.timestamp()), what, MICROS)
 
     def ambiguous(self, text: str) -> bool:
@@ -69,8 +72,9 @@ class TimeReader:
         if self.zone is timezone.utc or text.strip() in NO_TIME or text.strip().isdigit():
             return False
         local = datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S")
-        return local.replace(tzinfo=self.zone, fold=0).utcoffset() != local.replace(tzinfo=self.zone,
-                                                                                    fold=1).utcoffset()
+        return (
+            local.replace(tzinfo=self.zone, fold=0).utcoffset() != local.replace(tzinfo=self.zone, fold=1).utcoffset()
+        )
 
 
 @dataclass
@@ -104,15 +108,23 @@ def parsable_rows(path: Path, required: tuple[str, ...]) -> Iterator[Row]:
         header = first_line.rstrip(b"\n").decode("utf-8", "replace").rstrip("\r").split("|")
         missing = [name for name in required if name not in header]
         if missing:
-            raise SourceError(path, "line 1", f"no {', '.join(missing)} column: produce it with -o {SACCT_FIELDS}"
-                              if path.name == SACCT else f"no {', '.join(missing)} column")
+            raise SourceError(
+                path,
+                "line 1",
+                f"no {', '.join(missing)} column: produce it with -o {SACCT_FIELDS}"
+                if path.name == SACCT
+                else f"no {', '.join(missing)} column",
+            )
         row, first, too_long, ended = None, 0, False, first_line.endswith(b"\n")  # row: the one being read
         for number, line in lines:
             ended = line is None or line.endswith(b"\n")  # only a file's last line may not end
             # A line carries on the row when it has fewer fields than the header; a line too long to hold,
             # when the row has fewer itself.
-            if row is not None and (line.count(b"|") + 1 < len(header) if line is not None
-                                    else not too_long and row.count(b"|") + 1 < len(header)):
+            if row is not None and (
+                line.count(b"|") + 1 < len(header)
+                if line is not None
+                else not too_long and row.count(b"|") + 1 < len(header)
+            ):
                 if line is None or too_long or len(row) + len(line) > MAX_ROW_BYTES:
                     row, too_long = bytearray(), True  # read past the rest, holding none of it
                 else:
@@ -134,7 +146,7 @@ def _row(header: list[str], raw: bytes | None, first: int, last: int) -> Row:
         return Row(where, {}, problem=f"a row longer than {MAX_ROW_BYTES >> 20} MiB")
     parts = raw.rstrip(b"\r").split(b"|")
     if len(parts) > len(header) and header[-1] == "SubmitLine":
-        parts = parts[:len(header) - 1] + [b"|".join(parts[len(header) - 1:])]
+        parts = parts[: len(header) - 1] + [b"|".join(parts[len(header) - 1 :])]
     fields, undecodable = {}, []
     for name, part in zip(header, parts):
         try:

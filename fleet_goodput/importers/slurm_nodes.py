@@ -14,8 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_goodput.importers.common import PLAUSIBLE_CHIPS, Imported, Unmappable, bounded_lines
-from fleet_goodput.importers.slurm_files import (CONTROL_CHARACTER, EVENTS, MAX_ROW_BYTES, NODES, PREFIX, TimeReader,
-                                                 number_ranges, parsable_rows, whole_number)
+from fleet_goodput.importers.slurm_files import (
+    CONTROL_CHARACTER,
+    EVENTS,
+    MAX_ROW_BYTES,
+    NODES,
+    PREFIX,
+    TimeReader,
+    number_ranges,
+    parsable_rows,
+    whole_number,
+)
 
 # Node names of one hostlist (`gpu[001-128]`): the largest clusters have some 10,000 nodes.
 MAX_HOSTLIST_NODES = 100_000
@@ -72,13 +81,16 @@ def _node(line: str) -> tuple[str, dict]:
     gpus = [(kind or None, whole_number(count)) for kind, count in _GRES_GPU.findall(pairs.get("Gres", ""))]
     if not gpus:  # a node whose GPUs only its configured TRES lists (CfgTRES=...,gres/gpu:h100=8)
         configured = _TRES_GPU.findall(pairs.get("CfgTRES", ""))
-        gpus = ([(kind, whole_number(count)) for kind, count in configured if kind]
-                or [(None, whole_number(count)) for kind, count in configured if not kind and whole_number(count)])
+        gpus = [(kind, whole_number(count)) for kind, count in configured if kind] or [
+            (None, whole_number(count)) for kind, count in configured if not kind and whole_number(count)
+        ]
     for _, count in gpus:
         if count > MAX_GPUS_PER_NODE:
             raise Unmappable(f"a node with more than {MAX_GPUS_PER_NODE:,} GPUs of a type", f"{count:,}")
     return pairs["NodeName"], {
-        "gpus": gpus, "partitions": [p for p in pairs.get("Partitions", "").split(",") if p and p != "(null)"]}
+        "gpus": gpus,
+        "partitions": [p for p in pairs.get("Partitions", "").split(",") if p and p != "(null)"],
+    }
 
 
 @dataclass(frozen=True)
@@ -103,8 +115,10 @@ def hostlist_ranges(text: str) -> list[tuple[str, list[tuple[str, int, int]]]]:
             parts.append((prefix, []))
             count += 1
             continue
-        pieces = [(piece.partition("-")[0], low, high)  # the low end's digits give the names' width
-                  for piece, (low, high) in zip(ranges.split(","), number_ranges(ranges, 10**18, MAX_HOSTLIST_NODES, "node"))]
+        pieces = [
+            (piece.partition("-")[0], low, high)  # the low end's digits give the names' width
+            for piece, (low, high) in zip(ranges.split(","), number_ranges(ranges, 10**18, MAX_HOSTLIST_NODES, "node"))
+        ]
         parts.append((prefix, pieces))
         count += sum(high - low + 1 for _, low, high in pieces)
         if count > MAX_HOSTLIST_NODES:
@@ -137,7 +151,11 @@ def read_outages(path: Path, read_time: TimeReader, imported: Imported) -> list[
         try:
             if row.problem:
                 raise Unmappable(row.problem)
-            if CONTROL_CHARACTER.search(node) or CONTROL_CHARACTER.search(start_text) or CONTROL_CHARACTER.search(end_text):
+            if (
+                CONTROL_CHARACTER.search(node)
+                or CONTROL_CHARACTER.search(start_text)
+                or CONTROL_CHARACTER.search(end_text)
+            ):
                 raise Unmappable("a control character in a field the mapping reads", repr(node[:80]))
             start = read_time(start_text, "event start")
             end = read_time(end_text, "event end")
@@ -160,7 +178,8 @@ def emit_capacity(imported, cluster, nodes, outages, accelerator_map, accelerato
         for gres_type, count in node["gpus"]:
             try:
                 node_key.setdefault(name, []).append(
-                    (accelerator_map.key(gres_type, node["partitions"], accelerators), count))
+                    (accelerator_map.key(gres_type, node["partitions"], accelerators), count)
+                )
             except Unmappable as exc:
                 imported.reject(NODES, "node", name, exc.reason, exc.detail)
     changes: dict[str, dict[int, int]] = {}
@@ -183,9 +202,13 @@ def emit_capacity(imported, cluster, nodes, outages, accelerator_map, accelerato
             if (delta or time_us == origin_us) and (since_us is None or time_us >= since_us):
                 levels.append((time_us, level))
         if any(chips > PLAUSIBLE_CHIPS for _, chips in levels):  # each node is bounded; this many nodes is not
-            imported.reject(NODES, "file", f"capacity {cluster}/{key}",
-                            f"nodes hold more than {PLAUSIBLE_CHIPS:,} GPUs of one type",
-                            f"{max(chips for _, chips in levels):,}")
+            imported.reject(
+                NODES,
+                "file",
+                f"capacity {cluster}/{key}",
+                f"nodes hold more than {PLAUSIBLE_CHIPS:,} GPUs of one type",
+                f"{max(chips for _, chips in levels):,}",
+            )
             continue
         for time_us, chips in levels:
             _capacity(imported, cluster, key, time_us, chips)
@@ -196,7 +219,11 @@ def _merged(outages: list[Outage]) -> list[Outage]:
     merged: list[Outage] = []
     for outage in sorted(outages, key=lambda o: (o.node, o.start_us)):
         previous = merged[-1] if merged else None
-        if previous and previous.node == outage.node and (previous.end_us is None or outage.start_us <= previous.end_us):
+        if (
+            previous
+            and previous.node == outage.node
+            and (previous.end_us is None or outage.start_us <= previous.end_us)
+        ):
             end = None if previous.end_us is None or outage.end_us is None else max(previous.end_us, outage.end_us)
             merged[-1] = Outage(previous.node, previous.start_us, end, previous.state, previous.reason)
         else:
@@ -205,7 +232,20 @@ def _merged(outages: list[Outage]) -> list[Outage]:
 
 
 def _capacity(imported: Imported, cluster: str, accelerator: str, time_us: int, chips: int) -> None:
-    imported.streams["scheduler"].append({
-        "event_id": f"{PREFIX}/capacity/{cluster}/{accelerator}/{time_us}", "event_time": time_us, "job_id": None,
-        "type": "CAPACITY", "cluster": cluster, "accelerator": accelerator, "chips": chips, "workload": None,
-        "framework": None, "team": None, "topology": None, "priority": None, "reason": None})
+    imported.streams["scheduler"].append(
+        {
+            "event_id": f"{PREFIX}/capacity/{cluster}/{accelerator}/{time_us}",
+            "event_time": time_us,
+            "job_id": None,
+            "type": "CAPACITY",
+            "cluster": cluster,
+            "accelerator": accelerator,
+            "chips": chips,
+            "workload": None,
+            "framework": None,
+            "team": None,
+            "topology": None,
+            "priority": None,
+            "reason": None,
+        }
+    )

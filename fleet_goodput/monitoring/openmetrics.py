@@ -43,8 +43,19 @@ FLEET_LABELS = ("cluster", "accelerator")
 JOB_LABELS = ("cluster", "accelerator", "team", "queue", "cluster_queue", "workload", "size_class")
 # The jobs' categories that only grow between runs, unless data is restated (docs/monitoring.md);
 # `pending` is the one that shrinks as a matter of course, so it is a gauge of its own.
-CATEGORIES = ("queued", "partial", "productive", "lost", "data_wait", "compile", "checkpoint_save",
-              "checkpoint_restore", "init", "idle", "unmeasured")
+CATEGORIES = (
+    "queued",
+    "partial",
+    "productive",
+    "lost",
+    "data_wait",
+    "compile",
+    "checkpoint_save",
+    "checkpoint_restore",
+    "init",
+    "idle",
+    "unmeasured",
+)
 FACTORS = ("sg", "rg", "pg", "mpg", "pg_coverage")
 ENDED_STATUSES = ("FINISHED", "FAILED", "CANCELLED")
 
@@ -68,8 +79,9 @@ def _sum_of(column: str, table: str, labels: tuple[str, ...], where: str = "true
 
 def _categories() -> str:
     keys = ", ".join(JOB_LABELS)
-    return " union all ".join(f"select {keys}, '{name}' as category, at_s, {name}_chip_s as value from jobs_w"
-                              for name in CATEGORIES)
+    return " union all ".join(
+        f"select {keys}, '{name}' as category, at_s, {name}_chip_s as value from jobs_w" for name in CATEGORIES
+    )
 
 
 FLEET_COLUMNS = {
@@ -79,7 +91,7 @@ FLEET_COLUMNS = {
     "ideal": "ideal chip-time of the productive steps at the accelerator's peak",
     "profiled_productive": "productive chip-time that has a profile (PG's denominator)",
     "runtime_measured": "all-allocated chip-time of jobs whose runtime was measured (RG, PG and MPG are "
-                        "unknown where it did not increase)",
+    "unknown where it did not increase)",
 }
 OK_WINDOWS = "capacity_status = 'ok'"
 
@@ -88,44 +100,100 @@ def _fleet_sum_of(column: str, table: str, where: str) -> str:
     """A fleet series' increments: the rows of the jobs' windows (or of capacity_window) in the windows
     of `cluster_window` that `where` selects. Summed from those rows, not from cluster_window's sums,
     whose float order DuckDB does not fix: every read must give a point the same value."""
-    return (f"select cluster, accelerator, at_s, coalesce({column}, 0) as value "
-            f"from {table} join fleet_status using (cluster, accelerator, window_start) where {where}")
+    return (
+        f"select cluster, accelerator, at_s, coalesce({column}, 0) as value "
+        f"from {table} join fleet_status using (cluster, accelerator, window_start) where {where}"
+    )
 
 
 SERIES = (
-    Series("capacity_chip_seconds", "counter",
-           "Chips online × time (CAPACITY levels), over the windows whose capacity covers the chips held: the "
-           "fleet base of SG", FLEET_LABELS, _fleet_sum_of("capacity_chip_s", "capacity_w", OK_WINDOWS)),
-    *(Series(f"fleet_{name}_chip_seconds", "counter", f"Fleet (capacity base): {meaning}, over the same windows as "
-             f"fleet_goodput_capacity_chip_seconds_total", FLEET_LABELS,
-             _fleet_sum_of(f"{name}_chip_s", "jobs_w", OK_WINDOWS))
-      for name, meaning in FLEET_COLUMNS.items()),
-    Series("capacity_gap_held_chip_seconds", "counter",
-           "Chips held × time in windows left out of the fleet figures because capacity does not cover them "
-           "(the view capacity_gaps)", FLEET_LABELS,
-           _fleet_sum_of("held_chip_s", "jobs_w", f"not ({OK_WINDOWS})")),
-    Series("lifetime_chip_seconds", "counter",
-           "Jobs' demand: requested chips × time from SUBMIT to the end (the demand base of SG)", JOB_LABELS,
-           _sum_of("lifetime_chip_s", "jobs_w", JOB_LABELS)),
-    Series("demand_chip_seconds", "counter",
-           "Jobs' demand by category; with fleet_goodput_pending_chip_seconds they sum to "
-           "fleet_goodput_lifetime_chip_seconds_total", (*JOB_LABELS, "category"), _categories()),
-    Series("pending_chip_seconds", "gauge",
-           "Jobs' step chip-time not yet preserved or lost at the run's as-of time (it moves to productive or "
-           "lost in a later run)", JOB_LABELS, _sum_of("pending_chip_s", "jobs_w", JOB_LABELS)),
-    *(Series(f"{name}_chip_seconds", "counter", f"Jobs (demand base): {FLEET_COLUMNS[name]}", JOB_LABELS,
-             _sum_of(f"{name}_chip_s", "jobs_w", JOB_LABELS))
-      for name in ("all_allocated", "ideal", "profiled_productive", "runtime_measured")),
-    Series("jobs_submitted", "counter", "Jobs submitted (counted at the end of the window of their SUBMIT)",
-           JOB_LABELS, _sum_of("1", "submitted", JOB_LABELS)),
-    Series("jobs_ended", "counter", "Jobs ended, by how (FINISHED, FAILED or CANCELLED)", (*JOB_LABELS, "status"),
-           _sum_of("1", "ended", (*JOB_LABELS, "status"))),
-    Series("interruptions", "counter",
-           "Running attempts cut by a PREEMPT below the request, a FAIL or a CANCEL, by cause", (*JOB_LABELS, "cause"),
-           _sum_of("1", "cuts", (*JOB_LABELS, "cause"))),
-    Series("interruption_cost_chip_seconds", "counter",
-           "Chip-time interruptions cost: work lost and recovery (the interruptions view's cost_chip_s)",
-           (*JOB_LABELS, "cause"), _sum_of("cost_chip_s", "cuts", (*JOB_LABELS, "cause"))),
+    Series(
+        "capacity_chip_seconds",
+        "counter",
+        "Chips online × time (CAPACITY levels), over the windows whose capacity covers the chips held: the "
+        "fleet base of SG",
+        FLEET_LABELS,
+        _fleet_sum_of("capacity_chip_s", "capacity_w", OK_WINDOWS),
+    ),
+    *(
+        Series(
+            f"fleet_{name}_chip_seconds",
+            "counter",
+            f"Fleet (capacity base): {meaning}, over the same windows as fleet_goodput_capacity_chip_seconds_total",
+            FLEET_LABELS,
+            _fleet_sum_of(f"{name}_chip_s", "jobs_w", OK_WINDOWS),
+        )
+        for name, meaning in FLEET_COLUMNS.items()
+    ),
+    Series(
+        "capacity_gap_held_chip_seconds",
+        "counter",
+        "Chips held × time in windows left out of the fleet figures because capacity does not cover them "
+        "(the view capacity_gaps)",
+        FLEET_LABELS,
+        _fleet_sum_of("held_chip_s", "jobs_w", f"not ({OK_WINDOWS})"),
+    ),
+    Series(
+        "lifetime_chip_seconds",
+        "counter",
+        "Jobs' demand: requested chips × time from SUBMIT to the end (the demand base of SG)",
+        JOB_LABELS,
+        _sum_of("lifetime_chip_s", "jobs_w", JOB_LABELS),
+    ),
+    Series(
+        "demand_chip_seconds",
+        "counter",
+        "Jobs' demand by category; with fleet_goodput_pending_chip_seconds they sum to "
+        "fleet_goodput_lifetime_chip_seconds_total",
+        (*JOB_LABELS, "category"),
+        _categories(),
+    ),
+    Series(
+        "pending_chip_seconds",
+        "gauge",
+        "Jobs' step chip-time not yet preserved or lost at the run's as-of time (it moves to productive or "
+        "lost in a later run)",
+        JOB_LABELS,
+        _sum_of("pending_chip_s", "jobs_w", JOB_LABELS),
+    ),
+    *(
+        Series(
+            f"{name}_chip_seconds",
+            "counter",
+            f"Jobs (demand base): {FLEET_COLUMNS[name]}",
+            JOB_LABELS,
+            _sum_of(f"{name}_chip_s", "jobs_w", JOB_LABELS),
+        )
+        for name in ("all_allocated", "ideal", "profiled_productive", "runtime_measured")
+    ),
+    Series(
+        "jobs_submitted",
+        "counter",
+        "Jobs submitted (counted at the end of the window of their SUBMIT)",
+        JOB_LABELS,
+        _sum_of("1", "submitted", JOB_LABELS),
+    ),
+    Series(
+        "jobs_ended",
+        "counter",
+        "Jobs ended, by how (FINISHED, FAILED or CANCELLED)",
+        (*JOB_LABELS, "status"),
+        _sum_of("1", "ended", (*JOB_LABELS, "status")),
+    ),
+    Series(
+        "interruptions",
+        "counter",
+        "Running attempts cut by a PREEMPT below the request, a FAIL or a CANCEL, by cause",
+        (*JOB_LABELS, "cause"),
+        _sum_of("1", "cuts", (*JOB_LABELS, "cause")),
+    ),
+    Series(
+        "interruption_cost_chip_seconds",
+        "counter",
+        "Chip-time interruptions cost: work lost and recovery (the interruptions view's cost_chip_s)",
+        (*JOB_LABELS, "cause"),
+        _sum_of("cost_chip_s", "cuts", (*JOB_LABELS, "cause")),
+    ),
 )
 
 
@@ -151,23 +219,24 @@ def window_s(connection: duckdb.DuckDBPyConnection) -> int:
 
 def _scopes(connection: duckdb.DuckDBPyConnection, window: int) -> None:
     """The rows the series read, each with `at_s`: the end of the window it counts in."""
+
     def ends(time_us: str) -> str:
         return f"(({time_us}) // {window * 1_000_000}) * {window} + {window}"
 
     connection.execute(f"""
         create or replace temp table jobs_w as
-            select *, {ends('epoch_us(window_start)')} as at_s from job_window_enriched;
+            select *, {ends("epoch_us(window_start)")} as at_s from job_window_enriched;
         create or replace temp table capacity_w as
-            select *, {ends('epoch_us(window_start)')} as at_s from capacity_window;
+            select *, {ends("epoch_us(window_start)")} as at_s from capacity_window;
         create or replace temp table fleet_status as
             select cluster, accelerator, window_start, capacity_status from cluster_window;
         create or replace temp table submitted as
-            select *, {ends('epoch_us(submit_time)')} as at_s from job_attributes;
+            select *, {ends("epoch_us(submit_time)")} as at_s from job_attributes;
         create or replace temp table ended as
-            select *, {ends('epoch_us(end_time)')} as at_s from job_attributes
+            select *, {ends("epoch_us(end_time)")} as at_s from job_attributes
             where status in {tuple(ENDED_STATUSES)};
         create or replace temp table cuts as
-            select cuts.*, attributes.cluster_queue, {ends('epoch_us(cuts.time)')} as at_s
+            select cuts.*, attributes.cluster_queue, {ends("epoch_us(cuts.time)")} as at_s
             from interruptions as cuts join job_attributes as attributes using (job_id);
     """)
 
@@ -177,7 +246,9 @@ def grid(connection: duckdb.DuckDBPyConnection, as_of_us: int, since_us: int | N
     there is nothing to sample."""
     window = window_s(connection)
     first_us = connection.execute("""select least((select min(epoch_us(window_start)) from job_window),
-                                                  (select min(epoch_us(window_start)) from capacity_window))""").fetchone()[0]
+                                                  (select min(epoch_us(window_start)) from capacity_window))""").fetchone()[
+        0
+    ]
     if first_us is None:
         return None
     first_s, last_s = first_us // 1_000_000 // window * window, as_of_us // 1_000_000 // window * window
@@ -227,7 +298,7 @@ def _families(connection: duckdb.DuckDBPyConnection, on: Grid | None, timestamps
         _scopes(connection, on.step_s)
     for series in SERIES:
         family = _family(series)
-        for *labels, at_s, value in (_cumulative(connection, series, on) if on is not None else ()):
+        for *labels, at_s, value in _cumulative(connection, series, on) if on is not None else ():
             family.add_metric([str(label) for label in labels], value, timestamp=at_s if timestamps else None)
         yield family
 
@@ -241,8 +312,9 @@ def current(connection: duckdb.DuckDBPyConnection, as_of_us: int, run_id: int) -
     families = list(_families(connection, on, timestamps=False))
     run = GaugeMetricFamily(PREFIX + "run_id", "The committed run the figures come from")
     run.add_metric([], run_id)
-    as_of = GaugeMetricFamily(PREFIX + "as_of_timestamp_seconds",
-                              "The run's as-of time: the store is complete up to here")
+    as_of = GaugeMetricFamily(
+        PREFIX + "as_of_timestamp_seconds", "The run's as-of time: the store is complete up to here"
+    )
     as_of.add_metric([], as_of_us / 1_000_000)
     return [*families, run, as_of, *last_day(connection, as_of_us)]
 
@@ -253,29 +325,46 @@ def last_day(connection: duckdb.DuckDBPyConnection, as_of_us: int) -> list[Metri
     that is unknown (null) has no sample, never 0 or NaN."""
     day_s = as_of_us // 1_000_000 // DAY_S * DAY_S - DAY_S
     day = f"to_timestamp({day_s})::date"
-    stamp = GaugeMetricFamily(PREFIX + "last_day_timestamp_seconds", "Start (UTC) of the day the last_day gauges describe")
+    stamp = GaugeMetricFamily(
+        PREFIX + "last_day_timestamp_seconds", "Start (UTC) of the day the last_day gauges describe"
+    )
     stamp.add_metric([], day_s)
     families = [stamp]
     scopes = (
-        ("", FLEET_LABELS, "per cluster and accelerator, capacity base (fleet_daily)",
-         f"select cluster, accelerator, {', '.join(FACTORS)} from fleet_daily where day = {day}"),
-        ("fleet_", (), "the whole fleet, capacity base (the sums of fleet_daily)",
-         f"""select unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
+        (
+            "",
+            FLEET_LABELS,
+            "per cluster and accelerator, capacity base (fleet_daily)",
+            f"select cluster, accelerator, {', '.join(FACTORS)} from fleet_daily where day = {day}",
+        ),
+        (
+            "fleet_",
+            (),
+            "the whole fleet, capacity base (the sums of fleet_daily)",
+            f"""select unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
                                             sum(profiled_productive_chip_s), sum(capacity_chip_s),
                                             sum(runtime_measured_chip_s)))
-             from fleet_daily where day = {day} having count(*) > 0"""),
-        ("segment_", ("dimension", "segment"), "per segment of each dimension, demand base (segment_daily)",
-         f"select dimension, segment, {', '.join(FACTORS)} from segment_daily where day = {day}"),
+             from fleet_daily where day = {day} having count(*) > 0""",
+        ),
+        (
+            "segment_",
+            ("dimension", "segment"),
+            "per segment of each dimension, demand base (segment_daily)",
+            f"select dimension, segment, {', '.join(FACTORS)} from segment_daily where day = {day}",
+        ),
     )
     for infix, labels, base, query in scopes:
         rows = connection.execute(query).fetchall()
         for index, factor in enumerate(FACTORS):
-            family = GaugeMetricFamily(f"{PREFIX}last_day_{infix}{factor}_ratio",
-                                       f"{factor.upper()} of the last complete UTC day, {base}", labels=labels)
+            family = GaugeMetricFamily(
+                f"{PREFIX}last_day_{infix}{factor}_ratio",
+                f"{factor.upper()} of the last complete UTC day, {base}",
+                labels=labels,
+            )
             for row in rows:
                 value = row[len(labels) + index]
                 if value is not None:
-                    family.add_metric([str(label) for label in row[:len(labels)]], value)
+                    family.add_metric([str(label) for label in row[: len(labels)]], value)
             families.append(family)
     return families
 

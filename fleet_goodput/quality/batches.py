@@ -36,14 +36,20 @@ def _chip_s(name: str) -> str:
 
 # Relative conservation error of one row: |lhs - rhs| / lifetime (1 chip-second
 # at least, so an empty row divides safely).
-_LIFETIME_ERROR = (f"abs({_chip_s('lifetime')} - ({_chip_s('queued')} + {_chip_s('partial')} + "
-                   f"{_chip_s('all_allocated')})) / greatest({_chip_s('lifetime')}, 1)")
-_ALL_ALLOCATED_ERROR = (f"abs({_chip_s('all_allocated')} - ("
-                        + " + ".join(_chip_s(c) for c in ALL_ALLOCATED) + f")) / greatest({_chip_s('lifetime')}, 1)")
+_LIFETIME_ERROR = (
+    f"abs({_chip_s('lifetime')} - ({_chip_s('queued')} + {_chip_s('partial')} + "
+    f"{_chip_s('all_allocated')})) / greatest({_chip_s('lifetime')}, 1)"
+)
+_ALL_ALLOCATED_ERROR = (
+    f"abs({_chip_s('all_allocated')} - ("
+    + " + ".join(_chip_s(c) for c in ALL_ALLOCATED)
+    + f")) / greatest({_chip_s('lifetime')}, 1)"
+)
 
 
 def job_window_frame(connection, period: Period, window_s: int) -> pd.DataFrame:
-    return connection.execute(f"""
+    return connection.execute(
+        f"""
         with known_jobs as (select distinct job_id as known_job_id from jobs)
         select
             job_window.* exclude (date),
@@ -58,12 +64,15 @@ def job_window_frame(connection, period: Period, window_s: int) -> pd.DataFrame:
         from job_window
         left join known_jobs on job_window.job_id = known_jobs.known_job_id
         where job_window.date between ? and ?
-    """, [period.first, period.last]).df()
+    """,
+        [period.first, period.last],
+    ).df()
 
 
 def jobs_frame(connection, period: Period) -> pd.DataFrame:
     """Jobs alive at some time in the period (submitted before its end, not ended before its start)."""
-    return connection.execute("""
+    return connection.execute(
+        """
         select
             jobs.* exclude (date),
             strftime(jobs.date, '%Y-%m-%d') as partition_date,
@@ -75,11 +84,14 @@ def jobs_frame(connection, period: Period) -> pd.DataFrame:
         left join (select job_id from job_goodput) as job_goodput using (job_id)
         where submit_time < make_timestamptz(?::bigint * 1000000)
           and (end_time is null or end_time >= make_timestamptz(?::bigint * 1000000))
-    """, [period.end_s, period.start_s]).df()
+    """,
+        [period.end_s, period.start_s],
+    ).df()
 
 
 def capacity_window_frame(connection, period: Period, window_s: int) -> pd.DataFrame:
-    return connection.execute(f"""
+    return connection.execute(
+        f"""
         select
             * exclude (date),
             strftime(date, '%Y-%m-%d') as partition_date,
@@ -88,7 +100,9 @@ def capacity_window_frame(connection, period: Period, window_s: int) -> pd.DataF
             (epoch_us(window_start) // 1000000) % {int(window_s)} as window_offset_s
         from capacity_window
         where date between ? and ?
-    """, [period.first, period.last]).df()
+    """,
+        [period.first, period.last],
+    ).df()
 
 
 def capacity_coverage_frame(connection, period: Period) -> pd.DataFrame:
@@ -99,7 +113,8 @@ def capacity_coverage_frame(connection, period: Period) -> pd.DataFrame:
     mart treats a cluster without capacity. `window_without_capacity` names the
     window when its capacity is missing or zero, and is null otherwise.
     """
-    return connection.execute("""
+    return connection.execute(
+        """
         with usage as (
             select jobs.cluster, jobs.accelerator, job_window.window_start,
                    sum(job_window.held_chip_s) as held_chip_s,
@@ -119,15 +134,20 @@ def capacity_coverage_frame(connection, period: Period) -> pd.DataFrame:
             end as window_without_capacity
         from usage
         left join capacity_window using (cluster, accelerator, window_start)
-    """, [period.first, period.last]).df()
+    """,
+        [period.first, period.last],
+    ).df()
 
 
 def rejected_frame(connection, period: Period) -> pd.DataFrame:
-    return connection.execute("""
+    return connection.execute(
+        """
         select * exclude (date, provisional), strftime(date, '%Y-%m-%d') as partition_date
         from rejected
         where not provisional and date between ? and ?
-    """, [period.first, period.last]).df()
+    """,
+        [period.first, period.last],
+    ).df()
 
 
 def manifest_frame(connection, manifest: dict) -> pd.DataFrame:
@@ -141,23 +161,26 @@ def manifest_frame(connection, manifest: dict) -> pd.DataFrame:
     rows = []
     for stream, counts in manifest.get("streams", {}).items():
         fates = {k: counts.get(k, 0) for k in ("accepted", "duplicate", "rejected", "late", "waiting")}
-        rows.append({
-            "stream": stream,
-            "read": counts.get("read"),
-            **fates,
-            "unaccounted": counts["read"] - sum(fates.values()),
-            "rejected_in_table": int(in_table.get(stream) or 0),
-            "rejected_share": counts["rejected"] / counts["read"] if counts["read"] else 0.0,
-            "schema_version": manifest.get("schema_version"),
-            "as_of_s": (manifest.get("as_of_us") or 0) / 1e6,
-            "window_s": manifest.get("window_s"),
-        })
+        rows.append(
+            {
+                "stream": stream,
+                "read": counts.get("read"),
+                **fates,
+                "unaccounted": counts["read"] - sum(fates.values()),
+                "rejected_in_table": int(in_table.get(stream) or 0),
+                "rejected_share": counts["rejected"] / counts["read"] if counts["read"] else 0.0,
+                "schema_version": manifest.get("schema_version"),
+                "as_of_s": (manifest.get("as_of_us") or 0) / 1e6,
+                "window_s": manifest.get("window_s"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def views_frame(connection, period: Period) -> pd.DataFrame:
     """Goodput factors of every row of the views people read, for the period where a view has days."""
-    return connection.execute("""
+    return connection.execute(
+        """
         with rows as (
             select 'fleet_daily' as view, concat_ws('/', day, cluster, accelerator) as row_key,
                    sg, rg, pg, mpg, pg_coverage
@@ -173,4 +196,6 @@ def views_frame(connection, period: Period) -> pd.DataFrame:
         )
         select *, abs(sg * rg * pg - mpg) as factor_product_error
         from rows
-    """, [period.first, period.last, period.end_s, period.start_s]).df()
+    """,
+        [period.first, period.last, period.end_s, period.start_s],
+    ).df()

@@ -31,8 +31,10 @@ class CheckedRun:
     def committed(self) -> RunRecord:
         """The run checked; StoreError, as `Store.run` words it, when the store held none."""
         if self.record is None:
-            raise StoreError(f"{self.store.root} holds no committed run: "
-                             f"run `mpg run --input DIR --output {shlex.quote(self.store.root)}` first")
+            raise StoreError(
+                f"{self.store.root} holds no committed run: "
+                f"run `mpg run --input DIR --output {shlex.quote(self.store.root)}` first"
+            )
         return self.record
 
 

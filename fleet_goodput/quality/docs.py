@@ -35,8 +35,24 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 # dropped alone (they load or run something, or redirect the page).
 _DROPPED_WITH_CONTENT = {"script", "noscript", "template"}
 _DROPPED = {"iframe", "frame", "frameset", "object", "embed", "applet", "base", "link", "form"}
-_URL_ATTRIBUTES = {"href", "src", "action", "formaction", "srcset", "poster", "background", "xlink:href", "data",
-                   "ping", "cite", "longdesc", "manifest", "codebase", "lowsrc", "dynsrc"}
+_URL_ATTRIBUTES = {
+    "href",
+    "src",
+    "action",
+    "formaction",
+    "srcset",
+    "poster",
+    "background",
+    "xlink:href",
+    "data",
+    "ping",
+    "cite",
+    "longdesc",
+    "manifest",
+    "codebase",
+    "lowsrc",
+    "dynsrc",
+}
 # A relative reference inside the site: no scheme and not protocol-relative.
 _LOCAL_URL = re.compile(r"^(?![a-zA-Z][a-zA-Z0-9+.-]*:)(?!//)(?!\\)")
 _CSS_REMOTE = re.compile(r"@import[^;]*;?|url\s*\([^)]*\)|expression\s*\(", re.IGNORECASE)
@@ -128,26 +144,41 @@ def _text(value: str) -> str:
 
 def write_index(result, path: Path, site_dir: Path) -> None:
     """A static page: the verdict, every check, and links to GX's validation and suite pages."""
+
     def link(target: Path, text: str) -> str:
         return f'<a href="{html.escape(os.path.relpath(target, path.parent))}">{_text(text)}</a>'
 
     rows = []
     for check in result.checks:
         outcome = "pass" if check.success else ("fail" if check.severity == "critical" else "warn")
-        rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in (
-            _text(check.suite), f'<span class="{outcome}">{outcome.upper()}</span>', _text(check.severity),
-            _text(check.title), _text(check.observed), _text(check.why))) + "</tr>")
-    pages = [link(page, f"{page.parent.parent.parent.name} validation")
-             for page in sorted(site_dir.glob("validations/*/*/*/*.html"))]
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<td>{cell}</td>"
+                for cell in (
+                    _text(check.suite),
+                    f'<span class="{outcome}">{outcome.upper()}</span>',
+                    _text(check.severity),
+                    _text(check.title),
+                    _text(check.observed),
+                    _text(check.why),
+                )
+            )
+            + "</tr>"
+        )
+    pages = [
+        link(page, f"{page.parent.parent.parent.name} validation")
+        for page in sorted(site_dir.glob("validations/*/*/*/*.html"))
+    ]
     pages += [link(page, f"{page.stem} suite") for page in sorted(site_dir.glob("expectations/*.html"))]
     verdict = "PASSED" if result.passed else "FAILED"
     path.write_text(f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Data quality {_text(result.period)}: {verdict}</title>{OFFLINE_STYLE}</head>
 <body>
-<h1>Data quality for {_text(result.period)}: <span class="{'pass' if result.passed else 'fail'}">{verdict}</span></h1>
+<h1>Data quality for {_text(result.period)}: <span class="{"pass" if result.passed else "fail"}">{verdict}</span></h1>
 <p>{len(result.checks)} checks, {len(result.failures)} critical failure(s), {len(result.warnings)} warning(s).
 A critical failure stops <code>mpg report</code> from publishing; a warning is shown in the report.</p>
-<p>Great Expectations Data Docs: {' · '.join(pages)}</p>
+<p>Great Expectations Data Docs: {" · ".join(pages)}</p>
 <table><thead><tr><th>suite</th><th>outcome</th><th>severity</th><th>check</th><th>observed</th><th>why, and why this threshold</th></tr></thead>
 <tbody>
 {chr(10).join(rows)}

@@ -93,17 +93,21 @@ class OfflinePageView(DefaultJinjaPageView):
         self.env.filters["render_content_block"] = self.render_content_block
 
     @pass_context
-    def render_content_block(self, jinja_context, content_block, index=None, content_block_id=None,
-                             render_to_markdown: bool = False):
+    def render_content_block(
+        self, jinja_context, content_block, index=None, content_block_id=None, render_to_markdown: bool = False
+    ):
         # A string or a list of non-block values reaching a cell is data (GX
         # builds its own markup as content blocks): escape it, and let GX wrap it.
         if isinstance(content_block, str):
             content_block = html.escape(content_block)
         elif isinstance(content_block, list | tuple):
-            content_block = [value if _is_content_block(value) or not isinstance(value, str | list | tuple | dict)
-                             else html.escape(str(value)) for value in content_block]
-        return super().render_content_block(jinja_context, content_block, index, content_block_id,
-                                            render_to_markdown)
+            content_block = [
+                value
+                if _is_content_block(value) or not isinstance(value, str | list | tuple | dict)
+                else html.escape(str(value))
+                for value in content_block
+            ]
+        return super().render_content_block(jinja_context, content_block, index, content_block_id, render_to_markdown)
 
     def render(self, document, template=None, **kwargs) -> str:
         return sanitize(super().render(document, template, **kwargs))
@@ -137,12 +141,18 @@ class StatusAsTextTable(ValidationResultsTableContentBlockRenderer):
         row_fn = super()._get_content_block_fn(expectation_type, expectation_config)
 
         def row_with_status_text(configuration=None, result=None, runtime_configuration=None, **kwargs):
-            rows = row_fn(configuration=configuration, result=result, runtime_configuration=runtime_configuration,
-                          **kwargs)
+            rows = row_fn(
+                configuration=configuration, result=result, runtime_configuration=runtime_configuration, **kwargs
+            )
             text, style = status_text(result)
-            rows[0][0] = RenderedStringTemplateContent(content_block_type="string_template", string_template={
-                "template": "$status", "params": {"status": text},
-                "styling": {"params": {"status": {"classes": [style]}}}})
+            rows[0][0] = RenderedStringTemplateContent(
+                content_block_type="string_template",
+                string_template={
+                    "template": "$status",
+                    "params": {"status": text},
+                    "styling": {"params": {"status": {"classes": [style]}}},
+                },
+            )
             return rows
 
         return row_with_status_text
@@ -155,16 +165,24 @@ def _view(class_name: str) -> dict:
 DATA_DOCS_SITE = {
     "class_name": "SiteBuilder",
     "show_how_to_buttons": False,
-    "store_backend": {"class_name": "TupleFilesystemStoreBackend",
-                      "base_directory": "uncommitted/data_docs/local_site/"},
+    "store_backend": {
+        "class_name": "TupleFilesystemStoreBackend",
+        "base_directory": "uncommitted/data_docs/local_site/",
+    },
     "site_index_builder": {"class_name": "DefaultSiteIndexBuilder", "view": _view("OfflineIndexPageView")},
     "site_section_builders": {
         "expectations": {"view": _view("OfflinePageView")},
         # GX merges this into its default section: the same page renderer, with our table.
-        "validations": {"view": _view("OfflinePageView"), "renderer": {
-            "class_name": "ValidationResultsPageRenderer",
-            "column_section_renderer": {"class_name": "ValidationResultsColumnSectionRenderer",
-                                        "table_renderer": _view("StatusAsTextTable")}}},
+        "validations": {
+            "view": _view("OfflinePageView"),
+            "renderer": {
+                "class_name": "ValidationResultsPageRenderer",
+                "column_section_renderer": {
+                    "class_name": "ValidationResultsColumnSectionRenderer",
+                    "table_renderer": _view("StatusAsTextTable"),
+                },
+            },
+        },
         "profiling": {"view": _view("OfflinePageView")},
     },
 }

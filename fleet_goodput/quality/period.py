@@ -42,7 +42,9 @@ class Period:
 
     @property
     def name(self) -> str:
-        return self.first.isoformat() if self.first == self.last else f"{self.first.isoformat()}_{self.last.isoformat()}"
+        return (
+            self.first.isoformat() if self.first == self.last else f"{self.first.isoformat()}_{self.last.isoformat()}"
+        )
 
     @property
     def days(self) -> list[str]:
@@ -94,10 +96,17 @@ def whole_output_period(run: CheckedRun) -> Period:
     source states it observed on (days before it hold no observed capacity, only jobs' early history)."""
     latest = run.record
     if latest is None:
-        raise PeriodError(f"no committed run in {run.output}: "
-                          f"run `mpg run --output {shlex.quote(str(run.output))}` first")
-    days = sorted({part.removeprefix("date=") for name in run.store.files("job_window", latest)
-                   for part in name.split("/") if part.startswith("date=")})
+        raise PeriodError(
+            f"no committed run in {run.output}: run `mpg run --output {shlex.quote(str(run.output))}` first"
+        )
+    days = sorted(
+        {
+            part.removeprefix("date=")
+            for name in run.store.files("job_window", latest)
+            for part in name.split("/")
+            if part.startswith("date=")
+        }
+    )
     if not days:
         raise PeriodError(f"no job_window rows in {run.output}: nothing to validate")
     as_of_us = latest.as_of_us
@@ -106,8 +115,9 @@ def whole_output_period(run: CheckedRun) -> Period:
     first = _parse_day(days[0])
     observed = ((latest.manifest or {}).get("clock") or {}).get("observed")
     if observed:
-        first = max(first, datetime.fromtimestamp(min(p["from_us"] for p in observed.values()) / 1e6,
-                                                  tz=timezone.utc).date())
+        first = max(
+            first, datetime.fromtimestamp(min(p["from_us"] for p in observed.values()) / 1e6, tz=timezone.utc).date()
+        )
     first = min(first, last) if as_of_us else first
     return Period(first, max(last, first))
 

@@ -75,8 +75,10 @@ class QualityResult:
 
     @property
     def verdict(self) -> str:
-        return (f"Data quality for {self.period}: {'PASSED' if self.passed else 'FAILED'} ({len(self.checks)} checks, "
-                f"{len(self.failures)} critical failure(s), {len(self.warnings)} warning(s))")
+        return (
+            f"Data quality for {self.period}: {'PASSED' if self.passed else 'FAILED'} ({len(self.checks)} checks, "
+            f"{len(self.failures)} critical failure(s), {len(self.warnings)} warning(s))"
+        )
 
     def describe(self) -> str:
         suites = sorted({c.suite for c in self.checks}, key=[c.suite for c in self.checks].index)
@@ -118,8 +120,13 @@ def validate_output(run: CheckedRun, period: Period, require_complete: bool = Fa
     results, Data Docs and summary.json."""
     record, settings = run.committed(), run.settings
     manifest, window_s = record.manifest, settings.window_s
-    inputs = SuiteInputs(period=period, as_of_s=(manifest.get("as_of_us") or 0) / 1e6, window_s=window_s,
-                         accelerators=tuple(sorted(settings.accelerators)), require_complete=require_complete)
+    inputs = SuiteInputs(
+        period=period,
+        as_of_s=(manifest.get("as_of_us") or 0) / 1e6,
+        window_s=window_s,
+        accelerators=tuple(sorted(settings.accelerators)),
+        require_complete=require_complete,
+    )
     with batches.open_views(run) as connection:
         frames = {
             "job_window": batches.job_window_frame(connection, period, window_s),
@@ -147,27 +154,44 @@ def validate_output(run: CheckedRun, period: Period, require_complete: bool = Fa
     for name, suite in build_suites(inputs).items():
         batch_definition = source.add_parquet_asset(name).add_batch_definition_path(period.name, f"{name}.parquet")
         definition = context.validation_definitions.add(
-            gx.ValidationDefinition(name=name, data=batch_definition, suite=context.suites.add(suite)))
+            gx.ValidationDefinition(name=name, data=batch_definition, suite=context.suites.add(suite))
+        )
         checkpoint = context.checkpoints.add(
-            gx.Checkpoint(name=name, validation_definitions=[definition], result_format=_RESULT_FORMAT))
+            gx.Checkpoint(name=name, validation_definitions=[definition], result_format=_RESULT_FORMAT)
+        )
         outcome = checkpoint.run(run_id=gx.RunIdentifier(run_name=period.name))
         for validation in outcome.run_results.values():
             checks.extend(_check(name, result) for result in validation.results)
     context.build_data_docs()
     result = QualityResult(period=period.name, checks=tuple(checks), docs_index=root / INDEX_FILE)
     write_index(result, root / INDEX_FILE, root / GX_SITE)
-    (root / SUMMARY_FILE).write_text(json_text(
-        {"period": period.name, "passed": result.passed, "docs_index": str(result.docs_index),
-         "checks": [asdict(c) for c in checks]}, indent=2) + "\n")
+    (root / SUMMARY_FILE).write_text(
+        json_text(
+            {
+                "period": period.name,
+                "passed": result.passed,
+                "docs_index": str(result.docs_index),
+                "checks": [asdict(c) for c in checks],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return result
 
 
 def _check(suite: str, result) -> Check:
     config = result.expectation_config
     severity = getattr(config.severity, "value", config.severity) or CRITICAL
-    return Check(suite=suite, title=(config.meta or {}).get("title") or config.type, severity=str(severity),
-                 success=bool(result.success), observed=_observed(config, result), why=config.notes or "",
-                 expectation=config.type)
+    return Check(
+        suite=suite,
+        title=(config.meta or {}).get("title") or config.type,
+        severity=str(severity),
+        success=bool(result.success),
+        observed=_observed(config, result),
+        why=config.notes or "",
+        expectation=config.type,
+    )
 
 
 def _observed(config, result) -> str:

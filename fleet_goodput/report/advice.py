@@ -85,16 +85,52 @@ def advise(m: ClassMeasures) -> Advice:
     else:
         source, interval, save_cost = "none", None, None
     if m.disruptions <= 0:
-        return Advice(m.disruptions, source, save_cost, interval, None, None, None, None, None, 0.0, overhead,
-                      "no disruption observed: keep the interval (M cannot be measured)")
+        return Advice(
+            m.disruptions,
+            source,
+            save_cost,
+            interval,
+            None,
+            None,
+            None,
+            None,
+            None,
+            0.0,
+            overhead,
+            "no disruption observed: keep the interval (M cannot be measured)",
+        )
     mtbf = m.all_allocated_s / m.disruptions
     resume = m.restore_s / m.disruptions
     if interval is None:
-        return Advice(m.disruptions, source, None, None, mtbf, resume, None, None, None, 0.0, overhead,
-                      "disruptions lost no step time and no save count: keep the interval")
+        return Advice(
+            m.disruptions,
+            source,
+            None,
+            None,
+            mtbf,
+            resume,
+            None,
+            None,
+            None,
+            0.0,
+            overhead,
+            "disruptions lost no step time and no save count: keep the interval",
+        )
     if save_cost <= 0:
-        return Advice(m.disruptions, source, 0.0, interval, mtbf, resume, None, None, None, 0.0, overhead,
-                      "no checkpoint save time measured: checkpoint more often to lose less per disruption")
+        return Advice(
+            m.disruptions,
+            source,
+            0.0,
+            interval,
+            mtbf,
+            resume,
+            None,
+            None,
+            None,
+            0.0,
+            overhead,
+            "no checkpoint save time measured: checkpoint more often to lose less per disruption",
+        )
     best = best_interval(save_cost, mtbf)
     rg_now, rg_best = model_rg(interval, save_cost, mtbf, resume), model_rg(best, save_cost, mtbf, resume)
     recoverable = max(0.0, rg_best - rg_now) * m.all_allocated_chip_s / 3600
@@ -102,10 +138,13 @@ def advise(m: ClassMeasures) -> Advice:
     if 0.8 <= change <= 1.25:
         text = f"interval is near C* ({_minutes(best)}): keep it"
     else:
-        text = (f"{'shorten' if change < 1 else 'lengthen'} the interval from ~{_minutes(interval)} to "
-                f"~{_minutes(best)}: recovers ~{recoverable:,.1f} chip-h")
-    return Advice(m.disruptions, source, save_cost, interval, mtbf, resume, best, rg_now, rg_best, recoverable,
-                  overhead, text)
+        text = (
+            f"{'shorten' if change < 1 else 'lengthen'} the interval from ~{_minutes(interval)} to "
+            f"~{_minutes(best)}: recovers ~{recoverable:,.1f} chip-h"
+        )
+    return Advice(
+        m.disruptions, source, save_cost, interval, mtbf, resume, best, rg_now, rg_best, recoverable, overhead, text
+    )
 
 
 def _minutes(seconds: float) -> str:

@@ -18,12 +18,35 @@ FULL, HALF = 1040, 510  # viewBox widths: a chart across the page, and one of tw
 CHAR_PX = 7.0  # width of a lower-case character of the 12 px label font, a little above system-ui's average
 WIDE_CHAR_PX = 8.6  # capitals, digits and '_' are wider
 FACTOR_COLOURS = {"SG": "#1f77b4", "RG": "#2ca02c", "PG": "#9467bd", "MPG": "#d62728"}
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf", "#393b79", "#637939")
+PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#393b79",
+    "#637939",
+)
 CATEGORY_COLOURS = {
-    "queued": "#9e9e9e", "partial": "#c7c7c7", "productive": "#2ca02c", "pending": "#98df8a", "lost": "#d62728",
-    "data_wait": "#ff7f0e", "compile": "#9467bd", "checkpoint_save": "#1f77b4", "checkpoint_restore": "#aec7e8",
-    "init": "#8c564b", "idle": "#e377c2", "idle_capacity": "#bcbd22", "held": "#17becf", "unmeasured": "#dbdb8d",
+    "queued": "#9e9e9e",
+    "partial": "#c7c7c7",
+    "productive": "#2ca02c",
+    "pending": "#98df8a",
+    "lost": "#d62728",
+    "data_wait": "#ff7f0e",
+    "compile": "#9467bd",
+    "checkpoint_save": "#1f77b4",
+    "checkpoint_restore": "#aec7e8",
+    "init": "#8c564b",
+    "idle": "#e377c2",
+    "idle_capacity": "#bcbd22",
+    "held": "#17becf",
+    "unmeasured": "#dbdb8d",
 }
 
 
@@ -74,8 +97,10 @@ def _legend(names: list[str], colours: list[str], x: float, y: float, width: flo
         item_w = 16 + text_px(name) + 16
         if cx + item_w > x + width and cx > x:
             cx, cy = x, cy + 18
-        shapes += [Shape("rect", {"x": _px(cx), "y": _px(cy), "width": 11, "height": 11, "fill": colour}),
-                   Shape("text", {"x": _px(cx + 16), "y": _px(cy + 10)}, name)]
+        shapes += [
+            Shape("rect", {"x": _px(cx), "y": _px(cy), "width": 11, "height": 11, "fill": colour}),
+            Shape("text", {"x": _px(cx + 16), "y": _px(cy + 10)}, name),
+        ]
         cx += item_w
     return shapes, (cy - y + 18 if names else 0)
 
@@ -84,14 +109,22 @@ def _percent_grid(left: float, top: float, plot_w: float, plot_h: float, y_max: 
     shapes = []
     for k in range(5):
         y = top + plot_h - plot_h * k / 4
-        shapes += [Shape("line", {"x1": _px(left), "x2": _px(left + plot_w), "y1": _px(y), "y2": _px(y),
-                                  "stroke": "#e5e5e5"}),
-                   Shape("text", {"x": _px(left - 6), "y": _px(y + 4), "text-anchor": "end"}, f"{y_max * k / 4:.0%}")]
+        shapes += [
+            Shape("line", {"x1": _px(left), "x2": _px(left + plot_w), "y1": _px(y), "y2": _px(y), "stroke": "#e5e5e5"}),
+            Shape("text", {"x": _px(left - 6), "y": _px(y + 4), "text-anchor": "end"}, f"{y_max * k / 4:.0%}"),
+        ]
     return shapes
 
 
-def line_chart(name: str, title: str, x_labels: list[str], series: dict[str, list[float | None]],
-               colours: list[str] | None = None, width: int = FULL, height: int = 260) -> Chart:
+def line_chart(
+    name: str,
+    title: str,
+    x_labels: list[str],
+    series: dict[str, list[float | None]],
+    colours: list[str] | None = None,
+    width: int = FULL,
+    height: int = 260,
+) -> Chart:
     """Ratios per x label, one line per series (gaps where a value is None); labels thinned to fit."""
     colours = colours or [PALETTE[i % len(PALETTE)] for i in range(len(series))]
     names = list(series)
@@ -112,19 +145,34 @@ def line_chart(name: str, title: str, x_labels: list[str], series: dict[str, lis
             shapes.append(Shape("text", {"x": _px(x_of(i)), "y": height - 8, "text-anchor": "middle"}, label))
     radius = 3 if len(x_labels) <= 48 else 2
     for (series_name, points), colour in zip(series.items(), colours):
-        coords = [(x_of(i), top + plot_h - plot_h * v / y_max, v, x_labels[i])
-                  for i, v in enumerate(points) if v is not None]
+        coords = [
+            (x_of(i), top + plot_h - plot_h * v / y_max, v, x_labels[i]) for i, v in enumerate(points) if v is not None
+        ]
         if len(coords) > 1:
             path = " ".join(f"{_px(x)},{_px(y)}" for x, y, _, _ in coords)
-            shapes.append(Shape("polyline", {"points": path, "fill": "none", "stroke": colour, "stroke-width": 2},
-                                tip=series_name, mark=True))
-        shapes += [Shape("circle", {"cx": _px(x), "cy": _px(y), "r": radius, "fill": colour},
-                         tip=f"{series_name} {label}: {v:.1%}", mark=True) for x, y, v, label in coords]
+            shapes.append(
+                Shape(
+                    "polyline",
+                    {"points": path, "fill": "none", "stroke": colour, "stroke-width": 2},
+                    tip=series_name,
+                    mark=True,
+                )
+            )
+        shapes += [
+            Shape(
+                "circle",
+                {"cx": _px(x), "cy": _px(y), "r": radius, "fill": colour},
+                tip=f"{series_name} {label}: {v:.1%}",
+                mark=True,
+            )
+            for x, y, v, label in coords
+        ]
     return Chart(name, title, width, height, shapes)
 
 
-def bar_groups(name: str, title: str, labels: list[str], series: dict[str, list[float | None]],
-               width: int = HALF) -> Chart:
+def bar_groups(
+    name: str, title: str, labels: list[str], series: dict[str, list[float | None]], width: int = HALF
+) -> Chart:
     """Horizontal bars: one group per label (e.g. a team), one bar per series (SG, RG, PG, MPG), as percentages."""
     colours = [FACTOR_COLOURS.get(s, PALETTE[i % len(PALETTE)]) for i, s in enumerate(series)]
     legend, legend_h = _legend(list(series), colours, 8, 26, width - 16)
@@ -137,25 +185,52 @@ def bar_groups(name: str, title: str, labels: list[str], series: dict[str, list[
     shapes = list(legend)
     for k in range(5):
         x = left + plot_w * k / 4
-        shapes += [Shape("line", {"x1": _px(x), "x2": _px(x), "y1": top - 4, "y2": height - 6, "stroke": "#e5e5e5"}),
-                   Shape("text", {"x": _px(x), "y": top - 8, "text-anchor": "middle"}, f"{x_max * k / 4:.0%}")]
+        shapes += [
+            Shape("line", {"x1": _px(x), "x2": _px(x), "y1": top - 4, "y2": height - 6, "stroke": "#e5e5e5"}),
+            Shape("text", {"x": _px(x), "y": top - 8, "text-anchor": "middle"}, f"{x_max * k / 4:.0%}"),
+        ]
     for g, label in enumerate(labels):
         y0 = top + g * group_h
-        shapes.append(Shape("text", {"x": _px(left - 6), "y": _px(y0 + group_h / 2 + 2), "text-anchor": "end"},
-                            shorten(label, left - 12), tip=label))
+        shapes.append(
+            Shape(
+                "text",
+                {"x": _px(left - 6), "y": _px(y0 + group_h / 2 + 2), "text-anchor": "end"},
+                shorten(label, left - 12),
+                tip=label,
+            )
+        )
         for s, ((series_name, points), colour) in enumerate(zip(series.items(), colours)):
             value = points[g]
             if value is None:
                 continue
             y = y0 + 4 + s * bar_h
-            shapes.append(Shape("rect", {"x": _px(left), "y": _px(y), "width": _px(max(plot_w * value / x_max, 0.5)),
-                                         "height": bar_h - 1, "fill": colour},
-                                tip=f"{label} {series_name}: {value:.1%}", mark=True))
+            shapes.append(
+                Shape(
+                    "rect",
+                    {
+                        "x": _px(left),
+                        "y": _px(y),
+                        "width": _px(max(plot_w * value / x_max, 0.5)),
+                        "height": bar_h - 1,
+                        "fill": colour,
+                    },
+                    tip=f"{label} {series_name}: {value:.1%}",
+                    mark=True,
+                )
+            )
     return Chart(name, title, width, height, shapes)
 
 
-def stacked_bars(name: str, title: str, labels: list[str], stacks: list[dict[str, float]], categories: list[str],
-                 unit: str = "chip-h", width: int = FULL, legend: bool = True) -> Chart:
+def stacked_bars(
+    name: str,
+    title: str,
+    labels: list[str],
+    stacks: list[dict[str, float]],
+    categories: list[str],
+    unit: str = "chip-h",
+    width: int = FULL,
+    legend: bool = True,
+) -> Chart:
     """Horizontal bars, one per label, split by category (chip-hours), the total at the bar's end.
     Without `legend` the labels name the categories (one category per bar)."""
     used = [c for c in categories if any((stack.get(c) or 0) > 0 for stack in stacks)]
@@ -169,17 +244,34 @@ def stacked_bars(name: str, title: str, labels: list[str], stacks: list[dict[str
     shapes = list(legend)
     for i, (label, stack) in enumerate(zip(labels, stacks)):
         y = top + i * row_h
-        shapes.append(Shape("text", {"x": _px(left - 6), "y": _px(y + 14), "text-anchor": "end"},
-                            shorten(label, left - 12), tip=label))
+        shapes.append(
+            Shape(
+                "text",
+                {"x": _px(left - 6), "y": _px(y + 14), "text-anchor": "end"},
+                shorten(label, left - 12),
+                tip=label,
+            )
+        )
         x = float(left)
         for category in used:
             value = stack.get(category) or 0.0
             if value <= 0:
                 continue
             bar_w = plot_w * value / total_max
-            shapes.append(Shape("rect", {"x": _px(x), "y": y + 3, "width": _px(max(bar_w, 0.5)), "height": row_h - 6,
-                                         "fill": CATEGORY_COLOURS.get(category, PALETTE[0])},
-                                tip=f"{label} {category}: {value:,.2f} {unit}", mark=True))
+            shapes.append(
+                Shape(
+                    "rect",
+                    {
+                        "x": _px(x),
+                        "y": y + 3,
+                        "width": _px(max(bar_w, 0.5)),
+                        "height": row_h - 6,
+                        "fill": CATEGORY_COLOURS.get(category, PALETTE[0]),
+                    },
+                    tip=f"{label} {category}: {value:,.2f} {unit}",
+                    mark=True,
+                )
+            )
             x += bar_w
         total = sum((stack.get(c) or 0) for c in categories)
         shapes.append(Shape("text", {"x": _px(x + 4), "y": _px(y + 14)}, f"{total:,.1f}"))
@@ -197,24 +289,57 @@ def timeline(name: str, title: str, windows: list[dict], categories: list[str], 
     shapes = []
     for lane, category in enumerate(used):
         y = top + lane * lane_h
-        shapes += [Shape("text", {"x": _px(left - 6), "y": _px(y + 13), "text-anchor": "end"}, category),
-                   Shape("line", {"x1": _px(left), "x2": _px(left + plot_w), "y1": _px(y + lane_h), "y2": _px(y + lane_h),
-                                  "stroke": "#eeeeee"})]
+        shapes += [
+            Shape("text", {"x": _px(left - 6), "y": _px(y + 13), "text-anchor": "end"}, category),
+            Shape(
+                "line",
+                {
+                    "x1": _px(left),
+                    "x2": _px(left + plot_w),
+                    "y1": _px(y + lane_h),
+                    "y2": _px(y + lane_h),
+                    "stroke": "#eeeeee",
+                },
+            ),
+        ]
         for i, window in enumerate(windows):
             value, whole = window.get(category) or 0.0, window.get("lifetime_chip_h") or 0.0
             if value <= 0 or whole <= 0:
                 continue
-            shapes.append(Shape("rect", {"x": _px(left + i * cell), "y": y + 2, "width": _px(max(cell * value / whole, 0.8)),
-                                         "height": lane_h - 4, "fill": CATEGORY_COLOURS.get(category, PALETTE[0])},
-                                tip=f"{window['window']} {category}: {value:,.2f} chip-h ({value / whole:.0%})",
-                                mark=True))
+            shapes.append(
+                Shape(
+                    "rect",
+                    {
+                        "x": _px(left + i * cell),
+                        "y": y + 2,
+                        "width": _px(max(cell * value / whole, 0.8)),
+                        "height": lane_h - 4,
+                        "fill": CATEGORY_COLOURS.get(category, PALETTE[0]),
+                    },
+                    tip=f"{window['window']} {category}: {value:,.2f} chip-h ({value / whole:.0%})",
+                    mark=True,
+                )
+            )
     label_w = text_px("01-01 00:00") + 8
     every = max(1, math.ceil(label_w / cell))
     for i, window in enumerate(windows):
         if i % every == 0:
-            text = window["window"][11:16] if i and window["window"][:10] == windows[i - every]["window"][:10] \
+            text = (
+                window["window"][11:16]
+                if i and window["window"][:10] == windows[i - every]["window"][:10]
                 else window["window"][5:10] + " " + window["window"][11:16]
-            shapes += [Shape("line", {"x1": _px(left + i * cell), "x2": _px(left + i * cell), "y1": top,
-                                      "y2": height - 26, "stroke": "#cccccc"}),
-                       Shape("text", {"x": _px(left + i * cell), "y": height - 10}, text)]
+            )
+            shapes += [
+                Shape(
+                    "line",
+                    {
+                        "x1": _px(left + i * cell),
+                        "x2": _px(left + i * cell),
+                        "y1": top,
+                        "y2": height - 26,
+                        "stroke": "#cccccc",
+                    },
+                ),
+                Shape("text", {"x": _px(left + i * cell), "y": height - 10}, text),
+            ]
     return Chart(name, title, width, height, shapes)

@@ -31,8 +31,10 @@ FACTORS = ("sg", "rg", "pg", "mpg")
 # A run that changed more days than this shows them as one range, not a line each.
 DAYS_SHOWN = 7
 NO_RUNTIME = "RG, PG and MPG cannot be measured: no runtime event"
-NO_CAPACITY = ("  No fleet factors: no source states the chips online (a CAPACITY level; a job's own telemetry "
-               "has none), so these are the jobs' own")
+NO_CAPACITY = (
+    "  No fleet factors: no source states the chips online (a CAPACITY level; a job's own telemetry "
+    "has none), so these are the jobs' own"
+)
 
 
 def _fmt(value) -> str:
@@ -61,16 +63,20 @@ def _totals_sql(base: Base) -> str:
 """
 
 
-def fleet_totals(connection: duckdb.DuckDBPyConnection, days: Sequence[date] | None = None,
-                 base: Base = CAPACITY) -> dict:
+def fleet_totals(
+    connection: duckdb.DuckDBPyConnection, days: Sequence[date] | None = None, base: Base = CAPACITY
+) -> dict:
     """Fleet MPG over the whole output (or the given days), on the capacity base (ratios of sums),
     over the windows whose capacity covers the chips held (fleet_daily's rule); or the jobs' on the
     demand base."""
-    row = connection.execute(f"""
+    row = connection.execute(
+        f"""
         select {_totals_sql(base)}
         from {base.view}
         where $days is null or list_contains($days, day)
-    """, {"days": None if days is None else list(days)}).fetchone()
+    """,
+        {"days": None if days is None else list(days)},
+    ).fetchone()
     return dict(zip(_TOTALS, row))
 
 
@@ -107,12 +113,15 @@ def days_with_runtime(connection: duckdb.DuckDBPyConnection) -> set[date]:
 def changed_days(connection: duckdb.DuckDBPyConnection, after_version_us: int | None) -> list[date]:
     """The days with a job or capacity window of a version later than `after_version_us`
     (every day when None): the days the runs since then changed."""
-    rows = connection.execute("""
+    rows = connection.execute(
+        """
         select date from job_window where $after is null or epoch_us(version) > $after
         union
         select date from capacity_window where $after is null or epoch_us(version) > $after
         order by 1
-    """, {"after": after_version_us}).fetchall()
+    """,
+        {"after": after_version_us},
+    ).fetchall()
     return [day for (day,) in rows]
 
 
@@ -122,10 +131,14 @@ def _factor_line(totals: dict, runtime: bool, why_no_runtime: str, base: Base = 
     if not runtime:
         return f"SG {_fmt(totals['sg'])}; {NO_RUNTIME} {why_no_runtime}   ({capacity})"
     if totals["pg"] is None and totals["rg"]:  # productive time, none of it profiled
-        return (f"MPG unknown = SG {_fmt(totals['sg'])} x RG {_fmt(totals['rg'])} x PG unknown   "
-                f"(no productive step has a profiler sample: PG coverage 0%; {capacity})")
-    return (f"MPG {_fmt(totals['mpg'])} = SG {_fmt(totals['sg'])} x RG {_fmt(totals['rg'])} x PG {_fmt(totals['pg'])}"
-            f"   (PG coverage {_fmt(totals['pg_coverage'])}, {capacity})")
+        return (
+            f"MPG unknown = SG {_fmt(totals['sg'])} x RG {_fmt(totals['rg'])} x PG unknown   "
+            f"(no productive step has a profiler sample: PG coverage 0%; {capacity})"
+        )
+    return (
+        f"MPG {_fmt(totals['mpg'])} = SG {_fmt(totals['sg'])} x RG {_fmt(totals['rg'])} x PG {_fmt(totals['pg'])}"
+        f"   (PG coverage {_fmt(totals['pg_coverage'])}, {capacity})"
+    )
 
 
 def _days_text(days: Sequence[date]) -> str:
@@ -135,18 +148,25 @@ def _days_text(days: Sequence[date]) -> str:
     return f"{len(days)} day{'s' if len(days) != 1 else ''}, {span}"
 
 
-def coverage_lines(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord], since_run: int | None,
-                   runtime_days: set[date], base: Base = CAPACITY) -> list[str]:
+def coverage_lines(
+    connection: duckdb.DuckDBPyConnection,
+    runs: Sequence[RunRecord],
+    since_run: int | None,
+    runtime_days: set[date],
+    base: Base = CAPACITY,
+) -> list[str]:
     """The whole store's figures on `base`, saying what they cover; then those of the days that the runs
     from `since_run` (default: the latest) to the latest changed."""
     whole, of_day = fleet_totals_by_day(connection, base)
     store_days = list(of_day)
     latest = runs[-1] if runs else None
-    accepted_runtime = (latest.manifest.get("streams", {}).get("runtime", {}).get("accepted") if latest else None)
+    accepted_runtime = latest.manifest.get("streams", {}).get("runtime", {}).get("accepted") if latest else None
     why = "(the input has no runtime stream)" if accepted_runtime == 0 else "covers these days"
     as_of = f", as of {format_time_us(latest.as_of_us)} (run {latest.run_id})" if latest else ""
-    lines = [f"  Whole store, {_days_text(store_days)}{as_of}:",
-             f"    {_factor_line(whole, bool(runtime_days), why, base)}"]
+    lines = [
+        f"  Whole store, {_days_text(store_days)}{as_of}:",
+        f"    {_factor_line(whole, bool(runtime_days), why, base)}",
+    ]
     if latest is not None:
         lines += clock_lines(latest.manifest)
     if latest is None:
@@ -157,8 +177,10 @@ def coverage_lines(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunReco
     days = changed_days(connection, before[-1].manifest.get("version_us") if before else None)
     read = sum(counts.get("read", 0) for run in part for counts in run.manifest.get("this_run", {}).values())
     label = f"This run (run {first})" if first == latest.run_id else f"These runs ({first} .. {latest.run_id})"
-    lines.append(f"  {label} read {read:,} new events and changed {_days_text(days)}"
-                 + (":" if days and days != store_days else (" (the whole store, above)" if days else ".")))
+    lines.append(
+        f"  {label} read {read:,} new events and changed {_days_text(days)}"
+        + (":" if days and days != store_days else (" (the whole store, above)" if days else "."))
+    )
     if days == store_days:
         return lines
     groups = [[day] for day in days] if len(days) <= DAYS_SHOWN else [days]
@@ -184,17 +206,22 @@ def clock_lines(manifest: dict) -> list[str]:
             lines.append(f"    {printable(cluster)}: observed {period['from']} .. {period['to']}{mark}")
         lines.insert(0, "  As of what the sources state they observed:")
     elif clock.get("basis") == "inferred":
-        lines.append("  As-of time inferred from the scheduler's event times (no file states what its source "
-                     "observed): a guess")
+        lines.append(
+            "  As-of time inferred from the scheduler's event times (no file states what its source observed): a guess"
+        )
         aside = clock.get("set_aside") or []
         if aside:
             keys = sorted({item["key"] for item in aside})
-            lines.append(f"    set aside as a clock ahead: {len(aside)} event(s) of {', '.join(map(printable, keys))} "
-                         f"after a silence of over an hour, the latest at {aside[0]['time']}")
+            lines.append(
+                f"    set aside as a clock ahead: {len(aside)} event(s) of {', '.join(map(printable, keys))} "
+                f"after a silence of over an hour, the latest at {aside[0]['time']}"
+            )
     waiting = {stream: counts.get("waiting", 0) for stream, counts in (manifest.get("streams") or {}).items()}
     if any(waiting.values()):
-        lines.append("    waiting for a later as-of time: " + ", ".join(
-            f"{count:,} {stream}" for stream, count in waiting.items() if count))
+        lines.append(
+            "    waiting for a later as-of time: "
+            + ", ".join(f"{count:,} {stream}" for stream, count in waiting.items() if count)
+        )
     return lines
 
 
@@ -218,19 +245,27 @@ def pg_set_aside_lines(connection: duckdb.DuckDBPyConnection) -> list[str]:
     """What PG leaves out rather than show a figure above 100% (docs/metric.md section 3): profiler
     samples above their precision's peak (rejected) and jobs whose steps claim more ideal chip-time
     than they ran in (the view pg_set_aside), each with its reason in the store."""
-    samples, sampled_jobs = connection.execute("""
+    samples, sampled_jobs = connection.execute(
+        """
         select coalesce(sum(records), 0), count(distinct job_id) from rejected
         where stream = 'profiler' and contains(reason, $above_peak)
-    """, {"above_peak": ABOVE_PEAK}).fetchone()
+    """,
+        {"above_peak": ABOVE_PEAK},
+    ).fetchone()
     jobs, productive_chip_s = connection.execute(
-        "select count(*), coalesce(sum(profiled_productive_chip_s), 0) from pg_set_aside").fetchone()
+        "select count(*), coalesce(sum(profiled_productive_chip_s), 0) from pg_set_aside"
+    ).fetchone()
     lines = []
     if samples:
-        lines.append(f"  {samples:,} profiler sample(s) of {sampled_jobs:,} job(s) rejected: {ABOVE_PEAK} "
-                     "(mpg sql \"select * from rejected where stream = 'profiler'\")")
+        lines.append(
+            f"  {samples:,} profiler sample(s) of {sampled_jobs:,} job(s) rejected: {ABOVE_PEAK} "
+            "(mpg sql \"select * from rejected where stream = 'profiler'\")"
+        )
     if jobs:
-        lines.append(f"  {jobs:,} job(s) whose steps claim more ideal chip-time than they ran in: PG unknown, "
-                     f"{chip_time(productive_chip_s)} productive counted as unprofiled (mpg sql \"select * from pg_set_aside\")")
+        lines.append(
+            f"  {jobs:,} job(s) whose steps claim more ideal chip-time than they ran in: PG unknown, "
+            f'{chip_time(productive_chip_s)} productive counted as unprofiled (mpg sql "select * from pg_set_aside")'
+        )
     return ["Left out of PG (each would show a PG above 100%):", *lines] if lines else []
 
 
@@ -239,24 +274,30 @@ def segment_table(connection: duckdb.DuckDBPyConnection, dimension: str, runtime
     return segment_tables(connection, (dimension,), runtime)[dimension]
 
 
-def segment_tables(connection: duckdb.DuckDBPyConnection, dimensions: Sequence[str],
-                   runtime: bool = True) -> dict[str, list[str]]:
+def segment_tables(
+    connection: duckdb.DuckDBPyConnection, dimensions: Sequence[str], runtime: bool = True
+) -> dict[str, list[str]]:
     """`segment_table` of each dimension, from one query of goodput_by_segment (each query of a mart
     computes the views under it again)."""
-    rows = connection.execute("""
+    rows = connection.execute(
+        """
         select dimension, segment, jobs, sg, rg, pg, mpg, pg_coverage, lifetime_chip_s
         from goodput_by_segment where list_contains($dimensions, dimension)
         order by dimension, lifetime_chip_s desc
-    """, {"dimensions": list(dimensions)}).fetchall()
+    """,
+        {"dimensions": list(dimensions)},
+    ).fetchall()
     tables = {}
     for dimension in dimensions:
         unit, size = column_unit(row[-1] for row in rows if row[0] == dimension)
-        tables[dimension] = [f"  {dimension:<16} {'jobs':>6} {'SG':>7} {'RG':>7} {'PG':>7} {'MPG':>7} {'PG cov':>7} "
-                             f"{unit:>10}"]
+        tables[dimension] = [
+            f"  {dimension:<16} {'jobs':>6} {'SG':>7} {'RG':>7} {'PG':>7} {'MPG':>7} {'PG cov':>7} {unit:>10}"
+        ]
         for _, name, jobs, sg, *runtime_factors, chip_s in (row for row in rows if row[0] == dimension):
             measured = " ".join(_fmt(value) if runtime else f"{'-':>6}" for value in runtime_factors)
-            tables[dimension].append(f"  {printable(str(name)):<16} {jobs:>6} {_fmt(sg)} {measured} "
-                                     f"{float(chip_s) / size:>10,.1f}")
+            tables[dimension].append(
+                f"  {printable(str(name)):<16} {jobs:>6} {_fmt(sg)} {measured} {float(chip_s) / size:>10,.1f}"
+            )
     return tables
 
 
@@ -266,7 +307,9 @@ def badput_lines(connection: duckdb.DuckDBPyConnection, top: int = 6) -> list[st
         where category != 'productive' and chip_hours > 0
         order by chip_hours desc limit {int(top)}
     """).fetchall()
-    return [f"  {category:<20} {chip_time(chip_s):>18}  {share:6.1%} of {base}" for category, base, chip_s, share in rows]
+    return [
+        f"  {category:<20} {chip_time(chip_s):>18}  {share:6.1%} of {base}" for category, base, chip_s, share in rows
+    ]
 
 
 def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = (), since_run: int | None = None) -> str:
@@ -279,8 +322,14 @@ def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = ()
     if has_capacity(connection):
         title, base, gaps = ["Fleet ML Productivity Goodput (capacity base, ratios of sums)"], CAPACITY, True
     else:
-        title, base, gaps = ["ML Productivity Goodput of the jobs (demand base: requested chips x job lifetime, "
-                             "ratios of sums)", NO_CAPACITY], DEMAND, False
+        title, base, gaps = (
+            [
+                "ML Productivity Goodput of the jobs (demand base: requested chips x job lifetime, ratios of sums)",
+                NO_CAPACITY,
+            ],
+            DEMAND,
+            False,
+        )
     lines = [
         *title,
         *coverage_lines(connection, runs, since_run, runtime_days, base),
@@ -293,8 +342,8 @@ def render(connection: duckdb.DuckDBPyConnection, runs: Sequence[RunRecord] = ()
         f"By workload (demand base{unmeasured})",
         *segments["workload"],
         "",
-        "Top badput (chip-time)" + ("" if runtime_days else ": with no runtime event, all-allocated time is "
-                                     "unmeasured, not idle"),
+        "Top badput (chip-time)"
+        + ("" if runtime_days else ": with no runtime event, all-allocated time is unmeasured, not idle"),
         *badput_lines(connection),
     ]
     return "\n".join(lines)

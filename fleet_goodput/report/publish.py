@@ -34,8 +34,9 @@ def report_dir(output_dir: str | Path, period: Period) -> Path:
     return Path(output_dir) / REPORTS_DIR / period.name
 
 
-def validate_and_publish(run: CheckedRun, period: Period, require_complete: bool = False,
-                         dashboards: tuple[tuple[str, str], ...] = ()) -> tuple[QualityResult, Path | None]:
+def validate_and_publish(
+    run: CheckedRun, period: Period, require_complete: bool = False, dashboards: tuple[tuple[str, str], ...] = ()
+) -> tuple[QualityResult, Path | None]:
     """Under the period's lock: validate the checked run, and publish it only if no critical check failed
     (else the path is None)."""
     with period_lock(run.output, period):
@@ -43,8 +44,9 @@ def validate_and_publish(run: CheckedRun, period: Period, require_complete: bool
         return quality, (publish_report(run, period, quality, dashboards) if quality.passed else None)
 
 
-def publish_report(run: CheckedRun, period: Period, quality: QualityResult,
-                   dashboards: tuple[tuple[str, str], ...] = ()) -> Path:
+def publish_report(
+    run: CheckedRun, period: Period, quality: QualityResult, dashboards: tuple[tuple[str, str], ...] = ()
+) -> Path:
     """Compute the checked run's figures, write the page and CSVs to a temporary folder, swap it in;
     returns the page. `dashboards` (title, URL) are named on the page (the settings' `report:` section)."""
     if not quality.passed:
@@ -61,8 +63,9 @@ def publish_report(run: CheckedRun, period: Period, quality: QualityResult,
     with open_views(run) as connection:
         figures = report_figures.collect(connection, period)
         for job in figures["top_jobs"]:
-            page = render_job(job_detail(connection, period, job["job_id"]), period_name=period.name,
-                              window_s=settings.window_s)
+            page = render_job(
+                job_detail(connection, period, job["job_id"]), period_name=period.name, window_s=settings.window_s
+            )
             (staging / job_page_name(job["job_id"])).write_text(page, encoding="utf-8")
     csv_files = []
     for name, rows in figures.items():
@@ -70,12 +73,21 @@ def publish_report(run: CheckedRun, period: Period, quality: QualityResult,
         csv_files.append(f"{name}.csv")
     summary_path = quality_dir(run.output, period) / SUMMARY_FILE
     shutil.copy(summary_path, staging / "quality.json")
-    page = render_report(figures, period_name=period.name, previous_name=previous_period(period).name,
-                         days=period.days, as_of=manifest.get("as_of") or "unknown", run_id=run_id,
-                         complete=(manifest.get("as_of_us") or 0) >= period.end_s * 1_000_000,
-                         output=str(run.output), quality=json.loads(summary_path.read_text()),
-                         quality_link=os.path.relpath(quality.docs_index, final), csv_files=csv_files,
-                         clock=manifest.get("clock"), dashboards=dashboards)
+    page = render_report(
+        figures,
+        period_name=period.name,
+        previous_name=previous_period(period).name,
+        days=period.days,
+        as_of=manifest.get("as_of") or "unknown",
+        run_id=run_id,
+        complete=(manifest.get("as_of_us") or 0) >= period.end_s * 1_000_000,
+        output=str(run.output),
+        quality=json.loads(summary_path.read_text()),
+        quality_link=os.path.relpath(quality.docs_index, final),
+        csv_files=csv_files,
+        clock=manifest.get("clock"),
+        dashboards=dashboards,
+    )
     (staging / REPORT_FILE).write_text(page, encoding="utf-8")
     (staging / SPECIFICATION_PAGE).write_text(render_specification(period_name=period.name), encoding="utf-8")
     _swap_in(staging, final)

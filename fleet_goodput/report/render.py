@@ -40,11 +40,16 @@ LEVERS = {  # docs/metric.md section 6
     "idle": "chips held while the job reports nothing: check its runtime telemetry, release idle allocations",
     "pending": "step time not yet preserved at the as-of time: neither good nor bad yet",
     "unmeasured": "held time no runtime telemetry describes (a scheduler alone): add the runtime stream (the recorder, "
-                  "training logs) to see what the chips did; meanwhile the scheduling levers above apply",
+    "training logs) to see what the chips did; meanwhile the scheduling levers above apply",
     "productive": "",
 }
-FACTOR_COLUMNS = [("sg", "SG", "pct"), ("rg", "RG", "pct"), ("pg", "PG", "pct"), ("mpg", "MPG", "pct"),
-                  ("pg_coverage", "PG coverage", "pct")]
+FACTOR_COLUMNS = [
+    ("sg", "SG", "pct"),
+    ("rg", "RG", "pct"),
+    ("pg", "PG", "pct"),
+    ("mpg", "MPG", "pct"),
+    ("pg_coverage", "PG coverage", "pct"),
+]
 
 
 def _pct(value) -> str:
@@ -83,9 +88,14 @@ def _shown(value):
     return printable(value) if isinstance(value, str) else value
 
 
-_ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("fleet_goodput.report", "templates"),
-                                  autoescape=True, undefined=jinja2.StrictUndefined, finalize=_shown,
-                                  trim_blocks=True, lstrip_blocks=True)
+_ENVIRONMENT = jinja2.Environment(
+    loader=jinja2.PackageLoader("fleet_goodput.report", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    finalize=_shown,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 _ENVIRONMENT.filters.update(pct=_pct, pp=_pp, trend=_trend, num=_num, utc=_utc, shell=shlex.quote, chip_h=_chip_h)
 
 
@@ -109,10 +119,15 @@ def _trend_section(figures: dict, days: list[str]) -> dict:
         rows = figures["fleet_by_day"]
         labels = [r["day"] for r in rows]
         heading, key, title = "Trend per day", "day", "Fleet SG, RG, PG and MPG per day"
-    chart = charts.line_chart("fleet_trend", title, labels, _factor_series(rows),
-                              colours=[charts.FACTOR_COLOURS[f.upper()] for f in FACTORS])
-    columns = [(key, key.replace("_", " "), "text"), *FACTOR_COLUMNS, ("capacity_chip_h", "capacity", "chip_h"),
-               ("all_allocated_chip_h", "all-allocated", "chip_h")]
+    chart = charts.line_chart(
+        "fleet_trend", title, labels, _factor_series(rows), colours=[charts.FACTOR_COLOURS[f.upper()] for f in FACTORS]
+    )
+    columns = [
+        (key, key.replace("_", " "), "text"),
+        *FACTOR_COLUMNS,
+        ("capacity_chip_h", "capacity", "chip_h"),
+        ("all_allocated_chip_h", "all-allocated", "chip_h"),
+    ]
     return {"trend_heading": heading, "trend_chart": chart, "trend_rows": rows, "trend_columns": columns}
 
 
@@ -122,8 +137,7 @@ def _by_day_lines(name: str, title: str, rows: list[dict], key: str, days: list[
         return None
     groups = sorted({str(r[key]) for r in rows})
     mpg = {(str(r[key]), r["day"]): r["mpg"] for r in rows}
-    return charts.line_chart(name, title, days, {g: [mpg.get((g, d)) for d in days] for g in groups},
-                             width=charts.HALF)
+    return charts.line_chart(name, title, days, {g: [mpg.get((g, d)) for d in days] for g in groups}, width=charts.HALF)
 
 
 def _bar_width(days: list[str]) -> int:
@@ -136,14 +150,26 @@ def _cluster_section(figures: dict, days: list[str]) -> dict:
     labels = [r["where"] for r in rows]
     return {
         "clusters": rows,
-        "cluster_bars": charts.bar_groups("by_cluster", "SG, RG, PG, MPG by cluster (capacity base)", labels,
-                                          _factor_series(rows), width=_bar_width(days)),
-        "cluster_trend": _by_day_lines("by_cluster_trend", "MPG per day by cluster (capacity base)",
-                                       figures["by_cluster_by_day"], "cluster", days),
-        "cluster_columns": [("cluster", "cluster", "text"), ("accelerator", "accelerator", "text"), *FACTOR_COLUMNS,
-                            ("mpg_change", "Δ MPG", "pp"), ("capacity_chip_h", "capacity", "chip_h"),
-                            ("held_chip_h", "held", "chip_h"), ("idle_capacity_chip_h", "idle capacity", "chip_h"),
-                            ("idle_share", "idle share", "pct")],
+        "cluster_bars": charts.bar_groups(
+            "by_cluster",
+            "SG, RG, PG, MPG by cluster (capacity base)",
+            labels,
+            _factor_series(rows),
+            width=_bar_width(days),
+        ),
+        "cluster_trend": _by_day_lines(
+            "by_cluster_trend", "MPG per day by cluster (capacity base)", figures["by_cluster_by_day"], "cluster", days
+        ),
+        "cluster_columns": [
+            ("cluster", "cluster", "text"),
+            ("accelerator", "accelerator", "text"),
+            *FACTOR_COLUMNS,
+            ("mpg_change", "Δ MPG", "pp"),
+            ("capacity_chip_h", "capacity", "chip_h"),
+            ("held_chip_h", "held", "chip_h"),
+            ("idle_capacity_chip_h", "idle capacity", "chip_h"),
+            ("idle_share", "idle share", "pct"),
+        ],
     }
 
 
@@ -154,16 +180,35 @@ def _segment_sections(figures: dict, days: list[str]) -> list[dict]:
         rows = figures[f"by_{dimension}"]
         if dimension in QUEUE_DIMENSIONS and all(r[dimension] == "UNKNOWN" for r in rows):
             continue  # a fleet whose scheduler names no queue: a section of one UNKNOWN row says nothing
-        sections.append({
-            "dimension": dimension, "heading": f"By {words}", "rows": rows,
-            "bars": charts.bar_groups(f"by_{dimension}", f"SG, RG, PG, MPG by {words} (demand base)",
-                                      [str(r[dimension]) for r in rows], _factor_series(rows),
-                                      width=_bar_width(days)),
-            "trend": _by_day_lines(f"by_{dimension}_trend", f"MPG per day by {words}", figures[f"by_{dimension}_by_day"],
-                                   dimension, days),
-            "columns": [(dimension, words, "text"), ("jobs", "jobs", "int"), *FACTOR_COLUMNS, ("mpg_change", "Δ MPG", "pp"),
-                        ("lifetime_chip_h", "demand", "chip_h"), ("productive_chip_h", "productive", "chip_h")],
-        })
+        sections.append(
+            {
+                "dimension": dimension,
+                "heading": f"By {words}",
+                "rows": rows,
+                "bars": charts.bar_groups(
+                    f"by_{dimension}",
+                    f"SG, RG, PG, MPG by {words} (demand base)",
+                    [str(r[dimension]) for r in rows],
+                    _factor_series(rows),
+                    width=_bar_width(days),
+                ),
+                "trend": _by_day_lines(
+                    f"by_{dimension}_trend",
+                    f"MPG per day by {words}",
+                    figures[f"by_{dimension}_by_day"],
+                    dimension,
+                    days,
+                ),
+                "columns": [
+                    (dimension, words, "text"),
+                    ("jobs", "jobs", "int"),
+                    *FACTOR_COLUMNS,
+                    ("mpg_change", "Δ MPG", "pp"),
+                    ("lifetime_chip_h", "demand", "chip_h"),
+                    ("productive_chip_h", "productive", "chip_h"),
+                ],
+            }
+        )
     return sections
 
 
@@ -172,22 +217,38 @@ def _breakdown_sections(figures: dict) -> dict:
     shown = [r for r in demand if (r["chip_h"] or 0) > 0]
     capacity = figures["capacity_breakdown"]
     return {
-        "demand_chart": charts.stacked_bars("demand_breakdown", "Jobs' chip-hours by category (demand base)",
-                                            [r["category"] for r in shown], [{r["category"]: r["chip_h"]} for r in shown],
-                                            [r["category"] for r in shown], legend=False),
+        "demand_chart": charts.stacked_bars(
+            "demand_breakdown",
+            "Jobs' chip-hours by category (demand base)",
+            [r["category"] for r in shown],
+            [{r["category"]: r["chip_h"]} for r in shown],
+            [r["category"] for r in shown],
+            legend=False,
+        ),
         "demand_rows": demand,
-        "demand_columns": [("category", "category", "text"), ("chip_h", "chip-time", "chip_h"),
-                           ("share", "share of demand", "pct"), ("lever", "levers (§6)", "wide")],
+        "demand_columns": [
+            ("category", "category", "text"),
+            ("chip_h", "chip-time", "chip_h"),
+            ("share", "share of demand", "pct"),
+            ("lever", "levers (§6)", "wide"),
+        ],
         "capacity_chart": charts.stacked_bars(
-            "capacity_breakdown", "Chips online by cluster: held and idle capacity (capacity base)",
+            "capacity_breakdown",
+            "Chips online by cluster: held and idle capacity (capacity base)",
             [f"{r['cluster']} / {r['accelerator']}" for r in capacity],
             [{"held": r["held_chip_h"], "idle_capacity": r["idle_capacity_chip_h"]} for r in capacity],
-            ["held", "idle_capacity"]),
+            ["held", "idle_capacity"],
+        ),
         "capacity_rows": [{**r, "lever": LEVERS["idle_capacity"]} for r in capacity],
-        "capacity_columns": [("cluster", "cluster", "text"), ("accelerator", "accelerator", "text"),
-                             ("capacity_chip_h", "capacity", "chip_h"), ("held_chip_h", "held", "chip_h"),
-                             ("idle_capacity_chip_h", "idle capacity", "chip_h"), ("idle_share", "idle share", "pct"),
-                             ("lever", "levers (§6)", "wide")],
+        "capacity_columns": [
+            ("cluster", "cluster", "text"),
+            ("accelerator", "accelerator", "text"),
+            ("capacity_chip_h", "capacity", "chip_h"),
+            ("held_chip_h", "held", "chip_h"),
+            ("idle_capacity_chip_h", "idle capacity", "chip_h"),
+            ("idle_share", "idle share", "pct"),
+            ("lever", "levers (§6)", "wide"),
+        ],
     }
 
 
@@ -195,30 +256,55 @@ def _top_jobs_section(figures: dict) -> dict:
     rows = [{**r, "page": job_page_name(r["job_id"])} for r in figures["top_jobs"]]
     return {
         "top_jobs": rows,
-        "top_jobs_chart": charts.stacked_bars("top_jobs", "Jobs that lost the most chip-hours, by cause",
-                                              [r["job_id"] for r in rows], rows, list(BADPUT)),
-        "top_job_columns": [("job_id", "job", "job"), ("team", "team", "text"), ("workload", "workload", "text"),
-                            ("cluster", "cluster", "text"), ("accelerator", "accelerator", "text"),
-                            ("chips", "chips", "int"), ("badput_chip_h", "badput", "chip_h"),
-                            ("lifetime_chip_h", "demand", "chip_h"), ("top_cause", "mostly to", "text"),
-                            ("unended_runs", "runs without an end", "int")],
+        "top_jobs_chart": charts.stacked_bars(
+            "top_jobs", "Jobs that lost the most chip-hours, by cause", [r["job_id"] for r in rows], rows, list(BADPUT)
+        ),
+        "top_job_columns": [
+            ("job_id", "job", "job"),
+            ("team", "team", "text"),
+            ("workload", "workload", "text"),
+            ("cluster", "cluster", "text"),
+            ("accelerator", "accelerator", "text"),
+            ("chips", "chips", "int"),
+            ("badput_chip_h", "badput", "chip_h"),
+            ("lifetime_chip_h", "demand", "chip_h"),
+            ("top_cause", "mostly to", "text"),
+            ("unended_runs", "runs without an end", "int"),
+        ],
     }
 
 
 def _advice_section(figures: dict) -> dict:
     minutes = ("interval_s", "mtbf_s", "best_interval_s")
-    rows = [{**r, **{f"{k}_min": None if r[k] is None else r[k] / 60 for k in minutes}}
-            for r in figures["checkpoint_advice"]]
-    return {"advice": rows, "advice_columns": [
-        ("accelerator", "accelerator", "text"), ("size_class", "size class", "text"), ("jobs", "jobs", "int"),
-        ("disruptions", "disruptions", "int"), ("mtbf_s_min", "M (min)", "num"),
-        ("interval_s_min", "C now (min)", "num"), ("best_interval_s_min", "C* (min)", "num"),
-        ("recoverable_chip_h", "recoverable", "chip_h"), ("advice", "advice", "wide")],
+    rows = [
+        {**r, **{f"{k}_min": None if r[k] is None else r[k] / 60 for k in minutes}}
+        for r in figures["checkpoint_advice"]
+    ]
+    return {
+        "advice": rows,
+        "advice_columns": [
+            ("accelerator", "accelerator", "text"),
+            ("size_class", "size class", "text"),
+            ("jobs", "jobs", "int"),
+            ("disruptions", "disruptions", "int"),
+            ("mtbf_s_min", "M (min)", "num"),
+            ("interval_s_min", "C now (min)", "num"),
+            ("best_interval_s_min", "C* (min)", "num"),
+            ("recoverable_chip_h", "recoverable", "chip_h"),
+            ("advice", "advice", "wide"),
+        ],
         "advice_model_columns": [
-        ("accelerator", "accelerator", "text"), ("size_class", "size class", "text"),
-        ("interval_source", "C and s from", "text"), ("saves", "saves", "int"), ("save_cost_s", "s (s)", "num"), ("resume_s", "t_rm (s)", "num"),
-        ("rg_now", "model RG at C now", "pct"), ("rg_best", "model RG at C*", "pct"),
-        ("save_overhead", "save / step time", "pct")]}
+            ("accelerator", "accelerator", "text"),
+            ("size_class", "size class", "text"),
+            ("interval_source", "C and s from", "text"),
+            ("saves", "saves", "int"),
+            ("save_cost_s", "s (s)", "num"),
+            ("resume_s", "t_rm (s)", "num"),
+            ("rg_now", "model RG at C now", "pct"),
+            ("rg_best", "model RG at C*", "pct"),
+            ("save_overhead", "save / step time", "pct"),
+        ],
+    }
 
 
 def _quality_section(quality: dict) -> dict:
@@ -227,51 +313,96 @@ def _quality_section(quality: dict) -> dict:
         counts = suites.setdefault(check["suite"], {"suite": check["suite"], "checks": 0, "passed": 0})
         counts["checks"] += 1
         counts["passed"] += int(check["success"])
-    failed = [{k: c[k] for k in ("suite", "severity", "title", "observed")} for c in quality["checks"]
-              if not c["success"]]
+    failed = [
+        {k: c[k] for k in ("suite", "severity", "title", "observed")} for c in quality["checks"] if not c["success"]
+    ]
     return {"quality_suites": list(suites.values()), "quality_failed": failed}
 
 
-def render_report(figures: dict[str, list[dict]], *, period_name: str, previous_name: str, days: list[str],
-                  as_of: str, complete: bool, output: str, quality: dict, quality_link: str, run_id: int | None,
-                  csv_files: list[str], clock: dict | None = None,
-                  dashboards: tuple[tuple[str, str], ...] = ()) -> str:
+def render_report(
+    figures: dict[str, list[dict]],
+    *,
+    period_name: str,
+    previous_name: str,
+    days: list[str],
+    as_of: str,
+    complete: bool,
+    output: str,
+    quality: dict,
+    quality_link: str,
+    run_id: int | None,
+    csv_files: list[str],
+    clock: dict | None = None,
+    dashboards: tuple[tuple[str, str], ...] = (),
+) -> str:
     clock = clock or {}
     context = {
         "dashboards": [{"title": title, "url": url} for title, url in dashboards],
-        "period_name": period_name, "previous_name": previous_name, "as_of": as_of, "complete": complete,
+        "period_name": period_name,
+        "previous_name": previous_name,
+        "as_of": as_of,
+        "complete": complete,
         "clock_basis": clock.get("basis"),
-        "observed": [{"cluster": cluster, "from": period["from"], "to": period["to"]}
-                     for cluster, period in sorted((clock.get("observed") or {}).items())],
+        "observed": [
+            {"cluster": cluster, "from": period["from"], "to": period["to"]}
+            for cluster, period in sorted((clock.get("observed") or {}).items())
+        ],
         "run_id": run_id,
-        "output": output, "quality": quality, "quality_link": quality_link, "csv_files": csv_files,
-        "levers_link": f"{SPECIFICATION_PAGE}#{LEVERS_SECTION}", "model_link": f"{SPECIFICATION_PAGE}#{MODEL_SECTION}",
+        "output": output,
+        "quality": quality,
+        "quality_link": quality_link,
+        "csv_files": csv_files,
+        "levers_link": f"{SPECIFICATION_PAGE}#{LEVERS_SECTION}",
+        "model_link": f"{SPECIFICATION_PAGE}#{MODEL_SECTION}",
         "specification_link": SPECIFICATION_PAGE,
         "total": figures["fleet_total"][0],
         "pg_coverage": figures["pg_coverage"],
-        "pg_coverage_columns": [("accelerator", "accelerator", "text"), ("workload", "workload", "text"),
-                                ("jobs", "jobs", "int"), ("productive_chip_h", "productive", "chip_h"),
-                                ("profiled_chip_h", "profiled", "chip_h"), ("pg_coverage", "PG coverage", "pct"),
-                                ("pg", "PG", "pct")],
+        "pg_coverage_columns": [
+            ("accelerator", "accelerator", "text"),
+            ("workload", "workload", "text"),
+            ("jobs", "jobs", "int"),
+            ("productive_chip_h", "productive", "chip_h"),
+            ("profiled_chip_h", "profiled", "chip_h"),
+            ("pg_coverage", "PG coverage", "pct"),
+            ("pg", "PG", "pct"),
+        ],
         "interruptions": figures["interruptions"],
-        "interruption_columns": [("cause", "cause", "text"), ("reason", "reason", "wide"), ("queue", "queue", "text"),
-                                 ("cluster", "cluster", "text"), ("accelerator", "accelerator", "text"),
-                                 ("interruptions", "interruptions", "int"), ("jobs", "jobs", "int"),
-                                 ("mean_run_s", "mean run before (s)", "num"),
-                                 ("mean_restart_s", "mean time to restart (s)", "num"),
-                                 ("p90_restart_s", "p90 time to restart (s)", "num"),
-                                 ("lost_chip_h", "work lost", "chip_h"),
-                                 ("recovery_chip_h", "recovery", "chip_h"), ("cost_chip_h", "cost", "chip_h")],
+        "interruption_columns": [
+            ("cause", "cause", "text"),
+            ("reason", "reason", "wide"),
+            ("queue", "queue", "text"),
+            ("cluster", "cluster", "text"),
+            ("accelerator", "accelerator", "text"),
+            ("interruptions", "interruptions", "int"),
+            ("jobs", "jobs", "int"),
+            ("mean_run_s", "mean run before (s)", "num"),
+            ("mean_restart_s", "mean time to restart (s)", "num"),
+            ("p90_restart_s", "p90 time to restart (s)", "num"),
+            ("lost_chip_h", "work lost", "chip_h"),
+            ("recovery_chip_h", "recovery", "chip_h"),
+            ("cost_chip_h", "cost", "chip_h"),
+        ],
         # Shown where the scheduler names queues (a Slurm partition, a Kueue queue): one UNKNOWN row says nothing.
         "queues": [] if all(r["queue"] == "UNKNOWN" for r in figures["queues"]) else figures["queues"],
-        "queue_columns": [("cluster_queue", "cluster queue", "text"), ("queue", "queue", "text"),
-                          ("submitted", "submitted", "int"), ("started", "started", "int"),
-                          ("mean_wait_s", "mean wait (s)", "num"), ("p50_wait_s", "median wait (s)", "num"),
-                          ("p90_wait_s", "p90 wait (s)", "num"), ("waiting", "waiting at the as-of time", "int"),
-                          ("interruptions", "interruptions", "int"), ("cost_chip_h", "their cost", "chip_h")],
+        "queue_columns": [
+            ("cluster_queue", "cluster queue", "text"),
+            ("queue", "queue", "text"),
+            ("submitted", "submitted", "int"),
+            ("started", "started", "int"),
+            ("mean_wait_s", "mean wait (s)", "num"),
+            ("p50_wait_s", "median wait (s)", "num"),
+            ("p90_wait_s", "p90 wait (s)", "num"),
+            ("waiting", "waiting at the as-of time", "int"),
+            ("interruptions", "interruptions", "int"),
+            ("cost_chip_h", "their cost", "chip_h"),
+        ],
         "segments": _segment_sections(figures, days),
-        **_trend_section(figures, days), **_cluster_section(figures, days), **_breakdown_sections(figures),
-        **_top_jobs_section(figures), **_advice_section(figures), **_quality_section(quality),
+        **_trend_section(figures, days),
+        **_cluster_section(figures, days),
+        **_breakdown_sections(figures),
+        **_top_jobs_section(figures),
+        **_advice_section(figures),
+        **_quality_section(quality),
     }
     return _ENVIRONMENT.get_template("report.html.j2").render(context)
 
@@ -280,16 +411,28 @@ def render_job(detail: dict, *, period_name: str, window_s: int) -> str:
     """One job's page: its whole-life factors, its timeline strip and its chip-hours by category in the period."""
     life, spent = detail["life"], detail["in_period"]
     demand = sum(spent.values())
-    where = [{"category": c, "chip_h": spent[c], "share": spent[c] / demand if demand else None,
-              "lever": LEVERS.get(c, "")} for c in sorted(SHOWN_CATEGORIES, key=lambda c: -spent[c]) if spent[c] > 0]
+    where = [
+        {"category": c, "chip_h": spent[c], "share": spent[c] / demand if demand else None, "lever": LEVERS.get(c, "")}
+        for c in sorted(SHOWN_CATEGORIES, key=lambda c: -spent[c])
+        if spent[c] > 0
+    ]
     context = {
-        "job": life, "period_name": period_name, "levers_link": f"../{SPECIFICATION_PAGE}#{LEVERS_SECTION}",
+        "job": life,
+        "period_name": period_name,
+        "levers_link": f"../{SPECIFICATION_PAGE}#{LEVERS_SECTION}",
         "interruptions": detail.get("interruptions", []),
         "window_label": f"{window_s // 60}-minute" if window_s % 3600 else f"{window_s // 3600}-hour",
-        "timeline": charts.timeline("job_timeline", "Categories over time (UTC)", detail["windows"], list(SHOWN_CATEGORIES)),
-        "where_chart": charts.stacked_bars("job_where", "Chip-hours by category in the period",
-                                           [r["category"] for r in where], [{r["category"]: r["chip_h"]} for r in where],
-                                           [r["category"] for r in where], legend=False),
+        "timeline": charts.timeline(
+            "job_timeline", "Categories over time (UTC)", detail["windows"], list(SHOWN_CATEGORIES)
+        ),
+        "where_chart": charts.stacked_bars(
+            "job_where",
+            "Chip-hours by category in the period",
+            [r["category"] for r in where],
+            [{r["category"]: r["chip_h"]} for r in where],
+            [r["category"] for r in where],
+            legend=False,
+        ),
         "where_rows": where,
     }
     return _ENVIRONMENT.get_template("job.html.j2").render(context)
@@ -298,4 +441,5 @@ def render_job(detail: dict, *, period_name: str, window_s: int) -> str:
 def render_specification(*, period_name: str) -> str:
     """docs/metric.md as the page the report's links point to (specification.py)."""
     return _ENVIRONMENT.get_template("specification.html.j2").render(
-        period_name=period_name, version=version("fleet-goodput"), body=markupsafe.Markup(specification_html()))
+        period_name=period_name, version=version("fleet-goodput"), body=markupsafe.Markup(specification_html())
+    )

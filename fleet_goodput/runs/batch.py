@@ -56,41 +56,80 @@ class BatchOutcome:
     store: Store | None = None  # the output's, as the run opened it: its readers need not open it again
 
 
-def run(options: RunOptions, *, store: Store | None = None, progress: Callable[[str], None] | None = None,
-        allowed_lateness_s: int | None = None, mode: str = "batch", build_views: bool = True,
-        maintain: bool = True) -> BatchOutcome:
+def run(
+    options: RunOptions,
+    *,
+    store: Store | None = None,
+    progress: Callable[[str], None] | None = None,
+    allowed_lateness_s: int | None = None,
+    mode: str = "batch",
+    build_views: bool = True,
+    maintain: bool = True,
+) -> BatchOutcome:
     """`mpg run`, `fleet_goodput.run` and each run of `mpg stream`: one committed run as `options` ask,
     computed with the settings the store keeps, those `options.config` names (and `allowed_lateness_s`,
     a stream's flag) replacing them where that leaves the stored figures right
     (fleet_goodput/store/stored_settings.py), chosen under the output's lock from the run it continues.
     `store` is the output (`options.output`) if the caller opened it already. The outcome's `note` says
     what a store from before settings were kept now stores; `maintain=False` as in `run_batch`."""
-    return _run(options, lambda plan: settings_for_run(plan.store, plan.previous, options.config,
-                                                       allowed_lateness_s=allowed_lateness_s),
-                store=store, progress=progress, mode=mode, build_views=build_views, maintain=maintain)
+    return _run(
+        options,
+        lambda plan: settings_for_run(plan.store, plan.previous, options.config, allowed_lateness_s=allowed_lateness_s),
+        store=store,
+        progress=progress,
+        mode=mode,
+        build_views=build_views,
+        maintain=maintain,
+    )
 
 
-def run_batch(input_dir: str, output_dir: str, settings: Settings, given_as_of_us: int | None = None,
-              beam_args: list[str] | None = None, *, run_settings: RunSettings | None = None,
-              replace: bool = False, mode: str = "batch", build_views: bool = True,
-              chunk_hours: int | None = None, progress: Callable[[str], None] | None = None,
-              confirm_as_of: bool = False, maintain: bool = True) -> BatchOutcome:
+def run_batch(
+    input_dir: str,
+    output_dir: str,
+    settings: Settings,
+    given_as_of_us: int | None = None,
+    beam_args: list[str] | None = None,
+    *,
+    run_settings: RunSettings | None = None,
+    replace: bool = False,
+    mode: str = "batch",
+    build_views: bool = True,
+    chunk_hours: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    confirm_as_of: bool = False,
+    maintain: bool = True,
+) -> BatchOutcome:
     """`run` with these settings rather than the store's (`mpg stream`, `mpg demo`, tests); a run whose
     settings would change the stored figures is refused (SettingsConflict) before it computes.
     `maintain=False` leaves the store's maintenance after the commit to the caller (`mpg stream`)."""
-    options = RunOptions(input_dir, output_dir, given_as_of_us, confirm_as_of, replace, chunk_hours=chunk_hours,
-                         beam_args=tuple(beam_args or ()))
+    options = RunOptions(
+        input_dir,
+        output_dir,
+        given_as_of_us,
+        confirm_as_of,
+        replace,
+        chunk_hours=chunk_hours,
+        beam_args=tuple(beam_args or ()),
+    )
     given = ChosenSettings(settings, run_settings or RunSettings())
 
     def checked(plan: RunPlan) -> ChosenSettings:
         refuse_figure_changes(plan.store, plan.previous, given.settings, given.run_settings)
         return given
+
     return _run(options, checked, mode=mode, build_views=build_views, progress=progress, maintain=maintain)
 
 
-def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSettings], *, store: Store | None = None,
-         mode: str = "batch", build_views: bool = True, progress: Callable[[str], None] | None = None,
-         maintain: bool = True) -> BatchOutcome:
+def _run(
+    options: RunOptions,
+    settings_of_run: Callable[[RunPlan], ChosenSettings],
+    *,
+    store: Store | None = None,
+    mode: str = "batch",
+    build_views: bool = True,
+    progress: Callable[[str], None] | None = None,
+    maintain: bool = True,
+) -> BatchOutcome:
     """Apply the input's new files to the store at `options.output` as one committed run, computed by
     one Beam pipeline, which the runner parallelises as it does (`options.beam_args`; fleet_goodput/runs/beam_flags.py),
     with the settings `settings_of_run` gives for the run's plan, and maintained after its commit
@@ -119,14 +158,20 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSetting
 
         def nothing_new() -> BatchOutcome:  # the latest run stands
             previous = plan.previous
-            return BatchOutcome(manifest=previous.manifest if previous else {}, database=None,
-                                seconds=time.monotonic() - started, run=previous, skipped=skipped,
-                                committed=False, deferred=tuple(deferred), store=store)
+            return BatchOutcome(
+                manifest=previous.manifest if previous else {},
+                database=None,
+                seconds=time.monotonic() - started,
+                run=previous,
+                skipped=skipped,
+                committed=False,
+                deferred=tuple(deferred),
+                store=store,
+            )
 
         if given_as_of_us is None and not options.confirm_as_of and plan.previous is not None:
             # Before any computing: a wrong folder costs nothing.
-            check_observed_continuity(stated_by(plan.files), list(plan.continuation.kept_times),
-                                      plan.previous.as_of_us)
+            check_observed_continuity(stated_by(plan.files), list(plan.continuation.kept_times), plan.previous.as_of_us)
         if not plan.files and plan.moves_no_time(given_as_of_us):
             if plan.previous and published_run(store) != plan.previous.run_id:  # stopped after its commit
                 publish(store, plan.previous, settings, build_views, progress)
@@ -138,8 +183,10 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSetting
             if not changed:
                 break
             deferred += [f.path for f in changed]
-            progress(f"{len(changed)} file(s) changed or vanished while the run read them (is a producer still "
-                     f"writing?); left for the next run: {', '.join(f.path for f in changed)}")
+            progress(
+                f"{len(changed)} file(s) changed or vanished while the run read them (is a producer still "
+                f"writing?); left for the next run: {', '.join(f.path for f in changed)}"
+            )
             shutil.rmtree(staging_folder(plan), ignore_errors=True)
             plan = dataclasses.replace(plan, files=tuple(f for f in plan.files if f not in changed))
             if options.given_as_of_us is None:
@@ -154,19 +201,31 @@ def _run(options: RunOptions, settings_of_run: Callable[[RunPlan], ChosenSetting
             if not plan.files and plan.moves_no_time(given_as_of_us):
                 return nothing_new()
         else:
-            raise InputError(f"input files kept changing while read, {MAX_ATTEMPTS} times: nothing was committed; "
-                             "producers should write a file under another name, then rename it into place")
+            raise InputError(
+                f"input files kept changing while read, {MAX_ATTEMPTS} times: nothing was committed; "
+                "producers should write a file under another name, then rename it into place"
+            )
         if given_as_of_us is not None and not options.confirm_as_of:
             previous = plan.previous
-            check_as_of_near_data(given_as_of_us, goodput.read_tally(staged[-1]).kept_times,
-                                  run_settings.allowed_lateness_s,
-                                  (previous.run_id, previous.as_of_us) if previous else None)
+            check_as_of_near_data(
+                given_as_of_us,
+                goodput.read_tally(staged[-1]).kept_times,
+                run_settings.allowed_lateness_s,
+                (previous.run_id, previous.as_of_us) if previous else None,
+            )
         progress(f"Committing run {plan.previous.run_id + 1 if plan.previous else 1} to {plan.output_dir}")
         record = commit_run(plan, settings, run_settings, mode, staged, maintain=maintain)
     database = publish(store, record, settings, build_views, progress)
-    return BatchOutcome(manifest=record.manifest, database=database, seconds=time.monotonic() - started, run=record,
-                        skipped=skipped, deferred=tuple(deferred), note=chosen.note,
-                        store=store)
+    return BatchOutcome(
+        manifest=record.manifest,
+        database=database,
+        seconds=time.monotonic() - started,
+        run=record,
+        skipped=skipped,
+        deferred=tuple(deferred),
+        note=chosen.note,
+        store=store,
+    )
 
 
 @contextmanager

@@ -32,8 +32,9 @@ def is_local(beam_args: list[str] | None) -> bool:
     return runner.lower().removesuffix("runner") in ("fnapi", "direct", "bundlebaseddirect", "switchingdirect")
 
 
-def beam_args_for(config: str | SettingsFile | None, flags: list[str], workers: int | None,
-                  where: str = "") -> tuple[str, ...]:
+def beam_args_for(
+    config: str | SettingsFile | None, flags: list[str], workers: int | None, where: str = ""
+) -> tuple[str, ...]:
     """Beam's pipeline options for a batch run: the `beam:` section of `config` (a settings file's path, or
     the file read already), then `flags`, each checked to be Beam's (`where` says where `flags` came
     from), then what `--workers` is short for."""
@@ -49,13 +50,20 @@ def worker_flags(workers: int | None, beam_args: list[str] | None) -> list[str]:
     if workers < 1:
         raise ValueError(f"--workers must be at least 1 (got {workers})")
     if not is_local(beam_args):
-        raise ValueError("--workers sets how many processes Beam's local runner computes in; another runner "
-                         "spreads the work itself (on Dataflow, set --max_num_workers)")
+        raise ValueError(
+            "--workers sets how many processes Beam's local runner computes in; another runner "
+            "spreads the work itself (on Dataflow, set --max_num_workers)"
+        )
     return [] if workers == 1 else [f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
 
 
-def translate_batch(input_dir: str, output_dir: str, settings: Settings, given_as_of_us: int | None = None,
-                    beam_args: list[str] | None = None):
+def translate_batch(
+    input_dir: str,
+    output_dir: str,
+    settings: Settings,
+    given_as_of_us: int | None = None,
+    beam_args: list[str] | None = None,
+):
     """Build the batch pipeline and let DataflowRunner translate it with --dry_run.
 
     Nothing is read, written or submitted; returns the runner's job, whose
@@ -70,6 +78,14 @@ def translate_batch(input_dir: str, output_dir: str, settings: Settings, given_a
     p = beam.Pipeline(options=options)
     output = output_dir.rstrip("/")
     files = {stream: [f"{input_dir.rstrip('/')}/{stream}/*.avro"] for stream in schemas.STREAMS}
-    goodput.build_batch(p, files, [f"{output}/{STATE_KEYS}/*.parquet"], f"{output}/{STAGING}/dry-run", settings,
-                        RunSettings(), Continuation(), given_as_of_us)
+    goodput.build_batch(
+        p,
+        files,
+        [f"{output}/{STATE_KEYS}/*.parquet"],
+        f"{output}/{STAGING}/dry-run",
+        settings,
+        RunSettings(),
+        Continuation(),
+        given_as_of_us,
+    )
     return p.run().job

@@ -27,10 +27,16 @@ from fleet_goodput.core.session import STATE_FORMAT
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.runs.inputs import quotas_stated_by
 from fleet_goodput.runs.plan import RunPlan, staging_folder
-from fleet_goodput.store.delta_store import (STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, Transaction,
-                                             delta_schema, is_remote)
-from fleet_goodput.store.manifest import (KEPT_TIMES_KEY, add_counts, build_manifest, manifest_path,
-                                         write_manifest_copy)
+from fleet_goodput.store.delta_store import (
+    STATE_FILES_SCHEMA,
+    STATE_KEYS_SCHEMA,
+    RunRecord,
+    Store,
+    Transaction,
+    delta_schema,
+    is_remote,
+)
+from fleet_goodput.store.manifest import KEPT_TIMES_KEY, add_counts, build_manifest, manifest_path, write_manifest_copy
 from fleet_goodput.store.stored_settings import commit_settings
 from fleet_goodput.store.tables import QUEUE_QUOTA, REPLACED_EACH_RUN, STATED, TABLES, utc_day
 
@@ -39,8 +45,14 @@ class ReconciliationError(RuntimeError):
     """read != accepted + duplicate + rejected + late for some stream."""
 
 
-def commit_run(plan: RunPlan, settings: Settings, run_settings: RunSettings, mode: str,
-               staged_folders: list[str] | None = None, maintain: bool = True) -> RunRecord:
+def commit_run(
+    plan: RunPlan,
+    settings: Settings,
+    run_settings: RunSettings,
+    mode: str,
+    staged_folders: list[str] | None = None,
+    maintain: bool = True,
+) -> RunRecord:
     """Commit what the run staged as one run: tables, state, applied files, then its `runs` row,
     and maintain the store (Store.maintain) unless `maintain` is False (a stream does it less often).
 
@@ -62,14 +74,26 @@ def commit_run(plan: RunPlan, settings: Settings, run_settings: RunSettings, mod
     frontier_us, version_us = (None, None) if as_of_us is None else (reached.frontier_us, reached.version_us)
     quotas, refused = quotas_stated_by(plan.files)
     manifest = build_manifest(
-        run_id=run_id, input_dir=plan.input_dir, as_of_us=as_of_us, window_s=settings.window_s,
+        run_id=run_id,
+        input_dir=plan.input_dir,
+        as_of_us=as_of_us,
+        window_s=settings.window_s,
         previous=previous.manifest if previous else None,
-        counts=add_counts(*(part.counts for part in staged)), pending=staged[-1].pending,
-        extra={"mode": mode, "version_us": version_us, "frontier_us": frontier_us, KEPT_TIMES_KEY: kept,
-               "clock": clock_account([tuple(item) for item in kept or ()]),
-               "allowed_lateness_s": run_settings.allowed_lateness_s, "files_applied": len(plan.files),
-               "files_skipped": len(plan.skipped), "output": plan.output_dir,
-               "queue_quota": {"levels": len(quotas), "refused": refused}})
+        counts=add_counts(*(part.counts for part in staged)),
+        pending=staged[-1].pending,
+        extra={
+            "mode": mode,
+            "version_us": version_us,
+            "frontier_us": frontier_us,
+            KEPT_TIMES_KEY: kept,
+            "clock": clock_account([tuple(item) for item in kept or ()]),
+            "allowed_lateness_s": run_settings.allowed_lateness_s,
+            "files_applied": len(plan.files),
+            "files_skipped": len(plan.skipped),
+            "output": plan.output_dir,
+            "queue_quota": {"levels": len(quotas), "refused": refused},
+        },
+    )
     if not manifest["reconciles"]:
         raise ReconciliationError(_reconciliation_message(manifest) + "; the run was not committed")
     transaction.check_unchanged()  # before writing anything, where another run's commit is seen
@@ -77,10 +101,19 @@ def commit_run(plan: RunPlan, settings: Settings, run_settings: RunSettings, mod
         _commit_tables(transaction, run_id, plan, settings, run_settings, folders, final, quotas)
     except CommitFailedError:  # delta-rs found another run's commit in the way
         raise transaction.lost_race() from None
-    record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode=mode, input=str(plan.input_dir),
-                       as_of_us=as_of_us, frontier_us=frontier_us, files_applied=len(plan.files),
-                       files_skipped=len(plan.skipped), state_format=STATE_FORMAT, versions=dict(transaction.versions),
-                       manifest=manifest)
+    record = RunRecord(
+        run_id=run_id,
+        committed_at_us=time.time_ns() // 1000,
+        mode=mode,
+        input=str(plan.input_dir),
+        as_of_us=as_of_us,
+        frontier_us=frontier_us,
+        files_applied=len(plan.files),
+        files_skipped=len(plan.skipped),
+        state_format=STATE_FORMAT,
+        versions=dict(transaction.versions),
+        manifest=manifest,
+    )
     transaction.commit(record)
     transaction.discard()
     if maintain:
@@ -88,8 +121,16 @@ def commit_run(plan: RunPlan, settings: Settings, run_settings: RunSettings, mod
     return record
 
 
-def _commit_tables(transaction: Transaction, run_id: int, plan: RunPlan, settings: Settings,
-                   run_settings: RunSettings, folders: list[str], final: list[str], quotas: list[dict]) -> None:
+def _commit_tables(
+    transaction: Transaction,
+    run_id: int,
+    plan: RunPlan,
+    settings: Settings,
+    run_settings: RunSettings,
+    folders: list[str],
+    final: list[str],
+    quotas: list[dict],
+) -> None:
     """Commit the run's settings, tables, state and applied files, table by table (not yet visible)."""
     commit_settings(transaction, run_id, settings, run_settings)
     for name, table in TABLES.items():
@@ -104,21 +145,40 @@ def _commit_tables(transaction: Transaction, run_id: int, plan: RunPlan, setting
         else:  # each event once: what a run rejects or finds late is new
             transaction.write_staged(name, delta_schema(table), partition_by=["date"], folders=folders)
     transaction.write_staged("state_keys", STATE_KEYS_SCHEMA, mode="overwrite", folders=final)
-    transaction.write("state_files", pa.Table.from_pylist(
-        [{"sha256": f.sha256, "path": f.path, "stream": f.stream, "size": f.size, "run_id": run_id,
-          "modified_us": f.modified_us} for f in plan.files], schema=STATE_FILES_SCHEMA), STATE_FILES_SCHEMA)
+    transaction.write(
+        "state_files",
+        pa.Table.from_pylist(
+            [
+                {
+                    "sha256": f.sha256,
+                    "path": f.path,
+                    "stream": f.stream,
+                    "size": f.size,
+                    "run_id": run_id,
+                    "modified_us": f.modified_us,
+                }
+                for f in plan.files
+            ],
+            schema=STATE_FILES_SCHEMA,
+        ),
+        STATE_FILES_SCHEMA,
+    )
     transaction.compact()
 
 
 def _reconciliation_message(manifest: dict) -> str:
-    broken = [f"{name}: read {c['read']} != accepted {c['accepted']} + duplicate {c['duplicate']} "
-              f"+ rejected {c['rejected']} + late {c['late']} + waiting {c['waiting']}"
-              for name, c in manifest["streams"].items() if not c["reconciles"]]
+    broken = [
+        f"{name}: read {c['read']} != accepted {c['accepted']} + duplicate {c['duplicate']} "
+        f"+ rejected {c['rejected']} + late {c['late']} + waiting {c['waiting']}"
+        for name, c in manifest["streams"].items()
+        if not c["reconciles"]
+    ]
     return f"counts do not reconcile ({'; '.join(broken)})"
 
 
-def publish(store: Store, record: RunRecord, settings: Settings, build_views: bool,
-            progress: Callable[[str], None]) -> Path | None:
+def publish(
+    store: Store, record: RunRecord, settings: Settings, build_views: bool, progress: Callable[[str], None]
+) -> Path | None:
     """Build the committed run's DuckDB views (locally), then write its manifest.json: last, so a
     manifest.json of the latest run says its views are built too. A run stopped in between (a full
     disk, Ctrl-C) leaves both behind, and the next run, finding nothing new, publishes them."""

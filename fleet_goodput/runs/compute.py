@@ -44,28 +44,52 @@ HOUR_US = 3_600_000_000
 CHUNK_INPUT_BYTES = 24 * 2**20
 
 
-def compute(plan: RunPlan, settings: Settings, run_settings: RunSettings, beam_args, given_as_of_us: int | None,
-            chunk_hours: int | None, progress: Callable[[str], None]) -> list[str]:
+def compute(
+    plan: RunPlan,
+    settings: Settings,
+    run_settings: RunSettings,
+    beam_args,
+    given_as_of_us: int | None,
+    chunk_hours: int | None,
+    progress: Callable[[str], None],
+) -> list[str]:
     """Compute the run's new files into its staging: the folders staged, the last holding the state it ends in."""
     with run_scratch():  # Beam's temporary folders, removed by the next run if this one is killed
         return _compute_in(plan, settings, run_settings, beam_args, given_as_of_us, chunk_hours, progress)
 
 
-def _compute_in(plan: RunPlan, settings: Settings, run_settings: RunSettings, beam_args, given_as_of_us: int | None,
-                chunk_hours: int | None, progress: Callable[[str], None]) -> list[str]:
+def _compute_in(
+    plan: RunPlan,
+    settings: Settings,
+    run_settings: RunSettings,
+    beam_args,
+    given_as_of_us: int | None,
+    chunk_hours: int | None,
+    progress: Callable[[str], None],
+) -> list[str]:
     new = f"{len(plan.files):,} new file(s), {size_text(f.size for f in plan.files)}"
     if chunk_hours:
         progress(f"Computing {new} in chunks of {chunk_hours} h of event time, one pipeline each")
         return _run_in_chunks(plan, settings, run_settings, beam_args, chunk_hours * HOUR_US, progress)
     if given_as_of_us is None and is_local(beam_args) and sum(f.size for f in plan.files) > CHUNK_INPUT_BYTES:
-        progress(f"Computing {new} in chunks of event time of at most about {size_text([CHUNK_INPUT_BYTES])} of input "
-                 "each, one pipeline each, so that memory follows a chunk (--chunk_hours sets their length)")
+        progress(
+            f"Computing {new} in chunks of event time of at most about {size_text([CHUNK_INPUT_BYTES])} of input "
+            "each, one pipeline each, so that memory follows a chunk (--chunk_hours sets their length)"
+        )
         return _run_in_chunks(plan, settings, run_settings, beam_args, None, progress)
     progress(f"Decoding and computing {new} in one Beam pipeline")
     computing = time.monotonic()
     with heartbeat(progress, "decoding and computing"):
-        goodput.run(plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
-                    run_settings, plan.continuation, given_as_of_us, beam_args)
+        goodput.run(
+            plan.files_by_stream,
+            list(plan.state_files),
+            staging_folder(plan),
+            settings,
+            run_settings,
+            plan.continuation,
+            given_as_of_us,
+            beam_args,
+        )
     progress(f"  computed in {time.monotonic() - computing:.1f} s")
     return [staging_folder(plan)]
 
@@ -89,8 +113,14 @@ def heartbeat(progress: Callable[[str], None], doing: str, every_s: float = 30.0
         thread.join()
 
 
-def _run_in_chunks(plan: RunPlan, settings: Settings, run_settings: RunSettings, beam_args,
-                   chunk_us: int | None, progress: Callable[[str], None]) -> list[str]:
+def _run_in_chunks(
+    plan: RunPlan,
+    settings: Settings,
+    run_settings: RunSettings,
+    beam_args,
+    chunk_us: int | None,
+    progress: Callable[[str], None],
+) -> list[str]:
     """Run the pipeline once per chunk of event time, one after the other: each computes only its
     chunk's events, continuing the state the one before staged, so memory follows one chunk. Each
     new file is decoded once, before the chunks, into its share of each (transforms/slices.py), so
@@ -111,10 +141,17 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, run_settings: RunSettings,
     if len(chunks) > 1:
         started = time.monotonic()
         with heartbeat(progress, "decoding the new files into the chunks"):
-            goodput.slice_files([(f.stream, f.path, f.size) for f in plan.files], settings,
-                                [chunk for _, chunk in chunks], slices, beam_args)
-        read += (f", chunks of {describe_span(chunk_us)}, and decoded the {len(plan.files):,} new file(s) once "
-                 f"into them in {time.monotonic() - started:.1f} s")
+            goodput.slice_files(
+                [(f.stream, f.path, f.size) for f in plan.files],
+                settings,
+                [chunk for _, chunk in chunks],
+                slices,
+                beam_args,
+            )
+        read += (
+            f", chunks of {describe_span(chunk_us)}, and decoded the {len(plan.files):,} new file(s) once "
+            f"into them in {time.monotonic() - started:.1f} s"
+        )
     progress(f"{read}: {len(chunks)} chunk(s) of event time")
     # Where the fleet's history starts is the whole input's, not the first chunk's (fleet_goodput/core/asof.py).
     continuation = dataclasses.replace(plan.continuation, history_start_us=history_start(kept))
@@ -123,16 +160,26 @@ def _run_in_chunks(plan: RunPlan, settings: Settings, run_settings: RunSettings,
         started, folder = time.monotonic(), f"{staging_folder(plan)}/chunk-{number:04d}"
         sliced = _slices_of(slices, number) if len(chunks) > 1 else None  # one chunk reads the files themselves
         with heartbeat(progress, f"computing chunk {number + 1}"):
-            goodput.run(plan.files_by_stream, state_files, folder, settings, run_settings, continuation,
-                        beam_args=beam_args, during=chunk, slices=sliced)
+            goodput.run(
+                plan.files_by_stream,
+                state_files,
+                folder,
+                settings,
+                run_settings,
+                continuation,
+                beam_args=beam_args,
+                during=chunk,
+                slices=sliced,
+            )
         if sliced:
             FileSystems.delete([f"{chunk_folder(slices, number)}/"])  # read: its disk space back now
         begins = format_time_us(begins_us) if begins_us is not None else "no scheduler event"
         progress(f"  chunk {number + 1}/{len(chunks)} ({begins}): {time.monotonic() - started:.1f} s")
         tally = goodput.read_tally(folder)
         if tally.as_of_us is not None:
-            continuation = continuation.after(tally.as_of_us, run_settings.allowed_lateness_s * 1_000_000,
-                                              tally.kept_times)
+            continuation = continuation.after(
+                tally.as_of_us, run_settings.allowed_lateness_s * 1_000_000, tally.kept_times
+            )
         state_files = [path for path, _, _ in matched_files(f"{literal_pattern(folder)}/state_keys/*.parquet")]
         staged.append(folder)
     return staged
@@ -150,8 +197,9 @@ def _clock_of(path: str, settings: Settings) -> tuple[list[tuple[int, str]], set
         decoded = decode_input_file(CLOCK_STREAM, path, settings.accelerators, open_file=open_input)
     except FileNotFoundError:
         return [], set()  # gone since it was listed: the run computes again without it (run_batch)
-    return decoded.kept_times, {window_start(event[0], HOUR_US) for batch in decoded.batches.values()
-                                  for event in batch}
+    return decoded.kept_times, {
+        window_start(event[0], HOUR_US) for batch in decoded.batches.values() for event in batch
+    }
 
 
 def chunk_length(input_bytes: int, new: list[tuple[int, str]]) -> int:
@@ -166,8 +214,9 @@ def chunk_length(input_bytes: int, new: list[tuple[int, str]]) -> int:
     return max(divisor for divisor in (1, 2, 3, 4, 6, 8, 12) if divisor <= max(hours, 1)) * HOUR_US
 
 
-def event_time_chunks(new: list[tuple[int, str]], kept: list[tuple[int, str]], chunk_us: int,
-                      occupied: set[int] = frozenset()) -> list[tuple[int | None, TimeSlice]]:
+def event_time_chunks(
+    new: list[tuple[int, str]], kept: list[tuple[int, str]], chunk_us: int, occupied: set[int] = frozenset()
+) -> list[tuple[int | None, TimeSlice]]:
     """The chunks a backfill computes, with the time each begins at (None: no scheduler event to say).
 
     UTC-aligned chunks of `chunk_us` (24 h chunks start at midnight) that hold
@@ -183,8 +232,11 @@ def event_time_chunks(new: list[tuple[int, str]], kept: list[tuple[int, str]], c
     if not times:
         return [(None, TimeSlice())]
     first = window_start(min(times), chunk_us)
-    begins = sorted({window_start(time_us, chunk_us) for time_us in times}
-                    | {begin for begin in occupied if begin >= first})
+    begins = sorted(
+        {window_start(time_us, chunk_us) for time_us in times} | {begin for begin in occupied if begin >= first}
+    )
     bounds = [None, *begins[1:], None]
-    return [(begin, TimeSlice(since, until, first=number == 0))
-            for number, (begin, since, until) in enumerate(zip(begins, bounds, bounds[1:]))]
+    return [
+        (begin, TimeSlice(since, until, first=number == 0))
+        for number, (begin, since, until) in enumerate(zip(begins, bounds, bounds[1:]))
+    ]

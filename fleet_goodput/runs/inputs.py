@@ -56,13 +56,16 @@ def check_input(input_dir: str) -> None:
         if folder.exists() and not os.access(folder, os.R_OK | os.X_OK):  # a fault: fleet_goodput/faults.py
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(folder))
     if not any(root.glob("*/*.avro")):
-        raise InputError(f"no telemetry in {input_dir}: expected {input_dir}/scheduler/*.avro, "
-                         f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro "
-                         f"(try `mpg simulate --out {shlex.quote(input_dir)}`)")
+        raise InputError(
+            f"no telemetry in {input_dir}: expected {input_dir}/scheduler/*.avro, "
+            f"{input_dir}/runtime/*.avro and {input_dir}/profiler/*.avro "
+            f"(try `mpg simulate --out {shlex.quote(input_dir)}`)"
+        )
 
 
-def list_input(input_dir: str, applied: dict[tuple, str] | None = None,
-               progress: Callable[[str], None] = lambda _: None) -> list[InputFile]:
+def list_input(
+    input_dir: str, applied: dict[tuple, str] | None = None, progress: Callable[[str], None] = lambda _: None
+) -> list[InputFile]:
     """Every Avro file of every stream, with the hash of its content.
 
     A file an earlier run applied under the same path, size and modification
@@ -71,14 +74,22 @@ def list_input(input_dir: str, applied: dict[tuple, str] | None = None,
     name is known, and a corrected file delivered again in place is refused (runs/redelivered.py).
     """
     applied = applied or {}
-    listed = [(stream, listed_as) for stream in schemas.STREAMS
-              for listed_as in sorted(_avro_files(f"{input_dir.rstrip('/')}/{stream}"))]
+    listed = [
+        (stream, listed_as)
+        for stream in schemas.STREAMS
+        for listed_as in sorted(_avro_files(f"{input_dir.rstrip('/')}/{stream}"))
+    ]
     unknown = [listed_as for _, listed_as in listed if listed_as not in applied]
-    hashing = (f"hashing the {len(unknown):,} no earlier run applied ({size_text(size for _, size, _ in unknown)})"
-               if unknown else "every one known from an earlier run by path, size and time")
+    hashing = (
+        f"hashing the {len(unknown):,} no earlier run applied ({size_text(size for _, size, _ in unknown)})"
+        if unknown
+        else "every one known from an earlier run by path, size and time"
+    )
     progress(f"Listed {len(listed):,} input file(s), {size_text(size for _, (_, size, _) in listed)}; {hashing}")
-    return [InputFile(stream, listed_as[0], applied.get(listed_as) or _sha256(listed_as[0]), *listed_as[1:])
-            for stream, listed_as in listed]
+    return [
+        InputFile(stream, listed_as[0], applied.get(listed_as) or _sha256(listed_as[0]), *listed_as[1:])
+        for stream, listed_as in listed
+    ]
 
 
 def _avro_files(folder: str) -> list[tuple[str, int, int | None]]:
@@ -102,8 +113,10 @@ def _avro_files(folder: str) -> list[tuple[str, int, int | None]]:
 
 def matched_files(pattern: str) -> list[tuple[str, int, int | None]]:
     """(path, size, modification time) of each file a Beam file-system pattern matches (gs://)."""
-    return [(m.path, m.size_in_bytes, _micros(m.last_updated_in_seconds))
-            for m in FileSystems.match([pattern])[0].metadata_list]
+    return [
+        (m.path, m.size_in_bytes, _micros(m.last_updated_in_seconds))
+        for m in FileSystems.match([pattern])[0].metadata_list
+    ]
 
 
 def _status(path: str) -> tuple[int, int | None] | None:
@@ -149,8 +162,10 @@ def _sha256(path: str) -> str:
     except PermissionError:
         raise  # a fault with an exit code of its own (fleet_goodput/faults.py), not a bad input
     except OSError as exc:
-        raise InputError(f"cannot read input file {path} ({exc.strerror or exc}): nothing was committed; "
-                         "fix its permissions, or move it out of the input folder") from None
+        raise InputError(
+            f"cannot read input file {path} ({exc.strerror or exc}): nothing was committed; "
+            "fix its permissions, or move it out of the input folder"
+        ) from None
     return digest.hexdigest()
 
 

@@ -49,10 +49,19 @@ def _commit(_, plan: RunPlan, settings: Settings, run_settings: RunSettings, **s
     return commit_run(plan, settings, run_settings, mode="dataflow").run_id
 
 
-def build(p: beam.Pipeline, plan: RunPlan, settings: Settings, run_settings: RunSettings,
-          given_as_of_us: int | None = None) -> None:
-    outputs = goodput.build_batch(p, plan.files_by_stream, list(plan.state_files), staging_folder(plan), settings,
-                                  run_settings, plan.continuation, given_as_of_us)
+def build(
+    p: beam.Pipeline, plan: RunPlan, settings: Settings, run_settings: RunSettings, given_as_of_us: int | None = None
+) -> None:
+    outputs = goodput.build_batch(
+        p,
+        plan.files_by_stream,
+        list(plan.state_files),
+        staging_folder(plan),
+        settings,
+        run_settings,
+        plan.continuation,
+        given_as_of_us,
+    )
     staged = {name: beam.pvalue.AsList(written) for name, written in outputs["staged"].items()}
     (
         p

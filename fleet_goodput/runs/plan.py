@@ -50,8 +50,12 @@ class RunPlan:
         if previous is None:
             return Continuation()
         manifest = previous.manifest
-        return Continuation(previous.as_of_us, previous.frontier_us, manifest.get("version_us"),
-                            tuple(map(tuple, manifest.get(KEPT_TIMES_KEY) or ())))
+        return Continuation(
+            previous.as_of_us,
+            previous.frontier_us,
+            manifest.get("version_us"),
+            tuple(map(tuple, manifest.get(KEPT_TIMES_KEY) or ())),
+        )
 
     def moves_no_time(self, given_as_of_us: int | None) -> bool:
         """Whether a run with no new file would leave the store as it is: its as-of time (given, or
@@ -70,8 +74,9 @@ class RunPlan:
         return {stream: [f.path for f in self.files if f.stream == stream] for stream in schemas.STREAMS}
 
 
-def plan_run(input_dir: str, store: Store, given_as_of_us: int | None,
-             progress: Callable[[str], None] = lambda _: None) -> RunPlan:
+def plan_run(
+    input_dir: str, store: Store, given_as_of_us: int | None, progress: Callable[[str], None] = lambda _: None
+) -> RunPlan:
     """Undo what a killed run left, check the continuation, and pick the input files no run applied."""
     require_intact(store)  # a damaged store is refused before a run changes anything
     clear_staging(store.root)
@@ -106,7 +111,9 @@ def _check_continuation(previous: RunRecord | None, given_as_of_us: int | None, 
         newest = f"; the newest scheduler event is {format_time_us(newest_us)}" if newest_us is not None else ""
         lateness = previous.manifest.get("allowed_lateness_s")
         allowed = f", the allowed lateness {describe_span(lateness * 1_000_000)}" if lateness is not None else ""
-        raise StoreError(f"--as_of {format_time_us(given_as_of_us)} is earlier than run {previous.run_id}'s as-of "
-                         f"{format_time_us(previous.as_of_us)}{newest}{allowed}: a run continues from where the last "
-                         "one ended (read an earlier run with `mpg sql --run ID`, undo the runs after it with "
-                         "`mpg rollback --to ID`, or start afresh with --replace)")
+        raise StoreError(
+            f"--as_of {format_time_us(given_as_of_us)} is earlier than run {previous.run_id}'s as-of "
+            f"{format_time_us(previous.as_of_us)}{newest}{allowed}: a run continues from where the last "
+            "one ended (read an earlier run with `mpg sql --run ID`, undo the runs after it with "
+            "`mpg rollback --to ID`, or start afresh with --replace)"
+        )

@@ -24,8 +24,9 @@ class ChangedInPlace(ValueError):
     """An input file applied before holds other content now (exit 2: the input is what is wrong)."""
 
 
-def refuse_changed_in_place(store: Store, previous: RunRecord | None, new_files: Iterable,
-                            applied: dict[tuple, str]) -> None:
+def refuse_changed_in_place(
+    store: Store, previous: RunRecord | None, new_files: Iterable, applied: dict[tuple, str]
+) -> None:
     """ChangedInPlace if any of `new_files` (InputFile: not applied by content) sits under a path an
     earlier run applied with other content (`applied`: Store.applied_files); nothing otherwise."""
     paths = {path for path, _, _ in applied}
@@ -42,11 +43,14 @@ def refuse_changed_in_place(store: Store, previous: RunRecord | None, new_files:
     path, run_id = min(changed, key=lambda pair: pair[1])
     others = f" (and {len(changed) - 1} other file(s) so)" if len(changed) > 1 else ""
     output = shlex.quote(store.root)
-    undo = (f"undo run {run_id} and the runs after it (mpg rollback --output {output} --to {run_id - 1}), then run "
-            "again" if run_id > 1 else
-            f"start the output afresh over every input (mpg run --replace --input DIR --output {output})")
+    undo = (
+        f"undo run {run_id} and the runs after it (mpg rollback --output {output} --to {run_id - 1}), then run again"
+        if run_id > 1
+        else f"start the output afresh over every input (mpg run --replace --input DIR --output {output})"
+    )
     raise ChangedInPlace(
         f"{path} holds other content than when run {run_id} applied it{others}: a file delivered again in place "
         "cannot replace what its first delivery added, so nothing was committed. If it corrects that file, "
         f"{undo}: the runs that follow read it as one clean run would. If it holds other events, give it a name "
-        "of its own.")
+        "of its own."
+    )

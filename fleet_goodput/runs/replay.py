@@ -43,9 +43,15 @@ def _load(source: str | Path, slice_s: int) -> tuple[dict[int, dict[str, list[di
     return slices, observed.union(*stated)
 
 
-def replay(source: str | Path, target: str | Path, speed: float, slice_s: int = 300,
-           report: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic,
-           sleep: Callable[[float], None] = time.sleep) -> int:
+def replay(
+    source: str | Path,
+    target: str | Path,
+    speed: float,
+    slice_s: int = 300,
+    report: Callable[[str], None] = print,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
     """Write SOURCE's events into TARGET slice by slice; returns the events written.
 
     `speed` is how many seconds of event time pass per wall-clock second
@@ -70,8 +76,12 @@ def replay(source: str | Path, target: str | Path, speed: float, slice_s: int = 
         streams = {**({"scheduler": []} if stating else {}), **slices[start_us]}
         for stream, records in sorted(streams.items()):
             records.sort(key=lambda record: record["event_time"])
-            written += write_events(Path(target, stream, f"replay-{n:06d}.avro"), stream, records,
-                                    observed=(stating or None) if stream == "scheduler" else None)
+            written += write_events(
+                Path(target, stream, f"replay-{n:06d}.avro"),
+                stream,
+                records,
+                observed=(stating or None) if stream == "scheduler" else None,
+            )
         stamp = datetime.fromtimestamp(start_us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
         report(f"replayed slice {n + 1}/{len(slices)} ({stamp} UTC): {written:,} events so far")
     return written

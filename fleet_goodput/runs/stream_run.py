@@ -70,10 +70,19 @@ def _listing(root: Path) -> tuple:
     return tuple((str(path), status.st_size, status.st_mtime_ns) for path, status in statuses)
 
 
-def run_stream(input_dir: str, output: str | Store, config: SettingsFile | None = None, *,
-               allowed_lateness_s: int | None = None, stop_after_idle_s: float | None = None,
-               beam_args: list[str] | None = None, replace: bool = False, progress=None,
-               stop: threading.Event | None = None, on_busy: Callable[[str], None] | None = None) -> BatchOutcome:
+def run_stream(
+    input_dir: str,
+    output: str | Store,
+    config: SettingsFile | None = None,
+    *,
+    allowed_lateness_s: int | None = None,
+    stop_after_idle_s: float | None = None,
+    beam_args: list[str] | None = None,
+    replace: bool = False,
+    progress=None,
+    stop: threading.Event | None = None,
+    on_busy: Callable[[str], None] | None = None,
+) -> BatchOutcome:
     """Watch `input_dir` until `stop` is set or nothing new arrived for `stop_after_idle_s`;
     returns the last run's outcome (the output's latest run if nothing new came). While another
     run holds the output, `on_busy` is told why at each poll, and new files wait.
@@ -100,8 +109,14 @@ def run_stream(input_dir: str, output: str | Store, config: SettingsFile | None 
             cpu_s = time.process_time()
             due = time.monotonic() - maintained >= MAINTAIN_EVERY_S
             try:
-                outcome = run(options, store=store, allowed_lateness_s=allowed_lateness_s, mode="stream",
-                              build_views=False, maintain=due)
+                outcome = run(
+                    options,
+                    store=store,
+                    allowed_lateness_s=allowed_lateness_s,
+                    mode="stream",
+                    build_views=False,
+                    maintain=due,
+                )
             except StoreBusy as exc:
                 if on_busy:
                     on_busy(str(exc))
@@ -132,8 +147,9 @@ def run_stream(input_dir: str, output: str | Store, config: SettingsFile | None 
         return BatchOutcome(manifest={}, database=None, seconds=0.0, run=None, committed=False)
     database = build_database(store, load_settings(config))  # the views use the settings the store keeps
     seconds = state.last.seconds if state.last else 0.0
-    return BatchOutcome(manifest=latest.manifest, database=database, seconds=seconds, run=latest,
-                        committed=state.runs > 0, store=store)
+    return BatchOutcome(
+        manifest=latest.manifest, database=database, seconds=seconds, run=latest, committed=state.runs > 0, store=store
+    )
 
 
 def _maintain(store: Store, run_settings: RunSettings) -> None:
@@ -155,6 +171,11 @@ def translate_stream(output_dir: str, settings: Settings, run_settings: RunSetti
     options.view_as(StandardOptions).streaming = True
     p = beam.Pipeline(options=options)
     decoded = streaming.read_pubsub_sources(p, settings, run_settings)
-    streaming.commit_streaming_outputs(streaming.build_streaming(decoded, settings, run_settings), output_dir,
-                                       settings, run_settings, source=", ".join(run_settings.subscriptions.values()))
+    streaming.commit_streaming_outputs(
+        streaming.build_streaming(decoded, settings, run_settings),
+        output_dir,
+        settings,
+        run_settings,
+        source=", ".join(run_settings.subscriptions.values()),
+    )
     return p.run().job

@@ -57,18 +57,23 @@ def refuse_other_format(state_format: int, root: str) -> None:
     """StoreError for a store whose saved state is not in this release's format: what to do with it
     (`mpg check --upgrade`, or which release continues it)."""
     if state_format > STATE_FORMAT:
-        raise StoreError(f"{root} was written by a newer fleet-goodput (state format {state_format}, this one reads "
-                         f"{STATE_FORMAT}): upgrade fleet-goodput to continue it")
+        raise StoreError(
+            f"{root} was written by a newer fleet-goodput (state format {state_format}, this one reads "
+            f"{STATE_FORMAT}): upgrade fleet-goodput to continue it"
+        )
     if state_format >= UPGRADABLE_FROM:
-        raise StoreError(f"{root} keeps the state of its open jobs in format {state_format}, written by an older "
-                         f"fleet-goodput; this one keeps format {STATE_FORMAT}. Upgrade it in place first, as one "
-                         f"run (copy the folder first to keep it as it is): mpg check --upgrade --output {shlex.quote(root)}")
+        raise StoreError(
+            f"{root} keeps the state of its open jobs in format {state_format}, written by an older "
+            f"fleet-goodput; this one keeps format {STATE_FORMAT}. Upgrade it in place first, as one "
+            f"run (copy the folder first to keep it as it is): mpg check --upgrade --output {shlex.quote(root)}"
+        )
     raise StoreError(
         f"{root} keeps the state of its open jobs in format {state_format}, which this fleet-goodput cannot upgrade "
         f"(it upgrades format {UPGRADABLE_FROM} and later): fleet-goodput at commit {LAST_WRITTEN_BY[state_format]}, "
         f"the last to write format {state_format}, continues and reads it (this one reads its jobs' tables, but not its "
         "capacity, kept per window then). To continue with this version, start the output afresh over every input "
-        f"(copy the folder first to keep the old figures): mpg run --replace --input DIR --output {shlex.quote(root)}")
+        f"(copy the folder first to keep the old figures): mpg run --replace --input DIR --output {shlex.quote(root)}"
+    )
 
 
 def upgrade_store(output_dir: str) -> Upgrade:
@@ -94,20 +99,44 @@ def upgrade_store(output_dir: str) -> Upgrade:
         pa.fs.LocalFileSystem().create_dir(staged)
         stretches = CAPACITY_LEVEL.to_arrow(rows)
         starts = stretches.column("start_time").cast(pa.int64()).to_pylist()
-        pq.write_table(stretches.append_column("date", pa.array(map(utc_day, starts), pa.string())),
-                       f"{staged}/part-00000.parquet")
+        pq.write_table(
+            stretches.append_column("date", pa.array(map(utc_day, starts), pa.string())), f"{staged}/part-00000.parquet"
+        )
         transaction.write_keyed(CAPACITY_LEVEL)
-        transaction.write("state_keys", pa.Table.from_pylist(
-            [{"key": state.key, "blob": state.to_bytes()} for state in states], schema=STATE_KEYS_SCHEMA),
-            STATE_KEYS_SCHEMA, mode="overwrite")
+        transaction.write(
+            "state_keys",
+            pa.Table.from_pylist(
+                [{"key": state.key, "blob": state.to_bytes()} for state in states], schema=STATE_KEYS_SCHEMA
+            ),
+            STATE_KEYS_SCHEMA,
+            mode="overwrite",
+        )
         run_id = latest.run_id + 1
-        manifest = {**latest.manifest, "run_id": run_id, "mode": "upgrade", "upgraded_from_format": latest.state_format,
-                    "files_applied": 0, "files_skipped": 0, "output": store.root,
-                    "this_run": {stream: dict.fromkeys(counts, 0)
-                                 for stream, counts in latest.manifest.get("this_run", {}).items()}}
-        record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode="upgrade", input=latest.input,
-                           as_of_us=latest.as_of_us, frontier_us=latest.frontier_us, files_applied=0, files_skipped=0,
-                           state_format=STATE_FORMAT, versions=dict(transaction.versions), manifest=manifest)
+        manifest = {
+            **latest.manifest,
+            "run_id": run_id,
+            "mode": "upgrade",
+            "upgraded_from_format": latest.state_format,
+            "files_applied": 0,
+            "files_skipped": 0,
+            "output": store.root,
+            "this_run": {
+                stream: dict.fromkeys(counts, 0) for stream, counts in latest.manifest.get("this_run", {}).items()
+            },
+        }
+        record = RunRecord(
+            run_id=run_id,
+            committed_at_us=time.time_ns() // 1000,
+            mode="upgrade",
+            input=latest.input,
+            as_of_us=latest.as_of_us,
+            frontier_us=latest.frontier_us,
+            files_applied=0,
+            files_skipped=0,
+            state_format=STATE_FORMAT,
+            versions=dict(transaction.versions),
+            manifest=manifest,
+        )
         transaction.commit(record)
         transaction.discard()
     return Upgrade(record, latest.state_format, len(states), len(rows))
@@ -131,27 +160,43 @@ def _capacity_rows(store: Store, latest: RunRecord, states: list) -> list[dict]:
         window_us = state.timeline.window_us
         for window, chip_us in settled.items():
             end_us = min(window + window_us, frontier_us)
-            rows += [_row(cluster, accelerator, *stretch, version_us) for stretch in
-                     window_as_stretches(window, end_us, chip_us)]
+            rows += [
+                _row(cluster, accelerator, *stretch, version_us)
+                for stretch in window_as_stretches(window, end_us, chip_us)
+            ]
         if latest.as_of_us is not None:
             advance = state.advance(latest.as_of_us, latest.frontier_us)
-            rows += [{**_row(cluster, accelerator, start_us, end_us, chips, version_us),
-                      "changed_from_us": advance.changed_from[start_us]}
-                     for start_us, (end_us, chips) in advance.windows.items()]
+            rows += [
+                {
+                    **_row(cluster, accelerator, start_us, end_us, chips, version_us),
+                    "changed_from_us": advance.changed_from[start_us],
+                }
+                for start_us, (end_us, chips) in advance.windows.items()
+            ]
     for window in _old_windows(store, latest):
         frontier_us = frontiers.get((window["cluster"], window["accelerator"]))
         window_us = window["window_us"]
         if frontier_us is not None and window["window_start_us"] >= window_start(frontier_us, window_us):
             continue  # from the frontier's window on, the saved state says it (above)
-        rows += [_row(window["cluster"], window["accelerator"], *stretch, window["version_us"]) for stretch in
-                 window_as_stretches(window["window_start_us"], window["window_start_us"] + window_us,
-                                     window["chip_us"])]
+        rows += [
+            _row(window["cluster"], window["accelerator"], *stretch, window["version_us"])
+            for stretch in window_as_stretches(
+                window["window_start_us"], window["window_start_us"] + window_us, window["chip_us"]
+            )
+        ]
     return rows
 
 
 def _row(cluster: str, accelerator: str, start_us: int, end_us: int, chips: int, version_us: int | None) -> dict:
-    return {"cluster": cluster, "accelerator": accelerator, "start_time_us": start_us, "end_time_us": end_us,
-            "chips": chips, "changed_from_us": start_us, "version_us": version_us}
+    return {
+        "cluster": cluster,
+        "accelerator": accelerator,
+        "start_time_us": start_us,
+        "end_time_us": end_us,
+        "chips": chips,
+        "changed_from_us": start_us,
+        "version_us": version_us,
+    }
 
 
 def _old_windows(store: Store, latest: RunRecord) -> list[dict]:
@@ -163,12 +208,18 @@ def _old_windows(store: Store, latest: RunRecord) -> list[dict]:
     table = delta_arrow.dataset(DeltaTable(store.path(f"tables/{OLD_CAPACITY}"), version=version)).to_table()
     window_us = kept_settings(store, latest)["window_s"] * 1_000_000
     latest_rows: dict[tuple, dict] = {}
-    for row in table.cast(pa.schema([f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f
-                                     for f in table.schema])).to_pylist():
+    for row in table.cast(
+        pa.schema([f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f for f in table.schema])
+    ).to_pylist():
         key = (row["cluster"], row["accelerator"], row["window_start"])
         if key not in latest_rows or row["version"] >= latest_rows[key]["version_us"]:
             # chip-seconds were stored as a float of integer chip-microseconds / 1e6: exact below 2^53 µs
-            latest_rows[key] = {"cluster": row["cluster"], "accelerator": row["accelerator"],
-                                "window_start_us": row["window_start"], "window_us": window_us,
-                                "chip_us": round(row["capacity_chip_s"] * 1_000_000), "version_us": row["version"]}
+            latest_rows[key] = {
+                "cluster": row["cluster"],
+                "accelerator": row["accelerator"],
+                "window_start_us": row["window_start"],
+                "window_us": window_us,
+                "chip_us": round(row["capacity_chip_s"] * 1_000_000),
+                "version_us": row["version"],
+            }
     return list(latest_rows.values())

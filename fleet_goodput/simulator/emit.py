@@ -28,25 +28,53 @@ def scheduler_events(fleet: FleetTimeline) -> list[dict]:
         restated = levels + [(fleet.horizon_us, _level_at(levels, fleet.horizon_us))]
         reasons = fleet.capacity_reasons.get(cluster.name, {})
         for n, (time_us, chips) in enumerate(restated):
-            events.append(_scheduler(f"capacity-{cluster.name}-{n}", time_us, None, "CAPACITY",
-                                     cluster.name, cluster.accelerator, chips,
-                                     reasons.get(time_us) if n < len(levels) else None))
+            events.append(
+                _scheduler(
+                    f"capacity-{cluster.name}-{n}",
+                    time_us,
+                    None,
+                    "CAPACITY",
+                    cluster.name,
+                    cluster.accelerator,
+                    chips,
+                    reasons.get(time_us) if n < len(levels) else None,
+                )
+            )
     for job in fleet.jobs:
         spec = job.spec
         ids = _ids(spec.job_id, "s")
-        submit = _scheduler(next(ids), spec.submit_us, spec.job_id, "SUBMIT", spec.cluster, spec.accelerator,
-                            spec.requested_chips)
-        submit.update(workload=spec.workload, framework=spec.framework, team=spec.team,
-                      topology=spec.topology, priority=spec.priority)
+        submit = _scheduler(
+            next(ids), spec.submit_us, spec.job_id, "SUBMIT", spec.cluster, spec.accelerator, spec.requested_chips
+        )
+        submit.update(
+            workload=spec.workload,
+            framework=spec.framework,
+            team=spec.team,
+            topology=spec.topology,
+            priority=spec.priority,
+        )
         events.append(submit)
         for change in job.levels:
-            events.append(_scheduler(next(ids), change.time_us, spec.job_id, change.kind, spec.cluster,
-                                     spec.accelerator, change.chips, change.reason))
+            events.append(
+                _scheduler(
+                    next(ids),
+                    change.time_us,
+                    spec.job_id,
+                    change.kind,
+                    spec.cluster,
+                    spec.accelerator,
+                    change.chips,
+                    change.reason,
+                )
+            )
         if job.end_us is not None:
             end_type = {"FINISHED": "FINISH", "FAILED": "FAIL", "CANCELLED": "CANCEL"}[job.status]
             # chips on an ending event: the job holds none from now on.
-            events.append(_scheduler(next(ids), job.end_us, spec.job_id, end_type, spec.cluster,
-                                     spec.accelerator, 0, job.end_reason))
+            events.append(
+                _scheduler(
+                    next(ids), job.end_us, spec.job_id, end_type, spec.cluster, spec.accelerator, 0, job.end_reason
+                )
+            )
     return events
 
 
@@ -70,17 +98,25 @@ def profiler_events(fleet: FleetTimeline) -> list[dict]:
         spec = job.spec
         ids = _ids(spec.job_id, "p")
         for sample in job.samples:
-            events.append({
-                "event_id": next(ids), "event_time": sample.time_us, "job_id": spec.job_id,
-                "step": sample.step, "duration_s": sample.duration_s, "chips": spec.requested_chips,
-                "ideal_flops": spec.ideal_flops, "flops_source": spec.flops_source,
-                "bytes_accessed": spec.ideal_flops * spec.bytes_per_flop,
-            })
+            events.append(
+                {
+                    "event_id": next(ids),
+                    "event_time": sample.time_us,
+                    "job_id": spec.job_id,
+                    "step": sample.step,
+                    "duration_s": sample.duration_s,
+                    "chips": spec.requested_chips,
+                    "ideal_flops": spec.ideal_flops,
+                    "flops_source": spec.flops_source,
+                    "bytes_accessed": spec.ideal_flops * spec.bytes_per_flop,
+                }
+            )
     return events
 
 
-def write_stream(out_dir: Path, stream: str, events: list[dict], seed: int,
-                 observed: dict[str, tuple[int, int]] | None = None) -> list[Path]:
+def write_stream(
+    out_dir: Path, stream: str, events: list[dict], seed: int, observed: dict[str, tuple[int, int]] | None = None
+) -> list[Path]:
     """Shuffle `events` and write them as DIR/stream/part-NNNNN.avro, each file stating `observed`
     (fleet_goodput/telemetry/observed.py: every part is a share of the one simulated period); returns
     the paths."""
@@ -90,8 +126,13 @@ def write_stream(out_dir: Path, stream: str, events: list[dict], seed: int,
     paths = []
     for part in range(parts):
         path = out_dir / stream / f"part-{part:05d}.avro"
-        write_events(path, stream, events[part * size:(part + 1) * size], sync_marker=_sync_marker(seed, stream, part),
-                     observed=observed)
+        write_events(
+            path,
+            stream,
+            events[part * size : (part + 1) * size],
+            sync_marker=_sync_marker(seed, stream, part),
+            observed=observed,
+        )
         paths.append(path)
     return paths
 
@@ -100,16 +141,42 @@ def _sync_marker(seed: int, stream: str, part: int) -> bytes:
     return hashlib.sha256(f"{seed}:{stream}:{part}".encode()).digest()[:16]
 
 
-def _scheduler(event_id: str, time_us: int, job_id: str | None, type_: str, cluster: str,
-               accelerator: str, chips: int, reason: str | None = None) -> dict:
-    return {"event_id": event_id, "event_time": time_us, "job_id": job_id, "type": type_, "cluster": cluster,
-            "accelerator": accelerator, "chips": chips, "workload": None, "framework": None, "team": None,
-            "topology": None, "priority": None, "reason": reason}
+def _scheduler(
+    event_id: str,
+    time_us: int,
+    job_id: str | None,
+    type_: str,
+    cluster: str,
+    accelerator: str,
+    chips: int,
+    reason: str | None = None,
+) -> dict:
+    return {
+        "event_id": event_id,
+        "event_time": time_us,
+        "job_id": job_id,
+        "type": type_,
+        "cluster": cluster,
+        "accelerator": accelerator,
+        "chips": chips,
+        "workload": None,
+        "framework": None,
+        "team": None,
+        "topology": None,
+        "priority": None,
+        "reason": reason,
+    }
 
 
 def _runtime(event_id: str, time_us: int, job: JobTimeline, type_: str, step: int | None, attempt: int) -> dict:
-    return {"event_id": event_id, "event_time": time_us, "job_id": job.spec.job_id, "type": type_,
-            "step": step, "attempt": attempt}
+    return {
+        "event_id": event_id,
+        "event_time": time_us,
+        "job_id": job.spec.job_id,
+        "type": type_,
+        "step": step,
+        "attempt": attempt,
+    }
 
 
 def _ids(job_id: str, stream_letter: str):
@@ -121,4 +188,3 @@ def _ids(job_id: str, stream_letter: str):
 
 def _level_at(levels: list[tuple[int, int]], time_us: int) -> int:
     return [chips for t, chips in levels if t <= time_us][-1]
-

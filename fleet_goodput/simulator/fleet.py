@@ -77,8 +77,10 @@ def make_clusters(rng: random.Random, settings: Settings, jobs_per_hour: float) 
     n_tpu = min(len(tpus), rng.randint(1, 2))
     pools = rng.sample(tpus, n_tpu) + rng.sample(gpus, min(len(gpus), count - n_tpu))
     regions = rng.sample(REGIONS, len(pools))
-    return [Cluster(name=f"{region}-{key}", accelerator=key, capacity=_scaled(rng.choice(sizes), scale), region=region)
-            for (key, sizes, _pg), region in zip(pools, regions)]
+    return [
+        Cluster(name=f"{region}-{key}", accelerator=key, capacity=_scaled(rng.choice(sizes), scale), region=region)
+        for (key, sizes, _pg), region in zip(pools, regions)
+    ]
 
 
 def jobs_per_hour(jobs: int | None, hours: float) -> float:
@@ -90,7 +92,9 @@ def _scaled(capacity: int, scale: float) -> int:
     return max(32, 2 ** round(math.log2(capacity * scale)))
 
 
-def make_capacity(rng: random.Random, clusters: list[Cluster], start_us: int, horizon_us: int) -> dict[str, list[tuple[int, int]]]:
+def make_capacity(
+    rng: random.Random, clusters: list[Cluster], start_us: int, horizon_us: int
+) -> dict[str, list[tuple[int, int]]]:
     """Capacity levels per cluster: full at the start, and a maintenance drain in one or two clusters."""
     levels = {c.name: [(start_us, c.capacity)] for c in clusters}
     span_us = horizon_us - start_us
@@ -109,12 +113,17 @@ def make_capacity(rng: random.Random, clusters: list[Cluster], start_us: int, ho
 HOST_CHIPS = 8
 HOST_MTBF_H = 24 * 30
 REPAIR_H = (0.5, 4.0)
-FAILURE_CAUSES = (("xid 79: GPU has fallen off the bus", 4), ("uncorrectable ECC errors", 3), ("NIC link down", 2),
-                  ("power supply failure", 1))
+FAILURE_CAUSES = (
+    ("xid 79: GPU has fallen off the bus", 4),
+    ("uncorrectable ECC errors", 3),
+    ("NIC link down", 2),
+    ("power supply failure", 1),
+)
 
 
-def add_node_failures(seed: int, clusters: list[Cluster], capacity: dict[str, list[tuple[int, int]]],
-                      start_us: int, horizon_us: int) -> dict[str, dict[int, str]]:
+def add_node_failures(
+    seed: int, clusters: list[Cluster], capacity: dict[str, list[tuple[int, int]]], start_us: int, horizon_us: int
+) -> dict[str, dict[int, str]]:
     """Hosts failing and repaired, as capacity lost and regained: lowers `capacity`'s levels in place
     and returns, per cluster, the reason of each level that a failure or a repair set. Drawn from a
     generator of its own, so a fleet without failures draws what it always drew."""
@@ -156,8 +165,16 @@ def _levels(deltas: dict[int, int]) -> list[tuple[int, int]]:
     return levels
 
 
-def make_jobs(rng: random.Random, clusters: list[Cluster], settings: Settings, start_us: int,
-              horizon_us: int, jobs: int | None, *, steady: bool = False) -> list[JobSpec]:
+def make_jobs(
+    rng: random.Random,
+    clusters: list[Cluster],
+    settings: Settings,
+    start_us: int,
+    horizon_us: int,
+    jobs: int | None,
+    *,
+    steady: bool = False,
+) -> list[JobSpec]:
     """Job arrivals: a Poisson process conditioned on the count, so `jobs` is exact.
 
     Given the count, Poisson arrival times are independent and uniform, which
@@ -174,22 +191,42 @@ def make_jobs(rng: random.Random, clusters: list[Cluster], settings: Settings, s
     else:
         n_initial = round(count * INITIAL_SHARE)
     early_us = min(10 * MINUTE_US, span_us // 2)
-    arrivals = sorted([start_us + rng.randrange(0, early_us, 1000) for _ in range(n_initial)]
-                      + [start_us + rng.randrange(0, span_us, 1000) for _ in range(count - n_initial)])
+    arrivals = sorted(
+        [start_us + rng.randrange(0, early_us, 1000) for _ in range(n_initial)]
+        + [start_us + rng.randrange(0, span_us, 1000) for _ in range(count - n_initial)]
+    )
     # Bigger clusters get more jobs, but not proportionally: small clusters are busy too.
-    weights = [c.capacity ** 0.6 for c in clusters]
+    weights = [c.capacity**0.6 for c in clusters]
     pg_of = {key: pg for key, _sizes, pg in TPU_POOLS + GPU_POOLS}
     specs = []
     for n, submit_us in enumerate(arrivals):
         cluster = rng.choices(clusters, weights)[0]
         workload = rng.choices(WORKLOADS, WORKLOAD_WEIGHTS)[0]
-        specs.append(_make_job(rng, f"job-{n:05d}", cluster, workload, submit_us, horizon_us,
-                               pg_of[cluster.accelerator], settings.peak_flops(cluster.accelerator)))
+        specs.append(
+            _make_job(
+                rng,
+                f"job-{n:05d}",
+                cluster,
+                workload,
+                submit_us,
+                horizon_us,
+                pg_of[cluster.accelerator],
+                settings.peak_flops(cluster.accelerator),
+            )
+        )
     return specs
 
 
-def _make_job(rng: random.Random, job_id: str, cluster: Cluster, workload: str, submit_us: int,
-              horizon_us: int, accelerator_pg: float, peak_flops: float) -> JobSpec:
+def _make_job(
+    rng: random.Random,
+    job_id: str,
+    cluster: Cluster,
+    workload: str,
+    submit_us: int,
+    horizon_us: int,
+    accelerator_pg: float,
+    peak_flops: float,
+) -> JobSpec:
     chips = _draw_size(rng, workload, cluster.capacity)
     gpu = not cluster.accelerator.startswith("tpu")
     if workload == "TRAINING":
@@ -227,17 +264,26 @@ def _make_job(rng: random.Random, job_id: str, cluster: Cluster, workload: str, 
     if rng.random() < 0.06:
         cancel_us = submit_us + max(SECOND_US, _whole_ms(rng.expovariate(1 / (1.5 * HOUR_US))))
     return JobSpec(
-        job_id=job_id, cluster=cluster.name, accelerator=cluster.accelerator, workload=workload,
+        job_id=job_id,
+        cluster=cluster.name,
+        accelerator=cluster.accelerator,
+        workload=workload,
         team=rng.choices(TEAMS, TEAM_WEIGHTS)[0],
         framework=_draw_framework(rng, cluster.accelerator),
         topology=_topology(chips, gpu, cluster.accelerator),
-        priority=priority, requested_chips=chips, submit_us=submit_us,
+        priority=priority,
+        requested_chips=chips,
+        submit_us=submit_us,
         ready_us=submit_us + _whole_ms(rng.uniform(1, 10) * SECOND_US),
-        cancel_us=cancel_us, crash_after_us=crash_after_us,
+        cancel_us=cancel_us,
+        crash_after_us=crash_after_us,
         partial_ok=workload == "TRAINING" and chips >= 16 and rng.random() < 0.6,
         profiled=rng.random() >= 0.1,
-        step_us=step_us, steps_per_span=steps_per_span, total_steps=total_steps,
-        serve_until_us=serve_until_us, checkpoint_every=checkpoint_every,
+        step_us=step_us,
+        steps_per_span=steps_per_span,
+        total_steps=total_steps,
+        serve_until_us=serve_until_us,
+        checkpoint_every=checkpoint_every,
         checkpoint_save_us=_whole_ms(rng.uniform(5, 45) * size_factor * SECOND_US),
         checkpoint_restore_us=_whole_ms(rng.uniform(10, 90) * size_factor * SECOND_US),
         init_us=_whole_ms(rng.uniform(20, 180) * size_factor * SECOND_US),

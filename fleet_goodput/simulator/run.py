@@ -37,7 +37,9 @@ class SimulationSummary:
 
     def __str__(self) -> str:
         streams = ", ".join(f"{n} {stream}" for stream, n in self.events.items())
-        return f"{self.jobs} jobs on {len(self.clusters)} clusters; events: {streams}; truth in {self.out_dir / 'truth'}"
+        return (
+            f"{self.jobs} jobs on {len(self.clusters)} clusters; events: {streams}; truth in {self.out_dir / 'truth'}"
+        )
 
     def describe(self) -> str:
         """A few lines saying what was written and where."""
@@ -52,9 +54,18 @@ class SimulationSummary:
         return "\n".join(lines)
 
 
-def simulate(out_dir, *, seed: int = 0, hours: float = 24.0, jobs: int | None = None, steady: bool = False,
-             start_us: int = START_US, window_s: int = 3600, settings: Settings | None = None,
-             node_failures: bool = False) -> SimulationSummary:
+def simulate(
+    out_dir,
+    *,
+    seed: int = 0,
+    hours: float = 24.0,
+    jobs: int | None = None,
+    steady: bool = False,
+    start_us: int = START_US,
+    window_s: int = 3600,
+    settings: Settings | None = None,
+    node_failures: bool = False,
+) -> SimulationSummary:
     """Simulate `hours` of a fleet from `start_us` and write events and truth under `out_dir`.
 
     `jobs` fixes the number of jobs (otherwise `fleet.DEFAULT_JOBS_PER_HOUR` an hour). Jobs still
@@ -85,20 +96,40 @@ def simulate(out_dir, *, seed: int = 0, hours: float = 24.0, jobs: int | None = 
     reasons = fleet.add_node_failures(seed, clusters, capacity, start_us, horizon_us) if node_failures else {}
     timeline = scheduler.run_fleet(seed, clusters, capacity, specs, start_us, horizon_us, reasons)
 
-    streams = {"scheduler": emit.scheduler_events(timeline), "runtime": emit.runtime_events(timeline),
-               "profiler": emit.profiler_events(timeline)}
+    streams = {
+        "scheduler": emit.scheduler_events(timeline),
+        "runtime": emit.runtime_events(timeline),
+        "profiler": emit.profiler_events(timeline),
+    }
     counts = {stream: len(events) for stream, events in streams.items()}
     # The simulated scheduler saw every cluster over the whole simulated period, and says so.
     observed = {cluster.name: (start_us, horizon_us) for cluster in clusters}
-    files = {stream: emit.write_stream(out_dir, stream, events, seed, observed if stream == "scheduler" else None)
-             for stream, events in streams.items()}
+    files = {
+        stream: emit.write_stream(out_dir, stream, events, seed, observed if stream == "scheduler" else None)
+        for stream, events in streams.items()
+    }
 
-    manifest = {"seed": seed, "hours": hours, "start": start_us, "as_of": horizon_us, "window_s": window_s,
-                "jobs": len(specs), "events": counts}
+    manifest = {
+        "seed": seed,
+        "hours": hours,
+        "start": start_us,
+        "as_of": horizon_us,
+        "window_s": window_s,
+        "jobs": len(specs),
+        "events": counts,
+    }
     peak = {key: acc.peak_bf16_flops for key, acc in settings.accelerators.items()}
     truth_paths = truth.write_truth(out_dir / "truth", timeline, peak, window_s, manifest)
     files.update({name: [path] for name, path in truth_paths.items()})
-    return SimulationSummary(out_dir=out_dir, seed=seed, hours=hours, start_us=start_us, as_of_us=horizon_us,
-                             clusters=tuple(clusters), jobs=len(specs),
-                             status_counts=dict(Counter(j.status for j in timeline.jobs)),
-                             events=counts, files=files)
+    return SimulationSummary(
+        out_dir=out_dir,
+        seed=seed,
+        hours=hours,
+        start_us=start_us,
+        as_of_us=horizon_us,
+        clusters=tuple(clusters),
+        jobs=len(specs),
+        status_counts=dict(Counter(j.status for j in timeline.jobs)),
+        events=counts,
+        files=files,
+    )

@@ -20,8 +20,18 @@ import random
 from dataclasses import dataclass
 
 from fleet_goodput.simulator.timeline import (
-    CHECKPOINT_RESTORE, CHECKPOINT_SAVE, COMPILE, DATA_WAIT, INIT, LOST, PENDING, PRODUCTIVE, STEP,
-    JobSpec, Sample, Span,
+    CHECKPOINT_RESTORE,
+    CHECKPOINT_SAVE,
+    COMPILE,
+    DATA_WAIT,
+    INIT,
+    LOST,
+    PENDING,
+    PRODUCTIVE,
+    STEP,
+    JobSpec,
+    Sample,
+    Span,
 )
 
 # How the attempt ends, which decides what becomes of unresolved step time.
@@ -97,7 +107,9 @@ def plan_attempt(spec: JobSpec, progress: Progress, allocated_us: int, limit_us:
     return Plan(spans, finish_us)
 
 
-def close_attempt(spec: JobSpec, progress: Progress, plan: Plan, end_us: int, how: str) -> tuple[list[Span], list[Sample]]:
+def close_attempt(
+    spec: JobSpec, progress: Progress, plan: Plan, end_us: int, how: str
+) -> tuple[list[Span], list[Sample]]:
     """Cut the plan at `end_us`, resolve its step spans, and advance `progress`.
 
     Returns the spans that happened and the profiler samples taken.

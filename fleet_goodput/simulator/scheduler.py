@@ -21,7 +21,14 @@ import random
 from fleet_goodput.simulator import runtime
 from fleet_goodput.simulator.fleet import HOUR_US, SECOND_US
 from fleet_goodput.simulator.timeline import (
-    CANCELLED, FAILED, FINISHED, Cluster, FleetTimeline, JobSpec, JobTimeline, LevelChange,
+    CANCELLED,
+    FAILED,
+    FINISHED,
+    Cluster,
+    FleetTimeline,
+    JobSpec,
+    JobTimeline,
+    LevelChange,
 )
 
 # Mean time between failures of one chip (with its share of host, network and
@@ -69,9 +76,15 @@ class _Pool:
         self.holding: list[_Job] = []  # partial or running
 
 
-def run_fleet(seed: int, clusters: list[Cluster], capacity: dict[str, list[tuple[int, int]]],
-              specs: list[JobSpec], start_us: int, horizon_us: int,
-              capacity_reasons: dict[str, dict[int, str]] | None = None) -> FleetTimeline:
+def run_fleet(
+    seed: int,
+    clusters: list[Cluster],
+    capacity: dict[str, list[tuple[int, int]]],
+    specs: list[JobSpec],
+    start_us: int,
+    horizon_us: int,
+    capacity_reasons: dict[str, dict[int, str]] | None = None,
+) -> FleetTimeline:
     """Simulate the fleet from `start_us` to `horizon_us`; returns what happened. `capacity_reasons`
     says which levels a node failure set (the rest are maintenance)."""
     capacity_reasons = capacity_reasons or {}
@@ -80,8 +93,7 @@ def run_fleet(seed: int, clusters: list[Cluster], capacity: dict[str, list[tuple
         for time_us, chips in levels[1:]:  # the first level is the cluster's initial capacity
             sim.push(time_us, _CAPACITY, (name, chips, capacity_reasons.get(name, {}).get(time_us)))
     sim.run()
-    return FleetTimeline(start_us, horizon_us, clusters, capacity, [job.timeline for job in sim.jobs],
-                         capacity_reasons)
+    return FleetTimeline(start_us, horizon_us, clusters, capacity, [job.timeline for job in sim.jobs], capacity_reasons)
 
 
 class _Simulation:
@@ -212,8 +224,13 @@ class _Simulation:
             for victim in self._victims(pool, priority_below=None):
                 if pool.used <= chips:
                     break
-                self.preempt(victim, pool, t, self._ms(self.rng.uniform(30, 120) * 1000),
-                             reason if failed else REASON_MAINTENANCE)
+                self.preempt(
+                    victim,
+                    pool,
+                    t,
+                    self._ms(self.rng.uniform(30, 120) * 1000),
+                    reason if failed else REASON_MAINTENANCE,
+                )
 
     def preempt_for(self, job: _Job, pool: _Pool, t: int) -> None:
         """Free chips for a high-priority job by preempting lower-priority ones, if that is enough."""

@@ -129,4 +129,6 @@ class FleetTimeline:
     clusters: list[Cluster]
     capacity: dict[str, list[tuple[int, int]]]  # cluster -> (time, chips online from then on)
     jobs: list[JobTimeline]
-    capacity_reasons: dict[str, dict[int, str]] = field(default_factory=dict)  # cluster -> time -> why the level changed
+    capacity_reasons: dict[str, dict[int, str]] = field(
+        default_factory=dict
+    )  # cluster -> time -> why the level changed

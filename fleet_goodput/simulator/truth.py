@@ -20,10 +20,26 @@ import pyarrow.parquet as pq
 
 from fleet_goodput.simulator.timeline import FAILED, PRODUCTIVE, RUNNING, STEP, FleetTimeline, JobTimeline
 
-CATEGORIES = ("queued", "partial", "productive", "pending", "lost", "data_wait", "compile",
-              "checkpoint_save", "checkpoint_restore", "init", "idle")
-_SPAN_CATEGORY = {"INIT": "init", "COMPILE": "compile", "DATA_WAIT": "data_wait",
-                  "CHECKPOINT_SAVE": "checkpoint_save", "CHECKPOINT_RESTORE": "checkpoint_restore"}
+CATEGORIES = (
+    "queued",
+    "partial",
+    "productive",
+    "pending",
+    "lost",
+    "data_wait",
+    "compile",
+    "checkpoint_save",
+    "checkpoint_restore",
+    "init",
+    "idle",
+)
+_SPAN_CATEGORY = {
+    "INIT": "init",
+    "COMPILE": "compile",
+    "DATA_WAIT": "data_wait",
+    "CHECKPOINT_SAVE": "checkpoint_save",
+    "CHECKPOINT_RESTORE": "checkpoint_restore",
+}
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 
@@ -34,12 +50,15 @@ def job_window_table(fleet: FleetTimeline, peak_flops: dict[str, float], window_
     for job in fleet.jobs:
         _add_job(rows, job, fleet.horizon_us, peak_flops[job.spec.accelerator], window_us)
     ordered = sorted(rows.items())
-    columns = {"job_id": pa.array([k[0] for k, _ in ordered], pa.string()),
-               "window_start": pa.array([k[1] for k, _ in ordered], _TIMESTAMP)}
+    columns = {
+        "job_id": pa.array([k[0] for k, _ in ordered], pa.string()),
+        "window_start": pa.array([k[1] for k, _ in ordered], _TIMESTAMP),
+    }
     chips_of = {job.spec.job_id: job.spec.requested_chips for job in fleet.jobs}
     for category in CATEGORIES:
         columns[f"{category}_chip_s"] = pa.array(
-            [r["us"][category] * chips_of[k[0]] / 1e6 for k, r in ordered], pa.float64())
+            [r["us"][category] * chips_of[k[0]] / 1e6 for k, r in ordered], pa.float64()
+        )
     # Unknown is not zero (docs/metric.md section 1): a job without a profiler sample has a null ideal in
     # every window; a profiled job's windows have one, 0 where nothing productive ran.
     profiled = {job.spec.job_id for job in fleet.jobs if job.samples}
@@ -86,8 +105,12 @@ def _add_job(rows: dict, job: JobTimeline, horizon_us: int, peak: float, window_
                     raise AssertionError(f"{spec.job_id}: span {span} outside its allocation or overlapping")
                 add(cursor, span.start_us, "idle")
                 if span.kind == STEP:
-                    add(span.start_us, span.stop_us, span.outcome,
-                        _ideal(span, job, peak) if span.outcome == PRODUCTIVE else 0.0)
+                    add(
+                        span.start_us,
+                        span.stop_us,
+                        span.outcome,
+                        _ideal(span, job, peak) if span.outcome == PRODUCTIVE else 0.0,
+                    )
                 else:
                     add(span.start_us, span.stop_us, _SPAN_CATEGORY[span.kind])
                 cursor = span.stop_us
@@ -117,19 +140,21 @@ def _split(start: int, stop: int, window_us: int):
 
 def jobs_table(fleet: FleetTimeline) -> pa.Table:
     jobs = sorted(fleet.jobs, key=lambda j: j.spec.job_id)
-    return pa.table({
-        "job_id": pa.array([j.spec.job_id for j in jobs], pa.string()),
-        "cluster": pa.array([j.spec.cluster for j in jobs], pa.string()),
-        "accelerator": pa.array([j.spec.accelerator for j in jobs], pa.string()),
-        "workload": pa.array([j.spec.workload for j in jobs], pa.string()),
-        "team": pa.array([j.spec.team for j in jobs], pa.string()),
-        "framework": pa.array([j.spec.framework for j in jobs], pa.string()),
-        "requested_chips": pa.array([j.spec.requested_chips for j in jobs], pa.int64()),
-        "submit_time": pa.array([j.spec.submit_us for j in jobs], _TIMESTAMP),
-        "end_time": pa.array([j.end_us for j in jobs], _TIMESTAMP),
-        "status": pa.array([_status(j) for j in jobs], pa.string()),
-        "disruptions": pa.array([_disruptions(j) for j in jobs], pa.int32()),
-    })
+    return pa.table(
+        {
+            "job_id": pa.array([j.spec.job_id for j in jobs], pa.string()),
+            "cluster": pa.array([j.spec.cluster for j in jobs], pa.string()),
+            "accelerator": pa.array([j.spec.accelerator for j in jobs], pa.string()),
+            "workload": pa.array([j.spec.workload for j in jobs], pa.string()),
+            "team": pa.array([j.spec.team for j in jobs], pa.string()),
+            "framework": pa.array([j.spec.framework for j in jobs], pa.string()),
+            "requested_chips": pa.array([j.spec.requested_chips for j in jobs], pa.int64()),
+            "submit_time": pa.array([j.spec.submit_us for j in jobs], _TIMESTAMP),
+            "end_time": pa.array([j.end_us for j in jobs], _TIMESTAMP),
+            "status": pa.array([_status(j) for j in jobs], pa.string()),
+            "disruptions": pa.array([_disruptions(j) for j in jobs], pa.int32()),
+        }
+    )
 
 
 def _status(job: JobTimeline) -> str:
@@ -158,22 +183,27 @@ def capacity_window_table(fleet: FleetTimeline, window_us: int) -> pa.Table:
             for window_start, seconds_us in _split(start, stop, window_us):
                 totals[(cluster.name, cluster.accelerator, window_start)] += chips * seconds_us
     ordered = sorted(totals.items())
-    return pa.table({
-        "cluster": pa.array([k[0] for k, _ in ordered], pa.string()),
-        "accelerator": pa.array([k[1] for k, _ in ordered], pa.string()),
-        "window_start": pa.array([k[2] for k, _ in ordered], _TIMESTAMP),
-        "capacity_chip_s": pa.array([v / 1e6 for _, v in ordered], pa.float64()),
-    })
+    return pa.table(
+        {
+            "cluster": pa.array([k[0] for k, _ in ordered], pa.string()),
+            "accelerator": pa.array([k[1] for k, _ in ordered], pa.string()),
+            "window_start": pa.array([k[2] for k, _ in ordered], _TIMESTAMP),
+            "capacity_chip_s": pa.array([v / 1e6 for _, v in ordered], pa.float64()),
+        }
+    )
 
 
-def write_truth(truth_dir: Path, fleet: FleetTimeline, peak_flops: dict[str, float], window_s: int,
-                manifest: dict) -> dict[str, Path]:
+def write_truth(
+    truth_dir: Path, fleet: FleetTimeline, peak_flops: dict[str, float], window_s: int, manifest: dict
+) -> dict[str, Path]:
     """Write the truth tables and truth.json into `truth_dir`; returns their paths by name."""
     truth_dir.mkdir(parents=True, exist_ok=True)
     window_us = window_s * 1_000_000
-    tables = {"job_window": job_window_table(fleet, peak_flops, window_us),
-              "jobs": jobs_table(fleet),
-              "capacity_window": capacity_window_table(fleet, window_us)}
+    tables = {
+        "job_window": job_window_table(fleet, peak_flops, window_us),
+        "jobs": jobs_table(fleet),
+        "capacity_window": capacity_window_table(fleet, window_us),
+    }
     paths = {}
     for name, table in tables.items():
         paths[name] = truth_dir / f"{name}.parquet"
@@ -181,4 +211,3 @@ def write_truth(truth_dir: Path, fleet: FleetTimeline, peak_flops: dict[str, flo
     paths["truth"] = truth_dir / "truth.json"
     paths["truth"].write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return paths
-

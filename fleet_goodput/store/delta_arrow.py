@@ -64,9 +64,16 @@ def _file_reader(path: str, schema: pa.Schema) -> PartReader:
         parquet = pq.ParquetFile(path)
         present = set(parquet.schema_arrow.names)
         rows = parquet.read(columns=[field.name for field in fields if field.name in present])
-        return pa.table([rows.column(field.name).cast(field.type) if field.name in present
-                         else pa.nulls(parquet.metadata.num_rows, field.type) for field in fields],
-                        schema=pa.schema(fields))
+        return pa.table(
+            [
+                rows.column(field.name).cast(field.type)
+                if field.name in present
+                else pa.nulls(parquet.metadata.num_rows, field.type)
+                for field in fields
+            ],
+            schema=pa.schema(fields),
+        )
+
     return read
 
 

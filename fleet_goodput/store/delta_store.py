@@ -77,8 +77,16 @@ RUN_SCAFFOLDING = (LOCK_FILE, STAGING, MARKER, f"{MARKER}.tmp")
 DEFAULT_RETENTION_HOURS = 7 * 24
 
 STATE_KEYS_SCHEMA = pa.schema([("key", pa.string()), ("blob", pa.binary())])
-STATE_FILES_SCHEMA = pa.schema([("sha256", pa.string()), ("path", pa.string()), ("stream", pa.string()),
-                                ("size", pa.int64()), ("run_id", pa.int64()), ("modified_us", pa.int64())])
+STATE_FILES_SCHEMA = pa.schema(
+    [
+        ("sha256", pa.string()),
+        ("path", pa.string()),
+        ("stream", pa.string()),
+        ("size", pa.int64()),
+        ("run_id", pa.int64()),
+        ("modified_us", pa.int64()),
+    ]
+)
 # A table with more data files than this in a run's snapshot is compacted by that run.
 COMPACT_ABOVE_FILES = 64
 # Runs that can be read and rolled back to: those within the retention (runs.retention_hours), and
@@ -86,12 +94,21 @@ COMPACT_ABOVE_FILES = 64
 KEEP_RUNS_AT_MOST = 1000
 CHECKPOINT_EVERY = 100  # a Delta log gets a checkpoint at least this often (delta-rs' own default interval)
 RUNS_ROW_GROUP = 64  # rows of the compacted runs table read together
-RUNS_SCHEMA = pa.schema([
-    ("run_id", pa.int64()), ("committed_at", pa.timestamp("us", tz="UTC")), ("mode", pa.string()),
-    ("input", pa.string()), ("as_of", pa.timestamp("us", tz="UTC")), ("frontier", pa.timestamp("us", tz="UTC")),
-    ("files_applied", pa.int64()), ("files_skipped", pa.int64()), ("state_format", pa.int64()),
-    ("versions", pa.string()), ("manifest", pa.string()),
-])
+RUNS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.int64()),
+        ("committed_at", pa.timestamp("us", tz="UTC")),
+        ("mode", pa.string()),
+        ("input", pa.string()),
+        ("as_of", pa.timestamp("us", tz="UTC")),
+        ("frontier", pa.timestamp("us", tz="UTC")),
+        ("files_applied", pa.int64()),
+        ("files_skipped", pa.int64()),
+        ("state_format", pa.int64()),
+        ("versions", pa.string()),
+        ("manifest", pa.string()),
+    ]
+)
 
 
 class StoreError(RuntimeError):
@@ -148,13 +165,29 @@ class RunRecord:
 
     @classmethod
     def from_row(cls, row: dict) -> RunRecord:
-        return cls(row["run_id"], row["committed_at"], row["mode"], row["input"], row["as_of"],
-                   row["frontier"], row["files_applied"], row["files_skipped"], row["state_format"],
-                   json.loads(row["versions"]), json.loads(row["manifest"]))
+        return cls(
+            row["run_id"],
+            row["committed_at"],
+            row["mode"],
+            row["input"],
+            row["as_of"],
+            row["frontier"],
+            row["files_applied"],
+            row["files_skipped"],
+            row["state_format"],
+            json.loads(row["versions"]),
+            json.loads(row["manifest"]),
+        )
 
     def to_arrow(self) -> pa.Table:
-        row = {**vars(self), "committed_at": self.committed_at_us, "as_of": self.as_of_us, "frontier": self.frontier_us,
-               "versions": json.dumps(self.versions, sort_keys=True), "manifest": json.dumps(self.manifest)}
+        row = {
+            **vars(self),
+            "committed_at": self.committed_at_us,
+            "as_of": self.as_of_us,
+            "frontier": self.frontier_us,
+            "versions": json.dumps(self.versions, sort_keys=True),
+            "manifest": json.dumps(self.manifest),
+        }
         return pa.Table.from_pylist([{name: row[name] for name in RUNS_SCHEMA.names}], schema=RUNS_SCHEMA)
 
 
@@ -163,8 +196,10 @@ class RunRecord:
 # refuses control characters; DuckDB reads a `?` in a database file's path (goodput.duckdb) as the
 # start of its options. Any other character works (tests/runs/test_hostile_paths.py).
 _UNSTORABLE = re.compile(r"[\[\]^|\\?\x00-\x1f\x7f]|%[0-9A-Fa-f]{2}")
-_UNSTORABLE_REASON = ("the Delta Lake library cannot keep a table under a path with [ ] ^ | \\, a control character "
-                      "or % and two hex digits, and DuckDB reads a ? in a database file's path as its options")
+_UNSTORABLE_REASON = (
+    "the Delta Lake library cannot keep a table under a path with [ ] ^ | \\, a control character "
+    "or % and two hex digits, and DuckDB reads a ? in a database file's path as its options"
+)
 
 
 @dataclass(frozen=True)
@@ -191,8 +226,10 @@ class Store:
         # Delta reports file URIs absolute, so a local root is made absolute too.
         self.root = str(root).rstrip("/") if is_remote(root) else str(Path(root).resolve())
         if not is_remote(root) and (unstorable := sorted(set(_UNSTORABLE.findall(self.root)))):
-            raise StoreError(f"{self.root} cannot hold the output: its path contains {' '.join(map(repr, unstorable))} "
-                             f"({_UNSTORABLE_REASON}); choose another output folder")
+            raise StoreError(
+                f"{self.root} cannot hold the output: its path contains {' '.join(map(repr, unstorable))} "
+                f"({_UNSTORABLE_REASON}); choose another output folder"
+            )
         self._open: dict[str, DeltaTable] = {}  # each table's latest version, kept open: `_delta`
         self._commits: dict[str, bytes | None] = {}  # the commit each was read to, when unlocked
         self._locked = False  # this process holds the output's lock
@@ -268,8 +305,14 @@ class Store:
         repair set commits aside, --replace removed the tables)."""
         self._open, self._commits = {}, {}
 
-    def runs(self, *, last: int | None = None, from_run: int | None = None, until_run: int | None = None,
-             committed_since_us: int | None = None) -> list[RunRecord]:
+    def runs(
+        self,
+        *,
+        last: int | None = None,
+        from_run: int | None = None,
+        until_run: int | None = None,
+        committed_since_us: int | None = None,
+    ) -> list[RunRecord]:
         """The committed runs, oldest first: every one, or the `last` few, those from run `from_run` (to
         `until_run`), or those committed since `committed_since_us`; StoreDamaged when the record of them
         is torn or gone.
@@ -297,8 +340,11 @@ class Store:
         except Exception as error:  # delta-rs: a torn or missing commit of the runs' log
             if isinstance(error, StoreError):
                 raise
-            raise StoreDamaged(f"{self.root}/{RUNS}/_delta_log cannot be read ({_first_line(error)}): the record of the "
-                               "store's runs is damaged", self.root) from None
+            raise StoreDamaged(
+                f"{self.root}/{RUNS}/_delta_log cannot be read ({_first_line(error)}): the record of the "
+                "store's runs is damaged",
+                self.root,
+            ) from None
         return sorted((RunRecord.from_row(row) for row in rows), key=lambda record: record.run_id)
 
     def _refuse_lost_runs(self) -> None:
@@ -307,8 +353,11 @@ class Store:
         run_id = self._manifest_run()
         if run_id is None:
             return
-        raise StoreDamaged(f"{self.root}/{RUNS}/ is missing, but manifest.json says run {run_id} was committed: the "
-                           "record of the store's runs is gone (deleted by hand?)", self.root)
+        raise StoreDamaged(
+            f"{self.root}/{RUNS}/ is missing, but manifest.json says run {run_id} was committed: the "
+            "record of the store's runs is gone (deleted by hand?)",
+            self.root,
+        )
 
     def _manifest_run(self) -> int | None:
         """The run our manifest.json copy names (None: no such file, or not ours)."""
@@ -333,8 +382,9 @@ class Store:
         if runs:
             return runs[-1]
         if run_id is None:
-            raise StoreError(f"{self.root} holds no committed run: "
-                             f"run `mpg run --input DIR --output {shlex.quote(self.root)}` first")
+            raise StoreError(
+                f"{self.root} holds no committed run: run `mpg run --input DIR --output {shlex.quote(self.root)}` first"
+            )
         raise StoreError(f"no run {run_id} in {self.root}; `mpg runs --output {shlex.quote(self.root)}` lists them")
 
     def snapshot(self, name: str, record: RunRecord | None) -> DeltaTable | None:
@@ -350,10 +400,12 @@ class Store:
                 raise  # the latest run is always kept: this is damage, which store_check names
             table = None
         if table is None:  # delta-rs finds no table at a version whose log entries are gone
-            raise StoreError(f"run {record.run_id} can no longer be read: its version {version} of "
-                             f"{table_paths()[name]} is gone; a store keeps the runs committed within the retention "
-                             f"(runs.retention_hours), at most the latest {KEEP_RUNS_AT_MOST:,}: "
-                             f"`mpg runs --output {shlex.quote(self.root)}` lists them")
+            raise StoreError(
+                f"run {record.run_id} can no longer be read: its version {version} of "
+                f"{table_paths()[name]} is gone; a store keeps the runs committed within the retention "
+                f"(runs.retention_hours), at most the latest {KEEP_RUNS_AT_MOST:,}: "
+                f"`mpg runs --output {shlex.quote(self.root)}` lists them"
+            )
         return table
 
     def files(self, name: str, record: RunRecord | None) -> list[str]:
@@ -393,8 +445,10 @@ class Store:
             except BlockingIOError:
                 handle.seek(0)
                 holder = handle.read().strip() or "another process"
-                raise StoreBusy(f"{self.root} is in use by another run ({holder}); wait for it to finish "
-                                 "(runs on one output are serialised)") from None
+                raise StoreBusy(
+                    f"{self.root} is in use by another run ({holder}); wait for it to finish "
+                    "(runs on one output are serialised)"
+                ) from None
             handle.seek(0)
             handle.truncate()
             handle.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
@@ -407,8 +461,10 @@ class Store:
                 yield
             finally:
                 self._locked = False  # another run may change the tables: `_delta` checks their logs at each use
-                self._commits = {relative: _commit_file(self.path(relative), table.version())
-                                 for relative, table in self._open.items()}
+                self._commits = {
+                    relative: _commit_file(self.path(relative), table.version())
+                    for relative, table in self._open.items()
+                }
                 handle.seek(0)
                 handle.truncate()
 
@@ -418,27 +474,36 @@ class Store:
         A gs:// store is checked as a local one is (store_files.py)."""
         files = StoreFiles(self.root)
         if files.is_file(""):
-            raise NotAStore(f"{self.root} is a file, not a folder: give --output a folder (new, empty, or an output "
-                            "of fleet-goodput)")
+            raise NotAStore(
+                f"{self.root} is a file, not a folder: give --output a folder (new, empty, or an output "
+                "of fleet-goodput)"
+            )
         if not files.exists():
             return
         if files.is_file(MARKER):
             try:
                 store_format = json.loads(files.read_text(MARKER))["format"]
             except (OSError, ValueError, KeyError, TypeError):
-                raise StoreError(f"{self.path(MARKER)} cannot be read: the store's marker is damaged; write "
-                                 f'{{"format": {STORE_FORMAT}}} into it if {self.root} is a store of fleet-goodput') from None
+                raise StoreError(
+                    f"{self.path(MARKER)} cannot be read: the store's marker is damaged; write "
+                    f'{{"format": {STORE_FORMAT}}} into it if {self.root} is a store of fleet-goodput'
+                ) from None
             if store_format > STORE_FORMAT:
-                raise StoreError(f"{self.root} was written by a newer fleet-goodput (store format {store_format}, this "
-                                 f"one knows {STORE_FORMAT}): upgrade fleet-goodput to use it")
+                raise StoreError(
+                    f"{self.root} was written by a newer fleet-goodput (store format {store_format}, this "
+                    f"one knows {STORE_FORMAT}): upgrade fleet-goodput to use it"
+                )
             return
-        foreign = sorted(name + ("/" if files.is_dir(name) else "") for name in files.names()
-                         if name not in RUN_SCAFFOLDING)
+        foreign = sorted(
+            name + ("/" if files.is_dir(name) else "") for name in files.names() if name not in RUN_SCAFFOLDING
+        )
         if foreign and not self._made_before_the_marker():
             shown = ", ".join(foreign[:8]) + (f" and {len(foreign) - 8} more" if len(foreign) > 8 else "")
-            raise NotAStore(f"{self.root} is not empty and is not an output of fleet-goodput (no {MARKER} file, no "
-                            f"runs table of ours): it holds {shown}. A run writes only into an empty folder or one of "
-                            "its outputs, and --replace deletes only those: give --output a new or empty folder")
+            raise NotAStore(
+                f"{self.root} is not empty and is not an output of fleet-goodput (no {MARKER} file, no "
+                f"runs table of ours): it holds {shown}. A run writes only into an empty folder or one of "
+                "its outputs, and --replace deletes only those: give --output a new or empty folder"
+            )
 
     def _made_before_the_marker(self) -> bool:
         """A store written before stores were marked: it has our `runs` table (or had: our manifest.json)."""
@@ -455,9 +520,12 @@ class Store:
         files = StoreFiles(self.root)
         if files.exists(MARKER):
             return
-        files.write_whole(MARKER, (json.dumps({"format": STORE_FORMAT,
-                                               "store": "fleet-goodput output (docs/tables-and-views.md)"})
-                                   + "\n").encode())
+        files.write_whole(
+            MARKER,
+            (
+                json.dumps({"format": STORE_FORMAT, "store": "fleet-goodput output (docs/tables-and-views.md)"}) + "\n"
+            ).encode(),
+        )
 
     def begin(self) -> Transaction:
         """Start a run: mark the store as ours, undo what a killed run left in the tables, then stage."""
@@ -494,9 +562,12 @@ class Store:
         except StoreError:
             return  # a run holds the output: its tables are ahead until it commits (or is killed and undone)
         except OSError as error:  # a read-only copy of the output, say
-            warnings.warn(f"{self.root}: a killed run left tables ahead of the last committed run, and they could not "
-                          f"be restored ({error}); readers of the Delta tables themselves see that run's rows until "
-                          "the next `mpg run` on this output", stacklevel=2)
+            warnings.warn(
+                f"{self.root}: a killed run left tables ahead of the last committed run, and they could not "
+                f"be restored ({error}); readers of the Delta tables themselves see that run's rows until "
+                "the next `mpg run` on this output",
+                stacklevel=2,
+            )
 
     def _moved_by_a_killed_run(self) -> bool:
         """Whether some table's latest Delta version (from its log's file names) differs from what
@@ -531,8 +602,12 @@ class Store:
         `retention_hours`, at most the latest KEEP_RUNS_AT_MOST, and always the latest (read from the
         runs table's small columns only)."""
         rows = delta_arrow.dataset(self._delta(RUNS)).to_table(columns=["run_id", "committed_at", "versions"])
-        rows = sorted(rows.cast(pa.schema([("run_id", pa.int64()), ("committed_at", pa.int64()),
-                                           ("versions", pa.string())])).to_pylist(), key=lambda row: row["run_id"])
+        rows = sorted(
+            rows.cast(
+                pa.schema([("run_id", pa.int64()), ("committed_at", pa.int64()), ("versions", pa.string())])
+            ).to_pylist(),
+            key=lambda row: row["run_id"],
+        )
         horizon_us = time.time_ns() // 1000 - retention_hours * 3_600_000_000
         kept = [row for row in rows[-KEEP_RUNS_AT_MOST:] if row["committed_at"] >= horizon_us] or rows[-1:]
         oldest: dict[str, int] = {}
@@ -576,15 +651,21 @@ def _python_rows(rows: pa.Table) -> list[dict]:
     """`rows` as Python dicts, timestamps as integer microseconds, exactly (no float seconds on the way).
     Compared in Python, not with Arrow's kernels: a Python value given to Arrow imports pandas (pyarrow's
     shim), a third of a CPU second that `mpg runs` and `mpg sql` have no other use for."""
-    return rows.cast(pa.schema([f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f
-                                for f in rows.schema])).to_pylist()
+    return rows.cast(
+        pa.schema([f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f for f in rows.schema])
+    ).to_pylist()
 
 
 def _run_wanted(row: dict, from_run: int | None, until_run: int | None, committed_since_us: int | None) -> bool:
     """Whether the run of `row` (its run_id and committed_at) is asked for: all are, given no bound."""
-    return ((from_run is None or row["run_id"] >= from_run) and (until_run is None or row["run_id"] <= until_run)
-            and (committed_since_us is None
-                 or (row["committed_at"] is not None and row["committed_at"] >= committed_since_us)))
+    return (
+        (from_run is None or row["run_id"] >= from_run)
+        and (until_run is None or row["run_id"] <= until_run)
+        and (
+            committed_since_us is None
+            or (row["committed_at"] is not None and row["committed_at"] >= committed_since_us)
+        )
+    )
 
 
 def _commit_file(table_path: str, version: int) -> bytes | None:
@@ -617,8 +698,9 @@ def _vacuumed_only(files: StoreFiles, log: str, recorded: int) -> bool:
             actions = [json.loads(line) for line in lines if line]
         except (OSError, ValueError):
             return False  # torn: store_check says so
-        if any("commitInfo" not in action and "remove" not in action for action in actions) or \
-                not any(action.get("commitInfo", {}).get("operation") in _VACUUM for action in actions):
+        if any("commitInfo" not in action and "remove" not in action for action in actions) or not any(
+            action.get("commitInfo", {}).get("operation") in _VACUUM for action in actions
+        ):
             return False
     return True
 
@@ -682,21 +764,29 @@ class Transaction:
         if not exists:
             mode = "overwrite"  # replaces whatever a killed first run left
         # A column added since the table was made (state/files' modified_us) joins it on append.
-        write_deltalake(self._table(relative) if exists else self.store.path(relative), data, mode=mode,
-                        partition_by=partition_by, schema_mode="merge" if mode == "append" else None)
+        write_deltalake(
+            self._table(relative) if exists else self.store.path(relative),
+            data,
+            mode=mode,
+            partition_by=partition_by,
+            schema_mode="merge" if mode == "append" else None,
+        )
         self.versions[name] = self._table(relative).version()
 
     def _table(self, relative: str) -> DeltaTable:
         """The latest version of a table this run writes to (the store's open handle under the lock)."""
         return self.store._delta(relative)
 
-    def write_staged(self, name: str, schema: pa.Schema, mode: str = "append", partition_by=None,
-                     folders: list[str] | None = None) -> None:
+    def write_staged(
+        self, name: str, schema: pa.Schema, mode: str = "append", partition_by=None, folders: list[str] | None = None
+    ) -> None:
         """Commit the Parquet files a pipeline staged for `name` (in this run's staging, or in `folders`)."""
         files = self._staged(name, folders)
         import pyarrow.dataset as ds  # here: it imports pandas, which readers of the store need not
 
-        data = ds.dataset(files, schema=schema, format="parquet").scanner().to_reader() if files else schema.empty_table()
+        data = (
+            ds.dataset(files, schema=schema, format="parquet").scanner().to_reader() if files else schema.empty_table()
+        )
         self.write(name, data, schema, mode=mode, partition_by=partition_by)
 
     def write_keyed(self, table: Table, folders: list[str] | None = None, rows: pa.Table | None = None) -> None:
@@ -706,8 +796,13 @@ class Transaction:
 
         relative = table_paths()[table.name]
         current = self._table(relative) if self.versions.get(table.name) is not None else None
-        commit_keyed(self.store.path(relative), self._staged(table.name, folders) if rows is None else rows, table,
-                     delta_schema(table), current=current)
+        commit_keyed(
+            self.store.path(relative),
+            self._staged(table.name, folders) if rows is None else rows,
+            table,
+            delta_schema(table),
+            current=current,
+        )
         self.versions[table.name] = self._table(relative).version()
 
     def _staged(self, name: str, folders: list[str] | None) -> list[str]:
@@ -729,8 +824,10 @@ class Transaction:
         latest = self.store.latest()
         previous_id = self.previous.run_id if self.previous else None
         if (latest.run_id if latest else None) != previous_id:
-            raise StoreBusy(f"run {latest.run_id} was committed to {self.store.root} while this run worked; "
-                            f"this run's results were not committed: run it again{self._lock_note()}")
+            raise StoreBusy(
+                f"run {latest.run_id} was committed to {self.store.root} while this run worked; "
+                f"this run's results were not committed: run it again{self._lock_note()}"
+            )
 
     def commit(self, record: RunRecord, marks: tuple[str, int] | None = None) -> RunRecord:
         """Make the run visible: append its `runs` row. `marks` (application id, sequence number) is
@@ -741,22 +838,30 @@ class Transaction:
         try:
             # No retry: a runs row another run appended meanwhile at the same version is a lost race, not a conflict
             # Delta may resolve by appending both.
-            write_deltalake(self.store._delta(RUNS) or self.store.path(RUNS), record.to_arrow(), mode="append",
-                            commit_properties=CommitProperties(max_commit_retries=0, app_transactions=marked))
+            write_deltalake(
+                self.store._delta(RUNS) or self.store.path(RUNS),
+                record.to_arrow(),
+                mode="append",
+                commit_properties=CommitProperties(max_commit_retries=0, app_transactions=marked),
+            )
         except CommitFailedError:
             raise self.lost_race() from None
         return record
 
     def lost_race(self) -> StoreBusy:
         """What a run says when another committed to the same tables while it did."""
-        return StoreBusy(f"another run committed to {self.store.root} while this one did; this run's results were "
-                         f"not committed: run it again{self._lock_note()}")
+        return StoreBusy(
+            f"another run committed to {self.store.root} while this one did; this run's results were "
+            f"not committed: run it again{self._lock_note()}"
+        )
 
     def _lock_note(self) -> str:
         if is_remote(self.store.root):
             return ""
-        return (f" (runs on one output take turns by a lock on {self.store.path(LOCK_FILE)}, which this file system "
-                "did not hold: NFS without flock? Run one at a time)")
+        return (
+            f" (runs on one output take turns by a lock on {self.store.path(LOCK_FILE)}, which this file system "
+            "did not hold: NFS without flock? Run one at a time)"
+        )
 
     def discard(self) -> None:
         if not is_remote(self.staging):
@@ -767,6 +872,7 @@ class Transaction:
 def _staged_files(folder: str) -> list[str]:
     if is_remote(folder):
         from apache_beam.io.filesystems import FileSystems
+
         return sorted(m.path for m in FileSystems.match([f"{literal_pattern(folder)}/**.parquet"])[0].metadata_list)
     return sorted(str(p) for p in Path(folder).rglob("*.parquet"))
 

@@ -64,8 +64,9 @@ def _with_new_columns(table: DeltaTable, schema: pa.Schema) -> pa.Schema:
     return pa.schema([schema.field(name) for name in held] + new)
 
 
-def commit_keyed(path: str, staged_files: list[str] | pa.Table, table: Table, schema: pa.Schema,
-                 current: DeltaTable | None) -> None:
+def commit_keyed(
+    path: str, staged_files: list[str] | pa.Table, table: Table, schema: pa.Schema, current: DeltaTable | None
+) -> None:
     """Commit staged rows of keyed `table` (Delta table at `path`, stored with `schema`) in one commit
     that replaces the partitions they touch: the Parquet files a pipeline staged, or the rows themselves
     (a stream's commit, fleet_goodput/store/stream_commit.py). `current` is the table's latest version, open
@@ -102,8 +103,9 @@ def commit_keyed(path: str, staged_files: list[str] | pa.Table, table: Table, sc
         write_deltalake(current, reader, mode="overwrite", predicate=f"date in ({listed})")
     if not one_row_per_key:
         # A property of our own: delta-rs checks only the ones it knows when told not to raise.
-        (current or DeltaTable(path)).alter.set_table_properties({ONE_ROW_PER_KEY: ",".join(table.key)},
-                                                                  raise_if_not_exists=False)
+        (current or DeltaTable(path)).alter.set_table_properties(
+            {ONE_ROW_PER_KEY: ",".join(table.key)}, raise_if_not_exists=False
+        )
 
 
 def _days(table: DeltaTable) -> list[str]:

@@ -47,8 +47,9 @@ class StreamCounts:
 
 
 def stream_counts(counts: dict[tuple[str, str], int]) -> dict[str, StreamCounts]:
-    return {stream: StreamCounts(*(counts.get((stream, outcome), 0) for outcome in OUTCOMES))
-            for stream in schemas.STREAMS}
+    return {
+        stream: StreamCounts(*(counts.get((stream, outcome), 0) for outcome in OUTCOMES)) for stream in schemas.STREAMS
+    }
 
 
 def counts_from_json(pairs) -> dict[tuple[str, str], int]:
@@ -64,9 +65,17 @@ def add_counts(*counts: dict) -> dict[tuple[str, str], int]:
     return total
 
 
-def build_manifest(*, run_id: int, input_dir: str, as_of_us: int | None, window_s: int, previous: dict | None,
-                   counts: dict[tuple[str, str], int], pending: dict[tuple[str, str], int],
-                   extra: dict | None = None) -> dict:
+def build_manifest(
+    *,
+    run_id: int,
+    input_dir: str,
+    as_of_us: int | None,
+    window_s: int,
+    previous: dict | None,
+    counts: dict[tuple[str, str], int],
+    pending: dict[tuple[str, str], int],
+    extra: dict | None = None,
+) -> dict:
     """The store's manifest after a run: the settled counts of every run so far
     plus this run's, and the provisional fates of the events still pending."""
     settled = add_counts(counts_from_json((previous or {}).get("settled_counts", [])), counts)
@@ -94,4 +103,3 @@ def write_manifest_copy(output_dir: str | Path, manifest: dict) -> None:
 
 def manifest_path(output_dir: str | Path) -> str:
     return f"{str(output_dir).rstrip('/')}/{MANIFEST_FILE}"
-

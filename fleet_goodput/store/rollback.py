@@ -49,10 +49,11 @@ def roll_back(output_dir: str, to_run: int) -> Rollback:
             raise StoreError(f"run {to_run} is the latest run of {store.root} already: nothing to roll back")
         problems = run_problems(store, target)
         if problems:
-            raise StoreError(f"run {to_run} can no longer be restored: its files are no longer kept (a store keeps "
-                             "the runs of the retention, runs.retention_hours, at most the latest "
-                             f"{store_module.KEEP_RUNS_AT_MOST:,}):\n"
-                             + "".join(f"  {problem}\n" for problem in problems))
+            raise StoreError(
+                f"run {to_run} can no longer be restored: its files are no longer kept (a store keeps "
+                "the runs of the retention, runs.retention_hours, at most the latest "
+                f"{store_module.KEEP_RUNS_AT_MOST:,}):\n" + "".join(f"  {problem}\n" for problem in problems)
+            )
         new_again = len(store.applied_files(latest)) - len(store.applied_files(target))
         transaction = store.begin()
         for name, relative in table_paths().items():
@@ -67,12 +68,31 @@ def roll_back(output_dir: str, to_run: int) -> Rollback:
             transaction.versions[name] = wanted if wanted is None else DeltaTable(store.path(relative)).version()
         run_id = latest.run_id + 1
         undone = tuple(run.run_id for run in store.runs(from_run=target.run_id + 1))
-        manifest = {**target.manifest, "run_id": run_id, "mode": "rollback", "rolled_back_to": target.run_id,
-                    "undone_runs": list(undone), "files_applied": 0, "files_skipped": 0, "output": store.root,
-                    "this_run": {stream: dict.fromkeys(counts, 0)
-                                 for stream, counts in target.manifest.get("this_run", {}).items()}}
-        record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode="rollback", input=target.input,
-                           as_of_us=target.as_of_us, frontier_us=target.frontier_us, files_applied=0, files_skipped=0,
-                           state_format=target.state_format, versions=dict(transaction.versions), manifest=manifest)
+        manifest = {
+            **target.manifest,
+            "run_id": run_id,
+            "mode": "rollback",
+            "rolled_back_to": target.run_id,
+            "undone_runs": list(undone),
+            "files_applied": 0,
+            "files_skipped": 0,
+            "output": store.root,
+            "this_run": {
+                stream: dict.fromkeys(counts, 0) for stream, counts in target.manifest.get("this_run", {}).items()
+            },
+        }
+        record = RunRecord(
+            run_id=run_id,
+            committed_at_us=time.time_ns() // 1000,
+            mode="rollback",
+            input=target.input,
+            as_of_us=target.as_of_us,
+            frontier_us=target.frontier_us,
+            files_applied=0,
+            files_skipped=0,
+            state_format=target.state_format,
+            versions=dict(transaction.versions),
+            manifest=manifest,
+        )
         transaction.commit(record)
     return Rollback(record, target, undone, new_again)

@@ -61,8 +61,11 @@ def _relative_files_of_views(connection: duckdb.DuckDBPyConnection, directories:
     for (view_sql,) in connection.execute("select sql from duckdb_views() where not internal").fetchall():
         for literal in _SQL_STRING.findall(view_sql or ""):
             name = literal.replace("''", "'")
-            if name and not Path(name).is_absolute() and any(
-                    (base / name).is_file() and _inside((base / name).resolve(), directories) for base in bases):
+            if (
+                name
+                and not Path(name).is_absolute()
+                and any((base / name).is_file() and _inside((base / name).resolve(), directories) for base in bases)
+            ):
                 names.add(name)
     return sorted(names)
 
@@ -94,8 +97,10 @@ def read_only_statements(query: str) -> list[duckdb.Statement]:
     for statement in statements:
         if statement.type not in READ_ONLY_STATEMENTS:
             kind = _KIND.get(statement.type, statement.type.name.lower())
-            raise QueryRefused(f"{kind} statements are refused: only queries (select, with, from, describe, show, "
-                               f"summarize) run on the output, read-only. Refused: {statement.query.strip()[:120]!r}")
+            raise QueryRefused(
+                f"{kind} statements are refused: only queries (select, with, from, describe, show, "
+                f"summarize) run on the output, read-only. Refused: {statement.query.strip()[:120]!r}"
+            )
     return statements
 
 
@@ -123,8 +128,10 @@ class Confined:
     def __getattr__(self, name: str):
         found = getattr(self._duckdb, name)
         if name in _FILE_WRITERS:
-            raise QueryRefused(f"{name} is refused on a confined connection: it writes a file. Open the output "
-                               "with confined=False to export.")
+            raise QueryRefused(
+                f"{name} is refused on a confined connection: it writes a file. Open the output "
+                "with confined=False to export."
+            )
         if not callable(found):
             return found
         position = self._sql_takers.get(name)
@@ -135,6 +142,7 @@ class Confined:
                 if isinstance(query, str):
                     read_only_statements(query)
             return _confined(found(*args, **kwargs))
+
         return checked
 
     def __setattr__(self, name: str, value) -> None:

@@ -78,8 +78,11 @@ def require_intact(store: Store) -> RunRecord | None:
         return latest
     problems = run_problems(store, latest) + [problem for problem, _ in torn_after(store, latest)]
     if problems:
-        raise StoreDamaged(f"{store.root} is damaged (run {latest.run_id} is its latest):\n"
-                           + "".join(f"  {problem}\n" for problem in problems), store.root)
+        raise StoreDamaged(
+            f"{store.root} is damaged (run {latest.run_id} is its latest):\n"
+            + "".join(f"  {problem}\n" for problem in problems),
+            store.root,
+        )
     return latest
 
 
@@ -104,10 +107,14 @@ def run_problems(store: Store, record: RunRecord, read_footers: bool = False, re
             continue
         gone = _missing_commits(files.names(log), version)
         if gone:
-            named = (f"which run {record.run_id} names" if gone[-1] == version
-                     else f"which run {record.run_id}'s version {version} is built on")
-            problems.append(f"{relative}/_delta_log/{gone[-1]:020d}.json is missing: version {gone[-1]} of "
-                            f"{relative}, {named}")
+            named = (
+                f"which run {record.run_id} names"
+                if gone[-1] == version
+                else f"which run {record.run_id}'s version {version} is built on"
+            )
+            problems.append(
+                f"{relative}/_delta_log/{gone[-1]:020d}.json is missing: version {gone[-1]} of {relative}, {named}"
+            )
             continue
         try:
             table = store._delta(relative, version)  # the run's open table, under the lock
@@ -117,8 +124,10 @@ def run_problems(store: Store, record: RunRecord, read_footers: bool = False, re
             # the object is a DataFrame.
             actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
         except Exception as error:  # delta-rs names the torn or missing commit
-            problems.append(f"{relative}/_delta_log cannot be read at version {version}, which run "
-                            f"{record.run_id} names: {cause(error)}")
+            problems.append(
+                f"{relative}/_delta_log cannot be read at version {version}, which run "
+                f"{record.run_id} names: {cause(error)}"
+            )
             continue
         for path, size in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()):
             problem = _file_problem(files, f"{relative}/{unquote(path)}", size, read_footers, read_whole)
@@ -136,8 +145,9 @@ def _missing_commits(names: list[str], version: int) -> list[int]:
     return [v for v in range(start, version + 1) if v not in commits]
 
 
-def _file_problem(files: StoreFiles, relative: str, size: int, read_footer: bool,
-                  read_whole: bool = False) -> str | None:
+def _file_problem(
+    files: StoreFiles, relative: str, size: int, read_footer: bool, read_whole: bool = False
+) -> str | None:
     actual = files.size(relative)
     if actual is None:
         return f"data file {relative} is missing"
@@ -160,13 +170,22 @@ def inspect(store: Store) -> Report:
     except StoreDamaged as damage:
         torn = torn_runs_commit(store)
         if torn is None:
-            return Report((Finding(damage.problem),), None,
-                          why_not="the record of the store's runs is lost, and with it which table versions "
-                                  "make each run")
-        return Report((Finding(f"{torn}, the last commit of the runs, is torn (not whole "
-                               "JSON): the run it recorded was never whole"),),
-                      f"move {torn} aside to {DAMAGED_DIR}/ and restore every table to the "
-                      "run before it; the next run applies its input files again", set_aside=(torn,))
+            return Report(
+                (Finding(damage.problem),),
+                None,
+                why_not="the record of the store's runs is lost, and with it which table versions make each run",
+            )
+        return Report(
+            (
+                Finding(
+                    f"{torn}, the last commit of the runs, is torn (not whole "
+                    "JSON): the run it recorded was never whole"
+                ),
+            ),
+            f"move {torn} aside to {DAMAGED_DIR}/ and restore every table to the "
+            "run before it; the next run applies its input files again",
+            set_aside=(torn,),
+        )
     if not runs:
         return Report((), None)
     latest = runs[-1]
@@ -178,21 +197,32 @@ def inspect(store: Store) -> Report:
     findings += tuple(Finding(problem) for problem, _ in torn)
     if not problems:
         names = ", ".join(path for _, path in torn)
-        return Report(findings, f"move {names} aside to {DAMAGED_DIR}/ and restore those tables to run "
-                                f"{latest.run_id}'s versions", set_aside=tuple(path for _, path in torn),
-                      runs=len(runs))
+        return Report(
+            findings,
+            f"move {names} aside to {DAMAGED_DIR}/ and restore those tables to run {latest.run_id}'s versions",
+            set_aside=tuple(path for _, path in torn),
+            runs=len(runs),
+        )
     earlier = next((run for run in reversed(runs[:-1]) if not run_problems(store, run, read_footers=True)), None)
     if earlier is None:
         return Report(findings, None, runs=len(runs), why_not="no earlier run is whole to roll back to")
     if not _restorable(store):
-        return Report(findings, None, runs=len(runs),
-                      why_not=f"run {earlier.run_id} is whole, but a table's log does not read at its latest "
-                              "version, which a Delta restore starts from")
+        return Report(
+            findings,
+            None,
+            runs=len(runs),
+            why_not=f"run {earlier.run_id} is whole, but a table's log does not read at its latest "
+            "version, which a Delta restore starts from",
+        )
     later = ", ".join(str(run.run_id) for run in runs if run.run_id > earlier.run_id)
-    return Report(findings, f"roll the store back to run {earlier.run_id}, the latest whole one: restore the runs "
-                            f"table and every table to its versions (run(s) {later} stay in the Delta history); "
-                            "the next run applies the input files that came after it again",
-                  rollback_to=earlier, runs=len(runs))
+    return Report(
+        findings,
+        f"roll the store back to run {earlier.run_id}, the latest whole one: restore the runs "
+        f"table and every table to its versions (run(s) {later} stay in the Delta history); "
+        "the next run applies the input files that came after it again",
+        rollback_to=earlier,
+        runs=len(runs),
+    )
 
 
 def torn_after(store: Store, record: RunRecord) -> list[tuple[str, str]]:
@@ -204,11 +234,18 @@ def torn_after(store: Store, record: RunRecord) -> list[tuple[str, str]]:
     for name, relative in table_paths().items():
         recorded = record.versions.get(name)
         log = f"{relative}/_delta_log"
-        later = sorted(version for version in versions_in(files.names(log), ".json")
-                       if recorded is None or version > recorded)
-        torn += [(f"{log}/{version:020d}.json, a commit after the version run {record.run_id} names, is "
-                  "torn (not whole JSON)", f"{log}/{version:020d}.json") for version in later
-                 if not _whole_json(files, f"{log}/{version:020d}.json")]
+        later = sorted(
+            version for version in versions_in(files.names(log), ".json") if recorded is None or version > recorded
+        )
+        torn += [
+            (
+                f"{log}/{version:020d}.json, a commit after the version run {record.run_id} names, is "
+                "torn (not whole JSON)",
+                f"{log}/{version:020d}.json",
+            )
+            for version in later
+            if not _whole_json(files, f"{log}/{version:020d}.json")
+        ]
     return torn
 
 
@@ -282,8 +319,17 @@ def _runs_version_of(store: Store, run_id: int, latest: int) -> int:
 
 
 # DuckDB's errors that say what the SQL is (a typo, a column that does not exist), never what the files are.
-_SQL_ERRORS = ("ParserException", "BinderException", "CatalogException", "SyntaxException", "ConversionException",
-               "OutOfRangeException", "InterruptException", "PermissionException", "ConstraintException")
+_SQL_ERRORS = (
+    "ParserException",
+    "BinderException",
+    "CatalogException",
+    "SyntaxException",
+    "ConversionException",
+    "OutOfRangeException",
+    "InterruptException",
+    "PermissionException",
+    "ConstraintException",
+)
 
 
 def damage_behind(output: str | Path, run_id: int | None, error: BaseException) -> StoreDamaged | None:
@@ -303,5 +349,8 @@ def damage_behind(output: str | Path, run_id: int | None, error: BaseException) 
         problems = [f"a data file under {tables} cannot be read: {cause(error)}"]
     if not problems:
         return None
-    return StoreDamaged(f"{store.root} is damaged (a query could not read run "
-                        f"{record.run_id if record else '?'}):\n" + "".join(f"  {p}\n" for p in problems), store.root)
+    return StoreDamaged(
+        f"{store.root} is damaged (a query could not read run "
+        f"{record.run_id if record else '?'}):\n" + "".join(f"  {p}\n" for p in problems),
+        store.root,
+    )

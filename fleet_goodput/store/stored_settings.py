@@ -44,8 +44,16 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from fleet_goodput.core.config import (Accelerator, ConfigError, Settings, SettingsFile, SizeClass, check_window_s,
-                                      load_settings, settings_file)
+from fleet_goodput.core.config import (
+    Accelerator,
+    ConfigError,
+    Settings,
+    SettingsFile,
+    SizeClass,
+    check_window_s,
+    load_settings,
+    settings_file,
+)
 from fleet_goodput.core.run_settings import MAX_SILENCE_S, RunSettings, load_run_settings
 from fleet_goodput.store.delta_store import SETTINGS, RunRecord, Store, Transaction
 
@@ -88,9 +96,16 @@ def document(settings: Settings, allowed_lateness_s: int | None, max_silence_s: 
         "allowed_lateness_s": allowed_lateness_s,
         "max_silence_s": max_silence_s,
         "size_classes": [{"name": c.name, "max_chips": c.max_chips} for c in settings.size_classes],
-        "accelerators": {key: {"peak_flops": dict(part.peak_flops), "hbm_bytes_per_s": part.hbm_bytes_per_s,
-                               "vendor": part.vendor, "source": part.source, "url": part.url}
-                         for key, part in sorted(settings.accelerators.items())},
+        "accelerators": {
+            key: {
+                "peak_flops": dict(part.peak_flops),
+                "hbm_bytes_per_s": part.hbm_bytes_per_s,
+                "vendor": part.vendor,
+                "source": part.source,
+                "url": part.url,
+            }
+            for key, part in sorted(settings.accelerators.items())
+        },
     }
 
 
@@ -130,9 +145,11 @@ def settings_of(store: Store, record: RunRecord | None, fallback: Settings) -> S
 
 def differences(kept: dict, given: dict) -> list[Difference]:
     """Where the `given` document differs from what the store `kept`."""
-    found = [Difference(key, kept[key], given[key], harmless=False)
-             for key in ("window_s", "allowed_lateness_s", "max_silence_s", "size_classes")
-             if key in kept and kept[key] != given[key]]
+    found = [
+        Difference(key, kept[key], given[key], harmless=False)
+        for key in ("window_s", "allowed_lateness_s", "max_silence_s", "size_classes")
+        if key in kept and kept[key] != given[key]
+    ]
     if "accelerators" in kept:
         found += _catalogue_differences(kept["accelerators"], given["accelerators"])
     return found
@@ -143,28 +160,50 @@ def _catalogue_differences(kept: dict, given: dict) -> list[Difference]:
     for key in sorted(kept.keys() | given.keys()):
         before, after = kept.get(key), given.get(key)
         if before is None or after is None:  # added: harmless; removed: its events would be rejected from now on
-            found.append(Difference(f"accelerators.{key}", before["peak_flops"] if before else ABSENT,
-                                    after["peak_flops"] if after else ABSENT, harmless=before is None))
+            found.append(
+                Difference(
+                    f"accelerators.{key}",
+                    before["peak_flops"] if before else ABSENT,
+                    after["peak_flops"] if after else ABSENT,
+                    harmless=before is None,
+                )
+            )
             continue
         if before["peak_flops"] != after["peak_flops"]:
-            found.append(Difference(f"accelerators.{key}.peak_flops", before["peak_flops"], after["peak_flops"],
-                                    harmless=False))
-        found += [Difference(f"accelerators.{key}.{field}", before[field], after[field], harmless=True)
-                  for field in DESCRIPTIVE if before[field] != after[field]]
+            found.append(
+                Difference(f"accelerators.{key}.peak_flops", before["peak_flops"], after["peak_flops"], harmless=False)
+            )
+        found += [
+            Difference(f"accelerators.{key}.{field}", before[field], after[field], harmless=True)
+            for field in DESCRIPTIVE
+            if before[field] != after[field]
+        ]
     return found
 
 
 def _show(value) -> str:
     if isinstance(value, list):  # size classes
-        return "[" + ", ".join(f"{c['name']} (up to {c['max_chips']} chips)" if c["max_chips"] is not None
-                               else f"{c['name']} (no limit)" for c in value) + "]"
+        return (
+            "["
+            + ", ".join(
+                f"{c['name']} (up to {c['max_chips']} chips)"
+                if c["max_chips"] is not None
+                else f"{c['name']} (no limit)"
+                for c in value
+            )
+            + "]"
+        )
     if isinstance(value, dict):  # peak FLOP/s per precision
         return "{" + ", ".join(f"{precision}: {peak:.6g} FLOP/s" for precision, peak in value.items()) + "}"
     return repr(value) if isinstance(value, str) and value != ABSENT else str(value)
 
 
-def _layered(kept: dict, config: str | Path | SettingsFile | None, window_s: int | None = None,
-             allowed_lateness_s: int | None = None) -> tuple[Settings, RunSettings]:
+def _layered(
+    kept: dict,
+    config: str | Path | SettingsFile | None,
+    window_s: int | None = None,
+    allowed_lateness_s: int | None = None,
+) -> tuple[Settings, RunSettings]:
     """The store's settings, then those `config` names (read once here if not read already), then the
     flags given (not None)."""
     config = None if config is None else settings_file(config)
@@ -177,16 +216,26 @@ def _layered(kept: dict, config: str | Path | SettingsFile | None, window_s: int
 
 
 # ---- runs ---------------------------------------------------------------------
-def settings_for_output(output: str | Path | Store, config: str | Path | SettingsFile | None = None, *,
-                        replace: bool = False, allowed_lateness_s: int | None = None) -> ChosenSettings:
+def settings_for_output(
+    output: str | Path | Store,
+    config: str | Path | SettingsFile | None = None,
+    *,
+    replace: bool = False,
+    allowed_lateness_s: int | None = None,
+) -> ChosenSettings:
     """The settings a run on `output` computes with (`replace`: as if it held no run); see `settings_for_run`."""
     store = Store.of(output)
-    return settings_for_run(store, None if replace else store.latest(), config,
-                            allowed_lateness_s=allowed_lateness_s)
+    return settings_for_run(store, None if replace else store.latest(), config, allowed_lateness_s=allowed_lateness_s)
 
 
-def settings_for_run(store: Store, previous: RunRecord | None, config: str | Path | SettingsFile | None = None, *,
-                     window_s: int | None = None, allowed_lateness_s: int | None = None) -> ChosenSettings:
+def settings_for_run(
+    store: Store,
+    previous: RunRecord | None,
+    config: str | Path | SettingsFile | None = None,
+    *,
+    window_s: int | None = None,
+    allowed_lateness_s: int | None = None,
+) -> ChosenSettings:
     """The settings of a run that continues `previous`: the store's, with those `config` names and
     the flags given replacing them. Raises SettingsConflict where they would change stored figures."""
     kept = kept_settings(store, previous)
@@ -196,26 +245,29 @@ def settings_for_run(store: Store, previous: RunRecord | None, config: str | Pat
     if previous is not None and "accelerators" not in kept:
         recorded = f"{' and '.join(kept)} as its manifests record them, " if kept else ""
         given = f"{config} and " if config else ""
-        note = (f"{store.root} was written before outputs kept their settings: this run stores those it computes "
-                f"with ({recorded}the rest from {given}the defaults), and every later run and reader uses them. "
-                "If its earlier runs used others, start it afresh with --replace.")
+        note = (
+            f"{store.root} was written before outputs kept their settings: this run stores those it computes "
+            f"with ({recorded}the rest from {given}the defaults), and every later run and reader uses them. "
+            "If its earlier runs used others, start it afresh with --replace."
+        )
     elif previous is not None and "max_silence_s" not in kept:
         source = f"{config}'s or the default" if config else "the default"
-        note = (f"{store.root} kept its settings before outputs kept max_silence_s: this run stores the one it "
-                f"computes with ({run_settings.max_silence_s} s, {source}), and every later run and reader uses "
-                "it. If its earlier runs used another, start it afresh with --replace.")
+        note = (
+            f"{store.root} kept its settings before outputs kept max_silence_s: this run stores the one it "
+            f"computes with ({run_settings.max_silence_s} s, {source}), and every later run and reader uses "
+            "it. If its earlier runs used another, start it afresh with --replace."
+        )
     return ChosenSettings(settings, run_settings, note)
 
 
-def refuse_figure_changes(store: Store, previous: RunRecord | None, settings: Settings,
-                          run_settings: RunSettings) -> None:
+def refuse_figure_changes(
+    store: Store, previous: RunRecord | None, settings: Settings, run_settings: RunSettings
+) -> None:
     """Raise SettingsConflict if a run continuing `previous` with these settings would change stored figures."""
-    _refuse_conflicts(store, previous, kept_settings(store, previous),
-                      _document_of(settings, run_settings))
+    _refuse_conflicts(store, previous, kept_settings(store, previous), _document_of(settings, run_settings))
 
 
-def commit_settings(transaction: Transaction, run_id: int, settings: Settings,
-                    run_settings: RunSettings) -> None:
+def commit_settings(transaction: Transaction, run_id: int, settings: Settings, run_settings: RunSettings) -> None:
     """Keep the run's settings in its commit where they are new to the store (its first run, a part
     added to the catalogue); SettingsConflict where they would change stored figures."""
     store, previous = transaction.store, transaction.previous
@@ -234,13 +286,15 @@ def _refuse_conflicts(store: Store, previous: RunRecord | None, kept: dict, give
             f"{store.root} holds figures computed with other settings (run {previous.run_id}'s); this run's differ:\n"
             + "".join(f"  {d}\n" for d in conflicts)
             + "A run adds to the stored figures, so it must compute them the same way: leave the differing "
-              f"settings out to use the output's (`mpg sql --output {shlex.quote(store.root)} "
-              "\"select * from settings\"` shows them), or start the output afresh with --replace.")
+            f"settings out to use the output's (`mpg sql --output {shlex.quote(store.root)} "
+            '"select * from settings"` shows them), or start the output afresh with --replace.'
+        )
 
 
 # ---- readers ------------------------------------------------------------------
-def reader_settings(store: Store, record: RunRecord | None, config: str | Path | SettingsFile | None,
-                    output: str | Path) -> Settings:
+def reader_settings(
+    store: Store, record: RunRecord | None, config: str | Path | SettingsFile | None, output: str | Path
+) -> Settings:
     """The settings run `record` of `store` (checked whole already; `output` as the reader named it) was
     computed with; `config` is refused if it differs from them in anything (SettingsConflict)."""
     kept = kept_settings(store, record)
@@ -250,5 +304,6 @@ def reader_settings(store: Store, record: RunRecord | None, config: str | Path |
         raise SettingsConflict(
             f"{config} differs from the settings run {record.run_id} of {output} was computed with:\n"
             + "".join(f"  {d}\n" for d in found)
-            + "The output keeps its settings: read it without --config to use them.")
+            + "The output keeps its settings: read it without --config to use them."
+        )
     return settings

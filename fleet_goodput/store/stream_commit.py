@@ -40,8 +40,14 @@ from fleet_goodput import schemas
 from fleet_goodput.core.config import Settings
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.core.session import STATE_FORMAT
-from fleet_goodput.store.delta_store import (STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, RunRecord, Store, StoreError,
-                                             delta_schema)
+from fleet_goodput.store.delta_store import (
+    STATE_FILES_SCHEMA,
+    STATE_KEYS_SCHEMA,
+    RunRecord,
+    Store,
+    StoreError,
+    delta_schema,
+)
 from fleet_goodput.store.manifest import OUTCOMES, add_counts, build_manifest, counts_from_json, write_manifest_copy
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stored_settings import commit_settings
@@ -67,13 +73,23 @@ def refuse_stream_store(previous: RunRecord | None, root: str) -> None:
     """StoreError if `previous`, the run a run of `mpg run` or `mpg stream` would continue, was committed
     by a streaming pipeline: its jobs' state is in the pipeline's runner, not in the store."""
     if previous is not None and previous.mode == STREAM_MODE:
-        raise StoreError(f"{root} was written by a streaming pipeline (run {previous.run_id}), which keeps its jobs' "
-                         "state in its runner, not in the store: a run cannot continue it. Give the run another "
-                         "output; the stream's tables read as any store's (`mpg sql`, `mpg report`)")
+        raise StoreError(
+            f"{root} was written by a streaming pipeline (run {previous.run_id}), which keeps its jobs' "
+            "state in its runner, not in the store: a run cannot continue it. Give the run another "
+            "output; the stream's tables read as any store's (`mpg sql`, `mpg report`)"
+        )
 
 
-def commit_pane(store: Store, pane: Pane, *, stream_id: str, sequence: int, settings: Settings,
-                run_settings: RunSettings, source: str) -> RunRecord | None:
+def commit_pane(
+    store: Store,
+    pane: Pane,
+    *,
+    stream_id: str,
+    sequence: int,
+    settings: Settings,
+    run_settings: RunSettings,
+    source: str,
+) -> RunRecord | None:
     """Commit `pane`, number `sequence` of stream `stream_id` (reading `source`), as one run of `store`;
     None when the store holds that pane already (a retry), or when the pane holds nothing (the last, as
     a stream drains, may). StoreBusy while another run holds a local store, or committed to a gs:// one
@@ -85,9 +101,11 @@ def commit_pane(store: Store, pane: Pane, *, stream_id: str, sequence: int, sett
         transaction = store.begin()  # marks the store, and puts back what a killed commit moved
         previous = transaction.previous
         if previous is not None and previous.mode != STREAM_MODE:
-            raise StoreError(f"{store.root} holds runs of `mpg run` or `mpg stream` (run {previous.run_id}, "
-                             f"{previous.mode}), which keep their jobs' state in the store; a streaming pipeline keeps "
-                             "its own in the runner and cannot continue them: give the pipeline a store of its own")
+            raise StoreError(
+                f"{store.root} holds runs of `mpg run` or `mpg stream` (run {previous.run_id}, "
+                f"{previous.mode}), which keep their jobs' state in the store; a streaming pipeline keeps "
+                "its own in the runner and cannot continue them: give the pipeline a store of its own"
+            )
         done = store.committed_sequence(stream_id)
         if done is not None and sequence <= done:
             return None
@@ -104,17 +122,36 @@ def commit_pane(store: Store, pane: Pane, *, stream_id: str, sequence: int, sett
         transaction.write("state_keys", STATE_KEYS_SCHEMA.empty_table(), STATE_KEYS_SCHEMA)
         transaction.write("state_files", STATE_FILES_SCHEMA.empty_table(), STATE_FILES_SCHEMA)
         transaction.compact()
-        record = RunRecord(run_id=run_id, committed_at_us=time.time_ns() // 1000, mode=STREAM_MODE, input=source,
-                           as_of_us=manifest["as_of_us"], frontier_us=None, files_applied=0, files_skipped=0,
-                           state_format=STATE_FORMAT, versions=dict(transaction.versions), manifest=manifest)
+        record = RunRecord(
+            run_id=run_id,
+            committed_at_us=time.time_ns() // 1000,
+            mode=STREAM_MODE,
+            input=source,
+            as_of_us=manifest["as_of_us"],
+            frontier_us=None,
+            files_applied=0,
+            files_skipped=0,
+            state_format=STATE_FORMAT,
+            versions=dict(transaction.versions),
+            manifest=manifest,
+        )
         transaction.commit(record, marks=(stream_id, sequence))
         write_manifest_copy(store.root, manifest)
         store.maintain(run_settings.retention_hours)
     return record
 
 
-def _manifest(run_id: int, previous: RunRecord | None, pane: Pane, settings: Settings, run_settings: RunSettings,
-              stream_id: str, sequence: int, source: str, output: str) -> dict:
+def _manifest(
+    run_id: int,
+    previous: RunRecord | None,
+    pane: Pane,
+    settings: Settings,
+    run_settings: RunSettings,
+    stream_id: str,
+    sequence: int,
+    source: str,
+    output: str,
+) -> dict:
     """The store's manifest after `pane`: its counts added to the settled ones, what was read and not
     yet settled `waiting`, and its as-of time the latest `version` it or an earlier pane reached."""
     earlier = previous.manifest if previous else {}
@@ -123,16 +160,32 @@ def _manifest(run_id: int, previous: RunRecord | None, pane: Pane, settings: Set
     for stream in schemas.STREAMS:
         left = settled.get((stream, "read"), 0) - sum(settled.get((stream, outcome), 0) for outcome in SETTLED)
         if left < 0:
-            raise CountsDoNotAddUp(f"counts do not reconcile: stream {stream} would have {-left} more events settled "
-                                   f"than read after pane {sequence} of stream {stream_id}; nothing was committed")
+            raise CountsDoNotAddUp(
+                f"counts do not reconcile: stream {stream} would have {-left} more events settled "
+                f"than read after pane {sequence} of stream {stream_id}; nothing was committed"
+            )
         if left:
             waiting[(stream, "waiting")] = left
     versions = [row["version_us"] for rows in pane.rows.values() for row in rows if row.get("version_us") is not None]
-    as_of_us = max([*versions, *([previous.as_of_us] if previous and previous.as_of_us is not None else [])],
-                   default=None)
-    return build_manifest(run_id=run_id, input_dir=source, as_of_us=as_of_us, window_s=settings.window_s,
-                          previous=earlier, counts=pane.counts, pending=waiting,
-                          extra={"mode": STREAM_MODE, "version_us": as_of_us, "frontier_us": None,
-                                 "stream": {"id": stream_id, "pane": sequence},
-                                 "allowed_lateness_s": run_settings.allowed_lateness_s, "files_applied": 0,
-                                 "files_skipped": 0, "output": output})
+    as_of_us = max(
+        [*versions, *([previous.as_of_us] if previous and previous.as_of_us is not None else [])], default=None
+    )
+    return build_manifest(
+        run_id=run_id,
+        input_dir=source,
+        as_of_us=as_of_us,
+        window_s=settings.window_s,
+        previous=earlier,
+        counts=pane.counts,
+        pending=waiting,
+        extra={
+            "mode": STREAM_MODE,
+            "version_us": as_of_us,
+            "frontier_us": None,
+            "stream": {"id": stream_id, "pane": sequence},
+            "allowed_lateness_s": run_settings.allowed_lateness_s,
+            "files_applied": 0,
+            "files_skipped": 0,
+            "output": output,
+        },
+    )

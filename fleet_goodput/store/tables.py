@@ -19,10 +19,20 @@ import pyarrow as pa
 from fleet_goodput.core.timeline import FIGURES
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
-INTERRUPTIONS = pa.list_(pa.struct([
-    ("time", TIMESTAMP), ("event", pa.string()), ("cause", pa.string()), ("reason", pa.string()),
-    ("run_s", pa.float64()), ("reallocated_s", pa.float64()), ("recovered_s", pa.float64()),
-    ("lost_chip_s", pa.float64())]))
+INTERRUPTIONS = pa.list_(
+    pa.struct(
+        [
+            ("time", TIMESTAMP),
+            ("event", pa.string()),
+            ("cause", pa.string()),
+            ("reason", pa.string()),
+            ("run_s", pa.float64()),
+            ("reallocated_s", pa.float64()),
+            ("recovered_s", pa.float64()),
+            ("lost_chip_s", pa.float64()),
+        ]
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,7 @@ _FIGURE_DOCS = {
     "productive": "step time preserved by a checkpoint or the job's finish (serving: answered), × requested chips",
     "pending": "step time not yet preserved or lost at the as-of time, × requested chips",
     "lost": "step time thrown away by a preemption, failure, cancel or restore, or redoing steps already "
-            "preserved, × requested chips",
+    "preserved, × requested chips",
     "data_wait": "all-allocated time waiting for input data, × requested chips",
     "compile": "all-allocated time compiling, × requested chips",
     "checkpoint_save": "all-allocated time saving checkpoints, × requested chips",
@@ -82,8 +92,13 @@ _FIGURE_DOCS = {
     "profiled_productive": "productive chip-seconds of step spans that have a profiler sample (PG coverage numerator)",
 }
 
-VERSION = Column("version", TIMESTAMP, "event time of the result: the as-of time in batch, the firing time in "
-                 "streaming; a later version of a row replaces an earlier one in the table", "version_us")
+VERSION = Column(
+    "version",
+    TIMESTAMP,
+    "event time of the result: the as-of time in batch, the firing time in "
+    "streaming; a later version of a row replaces an earlier one in the table",
+    "version_us",
+)
 
 JOB_WINDOW = Table(
     name="job_window",
@@ -112,30 +127,63 @@ JOBS = Table(
         Column("team", pa.string(), "owning team, when reported"),
         Column("topology", pa.string(), "requested topology, when reported"),
         Column("priority", pa.int32(), "scheduling priority, when reported"),
-        Column("queue", pa.string(), "the queue it waited in, parent queues first, '/'-separated (Kueue: "
-               "<ClusterQueue>/<namespace>/<LocalQueue>), when reported"),
+        Column(
+            "queue",
+            pa.string(),
+            "the queue it waited in, parent queues first, '/'-separated (Kueue: "
+            "<ClusterQueue>/<namespace>/<LocalQueue>), when reported",
+        ),
         Column("requested_chips", pa.int64(), "chips requested at SUBMIT"),
         Column("submit_time", TIMESTAMP, "SUBMIT event time", "submit_time_us"),
         Column("end_time", TIMESTAMP, "FINISH/FAIL/CANCEL time; null while running", "end_time_us"),
-        Column("status", pa.string(), "FINISHED, FAILED, CANCELLED; or, not ended at the as-of time, RUNNING "
-               "(holding chips) or PENDING (holding none: waiting to start, or requeued)"),
-        Column("interruptions", INTERRUPTIONS, "each running attempt cut by a PREEMPT below the request, a FAIL "
-               "or a CANCEL: time, event, cause, reason, run_s, reallocated_s, recovered_s, lost_chip_s "
-               "(docs/metric.md, \"Why jobs stopped\")"),
-        Column("end_reason", pa.string(), "why it ended: the `reason` of its FINISH, FAIL or CANCEL, when reported "
-               "(a Slurm State such as TIMEOUT or CANCELLED by 0)"),
-        Column("allocations", pa.int32(), "ALLOCATE events (completing a partial allocation counts, as does a restart: "
-               "not a restart count, see disruptions)"),
+        Column(
+            "status",
+            pa.string(),
+            "FINISHED, FAILED, CANCELLED; or, not ended at the as-of time, RUNNING "
+            "(holding chips) or PENDING (holding none: waiting to start, or requeued)",
+        ),
+        Column(
+            "interruptions",
+            INTERRUPTIONS,
+            "each running attempt cut by a PREEMPT below the request, a FAIL "
+            "or a CANCEL: time, event, cause, reason, run_s, reallocated_s, recovered_s, lost_chip_s "
+            '(docs/metric.md, "Why jobs stopped")',
+        ),
+        Column(
+            "end_reason",
+            pa.string(),
+            "why it ended: the `reason` of its FINISH, FAIL or CANCEL, when reported "
+            "(a Slurm State such as TIMEOUT or CANCELLED by 0)",
+        ),
+        Column(
+            "allocations",
+            pa.int32(),
+            "ALLOCATE events (completing a partial allocation counts, as does a restart: "
+            "not a restart count, see disruptions)",
+        ),
         Column("profiler_samples", pa.int32(), "profiler samples accepted for the job"),
         Column("implicitly_closed_spans", pa.int32(), "runtime spans closed without their END (data quality)"),
         Column("checkpoint_saves", pa.int32(), "checkpoint saves completed (CHECKPOINT_SAVE_END closing an open save)"),
-        Column("disruptions", pa.int32(), "running attempts cut by a PREEMPT below the request or a FAIL, "
-               "and runtime restarts inside an allocation after steps ran"),
-        Column("first_running_time", TIMESTAMP, "when the job first held all its requested chips (its admission: "
-               "the end of its first queue wait); null until then", "first_running_time_us"),
-        Column("unended_runs", pa.int32(), "runs of its runtime that stopped without an end mark (a FINISH, FAIL, "
-               "CANCEL or PREEMPT): steps, then the runtime starting again in the same attempt, or a span open "
-               "when the job ended (a process SIGKILLed mid-run); its figures after each rest on what was recorded"),
+        Column(
+            "disruptions",
+            pa.int32(),
+            "running attempts cut by a PREEMPT below the request or a FAIL, "
+            "and runtime restarts inside an allocation after steps ran",
+        ),
+        Column(
+            "first_running_time",
+            TIMESTAMP,
+            "when the job first held all its requested chips (its admission: "
+            "the end of its first queue wait); null until then",
+            "first_running_time_us",
+        ),
+        Column(
+            "unended_runs",
+            pa.int32(),
+            "runs of its runtime that stopped without an end mark (a FINISH, FAIL, "
+            "CANCEL or PREEMPT): steps, then the runtime starting again in the same attempt, or a span open "
+            "when the job ended (a process SIGKILLed mid-run); its figures after each rest on what was recorded",
+        ),
         VERSION,
     ),
     date_from="submit_time_us",
@@ -146,17 +194,27 @@ JOBS = Table(
 CAPACITY_LEVEL = Table(
     name="capacity_level",
     doc="Chips online per cluster and accelerator, one row per stretch of one CAPACITY level: from its "
-        "event to the next, or to the as-of time while it holds. A level that holds for years is one row; "
-        "the `capacity_window` view cuts the stretches into windows where a query reads them.",
+    "event to the next, or to the as-of time while it holds. A level that holds for years is one row; "
+    "the `capacity_window` view cuts the stretches into windows where a query reads them.",
     columns=(
         Column("cluster", pa.string(), "cluster"),
         Column("accelerator", pa.string(), "accelerator catalogue key"),
         Column("start_time", TIMESTAMP, "the CAPACITY event that set the level (UTC)", "start_time_us"),
-        Column("end_time", TIMESTAMP, "the next CAPACITY event of the cluster and accelerator, or the as-of "
-               "time while the level still holds (UTC)", "end_time_us"),
+        Column(
+            "end_time",
+            TIMESTAMP,
+            "the next CAPACITY event of the cluster and accelerator, or the as-of "
+            "time while the level still holds (UTC)",
+            "end_time_us",
+        ),
         Column("chips", pa.int64(), "chips online over the stretch"),
-        Column("changed_from", TIMESTAMP, "the earliest instant of the stretch whose chip-time this version changed: "
-               "its start, or for a stretch that now ends elsewhere, the nearer of its two ends", "changed_from_us"),
+        Column(
+            "changed_from",
+            TIMESTAMP,
+            "the earliest instant of the stretch whose chip-time this version changed: "
+            "its start, or for a stretch that now ends elsewhere, the nearer of its two ends",
+            "changed_from_us",
+        ),
         VERSION,
     ),
     date_from="start_time_us",
@@ -218,7 +276,7 @@ LATE = Table(
 REJECTED_PENDING = Table(
     name="rejected_pending",
     doc="Rejections of events still inside the allowed lateness of the latest run: decided provisionally, "
-        "replaced by each run; the `rejected` view shows them with `provisional` true.",
+    "replaced by each run; the `rejected` view shows them with `provisional` true.",
     columns=REJECTED.columns,
     date_from="partition_time_us",
     sort_by=REJECTED.sort_by,
@@ -227,9 +285,9 @@ REJECTED_PENDING = Table(
 QUEUE_QUOTA = Table(
     name="queue_quota",
     doc="The quota levels of Kueue's ClusterQueues and Cohorts that scheduler files state "
-        "(fleet_goodput/telemetry/queue_quotas.py), each from its start on, per flavor of accelerator chips. "
-        "Not computed by the pipeline: each run appends the levels its new files state, and the "
-        "`queue_quota_levels` view reads each once.",
+    "(fleet_goodput/telemetry/queue_quotas.py), each from its start on, per flavor of accelerator chips. "
+    "Not computed by the pipeline: each run appends the levels its new files state, and the "
+    "`queue_quota_levels` view reads each once.",
     columns=(
         Column("cluster", pa.string(), "cluster"),
         Column("kind", pa.string(), "ClusterQueue or Cohort"),
@@ -241,17 +299,20 @@ QUEUE_QUOTA = Table(
         Column("nominal_chips", pa.int64(), "nominal quota, chips", "nominal"),
         Column("borrowing_limit_chips", pa.int64(), "how many chips it may borrow (null: no limit)", "borrowing_limit"),
         Column("lending_limit_chips", pa.int64(), "how many it may lend (null: no limit)", "lending_limit"),
-        Column("usage_chips", pa.int64(), "chips its admitted Workloads used, as its status said (null: not said)",
-               "usage"),
-        Column("borrowed_chips", pa.int64(), "of those, chips over its nominal quota, borrowed from its cohort",
-               "borrowed"),
+        Column(
+            "usage_chips", pa.int64(), "chips its admitted Workloads used, as its status said (null: not said)", "usage"
+        ),
+        Column(
+            "borrowed_chips", pa.int64(), "of those, chips over its nominal quota, borrowed from its cohort", "borrowed"
+        ),
     ),
     date_from="start_us",
     sort_by=("cluster", "kind", "name", "flavor", "start_time"),
 )
 
-TABLES = {table.name: table
-          for table in (JOB_WINDOW, JOBS, CAPACITY_LEVEL, REJECTED, REJECTED_PENDING, LATE, QUEUE_QUOTA)}
+TABLES = {
+    table.name: table for table in (JOB_WINDOW, JOBS, CAPACITY_LEVEL, REJECTED, REJECTED_PENDING, LATE, QUEUE_QUOTA)
+}
 # Tables a run replaces rather than appends to.
 REPLACED_EACH_RUN = ("rejected_pending",)
 # Tables a run writes from what its new files state, not from the pipeline's staged results.

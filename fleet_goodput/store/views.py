@@ -61,8 +61,13 @@ STORAGE_VERSION = "v1.1.0"
 # The head of each registry file's statement, where a deferred view says so.
 _VIEW_HEAD = re.compile(r"^(create or replace view [\w.]+)(?=\s+as\b)", re.IGNORECASE | re.MULTILINE)
 
-_DUCKDB_TYPES = {"string": "varchar", "double": "double", "int64": "bigint", "int32": "integer",
-                 "timestamp[us, tz=UTC]": "timestamptz"}
+_DUCKDB_TYPES = {
+    "string": "varchar",
+    "double": "double",
+    "int64": "bigint",
+    "int32": "integer",
+    "timestamp[us, tz=UTC]": "timestamptz",
+}
 
 
 def _duckdb_type(arrow_type: pa.DataType) -> str:
@@ -91,8 +96,7 @@ def _source(files: list[str], relative: bool) -> str:
     # read_parquet reads a name as a glob: each is quoted to match its own file alone.
     literals = (sql_string(literal_pattern(name)) for name in files)
     listed = ", ".join(f"goodput_file({literal})" if relative else literal for literal in literals)
-    return (f"read_parquet([{listed}], hive_partitioning = true, hive_types = {{'date': date}}, "
-            "union_by_name = true)")
+    return f"read_parquet([{listed}], hive_partitioning = true, hive_types = {{'date': date}}, union_by_name = true)"
 
 
 def _empty(table: Table) -> str:
@@ -114,28 +118,36 @@ def _raw_select(store: Store, name: str, record: RunRecord | None, relative: boo
     # A column this release adds to a table (jobs.unended_runs) is absent from a store written before it
     # until a run rewrites the rows: it reads as null there, so the views bind on any store.
     stored = {field.name for field in snapshot.schema().fields}
-    added = "".join(f", cast(null as {_duckdb_type(c.type)}) as {c.name}" for c in table.columns if c.name not in stored)
+    added = "".join(
+        f", cast(null as {_duckdb_type(c.type)}) as {c.name}" for c in table.columns if c.name not in stored
+    )
     if not table.key or holds_one_row_per_key(snapshot):
         return f"select *{added} from {source}"
     # Written before keyed tables held one row per key: every version of a row is stored.
-    return (f"select *{added} from {source} "
-            f"qualify row_number() over (partition by {', '.join(table.key)} order by version desc) = 1")
+    return (
+        f"select *{added} from {source} "
+        f"qualify row_number() over (partition by {', '.join(table.key)} order by version desc) = 1"
+    )
 
 
 def _still_kept(store: Store, record: RunRecord, files: list[str]) -> None:
     """An earlier run's files are removed once it is past the retention (Store.maintain): say so, as a
     StoreError, rather than let a query fail on a missing file, which reads as damage."""
     if not all(os.path.exists(store.path(f)) for f in files):
-        raise StoreError(f"run {record.run_id} can no longer be read: its files were removed, as the store keeps "
-                         "only the runs within its retention (runs.retention_hours); `mpg runs --output "
-                         f"{shlex.quote(store.root)}` lists those it keeps")
+        raise StoreError(
+            f"run {record.run_id} can no longer be read: its files were removed, as the store keeps "
+            "only the runs within its retention (runs.retention_hours); `mpg runs --output "
+            f"{shlex.quote(store.root)}` lists those it keeps"
+        )
 
 
 def _raw_views(store: Store, record: RunRecord | None, relative: bool, earlier: bool) -> dict[str, str]:
     selects = {name: _raw_select(store, name, record, relative, earlier) for name in TABLES}
     # Rejections of events still inside the lateness are provisional: shown, and marked.
-    selects["rejected"] = (f"select *, false as provisional from ({selects['rejected']}) "
-                           f"union all by name select *, true as provisional from ({selects.pop('rejected_pending')})")
+    selects["rejected"] = (
+        f"select *, false as provisional from ({selects['rejected']}) "
+        f"union all by name select *, true as provisional from ({selects.pop('rejected_pending')})"
+    )
     return selects
 
 
@@ -145,18 +157,25 @@ def _size_classes_sql(settings: Settings) -> str:
         upper = size_class.max_chips if size_class.max_chips is not None else 2**62
         rows.append(f"({ordinal}, {sql_string(size_class.name)}, {lower}, {upper})")
         lower = upper + 1
-    return ("create or replace view size_classes as select * from (values " + ", ".join(rows)
-            + ") as t(ordinal, size_class, min_chips, max_chips)")
+    return (
+        "create or replace view size_classes as select * from (values "
+        + ", ".join(rows)
+        + ") as t(ordinal, size_class, min_chips, max_chips)"
+    )
 
 
 def _settings_sql(settings: Settings, kept: dict) -> str:
     """One row per setting, its value as JSON, and whether the store keeps it (else it is the
     settings file's or the default, for a store from before settings were kept)."""
     values = document(settings, kept.get("allowed_lateness_s"), kept.get("max_silence_s", MAX_SILENCE_S))
-    rows = ", ".join(f"({ordinal}, {sql_string(key)}, {sql_string(json.dumps(values[key]))}, "
-                     f"{str(key in kept).lower()})" for ordinal, key in enumerate(KEYS))
-    return (f"create or replace view settings as select setting, value, stored from (values {rows}) "
-            "as t(ordinal, setting, value, stored) order by ordinal")
+    rows = ", ".join(
+        f"({ordinal}, {sql_string(key)}, {sql_string(json.dumps(values[key]))}, {str(key in kept).lower()})"
+        for ordinal, key in enumerate(KEYS)
+    )
+    return (
+        f"create or replace view settings as select setting, value, stored from (values {rows}) "
+        "as t(ordinal, setting, value, stored) order by ordinal"
+    )
 
 
 def _observed_sql(record: RunRecord | None) -> str:
@@ -165,7 +184,9 @@ def _observed_sql(record: RunRecord | None) -> str:
     periods = (((record.manifest if record else None) or {}).get("clock") or {}).get("observed") or {}
     rows = " union all ".join(
         f"select {sql_string(cluster)} as cluster, make_timestamptz({int(period['from_us'])}::bigint) as observed_from, "
-        f"make_timestamptz({int(period['to_us'])}::bigint) as observed_to" for cluster, period in sorted(periods.items()))
+        f"make_timestamptz({int(period['to_us'])}::bigint) as observed_to"
+        for cluster, period in sorted(periods.items())
+    )
     empty = "select null::varchar as cluster, null::timestamptz as observed_from, null::timestamptz as observed_to where false"
     return f"create or replace view observed_periods as {rows or empty}"
 
@@ -173,8 +194,9 @@ def _observed_sql(record: RunRecord | None) -> str:
 def _run_clock_sql(record: RunRecord | None) -> str:
     """The run the views read and its as-of time: one row (none for a store with no run)."""
     if record is None:
-        return ("create or replace view run_clock as "
-                "select null::bigint as run_id, null::timestamptz as as_of where false")
+        return (
+            "create or replace view run_clock as select null::bigint as run_id, null::timestamptz as as_of where false"
+        )
     as_of = f"make_timestamptz({int(record.as_of_us)}::bigint)" if record.as_of_us is not None else "null::timestamptz"
     return f"create or replace view run_clock as select {int(record.run_id)}::bigint as run_id, {as_of} as as_of"
 
@@ -197,9 +219,15 @@ def _deferred_binding() -> str:
         return ""
 
 
-def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path | Store, settings: Settings,
-                 run_id: int | None = None, schema: str | None = None,
-                 relative: bool = False, defer_binding: bool = False) -> RunRecord | None:
+def create_views(
+    connection: duckdb.DuckDBPyConnection,
+    output_dir: str | Path | Store,
+    settings: Settings,
+    run_id: int | None = None,
+    schema: str | None = None,
+    relative: bool = False,
+    defer_binding: bool = False,
+) -> RunRecord | None:
     """Create every view of run `run_id` (default: the latest) in `connection`; returns that run.
 
     With `defer_binding`, DuckDB binds each view when a query first reads it,
@@ -222,8 +250,9 @@ def create_views(connection: duckdb.DuckDBPyConnection, output_dir: str | Path |
     return record
 
 
-def _run_views(store: Store, settings: Settings, run_id: int | None, schema: str | None, relative: bool,
-               deferred: str = "") -> tuple[RunRecord | None, dict[str, str]]:
+def _run_views(
+    store: Store, settings: Settings, run_id: int | None, schema: str | None, relative: bool, deferred: str = ""
+) -> tuple[RunRecord | None, dict[str, str]]:
     """Run `run_id`'s record (default: the latest) and the statements of the views that are the run's
     own, by view name: those over its tables' files (created `deferred`), `settings` and `size_classes`."""
     record = store.run(run_id) if run_id is not None else store.latest()
@@ -231,8 +260,10 @@ def _run_views(store: Store, settings: Settings, run_id: int | None, schema: str
     kept = kept_settings(store, record)
     settings = apply(kept, settings)
     prefix = f"{schema}." if schema else ""
-    named = {name: f"create or replace view {prefix}{name}{deferred} as {select}"
-             for name, select in _raw_views(store, record, relative, earlier).items()}
+    named = {
+        name: f"create or replace view {prefix}{name}{deferred} as {select}"
+        for name, select in _raw_views(store, record, relative, earlier).items()
+    }
     named["settings"] = _settings_sql(settings, kept).replace("view settings", f"view {prefix}settings")
     named["size_classes"] = _size_classes_sql(settings).replace("view size_classes", f"view {prefix}size_classes")
     named["observed_periods"] = _observed_sql(record).replace("view observed_periods", f"view {prefix}observed_periods")
@@ -249,8 +280,16 @@ def _registry_statements(deferred: str = "") -> list[str]:
 def _registry_fingerprint() -> str:
     """What a stored file's registry views were built from: the registry, the macro, the run's own
     views' names and the DuckDB that bound them. Stored as the comment of `goodput_file`."""
-    made_of = [duckdb.__version__, _GOODPUT_FILE_MACRO, *_registry_statements(), *TABLES, "settings", "size_classes",
-               "observed_periods", "run_clock"]
+    made_of = [
+        duckdb.__version__,
+        _GOODPUT_FILE_MACRO,
+        *_registry_statements(),
+        *TABLES,
+        "settings",
+        "size_classes",
+        "observed_periods",
+        "run_clock",
+    ]
     return f"fleet-goodput views {hashlib.sha256(chr(0).join(made_of).encode()).hexdigest()}"
 
 
@@ -281,8 +320,9 @@ def build_database(output_dir: str | Path | Store, settings: Settings) -> Path:
     return path
 
 
-def _refreshed_copy(connection: duckdb.DuckDBPyConnection, store: Store, settings: Settings, path: Path,
-                    tmp: Path) -> bool:
+def _refreshed_copy(
+    connection: duckdb.DuckDBPyConnection, store: Store, settings: Settings, path: Path, tmp: Path
+) -> bool:
     """Whether a copy of the last `goodput.duckdb`, at `tmp` and attached as `goodput`, now holds the
     latest run's views, only the run's own replaced (`_run_views`): False, and nothing attached, where
     it cannot.
@@ -304,8 +344,9 @@ def _refreshed_copy(connection: duckdb.DuckDBPyConnection, store: Store, setting
     except (OSError, duckdb.Error):  # unreadable, or not a database: built afresh
         return False
     try:
-        built_from = connection.execute("select comment from duckdb_functions() where database_name = 'goodput' "
-                                        "and function_name = 'goodput_file'").fetchall()
+        built_from = connection.execute(
+            "select comment from duckdb_functions() where database_name = 'goodput' and function_name = 'goodput_file'"
+        ).fetchall()
         named = _run_views(store, settings, None, "goodput", relative=True)[1]
         if built_from != [(_registry_fingerprint(),)] or _entries(connection) != _built_entries(named):
             raise _NotKept
@@ -328,35 +369,44 @@ _REGISTRY_ENTRY = re.compile(r"^create or replace (view|macro) ([\w.]+)", re.IGN
 
 def _built_entries(named: dict[str, str]) -> set[tuple[str, str]]:
     """The (kind, name) of everything a build of goodput.duckdb creates, the run's `named` views included."""
-    registry = {(kind.lower(), name) for statement in _registry_statements()
-                for kind, name in _REGISTRY_ENTRY.findall(statement)}
+    registry = {
+        (kind.lower(), name)
+        for statement in _registry_statements()
+        for kind, name in _REGISTRY_ENTRY.findall(statement)
+    }
     return registry | {("view", name) for name in named} | {("macro", "goodput_file")}
 
 
 def _entries(connection: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
     """The (kind, name) of everything `goodput` holds: a table, view or macro made by hand in the file
     (the DuckDB CLI opens it writable) makes it other than a build's, and it is built afresh."""
-    return set(connection.execute("""
+    return set(
+        connection.execute("""
         select 'view', view_name from duckdb_views() where database_name = 'goodput' and not internal
         union all select 'macro', function_name from duckdb_functions() where database_name = 'goodput' and not internal
         union all select 'table', table_name from duckdb_tables() where database_name = 'goodput'
         union all select 'sequence', sequence_name from duckdb_sequences() where database_name = 'goodput'
         union all select 'type', type_name from duckdb_types() where database_name = 'goodput' and not internal
-    """).fetchall())
+    """).fetchall()
+    )
 
 
 def _stored_columns(connection: duckdb.DuckDBPyConnection, view: str) -> list[tuple[str, str]]:
     """The columns and types `goodput`'s `view` was bound to, as stored (the view is not bound again)."""
-    return connection.execute("select column_name, data_type from duckdb_columns() where database_name = 'goodput' "
-                              "and table_name = $view order by column_index", {"view": view}).fetchall()
+    return connection.execute(
+        "select column_name, data_type from duckdb_columns() where database_name = 'goodput' "
+        "and table_name = $view order by column_index",
+        {"view": view},
+    ).fetchall()
 
 
 class _NotKept(Exception):
     """A copy of goodput.duckdb whose registry views cannot be kept (`_refreshed_copy`)."""
 
 
-def connect(output_dir: str | Path | Store, run: int | None = None,
-            settings: Settings | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    output_dir: str | Path | Store, run: int | None = None, settings: Settings | None = None
+) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views of run `run` (default: the latest committed run),
     with the settings the store keeps for it (`settings`, by default the defaults, where it keeps none)."""
     root = output_dir.root if isinstance(output_dir, Store) else output_dir
@@ -366,9 +416,11 @@ def connect(output_dir: str | Path | Store, run: int | None = None,
     latest = require_intact(store)  # StoreDamaged, naming the damage, before anything reads it
     store.undo_killed_run_if_idle()
     if latest is None:
-        raise FileNotFoundError(f"no committed run in {root}: "
-                                f"run `mpg run --input DIR --output {shlex.quote(str(root))}` "
-                                "(or `mpg stream`) first")
+        raise FileNotFoundError(
+            f"no committed run in {root}: "
+            f"run `mpg run --input DIR --output {shlex.quote(str(root))}` "
+            "(or `mpg stream`) first"
+        )
     connection = duckdb.connect()
     create_views(connection, store, settings or load_settings(), run_id=run, defer_binding=True)
     return connection

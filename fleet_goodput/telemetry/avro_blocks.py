@@ -49,7 +49,7 @@ class AvroBlocks:
         # What bounds the records a block can hold: the fewest bytes a record takes, and the codec.
         self.bounds = (record_bytes, self._blocks.codec)
         self.header_end = stream.tell()
-        self.sync = data[self.header_end - SYNC_SIZE:self.header_end]
+        self.sync = data[self.header_end - SYNC_SIZE : self.header_end]
 
     def __iter__(self) -> Iterator:
         blocks, shift = self._blocks, 0  # shift: real file offset minus the reader's offset
@@ -65,8 +65,9 @@ class AvroBlocks:
                 if resume is None:
                     return
                 position, shift = resume, resume - self.header_end
-                blocks = fastavro.block_reader(_HeaderThenRest(self.data, self.header_end, resume),
-                                               reader_schema=self.reader_schema)
+                blocks = fastavro.block_reader(
+                    _HeaderThenRest(self.data, self.header_end, resume), reader_schema=self.reader_schema
+                )
                 continue
             position = block.offset + block.size + shift
             yield block
@@ -85,24 +86,34 @@ class AvroBlocks:
         header_ok = count is not None and count > 0 and size is not None and size >= 0
         if next_sync < 0:
             if not header_ok:
-                return Damage(None, f"truncated Avro file at byte {start}: the block header is unreadable, "
-                                    f"so the number of records lost is unknowable ({detail})"), None
+                return Damage(
+                    None,
+                    f"truncated Avro file at byte {start}: the block header is unreadable, "
+                    f"so the number of records lost is unknowable ({detail})",
+                ), None
             present = min(size, len(self.data) - after_size)
-            return self._declared(f"truncated Avro block at byte {start}: the file ends inside it", count, present,
-                                  detail), None
+            return self._declared(
+                f"truncated Avro block at byte {start}: the file ends inside it", count, present, detail
+            ), None
         resume = next_sync + SYNC_SIZE
         if not header_ok or next_sync != after_size + size:
-            return Damage(None, f"corrupt Avro block header at byte {start}: the number of records before the "
-                                f"next block (byte {resume}) is unknowable ({detail})"), resume
+            return Damage(
+                None,
+                f"corrupt Avro block header at byte {start}: the number of records before the "
+                f"next block (byte {resume}) is unknowable ({detail})",
+            ), resume
         return self._declared(f"Avro block at byte {start} that does not decode", count, size, detail), resume
 
     def _declared(self, what: str, count: int, available: int, detail: str) -> Damage:
         """The damage `what` with its header's `count`, believed when the block's `available` bytes
         can hold that many records."""
         if count > most_records(available, *self.bounds):
-            return Damage(None, f"{what}; its header declares {count} records, "
-                                f"{records_beyond(available, *self.bounds)}, so the number of records lost is "
-                                f"unknowable ({detail})")
+            return Damage(
+                None,
+                f"{what}; its header declares {count} records, "
+                f"{records_beyond(available, *self.bounds)}, so the number of records lost is "
+                f"unknowable ({detail})",
+            )
         return Damage(count, f"{what}; its header declares {count} records ({detail})")
 
 
@@ -148,12 +159,12 @@ class _HeaderThenRest(io.RawIOBase):
     def read(self, size: int = -1) -> bytes:
         end = self._length if size is None or size < 0 else min(self._length, self._position + size)
         start, self._position = self._position, max(self._position, end)
-        head = self._view[start:min(end, self._header_end)] if start < self._header_end else b""
+        head = self._view[start : min(end, self._header_end)] if start < self._header_end else b""
         tail_start = max(start, self._header_end) + self._shift
-        tail = self._view[tail_start:end + self._shift] if end > self._header_end else b""
+        tail = self._view[tail_start : end + self._shift] if end > self._header_end else b""
         return bytes(head) + bytes(tail)
 
     def readinto(self, buffer) -> int:
         chunk = self.read(len(buffer))
-        buffer[:len(chunk)] = chunk
+        buffer[: len(chunk)] = chunk
         return len(chunk)

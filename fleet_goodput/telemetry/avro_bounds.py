@@ -58,8 +58,10 @@ def record_bytes_at_least(schema_text: str | bytes) -> int:
     except (KeyError, TypeError, AttributeError, ValueError):
         return 1  # malformed: fastavro says how
     if smallest == 0:
-        raise UnsafeSchema("a record of its writer schema can take no bytes at all, so nothing in the file "
-                           "bounds how many records a block holds")
+        raise UnsafeSchema(
+            "a record of its writer schema can take no bytes at all, so nothing in the file "
+            "bounds how many records a block holds"
+        )
     return smallest
 
 
@@ -72,11 +74,15 @@ def records_beyond(available_bytes: int, record_bytes: int, codec: str = "null")
     """Why a declared count is not believed: what `available_bytes` of block data can hold."""
     most = most_records(available_bytes, record_bytes, codec)
     if codec == "null":
-        return (f"more than its {available_bytes} bytes can hold (at most {most}: a record takes {record_bytes} "
-                "bytes or more)")
-    return (f"more than its {available_bytes} bytes of {codec} data can hold (at most {most}: a record takes "
-            f"{record_bytes} bytes or more, and {codec} makes {MAX_EXPANSION.get(codec, DEFAULT_MAX_EXPANSION)} "
-            "bytes of one at most)")
+        return (
+            f"more than its {available_bytes} bytes can hold (at most {most}: a record takes {record_bytes} "
+            "bytes or more)"
+        )
+    return (
+        f"more than its {available_bytes} bytes of {codec} data can hold (at most {most}: a record takes "
+        f"{record_bytes} bytes or more, and {codec} makes {MAX_EXPANSION.get(codec, DEFAULT_MAX_EXPANSION)} "
+        "bytes of one at most)"
+    )
 
 
 class _SchemaWalk:
@@ -100,9 +106,11 @@ class _SchemaWalk:
             return self._record(schema, namespace, depth)
         if kind == "array":
             if self.bytes_at_least(schema["items"], namespace, depth + 1) == 0:
-                raise UnsafeSchema(f"its writer schema has an array of items that take no bytes "
-                                   f"({json.dumps(schema['items'])[:80]}): such an array can claim any number "
-                                   "of items without the file holding them")
+                raise UnsafeSchema(
+                    f"its writer schema has an array of items that take no bytes "
+                    f"({json.dumps(schema['items'])[:80]}): such an array can claim any number "
+                    "of items without the file holding them"
+                )
             return 1  # its item count, even when 0
         if kind == "map":
             self.bytes_at_least(schema["values"], namespace, depth + 1)
@@ -125,8 +133,10 @@ class _SchemaWalk:
     def _reference(self, name: str, namespace: str) -> int:
         candidates = (_full_name(name, namespace), name)
         if self.defining.intersection(candidates):
-            raise UnsafeSchema(f"its writer schema's type {name} contains itself: a value of a recursive type "
-                               "nests as deep as the file's bytes go, deeper than a decoder can follow")
+            raise UnsafeSchema(
+                f"its writer schema's type {name} contains itself: a value of a recursive type "
+                "nests as deep as the file's bytes go, deeper than a decoder can follow"
+            )
         return next((self.sizes[c] for c in candidates if c in self.sizes), 1)  # unknown: fastavro says so
 
 

@@ -30,8 +30,10 @@ class BlockTooLarge(ValueError):
 
 
 def _too_large(codec: str) -> BlockTooLarge:
-    return BlockTooLarge(f"a {codec} block that decompresses to more than {MAX_BLOCK_BYTES >> 20} MiB "
-                         "(a decompression bomb?): not decompressed further")
+    return BlockTooLarge(
+        f"a {codec} block that decompresses to more than {MAX_BLOCK_BYTES >> 20} MiB "
+        "(a decompression bomb?): not decompressed further"
+    )
 
 
 def _incremental(decompressor, data: bytes, codec: str) -> bytes:
@@ -54,15 +56,18 @@ def decompress(codec: str, data: bytes) -> bytes:
         return _incremental(lzma.LZMADecompressor(), data, codec)
     if codec == "zstandard":
         from backports import zstd
+
         return _incremental(zstd.ZstdDecompressor(), data, codec)
     if codec == "snappy":
         from cramjam import snappy
+
         body = data[:-4]  # a CRC32 follows the compressed bytes
         if _snappy_length(body) > MAX_BLOCK_BYTES:  # raw snappy starts with the length it expands to
             raise _too_large(codec)
         return bytes(snappy.decompress_raw(body))
     if codec == "lz4":
         import lz4.block
+
         declared = int.from_bytes(data[:4], "little")  # lz4.block's size prefix
         if declared > MAX_BLOCK_BYTES:
             raise _too_large(codec)
@@ -102,6 +107,7 @@ def _reader(codec: str):
         if len(data) != size:
             raise EOFError(f"the file ends inside a {codec} block")
         return BytesIO(decompress(codec, data))
+
     read_block.__name__ = f"bounded_{codec}_read_block"
     return read_block
 

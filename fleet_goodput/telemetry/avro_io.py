@@ -22,9 +22,15 @@ from fleet_goodput.telemetry import queue_quotas
 from fleet_goodput.core.timeutil import micros_of
 
 
-def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: str = "deflate",
-                 sync_marker: bytes | None = None, observed: dict[str, tuple[int, int]] | None = None,
-                 quotas: list[dict] | None = None) -> int:
+def write_events(
+    path: str | Path,
+    stream: str,
+    records: Iterable[dict],
+    codec: str = "deflate",
+    sync_marker: bytes | None = None,
+    observed: dict[str, tuple[int, int]] | None = None,
+    quotas: list[dict] | None = None,
+) -> int:
     """Write `records` of `stream` to `path` atomically; returns how many were written.
 
     `observed` ({cluster: (from_us, to_us)}) is what the file's source states it observed of each
@@ -51,8 +57,14 @@ def write_events(path: str | Path, stream: str, records: Iterable[dict], codec: 
     try:
         with open(tmp, "wb") as out:
             marker = sync_marker or hashlib.sha256(f"{stream}:{path.name}".encode()).digest()[:16]
-            fastavro.writer(out, schemas.load(stream), counted(), codec=codec, sync_marker=marker,
-                            metadata={**statement.metadata(observed), **queue_quotas.metadata(quotas)})
+            fastavro.writer(
+                out,
+                schemas.load(stream),
+                counted(),
+                codec=codec,
+                sync_marker=marker,
+                metadata={**statement.metadata(observed), **queue_quotas.metadata(quotas)},
+            )
         os.replace(tmp, path)
     except BaseException:  # a full disk, a kill: no partial file is left under any name
         tmp.unlink(missing_ok=True)

@@ -51,8 +51,14 @@ from fleet_goodput.core.step_runs import CODES, make_blocks
 from fleet_goodput.telemetry.avro_bounds import most_records, record_bytes_at_least
 from fleet_goodput.telemetry import observed
 from fleet_goodput.telemetry.avro_codecs import check_block
-from fleet_goodput.telemetry.decode import (EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, DecodedFile, TimeSlice,
-                                            decode_file, rejected_row)
+from fleet_goodput.telemetry.decode import (
+    EARLIEST_PLAUSIBLE_US,
+    LATEST_PLAUSIBLE_US,
+    DecodedFile,
+    TimeSlice,
+    decode_file,
+    rejected_row,
+)
 from fleet_goodput.telemetry.input_files import NotARegularFile, open_regular_file
 
 # The fields each fast-path stream is written for, in schema order. A schema
@@ -60,8 +66,18 @@ from fleet_goodput.telemetry.input_files import NotARegularFile, open_regular_fi
 # learns what the field means for events.
 KNOWN_FIELDS = {
     "runtime": ("event_id", "event_time", "job_id", "type", "step", "attempt"),
-    "profiler": ("event_id", "event_time", "job_id", "step", "duration_s", "chips", "ideal_flops",
-                 "flops_source", "bytes_accessed", "precision"),
+    "profiler": (
+        "event_id",
+        "event_time",
+        "job_id",
+        "step",
+        "duration_s",
+        "chips",
+        "ideal_flops",
+        "flops_source",
+        "bytes_accessed",
+        "precision",
+    ),
 }
 FLOPS_SOURCES = ("HLO_UNOPTIMIZED", "ANALYTIC", "EXECUTED")
 
@@ -84,8 +100,9 @@ _ORDER_OF_CODE = {code: same_instant_order(code) for code in (*RUNTIME_TYPES, PR
 SMALL_FILE_BYTES = 4096
 
 
-def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators,
-                     during: TimeSlice | None = None, step_blocks: bool = False) -> DecodedFile:
+def decode_file_fast(
+    stream: str, source: str, handle: BinaryIO, accelerators, during: TimeSlice | None = None, step_blocks: bool = False
+) -> DecodedFile:
     """What `decode_file(stream, source, handle, accelerators)` returns, in columns where provable.
 
     With `during`, what `.during(during)` of that returns: only the slice's
@@ -103,9 +120,14 @@ def decode_file_fast(stream: str, source: str, handle: BinaryIO, accelerators,
     return _events_from_columns(stream, columns, during, step_blocks)
 
 
-def decode_input_file(stream: str, path: str, accelerators, during: TimeSlice | None = None,
-                      open_file: Callable[[str], BinaryIO] = open_regular_file,
-                      step_blocks: bool = False) -> DecodedFile:
+def decode_input_file(
+    stream: str,
+    path: str,
+    accelerators,
+    during: TimeSlice | None = None,
+    open_file: Callable[[str], BinaryIO] = open_regular_file,
+    step_blocks: bool = False,
+) -> DecodedFile:
     """`decode_file_fast` of the input file at `path`, opened with `open_file`, or for a file under
     SMALL_FILE_BYTES `decode_file`, which returns the same and costs less there. A file that is not a
     regular one (fleet_goodput/telemetry/input_files.py) is not read: it is one record read and rejected."""
@@ -121,9 +143,14 @@ def decode_input_file(stream: str, path: str, accelerators, during: TimeSlice | 
     return decode_file_fast(stream, path, io.BytesIO(data), accelerators, during, step_blocks)
 
 
-def decode_input_files_slices(stream: str, paths: list[str], accelerators, slices: list[TimeSlice | None],
-                              open_file: Callable[[str], BinaryIO] = open_regular_file,
-                              step_blocks: bool = False) -> list[DecodedFile]:
+def decode_input_files_slices(
+    stream: str,
+    paths: list[str],
+    accelerators,
+    slices: list[TimeSlice | None],
+    open_file: Callable[[str], BinaryIO] = open_regular_file,
+    step_blocks: bool = False,
+) -> list[DecodedFile]:
     """`decode_input_file(..., during=s)` of each of `paths` (files of `stream`) for each of `slices`,
     the files of each slice merged (a backfill's chunks, transforms/slices.py): the same events, rejected
     rows, records read and kept times. The files whose every row is provably clean are decoded in
@@ -161,10 +188,13 @@ def _merged(parts: list[DecodedFile]) -> DecodedFile:
     for part in parts:
         for key, batch in part.batches.items():
             batches[key] += batch
-    return DecodedFile(batches=batches, rejected=[row for part in parts for row in part.rejected],
-                       read=sum(part.read for part in parts),
-                       kept_times=kept_times(*(part.kept_times for part in parts)),
-                       observed=observed.union(*(part.observed for part in parts)))
+    return DecodedFile(
+        batches=batches,
+        rejected=[row for part in parts for row in part.rejected],
+        read=sum(part.read for part in parts),
+        kept_times=kept_times(*(part.kept_times for part in parts)),
+        observed=observed.union(*(part.observed for part in parts)),
+    )
 
 
 def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:
@@ -198,18 +228,24 @@ def _records_in_whole_blocks(stream: str, data: bytes) -> int | None:
         record_bytes = record_bytes_at_least(header["meta"]["avro.schema"])
         codec = header["meta"].get("avro.codec", b"null").decode()
         writer = fastavro.parse_schema(json.loads(header["meta"]["avro.schema"]), named_schemas={})
-        if _without_docs(writer) != _without_docs(schemas.load(stream)) \
-                or tuple(f["name"] for f in writer["fields"]) != KNOWN_FIELDS[stream]:
+        if (
+            _without_docs(writer) != _without_docs(schemas.load(stream))
+            or tuple(f["name"] for f in writer["fields"]) != KNOWN_FIELDS[stream]
+        ):
             return None
         records, position = 0, handle.tell()
         while position < len(data):
             count, position = _read_long(data, position)
             size, position = _read_long(data, position)
             position += size
-            if (count <= 0 or size < 0 or count > most_records(size, record_bytes, codec)
-                    or data[position:position + 16] != header["sync"]):
+            if (
+                count <= 0
+                or size < 0
+                or count > most_records(size, record_bytes, codec)
+                or data[position : position + 16] != header["sync"]
+            ):
                 return None
-            check_block(codec, data[position - size:position])  # polars would decompress it unbounded
+            check_block(codec, data[position - size : position])  # polars would decompress it unbounded
             records, position = records + count, position + 16
     except Exception:  # noqa: BLE001 - an unreadable header or block, an unsafe schema: the reference describes it
         return None
@@ -251,16 +287,20 @@ def _clean_row(stream: str) -> pl.Expr:
         & event_time_us.is_between(EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, closed="left").fill_null(False)
     )
     if stream == "runtime":
-        return (clean
-                & pl.col("type").cast(pl.String).is_in(RUNTIME_TYPES).fill_null(False)
-                & (pl.col("step").is_null() | pl.col("step").is_between(0, MAX_STEP)))
-    return (clean
-            & pl.col("step").is_between(0, MAX_STEP).fill_null(False)
-            & pl.col("chips").is_between(1, MAX_CHIPS).fill_null(False)
-            & _bounded_positive("duration_s", MAX_DURATION_S)
-            & _bounded_positive("ideal_flops", MAX_IDEAL_FLOPS)
-            & pl.col("flops_source").cast(pl.String).is_in(FLOPS_SOURCES).fill_null(False)
-            & (pl.col("precision").is_null() | pl.col("precision").is_in(PRECISIONS)))
+        return (
+            clean
+            & pl.col("type").cast(pl.String).is_in(RUNTIME_TYPES).fill_null(False)
+            & (pl.col("step").is_null() | pl.col("step").is_between(0, MAX_STEP))
+        )
+    return (
+        clean
+        & pl.col("step").is_between(0, MAX_STEP).fill_null(False)
+        & pl.col("chips").is_between(1, MAX_CHIPS).fill_null(False)
+        & _bounded_positive("duration_s", MAX_DURATION_S)
+        & _bounded_positive("ideal_flops", MAX_IDEAL_FLOPS)
+        & pl.col("flops_source").cast(pl.String).is_in(FLOPS_SOURCES).fill_null(False)
+        & (pl.col("precision").is_null() | pl.col("precision").is_in(PRECISIONS))
+    )
 
 
 def _bounded_positive(name: str, upper: float) -> pl.Expr:
@@ -268,8 +308,9 @@ def _bounded_positive(name: str, upper: float) -> pl.Expr:
     return (column.is_finite() & (column > 0) & (column <= upper)).fill_null(False)
 
 
-def _events_from_columns(stream: str, frame: pl.DataFrame, during: TimeSlice | None,
-                         step_blocks: bool = False) -> DecodedFile:
+def _events_from_columns(
+    stream: str, frame: pl.DataFrame, during: TimeSlice | None, step_blocks: bool = False
+) -> DecodedFile:
     """Event tuples per job (per kept job), in file order, as `decode_file` builds them from records.
 
     The rows are first put in job order (jobs by first appearance, rows in file
@@ -282,9 +323,11 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, during: TimeSlice | N
     batches = defaultdict(list)
     if step_blocks and stream == "runtime":
         frame = _step_blocks(frame, batches)
-    frame = (frame.with_row_index("row")
-             .with_columns(pl.col("row").min().over("job_id").alias("first_row"))
-             .sort("first_row", "row"))
+    frame = (
+        frame.with_row_index("row")
+        .with_columns(pl.col("row").min().over("job_id").alias("first_row"))
+        .sort("first_row", "row")
+    )
     times = frame["event_time"].dt.epoch("us").to_list()
     event_ids = frame["event_id"].to_list()
     if stream == "runtime":
@@ -292,14 +335,19 @@ def _events_from_columns(stream: str, frame: pl.DataFrame, during: TimeSlice | N
         orders = codes.replace_strict(_ORDER_OF_CODE, return_dtype=pl.Int64).to_list()
         rows = list(zip(times, orders, event_ids, codes.to_list(), zip(frame["step"].to_list())))
     else:
-        payloads = zip(frame["step"].to_list(), frame["duration_s"].to_list(), frame["chips"].to_list(),
-                       frame["ideal_flops"].to_list(), frame["flops_source"].cast(pl.String).to_list(),
-                       frame["precision"].to_list())
+        payloads = zip(
+            frame["step"].to_list(),
+            frame["duration_s"].to_list(),
+            frame["chips"].to_list(),
+            frame["ideal_flops"].to_list(),
+            frame["flops_source"].cast(pl.String).to_list(),
+            frame["precision"].to_list(),
+        )
         rows = list(zip(times, repeat(_ORDER_OF_CODE[PROFILE]), event_ids, repeat(PROFILE), payloads))
     jobs = frame["job_id"].rle()
     end = 0
     for job_id, length in zip(jobs.struct.field("value").to_list(), jobs.struct.field("len").to_list()):
-        batches[job_id] += rows[end:end + length]
+        batches[job_id] += rows[end : end + length]
         end += length
     return DecodedFile(batches=batches, rejected=[], read=height)  # no kept times: not a scheduler file
 
@@ -309,22 +357,33 @@ def _step_blocks(frame: pl.DataFrame, batches: dict[str, list]) -> pl.DataFrame:
     as one STEP_BLOCK event in columns (fleet_goodput/core/step_runs.py: the key step makes runs of
     them); returns the other rows."""
     code, step = pl.col("type").cast(pl.String), pl.col("step")
-    in_block = ((code.is_in(CODES[:2]) & step.is_not_null()) | (code.is_in(CODES[2:]) & step.is_null()))
+    in_block = (code.is_in(CODES[:2]) & step.is_not_null()) | (code.is_in(CODES[2:]) & step.is_null())
     # A job's ids travel without its job id where every one begins with it (step_runs.make_blocks).
     job_id, event_id = pl.col("job_id"), pl.col("event_id")
     # Jobs in id order, each job's rows in file order. Grouped first and the few thousand groups
     # sorted, not the rows: sorting a million rows by their job's string took twice as long.
-    jobs = (frame.with_row_index("row").filter(in_block)
-            .group_by("job_id").agg("row", pl.len().alias("events"),
-                                    event_id.str.starts_with(job_id).all().alias("prefixed"),
-                                    event_id.str.slice(job_id.str.len_chars()).str.join(" ").alias("rests"))
-            .sort("job_id"))
+    jobs = (
+        frame.with_row_index("row")
+        .filter(in_block)
+        .group_by("job_id")
+        .agg(
+            "row",
+            pl.len().alias("events"),
+            event_id.str.starts_with(job_id).all().alias("prefixed"),
+            event_id.str.slice(job_id.str.len_chars()).str.join(" ").alias("rests"),
+        )
+        .sort("job_id")
+    )
     if jobs.height:
         blocks = frame.select("event_time", "step", "type")[jobs["row"].explode()]
         times = blocks["event_time"].dt.epoch("us").to_numpy()
         steps = blocks["step"].fill_null(0).to_numpy()
-        codes = blocks["type"].cast(pl.String).replace_strict(
-            {name: number for number, name in enumerate(CODES)}, return_dtype=pl.Int8).to_numpy()
+        codes = (
+            blocks["type"]
+            .cast(pl.String)
+            .replace_strict({name: number for number, name in enumerate(CODES)}, return_dtype=pl.Int8)
+            .to_numpy()
+        )
         job_ids, ids = jobs["job_id"].to_list(), jobs["rests"].to_list()
         prefixes = list(job_ids)
         for unprefixed in (~jobs["prefixed"]).arg_true().to_list():  # rare: their ids whole

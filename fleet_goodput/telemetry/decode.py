@@ -34,8 +34,13 @@ from fleet_goodput.core.timeutil import EPOCH, ONE_MICROSECOND
 from fleet_goodput.telemetry import avro_codecs, observed
 from fleet_goodput.telemetry.avro_blocks import AvroBlocks, Damage
 from fleet_goodput.telemetry.avro_bounds import UnsafeSchema, most_records, records_beyond
-from fleet_goodput.telemetry.plausible import (EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, MAX_IDENTIFIER_LENGTH,  # noqa: F401
-                                              Invalid, check_identifier)
+from fleet_goodput.telemetry.plausible import (
+    EARLIEST_PLAUSIBLE_US,
+    LATEST_PLAUSIBLE_US,
+    MAX_IDENTIFIER_LENGTH,  # noqa: F401
+    Invalid,
+    check_identifier,
+)
 
 # Every block fastavro decompresses in this process is bounded (a decompression bomb is a damaged block).
 avro_codecs.install()
@@ -46,9 +51,6 @@ avro_codecs.install()
 # (fleet_goodput/core/asof.py): it waits until later events reach it. A day covers clock skew and a
 # local time written as UTC (at most 14 h).
 FUTURE_TOLERANCE_US = 86_400_000_000
-
-
-
 
 
 def rejected_row(stream: str, reason: str, source: str, record: dict | None = None, records: int = 1) -> dict:
@@ -94,8 +96,6 @@ def _common(record: dict) -> None:
         check_identifier("job_id", record["job_id"])
 
 
-
-
 def scheduler_event(record: dict, accelerators) -> tuple[str, Event]:
     _common(record)
     kind, chips = record["type"], record["chips"]
@@ -112,8 +112,17 @@ def scheduler_event(record: dict, accelerators) -> tuple[str, Event]:
     if kind == "SUBMIT":
         if chips == 0:
             raise Invalid("SUBMIT requesting 0 chips")
-        payload = (record["cluster"], record["accelerator"], chips, record.get("workload"), record.get("framework"),
-                   record.get("team"), record.get("topology"), record.get("priority"), record.get("queue"))
+        payload = (
+            record["cluster"],
+            record["accelerator"],
+            chips,
+            record.get("workload"),
+            record.get("framework"),
+            record.get("team"),
+            record.get("topology"),
+            record.get("priority"),
+            record.get("queue"),
+        )
     elif kind == "ALLOCATE":
         payload = (chips,)
     elif kind == "PREEMPT":
@@ -156,8 +165,14 @@ def profiler_event(record: dict, accelerators=None) -> tuple[str, Event]:
     precision = record.get("precision")
     if precision is not None and precision not in PRECISIONS:
         raise Invalid(f"unknown precision {precision!r}: expected one of {', '.join(PRECISIONS)} (or null for bf16)")
-    payload = (record["step"], record["duration_s"], record["chips"], record["ideal_flops"], record["flops_source"],
-               precision)
+    payload = (
+        record["step"],
+        record["duration_s"],
+        record["chips"],
+        record["ideal_flops"],
+        record["flops_source"],
+        precision,
+    )
     return record["job_id"], make_event(record["event_time"], record["event_id"], PROFILE, payload)
 
 
@@ -185,8 +200,10 @@ def read_avro_file(stream: str, source: str, handle: BinaryIO, accelerators) -> 
         yield "rejected", rejected_row(stream, reason, source)
         return
     except Exception as exc:  # noqa: BLE001 - any header failure means the file is unreadable
-        reason = (f"not a readable Avro file of the {stream} schema, so the number of records in it "
-                  f"is unknowable: {type(exc).__name__}: {str(exc)[:200]}")
+        reason = (
+            f"not a readable Avro file of the {stream} schema, so the number of records in it "
+            f"is unknowable: {type(exc).__name__}: {str(exc)[:200]}"
+        )
         yield "rejected", rejected_row(stream, reason, source)
         return
     for block in blocks:
@@ -228,12 +245,16 @@ def _one_by_one(stream: str, source: str, blocks: AvroBlocks, block, validate, a
         try:
             raw = fastavro.schemaless_reader(data, plain_writer, None)
         except Exception as exc:  # noqa: BLE001 - the rest of the block is unreadable bytes
-            reason = (f"Avro block whose records {index + 1} to {block.num_records} do not decode: "
-                      f"{type(exc).__name__}: {str(exc)[:200]}")
+            reason = (
+                f"Avro block whose records {index + 1} to {block.num_records} do not decode: "
+                f"{type(exc).__name__}: {str(exc)[:200]}"
+            )
             yield _rest_of_block(stream, source, reason, block, index, start, blocks.bounds)
             return
         try:
-            record = fastavro.schemaless_reader(io.BytesIO(data.getbuffer()[start:data.tell()]), plain_writer, plain_reader)
+            record = fastavro.schemaless_reader(
+                io.BytesIO(data.getbuffer()[start : data.tell()]), plain_writer, plain_reader
+            )
         except Exception:  # noqa: BLE001 - this record does not fit the contract: say how
             problem = contract_violation(raw, schemas.schema_json(stream))
             if problem is None:  # nothing record-specific: the writer schema itself does not resolve
@@ -247,8 +268,9 @@ def _one_by_one(stream: str, source: str, blocks: AvroBlocks, block, validate, a
         yield _validated(stream, source, record, validate, accelerators)
 
 
-def _rest_of_block(stream: str, source: str, reason: str, block, index: int, start: int,
-                   bounds: tuple[int, str]) -> tuple[str, dict]:
+def _rest_of_block(
+    stream: str, source: str, reason: str, block, index: int, start: int, bounds: tuple[int, str]
+) -> tuple[str, dict]:
     """The rejected row of a `block`'s records from `index` on, whose bytes start at `start` of its
     decompressed data: as many records as the block declares, when those bytes can hold them or,
     the block being compressed, when its bytes in the file can (data that decompressed to
@@ -258,8 +280,10 @@ def _rest_of_block(stream: str, source: str, reason: str, block, index: int, sta
     room = [(remaining, "null")] + ([(block.size, codec)] if codec != "null" else [])
     available, coded = max(room, key=lambda item: most_records(item[0], record_bytes, item[1]))
     if records > most_records(available, record_bytes, coded):
-        reason = (f"{reason}; the block declares {records} records from there, "
-                  f"{records_beyond(available, record_bytes, coded)}, so the number of records lost is unknowable")
+        reason = (
+            f"{reason}; the block declares {records} records from there, "
+            f"{records_beyond(available, record_bytes, coded)}, so the number of records lost is unknowable"
+        )
         records = 1
     return "rejected", rejected_row(stream, reason, source, records=records)
 
@@ -315,10 +339,22 @@ def _value_problem(value, avro_type) -> str | None:
         if value not in avro_type["symbols"]:
             return f"{value!r} is not a symbol of the contract's {avro_type['name']} enum ({', '.join(avro_type['symbols'])})"
         return None
-    if isinstance(avro_type, dict) and avro_type.get("logicalType", "").startswith("timestamp") and isinstance(value, datetime):
+    if (
+        isinstance(avro_type, dict)
+        and avro_type.get("logicalType", "").startswith("timestamp")
+        and isinstance(value, datetime)
+    ):
         return None
-    expected = {"string": str, "long": int, "int": int, "double": (int, float), "float": (int, float),
-                "boolean": bool, "bytes": bytes, "null": type(None)}.get(name)
+    expected = {
+        "string": str,
+        "long": int,
+        "int": int,
+        "double": (int, float),
+        "float": (int, float),
+        "boolean": bool,
+        "bytes": bytes,
+        "null": type(None),
+    }.get(name)
     if expected is None or isinstance(value, expected):
         return None
     return f"{value!r} is not a {name}"
@@ -356,12 +392,18 @@ class DecodedFile:
 
     def during(self, times: TimeSlice) -> DecodedFile:
         """The same file with only the events `times` holds, and the kept times of those."""
-        batches = {key: kept for key, batch in self.batches.items()
-                   if (kept := [event for event in batch if times.holds(event[0])])}
+        batches = {
+            key: kept
+            for key, batch in self.batches.items()
+            if (kept := [event for event in batch if times.holds(event[0])])
+        }
         periods = observed.sliced(self.observed, times.since_us, times.until_us)
         # A file without kept times (not a scheduler file's, or none before the horizon) has none in a slice.
-        latest = (clock_sample((event[0], key) for key, batch in batches.items() for event in batch)
-                  + clock_periods(periods) if self.kept_times else [])
+        latest = (
+            clock_sample((event[0], key) for key, batch in batches.items() for event in batch) + clock_periods(periods)
+            if self.kept_times
+            else []
+        )
         return DecodedFile(batches, self.rejected, self.read, latest, periods)
 
 
@@ -376,7 +418,9 @@ class TimeSlice:
     first: bool = True
 
     def holds(self, time_us: int) -> bool:
-        return (self.since_us is None or time_us >= self.since_us) and (self.until_us is None or time_us < self.until_us)
+        return (self.since_us is None or time_us >= self.since_us) and (
+            self.until_us is None or time_us < self.until_us
+        )
 
 
 def clock_horizon_us() -> int:
@@ -410,8 +454,9 @@ def decode_file(stream: str, source: str, handle: BinaryIO, accelerators) -> Dec
             decoded.rejected.append(value)
     if stream == CLOCK_STREAM:
         _hold_to_statement(decoded, data, source)
-        decoded.kept_times = (clock_sample((event[0], key) for key, batch in decoded.batches.items()
-                                             for event in batch) + clock_periods(decoded.observed))
+        decoded.kept_times = clock_sample(
+            (event[0], key) for key, batch in decoded.batches.items() for event in batch
+        ) + clock_periods(decoded.observed)
     return decoded
 
 
@@ -423,8 +468,11 @@ def _hold_to_statement(decoded: DecodedFile, data: bytes, source: str) -> None:
         periods = observed.statement_of(data)
     except observed.BadStatement as exc:
         reason = f"the file's statement of what it observed is malformed: {exc}; its events are not read"
-        decoded.rejected += [observed.event_row(CLOCK_STREAM, source, None if is_capacity_key(key) else key, event,
-                                                reason) for key, batch in decoded.batches.items() for event in batch]
+        decoded.rejected += [
+            observed.event_row(CLOCK_STREAM, source, None if is_capacity_key(key) else key, event, reason)
+            for key, batch in decoded.batches.items()
+            for event in batch
+        ]
         decoded.batches.clear()
         return
     except Exception:  # noqa: BLE001 - an unreadable header: read_avro_file has rejected the file already

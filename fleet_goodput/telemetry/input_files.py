@@ -17,8 +17,13 @@ import os
 import stat
 from typing import BinaryIO
 
-_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
 
 
 class NotARegularFile(Exception):
@@ -51,5 +56,7 @@ def _kind(path: str, mode: int) -> str:
 
 
 def _reason(kind: str) -> str:
-    return (f"not a regular file but {kind}: skipped unread, since reading it could wait forever or never end "
-            "(counted as one record, the number in it being unknowable)")
+    return (
+        f"not a regular file but {kind}: skipped unread, since reading it could wait forever or never end "
+        "(counted as one record, the number in it being unknowable)"
+    )

@@ -52,15 +52,19 @@ def metadata(periods: dict[str, tuple[int, int]] | None) -> dict[str, str]:
     if periods is None:
         return {}
     checked = check_periods({cluster: list(period) for cluster, period in periods.items()})
-    return {META_KEY: json.dumps({cluster: [from_us, to_us] for cluster, (from_us, to_us) in checked.items()},
-                                 sort_keys=True)}
+    return {
+        META_KEY: json.dumps(
+            {cluster: [from_us, to_us] for cluster, (from_us, to_us) in checked.items()}, sort_keys=True
+        )
+    }
 
 
 def header_meta(source: bytes | BinaryIO) -> dict[str, bytes]:
     """An Avro file's metadata, from the file's bytes or an open file (of which only the header is read);
     whatever fastavro raises for an unreadable header."""
-    return fastavro.schemaless_reader(io.BytesIO(source) if isinstance(source, bytes) else source,
-                                      HEADER_SCHEMA)["meta"]
+    return fastavro.schemaless_reader(io.BytesIO(source) if isinstance(source, bytes) else source, HEADER_SCHEMA)[
+        "meta"
+    ]
 
 
 def statement_of(source: bytes | BinaryIO) -> dict[str, tuple[int, int]] | None:
@@ -96,20 +100,28 @@ def check_periods(value) -> dict[str, tuple[int, int]]:
             check_identifier("cluster", cluster)
         except Invalid as exc:
             raise BadStatement(f"its {META_KEY} metadata names a bad cluster: {exc}") from None
-        if (not isinstance(period, list) or len(period) != 2
-                or not all(isinstance(t, int) and not isinstance(t, bool) for t in period)):
-            raise BadStatement(f"its {META_KEY} metadata gives cluster {cluster!r} {str(period)[:80]!r}, "
-                               "not [from_us, to_us] in integer microseconds")
+        if (
+            not isinstance(period, list)
+            or len(period) != 2
+            or not all(isinstance(t, int) and not isinstance(t, bool) for t in period)
+        ):
+            raise BadStatement(
+                f"its {META_KEY} metadata gives cluster {cluster!r} {str(period)[:80]!r}, "
+                "not [from_us, to_us] in integer microseconds"
+            )
         from_us, to_us = period
         if not EARLIEST_PLAUSIBLE_US <= from_us <= to_us < LATEST_PLAUSIBLE_US:
-            raise BadStatement(f"its {META_KEY} metadata gives cluster {cluster!r} an impossible period "
-                               f"[{from_us}, {to_us}] (from after to, or before 2000 or from 2100 on)")
+            raise BadStatement(
+                f"its {META_KEY} metadata gives cluster {cluster!r} an impossible period "
+                f"[{from_us}, {to_us}] (from after to, or before 2000 or from 2100 on)"
+            )
         periods[cluster] = (from_us, to_us)
     return dict(sorted(periods.items()))
 
 
-def apply_statement(batches: dict[str, list[tuple]], periods: dict[str, tuple[int, int]], stream: str,
-                    source: str) -> list[dict]:
+def apply_statement(
+    batches: dict[str, list[tuple]], periods: dict[str, tuple[int, int]], stream: str, source: str
+) -> list[dict]:
     """Hold `batches` (a scheduler file's events by key) to the file's stated `periods`, in place:
     CAPACITY levels before their cluster's start move to it, events after their cluster's end are taken
     out. Returns the rejected rows of those taken out. A job's cluster is its SUBMIT's in the file; a
@@ -135,9 +147,18 @@ def apply_statement(batches: dict[str, list[tuple]], periods: dict[str, tuple[in
             elif event is holding:
                 kept.append(tuple(make_event(from_us, event[2], event[3], tuple(event[4]))))
             elif early and event in early:
-                rejected.append(event_row(stream, source, job_id, event, (
-                    f"a capacity level superseded before the period its file states cluster {cluster} observed "
-                    f"began ({format_time_us(from_us)}): the later level holds there; no figure rests on it")))
+                rejected.append(
+                    event_row(
+                        stream,
+                        source,
+                        job_id,
+                        event,
+                        (
+                            f"a capacity level superseded before the period its file states cluster {cluster} observed "
+                            f"began ({format_time_us(from_us)}): the later level holds there; no figure rests on it"
+                        ),
+                    )
+                )
             else:
                 kept.append(event)
         if kept:
@@ -147,19 +168,33 @@ def apply_statement(batches: dict[str, list[tuple]], periods: dict[str, tuple[in
     return rejected
 
 
-def past_end_row(stream: str, source: str, job_id: str | None, event: tuple, cluster: str | None,
-                 to_us: int) -> dict:
+def past_end_row(stream: str, source: str, job_id: str | None, event: tuple, cluster: str | None, to_us: int) -> dict:
     ahead = (event[0] - to_us) / 3.6e9
     whose = f"cluster {cluster}'s" if cluster else "its"
-    return event_row(stream, source, job_id, event, (
-        f"dated {_hours(ahead)} after the end of {whose} period its file states it observed "
-        f"({format_time_us(to_us)}): a clock ahead (local time written as UTC?); no figure rests on it"))
+    return event_row(
+        stream,
+        source,
+        job_id,
+        event,
+        (
+            f"dated {_hours(ahead)} after the end of {whose} period its file states it observed "
+            f"({format_time_us(to_us)}): a clock ahead (local time written as UTC?); no figure rests on it"
+        ),
+    )
 
 
 def event_row(stream: str, source: str, job_id: str | None, event: tuple, reason: str) -> dict:
     """A `rejected` row of a decoded event tuple."""
-    return {"stream": stream, "event_id": event[2], "job_id": job_id, "event_time_us": event[0], "type": event[3],
-            "reason": reason, "source": source, "records": 1}
+    return {
+        "stream": stream,
+        "event_id": event[2],
+        "job_id": job_id,
+        "event_time_us": event[0],
+        "type": event[3],
+        "reason": reason,
+        "source": source,
+        "records": 1,
+    }
 
 
 def union(*statements: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
@@ -187,5 +222,8 @@ def sliced(periods: dict[str, tuple[int, int]], since_us: int | None, until_us: 
     del since_us  # a cluster observed before a slice stays stated in it: the fleet is complete only to its end
     if until_us is None:
         return dict(periods)
-    return {cluster: (from_us, min(to_us, until_us - 1)) for cluster, (from_us, to_us) in periods.items()
-            if from_us < until_us}
+    return {
+        cluster: (from_us, min(to_us, until_us - 1))
+        for cluster, (from_us, to_us) in periods.items()
+        if from_us < until_us
+    }

@@ -32,8 +32,20 @@ from fleet_goodput.telemetry.observed import header_meta
 from fleet_goodput.telemetry.plausible import EARLIEST_PLAUSIBLE_US, LATEST_PLAUSIBLE_US, Invalid, check_identifier
 
 META_KEY = "fleet_goodput.queue_quotas"
-FIELDS = ("cluster", "kind", "name", "cohort", "flavor", "accelerator", "start_us",
-          "nominal", "borrowing_limit", "lending_limit", "usage", "borrowed")
+FIELDS = (
+    "cluster",
+    "kind",
+    "name",
+    "cohort",
+    "flavor",
+    "accelerator",
+    "start_us",
+    "nominal",
+    "borrowing_limit",
+    "lending_limit",
+    "usage",
+    "borrowed",
+)
 KINDS = ("ClusterQueue", "Cohort")
 # A header is read whole: no cluster has more queue levels than this in one file.
 MAX_LEVELS = 100_000
@@ -90,19 +102,25 @@ def check_levels(value) -> list[list]:
         except Invalid as exc:
             raise BadQuotas(f"its {META_KEY} metadata names a bad queue: {exc}") from None
         if level["kind"] not in KINDS:
-            raise BadQuotas(f"its {META_KEY} metadata gives a kind {str(level['kind'])[:40]!r}, not one of "
-                            f"{', '.join(KINDS)}")
+            raise BadQuotas(
+                f"its {META_KEY} metadata gives a kind {str(level['kind'])[:40]!r}, not one of {', '.join(KINDS)}"
+            )
         start = level["start_us"]
-        if (not isinstance(start, int) or isinstance(start, bool)
-                or not EARLIEST_PLAUSIBLE_US <= start < LATEST_PLAUSIBLE_US):
+        if (
+            not isinstance(start, int)
+            or isinstance(start, bool)
+            or not EARLIEST_PLAUSIBLE_US <= start < LATEST_PLAUSIBLE_US
+        ):
             raise BadQuotas(f"its {META_KEY} metadata gives {level['name']!r} an impossible start {str(start)[:40]}")
         for name in ("nominal", "borrowing_limit", "lending_limit", "usage", "borrowed"):
             chips = level[name]
             if chips is None and name != "nominal":
                 continue
             if not isinstance(chips, int) or isinstance(chips, bool) or not 0 <= chips <= MAX_CHIPS:
-                raise BadQuotas(f"its {META_KEY} metadata gives {level['name']!r} {name} {str(chips)[:40]}, "
-                                f"not a whole number of chips from 0 to {MAX_CHIPS:,}")
+                raise BadQuotas(
+                    f"its {META_KEY} metadata gives {level['name']!r} {name} {str(chips)[:40]}, "
+                    f"not a whole number of chips from 0 to {MAX_CHIPS:,}"
+                )
     return value
 
 

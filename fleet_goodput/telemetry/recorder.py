@@ -139,9 +139,17 @@ class Recorder:
     Calls are for one training thread; the writing is on a thread of its own.
     """
 
-    def __init__(self, folder: str | os.PathLike, job_id: str, *, attempt: int | None = None,
-                 roll_seconds: float = DEFAULT_ROLL_SECONDS, max_queued: int = DEFAULT_MAX_QUEUED,
-                 close_on_sigterm: bool = False, scheduling: Scheduling | None = None):
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        job_id: str,
+        *,
+        attempt: int | None = None,
+        roll_seconds: float = DEFAULT_ROLL_SECONDS,
+        max_queued: int = DEFAULT_MAX_QUEUED,
+        close_on_sigterm: bool = False,
+        scheduling: Scheduling | None = None,
+    ):
         if not job_id:
             raise ValueError("job_id is required: the id of the job in its scheduler stream")
         if roll_seconds <= 0 or max_queued <= 0:
@@ -221,14 +229,22 @@ class Recorder:
             return self._durable
         return self._first_step - 1 if self._first_step else None
 
-    def profile(self, step: int, duration_s: float, chips: int, ideal_flops: float,
-                flops_source: str = "ANALYTIC", precision: str | None = None) -> None:
+    def profile(
+        self,
+        step: int,
+        duration_s: float,
+        chips: int,
+        ideal_flops: float,
+        flops_source: str = "ANALYTIC",
+        precision: str | None = None,
+    ) -> None:
         """A profiler sample: step `step` took `duration_s` on `chips` chips and needed `ideal_flops`
         (the whole job's FLOPs of one step, all chips); `precision` None means bf16."""
         if flops_source not in FLOPS_SOURCES:
             raise ValueError(f"unknown flops_source {flops_source!r}; expected one of {', '.join(FLOPS_SOURCES)}")
-        self._put((_PROFILE, _now_us(), step, float(duration_s), int(chips), float(ideal_flops), flops_source,
-                   precision))
+        self._put(
+            (_PROFILE, _now_us(), step, float(duration_s), int(chips), float(ideal_flops), flops_source, precision)
+        )
 
     @staticmethod
     def _kind(kind: str) -> str:
@@ -257,8 +273,9 @@ class Recorder:
         self._writer.join()
         self._write_queued()
         if self.dropped:
-            _log.warning("fleet-goodput recorder dropped %d events of job %s: the queue was full",
-                         self.dropped, self.job_id)
+            _log.warning(
+                "fleet-goodput recorder dropped %d events of job %s: the queue was full", self.dropped, self.job_id
+            )
 
     def _put_end(self, end: str | None, reason: str | None) -> None:
         """Queue the attempt's end (`close`): past the queue's bound if need be, as it is the last event."""
@@ -289,8 +306,9 @@ class Recorder:
         if exc_type is None or self.scheduling is None:
             self.close()
         else:  # the `with` block raised: the attempt crashed
-            self.close("PREEMPT" if self.scheduling.restarted_on_failure else "FAIL",
-                       f"CRASHED: {exc_type.__name__}: {exc}")
+            self.close(
+                "PREEMPT" if self.scheduling.restarted_on_failure else "FAIL", f"CRASHED: {exc_type.__name__}: {exc}"
+            )
         return False
 
     def _write_loop(self) -> None:
@@ -329,21 +347,45 @@ class Recorder:
         if type_ in _SCHEDULER_TYPES:
             chips, reason = event[2:]
             scheduling, submit = self.scheduling, type_ == "SUBMIT"
-            return {"event_id": f"rec/{self.job_id}/{attempt}/{type_}/-/{time_us}", "event_time": time_us,
-                    "job_id": self.job_id, "type": type_, "cluster": scheduling.cluster,
-                    "accelerator": scheduling.accelerator, "chips": chips,
-                    "workload": scheduling.workload if submit else None,
-                    "framework": scheduling.framework if submit else None,
-                    "team": scheduling.team if submit else None, "topology": None, "priority": None,
-                    "queue": None, "reason": reason}
+            return {
+                "event_id": f"rec/{self.job_id}/{attempt}/{type_}/-/{time_us}",
+                "event_time": time_us,
+                "job_id": self.job_id,
+                "type": type_,
+                "cluster": scheduling.cluster,
+                "accelerator": scheduling.accelerator,
+                "chips": chips,
+                "workload": scheduling.workload if submit else None,
+                "framework": scheduling.framework if submit else None,
+                "team": scheduling.team if submit else None,
+                "topology": None,
+                "priority": None,
+                "queue": None,
+                "reason": reason,
+            }
         event_id = f"rec/{self.job_id}/{attempt}/{type_}/{'-' if step is None else step}/{time_us}"
         if type_ == _PROFILE:
             duration_s, chips, ideal_flops, flops_source, precision = event[3:]
-            return {"event_id": event_id, "event_time": time_us, "job_id": self.job_id, "step": step,
-                    "duration_s": duration_s, "chips": chips, "ideal_flops": ideal_flops,
-                    "flops_source": flops_source, "bytes_accessed": None, "precision": precision}
-        return {"event_id": event_id, "event_time": time_us, "job_id": self.job_id, "type": type_, "step": step,
-                "attempt": self.attempt}
+            return {
+                "event_id": event_id,
+                "event_time": time_us,
+                "job_id": self.job_id,
+                "step": step,
+                "duration_s": duration_s,
+                "chips": chips,
+                "ideal_flops": ideal_flops,
+                "flops_source": flops_source,
+                "bytes_accessed": None,
+                "precision": precision,
+            }
+        return {
+            "event_id": event_id,
+            "event_time": time_us,
+            "job_id": self.job_id,
+            "type": type_,
+            "step": step,
+            "attempt": self.attempt,
+        }
 
 
 def _stream_of(type_: str) -> str:

@@ -28,8 +28,15 @@ from fleet_goodput.telemetry.recorder import Recorder
 
 
 class RecordSteps(keras.callbacks.Callback):
-    def __init__(self, recorder: Recorder, *, ideal_flops_per_step: float | None = None, chips: int | None = None,
-                 profile_every: int = 100, precision: str | None = None):
+    def __init__(
+        self,
+        recorder: Recorder,
+        *,
+        ideal_flops_per_step: float | None = None,
+        chips: int | None = None,
+        profile_every: int = 100,
+        precision: str | None = None,
+    ):
         super().__init__()
         if (ideal_flops_per_step is None) != (chips is None):
             raise ValueError("profiles need both ideal_flops_per_step and chips")
@@ -55,5 +62,4 @@ class RecordSteps(keras.callbacks.Callback):
         every = self.profile_every
         if self.ideal_flops_per_step is not None and self._done // every > (first - 1) // every:  # k·every in the span
             seconds = (time.perf_counter_ns() - self._started_ns) / 1e9 / self._per_batch
-            self.recorder.profile(self._done, seconds, self.chips, self.ideal_flops_per_step,
-                                  precision=self.precision)
+            self.recorder.profile(self._done, seconds, self.chips, self.ideal_flops_per_step, precision=self.precision)

@@ -60,7 +60,9 @@ def test_each_run_returns_its_committed_run(notebook):
     assert [o.committed for o in (first, second)] == [True, True]
     assert (first.run.run_id, first.run.as_of_us) == (1, CUT_US)
     assert (second.run.run_id, second.run.as_of_us) == (2, summary.as_of_us)
-    assert second.manifest["reconciles"] and second.manifest["streams"]["scheduler"]["read"] == summary.events["scheduler"]
+    assert (
+        second.manifest["reconciles"] and second.manifest["streams"]["scheduler"]["read"] == summary.events["scheduler"]
+    )
 
 
 def test_the_latest_run_equals_the_simulators_truth_per_job_window_and_category(notebook):
@@ -69,8 +71,7 @@ def test_the_latest_run_equals_the_simulators_truth_per_job_window_and_category(
     with fg.open(output) as connection:
         got = connection.sql(f"select job_id, window_start, {', '.join(columns)} from job_window").df()
     truth = pd.read_parquet(root / "fleet" / "truth" / "job_window.parquet")[["job_id", "window_start", *columns]]
-    both = truth.merge(got, on=["job_id", "window_start"], how="outer", suffixes=("_truth", "_got"),
-                       indicator=True)
+    both = truth.merge(got, on=["job_id", "window_start"], how="outer", suffixes=("_truth", "_got"), indicator=True)
     assert (both["_merge"] == "both").all(), both[both["_merge"] != "both"].head()
     for column in columns:
         expected, actual = both[f"{column}_truth"].fillna(0), both[f"{column}_got"].fillna(0)
@@ -79,8 +80,10 @@ def test_the_latest_run_equals_the_simulators_truth_per_job_window_and_category(
 
 def test_a_query_in_the_notebook_prints_what_mpg_sql_prints(notebook, capsys):
     *_, output = notebook
-    query = ("select job_id, workload, coalesce(sg, -1) as sg, coalesce(rg, -1) as rg, coalesce(mpg, -1) as mpg, "
-             "lost_chip_s from job_goodput order by job_id")
+    query = (
+        "select job_id, workload, coalesce(sg, -1) as sg, coalesce(rg, -1) as rg, coalesce(mpg, -1) as mpg, "
+        "lost_chip_s from job_goodput order by job_id"
+    )
     with fg.open(output) as connection:
         relation = connection.sql(query)
         mine = _as_csv(relation.columns, relation.fetchall())
@@ -90,8 +93,10 @@ def test_a_query_in_the_notebook_prints_what_mpg_sql_prints(notebook, capsys):
 def test_an_earlier_run_opens_as_it_was(notebook, capsys):
     *_, output = notebook
     # Rounded: a float sum's last digit depends on the order DuckDB's threads add in.
-    query = ("select count(*) as windows, max(window_start) as last_window, "
-             "round(sum(productive_chip_s), 6) as productive from job_window")
+    query = (
+        "select count(*) as windows, max(window_start) as last_window, "
+        "round(sum(productive_chip_s), 6) as productive from job_window"
+    )
     with fg.open(output, run=1) as connection:
         first = connection.sql(query).fetchall()
         latest_window = connection.execute("select max(window_start) from job_window").fetchall()[0][0]
@@ -110,12 +115,18 @@ def test_open_is_confined_to_the_output_unless_lifted(notebook):
         with pytest.raises(QueryRefused, match="set statements are refused"):
             connection.execute("set enable_external_access = true")
         # The output's own files stay readable, and a notebook's own data joins in.
-        assert connection.execute(f"select count(*) from read_parquet('{output}/tables/jobs/date=*/*.parquet')").fetchall()[0][0] > 0
+        assert (
+            connection.execute(
+                f"select count(*) from read_parquet('{output}/tables/jobs/date=*/*.parquet')"
+            ).fetchall()[0][0]
+            > 0
+        )
         owners = connection.sql("select distinct team from job_goodput where team is not null").df()
         owners["owner"] = "someone@example.com"
         connection.register("owners", owners)
-        assert connection.execute("select count(*) = count(owner) from job_goodput left join owners using (team) "
-                                  "where team is not null").fetchall() == [(True,)]
+        assert connection.execute(
+            "select count(*) = count(owner) from job_goodput left join owners using (team) where team is not null"
+        ).fetchall() == [(True,)]
     with fg.open(output, confined=False) as connection:
         assert connection.execute("select count(*) > 0 from read_text('/etc/passwd')").fetchall() == [(True,)]
 
@@ -152,10 +163,13 @@ def test_running_the_same_files_again_commits_nothing(notebook):
     assert not again.committed and again.run.run_id == 2 and len(again.skipped) > 0
 
 
-@pytest.mark.parametrize("as_of, message", [
-    (12, "as_of must be a datetime or an ISO-8601 string, not int"),
-    ("yesterday", "not an ISO-8601 time"),
-])
+@pytest.mark.parametrize(
+    "as_of, message",
+    [
+        (12, "as_of must be a datetime or an ISO-8601 string, not int"),
+        ("yesterday", "not an ISO-8601 time"),
+    ],
+)
 def test_a_bad_as_of_is_refused_before_anything_runs(tmp_path, notebook, as_of, message):
     _, _, root, _ = notebook
     with pytest.raises((TypeError, ValueError), match=message):
@@ -185,8 +199,9 @@ def test_simulate_keeps_telemetry_already_there(notebook):
 
 
 def test_importing_the_package_loads_neither_beam_nor_great_expectations_nor_duckdb():
-    imported = subprocess.run([sys.executable, "-X", "importtime", "-c", "import fleet_goodput"],
-                              capture_output=True, text=True, check=True).stderr
+    imported = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import fleet_goodput"], capture_output=True, text=True, check=True
+    ).stderr
     modules = {line.rsplit("|", 1)[-1].strip() for line in imported.splitlines() if "|" in line}
     assert "fleet_goodput.api" in modules
     assert {m.split(".")[0] for m in modules} & {"apache_beam", "great_expectations", "duckdb"} == set()

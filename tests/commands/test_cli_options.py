@@ -45,8 +45,10 @@ REFUSED = [
     (["--out=x"], "unknown option --out; did you mean --output?"),  # no abbreviations
     (["--stop_after_idle_s=5"], "--stop_after_idle_s is an option of `stream`, not of `run`"),
     # The Dask runner's own options are Beam's, checked as DirectRunner's are.
-    (["--runner", "dask", "--dask_client_adress=tcp://127.0.0.1:1"],
-     "unknown option --dask_client_adress; did you mean --dask_client_address?"),
+    (
+        ["--runner", "dask", "--dask_client_adress=tcp://127.0.0.1:1"],
+        "unknown option --dask_client_adress; did you mean --dask_client_address?",
+    ),
 ]
 
 
@@ -61,13 +63,14 @@ def test_a_typo_in_the_configs_beam_section_is_refused_with_where_it_is(tmp_path
     config = tmp_path / "dataflow.yaml"
     config.write_text("beam:\n  max_num_worker: 3\n")
     assert main(["run", "--input", str(tmp_path), "--output", str(tmp_path / "out"), "--config", str(config)]) == 2
-    assert (f"unknown option --max_num_worker; did you mean --max_num_workers? (in the beam: section of {config})"
-            in capsys.readouterr().err)
+    assert (
+        f"unknown option --max_num_worker; did you mean --max_num_workers? (in the beam: section of {config})"
+        in capsys.readouterr().err
+    )
 
 
 def test_mpg_stream_takes_the_same_spelling(tmp_path, capsys):
-    assert main(["stream", "--input", str(tmp_path), "--output", str(tmp_path / "out"),
-                 "--stop-after-idle", "1"]) == 2
+    assert main(["stream", "--input", str(tmp_path), "--output", str(tmp_path / "out"), "--stop-after-idle", "1"]) == 2
     assert "did you mean --stop_after_idle_s?" in capsys.readouterr().err
 
 
@@ -84,11 +87,18 @@ def test_suggestions_come_from_the_known_flags_only():
 
 
 def test_the_parsed_options_are_the_command_lines():
-    options = parse_options("run", ["--input", "in/", "--output=out/", "--as_of", "2026-01-01T01:00:00Z",
-                                    "--replace", "--runner=FnApiRunner"])
+    options = parse_options(
+        "run",
+        ["--input", "in/", "--output=out/", "--as_of", "2026-01-01T01:00:00Z", "--replace", "--runner=FnApiRunner"],
+    )
     values = options.get_all_options()
-    assert (values["input"], values["output"], values["as_of"], values["replace"], values["runner"]) == \
-        ("in/", "out/", "2026-01-01T01:00:00Z", True, "FnApiRunner")
+    assert (values["input"], values["output"], values["as_of"], values["replace"], values["runner"]) == (
+        "in/",
+        "out/",
+        "2026-01-01T01:00:00Z",
+        True,
+        "FnApiRunner",
+    )
 
 
 def test_help_lists_the_projects_options_then_points_to_beams(capsys):
@@ -124,11 +134,18 @@ def test_a_run_tells_what_it_is_doing_on_stderr_with_elapsed_times(telemetry, tm
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
     assert lines and all(PROGRESS_LINE.match(line) for line in lines), captured.err
-    stages = ["Running the goodput pipeline on", "Listed 3 input file(s)", "hashing the 3 no earlier run applied",
-              "Decoding and computing 3 new file(s)", "computed in", "Committing run 1 to", "Building the DuckDB views"]
+    stages = [
+        "Running the goodput pipeline on",
+        "Listed 3 input file(s)",
+        "hashing the 3 no earlier run applied",
+        "Decoding and computing 3 new file(s)",
+        "computed in",
+        "Committing run 1 to",
+        "Building the DuckDB views",
+    ]
     positions = [captured.err.find(stage) for stage in stages]
     assert -1 not in positions and positions == sorted(positions), captured.err
-    seconds = [float(line[1:line.index(" s]")]) for line in lines]
+    seconds = [float(line[1 : line.index(" s]")]) for line in lines]
     assert seconds == sorted(seconds)
     assert captured.out.startswith("Committed run 1 to ")  # the result, then the summary and headline
     assert "Fleet ML Productivity Goodput" in captured.out and "[" not in captured.out.splitlines()[0]
@@ -146,12 +163,17 @@ def test_long_work_says_every_so_often_that_it_goes_on():
 
 def test_quiet_run_prints_its_result_line_only_and_the_as_of_is_used(telemetry, tmp_path, capsys):
     output = tmp_path / "out"
-    assert main(["run", "--quiet", "--input", str(telemetry), "--output", str(output),
-                 "--as_of", "2026-01-01T01:00:00Z"]) == 0  # within the lateness of the last event (00:09:40)
+    assert (
+        main(["run", "--quiet", "--input", str(telemetry), "--output", str(output), "--as_of", "2026-01-01T01:00:00Z"])
+        == 0
+    )  # within the lateness of the last event (00:09:40)
     captured = capsys.readouterr()
     assert captured.err == ""  # no progress
-    assert re.fullmatch(rf"Committed run 1 to {re.escape(str(output.resolve()))} in \d+\.\d s: 3 new file\(s\), "
-                        r"21 events read; as of 2026-01-01T01:00:00Z\n", captured.out), captured.out
+    assert re.fullmatch(
+        rf"Committed run 1 to {re.escape(str(output.resolve()))} in \d+\.\d s: 3 new file\(s\), "
+        r"21 events read; as of 2026-01-01T01:00:00Z\n",
+        captured.out,
+    ), captured.out
     assert main(["-q", "run", "--input", str(telemetry), "--output", str(output)]) == 0
     assert capsys.readouterr() == (f"Nothing new in {telemetry}: run 1 stays the latest.\n", "")
     assert main(["runs", "--output", str(output), "--format", "json"]) == 0
@@ -161,8 +183,9 @@ def test_quiet_run_prints_its_result_line_only_and_the_as_of_is_used(telemetry, 
 def test_quiet_replay_prints_its_result_line_only(telemetry, tmp_path, capsys):
     assert main(["replay", "--quiet", "--from", str(telemetry), "--to", str(tmp_path / "live"), "--speed", "0"]) == 0
     assert capsys.readouterr() == (f"replayed 21 events into {tmp_path / 'live'}\n", "")
-    assert {path.parent.name for path in (tmp_path / "live").glob("*/*.avro")} == \
-        {path.parent.name for path in telemetry.glob("*/*.avro")}
+    assert {path.parent.name for path in (tmp_path / "live").glob("*/*.avro")} == {
+        path.parent.name for path in telemetry.glob("*/*.avro")
+    }
     assert main(["replay", "--replace", "--from", str(telemetry), "--to", str(tmp_path / "live"), "--speed", "0"]) == 0
     assert "replayed slice 1/" in capsys.readouterr().err
 
@@ -177,8 +200,9 @@ def test_verbosity_flags_are_not_taken_for_beams_and_v_adds_the_runs_detail(tele
 
 
 def test_a_submitted_dataflow_job_prints_its_id_and_console_url(capsys):
-    options = parse_options("run", ["--input=gs://b/in", "--output=gs://b/out", "--project=fleet-project",
-                                    "--region=europe-west4"])
+    options = parse_options(
+        "run", ["--input=gs://b/in", "--output=gs://b/out", "--project=fleet-project", "--region=europe-west4"]
+    )
     result = DataflowPipelineResult(Job(id="2026-01-02_03_04_05-123"), runner=None)
     announce_job(result, options)
     url = "https://console.cloud.google.com/dataflow/jobs/europe-west4/2026-01-02_03_04_05-123?project=fleet-project"
@@ -186,24 +210,42 @@ def test_a_submitted_dataflow_job_prints_its_id_and_console_url(capsys):
     assert console_url("fleet-project", "europe-west4", "2026-01-02_03_04_05-123") == url
 
 
-BEAM_FREE = [["--help"], ["sql", "--help"], ["runs", "--help"], ["import", "--help"],
-             ["runs", "--output", "/nonexistent"], ["sql", "--output", "/nonexistent", "select 1"]]
+BEAM_FREE = [
+    ["--help"],
+    ["sql", "--help"],
+    ["runs", "--help"],
+    ["import", "--help"],
+    ["runs", "--output", "/nonexistent"],
+    ["sql", "--output", "/nonexistent", "select 1"],
+]
 
 
 @pytest.mark.parametrize("argv", BEAM_FREE, ids=" ".join)
 def test_commands_that_do_not_run_a_pipeline_never_import_beam_or_gx(argv):
-    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "fleet_goodput.cli", *argv],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
-    imported = {line.split("|")[-1].strip().split(".")[0] for line in run.stderr.splitlines()
-                if line.startswith("import time:")}
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "fleet_goodput.cli", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    imported = {
+        line.split("|")[-1].strip().split(".")[0] for line in run.stderr.splitlines() if line.startswith("import time:")
+    }
     assert "fleet_goodput" in imported  # the log is there
     assert not imported & {"apache_beam", "great_expectations"}
 
 
-@pytest.mark.parametrize("argv", [["rollback", "--output", "out", "--to", "9223372036854775808"],
-                                  ["rollback", "--output", "out", "--to", "0"],
-                                  ["sql", "--output", "out", "--run", "-3", "select 1"],
-                                  ["sql", "--output", "out", "--run", "one", "select 1"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["rollback", "--output", "out", "--to", "9223372036854775808"],
+        ["rollback", "--output", "out", "--to", "0"],
+        ["sql", "--output", "out", "--run", "-3", "select 1"],
+        ["sql", "--output", "out", "--run", "one", "select 1"],
+    ],
+    ids=" ".join,
+)
 def test_a_run_number_no_store_can_hold_is_a_bad_argument_not_damage(argv, capsys):
     """A mistyped run number is exit 2 naming the flag, before any store is opened (a number past a signed
     64-bit integer once read as a damaged record of runs, exit 3)."""
@@ -217,15 +259,38 @@ def test_a_run_imports_only_what_it_uses(telemetry, tmp_path):
     """`mpg run -q` computes, commits and builds the views, and prints no headline: no report code, quality
     suites, importers, Prometheus exporter or simulator, nor the Dask runner it was not asked for (issue 38: a
     run's fixed cost)."""
-    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "fleet_goodput.cli", "run", "--input",
-                          str(telemetry), "--output", str(tmp_path / "out"), "-q"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "fleet_goodput.cli",
+            "run",
+            "--input",
+            str(telemetry),
+            "--output",
+            str(tmp_path / "out"),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
     assert "fleet_goodput.runs.batch" in imported and "fleet_goodput.store.views" in imported  # the log is there
     own = {name for name in imported if name.startswith("fleet_goodput.")}
-    unused = {name for name in own
-              if name.split(".")[1] in ("report", "quality", "importers", "monitoring", "simulator")}
+    unused = {
+        name for name in own if name.split(".")[1] in ("report", "quality", "importers", "monitoring", "simulator")
+    }
     assert not unused
-    assert not {name.split(".")[0] for name in imported} & {"great_expectations", "jinja2", "mistune", "dask",
-                                                            "distributed", "prometheus_client"}
+    assert not {name.split(".")[0] for name in imported} & {
+        "great_expectations",
+        "jinja2",
+        "mistune",
+        "dask",
+        "distributed",
+        "prometheus_client",
+    }

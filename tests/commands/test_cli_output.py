@@ -56,19 +56,23 @@ def daily(tmp_path_factory) -> tuple[Path, Path, list[str]]:
 
 def _factors_line(connection, days: list[str]) -> str:
     """The fleet's factors over `days` as the headline prints them, from fleet_daily and the one macro."""
-    sg, rg, pg, mpg = connection.execute("""
+    sg, rg, pg, mpg = connection.execute(
+        """
         select unnest(goodput_factors(sum(all_allocated_chip_s), sum(productive_chip_s), sum(ideal_chip_s),
                                       sum(profiled_productive_chip_s), sum(capacity_chip_s),
                                       sum(runtime_measured_chip_s)))
-        from fleet_daily where list_contains(?::date[], day)""", [days]).fetchone()[:4]
+        from fleet_daily where list_contains(?::date[], day)""",
+        [days],
+    ).fetchone()[:4]
     return f"MPG {mpg:6.1%} = SG {sg:6.1%} x RG {rg:6.1%} x PG {pg:6.1%}"
 
 
 def _by_cluster_day(connection) -> dict[tuple, tuple]:
     """fleet_daily's figures by (day, cluster, accelerator); sums that DuckDB adds in any order differ in
     their last bits, so they are compared approximately."""
-    rows = connection.execute("select * exclude (day, cluster, accelerator), strftime(day, '%Y-%m-%d'), cluster, "
-                              "accelerator from fleet_daily").fetchall()
+    rows = connection.execute(
+        "select * exclude (day, cluster, accelerator), strftime(day, '%Y-%m-%d'), cluster, accelerator from fleet_daily"
+    ).fetchall()
     return {tuple(row[-3:]): tuple(0.0 if value is None else value for value in row[:-3]) for row in rows}
 
 
@@ -77,17 +81,25 @@ def test_the_headline_covers_the_whole_store_then_the_days_this_run_changed(dail
     runs = Store(output).runs()
     latest = runs[-1]
     headline = printed[-1]
-    assert (f"  Whole store, 3 days, 2026-01-01 .. 2026-01-03, as of {latest.manifest['as_of']} (run 3):"
-            in headline), headline
+    assert f"  Whole store, 3 days, 2026-01-01 .. 2026-01-03, as of {latest.manifest['as_of']} (run 3):" in headline, (
+        headline
+    )
     this_run = latest.manifest["this_run"]
     read = sum(counts["read"] for counts in this_run.values())
-    said = re.search(rf"  This run \(run 3\) read {read:,} new events and changed "
-                     r"(\d) days?, ([\d-]+)(?: \.\. ([\d-]+))?:", headline)
+    said = re.search(
+        rf"  This run \(run 3\) read {read:,} new events and changed "
+        r"(\d) days?, ([\d-]+)(?: \.\. ([\d-]+))?:",
+        headline,
+    )
     assert said, headline
     first, last = said.group(2), said.group(3) or said.group(2)
     with connect(output) as connection:
-        changed = [str(day) for (day,) in connection.execute(
-            "select distinct day from fleet_daily where day between ? and ? order by day", [first, last]).fetchall()]
+        changed = [
+            str(day)
+            for (day,) in connection.execute(
+                "select distinct day from fleet_daily where day between ? and ? order by day", [first, last]
+            ).fetchall()
+        ]
         # Each changed day on a line of its own, with that day's figures.
         for day in changed:
             assert f"\n    {day}  {_factors_line(connection, [day])}" in headline, day
@@ -100,8 +112,11 @@ def test_the_headline_covers_the_whole_store_then_the_days_this_run_changed(dail
     differ = {key[0] for key, row in now.items() if key not in before or row != pytest.approx(before[key], rel=1e-9)}
     assert differ <= set(changed) and "2026-01-03" in differ
     # The first run changed every day it holds: the headline says so rather than repeating them.
-    assert re.search(r"This run \(run 1\) read [\d,]+ new events and changed \d days?, .*"
-                     r"\(the whole store, above\)\n", printed[0]), printed[0]
+    assert re.search(
+        r"This run \(run 1\) read [\d,]+ new events and changed \d days?, .*"
+        r"\(the whole store, above\)\n",
+        printed[0],
+    ), printed[0]
 
 
 def test_sql_prints_chip_seconds_exactly_and_csv_every_digit(daily):
@@ -120,19 +135,28 @@ def test_sql_prints_chip_seconds_exactly_and_csv_every_digit(daily):
 
 
 def test_sql_table_and_markdown_show_the_worked_example_exactly(worked_example_run):
-    query = ("select job_id, lifetime_chip_s, productive_chip_s, lifetime_chip_s * 1000000 as lifetime_chip_us, mpg, "
-             "1e-9 * mpg as tiny from job_goodput")
+    query = (
+        "select job_id, lifetime_chip_s, productive_chip_s, lifetime_chip_s * 1000000 as lifetime_chip_us, mpg, "
+        "1e-9 * mpg as tiny from job_goodput"
+    )
     code, table = _mpg("sql", "--output", worked_example_run[1], query)
     assert code == 0
     chips, seconds = worked_example.CHIPS, worked_example.EXPECTED_SECONDS
     mpg = worked_example.EXPECTED_RATIOS["mpg"]
-    expected = ["j1", f"{seconds['lifetime'] * chips:g}", f"{seconds['productive'] * chips:g}",
-                f"{seconds['lifetime'] * chips * 1_000_000:,}", f"{mpg:.6f}"]
+    expected = [
+        "j1",
+        f"{seconds['lifetime'] * chips:g}",
+        f"{seconds['productive'] * chips:g}",
+        f"{seconds['lifetime'] * chips * 1_000_000:,}",
+        f"{mpg:.6f}",
+    ]
     assert table.splitlines()[2].split()[:5] == expected
     assert re.fullmatch(r"1\.72\d*e-10", table.splitlines()[2].split()[5])  # not 0.000000
     code, markdown = _mpg("sql", "--output", worked_example_run[1], "--format", "markdown", query)
     assert markdown.splitlines()[1] == "|---|---:|---:|---:|---:|---:|"
-    assert markdown.splitlines()[2].startswith(f"| j1 | {expected[1]} | {expected[2]} | {expected[3]} | {expected[4]} |")
+    assert markdown.splitlines()[2].startswith(
+        f"| j1 | {expected[1]} | {expected[2]} | {expected[3]} | {expected[4]} |"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -148,8 +172,9 @@ def test_without_runtime_events_the_headline_says_rg_pg_and_mpg_cannot_be_measur
     assert code == 0
     sg = worked_example.EXPECTED_SECONDS["all_allocated"] / worked_example.EXPECTED_SECONDS["lifetime"]
     with connect(scheduler_only / "out") as connection:
-        capacity_sg = connection.execute("select sum(all_allocated_chip_s) / sum(capacity_chip_s) from fleet_daily"
-                                         ).fetchone()[0]
+        capacity_sg = connection.execute(
+            "select sum(all_allocated_chip_s) / sum(capacity_chip_s) from fleet_daily"
+        ).fetchone()[0]
     assert f"SG {capacity_sg:6.1%}; {NO_RUNTIME} (the input has no runtime stream)" in headline, headline
     assert re.search(rf"tpu-v5e +1 +{sg:6.1%} +- +- +- +- ", headline), headline  # segments: SG only
     assert "RG   0.0%" not in headline and "MPG   0.0%" not in headline
@@ -161,10 +186,10 @@ def test_without_runtime_events_the_reports_headline_says_so_too(scheduler_only)
     code, printed = _mpg("report", "--output", output, "--date", "2026-01-01")
     assert code == 0, printed
     page = (output / "reports" / "2026-01-01" / "index.html").read_text()
-    headline = page[page.index('<div class="headline">'):page.index("<h2>", page.index('<div class="headline">'))]
+    headline = page[page.index('<div class="headline">') : page.index("<h2>", page.index('<div class="headline">'))]
     assert headline.count('<div class="factor">not measured</div>') == 3  # MPG, RG and PG; SG is measured
     assert "RG, PG and MPG cannot be measured for 2026-01-01:</b> no runtime event covers it" in headline
-    assert "0.0%" not in headline.replace("PG coverage</div><div class=\"factor\">n/a", "")
+    assert "0.0%" not in headline.replace('PG coverage</div><div class="factor">n/a', "")
 
 
 def test_with_runtime_but_no_profile_pg_and_mpg_read_as_unknown(tmp_path):
@@ -172,8 +197,11 @@ def test_with_runtime_but_no_profile_pg_and_mpg_read_as_unknown(tmp_path):
         write_events(tmp_path / "in" / stream / "part-0.avro", stream, worked_example.records()[stream])
     code, headline = _mpg("run", "--input", tmp_path / "in", "--output", tmp_path / "out")
     assert code == 0
-    assert re.search(r"MPG unknown = SG +[\d.]+% x RG +[\d.]+% x PG unknown +\(no productive step has a profiler "
-                     r"sample: PG coverage 0%", headline), headline
+    assert re.search(
+        r"MPG unknown = SG +[\d.]+% x RG +[\d.]+% x PG unknown +\(no productive step has a profiler "
+        r"sample: PG coverage 0%",
+        headline,
+    ), headline
 
 
 LOCKING = {"run", "stream", "validate", "report", "demo", "check", "collect", "rollback"}
@@ -189,6 +217,12 @@ def test_every_commands_help_lists_its_exit_codes(command, capsys):
     assert "exit codes:\n  0 done" in help_text and "  2 bad arguments, settings or input" in help_text
     assert ("  75 (EX_TEMPFAIL) " in help_text) == (command in LOCKING), help_text
     # The faults of the machine (tests/commands/test_resource_faults.py) end every command with their own code.
-    for code in ("73 (EX_CANTCREAT) ", "74 (EX_IOERR) ", "77 (EX_NOPERM) ", "130 interrupted", "143 stopped by SIGTERM"):
+    for code in (
+        "73 (EX_CANTCREAT) ",
+        "74 (EX_IOERR) ",
+        "77 (EX_NOPERM) ",
+        "130 interrupted",
+        "143 stopped by SIGTERM",
+    ):
         assert f"\n  {code}" in help_text, (code, help_text)
     assert ("\n  3 " in help_text) == (command in OPENING), help_text

@@ -47,8 +47,9 @@ pytestmark = pytest.mark.slow
 HOUR_US = 3600 * 1_000_000
 PUBLIC = Path(__file__).parents[1] / "data" / "public"
 # What ends a fault's line in `mpg run` (fleet_goodput/cli.py).
-RUN_STANDS = ("nothing was lost: the output keeps its last committed run, and the same command run again continues "
-              "from it")
+RUN_STANDS = (
+    "nothing was lost: the output keeps its last committed run, and the same command run again continues from it"
+)
 
 
 @pytest.fixture(scope="module")
@@ -66,12 +67,15 @@ def tmpfs(size: str = "2m"):
     """A tmpfs of `size`, mounted where any user can reach it, unmounted however the test ends."""
     folder = Path(tempfile.mkdtemp(prefix="mpg-faults-"))
     folder.chmod(0o755)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=755", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=755", "tmpfs", str(folder)], capture_output=True, text=True
+    )
     try:
         if mounted.returncode:
-            pytest.skip(f"SKIPPED, NOT TESTED: this machine refuses to mount a tmpfs ({mounted.stderr.strip()}); "
-                        "the fault tests need root or CAP_SYS_ADMIN")
+            pytest.skip(
+                f"SKIPPED, NOT TESTED: this machine refuses to mount a tmpfs ({mounted.stderr.strip()}); "
+                "the fault tests need root or CAP_SYS_ADMIN"
+            )
         try:
             yield folder
         finally:
@@ -96,8 +100,13 @@ def fill(folder: Path, leave_bytes: int) -> Path:
 def mpg(*args, prefix: list[str] = ()) -> subprocess.Popen:
     """`mpg ARGS` (run under `prefix`) in a process of its own, as a user runs it: in a session of
     its own, like a terminal's job."""
-    return subprocess.Popen([*prefix, sys.executable, "-m", "fleet_goodput.cli", *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [*prefix, sys.executable, "-m", "fleet_goodput.cli", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def assert_store_keeps_run_1(output: Path, first: Path) -> None:
@@ -131,8 +140,11 @@ def test_a_full_disk_stops_mpg_run_with_one_line_and_exit_74_and_the_store_keeps
         _, stderr = run.communicate(timeout=300)
         assert run.returncode == exits.NO_SPACE == 74
         # Beam's message names no file; deltalake's and Python's do.
-        assert re.fullmatch(rf"mpg run: no space left on device(: {re.escape(str(output))}/\S+)?; "
-                            rf"{re.escape(RUN_STANDS)}", one_line(stderr)), stderr
+        assert re.fullmatch(
+            rf"mpg run: no space left on device(: {re.escape(str(output))}/\S+)?; "
+            rf"{re.escape(RUN_STANDS)}",
+            one_line(stderr),
+        ), stderr
         assert_store_keeps_run_1(output, first)
         filler.unlink()
         assert_a_rerun_commits_run_2(part, output)
@@ -146,7 +158,8 @@ def test_a_read_only_output_stops_mpg_run_with_one_line_and_exit_73(fleet, capsy
         remount(disk, "ro")
         assert main(["run", "--input", str(part), "--output", str(output)]) == exits.CANNOT_WRITE == 73
         assert capsys.readouterr().err.splitlines()[-1] == (
-            f"mpg run: the output cannot be written, its file system is read-only: {output}/.lock; {RUN_STANDS}")
+            f"mpg run: the output cannot be written, its file system is read-only: {output}/.lock; {RUN_STANDS}"
+        )
         assert_store_keeps_run_1(output, first)
         remount(disk, "rw")
         assert_a_rerun_commits_run_2(part, output)
@@ -155,17 +168,26 @@ def test_a_read_only_output_stops_mpg_run_with_one_line_and_exit_73(fleet, capsy
 # Every other command that writes, on a read-only disk holding the store: (arguments, the path its line names,
 # what stands). Each stops at its first write, before any pipeline or Great Expectations starts.
 WRITERS = {
-    "stream": (["--input", "{part}", "--output", "{out}", "--stop_after_idle_s", "0"], "{out}/.lock",
-               "nothing was lost: the output keeps the stream's last committed run, and the stream resumes from it "
-               "when started again"),
+    "stream": (
+        ["--input", "{part}", "--output", "{out}", "--stop_after_idle_s", "0"],
+        "{out}/.lock",
+        "nothing was lost: the output keeps the stream's last committed run, and the stream resumes from it "
+        "when started again",
+    ),
     "validate": (["--output", "{out}"], "{out}/locks", "the store is unchanged: validate again once fixed"),
     "report": (["--output", "{out}"], "{out}/locks", "the store and the period's published report are unchanged"),
     "demo": (["--dir", "{disk}/demo"], "{disk}/demo", "run `mpg demo` again"),
-    "import": (["philly", "{public}/philly", "--out", "{disk}/imported"], "{disk}/.imported.importing-\\w+",
-               "nothing was written"),
+    "import": (
+        ["philly", "{public}/philly", "--out", "{disk}/imported"],
+        "{disk}/.imported.importing-\\w+",
+        "nothing was written",
+    ),
     "simulate": (["--out", "{disk}/sim"], "{disk}/sim", "what it wrote is incomplete: simulate again with --overwrite"),
-    "replay": (["--from", "{part}", "--to", "{disk}/live"], "{disk}/live",
-               "the files written so far stay: replay again with --replace"),
+    "replay": (
+        ["--from", "{part}", "--to", "{disk}/live"],
+        "{disk}/live",
+        "the files written so far stay: replay again with --replace",
+    ),
 }
 
 
@@ -180,9 +202,11 @@ def test_every_command_that_writes_stops_on_a_read_only_disk_with_one_line_and_e
         named = {"part": part, "out": output, "disk": disk, "public": PUBLIC}
         assert main([command, *(argument.format(**named) for argument in arguments)]) == exits.CANNOT_WRITE
         line = capsys.readouterr().err.splitlines()[-1]
-        assert re.fullmatch(rf"mpg {command}: the output cannot be written, its file system is read-only: "
-                            rf"{path.format(**{k: re.escape(str(v)) for k, v in named.items()})}; {re.escape(stands)}",
-                            line), line
+        assert re.fullmatch(
+            rf"mpg {command}: the output cannot be written, its file system is read-only: "
+            rf"{path.format(**{k: re.escape(str(v)) for k, v in named.items()})}; {re.escape(stands)}",
+            line,
+        ), line
         assert_store_keeps_run_1(output, first)
 
 
@@ -198,22 +222,26 @@ def test_deltalakes_read_only_error_is_found_in_its_message_with_the_path(fleet)
             write_deltalake(table, table.to_pyarrow_table(), mode="append")
     fault = fault_of(raised.value, outputs=[str(disk / "out")], inputs=[])
     assert fault.code == exits.CANNOT_WRITE
-    assert re.fullmatch(rf"the output cannot be written, its file system is read-only: {re.escape(str(runs))}/\S+",
-                        fault.reason), fault.reason
+    assert re.fullmatch(
+        rf"the output cannot be written, its file system is read-only: {re.escape(str(runs))}/\S+", fault.reason
+    ), fault.reason
 
 
 def test_an_error_is_a_fault_only_by_its_errno_or_the_os_wording_from_a_library():
     assert fault_of(OSError(errno.ENOSPC, "No space left on device", "/out/x"), ["/out"], []).code == exits.NO_SPACE
     assert fault_of(RuntimeError("upload failed (os error 122)"), ["/out"], []).code == exits.NO_SPACE  # EDQUOT
     assert fault_of(ValueError("[Errno 13] Permission denied: '/in/a.avro'"), ["/out"], ["/in"]) == fault_of(
-        PermissionError(errno.EACCES, "Permission denied", "/in/a.avro"), ["/out"], ["/in"])
+        PermissionError(errno.EACCES, "Permission denied", "/in/a.avro"), ["/out"], ["/in"]
+    )
     # A permission denied no message places is the output's, named by its folder.
     assert fault_of(RuntimeError("Permission denied (os error 13)"), [None, "/out"], [None]).reason == (
-        "the output cannot be written, permission denied: /out")
+        "the output cannot be written, permission denied: /out"
+    )
     # Not faults: another errno, this project's own message quoting the wording, an error in no chain.
     assert fault_of(OSError(errno.EIO, "Input/output error"), ["/out"], []) is None
     assert fault_of(ValueError("(os error 2)"), ["/out"], []) is None
     from fleet_goodput.store.delta_store import StoreError
+
     assert fault_of(StoreError("job 'No space left on device' is odd"), ["/out"], []) is None
     try:
         try:
@@ -230,7 +258,8 @@ def test_an_error_is_a_fault_only_by_its_errno_or_the_os_wording_from_a_library(
             raise RuntimeError("step failed") from error
     except RuntimeError as wrapped:
         assert fault_of(wrapped, ["/out"], []).reason == (
-            "the output cannot be written, its file system is read-only: /out/t")
+            "the output cannot be written, its file system is read-only: /out/t"
+        )
 
 
 @pytest.fixture
@@ -260,7 +289,8 @@ def test_an_output_the_user_may_not_write_stops_mpg_run_with_exit_73(fleet, unpr
         _, stderr = run.communicate(timeout=300)
         assert run.returncode == exits.CANNOT_WRITE, stderr
         assert one_line(stderr) == (
-            f"mpg run: the output cannot be written, permission denied: {output}/.lock; {RUN_STANDS}")
+            f"mpg run: the output cannot be written, permission denied: {output}/.lock; {RUN_STANDS}"
+        )
         assert_store_keeps_run_1(output, first)
 
 
@@ -296,11 +326,15 @@ def _between_table_commits(output: Path):
     return lambda: any(path not in before for path in table.rglob("*.parquet"))
 
 
-@pytest.mark.parametrize(("sent", "code", "reason", "point"), [
-    (signal.SIGINT, 130, "interrupted (Ctrl-C)", _computing),
-    (signal.SIGTERM, 143, "stopped by SIGTERM", _computing),
-    (signal.SIGINT, 130, "interrupted (Ctrl-C)", _between_table_commits),
-], ids=["ctrl-c-while-computing", "sigterm-while-computing", "ctrl-c-between-table-commits"])
+@pytest.mark.parametrize(
+    ("sent", "code", "reason", "point"),
+    [
+        (signal.SIGINT, 130, "interrupted (Ctrl-C)", _computing),
+        (signal.SIGTERM, 143, "stopped by SIGTERM", _computing),
+        (signal.SIGINT, 130, "interrupted (Ctrl-C)", _between_table_commits),
+    ],
+    ids=["ctrl-c-while-computing", "sigterm-while-computing", "ctrl-c-between-table-commits"],
+)
 def test_a_signal_stops_mpg_run_with_one_line_its_code_and_nothing_staged(fleet, tmp_path, sent, code, reason, point):
     """The signal must land before the run's last commit. On a loaded host this test may see the point too
     late and the run commit first (a stop after the commit is the next test's case): it tries again, on a
@@ -406,9 +440,13 @@ def test_a_stop_ends_mpg_although_a_beam_sampling_thread_was_left_running(fleet,
     output = tmp_path / "out"
     shutil.copytree(first, output)
     reached = _computing(output)
-    run = subprocess.Popen([sys.executable, "-c", _BEAMS_SAMPLER_LEFT_RUNNING, "run", "--input", str(part),
-                            "--output", str(output)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    run = subprocess.Popen(
+        [sys.executable, "-c", _BEAMS_SAMPLER_LEFT_RUNNING, "run", "--input", str(part), "--output", str(output)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while not reached():
         assert run.poll() is None, f"finished before the signal: {run.stderr.read()[-2000:]}"
@@ -464,7 +502,8 @@ def test_the_recorder_on_a_full_disk_holds_its_bound_drops_and_counts_and_leaves
         assert recorder.pending <= 500
         filler.unlink()
         recorder.close()
-        written = [r for path in sorted((disk / "rec" / "runtime").glob("*.avro"))
-                   for r in fastavro.reader(open(path, "rb"))]
+        written = [
+            r for path in sorted((disk / "rec" / "runtime").glob("*.avro")) for r in fastavro.reader(open(path, "rb"))
+        ]
         assert 0 < len(written) <= 500 and len(written) + recorder.dropped == 2 * 20_000
         assert not [p.name for p in disk.rglob("*") if p.name.endswith(".tmp")]

@@ -6,17 +6,45 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_goodput.core.config import (PRECISIONS, ConfigError, load_catalogue, load_settings, part_key, part_names,
-                                       peak_of, peak_table)
+from fleet_goodput.core.config import (
+    PRECISIONS,
+    ConfigError,
+    load_catalogue,
+    load_settings,
+    part_key,
+    part_names,
+    peak_of,
+    peak_table,
+)
 from fleet_goodput.core.events import PROFILE, make_event
 from fleet_goodput.core.timeline import IDEAL, JobTimeline
 
 CATALOGUE = load_settings().accelerators
 
 # Accelerators of the current MLPerf Training and Inference results and the TPU generations.
-REQUIRED = ("gb300", "b300", "gb200", "b200", "h200", "h100", "gh200", "l40s", "l4", "rtx-pro-6000",
-            "mi300x", "mi325x", "mi350x", "mi355x", "gaudi2", "gaudi3",
-            "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-v7")
+REQUIRED = (
+    "gb300",
+    "b300",
+    "gb200",
+    "b200",
+    "h200",
+    "h100",
+    "gh200",
+    "l40s",
+    "l4",
+    "rtx-pro-6000",
+    "mi300x",
+    "mi325x",
+    "mi350x",
+    "mi355x",
+    "gaudi2",
+    "gaudi3",
+    "tpu-v4",
+    "tpu-v5e",
+    "tpu-v5p",
+    "tpu-v6e",
+    "tpu-v7",
+)
 
 
 @pytest.mark.parametrize("key", REQUIRED)
@@ -31,18 +59,36 @@ def test_lower_precisions_are_never_slower_than_bf16():
         assert all(peak >= part.peak_bf16_flops for peak in part.peak_flops.values()), part.key
 
 
-@pytest.mark.parametrize(("name", "key"), [
-    ("NVIDIA GB300", "gb300"), ("NVIDIA Blackwell Ultra GPU (GB300)", "gb300"),
-    ("NVIDIA B300-SXM-270GB", "b300"), ("NVIDIA Blackwell Ultra GPU (B300-SXM-288GB)", "b300"),
-    ("NVIDIA Blackwell GPU (GB200)", "gb200"), ("NVIDIA Blackwell GPU (B200-SXM-180GB)", "b200"),
-    ("NVIDIA GH200 Grace Hopper Superchip", "gh200"), ("NVIDIA H200-SXM5-141GB", "h200"),
-    ("NVIDIA H100-SXM5-80GB", "h100"), ("NVIDIA H100 NVL", "h100-nvl"), ("NVIDIA H100-PCIe-80GB", "h100-pcie"),
-    ("NVIDIA L40S", "l40s"), ("NVIDIA L4", "l4"), ("NVIDIA RTX Pro 6000 SE PCIe 96GB", "rtx-pro-6000"),
-    ("AMD Instinct MI355X", "mi355x"), ("AMD Instinct MI300X 192GB HBM3", "mi300x"),
-    ("Intel Gaudi 2", "gaudi2"), ("Intel Gaudi 3", "gaudi3"), ("Intel HL-225B (Gaudi2)", "gaudi2"),
-    ("TPU v5e", "tpu-v5e"), ("TPU-v5p", "tpu-v5p"), ("TPU Trillium", "tpu-v6e"), ("tpu-v6e", "tpu-v6e"),
-    ("TPU7x Ironwood", "tpu-v7"), ("NVIDIA A100-SXM4-80GB", "a100"),
-])
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("NVIDIA GB300", "gb300"),
+        ("NVIDIA Blackwell Ultra GPU (GB300)", "gb300"),
+        ("NVIDIA B300-SXM-270GB", "b300"),
+        ("NVIDIA Blackwell Ultra GPU (B300-SXM-288GB)", "b300"),
+        ("NVIDIA Blackwell GPU (GB200)", "gb200"),
+        ("NVIDIA Blackwell GPU (B200-SXM-180GB)", "b200"),
+        ("NVIDIA GH200 Grace Hopper Superchip", "gh200"),
+        ("NVIDIA H200-SXM5-141GB", "h200"),
+        ("NVIDIA H100-SXM5-80GB", "h100"),
+        ("NVIDIA H100 NVL", "h100-nvl"),
+        ("NVIDIA H100-PCIe-80GB", "h100-pcie"),
+        ("NVIDIA L40S", "l40s"),
+        ("NVIDIA L4", "l4"),
+        ("NVIDIA RTX Pro 6000 SE PCIe 96GB", "rtx-pro-6000"),
+        ("AMD Instinct MI355X", "mi355x"),
+        ("AMD Instinct MI300X 192GB HBM3", "mi300x"),
+        ("Intel Gaudi 2", "gaudi2"),
+        ("Intel Gaudi 3", "gaudi3"),
+        ("Intel HL-225B (Gaudi2)", "gaudi2"),
+        ("TPU v5e", "tpu-v5e"),
+        ("TPU-v5p", "tpu-v5p"),
+        ("TPU Trillium", "tpu-v6e"),
+        ("tpu-v6e", "tpu-v6e"),
+        ("TPU7x Ironwood", "tpu-v7"),
+        ("NVIDIA A100-SXM4-80GB", "a100"),
+    ],
+)
 def test_mlperf_accelerator_names_map_to_catalogue_keys(name, key):
     assert part_key(part_names(CATALOGUE), name) == key and key in CATALOGUE
 
@@ -74,11 +120,14 @@ def test_ideal_chip_seconds_use_the_peak_of_the_samples_precision():
     t0, second = 1_767_225_600_000_000, 1_000_000
     ideals = {}
     for precision in (None, "fp8", "fp4"):
-        events = [make_event(t0, "s", "SUBMIT", ("c", "h100", 8, "TRAINING", None, None, None, None)),
-                  make_event(t0, "a", "ALLOCATE", (8,)),
-                  make_event(t0, "p", PROFILE, (1, 1.0, 8, 0.6 * 8 * 1979e12, "ANALYTIC", precision)),
-                  make_event(t0, "r1", "STEP_START", (1,)), make_event(t0 + 10 * second, "r2", "STEP_END", (10,)),
-                  make_event(t0 + 10 * second, "f", "FINISH", ())]
+        events = [
+            make_event(t0, "s", "SUBMIT", ("c", "h100", 8, "TRAINING", None, None, None, None)),
+            make_event(t0, "a", "ALLOCATE", (8,)),
+            make_event(t0, "p", PROFILE, (1, 1.0, 8, 0.6 * 8 * 1979e12, "ANALYTIC", precision)),
+            make_event(t0, "r1", "STEP_START", (1,)),
+            make_event(t0 + 10 * second, "r2", "STEP_END", (10,)),
+            make_event(t0 + 10 * second, "f", "FINISH", ()),
+        ]
         timeline = JobTimeline("j", 3600 * second, peak_table(CATALOGUE))
         timeline.feed(events)
         timeline.close(t0 + 10 * second)

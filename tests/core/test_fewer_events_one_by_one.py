@@ -16,8 +16,16 @@ from test_timeline import HOUR_US, PEAK, ev, sample, seconds_by_category, submit
 def test_a_save_between_two_spans_at_their_instants_cuts_the_run_and_leaves_both_spans_in_it():
     # The simulator's checkpoint: it starts as a step ends and ends as the next step starts. In event
     # order the save comes after the one span and before the other: it touches neither.
-    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 3), ev(40, "CHECKPOINT_SAVE_START"),
-              ev(45, "CHECKPOINT_SAVE_END", 30), *spans(45, 3, first_step=31), ev(80, "FINISH"), sample(1, 2e15)]
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        *spans(10, 3),
+        ev(40, "CHECKPOINT_SAVE_START"),
+        ev(45, "CHECKPOINT_SAVE_END", 30),
+        *spans(45, 3, first_step=31),
+        ev(80, "FINISH"),
+        sample(1, 2e15),
+    ]
     reference, collapsed, decoded = both(events, 90)
     assert collapsed == reference
     assert runs_in(decoded) == 1
@@ -32,8 +40,16 @@ def test_a_save_between_two_spans_at_their_instants_cuts_the_run_and_leaves_both
 
 def test_an_event_at_a_span_s_instant_in_its_own_same_instant_order_takes_the_span_apart():
     # A STEP_END and a DATA_WAIT_END (another runtime END) at one instant: only their ids order them.
-    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 3), ev(15, "DATA_WAIT_START"), ev(20, "DATA_WAIT_END"),
-              ev(20, "CHECKPOINT_SAVE_START"), ev(30, "CHECKPOINT_SAVE_END", 10), ev(50, "FINISH")]
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        *spans(10, 3),
+        ev(15, "DATA_WAIT_START"),
+        ev(20, "DATA_WAIT_END"),
+        ev(20, "CHECKPOINT_SAVE_START"),
+        ev(30, "CHECKPOINT_SAVE_END", 10),
+        ev(50, "FINISH"),
+    ]
     reference, collapsed, _ = both(events, 60)
     assert collapsed == reference
 
@@ -59,8 +75,9 @@ def test_a_run_saved_in_a_key_s_state_with_its_ids_in_one_string_is_read_as_befo
     # A store's state written before a run's ids were a tuple holds them space-separated.
     events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 4), sample(1, 2e15)]
     decoded = as_decoded(events)
-    saved = [e._replace(payload=(*e.payload[:3], " ".join(e.payload[3]))) if e.code == "STEP_RUN" else e
-             for e in decoded]
+    saved = [
+        e._replace(payload=(*e.payload[:3], " ".join(e.payload[3]))) if e.code == "STEP_RUN" else e for e in decoded
+    ]
     assert runs_in(saved) == 1 and saved != decoded
     assert sorted(step_runs.originals(saved)) == sorted(events)
     outcomes = []
@@ -78,9 +95,12 @@ def test_ids_applied_without_look_ups_are_still_found_repeated_in_a_later_feed()
     # them (a duplicate) and an id carried by a different event (a conflict), as one by one.
     first = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 4), sample(1, 2e15)]
     run_event = first[4]  # a STEP_END inside the run
-    later = [run_event, run_event._replace(time_us=run_event.time_us + 60_000_000, code="DATA_WAIT_END",
-                                           payload=(None,)),
-             ev(60, "CHECKPOINT_SAVE_START"), ev(61, "CHECKPOINT_SAVE_END", 40)]
+    later = [
+        run_event,
+        run_event._replace(time_us=run_event.time_us + 60_000_000, code="DATA_WAIT_END", payload=(None,)),
+        ev(60, "CHECKPOINT_SAVE_START"),
+        ev(61, "CHECKPOINT_SAVE_END", 40),
+    ]
     reference, collapsed = JobTimeline("j", HOUR_US, PEAK), JobTimeline("j", HOUR_US, PEAK)
     reference.feed(first)
     collapsed.feed(as_decoded(first))

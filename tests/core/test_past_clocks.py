@@ -23,14 +23,27 @@ T0 = worked_example.T0_US
 DAY_US = 86_400 * 1_000_000
 Y2000_JUNE_US = 959_817_600_000_000  # 2000-06-01T00:00:00Z
 Y2001_US = 978_307_200_000_000  # 2001-01-01T00:00:00Z: where a host's clock lands when it resets
-QUEUE_REASON = ("no other event of its job within 92 days after this SUBMIT (a clock reset to a past date?): "
-                "a queue wait that long is not taken for real, so no figure rests on it")
+QUEUE_REASON = (
+    "no other event of its job within 92 days after this SUBMIT (a clock reset to a past date?): "
+    "a queue wait that long is not taken for real, so no figure rests on it"
+)
 
 
 def _scheduler(event_id: str, job_id: str | None, kind: str, time_us: int, chips: int, cluster: str = "c1") -> dict:
-    return {"event_id": event_id, "event_time": time_us, "job_id": job_id, "type": kind, "cluster": cluster,
-            "accelerator": "tpu-v5e", "chips": chips, "workload": "TRAINING" if kind == "SUBMIT" else None,
-            "framework": None, "team": None, "topology": None, "priority": None}
+    return {
+        "event_id": event_id,
+        "event_time": time_us,
+        "job_id": job_id,
+        "type": kind,
+        "cluster": cluster,
+        "accelerator": "tpu-v5e",
+        "chips": chips,
+        "workload": "TRAINING" if kind == "SUBMIT" else None,
+        "framework": None,
+        "team": None,
+        "topology": None,
+        "priority": None,
+    }
 
 
 def _old_trace() -> list[dict]:
@@ -38,9 +51,11 @@ def _old_trace() -> list[dict]:
     events = []
     for n in range(4):
         start = Y2000_JUNE_US + n * 7200 * 1_000_000
-        events += [_scheduler(f"old{n}-s", f"old{n}", "SUBMIT", start, 4, "old"),
-                   _scheduler(f"old{n}-a", f"old{n}", "ALLOCATE", start + 600_000_000, 4, "old"),
-                   _scheduler(f"old{n}-f", f"old{n}", "FINISH", start + 4_200_000_000, 0, "old")]
+        events += [
+            _scheduler(f"old{n}-s", f"old{n}", "SUBMIT", start, 4, "old"),
+            _scheduler(f"old{n}-a", f"old{n}", "ALLOCATE", start + 600_000_000, 4, "old"),
+            _scheduler(f"old{n}-f", f"old{n}", "FINISH", start + 4_200_000_000, 0, "old"),
+        ]
     return events
 
 
@@ -53,8 +68,12 @@ def _fleet(root, *extra: dict) -> None:
 
 def _figures(output) -> dict:
     with connect(output) as connection:
-        jobs = {row[0]: row[1:] for row in connection.execute(
-            "select job_id, lifetime_chip_s, queued_chip_s, sg, rg, pg, mpg from job_goodput").fetchall()}
+        jobs = {
+            row[0]: row[1:]
+            for row in connection.execute(
+                "select job_id, lifetime_chip_s, queued_chip_s, sg, rg, pg, mpg from job_goodput"
+            ).fetchall()
+        }
         rejected = dict(connection.execute("select event_id, reason from rejected").fetchall())
         windows = connection.execute("select count(*) from job_window").fetchone()[0]
     return {"jobs": jobs, "rejected": rejected, "job_windows": windows}
@@ -73,16 +92,22 @@ def test_a_submit_years_before_the_rest_of_its_job_is_rejected(clean, tmp_path, 
     """j2's SUBMIT is dated 2001, its ALLOCATE 2026; j3's SUBMIT is dated 2001 and nothing else of j3 came.
     Both SUBMITs are rejected with the per-job reason, j2's ALLOCATE for want of a SUBMIT, and every other
     job's figures are the clean run's, in one pass and in a backfill in daily chunks."""
-    _fleet(tmp_path / "in",
-           _scheduler("j2-submit", "j2", "SUBMIT", Y2001_US, 8),
-           _scheduler("j2-allocate", "j2", "ALLOCATE", T0 + 200_000_000, 8),
-           _scheduler("j3-submit", "j3", "SUBMIT", Y2001_US + 60_000_000, 8))
-    outcome = run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings(), chunk_hours=chunk_hours,
-                        build_views=False)
+    _fleet(
+        tmp_path / "in",
+        _scheduler("j2-submit", "j2", "SUBMIT", Y2001_US, 8),
+        _scheduler("j2-allocate", "j2", "ALLOCATE", T0 + 200_000_000, 8),
+        _scheduler("j3-submit", "j3", "SUBMIT", Y2001_US + 60_000_000, 8),
+    )
+    outcome = run_batch(
+        str(tmp_path / "in"), str(tmp_path / "out"), load_settings(), chunk_hours=chunk_hours, build_views=False
+    )
     assert outcome.manifest["reconciles"] and outcome.manifest["as_of_us"] == T0 + 580_000_000
     figures = _figures(tmp_path / "out")
-    assert figures["rejected"] == {"j2-submit": QUEUE_REASON, "j3-submit": QUEUE_REASON,
-                                   "j2-allocate": "no SUBMIT for this job at or before this event"}
+    assert figures["rejected"] == {
+        "j2-submit": QUEUE_REASON,
+        "j3-submit": QUEUE_REASON,
+        "j2-allocate": "no SUBMIT for this job at or before this event",
+    }
     others = {job: row for job, row in figures["jobs"].items() if job not in ("j2", "j3")}
     assert others == clean["jobs"]
     assert all(row[0] == 0 for job, row in figures["jobs"].items() if job in ("j2", "j3"))  # nothing rests on them
@@ -95,9 +120,11 @@ def test_a_queue_wait_of_weeks_is_real(clean, tmp_path):
     is queued all that time (8 chips × 91 days), one row per hour of it."""
     wait_us = 91 * DAY_US
     assert wait_us < MAX_QUEUE_WAIT_US
-    _fleet(tmp_path / "in",
-           _scheduler("j2-submit", "j2", "SUBMIT", T0 + 200_000_000 - wait_us, 8),
-           _scheduler("j2-allocate", "j2", "ALLOCATE", T0 + 200_000_000, 8))
+    _fleet(
+        tmp_path / "in",
+        _scheduler("j2-submit", "j2", "SUBMIT", T0 + 200_000_000 - wait_us, 8),
+        _scheduler("j2-allocate", "j2", "ALLOCATE", T0 + 200_000_000, 8),
+    )
     run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings(), build_views=False)
     figures = _figures(tmp_path / "out")
     assert figures["rejected"] == {}
@@ -114,8 +141,11 @@ def test_a_submit_waits_for_its_job_in_later_runs(tmp_path):
     capacity = [_scheduler(f"cap-{day}", None, "CAPACITY", T0 + day * DAY_US, 8) for day in (1, 2, 100)]
     allocate = _scheduler("j2-allocate", "j2", "ALLOCATE", T0 + 2 * DAY_US, 8)
     output = str(tmp_path / "out")
-    write_events(tmp_path / "d0" / "scheduler" / "part-0.avro", "scheduler",
-                 worked_example.records()["scheduler"] + [submit, lone, capacity[0]])
+    write_events(
+        tmp_path / "d0" / "scheduler" / "part-0.avro",
+        "scheduler",
+        worked_example.records()["scheduler"] + [submit, lone, capacity[0]],
+    )
     run_batch(str(tmp_path / "d0"), output, load_settings(), build_views=False)
     assert _figures(output)["jobs"]["j3"][1] == 8 * (DAY_US - 600_000_000) / 1e6  # queued until the as-of
     write_events(tmp_path / "d1" / "scheduler" / "part-0.avro", "scheduler", [allocate, capacity[1]])
@@ -131,8 +161,10 @@ def test_a_submit_waits_for_its_job_in_later_runs(tmp_path):
 def _cost(output) -> dict:
     """What a run materialised: rows of each figure table, and the bytes of the state it keeps."""
     with connect(output) as connection:
-        rows = {table: connection.execute(f"select count(*) from {table}").fetchone()[0]
-                for table in ("job_window", "capacity_level", "jobs")}
+        rows = {
+            table: connection.execute(f"select count(*) from {table}").fetchone()[0]
+            for table in ("job_window", "capacity_level", "jobs")
+        }
     state = sum(path.stat().st_size for path in (output / "state").rglob("*") if path.is_file())
     return {**rows, "state_bytes": state}
 
@@ -146,8 +178,11 @@ def test_a_2001_dated_event_costs_what_a_clean_run_costs(tmp_path, case):
     2010 that no other event touches."""
     _fleet(tmp_path / "clean")
     run_batch(str(tmp_path / "clean"), str(tmp_path / "clean-out"), load_settings(), build_views=False)
-    extra = (_scheduler("reset-capacity", None, "CAPACITY", Y2001_US, 16, "c9") if case == "capacity" else
-             _scheduler("reset-submit", "j2", "SUBMIT", Y2001_US, 8))
+    extra = (
+        _scheduler("reset-capacity", None, "CAPACITY", Y2001_US, 16, "c9")
+        if case == "capacity"
+        else _scheduler("reset-submit", "j2", "SUBMIT", Y2001_US, 8)
+    )
     _fleet(tmp_path / "in", extra, _scheduler("j2-allocate", "j2", "ALLOCATE", T0 + 200_000_000, 8))
     run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings(), build_views=False)
     clean, cost = _cost(tmp_path / "clean-out"), _cost(tmp_path / "out")

@@ -48,8 +48,11 @@ def random_run(rng: random.Random, start_us: int) -> tuple:
             step += count
         now += length
     ids = tuple(f"r{start_us}-{n}" for n in range(len(times)))
-    return Event._make(step_runs.make_run(np.array(times, dtype=np.int64), np.array(steps, dtype=np.int64),
-                                          np.array(codes, dtype=np.int8), ids))
+    return Event._make(
+        step_runs.make_run(
+            np.array(times, dtype=np.int64), np.array(steps, dtype=np.int64), np.array(codes, dtype=np.int8), ids
+        )
+    )
 
 
 def stretch_by_stretch(run) -> list[tuple[int, int, int]] | None:
@@ -63,12 +66,14 @@ def stretch_by_stretch(run) -> list[tuple[int, int, int]] | None:
     waits, between = defaultdict(int), defaultdict(int)
     for span in range(len(times) // 2):
         if codes[2 * span] == 2:
-            for window, piece_start, piece_end in split_at_windows(int(times[2 * span]), int(times[2 * span + 1]),
-                                                                   WINDOW_US):
+            for window, piece_start, piece_end in split_at_windows(
+                int(times[2 * span]), int(times[2 * span + 1]), WINDOW_US
+            ):
                 waits[window] += piece_end - piece_start
         if span:
-            for window, piece_start, piece_end in split_at_windows(int(times[2 * span - 1]), int(times[2 * span]),
-                                                                   WINDOW_US):
+            for window, piece_start, piece_end in split_at_windows(
+                int(times[2 * span - 1]), int(times[2 * span]), WINDOW_US
+            ):
                 between[window] += piece_end - piece_start
     return [(window, waits[window], between[window]) for window in range(first_window, end, WINDOW_US)]
 
@@ -98,8 +103,10 @@ def test_shapes_give_each_window_what_its_stretches_add_one_by_one(seed):
         # The facts found for all the runs at once are those one run's columns give (a run read from
         # a key's saved state finds its own), and they survive no pickle.
         if stepping.any():
-            assert (shape.facts.first_step, shape.facts.last_step) == (steps[0::2][stepping][0],
-                                                                       steps[1::2][stepping][-1])
+            assert (shape.facts.first_step, shape.facts.last_step) == (
+                steps[0::2][stepping][0],
+                steps[1::2][stepping][-1],
+            )
             run = StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, None)
             assert run.facts() == shape.facts
             kept = StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, None, _facts=shape.facts)
@@ -110,8 +117,14 @@ def test_shapes_give_each_window_what_its_stretches_add_one_by_one(seed):
 
 def test_spans_whose_steps_are_not_all_their_own():
     # Steps 1-10, then a span continuing step 10 to 20: the second counts from step 11 only.
-    run = Event._make(step_runs.make_run(np.array([0, 10, 10, 20]), np.array([1, 10, 10, 20]),
-                                         np.array([0, 1, 0, 1], dtype=np.int8), ("a", "b", "c", "d")))
+    run = Event._make(
+        step_runs.make_run(
+            np.array([0, 10, 10, 20]),
+            np.array([1, 10, 10, 20]),
+            np.array([0, 1, 0, 1], dtype=np.int8),
+            ("a", "b", "c", "d"),
+        )
+    )
     [shape] = step_runs.shapes([run], WINDOW_US)
     assert shape.facts == (0, 20, 1, 10, 20, 20, False)
     assert StepRun(shape.starts, shape.ends, shape.firsts, shape.lasts, None).facts() == shape.facts
@@ -124,24 +137,36 @@ def test_shapes_of_no_runs():
 WINDOW_S = 60
 
 
-@pytest.mark.parametrize("case", ["inside one window", "across two edges", "ends on an edge",
-                                  "a wait of no time on the edge it ends at"])
+@pytest.mark.parametrize(
+    "case", ["inside one window", "across two edges", "ends on an edge", "a wait of no time on the edge it ends at"]
+)
 def test_a_run_s_time_by_window_is_the_same_fed_as_a_run(case):
     # Spans of 7 s with a data wait and idle time between them; where they end decides the path taken.
-    first_s = {"inside one window": 2, "across two edges": 50, "ends on an edge": 60 - 3 * 7 - 6 - 2,
-               "a wait of no time on the edge it ends at": 60 - 3 * 7 - 6 - 2}[case]
-    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(first_s, 2, seconds=7),
-              ev(first_s + 14, "DATA_WAIT_START", None), ev(first_s + 20, "DATA_WAIT_END", None),
-              *spans(first_s + 22, 1 if case != "across two edges" else 12, seconds=7, first_step=21)]
+    first_s = {
+        "inside one window": 2,
+        "across two edges": 50,
+        "ends on an edge": 60 - 3 * 7 - 6 - 2,
+        "a wait of no time on the edge it ends at": 60 - 3 * 7 - 6 - 2,
+    }[case]
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        *spans(first_s, 2, seconds=7),
+        ev(first_s + 14, "DATA_WAIT_START", None),
+        ev(first_s + 20, "DATA_WAIT_END", None),
+        *spans(first_s + 22, 1 if case != "across two edges" else 12, seconds=7, first_step=21),
+    ]
     if case == "a wait of no time on the edge it ends at":
         events += [ev(60, "DATA_WAIT_START", None), ev(60, "DATA_WAIT_END", None)]
     end_s = max(e.time_us for e in events) / 1e6 - T0 / 1e6
-    events += [ev(end_s + 1, "CHECKPOINT_SAVE_START"), ev(end_s + 2, "CHECKPOINT_SAVE_END", 200),
-               sample(1, 2e15)]
+    events += [ev(end_s + 1, "CHECKPOINT_SAVE_START"), ev(end_s + 2, "CHECKPOINT_SAVE_END", 200), sample(1, 2e15)]
     reference, collapsed, decoded = both(events, end_s + 30, window_us=WINDOW_S * 1_000_000)
     assert runs_in(decoded) == 1
     [shape] = step_runs.shapes([e for e in decoded if step_runs.is_run(e)], WINDOW_S * 1_000_000)
     assert (None if shape.windows is None else len(shape.windows)) == {
-        "inside one window": 1, "across two edges": 3, "ends on an edge": None,
-        "a wait of no time on the edge it ends at": None}[case]
+        "inside one window": 1,
+        "across two edges": 3,
+        "ends on an edge": None,
+        "a wait of no time on the edge it ends at": None,
+    }[case]
     assert collapsed == reference

@@ -25,8 +25,14 @@ from test_timeline import HOUR_US, PEAK, T0, seconds_by_category
 
 KINDS = ("INIT", "COMPILE", "STEP", "CHECKPOINT_SAVE", "CHECKPOINT_RESTORE", "DATA_WAIT")
 # The category a span of each kind's time goes to (steps: productive, the job FINISHes).
-CATEGORY = {"INIT": "init", "COMPILE": "compile", "STEP": "productive", "CHECKPOINT_SAVE": "checkpoint_save",
-            "CHECKPOINT_RESTORE": "checkpoint_restore", "DATA_WAIT": "data_wait"}
+CATEGORY = {
+    "INIT": "init",
+    "COMPILE": "compile",
+    "STEP": "productive",
+    "CHECKPOINT_SAVE": "checkpoint_save",
+    "CHECKPOINT_RESTORE": "checkpoint_restore",
+    "DATA_WAIT": "data_wait",
+}
 
 
 class Story:
@@ -57,8 +63,10 @@ class Story:
 
     def events(self, ascending: bool) -> list:
         count = len(self.written)
-        return [make_event(time_us, f"e{n if ascending else count - n:03d}", code, payload)
-                for n, (time_us, code, payload) in enumerate(self.written)]
+        return [
+            make_event(time_us, f"e{n if ascending else count - n:03d}", code, payload)
+            for n, (time_us, code, payload) in enumerate(self.written)
+        ]
 
 
 def figures(events, as_of_s: float, chips: int = 8) -> tuple[dict, JobTimeline]:
@@ -151,9 +159,20 @@ def test_mpg_run_reads_a_block_of_steps_of_no_length_to_the_hand_figures(tmp_pat
     for event in megatron_block().events(ascending=False):
         common = {"event_id": event.event_id, "event_time": event.time_us, "job_id": "megatron"}
         if event.code in ("SUBMIT", "ALLOCATE", "FINISH"):
-            records["scheduler"].append({**common, "type": event.code, "cluster": "c", "accelerator": "h100",
-                                         "chips": 16, "workload": "TRAINING" if event.code == "SUBMIT" else None,
-                                         "framework": None, "team": None, "topology": None, "priority": None})
+            records["scheduler"].append(
+                {
+                    **common,
+                    "type": event.code,
+                    "cluster": "c",
+                    "accelerator": "h100",
+                    "chips": 16,
+                    "workload": "TRAINING" if event.code == "SUBMIT" else None,
+                    "framework": None,
+                    "team": None,
+                    "topology": None,
+                    "priority": None,
+                }
+            )
         else:
             records["runtime"].append({**common, "type": event.code, "step": event.payload[0], "attempt": None})
     for stream, stream_records in records.items():
@@ -169,8 +188,10 @@ def test_mpg_run_reads_a_block_of_steps_of_no_length_to_the_hand_figures(tmp_pat
     printed = capsys.readouterr().out
     assert "ML Productivity Goodput of the jobs (demand base: requested chips x job lifetime" in printed
     assert "No fleet factors: no source states the chips online" in printed and "n/a = SG    n/a" not in printed
-    assert ("MPG unknown = SG 100.0% x RG  97.4% x PG unknown   (no productive step has a profiler sample: "
-            "PG coverage 0%; demand 5.5 chip-min)") in printed
+    assert (
+        "MPG unknown = SG 100.0% x RG  97.4% x PG unknown   (no productive step has a profiler sample: "
+        "PG coverage 0%; demand 5.5 chip-min)"
+    ) in printed
     assert "Left out of the fleet figures" not in printed
 
 

@@ -32,33 +32,47 @@ def spans(first_s: float, count: int, seconds: float = 10, steps: int = 10, firs
     events = []
     for n in range(count):
         start = first_s + n * seconds
-        events += [ev(start, "STEP_START", first_step + n * steps),
-                   ev(start + seconds, "STEP_END", first_step + (n + 1) * steps - 1)]
+        events += [
+            ev(start, "STEP_START", first_step + n * steps),
+            ev(start + seconds, "STEP_END", first_step + (n + 1) * steps - 1),
+        ]
     return events
 
 
 def as_decoded(events, files: int = 2):
     """`events` as the decoder hands them on from `files` files (step events round robin, in columns)
     and the key step collapses them."""
-    steps = [e for e in events if (e.code in step_runs.CODES[:2] and e.payload[0] is not None)
-             or (e.code in step_runs.CODES[2:] and e.payload == (None,))]
+    steps = [
+        e
+        for e in events
+        if (e.code in step_runs.CODES[:2] and e.payload[0] is not None)
+        or (e.code in step_runs.CODES[2:] and e.payload == (None,))
+    ]
     others = [tuple(e) for e in events if e not in steps]
     blocks = []
     for part in range(files):
         mine = steps[part::files]
         if mine:
-            blocks.append(step_runs.make_block(np.array([e.time_us for e in mine]),
-                                               np.array([e.payload[0] or 0 for e in mine]),
-                                               step_runs.code_numbers(e.code for e in mine),
-                                               " ".join(e.event_id for e in mine)))
+            blocks.append(
+                step_runs.make_block(
+                    np.array([e.time_us for e in mine]),
+                    np.array([e.payload[0] or 0 for e in mine]),
+                    step_runs.code_numbers(e.code for e in mine),
+                    " ".join(e.event_id for e in mine),
+                )
+            )
     return [Event._make(e) for e in step_runs.collapse(unpack(pack(others + blocks)))]
 
 
 def outcome(timeline: JobTimeline, as_of_s: float, window_us: int):
     timeline.close(T0 + int(as_of_s * 1_000_000))
     deltas = timeline.flush()
-    return (dict(deltas), timeline.counts(), timeline.summary() if timeline.submit else None,
-            sorted((tuple(r.event), r.reason) for r in timeline.rejections))
+    return (
+        dict(deltas),
+        timeline.counts(),
+        timeline.summary() if timeline.submit else None,
+        sorted((tuple(r.event), r.reason) for r in timeline.rejections),
+    )
 
 
 def both(events, as_of_s: float, window_us: int = HOUR_US, peaks: dict = PEAK):
@@ -78,9 +92,14 @@ def test_a_run_awaiting_a_checkpoint_is_pending_then_productive_up_to_the_saved_
     # 8 chips from 0 s; four 10 s spans of 10 steps from 100 s (steps 1-40); a save of step 20
     # from 140 s to 150 s; as of 160 s. Steps 1-20 are preserved: 20 s productive; steps 21-40
     # await a later save: 20 s pending; 100 s idle before the spans, 10 s after the save.
-    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(100, 4),
-              ev(140, "CHECKPOINT_SAVE_START"), ev(150, "CHECKPOINT_SAVE_END", 20),
-              sample(0, 197e12 * 8 * 0.5, duration_s=1.0)]  # 1 s steps on 8 chips at half the peak
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        *spans(100, 4),
+        ev(140, "CHECKPOINT_SAVE_START"),
+        ev(150, "CHECKPOINT_SAVE_END", 20),
+        sample(0, 197e12 * 8 * 0.5, duration_s=1.0),
+    ]  # 1 s steps on 8 chips at half the peak
     reference, collapsed, decoded = both(events, 160)
     assert runs_in(decoded) == 1 and len(decoded) == 6  # the 8 step events as one
     assert collapsed == reference
@@ -92,9 +111,16 @@ def test_a_run_awaiting_a_checkpoint_is_pending_then_productive_up_to_the_saved_
 
 @pytest.mark.parametrize("save_at", [5, 10, 25, 40, None])
 def test_a_save_cuts_a_run_where_it_would_cut_its_spans(save_at):
-    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 4), ev(60, "CHECKPOINT_SAVE_START"),
-              ev(70, "CHECKPOINT_SAVE_END", save_at), *spans(70, 3, first_step=41), sample(15, 5e15),
-              sample(35, 9e15)]  # the second sample applies from the third span on
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        *spans(10, 4),
+        ev(60, "CHECKPOINT_SAVE_START"),
+        ev(70, "CHECKPOINT_SAVE_END", save_at),
+        *spans(70, 3, first_step=41),
+        sample(15, 5e15),
+        sample(35, 9e15),
+    ]  # the second sample applies from the third span on
     reference, collapsed, decoded = both(events, 120)
     assert runs_in(decoded) == 1  # one run across the save: the timeline takes it apart there
     assert collapsed == reference
@@ -104,18 +130,34 @@ def test_data_waits_and_idle_time_between_step_spans_are_part_of_a_run():
     # Spans 10-30 s (steps 1-20), a data wait 30-35 s, idle 35-37 s, spans 37-57 s (steps 21-40),
     # a save of step 40 57-60 s; as of 70 s: 40 s productive, 5 s data wait, 3 s saving, and
     # idle 0-10, 35-37 and 60-70 s: 22 s.
-    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 2), ev(30, "DATA_WAIT_START", None),
-              ev(35, "DATA_WAIT_END", None), *spans(37, 2, first_step=21), ev(57, "CHECKPOINT_SAVE_START"),
-              ev(60, "CHECKPOINT_SAVE_END", 40), sample(1, 2e15)]
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        *spans(10, 2),
+        ev(30, "DATA_WAIT_START", None),
+        ev(35, "DATA_WAIT_END", None),
+        *spans(37, 2, first_step=21),
+        ev(57, "CHECKPOINT_SAVE_START"),
+        ev(60, "CHECKPOINT_SAVE_END", 40),
+        sample(1, 2e15),
+    ]
     reference, collapsed, decoded = both(events, 70)
     assert runs_in(decoded) == 1 and len(decoded) == 6  # the 10 span events as one
     assert collapsed == reference
     got = seconds_by_category(collapsed[0])
     assert (got["productive"], got["data_wait"], got["checkpoint_save"], got["idle"]) == (40, 5, 3, 22)
     # Time between spans while a save runs (asynchronously) is the save's, as one by one.
-    events = [submit(0), ev(0, "ALLOCATE", 8), ev(5, "CHECKPOINT_SAVE_START"), *spans(10, 2),
-              ev(31, "DATA_WAIT_START", None), ev(33, "DATA_WAIT_END", None), *spans(36, 3, first_step=21),
-              ev(70, "CHECKPOINT_SAVE_END", 20), sample(1, 2e15)]
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        ev(5, "CHECKPOINT_SAVE_START"),
+        *spans(10, 2),
+        ev(31, "DATA_WAIT_START", None),
+        ev(33, "DATA_WAIT_END", None),
+        *spans(36, 3, first_step=21),
+        ev(70, "CHECKPOINT_SAVE_END", 20),
+        sample(1, 2e15),
+    ]
     reference, collapsed, decoded = both(events, 80, window_us=32_000_000)
     assert runs_in(decoded) == 1 and collapsed == reference
 
@@ -123,10 +165,18 @@ def test_data_waits_and_idle_time_between_step_spans_are_part_of_a_run():
 def test_a_restore_and_steps_redone_after_it():
     # Restored to step 20, the job redoes 21-40 (preserved by a save of step 40 before): lost;
     # then new steps from 41 count their own ideal.
-    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 4), ev(50, "CHECKPOINT_SAVE_START"),
-              ev(55, "CHECKPOINT_SAVE_END", 40), ev(60, "CHECKPOINT_RESTORE_START"),
-              ev(61, "CHECKPOINT_RESTORE_END", 20),
-              *spans(61, 5, first_step=21), ev(200, "FINISH"), sample(5, 4e15)]
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        *spans(10, 4),
+        ev(50, "CHECKPOINT_SAVE_START"),
+        ev(55, "CHECKPOINT_SAVE_END", 40),
+        ev(60, "CHECKPOINT_RESTORE_START"),
+        ev(61, "CHECKPOINT_RESTORE_END", 20),
+        *spans(61, 5, first_step=21),
+        ev(200, "FINISH"),
+        sample(5, 4e15),
+    ]
     reference, collapsed, decoded = both(events, 300)
     assert runs_in(decoded) == 2
     assert collapsed == reference
@@ -136,16 +186,33 @@ def test_a_restore_and_steps_redone_after_it():
 
 def test_events_inside_a_run_take_its_spans_apart():
     # A PREEMPT and a data wait land inside runs; a sample inside one changes the ideal of later spans only.
-    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 6), ev(35, "PREEMPT", 4), ev(80, "ALLOCATE", 8),
-              *spans(80, 6, first_step=1), ev(95, "DATA_WAIT_START"), ev(96, "DATA_WAIT_END"), sample(105, 3e15),
-              sample(12, 1e15), ev(150, "CHECKPOINT_SAVE_START"), ev(151, "CHECKPOINT_SAVE_END", 60)]
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        *spans(10, 6),
+        ev(35, "PREEMPT", 4),
+        ev(80, "ALLOCATE", 8),
+        *spans(80, 6, first_step=1),
+        ev(95, "DATA_WAIT_START"),
+        ev(96, "DATA_WAIT_END"),
+        sample(105, 3e15),
+        sample(12, 1e15),
+        ev(150, "CHECKPOINT_SAVE_START"),
+        ev(151, "CHECKPOINT_SAVE_END", 60),
+    ]
     reference, collapsed, _ = both(events, 170)
     assert collapsed == reference
 
 
 def test_a_run_across_window_edges_adds_each_span_s_ideal_where_it_ran():
-    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(3, 40, seconds=7.3, steps=3), ev(400, "FINISH"),
-              sample(0, 2.1e15), sample(100, 3.3e15)]
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        *spans(3, 40, seconds=7.3, steps=3),
+        ev(400, "FINISH"),
+        sample(0, 2.1e15),
+        sample(100, 3.3e15),
+    ]
     reference, collapsed, _ = both(events, 400, window_us=60_000_000)
     assert collapsed == reference  # the ideal floats too, bit for bit
 
@@ -153,8 +220,16 @@ def test_a_run_across_window_edges_adds_each_span_s_ideal_where_it_ran():
 @pytest.mark.parametrize("workload", ["SERVING", "BULK_INFERENCE", "TRAINING"])
 def test_serving_and_batch_inference_count_each_span_as_it_ends(workload):
     # Steps 11-20 twice in a row (ENDed twice at step 20): for batch inference the second redid it.
-    events = [submit(0, workload=workload), ev(0, "ALLOCATE", 8), *spans(10, 2), ev(30, "STEP_START", 20),
-              ev(40, "STEP_END", 20), *spans(40, 3, first_step=21), ev(90, "FINISH"), sample(1, 2e15)]
+    events = [
+        submit(0, workload=workload),
+        ev(0, "ALLOCATE", 8),
+        *spans(10, 2),
+        ev(30, "STEP_START", 20),
+        ev(40, "STEP_END", 20),
+        *spans(40, 3, first_step=21),
+        ev(90, "FINISH"),
+        sample(1, 2e15),
+    ]
     reference, collapsed, decoded = both(events, 100)
     assert runs_in(decoded) == 1
     assert collapsed == reference
@@ -222,16 +297,31 @@ def test_the_simulated_fleet_decoded_in_step_blocks_is_the_same_events_far_fewer
 def test_a_step_block_s_ids_cross_without_their_job_id_and_come_back_whole():
     """Where every id of a job's block begins with its job id, the block carries the rest of each;
     else (one id not so) each whole. Either way the key step gets every id back exactly."""
-    ids = {"job-1": ["job-1-r0", "job-1-r1", "job-1", "job-1-r3"],  # one id is the job id itself
-           "job-2": ["job-2-r0", "x-job-2-r1", "job-2-r2", "job-2-r3"]}
-    records = [{"event_id": event_id, "event_time": T0 + n * 1_000_000, "job_id": job_id,
-                "type": ("STEP_START", "STEP_END")[n % 2], "step": n, "attempt": None}
-               for job_id, job_ids in ids.items() for n, event_id in enumerate(job_ids)]
+    ids = {
+        "job-1": ["job-1-r0", "job-1-r1", "job-1", "job-1-r3"],  # one id is the job id itself
+        "job-2": ["job-2-r0", "x-job-2-r1", "job-2-r2", "job-2-r3"],
+    }
+    records = [
+        {
+            "event_id": event_id,
+            "event_time": T0 + n * 1_000_000,
+            "job_id": job_id,
+            "type": ("STEP_START", "STEP_END")[n % 2],
+            "step": n,
+            "attempt": None,
+        }
+        for job_id, job_ids in ids.items()
+        for n, event_id in enumerate(job_ids)
+    ]
     buffer = io.BytesIO()
     fastavro.writer(buffer, schemas.load("runtime"), records)
     decoded = decode_file_fast("runtime", "file.avro", io.BytesIO(buffer.getvalue()), None, step_blocks=True)
-    blocks = {job_id: event[4][3] for job_id, batch in decoded.batches.items() for event in batch
-              if event[3] == step_runs.STEP_BLOCK}
+    blocks = {
+        job_id: event[4][3]
+        for job_id, batch in decoded.batches.items()
+        for event in batch
+        if event[3] == step_runs.STEP_BLOCK
+    }
     assert blocks == {"job-1": ("job-1", "-r0 -r1  -r3"), "job-2": ("", " ".join(ids["job-2"]))}
     for job_id, batch in decoded.batches.items():
         collapsed = step_runs.collapse(unpack(pack(batch)))
@@ -280,8 +370,17 @@ def test_a_run_whose_steps_go_back_is_an_implicit_restore():
 def test_events_at_a_run_s_first_or_last_instant_but_outside_it_leave_it_whole():
     # A data wait ends as the first span starts and another begins as the last one ends; a save
     # starts at that instant too, and a PREEMPT (after a STEP_END at its instant) cuts the job there.
-    events = [submit(0), ev(0, "ALLOCATE", 8), ev(5, "DATA_WAIT_START"), ev(10, "DATA_WAIT_END"), *spans(10, 4),
-              ev(50, "DATA_WAIT_START"), ev(50, "CHECKPOINT_SAVE_START"), ev(50, "PREEMPT", 0), sample(1, 1e15)]
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        ev(5, "DATA_WAIT_START"),
+        ev(10, "DATA_WAIT_END"),
+        *spans(10, 4),
+        ev(50, "DATA_WAIT_START"),
+        ev(50, "CHECKPOINT_SAVE_START"),
+        ev(50, "PREEMPT", 0),
+        sample(1, 1e15),
+    ]
     reference, collapsed, decoded = both(events, 60)
     assert collapsed == reference
     timeline = JobTimeline("j", HOUR_US, PEAK)
@@ -293,9 +392,18 @@ def test_events_at_a_run_s_first_or_last_instant_but_outside_it_leave_it_whole()
 def test_an_event_in_the_idle_time_between_two_spans_of_a_run_cuts_it_there():
     # Saved at step 20 just before a PREEMPT at 32 s (between spans), the job resumes at step 21:
     # its spans follow on, but the PREEMPT and the ALLOCATE must come between them.
-    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 2), ev(30.5, "CHECKPOINT_SAVE_START"),
-              ev(31, "CHECKPOINT_SAVE_END", 20), ev(32, "PREEMPT", 0), ev(40, "ALLOCATE", 8),
-              *spans(45, 2, first_step=21), ev(70, "FINISH"), sample(1, 2e15)]
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        *spans(10, 2),
+        ev(30.5, "CHECKPOINT_SAVE_START"),
+        ev(31, "CHECKPOINT_SAVE_END", 20),
+        ev(32, "PREEMPT", 0),
+        ev(40, "ALLOCATE", 8),
+        *spans(45, 2, first_step=21),
+        ev(70, "FINISH"),
+        sample(1, 2e15),
+    ]
     reference, collapsed, decoded = both(events, 80)
     assert runs_in(decoded) == 1  # one run from 10 s to 65 s, taken apart by the timeline
     assert collapsed == reference
@@ -307,9 +415,19 @@ def test_an_interruption_counts_the_step_time_of_runs_and_their_first_step_as_re
     # 40 s of unsaved steps (a data wait and idle time between them) lost to a PREEMPT at 60 s;
     # back at 70 s, the job waits for data and steps again at 80 s: recovered 20 s after the PREEMPT.
     wait = [ev(30, "DATA_WAIT_START", None), ev(35, "DATA_WAIT_END", None)]
-    events = [submit(0), ev(0, "ALLOCATE", 8), *spans(10, 2), *wait, *spans(37, 2, first_step=21),
-              ev(60, "PREEMPT", 0), ev(70, "ALLOCATE", 8), ev(75, "DATA_WAIT_START", None),
-              ev(80, "DATA_WAIT_END", None), *spans(80, 2, first_step=41), sample(1, 2e15)]
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        *spans(10, 2),
+        *wait,
+        *spans(37, 2, first_step=21),
+        ev(60, "PREEMPT", 0),
+        ev(70, "ALLOCATE", 8),
+        ev(75, "DATA_WAIT_START", None),
+        ev(80, "DATA_WAIT_END", None),
+        *spans(80, 2, first_step=41),
+        sample(1, 2e15),
+    ]
     reference, collapsed, decoded = both(events, 110)
     assert runs_in(decoded) == 1 and collapsed == reference  # one run, cut at the PREEMPT and ALLOCATE
     (interruption,) = collapsed[2]["interruptions"]

@@ -95,8 +95,14 @@ def test_conservation_holds_per_window_when_a_job_spans_windows():
 
 def test_ideal_of_a_span_cut_by_a_window_edge_is_shared_in_proportion():
     start = HOUR_US // 1_000_000 - 30  # a 100 s step span with 30 s before the edge
-    events = [submit(0), ev(0, "ALLOCATE", 8), ev(start, "STEP_START", 1), ev(start + 100, "STEP_END", 10),
-              sample(1, 8 * 197e12), ev(start + 100, "FINISH")]
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        ev(start, "STEP_START", 1),
+        ev(start + 100, "STEP_END", 10),
+        sample(1, 8 * 197e12),
+        ev(start + 100, "FINISH"),
+    ]
     _, deltas = run(events, as_of_s=start + 100)
     ideal = sorted(v[IDEAL] for v in deltas.values() if v[IDEAL])
     # 10 steps x (8 x 197e12 / 197e12) chip-s = 80 chip-s, split 30:70.
@@ -107,55 +113,119 @@ CASES = {
     # name: (events, as_of_s, expected wall-clock seconds per category, workload)
     "serving step is productive at STEP_END": (
         lambda: [submit(workload="SERVING"), ev(0, "ALLOCATE", 8), ev(10, "STEP_START", 1), ev(20, "STEP_END", 1)],
-        30, {"idle": 20, "productive": 10}),
+        30,
+        {"idle": 20, "productive": 10},
+    ),
     "training step without checkpoint is pending at as-of": (
         lambda: [submit(), ev(0, "ALLOCATE", 8), ev(10, "STEP_START", 1), ev(20, "STEP_END", 1)],
-        30, {"idle": 20, "pending": 10}),
+        30,
+        {"idle": 20, "pending": 10},
+    ),
     "open step span at as-of is pending, never productive": (
         lambda: [submit(), ev(0, "ALLOCATE", 8), ev(10, "STEP_START", 1)],
-        30, {"idle": 10, "pending": 20}),
+        30,
+        {"idle": 10, "pending": 20},
+    ),
     "restore to an earlier step loses the steps after it": (
-        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 1),
-                 ev(10, "CHECKPOINT_SAVE_START"), ev(12, "CHECKPOINT_SAVE_END", 1),
-                 ev(12, "STEP_START", 2), ev(20, "STEP_END", 2),
-                 ev(20, "CHECKPOINT_RESTORE_START"), ev(25, "CHECKPOINT_RESTORE_END", 1), ev(25, "FINISH")],
-        25, {"productive": 10, "checkpoint_save": 2, "lost": 8, "checkpoint_restore": 5}),
+        lambda: [
+            submit(),
+            ev(0, "ALLOCATE", 8),
+            ev(0, "STEP_START", 1),
+            ev(10, "STEP_END", 1),
+            ev(10, "CHECKPOINT_SAVE_START"),
+            ev(12, "CHECKPOINT_SAVE_END", 1),
+            ev(12, "STEP_START", 2),
+            ev(20, "STEP_END", 2),
+            ev(20, "CHECKPOINT_RESTORE_START"),
+            ev(25, "CHECKPOINT_RESTORE_END", 1),
+            ev(25, "FINISH"),
+        ],
+        25,
+        {"productive": 10, "checkpoint_save": 2, "lost": 8, "checkpoint_restore": 5},
+    ),
     "data wait inside a step span wins over the step": (
-        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(2, "DATA_WAIT_START"),
-                 ev(5, "DATA_WAIT_END"), ev(10, "STEP_END", 1), ev(10, "FINISH")],
-        10, {"productive": 7, "data_wait": 3}),
+        lambda: [
+            submit(),
+            ev(0, "ALLOCATE", 8),
+            ev(0, "STEP_START", 1),
+            ev(2, "DATA_WAIT_START"),
+            ev(5, "DATA_WAIT_END"),
+            ev(10, "STEP_END", 1),
+            ev(10, "FINISH"),
+        ],
+        10,
+        {"productive": 7, "data_wait": 3},
+    ),
     "partial allocation is partial, then all-allocated": (
         lambda: [submit(chips=8), ev(10, "ALLOCATE", 4), ev(30, "ALLOCATE", 8), ev(40, "FINISH")],
-        40, {"queued": 10, "partial": 20, "idle": 10}),
+        40,
+        {"queued": 10, "partial": 20, "idle": 10},
+    ),
     "runtime span outside all-allocated time is clipped, not counted": (
         lambda: [submit(), ev(0, "INIT_START"), ev(10, "ALLOCATE", 8), ev(15, "INIT_END"), ev(20, "FINISH")],
-        20, {"queued": 10, "init": 5, "idle": 5, "clipped_runtime": 10}),
+        20,
+        {"queued": 10, "init": 5, "idle": 5, "clipped_runtime": 10},
+    ),
     "FAIL loses unpreserved steps": (
         lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 5), ev(12, "FAIL")],
-        30, {"lost": 10, "idle": 2}),
+        30,
+        {"lost": 10, "idle": 2},
+    ),
     "a still-running job ends at the as-of time": (
         lambda: [submit(), ev(100, "ALLOCATE", 8)],
-        250, {"queued": 100, "idle": 150}),
+        250,
+        {"queued": 100, "idle": 150},
+    ),
     # docs/metric.md section 3: a span left open is closed by the first disruption.
     # Here a PREEMPT to partial closes the open step span (its time is lost)
     # and the init span; back on all chips, nothing is reported: idle.
     "a PREEMPT below the request closes the spans left open": (
-        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "INIT_START"), ev(5, "STEP_START", 1),
-                 ev(10, "PREEMPT", 4), ev(20, "ALLOCATE", 8), ev(30, "FINISH")],
-        30, {"init": 5, "lost": 5, "partial": 10, "idle": 10}),
+        lambda: [
+            submit(),
+            ev(0, "ALLOCATE", 8),
+            ev(0, "INIT_START"),
+            ev(5, "STEP_START", 1),
+            ev(10, "PREEMPT", 4),
+            ev(20, "ALLOCATE", 8),
+            ev(30, "FINISH"),
+        ],
+        30,
+        {"init": 5, "lost": 5, "partial": 10, "idle": 10},
+    ),
     # A process killed mid-step leaves its STEP_START; the next attempt's INIT_START closes the span (its
     # time lost to the restore to step 10), rather than the step running on through the restart.
     "a restart of the runtime closes the step a killed process left open": (
-        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 10),
-                 ev(10, "CHECKPOINT_SAVE_START"), ev(12, "CHECKPOINT_SAVE_END", 10), ev(12, "STEP_START", 11),
-                 ev(20, "INIT_START"), ev(25, "INIT_END"), ev(25, "CHECKPOINT_RESTORE_START"),
-                 ev(30, "CHECKPOINT_RESTORE_END", 10), ev(30, "STEP_START", 11), ev(40, "STEP_END", 20),
-                 ev(40, "FINISH")],
-        40, {"productive": 20, "checkpoint_save": 2, "lost": 8, "init": 5, "checkpoint_restore": 5}),
+        lambda: [
+            submit(),
+            ev(0, "ALLOCATE", 8),
+            ev(0, "STEP_START", 1),
+            ev(10, "STEP_END", 10),
+            ev(10, "CHECKPOINT_SAVE_START"),
+            ev(12, "CHECKPOINT_SAVE_END", 10),
+            ev(12, "STEP_START", 11),
+            ev(20, "INIT_START"),
+            ev(25, "INIT_END"),
+            ev(25, "CHECKPOINT_RESTORE_START"),
+            ev(30, "CHECKPOINT_RESTORE_END", 10),
+            ev(30, "STEP_START", 11),
+            ev(40, "STEP_END", 20),
+            ev(40, "FINISH"),
+        ],
+        40,
+        {"productive": 20, "checkpoint_save": 2, "lost": 8, "init": 5, "checkpoint_restore": 5},
+    ),
     "the next START of its kind closes a span left open": (
-        lambda: [submit(), ev(0, "ALLOCATE", 8), ev(0, "COMPILE_START"), ev(5, "COMPILE_START"),
-                 ev(8, "COMPILE_END"), ev(10, "FINISH")],
-        10, {"compile": 8, "idle": 2}),
+        lambda: [
+            submit(),
+            ev(0, "ALLOCATE", 8),
+            ev(0, "COMPILE_START"),
+            ev(5, "COMPILE_START"),
+            ev(8, "COMPILE_END"),
+            ev(10, "FINISH"),
+        ],
+        10,
+        {"compile": 8, "idle": 2},
+    ),
 }
 
 
@@ -170,19 +240,30 @@ def test_categories(name):
 
 
 REJECTIONS = {
-    "STEP_END without its start": ([submit(), ev(1, "ALLOCATE", 8), ev(5, "STEP_END", 3)], "STEP_END without an open STEP_START"),
+    "STEP_END without its start": (
+        [submit(), ev(1, "ALLOCATE", 8), ev(5, "STEP_END", 3)],
+        "STEP_END without an open STEP_START",
+    ),
     "events before SUBMIT": ([ev(0, "ALLOCATE", 8), submit(5)], "no SUBMIT for this job at or before this event"),
     "a second SUBMIT": ([submit(0), submit(5)], "second SUBMIT for a job already submitted"),
-    "events after the job ended": ([submit(0), ev(1, "ALLOCATE", 8), ev(5, "FINISH"), ev(6, "STEP_START", 1)], "after the job ended (FINISHED)"),
-    "more chips than requested": ([submit(0, chips=8), ev(1, "ALLOCATE", 9)],
-                                  "ALLOCATE of 9 chips is above the 8 requested: a job holds at most its request"),
-    "steps going backwards": ([submit(0), ev(1, "ALLOCATE", 8), ev(2, "STEP_START", 10), ev(3, "STEP_END", 9)],
-                              "STEP_END at step 9 is before its STEP_START's step 10: step numbers going backwards"),
+    "events after the job ended": (
+        [submit(0), ev(1, "ALLOCATE", 8), ev(5, "FINISH"), ev(6, "STEP_START", 1)],
+        "after the job ended (FINISHED)",
+    ),
+    "more chips than requested": (
+        [submit(0, chips=8), ev(1, "ALLOCATE", 9)],
+        "ALLOCATE of 9 chips is above the 8 requested: a job holds at most its request",
+    ),
+    "steps going backwards": (
+        [submit(0), ev(1, "ALLOCATE", 8), ev(2, "STEP_START", 10), ev(3, "STEP_END", 9)],
+        "STEP_END at step 9 is before its STEP_START's step 10: step numbers going backwards",
+    ),
     "a sample implying PG far above any peak": (
         [submit(0), sample(1, 1e308)],
         "ideal_flops 1e+308 over 8 chips in 10 s implies PG 6.35e+291 against the tpu-v5e bf16 peak (the sample "
         "names no precision): more FLOPs than the chips' peak allows (a faster precision the sample does not name, "
-        "FLOPs of more chips than it gives, or a duration in the wrong unit)"),
+        "FLOPs of more chips than it gives, or a duration in the wrong unit)",
+    ),
 }
 
 
@@ -234,11 +315,13 @@ def test_a_sample_is_judged_against_the_peak_of_its_precision():
     assert [r.reason for r in timeline.rejections] == [
         "ideal_flops 1.1868e+16 over 8 chips in 1 s implies PG 1.5 against the h100 bf16 peak (the sample names no "
         "precision): more FLOPs than the chips' peak allows (a faster precision the sample does not name, FLOPs of "
-        "more chips than it gives, or a duration in the wrong unit)"]
+        "more chips than it gives, or a duration in the wrong unit)"
+    ]
     timeline, _ = run([submit(0, accelerator="h100"), sample_in_precision(1, 2.5 * 8 * 989e12, "fp8")], as_of_s=10)
     assert [r.reason for r in timeline.rejections] == [
         "ideal_flops 1.978e+16 over 8 chips in 1 s implies PG 1.25 against the h100 fp8 peak: more FLOPs than the "
-        "chips' peak allows (FLOPs of more chips than it gives, or a duration in the wrong unit)"]
+        "chips' peak allows (FLOPs of more chips than it gives, or a duration in the wrong unit)"
+    ]
 
 
 def test_a_sample_exactly_at_the_peak_is_accepted():
@@ -249,8 +332,14 @@ def test_a_sample_exactly_at_the_peak_is_accepted():
 def test_a_sample_naming_no_precision_is_never_measured_above_the_bf16_peak():
     """Formerly a sample naming no precision could claim 5x the bf16 peak and every step it covered showed
     PG up to 5. Now any sample faster than bf16 that does not say so is rejected, and its job's PG is unknown."""
-    events = [submit(0, accelerator="h100"), ev(0, "ALLOCATE", 8), ev(0, "STEP_START", 1), ev(10, "STEP_END", 10),
-              sample_in_precision(5, 1.2 * 8 * 989e12, None), ev(10, "FINISH")]
+    events = [
+        submit(0, accelerator="h100"),
+        ev(0, "ALLOCATE", 8),
+        ev(0, "STEP_START", 1),
+        ev(10, "STEP_END", 10),
+        sample_in_precision(5, 1.2 * 8 * 989e12, None),
+        ev(10, "FINISH"),
+    ]
     timeline, deltas = run(events, as_of_s=10)
     assert len(timeline.rejections) == 1 and not timeline.samples
     assert sum(v[IDEAL] for v in deltas.values()) == 0
@@ -264,8 +353,12 @@ def test_an_event_id_carried_by_two_events_is_a_conflict_whatever_the_order(shuf
     timeline, _ = run([submit(0), ev(1, "ALLOCATE", 8), finish, fail, fail], as_of_s=20, shuffle_seed=shuffle_seed)
     assert timeline.status == "FAILED" and timeline.end_us == fail.time_us
     assert [(r.event.code, r.reason) for r in timeline.rejections] == [
-        ("FINISH", f"event_id conflict: already carried by a different event (FAIL at {fail.time_us} µs); "
-                   "the earlier in event-time order is kept")]
+        (
+            "FINISH",
+            f"event_id conflict: already carried by a different event (FAIL at {fail.time_us} µs); "
+            "the earlier in event-time order is kept",
+        )
+    ]
     assert dict(timeline.duplicates) == {"scheduler": 1}
 
 
@@ -277,8 +370,11 @@ def test_unknown_ideal_is_null_and_empty_productive_time_is_zero():
     _, unprofiled = run([submit(0), *steps], as_of_s=10)
     _, profiled_idle = run([submit(0), ev(0, "ALLOCATE", 8), sample(1, 8e12), ev(10, "FINISH")], as_of_s=10)
     _, profiled = run([submit(0), *steps, sample(5, 8 * 197e12)], as_of_s=10)
-    row = {name: to_job_window_row(("j", w, 0, v)) for name, deltas in
-           (("unprofiled", unprofiled), ("profiled_idle", profiled_idle), ("profiled", profiled)) for w, v in deltas.items()}
+    row = {
+        name: to_job_window_row(("j", w, 0, v))
+        for name, deltas in (("unprofiled", unprofiled), ("profiled_idle", profiled_idle), ("profiled", profiled))
+        for w, v in deltas.items()
+    }
     assert row["unprofiled"]["ideal_chip_s"] is None and row["unprofiled"]["productive_chip_s"] == 80
     assert row["profiled_idle"]["ideal_chip_s"] is None and row["profiled_idle"]["productive_chip_s"] == 0
     assert row["profiled"]["ideal_chip_s"] == pytest.approx(8.0)
@@ -288,11 +384,24 @@ def test_checkpoint_saves_count_the_saves_completed():
     """A save counts once its END closes it: a save cut by a disruption, an END
     without a START and a repeated END are not saves."""
     save_end = ev(30, "CHECKPOINT_SAVE_END", 2)
-    events = [submit(), ev(0, "ALLOCATE", 8),
-              ev(0, "STEP_START", 1), ev(10, "STEP_END", 1), ev(10, "CHECKPOINT_SAVE_START"), ev(12, "CHECKPOINT_SAVE_END", 1),
-              ev(12, "STEP_START", 2), ev(20, "STEP_END", 2), ev(20, "CHECKPOINT_SAVE_START"), ev(22, "PREEMPT", 0),
-              ev(25, "ALLOCATE", 8), ev(26, "CHECKPOINT_SAVE_END", 2),  # its START went with the preemption
-              ev(28, "CHECKPOINT_SAVE_START"), save_end, save_end, ev(30, "FINISH")]
+    events = [
+        submit(),
+        ev(0, "ALLOCATE", 8),
+        ev(0, "STEP_START", 1),
+        ev(10, "STEP_END", 1),
+        ev(10, "CHECKPOINT_SAVE_START"),
+        ev(12, "CHECKPOINT_SAVE_END", 1),
+        ev(12, "STEP_START", 2),
+        ev(20, "STEP_END", 2),
+        ev(20, "CHECKPOINT_SAVE_START"),
+        ev(22, "PREEMPT", 0),
+        ev(25, "ALLOCATE", 8),
+        ev(26, "CHECKPOINT_SAVE_END", 2),  # its START went with the preemption
+        ev(28, "CHECKPOINT_SAVE_START"),
+        save_end,
+        save_end,
+        ev(30, "FINISH"),
+    ]
     timeline, _ = run(events, as_of_s=30)
     assert timeline.checkpoint_saves == 2 and timeline.summary()["checkpoint_saves"] == 2
     assert [r.reason for r in timeline.rejections] == ["CHECKPOINT_SAVE_END without an open CHECKPOINT_SAVE_START"]
@@ -312,37 +421,83 @@ def save(start_s, step, seconds=10):
 # again. One step is 10 s, and the sample makes its ideal 8 chip-s, so 1 s per step in `ideal` below.
 REDONE_STEPS = {
     "steps going back to 1 after a checkpoint: the unpreserved steps and the redone ones are lost": (
-        lambda: [*steps(0, 1, 10), *save(100, 10), *steps(110, 11, 16),
-                 *steps(170, 1, 10), *steps(270, 11, 20), *save(370, 20), ev(380, "FINISH")],
-        380, {"productive": 200, "lost": 60 + 100, "checkpoint_save": 20}, 20),
+        lambda: [
+            *steps(0, 1, 10),
+            *save(100, 10),
+            *steps(110, 11, 16),
+            *steps(170, 1, 10),
+            *steps(270, 11, 20),
+            *save(370, 20),
+            ev(380, "FINISH"),
+        ],
+        380,
+        {"productive": 200, "lost": 60 + 100, "checkpoint_save": 20},
+        20,
+    ),
     "a span reaching past the preserved step is productive, its ideal only the new steps": (
         lambda: [*steps(0, 1, 10), *save(100, 10), *steps(110, 6, 15), ev(210, "FINISH")],
-        210, {"productive": 200, "checkpoint_save": 10}, 15),
+        210,
+        {"productive": 200, "checkpoint_save": 10},
+        15,
+    ),
     "a restore to an older checkpoint: steps redone up to the latest one are lost": (
-        lambda: [*steps(0, 1, 10), *save(100, 10), *steps(110, 11, 20), *save(210, 20),
-                 ev(220, "CHECKPOINT_RESTORE_START"), ev(230, "CHECKPOINT_RESTORE_END", 10),
-                 *steps(230, 11, 20), ev(330, "FINISH")],
-        330, {"productive": 200, "lost": 100, "checkpoint_save": 20, "checkpoint_restore": 10}, 20),
+        lambda: [
+            *steps(0, 1, 10),
+            *save(100, 10),
+            *steps(110, 11, 20),
+            *save(210, 20),
+            ev(220, "CHECKPOINT_RESTORE_START"),
+            ev(230, "CHECKPOINT_RESTORE_END", 10),
+            *steps(230, 11, 20),
+            ev(330, "FINISH"),
+        ],
+        330,
+        {"productive": 200, "lost": 100, "checkpoint_save": 20, "checkpoint_restore": 10},
+        20,
+    ),
     "a step span restarted without its END: the runtime restarted, its time is lost": (
-        lambda: [*steps(0, 1, 10), *save(100, 10), ev(110, "STEP_START", 11), *steps(130, 11, 12),
-                 ev(150, "FINISH")],
-        150, {"productive": 100 + 20, "lost": 20, "checkpoint_save": 10}, 12),
+        lambda: [*steps(0, 1, 10), *save(100, 10), ev(110, "STEP_START", 11), *steps(130, 11, 12), ev(150, "FINISH")],
+        150,
+        {"productive": 100 + 20, "lost": 20, "checkpoint_save": 10},
+        12,
+    ),
     "a step split around a pause continues: productive, its ideal counted once": (
-        lambda: [*steps(0, 1, 5), ev(50, "STEP_START", 6), ev(55, "STEP_END", 6), ev(60, "STEP_START", 6),
-                 ev(65, "STEP_END", 6), *save(65, 6), ev(75, "FINISH")],
-        75, {"productive": 60, "checkpoint_save": 10, "idle": 5}, 6),
+        lambda: [
+            *steps(0, 1, 5),
+            ev(50, "STEP_START", 6),
+            ev(55, "STEP_END", 6),
+            ev(60, "STEP_START", 6),
+            ev(65, "STEP_END", 6),
+            *save(65, 6),
+            ev(75, "FINISH"),
+        ],
+        75,
+        {"productive": 60, "checkpoint_save": 10, "idle": 5},
+        6,
+    ),
     "finishing while redoing preserved steps preserves nothing new": (
         lambda: [*steps(0, 1, 10), *save(100, 10), *steps(110, 1, 5), ev(160, "FINISH")],
-        160, {"productive": 100, "lost": 50, "checkpoint_save": 10}, 10),
+        160,
+        {"productive": 100, "lost": 50, "checkpoint_save": 10},
+        10,
+    ),
     "batch inference redoing finished steps: lost": (
         lambda: [*steps(0, 1, 5), *steps(50, 1, 5), *steps(100, 6, 7), ev(120, "FINISH")],
-        120, {"productive": 70, "lost": 50}, 7),
+        120,
+        {"productive": 70, "lost": 50},
+        7,
+    ),
     "serving steps numbered afresh are new requests: productive": (
         lambda: [*steps(0, 1, 5), *steps(50, 1, 5), ev(100, "FINISH")],
-        100, {"productive": 100}, 10),
+        100,
+        {"productive": 100},
+        10,
+    ),
 }
-_WORKLOAD_OF_CASE = {"batch inference redoing finished steps: lost": "BULK_INFERENCE",
-                     "serving steps numbered afresh are new requests: productive": "SERVING"}
+_WORKLOAD_OF_CASE = {
+    "batch inference redoing finished steps: lost": "BULK_INFERENCE",
+    "serving steps numbered afresh are new requests: productive": "SERVING",
+}
 
 
 def _redone_case(name):
@@ -390,37 +545,89 @@ DISRUPTIONS = {
     "never allocated (was -1: allocations - 1)": ([ev(50, "CANCEL")], 0),
     "partial, then all its chips (was 1)": ([ev(10, "ALLOCATE", 4), ev(30, "ALLOCATE", 8), ev(40, "FINISH")], 0),
     "preempted while running, restored on the next allocation": (
-        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(30, "PREEMPT", 0), ev(40, "ALLOCATE", 8),
-         ev(40, "CHECKPOINT_RESTORE_START"), ev(45, "CHECKPOINT_RESTORE_END", 0), ev(50, "FINISH")], 1),
+        [
+            ev(0, "ALLOCATE", 8),
+            *steps(0, 1, 2),
+            ev(30, "PREEMPT", 0),
+            ev(40, "ALLOCATE", 8),
+            ev(40, "CHECKPOINT_RESTORE_START"),
+            ev(45, "CHECKPOINT_RESTORE_END", 0),
+            ev(50, "FINISH"),
+        ],
+        1,
+    ),
     "preempted while partial: nothing was running": (
-        [ev(0, "ALLOCATE", 4), ev(10, "PREEMPT", 0), ev(20, "ALLOCATE", 8), ev(30, "FINISH")], 0),
+        [ev(0, "ALLOCATE", 4), ev(10, "PREEMPT", 0), ev(20, "ALLOCATE", 8), ev(30, "FINISH")],
+        0,
+    ),
     "a PREEMPT to fewer chips while running": ([ev(0, "ALLOCATE", 8), ev(10, "PREEMPT", 4), ev(20, "FAIL")], 1),
     "failed while running": ([ev(0, "ALLOCATE", 8), ev(10, "FAIL")], 1),
     "failed while queued": ([ev(10, "FAIL")], 0),
     "cancelled while running: the owner's decision": ([ev(0, "ALLOCATE", 8), ev(10, "CANCEL")], 0),
     "restored inside its allocation after steps ran": (
-        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(20, "CHECKPOINT_RESTORE_START"),
-         ev(25, "CHECKPOINT_RESTORE_END", 0), *steps(25, 1, 2), ev(45, "FINISH")], 1),
+        [
+            ev(0, "ALLOCATE", 8),
+            *steps(0, 1, 2),
+            ev(20, "CHECKPOINT_RESTORE_START"),
+            ev(25, "CHECKPOINT_RESTORE_END", 0),
+            *steps(25, 1, 2),
+            ev(45, "FINISH"),
+        ],
+        1,
+    ),
     "steps going back inside its allocation, twice": (
-        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), *steps(20, 1, 3), *steps(50, 2, 2), ev(60, "FINISH")], 2),
+        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), *steps(20, 1, 3), *steps(50, 2, 2), ev(60, "FINISH")],
+        2,
+    ),
 }
 
 
 UNENDED_RUNS = {
     # name: (events after SUBMIT, runs of the runtime that stopped without an end mark)
-    "a run that ends its spans and FINISHes": ([ev(0, "ALLOCATE", 8), ev(0, "INIT_START"), ev(5, "INIT_END"),
-                                              *steps(5, 1, 2), ev(30, "FINISH")], 0),
+    "a run that ends its spans and FINISHes": (
+        [ev(0, "ALLOCATE", 8), ev(0, "INIT_START"), ev(5, "INIT_END"), *steps(5, 1, 2), ev(30, "FINISH")],
+        0,
+    ),
     "init, then a restore, then steps: one run": (
-        [ev(0, "ALLOCATE", 8), ev(0, "INIT_START"), ev(5, "INIT_END"), ev(5, "CHECKPOINT_RESTORE_START"),
-         ev(8, "CHECKPOINT_RESTORE_END", 0), *steps(8, 1, 2), ev(30, "FINISH")], 0),
+        [
+            ev(0, "ALLOCATE", 8),
+            ev(0, "INIT_START"),
+            ev(5, "INIT_END"),
+            ev(5, "CHECKPOINT_RESTORE_START"),
+            ev(8, "CHECKPOINT_RESTORE_END", 0),
+            *steps(8, 1, 2),
+            ev(30, "FINISH"),
+        ],
+        0,
+    ),
     "steps, then the runtime starts again without an end: killed": (
-        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(25, "INIT_START"), ev(30, "INIT_END"), *steps(30, 1, 2),
-         ev(60, "FINISH")], 1),
-    "a step left open when the job ends": ([ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(20, "STEP_START", 3),
-                                           ev(40, "FINISH")], 1),
+        [
+            ev(0, "ALLOCATE", 8),
+            *steps(0, 1, 2),
+            ev(25, "INIT_START"),
+            ev(30, "INIT_END"),
+            *steps(30, 1, 2),
+            ev(60, "FINISH"),
+        ],
+        1,
+    ),
+    "a step left open when the job ends": (
+        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(20, "STEP_START", 3), ev(40, "FINISH")],
+        1,
+    ),
     "a PREEMPT between runs is their end": (
-        [ev(0, "ALLOCATE", 8), *steps(0, 1, 2), ev(25, "PREEMPT", 0), ev(30, "ALLOCATE", 8), ev(30, "INIT_START"),
-         ev(35, "INIT_END"), *steps(35, 1, 2), ev(60, "FINISH")], 0),
+        [
+            ev(0, "ALLOCATE", 8),
+            *steps(0, 1, 2),
+            ev(25, "PREEMPT", 0),
+            ev(30, "ALLOCATE", 8),
+            ev(30, "INIT_START"),
+            ev(35, "INIT_END"),
+            *steps(35, 1, 2),
+            ev(60, "FINISH"),
+        ],
+        0,
+    ),
 }
 
 

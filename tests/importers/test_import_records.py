@@ -15,8 +15,14 @@ from fleet_goodput.importers.records import Records
 
 
 def _runtime(number: int, time_us: int, step: int | None = None) -> dict:
-    return {"event_id": f"j/r{number}", "event_time": time_us, "job_id": "j", "type": "STEP_START", "step": step,
-            "attempt": None}
+    return {
+        "event_id": f"j/r{number}",
+        "event_time": time_us,
+        "job_id": "j",
+        "type": "STEP_START",
+        "step": step,
+        "attempt": None,
+    }
 
 
 def test_records_read_back_as_the_dicts_appended():

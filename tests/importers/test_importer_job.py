@@ -34,22 +34,39 @@ def test_a_stated_job_through_mpg_run(tmp_path, capsys):
     assert "SG  94.6%; RG, PG and MPG cannot be measured" in printed and "demand 24.7 chip-h" in printed
 
 
-@pytest.mark.parametrize("statement, reason", [
-    ("job: j\naccelerator: h900\nchips: 8\nattempts: [{start: 2026-01-01T10:00:00Z}]",
-     "accelerator: 'h900' is not in the accelerator catalogue"),
-    ("job: j\naccelerator: h100\nchips: 0\nattempts: [{start: 2026-01-01T10:00:00Z}]",
-     "chips: chips must be a positive whole number, not 0"),
-    ("job: j\naccelerator: h100\nchips: 8\nattempts: []", "attempts: a list of at least one attempt"),
-    ("job: j\naccelerator: h100\nchips: 8\nattempts:\n- {start: 2026-01-01T10:00:00Z, end: 2026-01-01T09:00:00Z}",
-     "attempt 1: ends before it starts"),
-    ("job: j\naccelerator: h100\nchips: 8\nattempts:\n- {start: 2026-01-01T10:00:00Z, end: 2026-01-01T11:00:00Z}\n"
-     "- {start: 2026-01-01T10:30:00Z}", "attempt 2: starts before the end of attempt 1"),
-    ("job: j\naccelerator: h100\nchips: 8\nattempts:\n- {start: 2026-01-01T10:00:00Z, end: 2026-01-01T11:00:00Z, "
-     "ended: FAIL}\n- {start: 2026-01-01T12:00:00Z}", "attempt 1: ends the job (FAIL) but attempts follow it"),
-    ("job: j\naccelerator: h100\nchips: 8\nsubmit: 2026-01-01T11:00:00Z\nattempts: [{start: 2026-01-01T10:00:00Z}]",
-     "attempt 1: starts before the submit"),
-    ("job: j\nchip: 8", "unknown field(s) chip"),
-])
+@pytest.mark.parametrize(
+    "statement, reason",
+    [
+        (
+            "job: j\naccelerator: h900\nchips: 8\nattempts: [{start: 2026-01-01T10:00:00Z}]",
+            "accelerator: 'h900' is not in the accelerator catalogue",
+        ),
+        (
+            "job: j\naccelerator: h100\nchips: 0\nattempts: [{start: 2026-01-01T10:00:00Z}]",
+            "chips: chips must be a positive whole number, not 0",
+        ),
+        ("job: j\naccelerator: h100\nchips: 8\nattempts: []", "attempts: a list of at least one attempt"),
+        (
+            "job: j\naccelerator: h100\nchips: 8\nattempts:\n- {start: 2026-01-01T10:00:00Z, end: 2026-01-01T09:00:00Z}",
+            "attempt 1: ends before it starts",
+        ),
+        (
+            "job: j\naccelerator: h100\nchips: 8\nattempts:\n- {start: 2026-01-01T10:00:00Z, end: 2026-01-01T11:00:00Z}\n"
+            "- {start: 2026-01-01T10:30:00Z}",
+            "attempt 2: starts before the end of attempt 1",
+        ),
+        (
+            "job: j\naccelerator: h100\nchips: 8\nattempts:\n- {start: 2026-01-01T10:00:00Z, end: 2026-01-01T11:00:00Z, "
+            "ended: FAIL}\n- {start: 2026-01-01T12:00:00Z}",
+            "attempt 1: ends the job (FAIL) but attempts follow it",
+        ),
+        (
+            "job: j\naccelerator: h100\nchips: 8\nsubmit: 2026-01-01T11:00:00Z\nattempts: [{start: 2026-01-01T10:00:00Z}]",
+            "attempt 1: starts before the submit",
+        ),
+        ("job: j\nchip: 8", "unknown field(s) chip"),
+    ],
+)
 def test_a_statement_that_contradicts_itself_is_refused_with_its_reason(tmp_path, capsys, statement, reason):
     source = tmp_path / "job.yaml"
     source.write_text(statement)
@@ -64,6 +81,11 @@ def test_a_statement_imports_to_its_events(tmp_path):
 
     with open(next((tmp_path / "in" / "scheduler").glob("*.avro")), "rb") as handle:
         events = [(r["type"], r["chips"], r["reason"]) for r in fastavro.reader(handle)]
-    assert events == [("SUBMIT", 8, None), ("ALLOCATE", 8, None), ("PREEMPT", 0, "spot VM reclaimed"),
-                      ("ALLOCATE", 8, None), ("FINISH", 0, None)]
+    assert events == [
+        ("SUBMIT", 8, None),
+        ("ALLOCATE", 8, None),
+        ("PREEMPT", 0, "spot VM reclaimed"),
+        ("ALLOCATE", 8, None),
+        ("FINISH", 0, None),
+    ]
     assert json.loads((tmp_path / "in" / "SOURCE.json").read_text())["importer"] == "job"

@@ -22,7 +22,9 @@ from importing import import_to, options, rejected_rows, tree_bytes
 JOB, CHIPS = "llama-7b-ckpt", 8
 METADATA = "_CHECKPOINT_METADATA"
 
-pytestmark = pytest.mark.slow  # checkpoints written by Orbax and two mpg runs, about 20 s: scheduled first (tests/conftest.py)
+pytestmark = (
+    pytest.mark.slow
+)  # checkpoints written by Orbax and two mpg runs, about 20 s: scheduled first (tests/conftest.py)
 
 
 def _start_save_and_stop(directory, step: int) -> None:
@@ -33,8 +35,9 @@ def _start_save_and_stop(directory, step: int) -> None:
     from orbax.checkpoint._src.path import atomicity
 
     store = checkpoint_metadata.metadata_store(enable_write=True)
-    temporary = atomicity.AtomicRenameTemporaryPath.from_final(epath.Path(directory) / str(step),
-                                                               checkpoint_metadata_store=store)
+    temporary = atomicity.AtomicRenameTemporaryPath.from_final(
+        epath.Path(directory) / str(step), checkpoint_metadata_store=store
+    )
     asyncio.run(temporary.create())
     store.wait_until_finished()
 
@@ -82,8 +85,10 @@ def test_each_committed_save_is_a_span_with_orbax_times(checkpoints, tmp_path):
     expected = []
     for step in (10, 20, 30):
         metadata = _metadata(checkpoints / str(step))
-        expected += [("CHECKPOINT_SAVE_START", metadata["init_timestamp_nsecs"] // 1000, step),
-                     ("CHECKPOINT_SAVE_END", metadata["commit_timestamp_nsecs"] // 1000, step)]
+        expected += [
+            ("CHECKPOINT_SAVE_START", metadata["init_timestamp_nsecs"] // 1000, step),
+            ("CHECKPOINT_SAVE_END", metadata["commit_timestamp_nsecs"] // 1000, step),
+        ]
     in_progress = _metadata(checkpoints / "40.orbax-checkpoint-tmp")
     assert in_progress["commit_timestamp_nsecs"] is None
     expected.append(("CHECKPOINT_SAVE_START", in_progress["init_timestamp_nsecs"] // 1000, 40))
@@ -121,17 +126,34 @@ def test_reimport_after_the_save_commits_keeps_the_ids(checkpoints, tmp_path):
     started_40 = next(r["event_id"] for r in before.streams["runtime"] if r["step"] == 40)
     assert ids_before - {started_40} <= ids_after  # 40 is abandoned now: a later save (50) began
     assert [r["type"] for r in after.streams["runtime"] if r["step"] == 50] == [
-        "CHECKPOINT_SAVE_START", "CHECKPOINT_SAVE_END"]
+        "CHECKPOINT_SAVE_START",
+        "CHECKPOINT_SAVE_END",
+    ]
 
 
-@pytest.mark.parametrize("edit, reason", [
-    (lambda m: m.pop("init_timestamp_nsecs"), "no init_timestamp_nsecs: the save's start is unknown"),
-    (lambda m: m.update(init_timestamp_nsecs="1795667569243960921"), "init_timestamp_nsecs is not a whole number of nanoseconds"),
-    (lambda m: m.update(commit_timestamp_nsecs=1.5e18), "commit_timestamp_nsecs is not a whole number of nanoseconds"),
-    (lambda m: m.update(commit_timestamp_nsecs=m["init_timestamp_nsecs"] - 1000), "commit_timestamp_nsecs before init_timestamp_nsecs"),
-    (lambda m: m.update(init_timestamp_nsecs=-5), "init_timestamp_nsecs is not a time from 1970 up to 2100"),
-    (lambda m: m.update(commit_timestamp_nsecs=10**30), "commit_timestamp_nsecs is not a time from 1970 up to 2100"),
-])
+@pytest.mark.parametrize(
+    "edit, reason",
+    [
+        (lambda m: m.pop("init_timestamp_nsecs"), "no init_timestamp_nsecs: the save's start is unknown"),
+        (
+            lambda m: m.update(init_timestamp_nsecs="1795667569243960921"),
+            "init_timestamp_nsecs is not a whole number of nanoseconds",
+        ),
+        (
+            lambda m: m.update(commit_timestamp_nsecs=1.5e18),
+            "commit_timestamp_nsecs is not a whole number of nanoseconds",
+        ),
+        (
+            lambda m: m.update(commit_timestamp_nsecs=m["init_timestamp_nsecs"] - 1000),
+            "commit_timestamp_nsecs before init_timestamp_nsecs",
+        ),
+        (lambda m: m.update(init_timestamp_nsecs=-5), "init_timestamp_nsecs is not a time from 1970 up to 2100"),
+        (
+            lambda m: m.update(commit_timestamp_nsecs=10**30),
+            "commit_timestamp_nsecs is not a time from 1970 up to 2100",
+        ),
+    ],
+)
 def test_metadata_orbax_would_not_write_is_rejected_with_its_reason(checkpoints, tmp_path, edit, reason):
     folder = tmp_path / "checkpoints"
     shutil.copytree(checkpoints / "10", folder / "10")
@@ -144,11 +166,14 @@ def test_metadata_orbax_would_not_write_is_rejected_with_its_reason(checkpoints,
     assert {r["step"] for r in imported.streams["runtime"]} == {10}
 
 
-@pytest.mark.parametrize("content, reason", [
-    (b"[1, 2]", f"{METADATA} is not a JSON object"),
-    (b"\xff\xfe{}", f"{METADATA} is not JSON"),
-    (b" " * (16 << 20) + b"{}", f"{METADATA} larger than 16 MiB"),  # read no further than the limit
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"[1, 2]", f"{METADATA} is not a JSON object"),
+        (b"\xff\xfe{}", f"{METADATA} is not JSON"),
+        (b" " * (16 << 20) + b"{}", f"{METADATA} larger than 16 MiB"),  # read no further than the limit
+    ],
+)
 def test_metadata_that_is_no_json_object_is_rejected(checkpoints, tmp_path, content, reason):
     folder = tmp_path / "checkpoints"
     shutil.copytree(checkpoints / "10", folder / "10")
@@ -161,13 +186,18 @@ def test_one_step_folder_imports_alone(checkpoints, tmp_path):
     imported, _ = import_to("orbax", checkpoints / "20", tmp_path / "in", job=JOB)
     metadata = _metadata(checkpoints / "20")
     assert [(r["event_time"], r["step"]) for r in imported.streams["runtime"]] == [
-        (metadata["init_timestamp_nsecs"] // 1000, 20), (metadata["commit_timestamp_nsecs"] // 1000, 20)]
+        (metadata["init_timestamp_nsecs"] // 1000, 20),
+        (metadata["commit_timestamp_nsecs"] // 1000, 20),
+    ]
 
 
-@pytest.mark.parametrize("flags, message", [
-    ([], "pass --job ID"),
-    (["--job", JOB, "--accelerator", "tpu-v5e", "--chips", "8"], "--accelerator and --chips are not used"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ([], "pass --job ID"),
+        (["--job", JOB, "--accelerator", "tpu-v5e", "--chips", "8"], "--accelerator and --chips are not used"),
+    ],
+)
 def test_cli_says_which_flags_a_checkpoint_folder_needs(checkpoints, tmp_path, capsys, flags, message):
     assert main(["import", "orbax", str(checkpoints), "--out", str(tmp_path / "in"), *flags]) == 1
     assert message in capsys.readouterr().err
@@ -196,7 +226,8 @@ def test_checkpoint_saves_through_mpg_run_with_the_jobs_scheduler_stream(checkpo
     assert main(["run", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")]) == 0
     with connect(tmp_path / "out") as connection:
         save_s, lifetime_s = connection.execute(
-            "select checkpoint_save_chip_s, lifetime_chip_s from job_goodput where job_id = ?", [JOB]).fetchone()
+            "select checkpoint_save_chip_s, lifetime_chip_s from job_goodput where job_id = ?", [JOB]
+        ).fetchone()
     saving_us = sum(m["commit_timestamp_nsecs"] // 1000 - m["init_timestamp_nsecs"] // 1000 for m in committed)
     saving_us += finish_us - in_progress_us
     assert save_s == pytest.approx(CHIPS * saving_us / 1e6, abs=1e-6)
@@ -238,16 +269,18 @@ def test_a_jax_loop_recorded_and_checkpointed_asynchronously_combines_in_mpg_run
     shutil.copytree(tmp_path / "ckpt" / "runtime", telemetry / "runtime", dirs_exist_ok=True)
 
     steps = [(micros(a), micros(b)) for a, b in _pairs(read_stream(telemetry, "runtime"), "STEP")]
-    saves = [(_metadata(path)["init_timestamp_nsecs"] // 1000, _metadata(path)["commit_timestamp_nsecs"] // 1000)
-             for path in sorted((tmp_path / "checkpoints").iterdir())]
+    saves = [
+        (_metadata(path)["init_timestamp_nsecs"] // 1000, _metadata(path)["commit_timestamp_nsecs"] // 1000)
+        for path in sorted((tmp_path / "checkpoints").iterdir())
+    ]
     assert len(steps) == 9 and len(saves) == 3
     submit_us, finish_us = steps[0][0] - 1_000_000, max(saves[-1][1], steps[-1][1]) + 1_000_000
     write_job_scheduler(telemetry, job, CHIPS, submit_us, finish_us)
     assert main(["run", "--input", str(telemetry), "--output", str(tmp_path / "out")]) == 0
     with connect(tmp_path / "out") as connection:
         productive_s, save_s, idle_s = connection.execute(
-            "select productive_chip_s, checkpoint_save_chip_s, idle_chip_s from job_goodput where job_id = ?",
-            [job]).fetchone()
+            "select productive_chip_s, checkpoint_save_chip_s, idle_chip_s from job_goodput where job_id = ?", [job]
+        ).fetchone()
     stepping_us = sum(end - start for start, end in steps)
     saving_us = sum(_outside(save, steps) for save in saves)
     assert productive_s == pytest.approx(CHIPS * stepping_us / 1e6, abs=1e-6)
@@ -268,5 +301,6 @@ def test_a_step_folder_past_the_largest_step_is_rejected_and_the_others_imported
     shutil.copytree(checkpoints / "20", folder / str(2**70))
     imported, _ = import_to("orbax", folder, tmp_path / "in", job=JOB)
     assert [(row["file"], row["reason"]) for row in rejected_rows(tmp_path / "in")] == [
-        (str(2**70), "the folder's step is past the largest the runtime schema holds (9,223,372,036,854,775,807)")]
+        (str(2**70), "the folder's step is past the largest the runtime schema holds (9,223,372,036,854,775,807)")
+    ]
     assert {r["step"] for r in imported.streams["runtime"]} == {10}

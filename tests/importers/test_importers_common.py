@@ -16,30 +16,43 @@ MGM_LOG = FIXTURES / "mgm_goodput_log.jsonl"
 MGM_FLAGS = {"accelerator": "tpu-v5e", "chips": 16}
 
 
-@pytest.mark.parametrize("name, source, flags", [
-    ("philly", PUBLIC_DATA / "philly", {"limit": 200}),
-    ("openb", PUBLIC_DATA / "openb", {"limit": 500}),
-    ("mlperf", PUBLIC_DATA / "mlperf", {}),
-    ("mlperf", PUBLIC_DATA / "mlperf-results", {}),
-    ("philly", FIXTURES / "philly-cluster-job-log", {}),
-    ("kineto", PUBLIC_DATA / "kineto", {}),
-    ("mgm", MGM_LOG, MGM_FLAGS),
-    ("logs", FIXTURES / "logs" / "megatron", {"profile": "megatron", "job": "gpt-8b", "accelerator": "h100", "chips": 16}),
-    ("kubernetes", FIXTURES / "kubernetes", {"cluster": "gke-1"}),
-    ("slurm", FIXTURES / "slurm", {}),
-])
+@pytest.mark.parametrize(
+    "name, source, flags",
+    [
+        ("philly", PUBLIC_DATA / "philly", {"limit": 200}),
+        ("openb", PUBLIC_DATA / "openb", {"limit": 500}),
+        ("mlperf", PUBLIC_DATA / "mlperf", {}),
+        ("mlperf", PUBLIC_DATA / "mlperf-results", {}),
+        ("philly", FIXTURES / "philly-cluster-job-log", {}),
+        ("kineto", PUBLIC_DATA / "kineto", {}),
+        ("mgm", MGM_LOG, MGM_FLAGS),
+        (
+            "logs",
+            FIXTURES / "logs" / "megatron",
+            {"profile": "megatron", "job": "gpt-8b", "accelerator": "h100", "chips": 16},
+        ),
+        ("kubernetes", FIXTURES / "kubernetes", {"cluster": "gke-1"}),
+        ("slurm", FIXTURES / "slurm", {}),
+    ],
+)
 def test_same_input_gives_byte_identical_output(tmp_path, name, source, flags):
     import_to(name, source, tmp_path / "first", **flags)
     import_to(name, source, tmp_path / "second", **flags)
     first, second = tree_bytes(tmp_path / "first"), tree_bytes(tmp_path / "second")
     assert first == second
-    assert {"SOURCE.json", "import_rejected.jsonl", "import_caveats.jsonl", "scheduler/part-00000.avro", "runtime/part-00000.avro",
-            "profiler/part-00000.avro"} <= set(first)
+    assert {
+        "SOURCE.json",
+        "import_rejected.jsonl",
+        "import_caveats.jsonl",
+        "scheduler/part-00000.avro",
+        "runtime/part-00000.avro",
+        "profiler/part-00000.avro",
+    } <= set(first)
 
 
 def _truncate(path, keep_fraction: float = 0.5) -> None:
     data = path.read_bytes()
-    path.write_bytes(data[:int(len(data) * keep_fraction)])
+    path.write_bytes(data[: int(len(data) * keep_fraction)])
 
 
 def _copy(source, tmp_path):
@@ -83,13 +96,16 @@ def _corrupt_mgm(root):
     return MGM_LOG.name, "line 21"
 
 
-@pytest.mark.parametrize("name, source, corrupt, flags", [
-    ("philly", PUBLIC_DATA / "philly", _corrupt_philly, {}),
-    ("openb", PUBLIC_DATA / "openb", _corrupt_openb, {}),
-    ("mlperf", PUBLIC_DATA / "mlperf", _corrupt_mlperf, {}),
-    ("kineto", PUBLIC_DATA / "kineto", _corrupt_kineto, {}),
-    ("mgm", MGM_LOG, _corrupt_mgm, MGM_FLAGS),
-])
+@pytest.mark.parametrize(
+    "name, source, corrupt, flags",
+    [
+        ("philly", PUBLIC_DATA / "philly", _corrupt_philly, {}),
+        ("openb", PUBLIC_DATA / "openb", _corrupt_openb, {}),
+        ("mlperf", PUBLIC_DATA / "mlperf", _corrupt_mlperf, {}),
+        ("kineto", PUBLIC_DATA / "kineto", _corrupt_kineto, {}),
+        ("mgm", MGM_LOG, _corrupt_mgm, MGM_FLAGS),
+    ],
+)
 def test_truncated_source_names_file_and_line_and_writes_nothing(tmp_path, name, source, corrupt, flags):
     root = _copy(source, tmp_path)
     file_name, where = corrupt(root)
@@ -128,11 +144,13 @@ def test_mgm_requires_accelerator_and_chips(tmp_path):
         import_to("mgm", MGM_LOG, tmp_path / "out")
 
 
-
-@pytest.mark.parametrize("name, folder, file_name", [
-    ("philly", PUBLIC_DATA / "philly", "jobs.json"),
-    ("openb", PUBLIC_DATA / "openb", "openb_pod_list_default.csv"),
-])
+@pytest.mark.parametrize(
+    "name, folder, file_name",
+    [
+        ("philly", PUBLIC_DATA / "philly", "jobs.json"),
+        ("openb", PUBLIC_DATA / "openb", "openb_pod_list_default.csv"),
+    ],
+)
 def test_cli_accepts_the_main_file_as_well_as_its_folder(tmp_path, capsys, name, folder, file_name):
     """`mpg import philly PATH/jobs.json` once failed with `…/jobs.json/jobs.json: missing`."""
     by_folder, by_file = tmp_path / "by-folder", tmp_path / "by-file"

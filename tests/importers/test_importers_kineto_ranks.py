@@ -51,11 +51,18 @@ def test_per_rank_traces_of_one_run_are_one_job_with_the_world_size_of_chips(tmp
     assert (submit["job_id"], submit["chips"]) == ("trace_rank-0", 128)
     _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     # The run held its 128 chips from the first instant any rank saw to the last: not 2 x 128.
-    assert jobs["trace_rank-0"]["lifetime_chip_s"] == pytest.approx(world_size * (int(last) - int(first)) / 1e6,
-                                                                    abs=world_size * 2e-6)
+    assert jobs["trace_rank-0"]["lifetime_chip_s"] == pytest.approx(
+        world_size * (int(last) - int(first)) / 1e6, abs=world_size * 2e-6
+    )
     ranks_by_job = json.loads((tmp_path / "in" / "SOURCE.json").read_text())["ranks_by_job"]
-    assert ranks_by_job == {"trace_rank-0": {"world_size": 128, "ranks": [0, 1], "steps_from_rank": 0,
-                                             "traces": ["trace_rank-0", "trace_rank-1"]}}
+    assert ranks_by_job == {
+        "trace_rank-0": {
+            "world_size": 128,
+            "ranks": [0, 1],
+            "steps_from_rank": 0,
+            "traces": ["trace_rank-0", "trace_rank-1"],
+        }
+    }
 
 
 def test_the_order_ranks_arrive_in_changes_nothing(tmp_path):
@@ -66,11 +73,14 @@ def test_the_order_ranks_arrive_in_changes_nothing(tmp_path):
     write(tmp_path / "b", "x_rank-1.json.gz", rank_trace(1, -SKEW_US))
     first, _ = import_to("kineto", tmp_path / "a", tmp_path / "a-in", accelerator="a100")
     second, _ = import_to("kineto", tmp_path / "b", tmp_path / "b-in", accelerator="a100")
-    submits = [[(r["job_id"], r["chips"], r["event_time"]) for r in imported.streams["scheduler"]
-                if r["type"] == "SUBMIT"] for imported in (first, second)]
+    submits = [
+        [(r["job_id"], r["chips"], r["event_time"]) for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"]
+        for imported in (first, second)
+    ]
     assert submits == [[("x_rank-0", 128, submits[0][0][2])], [("y_rank-0", 128, submits[0][0][2])]]
-    times = [[(r["type"], r["event_time"], r["step"]) for r in imported.streams["runtime"]]
-             for imported in (first, second)]
+    times = [
+        [(r["type"], r["event_time"], r["step"]) for r in imported.streams["runtime"]] for imported in (first, second)
+    ]
     assert times[0] == times[1]  # the steps of rank 0, whichever name it has
 
 
@@ -102,8 +112,9 @@ def test_job_flag_names_the_run_so_ranks_imported_apart_join_it(tmp_path):
     for rank in (1, 0):
         name = f"host{rank}_4242.1700000000000.pt.trace.json.gz"  # the profiler's default: host, pid, time
         write(tmp_path / f"rank{rank}", name, rank_trace(rank, rank * SKEW_US))
-        imported, _ = import_to("kineto", tmp_path / f"rank{rank}", tmp_path / f"in{rank}", accelerator="a100",
-                                job="resnet-run-17")
+        imported, _ = import_to(
+            "kineto", tmp_path / f"rank{rank}", tmp_path / f"in{rank}", accelerator="a100", job="resnet-run-17"
+        )
         ids += [(r["job_id"], r["chips"]) for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"]
     assert ids == [("resnet-run-17", 128), ("resnet-run-17", 128)]
     write(tmp_path / "two", "a_rank-0.json.gz", rank_trace(0, 0))
@@ -124,12 +135,14 @@ def test_a_rank_without_a_world_size_takes_the_world_the_trace_shows(tmp_path):
     [submit] = [r for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"]
     assert submit["chips"] == 6
     assert [(c.file, c.detail) for c in imported.caveats if c.caveat.startswith("distributedInfo gives a rank")] == [
-        ("rank-5.json.gz", "rank 5, world size 6")]
+        ("rank-5.json.gz", "rank 5, world size 6")
+    ]
     _, jobs = run_and_read(tmp_path / "in-a", tmp_path / "out-a")
     assert jobs["rank-5"]["lifetime_chip_s"] == pytest.approx(6 * (int(end) - int(start)) / 1e6, abs=6e-6)
 
-    trace["distributedInfo"]["pg_config"] = [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 16,
-                                              "ranks": list(range(16))}]
+    trace["distributedInfo"]["pg_config"] = [
+        {"pg_name": "0", "pg_desc": "default_pg", "pg_size": 16, "ranks": list(range(16))}
+    ]
     write(tmp_path / "b", "rank-5.json.gz", trace)
     imported, _ = import_to("kineto", tmp_path / "b", tmp_path / "in-b", accelerator="a100")
     assert [r["chips"] for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"] == [16]

@@ -39,8 +39,10 @@ def _amd_trace_with(change) -> str:
 
 def _last_event_at(literal: str):
     """The AMD sample trace as JSON text, its last event's time written as the literal."""
+
     def change(events):
         events[-1]["ts"] = "__TS__"
+
     return lambda: _amd_trace_with(change).replace('"__TS__"', literal)
 
 
@@ -61,22 +63,44 @@ def amd_alone(tmp_path_factory):
     return imported.streams
 
 
-@pytest.mark.parametrize("name, content, reason, detail", [
-    ("bomb.json.gz", lambda: gzip.compress(b'{"traceEvents": [' + b" " * (64 << 20) + b"]}", 9),
-     "larger than 16 MiB once decompressed", "--max-expanded-mib raises the limit"),
-    ("big.json", lambda: '{"traceEvents": [' + " " * (17 << 20) + "]}",
-     "larger than 16 MiB", "--max-expanded-mib raises the limit"),
-    ("deep.json", lambda: DEEP, TOO_DEEP, DEEP_DETAIL),
-    ("nan.json", _last_event_at("NaN"), NOT_FINITE, "NaN"),
-    ("infinity.json", _last_event_at("-Infinity"), NOT_FINITE, "-Infinity"),
-    ("overflow.json", _last_event_at("1e400"), NOT_FINITE, "1e400"),
-    ("far.json", _last_event_at("1e308"), "the trace's last timestamp is not a time from 1970 up to 2100", "1e+308"),
-    ("crowd.json", lambda: _amd_trace_with(lambda events: None).replace(
-        '"traceEvents"', '"distributedInfo": {"world_size": 1e40}, "traceEvents"', 1),
-     "distributedInfo.world_size is not a whole number of chips from 1 to 2,147,483,647", "1e+40"),
-])
-def test_a_kineto_trace_past_a_limit_is_rejected_and_the_others_imported(tmp_path, amd_alone, name, content,
-                                                                          reason, detail):
+@pytest.mark.parametrize(
+    "name, content, reason, detail",
+    [
+        (
+            "bomb.json.gz",
+            lambda: gzip.compress(b'{"traceEvents": [' + b" " * (64 << 20) + b"]}", 9),
+            "larger than 16 MiB once decompressed",
+            "--max-expanded-mib raises the limit",
+        ),
+        (
+            "big.json",
+            lambda: '{"traceEvents": [' + " " * (17 << 20) + "]}",
+            "larger than 16 MiB",
+            "--max-expanded-mib raises the limit",
+        ),
+        ("deep.json", lambda: DEEP, TOO_DEEP, DEEP_DETAIL),
+        ("nan.json", _last_event_at("NaN"), NOT_FINITE, "NaN"),
+        ("infinity.json", _last_event_at("-Infinity"), NOT_FINITE, "-Infinity"),
+        ("overflow.json", _last_event_at("1e400"), NOT_FINITE, "1e400"),
+        (
+            "far.json",
+            _last_event_at("1e308"),
+            "the trace's last timestamp is not a time from 1970 up to 2100",
+            "1e+308",
+        ),
+        (
+            "crowd.json",
+            lambda: _amd_trace_with(lambda events: None).replace(
+                '"traceEvents"', '"distributedInfo": {"world_size": 1e40}, "traceEvents"', 1
+            ),
+            "distributedInfo.world_size is not a whole number of chips from 1 to 2,147,483,647",
+            "1e+40",
+        ),
+    ],
+)
+def test_a_kineto_trace_past_a_limit_is_rejected_and_the_others_imported(
+    tmp_path, amd_alone, name, content, reason, detail
+):
     source = _kineto_source(tmp_path, name, content())
     imported, summary = import_to("kineto", source, tmp_path / "out", max_expanded_bytes=16 << 20)
     assert rejected_rows(tmp_path / "out") == [_row(name, reason, detail)]
@@ -104,8 +128,13 @@ def test_an_mlperf_run_with_a_time_that_is_no_time_is_rejected_and_the_others_im
     imported, summary = import_to("mlperf", source, tmp_path / "out")
     assert rejected_rows(tmp_path / "out") == [
         _row(f"results/{nan_run}.txt", NOT_FINITE, f"line {nan_line}: NaN", item=nan_run),
-        _row(f"results/{far_run}.txt", "time_ms is not a time from 1970 up to 2100", f"line {far_line}: 1e+308",
-             item=far_run)]
+        _row(
+            f"results/{far_run}.txt",
+            "time_ms is not a time from 1970 up to 2100",
+            f"line {far_line}: 1e+308",
+            item=far_run,
+        ),
+    ]
     assert summary["jobs"] == 17 - 2
     assert not {nan_run, far_run} & {r["job_id"] for r in imported.streams["scheduler"] if r["job_id"]}
 
@@ -117,8 +146,13 @@ def test_an_mlperf_log_line_longer_than_the_limit_rejects_its_run_unread(tmp_pat
     lines = log.read_text().count("\n")
     _, summary = import_to("mlperf", source, tmp_path / "out", max_expanded_bytes=1 << 20)
     assert rejected_rows(tmp_path / "out") == [
-        _row(f"results/{log.name}", "a line longer than 1 MiB", f"line {lines}: --max-expanded-mib raises the limit",
-             item=log.stem)]
+        _row(
+            f"results/{log.name}",
+            "a line longer than 1 MiB",
+            f"line {lines}: --max-expanded-mib raises the limit",
+            item=log.stem,
+        )
+    ]
     assert summary["jobs"] == 17 - 1
 
 
@@ -137,25 +171,47 @@ def test_an_mlperf_run_whose_system_description_is_nested_too_deep_is_rejected(t
 def test_mgm_log_lines_past_a_limit_are_rejected_and_the_job_imported_unchanged(tmp_path):
     unchanged, _ = import_to("mgm", MGM_LOG, tmp_path / "unchanged", **MGM_FLAGS)
     log = tmp_path / MGM_LOG.name
-    log.write_text(MGM_LOG.read_text() + "\n".join([
-        '{"job_name": "llama-7b-v5e", "job_end_time": NaN}',
-        '{"job_name": "llama-7b-v5e", "job_start_time": 1e308}',
-        '{"job_name": "llama-7b-v5e", "checkpoint_manager_blocking_start_time": 1735689700.0, "event_type": "save", '
-        '"step": 3, "checkpoint_manager_blocking_duration_secs": 1e300}',
-        DEEP,
-        '{"job_name": "llama-7b-v5e", "tpu_init_end_time": ' + "9" * 400 + '}']) + "\n")
+    log.write_text(
+        MGM_LOG.read_text()
+        + "\n".join(
+            [
+                '{"job_name": "llama-7b-v5e", "job_end_time": NaN}',
+                '{"job_name": "llama-7b-v5e", "job_start_time": 1e308}',
+                '{"job_name": "llama-7b-v5e", "checkpoint_manager_blocking_start_time": 1735689700.0, "event_type": "save", '
+                '"step": 3, "checkpoint_manager_blocking_duration_secs": 1e300}',
+                DEEP,
+                '{"job_name": "llama-7b-v5e", "tpu_init_end_time": ' + "9" * 400 + "}",
+            ]
+        )
+        + "\n"
+    )
     imported, _ = import_to("mgm", log, tmp_path / "out", **MGM_FLAGS)
     rows, before = rejected_rows(tmp_path / "out"), rejected_rows(tmp_path / "unchanged")
     assert [row for row in rows if row not in before] == [
         _row(log.name, NOT_FINITE, "NaN", where="line 39", item=""),
-        _row(log.name, "job_start_time is not a time from 1970 up to 2100", "1e+308", where="line 40",
-             item="llama-7b-v5e"),
-        _row(log.name, "checkpoint_manager_blocking_duration_secs is more seconds than from 1970 to 2100", "1e+300",
-             where="line 41", item="llama-7b-v5e"),
+        _row(
+            log.name,
+            "job_start_time is not a time from 1970 up to 2100",
+            "1e+308",
+            where="line 40",
+            item="llama-7b-v5e",
+        ),
+        _row(
+            log.name,
+            "checkpoint_manager_blocking_duration_secs is more seconds than from 1970 to 2100",
+            "1e+300",
+            where="line 41",
+            item="llama-7b-v5e",
+        ),
         _row(log.name, TOO_DEEP, DEEP_DETAIL, where="line 42", item=""),
         # An integer too large for a float: one rejection, not an OverflowError ending the import.
-        _row(log.name, "tpu_init_end_time is not a time from 1970 up to 2100", "9" * 80, where="line 43",
-             item="llama-7b-v5e"),
+        _row(
+            log.name,
+            "tpu_init_end_time is not a time from 1970 up to 2100",
+            "9" * 80,
+            where="line 43",
+            item="llama-7b-v5e",
+        ),
     ]
     assert len(rows) == len(before) + 5 and imported.streams == unchanged.streams
 
@@ -167,7 +223,8 @@ def test_an_mgm_log_line_longer_than_the_limit_is_rejected_unread(tmp_path):
     imported, _ = import_to("mgm", log, tmp_path / "out", max_expanded_bytes=1 << 20, **MGM_FLAGS)
     rows, before = rejected_rows(tmp_path / "out"), rejected_rows(tmp_path / "unchanged")
     assert [row for row in rows if row not in before] == [
-        _row(log.name, "a line longer than 1 MiB", "--max-expanded-mib raises the limit", where="line 39", item="")]
+        _row(log.name, "a line longer than 1 MiB", "--max-expanded-mib raises the limit", where="line 39", item="")
+    ]
     assert imported.streams == unchanged.streams
 
 
@@ -179,8 +236,14 @@ def test_a_philly_job_with_more_gpus_than_an_event_holds_is_rejected(tmp_path):
     (source / "jobs.json").write_text(json.dumps(jobs))
     _, summary = import_to("philly", source, tmp_path / "out", limit=20)
     assert rejected_rows(tmp_path / "out") == [
-        _row("jobs.json", "num_gpus is not a whole number of chips from 1 to 2,147,483,647", str(10**30),
-             where="record 0", item=jobs[0]["id"])]
+        _row(
+            "jobs.json",
+            "num_gpus is not a whole number of chips from 1 to 2,147,483,647",
+            str(10**30),
+            where="record 0",
+            item=jobs[0]["id"],
+        )
+    ]
     assert summary["jobs"] == 19
 
 
@@ -197,8 +260,14 @@ def test_an_openb_pod_deleted_after_2100_is_rejected(tmp_path):
     _, summary = import_to("openb", source, tmp_path / "out", limit=20)
     rows, before = rejected_rows(tmp_path / "out"), rejected_rows(tmp_path / "unchanged")
     assert [row for row in rows if row not in before] == [
-        _row(pods.name, "deletion_time is more seconds than from 1970 to 2100", str(10**20), where="line 2",
-             item=fields[0])]
+        _row(
+            pods.name,
+            "deletion_time is more seconds than from 1970 to 2100",
+            str(10**20),
+            where="line 2",
+            item=fields[0],
+        )
+    ]
     assert len(rows) == len(before) + 1 and summary["jobs"] == unchanged["jobs"] - 1
 
 
@@ -215,7 +284,8 @@ def test_mpg_import_stops_when_every_input_is_rejected(tmp_path, capsys):
         "  each:\n"
         "  bomb.json.gz: larger than 1 MiB once decompressed (--max-expanded-mib raises the limit)\n"
         f"  deep.json: {TOO_DEEP} ({DEEP_DETAIL})\n"
-        f"mpg import: no telemetry was written to {out}; every rejected row is listed in {out / 'import_rejected.jsonl'}\n")
+        f"mpg import: no telemetry was written to {out}; every rejected row is listed in {out / 'import_rejected.jsonl'}\n"
+    )
     # The rejected rows alone: no stream folder, nothing `mpg run` would read.
     assert sorted(p.name for p in out.iterdir()) == ["import_rejected.jsonl"]
     assert len((out / "import_rejected.jsonl").read_text().splitlines()) == 2
@@ -227,12 +297,13 @@ def test_mpg_import_stops_on_a_single_input_nested_too_deep(tmp_path, capsys):
     (source / "jobs.json").write_text(DEEP)
     assert main(["import", "philly", str(source), "--out", str(out)]) == 1
     assert capsys.readouterr().err.endswith(
-        f"mpg import: {source / 'jobs.json'}: {TOO_DEEP} ({DEEP_DETAIL})\nmpg import: nothing was written to {out}\n")
+        f"mpg import: {source / 'jobs.json'}: {TOO_DEEP} ({DEEP_DETAIL})\nmpg import: nothing was written to {out}\n"
+    )
     assert not out.exists()
 
 
 # A pattern that backtracks for ever in Python's `re` (2^40 ways to split 40 a's), and the line that makes it.
-CATASTROPHIC_PROFILE = ("slow:\n  timestamp: '\\[(?P<time>[^]]+)\\]'\n  iteration: '(?P<step>a)(?P<ms>(?:a+)+)$'\n")
+CATASTROPHIC_PROFILE = "slow:\n  timestamp: '\\[(?P<time>[^]]+)\\]'\n  iteration: '(?P<step>a)(?P<ms>(?:a+)+)$'\n"
 
 
 def test_log_patterns_match_in_linear_time_whatever_the_pattern_and_the_line(tmp_path):
@@ -246,10 +317,32 @@ def test_log_patterns_match_in_linear_time_whatever_the_pattern_and_the_line(tmp
     slow_log.write_text("[2026-01-01 00:00:00] " + "a" * 40 + "!\n")
     long_line = tmp_path / "long.log"
     long_line.write_text(" [2026-01-01 00:00:00] " + " iteration 1/ 10 |" * 120_000 + "\n")
-    for log, flags in ((slow_log, ["--profiles", profiles, "--profile", "slow"]), (long_line, ["--profile", "megatron"])):
-        done = subprocess.run([sys.executable, "-m", "fleet_goodput.cli", "import", "logs", str(log), *map(str, flags),
-                               "--job", "j", "--accelerator", "h100", "--chips", "8", "--out", str(tmp_path / log.stem)],
-                              capture_output=True, text=True, timeout=120)
+    for log, flags in (
+        (slow_log, ["--profiles", profiles, "--profile", "slow"]),
+        (long_line, ["--profile", "megatron"]),
+    ):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fleet_goodput.cli",
+                "import",
+                "logs",
+                str(log),
+                *map(str, flags),
+                "--job",
+                "j",
+                "--accelerator",
+                "h100",
+                "--chips",
+                "8",
+                "--out",
+                str(tmp_path / log.stem),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 1 and "nothing to import" in done.stderr, done.stderr[-500:]
 
 
@@ -258,10 +351,14 @@ def test_a_profile_with_lookaround_or_a_backreference_is_refused_naming_the_key(
     profiles.write_text("la:\n  timestamp: '(?P<time>x)'\n  iteration: '(?<=it )(?P<step>\\d+) (?P<ms>\\d+)'\n")
     source = tmp_path / "run.log"
     source.write_text("x\n")
-    with pytest.raises(UsageError, match=r"profile 'la': iteration is not a valid regular expression \(invalid "
-                                         r"perl operator: \(\?<=; RE2 syntax: no lookaround or backreferences\)"):
-        import_to("logs", source, tmp_path / "in", profile="la", profiles=profiles, job="j", accelerator="h100",
-                  chips=8)
+    with pytest.raises(
+        UsageError,
+        match=r"profile 'la': iteration is not a valid regular expression \(invalid "
+        r"perl operator: \(\?<=; RE2 syntax: no lookaround or backreferences\)",
+    ):
+        import_to(
+            "logs", source, tmp_path / "in", profile="la", profiles=profiles, job="j", accelerator="h100", chips=8
+        )
 
 
 @pytest.mark.parametrize("flag, value", [("--cluster", "gke\x1b[2J"), ("--cluster", "a" * 300), ("--job", "j\x00")])
@@ -270,8 +367,11 @@ def test_a_cluster_or_job_name_that_is_no_name_is_a_bad_argument(tmp_path, capsy
     bad argument (exit 2, the flag named), not names written into the store."""
     log = tmp_path / "run.log"
     log.write_text("x\n")
-    argv = (["import", "kubernetes", str(log), "--cluster", value] if flag == "--cluster"
-            else ["import", "orbax", str(tmp_path), "--job", value])
+    argv = (
+        ["import", "kubernetes", str(log), "--cluster", value]
+        if flag == "--cluster"
+        else ["import", "orbax", str(tmp_path), "--job", value]
+    )
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
     assert f"mpg import: {flag} must be a name of printable characters, at most 256" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

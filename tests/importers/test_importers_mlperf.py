@@ -35,8 +35,9 @@ CISCO_JOB = "Cisco__hpf_n8__llama31_8b__result_0"
 
 def mllog(path: Path) -> list[dict]:
     """The `:::MLLOG` records of a log, in line order."""
-    return [json.loads(line[line.index(":::MLLOG") + 8:]) for line in path.read_text().splitlines()
-            if ":::MLLOG" in line]
+    return [
+        json.loads(line[line.index(":::MLLOG") + 8 :]) for line in path.read_text().splitlines() if ":::MLLOG" in line
+    ]
 
 
 def value(records: list[dict], key: str):
@@ -77,7 +78,8 @@ def test_mlperf_running_total_on_both_block_edges_is_not_the_blocks_size(tmp_pat
     samples = by_job(imported, "profiler", CISCO_JOB)
     assert [(p["event_time"], p["step"]) for p in samples] == list(zip(stops, done))
     assert [p["duration_s"] for p in samples] == pytest.approx(
-        [(stop - start) / 1e6 / n for start, stop, n in zip(starts, stops, steps)])
+        [(stop - start) / 1e6 / n for start, stop, n in zip(starts, stops, steps)]
+    )
     _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     expected = pg_from(list(zip(starts, stops, steps)), 6 * 8.03e9 * batch * sequence, 989e12, 64)  # 8 x 8 H100, bf16
     assert jobs[CISCO_JOB]["pg"] == pytest.approx(expected, rel=1e-6)
@@ -98,21 +100,27 @@ def test_mlperf_blocks_without_block_stop_end_at_the_next_block_or_evaluation(tm
     steps = [b - a for a, b in zip([0] + done, done)]
     assert done[-1] == 279552 // 896 == 312
     imported, _ = import_to("mlperf", UNCLOSED_LOG, tmp_path / "in")
-    spans = [(r["type"], r["event_time"], r["step"]) for r in by_job(imported, "runtime", UNCLOSED_JOB)
-             if r["type"].startswith("STEP")]
+    spans = [
+        (r["type"], r["event_time"], r["step"])
+        for r in by_job(imported, "runtime", UNCLOSED_JOB)
+        if r["type"].startswith("STEP")
+    ]
     expected = []
     for start, end, first, last in zip(starts, evaluated, [0] + done, done):
         expected += [("STEP_START", start, first + 1), ("STEP_END", end, last)]
     assert spans == expected
     rows = {row["caveat"]: row["detail"] for row in caveat_rows(tmp_path / "in")}
-    assert rows["blocks without block_stop: each ends at the next block_start, evaluation record or run_stop"] \
+    assert (
+        rows["blocks without block_stop: each ends at the next block_start, evaluation record or run_stop"]
         == "5 of 6 blocks"
+    )
     assert "evaluations without eval_start: their time cannot be told from training's and counts as step time" in rows
     _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     job = jobs[UNCLOSED_JOB]
     assert job["productive_chip_s"] == pytest.approx(512 * sum(e - s for s, e in zip(starts, evaluated)) / 1e6)
-    assert job["pg"] == pytest.approx(pg_from(list(zip(starts, evaluated, steps)),
-                                              6 * 405.85e9 * batch * sequence, 2500e12, 512), rel=1e-6)  # GB200 bf16
+    assert job["pg"] == pytest.approx(
+        pg_from(list(zip(starts, evaluated, steps)), 6 * 405.85e9 * batch * sequence, 2500e12, 512), rel=1e-6
+    )  # GB200 bf16
 
 
 # ---- GPT-3 -----------------------------------------------------------------------------
@@ -135,8 +143,9 @@ def test_mlperf_gpt3_gets_pg_from_its_token_counts(tmp_path):
     _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     job = jobs[GPT3_JOB]
     assert (job["accelerator"], job["requested_chips"]) == ("tpu-v5p", 512)
-    assert job["pg"] == pytest.approx(pg_from(list(zip(starts, stops, steps)), 6 * 175.0e9 * batch * sequence,
-                                              459e12, 512), rel=1e-6)
+    assert job["pg"] == pytest.approx(
+        pg_from(list(zip(starts, stops, steps)), 6 * 175.0e9 * batch * sequence, 459e12, 512), rel=1e-6
+    )
 
 
 def test_mlperf_a_block_with_evaluations_inside_is_split_at_them(tmp_path):
@@ -154,13 +163,19 @@ def test_mlperf_a_block_with_evaluations_inside_is_split_at_them(tmp_path):
     imported, summary = import_to("mlperf", HABANA_LOG, tmp_path / "in")
     samples = by_job(imported, "profiler", HABANA_JOB)
     assert [(p["event_time"], p["step"]) for p in samples] == list(zip(ends, done))
-    assert summary["caveats"]["steps unknown for some blocks: neither the block's edges nor an evaluation's "
-                              "cumulative count give them; those blocks have no profiler sample"] == 1
+    assert (
+        summary["caveats"][
+            "steps unknown for some blocks: neither the block's edges nor an evaluation's "
+            "cumulative count give them; those blocks have no profiler sample"
+        ]
+        == 1
+    )
     _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     job = jobs[HABANA_JOB]
     assert (job["accelerator"], job["requested_chips"]) == ("gaudi2", 1024)
-    assert job["pg"] == pytest.approx(pg_from(list(zip(starts, ends, steps)), 6 * 175.0e9 * batch * sequence,
-                                              432e12, 1024), rel=1e-6)  # the 20 ms part: unprofiled, not in PG
+    assert job["pg"] == pytest.approx(
+        pg_from(list(zip(starts, ends, steps)), 6 * 175.0e9 * batch * sequence, 432e12, 1024), rel=1e-6
+    )  # the 20 ms part: unprofiled, not in PG
 
 
 # ---- parts -------------------------------------------------------------------------------
@@ -175,14 +190,26 @@ def test_mlperf_h200_nvl_system_gets_its_own_part(tmp_path):
     assert SETTINGS.accelerators["h200"].peak_flops == {"bf16": 989e12, "fp8": 1979e12}
 
 
-@pytest.mark.parametrize(("name", "key"), [
-    ("NVIDIA H200-NVL-141GB", "h200-nvl"), ("NVIDIA H200 NVL 141GB", "h200-nvl"), ("NVIDIA H200-SXM5-141GB", "h200"),
-    ("NVIDIA GH200 Grace Hopper Superchip", "gh200"), ("NVIDIA Blackwell Ultra GPU (GB300)", "gb300"),
-    ("NVIDIA Blackwell Ultra GPU (B300-SXM-270GB)", "b300"), ("NVIDIA L40S", "l40s"), ("NVIDIA L4", "l4"),
-    ("NVIDIA A10", "a10"), ("NVIDIA A100-SXM4-80GB", "a100"), ("H100 NVL Tensor Core GPU (PCIe)", "h100-nvl"),
-    ("Intel(R) Gaudi(R) 2 AI Accelerator", "gaudi2"), ("AMD Instinct MI325X 256GB HBM3E DLC", "mi325x"),
-    ("TPU-trillium", "tpu-v6e"), ("NVIDIA GeForce RTX 4090", None),
-])
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("NVIDIA H200-NVL-141GB", "h200-nvl"),
+        ("NVIDIA H200 NVL 141GB", "h200-nvl"),
+        ("NVIDIA H200-SXM5-141GB", "h200"),
+        ("NVIDIA GH200 Grace Hopper Superchip", "gh200"),
+        ("NVIDIA Blackwell Ultra GPU (GB300)", "gb300"),
+        ("NVIDIA Blackwell Ultra GPU (B300-SXM-270GB)", "b300"),
+        ("NVIDIA L40S", "l40s"),
+        ("NVIDIA L4", "l4"),
+        ("NVIDIA A10", "a10"),
+        ("NVIDIA A100-SXM4-80GB", "a100"),
+        ("H100 NVL Tensor Core GPU (PCIe)", "h100-nvl"),
+        ("Intel(R) Gaudi(R) 2 AI Accelerator", "gaudi2"),
+        ("AMD Instinct MI325X 256GB HBM3E DLC", "mi325x"),
+        ("TPU-trillium", "tpu-v6e"),
+        ("NVIDIA GeForce RTX 4090", None),
+    ],
+)
 def test_the_longest_matching_part_name_wins(name, key):
     """Names as MLPerf Training systems v4.0 to v5.1 write them; a desktop card is not in the catalogue."""
     assert part_key(part_names(SETTINGS.accelerators), name) == key
@@ -199,20 +226,38 @@ def test_a_user_catalogue_adds_a_part_and_its_names(tmp_path):
     system_file.write_text(json.dumps(system))
     imported, _ = import_to("mlperf", source, tmp_path / "bundled")
     assert [(r.reason, r.detail) for r in imported.rejections] == [
-        ("accelerator not in the catalogue (a catalogue entry's `names` maps part names to keys)",
-         "Example Accelerator XPU-9 96GB")]
+        (
+            "accelerator not in the catalogue (a catalogue entry's `names` maps part names to keys)",
+            "Example Accelerator XPU-9 96GB",
+        )
+    ]
     catalogue = tmp_path / "catalogue.yaml"
-    catalogue.write_text(Path(DEFAULT_CONFIG).with_name("accelerators.yaml").read_text()
-                         + "xpu-9:\n  names: ['XPU-9']\n  peak_flops: {bf16: 1.0e15}\n  hbm_bytes_per_s: 4.0e12\n"
-                           "  source: an example part\n")
+    catalogue.write_text(
+        Path(DEFAULT_CONFIG).with_name("accelerators.yaml").read_text()
+        + "xpu-9:\n  names: ['XPU-9']\n  peak_flops: {bf16: 1.0e15}\n  hbm_bytes_per_s: 4.0e12\n"
+        "  source: an example part\n"
+    )
     accelerators = load_catalogue(catalogue)
-    imported, summary = import_to("mlperf", source, tmp_path / "user", accelerators=frozenset(accelerators),
-                                  part_names=part_names(accelerators))
+    imported, summary = import_to(
+        "mlperf", source, tmp_path / "user", accelerators=frozenset(accelerators), part_names=part_names(accelerators)
+    )
     assert summary["jobs"] == 1 and {r["accelerator"] for r in imported.streams["scheduler"]} == {"xpu-9"}
     # The same from the command line, the catalogue named by a settings file as `mpg run` takes it.
     (tmp_path / "settings.yaml").write_text("accelerators: catalogue.yaml\n")
-    assert main(["import", "mlperf", str(source), "--out", str(tmp_path / "cli"),
-                 "--config", str(tmp_path / "settings.yaml")]) == 0
+    assert (
+        main(
+            [
+                "import",
+                "mlperf",
+                str(source),
+                "--out",
+                str(tmp_path / "cli"),
+                "--config",
+                str(tmp_path / "settings.yaml"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "cli" / "SOURCE.json").read_text())["jobs"] == 1
 
 
@@ -223,10 +268,12 @@ def test_mlperf_reads_the_results_repositorys_own_layout(tmp_path):
     imported, summary = import_to("mlperf", RESULTS, tmp_path / "in")
     assert summary["rejected"] == {} and summary["jobs"] == 4
     submits = {r["job_id"]: (r["cluster"], r["chips"]) for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"}
-    assert submits == {NVL_JOB: ("Dell__XE7740x8H200-NVL-141GB", 8),
-                       UNCLOSED_JOB: ("NVIDIA__tyche_ngpu512_ngc25.04_nemo", 128 * 4),
-                       GPT3_JOB: ("Google__cloud-tpu-v5p-1024-maxtext", 128 * 4),
-                       HABANA_JOB: ("Intel-HabanaLabs__HLS-Gaudi2-N128-PT", 128 * 8)}
+    assert submits == {
+        NVL_JOB: ("Dell__XE7740x8H200-NVL-141GB", 8),
+        UNCLOSED_JOB: ("NVIDIA__tyche_ngpu512_ngc25.04_nemo", 128 * 4),
+        GPT3_JOB: ("Google__cloud-tpu-v5p-1024-maxtext", 128 * 4),
+        HABANA_JOB: ("Intel-HabanaLabs__HLS-Gaudi2-N128-PT", 128 * 8),
+    }
     source = json.loads((tmp_path / "in" / "SOURCE.json").read_text())
     assert len(source["inputs"]) == 8  # four logs and their four systems
 

@@ -46,7 +46,7 @@ def caveats(out) -> list[dict]:
 
 
 def time_ms(line: str) -> int:
-    return json.loads(line[line.index("{"):])["time_ms"]
+    return json.loads(line[line.index("{") :])["time_ms"]
 
 
 # ---- MLPerf: a log without run_stop ---------------------------------------------------
@@ -56,7 +56,7 @@ def test_mlperf_log_without_run_stop_is_a_run_that_died_at_its_last_event(tmp_pa
     must still end at its own last event (it once ran to the as-of: fleet SG 141%)."""
     lines = log_text(MI300X_RUN).splitlines(keepends=True)
     third_block = [i for i, line in enumerate(lines) if '"key": "block_start"' in line][2]
-    cut = lines[:third_block + 2]  # the block_start and the tracked line after it
+    cut = lines[: third_block + 2]  # the block_start and the tracked line after it
     last_ms = max(time_ms(line) for line in cut if ":::MLLOG" in line)
     source = mlperf_source(tmp_path / "src", {MI300X_RUN: "".join(cut), UF_405B_RUN: log_text(UF_405B_RUN)})
     imported, _ = import_to("mlperf", source, tmp_path / "in")
@@ -65,9 +65,12 @@ def test_mlperf_log_without_run_stop_is_a_run_that_died_at_its_last_event(tmp_pa
     assert scheduler[-1] == ("FAIL", last_ms * 1000)
     runtime = by_job(imported, "runtime", MI300X_RUN)
     assert (runtime[-1]["type"], runtime[-1]["event_time"]) == ("STEP_START", time_ms(lines[third_block]) * 1000)
-    assert {"file": f"results/{MI300X_RUN}.txt", "item": MI300X_RUN,
-            "caveat": "no run_stop: the run died; FAIL at its last event",
-            "detail": f"last event at {last_ms} ms; a block left open is lost"} in caveats(tmp_path / "in")
+    assert {
+        "file": f"results/{MI300X_RUN}.txt",
+        "item": MI300X_RUN,
+        "caveat": "no run_stop: the run died; FAIL at its last event",
+        "detail": f"last event at {last_ms} ms; a block left open is lost",
+    } in caveats(tmp_path / "in")
 
     manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     assert manifest["reconciles"]
@@ -84,8 +87,10 @@ def test_mlperf_log_without_run_stop_is_a_run_that_died_at_its_last_event(tmp_pa
 def _without_block_steps(text: str) -> str:
     """The Dell 8B log as loggers without `step` write it (Cisco hpf_n8/n16, Nebius H200
     style): block_start and block_stop carry the block's samples_count only."""
-    return "\n".join(re.sub(r', "step": \d+', "", line) if re.search(r'"key": "block_(start|stop)"', line) else line
-                     for line in text.split("\n"))
+    return "\n".join(
+        re.sub(r', "step": \d+', "", line) if re.search(r'"key": "block_(start|stop)"', line) else line
+        for line in text.split("\n")
+    )
 
 
 def _profiles(imported, run):
@@ -93,8 +98,9 @@ def _profiles(imported, run):
 
 
 def test_mlperf_repeated_block_samples_count_takes_steps_from_the_evaluation_counts(tmp_path):
-    original, _ = import_to("mlperf", mlperf_source(tmp_path / "a", {DELL_8B_RUN: log_text(DELL_8B_RUN)}),
-                            tmp_path / "a-in")
+    original, _ = import_to(
+        "mlperf", mlperf_source(tmp_path / "a", {DELL_8B_RUN: log_text(DELL_8B_RUN)}), tmp_path / "a-in"
+    )
     stripped = _without_block_steps(log_text(DELL_8B_RUN))
     assert '"step"' not in "".join(line for line in stripped.split("\n") if '"key": "block_' in line)
     derived, summary = import_to("mlperf", mlperf_source(tmp_path / "b", {DELL_8B_RUN: stripped}), tmp_path / "b-in")
@@ -105,8 +111,10 @@ def test_mlperf_repeated_block_samples_count_takes_steps_from_the_evaluation_cou
 
 def test_mlperf_blocks_whose_steps_nothing_gives_put_the_reason_on_record(tmp_path):
     text = _without_block_steps(log_text(DELL_8B_RUN))
-    text = "\n".join(re.sub(r', "samples_count": \d+', "", line) if re.search(r'"key": "eval_', line) else line
-                     for line in text.split("\n"))
+    text = "\n".join(
+        re.sub(r', "samples_count": \d+', "", line) if re.search(r'"key": "eval_', line) else line
+        for line in text.split("\n")
+    )
     imported, _ = import_to("mlperf", mlperf_source(tmp_path / "src", {DELL_8B_RUN: text}), tmp_path / "in")
     assert _profiles(imported, DELL_8B_RUN) == []
     [caveat] = [c for c in caveats(tmp_path / "in") if c["caveat"].startswith("steps unknown")]
@@ -149,17 +157,20 @@ def test_mlperf_fp8_runs_are_measured_against_the_fp8_peak(tmp_path):
     assert 0 < job["pg"] < 0.5  # 53% against bf16; FP8 halves it
 
 
-@pytest.mark.parametrize(("lines", "system", "expected"), [
-    (["0:   fp8: true\n"], {}, "fp8"),
-    ([" 0:                  fp8='e4m3',\n"], {}, "fp8"),
-    (["0:   fp8: hybrid\n"], {}, "fp8"),
-    (["0:   fp8: false\n", "0:   fp8_amax_compute_algo: max\n"], {}, None),
-    ([" 0:                  fp8=None,\n"], {}, None),
-    (["0:   fp4: nvfp4\n", "0:   fp8: true\n"], {}, "fp4"),
-    ([], {"sw_notes": "FP8 Training"}, "fp8"),
-    ([], {"sw_notes": "NVFP4 training recipe"}, "fp4"),
-    (["0:   precision: bf16-mixed\n"], {"sw_notes": ""}, None),
-])
+@pytest.mark.parametrize(
+    ("lines", "system", "expected"),
+    [
+        (["0:   fp8: true\n"], {}, "fp8"),
+        ([" 0:                  fp8='e4m3',\n"], {}, "fp8"),
+        (["0:   fp8: hybrid\n"], {}, "fp8"),
+        (["0:   fp8: false\n", "0:   fp8_amax_compute_algo: max\n"], {}, None),
+        ([" 0:                  fp8=None,\n"], {}, None),
+        (["0:   fp4: nvfp4\n", "0:   fp8: true\n"], {}, "fp4"),
+        ([], {"sw_notes": "FP8 Training"}, "fp8"),
+        ([], {"sw_notes": "NVFP4 training recipe"}, "fp4"),
+        (["0:   precision: bf16-mixed\n"], {"sw_notes": ""}, None),
+    ],
+)
 def test_mlperf_precision_comes_from_the_log_settings_or_the_system_notes(tmp_path, lines, system, expected):
     path = tmp_path / "log.txt"
     path.write_text("".join(lines) + ':::MLLOG {"key": "init_start", "time_ms": 1, "value": null}\n')
@@ -178,31 +189,37 @@ A100 = {"id": 0, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85e9}
 
 
 def _steps(first_us: float, count: int, step_us: float) -> list[dict]:
-    return [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "ts": first_us + n * step_us,
-             "dur": step_us} for n in range(count)]
+    return [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "ts": first_us + n * step_us, "dur": step_us}
+        for n in range(count)
+    ]
 
 
 def test_kineto_metadata_at_ts_zero_does_not_become_the_jobs_start(tmp_path):
     """ph M events (process names) at ts 0 on a relative clock once stretched 13 s of steps to 41.7 days."""
     first_us = 3.6e12  # 41.7 days after the clock's zero
-    events = [{"ph": "M", "name": "process_name", "pid": 1, "ts": 0, "args": {"name": "python"}},
-              {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "ts": 0, "args": {"name": "main"}},
-              *_steps(first_us, 13, 1e6),
-              {"ph": "X", "cat": "kernel", "name": "gemm", "ts": first_us + 10, "dur": 500, "args": {"device": 0}}]
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "ts": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "ts": 0, "args": {"name": "main"}},
+        *_steps(first_us, 13, 1e6),
+        {"ph": "X", "cat": "kernel", "name": "gemm", "ts": first_us + 10, "dur": 500, "args": {"device": 0}},
+    ]
     _kineto_trace(tmp_path, "relative.json.gz", events, baseTimeNanoseconds=BASE_NS, deviceProperties=[A100])
     imported, _ = import_to("kineto", tmp_path / "relative.json.gz", tmp_path / "in")
     scheduler = [(r["type"], r["event_time"]) for r in imported.streams["scheduler"]]
     base_us = BASE_NS // 1000
-    assert scheduler == [("SUBMIT", base_us + int(first_us)), ("ALLOCATE", base_us + int(first_us)),
-                         ("FINISH", base_us + int(first_us + 13e6))]
+    assert scheduler == [
+        ("SUBMIT", base_us + int(first_us)),
+        ("ALLOCATE", base_us + int(first_us)),
+        ("FINISH", base_us + int(first_us + 13e6)),
+    ]
     _, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     assert jobs["relative"]["lifetime_chip_s"] == pytest.approx(13.0)
 
 
 def test_kineto_cpu_only_trace_is_rejected_even_with_an_accelerator_flag(tmp_path):
     """A CPU-only trace (gloo, no kernels) once became 300 A100 chips."""
-    events = [*_steps(1.7e15, 5, 1e5),
-              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1.7e15 + 10, "dur": 50}]
+    events = [*_steps(1.7e15, 5, 1e5), {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1.7e15 + 10, "dur": 50}]
     _kineto_trace(tmp_path, "cpu.json.gz", events, distributedInfo={"backend": "gloo", "world_size": 300})
     imported, summary = import_to("kineto", tmp_path / "cpu.json.gz", tmp_path / "in", accelerator="a100")
     assert summary["jobs"] == 0 and imported.streams["scheduler"] == []
@@ -215,19 +232,30 @@ def test_openb_gpu_spec_maps_to_catalogue_keys_and_reports_what_cannot(tmp_path)
     source = tmp_path / "openb"
     source.mkdir()
     shutil.copy(PUBLIC_DATA / "openb" / "openb_node_list_gpu_node.csv", source)
-    header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
-    pods = ["p-any,1000,1024,1,1000,,LS,Succeeded,0,100,10",
-            "p-nan,1000,1024,1,1000,nan,LS,Succeeded,0,100,10",
-            "p-v100,1000,1024,2,1000,V100M16|V100M32,LS,Succeeded,0,100,10",
-            "p-mixed,1000,1024,1,1000,T4|P100,LS,Failed,0,100,10",
-            "p-a10,1000,1024,1,500,A10,BE,Succeeded,0,100,10",
-            "p-g2,1000,1024,1,1000,G2,LS,Succeeded,0,100,10",
-            "p-g3v,1000,1024,1,1000,G3|V100M32,LS,Succeeded,0,200,10"]
+    header = (
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
+    )
+    pods = [
+        "p-any,1000,1024,1,1000,,LS,Succeeded,0,100,10",
+        "p-nan,1000,1024,1,1000,nan,LS,Succeeded,0,100,10",
+        "p-v100,1000,1024,2,1000,V100M16|V100M32,LS,Succeeded,0,100,10",
+        "p-mixed,1000,1024,1,1000,T4|P100,LS,Failed,0,100,10",
+        "p-a10,1000,1024,1,500,A10,BE,Succeeded,0,100,10",
+        "p-g2,1000,1024,1,1000,G2,LS,Succeeded,0,100,10",
+        "p-g3v,1000,1024,1,1000,G3|V100M32,LS,Succeeded,0,200,10",
+    ]
     (source / "openb_pod_list_gpuspec.csv").write_text("\n".join([header, *pods]) + "\n")
     imported, summary = import_to("openb", source / "openb_pod_list_gpuspec.csv", tmp_path / "in")
     topology = {r["job_id"]: r["topology"] for r in imported.streams["scheduler"] if r["type"] == "SUBMIT"}
-    assert topology == {"p-any": None, "p-nan": None, "p-v100": "gpu:v100", "p-mixed": "gpu:p100|t4",
-                        "p-a10": "gpu:a10", "p-g2": "gpu:G2", "p-g3v": "gpu:G3|V100M32"}
+    assert topology == {
+        "p-any": None,
+        "p-nan": None,
+        "p-v100": "gpu:v100",
+        "p-mixed": "gpu:p100|t4",
+        "p-a10": "gpu:a10",
+        "p-g2": "gpu:G2",
+        "p-g3v": "gpu:G3|V100M32",
+    }
     assert {r["accelerator"] for r in imported.streams["scheduler"]} == {"openb-gpu"}  # capacity stays one pool
     assert summary["caveats"] == {"gpu_spec names a GPU model with no catalogue key (undisclosed)": 2}
     source_json = json.loads((tmp_path / "in" / "SOURCE.json").read_text())
@@ -244,8 +272,9 @@ def test_mlperf_a_block_without_its_own_evaluation_does_not_borrow_the_next_ones
     first_eval = [i for i, line in enumerate(lines) if re.search(r'"key": "eval_(start|accuracy|stop)"', line)][:3]
     text = "\n".join(line for i, line in enumerate(lines) if i not in first_eval)
     imported, _ = import_to("mlperf", mlperf_source(tmp_path / "src", {DELL_8B_RUN: text}), tmp_path / "in")
-    original, _ = import_to("mlperf", mlperf_source(tmp_path / "a", {DELL_8B_RUN: log_text(DELL_8B_RUN)}),
-                            tmp_path / "a-in")
+    original, _ = import_to(
+        "mlperf", mlperf_source(tmp_path / "a", {DELL_8B_RUN: log_text(DELL_8B_RUN)}), tmp_path / "a-in"
+    )
     assert _profiles(imported, DELL_8B_RUN) == _profiles(original, DELL_8B_RUN)[2:]
     [caveat] = [c for c in caveats(tmp_path / "in") if c["caveat"].startswith("steps unknown")]
     assert caveat["detail"] == "2 of 15 blocks"
@@ -256,21 +285,26 @@ def test_mlperf_pg_on_an_assumed_precision_names_the_peak_it_used(tmp_path):
     (2,250 TFLOP/s dense in the catalogue), and the caveat says so and what FP8 or FP4 would give."""
     import_to("mlperf", mlperf_source(tmp_path / "src", {DELL_8B_RUN: log_text(DELL_8B_RUN)}), tmp_path / "in")
     [row] = [c for c in caveats(tmp_path / "in") if c["caveat"].startswith("precision not stated")]
-    assert row["detail"] == ("PG measured against the b200 bf16 peak, 2,250 TFLOP/s per chip; had it trained in fp8 "
-                             "(4,500 TFLOP/s), PG would be 0.5 x as high; had it trained in fp4 (9,000 TFLOP/s), "
-                             "PG would be 0.25 x as high")
+    assert row["detail"] == (
+        "PG measured against the b200 bf16 peak, 2,250 TFLOP/s per chip; had it trained in fp8 "
+        "(4,500 TFLOP/s), PG would be 0.5 x as high; had it trained in fp4 (9,000 TFLOP/s), "
+        "PG would be 0.25 x as high"
+    )
 
 
 def test_every_trace_or_log_not_imported_has_its_line(tmp_path):
     """A trace of a device the catalogue lacks, and the traces and logs past --limit: each a rejected row."""
-    events = [*_steps(1.7e15, 3, 1e5),
-              {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 1.7e15 + 10, "dur": 50, "args": {"device": 0}}]
+    events = [
+        *_steps(1.7e15, 3, 1e5),
+        {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 1.7e15 + 10, "dur": 50, "args": {"device": 0}},
+    ]
     _kineto_trace(tmp_path, "a-known.json.gz", events, deviceProperties=[A100])
     _kineto_trace(tmp_path, "b-unknown.json.gz", events, deviceProperties=[{"id": 0, "name": "NVIDIA Z9000"}])
     _kineto_trace(tmp_path, "c-past-limit.json.gz", events, deviceProperties=[A100])
     import_to("kineto", tmp_path, tmp_path / "in", limit=2)
     assert sorted((row["file"], row["reason"], row["detail"]) for row in rejected_rows(tmp_path / "in")) == [
         ("b-unknown.json.gz", "device not recognised as one catalogue accelerator", "NVIDIA Z9000"),
-        ("c-past-limit.json.gz", "beyond --limit 2: not read", "")]
+        ("c-past-limit.json.gz", "beyond --limit 2: not read", ""),
+    ]
     _, summary = import_to("mlperf", MLPERF, tmp_path / "mlperf", limit=16)
     assert summary["jobs"] == 16 and summary["rejected"] == {"beyond --limit 16: not read": 1}

@@ -34,12 +34,21 @@ def test_mlperf_every_run_is_a_job_and_the_run_reconciles(mlperf_run):
 
 def test_mlperf_mi300x_run_matches_its_log(mlperf_run):
     imported, _, _, jobs = mlperf_run
-    scheduler = [(r["type"], r["event_time"], r["chips"], r["accelerator"]) for r in by_job(imported, "scheduler", MI300X_RUN)]
-    assert scheduler == [("SUBMIT", 1755476345692000, 8, "mi300x"), ("ALLOCATE", 1755476345692000, 8, "mi300x"),
-                         ("FINISH", 1755479401425000, 0, "mi300x")]
+    scheduler = [
+        (r["type"], r["event_time"], r["chips"], r["accelerator"]) for r in by_job(imported, "scheduler", MI300X_RUN)
+    ]
+    assert scheduler == [
+        ("SUBMIT", 1755476345692000, 8, "mi300x"),
+        ("ALLOCATE", 1755476345692000, 8, "mi300x"),
+        ("FINISH", 1755479401425000, 0, "mi300x"),
+    ]
     runtime = by_job(imported, "runtime", MI300X_RUN)
     assert (runtime[0]["type"], runtime[0]["event_time"], runtime[1]["type"], runtime[1]["event_time"]) == (
-        "INIT_START", 1755476345692000, "INIT_END", 1755477365577000)
+        "INIT_START",
+        1755476345692000,
+        "INIT_END",
+        1755477365577000,
+    )
     steps = [(r["event_time"], r["step"]) for r in runtime if r["type"].startswith("STEP")]
     # First block: block_start at run_start with samples_count 0, block_stop at curr_global_step 192 (gbs 8).
     assert steps[:2] == [(1755477365577000, 1), (1755478097187000, 192)]
@@ -58,7 +67,9 @@ def test_mlperf_llama_405b_gets_analytic_flops(mlperf_run):
     assert samples and {s["flops_source"] for s in samples} == {"ANALYTIC"}
     assert samples[0]["ideal_flops"] == pytest.approx(6 * 405.85e9 * 960 * 8192)  # 6·N·gbs·seq
     assert samples[0]["chips"] == 640 * 4  # number_of_nodes × accelerators_per_node
-    assert samples[0]["step"] == 300 and samples[0]["duration_s"] == pytest.approx((1759846760178 - 1759845785794) / 1e3 / 300)
+    assert samples[0]["step"] == 300 and samples[0]["duration_s"] == pytest.approx(
+        (1759846760178 - 1759845785794) / 1e3 / 300
+    )
     job = jobs[LLAMA_405B_RUN]
     assert job["accelerator"] == "gb200" and 0.5 < job["pg"] < 1.0
 
@@ -69,20 +80,23 @@ def test_kineto_traces_map_steps_and_reject_what_they_cannot(tmp_path):
     assert summary["jobs"] == 2 and summary["events"]["profiler"] == 0  # the samples carry no FLOP counts
     assert sorted(row["reason"] for row in rejected_rows(tmp_path / "in")) == [
         "no ProfilerStep#N annotations: no step to map",
-        "no deviceProperties: the accelerator is unknown (pass --accelerator KEY)"]
+        "no deviceProperties: the accelerator is unknown (pass --accelerator KEY)",
+    ]
     steps = [(r["type"], r["step"], r["event_time"]) for r in by_job(imported, "runtime", V100_JOB)]
     assert [s[1] for s in steps] == [101, 101, 102, 102, 103, 103, 104, 104, 105, 105]
     assert steps[0] == ("STEP_START", 101, 1712195495502094) and steps[1][2] == int(1712195495502094.5 + 35115.869)
     assert {r["accelerator"] for r in imported.streams["scheduler"]} == {"v100", "mi250-gcd"}
     manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     assert manifest["reconciles"]
-    assert jobs[V100_JOB]["productive_chip_s"] == pytest.approx(sum(
-        (b[2] - a[2]) / 1e6 for a, b in zip(steps[::2], steps[1::2])))
+    assert jobs[V100_JOB]["productive_chip_s"] == pytest.approx(
+        sum((b[2] - a[2]) / 1e6 for a, b in zip(steps[::2], steps[1::2]))
+    )
 
 
 def test_kineto_accelerator_flag_maps_a_trace_without_device_properties(tmp_path):
-    imported, summary = import_to("kineto", KINETO / "trace_filter__sampled_rank-0.json.gz", tmp_path / "in",
-                                  accelerator="a100")
+    imported, summary = import_to(
+        "kineto", KINETO / "trace_filter__sampled_rank-0.json.gz", tmp_path / "in", accelerator="a100"
+    )
     assert summary["rejected"] == {} and summary["jobs"] == 1
     submit = next(r for r in imported.streams["scheduler"] if r["type"] == "SUBMIT")
     assert (submit["accelerator"], submit["chips"]) == ("a100", 128)  # distributedInfo.world_size
@@ -90,14 +104,26 @@ def test_kineto_accelerator_flag_maps_a_trace_without_device_properties(tmp_path
 
 # ---- mgm (hand-written fixture in the library's format, see tests/data/README.md) ----
 def test_mgm_fixture_gives_the_hand_computed_categories(tmp_path):
-    imported, summary = import_to("mgm", FIXTURES / "mgm_goodput_log.jsonl", tmp_path / "in",
-                                  accelerator="tpu-v5e", chips=16)
+    imported, summary = import_to(
+        "mgm", FIXTURES / "mgm_goodput_log.jsonl", tmp_path / "in", accelerator="tpu-v5e", chips=16
+    )
     assert summary["rejected"] == {"entry holds none of the recorder's keys": 1, "entry without a job_name": 1}
     assert [r["type"] for r in imported.streams["scheduler"]] == ["SUBMIT", "ALLOCATE", "PREEMPT", "ALLOCATE", "FINISH"]
     manifest, jobs = run_and_read(tmp_path / "in", tmp_path / "out")
     assert manifest["reconciles"]
     job = jobs["llama-7b-v5e"]
-    expected_s = {"lifetime": 320, "queued": 0, "idle": 14, "init": 70, "data_wait": 15, "checkpoint_save": 10,
-                  "checkpoint_restore": 10, "productive": 126, "lost": 75, "pending": 0, "compile": 0}
+    expected_s = {
+        "lifetime": 320,
+        "queued": 0,
+        "idle": 14,
+        "init": 70,
+        "data_wait": 15,
+        "checkpoint_save": 10,
+        "checkpoint_restore": 10,
+        "productive": 126,
+        "lost": 75,
+        "pending": 0,
+        "compile": 0,
+    }
     assert {name: job[f"{name}_chip_s"] / 16 for name in expected_s} == pytest.approx(expected_s)
     assert job["rg"] == pytest.approx(126 / 320)

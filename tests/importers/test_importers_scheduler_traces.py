@@ -23,8 +23,11 @@ def test_philly_whole_sample_counts(tmp_path):
     attempts = sum(len(job["attempts"]) for job in jobs)
     assert summary["jobs"] == len(jobs) == 3034
     # SUBMIT + FINISH per job, an ALLOCATE per attempt, a PREEMPT per attempt after the first; one CAPACITY.
-    assert summary["events"] == {"scheduler": 2 * len(jobs) + attempts + (attempts - len(jobs)) + 1,
-                                 "runtime": 0, "profiler": 0}
+    assert summary["events"] == {
+        "scheduler": 2 * len(jobs) + attempts + (attempts - len(jobs)) + 1,
+        "runtime": 0,
+        "profiler": 0,
+    }
     assert summary["rejected"] == {}
     capacity = [r for r in imported.streams["scheduler"] if r["type"] == "CAPACITY"]
     assert [(r["chips"], r["event_time"]) for r in capacity] == [(321 * 2 + 231 * 8, utc_us("2017-09-04 10:30:41"))]
@@ -73,14 +76,21 @@ def test_openb_whole_sample_counts_and_rejects_cpu_only_pods(tmp_path):
     assert types.count("ALLOCATE") == 8152 - 1088 - (897 - 36)
     assert types.count("CAPACITY") == 2
     capacity = {r["chips"] for r in imported.streams["scheduler"] if r["type"] == "CAPACITY"}
-    assert capacity == {sum(json.loads((tmp_path / "out" / "SOURCE.json").read_text())["capacity_gpus_by_model"].values())}
+    assert capacity == {
+        sum(json.loads((tmp_path / "out" / "SOURCE.json").read_text())["capacity_gpus_by_model"].values())
+    }
 
 
 def test_openb_pods_match_the_source(tmp_path):
     imported, _ = import_to("openb", OPENB, tmp_path / "out", limit=10)
     # openb-pod-0000,12000,16384,1,1000,,LS,Running,0,12537496,0 → deleted while running, before the last instant.
-    assert [(r["type"], r["event_time"], r["chips"], r["priority"]) for r in by_job(imported, "scheduler", "openb-pod-0000")] == [
-        ("SUBMIT", TRACE_START, 1, 2), ("ALLOCATE", TRACE_START, 1, None), ("CANCEL", TRACE_START + 12537496 * MICROS, 0, None)]
+    assert [
+        (r["type"], r["event_time"], r["chips"], r["priority"]) for r in by_job(imported, "scheduler", "openb-pod-0000")
+    ] == [
+        ("SUBMIT", TRACE_START, 1, 2),
+        ("ALLOCATE", TRACE_START, 1, None),
+        ("CANCEL", TRACE_START + 12537496 * MICROS, 0, None),
+    ]
     # openb-pod-0001 holds 460 milli-GPU: counted as one whole GPU.
     assert {r["chips"] for r in by_job(imported, "scheduler", "openb-pod-0001") if r["type"] != "CANCEL"} == {1}
 

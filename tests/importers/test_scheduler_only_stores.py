@@ -30,8 +30,11 @@ FACTORS = ("rg", "pg", "mpg", "pg_coverage")
 @pytest.fixture(scope="module", params=["slurm", "kubernetes"])
 def store(request, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp(request.param)
-    sources = ([str(FIXTURES / "slurm")] if request.param == "slurm"
-               else [str(path) for path in sorted((FIXTURES / "kubernetes").iterdir()) if path.suffix != ".md"])
+    sources = (
+        [str(FIXTURES / "slurm")]
+        if request.param == "slurm"
+        else [str(path) for path in sorted((FIXTURES / "kubernetes").iterdir()) if path.suffix != ".md"]
+    )
     extra = ["--cluster", "gke-1"] if request.param == "kubernetes" else []
     assert main(["-q", "import", request.param, *sources, *extra, "--out", str(root / "in")]) == 0
     assert main(["-q", "run", "--input", str(root / "in"), "--output", str(root / "out")]) == 0
@@ -40,8 +43,10 @@ def store(request, tmp_path_factory) -> Path:
 
 
 def _views(connection) -> dict[str, list[str]]:
-    names = [row[0] for row in connection.execute(
-        "select view_name from duckdb_views() where not internal order by 1").fetchall()]
+    names = [
+        row[0]
+        for row in connection.execute("select view_name from duckdb_views() where not internal order by 1").fetchall()
+    ]
     return {name: [row[0] for row in connection.execute(f"describe {name}").fetchall()] for name in names}
 
 
@@ -54,20 +59,23 @@ def test_no_view_shows_a_runtime_factor_of_zero_or_idle_held_time(store):
             if not factors:
                 continue
             rows = connection.execute(f"select count(*) from {name}").fetchone()[0]
-            zeros = connection.execute(f"select count(*) from {name} where "
-                                       + " or ".join(f"{f} is not null" for f in factors)).fetchone()[0]
+            zeros = connection.execute(
+                f"select count(*) from {name} where " + " or ".join(f"{f} is not null" for f in factors)
+            ).fetchone()[0]
             assert zeros == 0, (name, "a runtime factor is known without any runtime telemetry")
             checked += rows
         assert checked > 0 and {"fleet_daily", "job_goodput", "goodput_by_segment", "segment_daily"} <= set(
-            name for name, factors in factor_views.items() if factors)
+            name for name, factors in factor_views.items() if factors
+        )
         for name, columns in views.items():
             # The raw tables keep the timeline's category (no runtime span covered the time); every view reads it.
             if "idle_chip_s" in columns and name not in TABLES:
                 assert connection.execute(f"select coalesce(sum(idle_chip_s), 0) from {name}").fetchone()[0] == 0, name
-        held = connection.execute("select sum(all_allocated_chip_s), sum(unmeasured_chip_s) from job_goodput").fetchone()
+        held = connection.execute(
+            "select sum(all_allocated_chip_s), sum(unmeasured_chip_s) from job_goodput"
+        ).fetchone()
         assert held[0] > 0 and held[1] == pytest.approx(held[0])  # all of it "runtime not measured"
-        categories = dict(connection.execute(
-            "select category, sum(chip_s) from badput_daily group by all").fetchall())
+        categories = dict(connection.execute("select category, sum(chip_s) from badput_daily group by all").fetchall())
         assert categories["idle"] == 0 and categories["unmeasured"] == pytest.approx(held[0])
 
 
@@ -117,10 +125,10 @@ def test_the_report_has_a_queue_section_where_the_scheduler_names_queues(store):
     with open(folder / "queues.csv", encoding="utf-8") as handle:
         rows = {row["queue"]: row for row in csv.DictReader(handle)}
     with connect(store) as connection:
-        expected = dict(connection.execute(
-            "select queue, sum(submitted) from queue_waits group by all").fetchall())
-    assert {queue: int(row["submitted"]) for queue, row in rows.items()
-            if int(row["submitted"])} == {queue: n for queue, n in expected.items()}
+        expected = dict(connection.execute("select queue, sum(submitted) from queue_waits group by all").fetchall())
+    assert {queue: int(row["submitted"]) for queue, row in rows.items() if int(row["submitted"])} == {
+        queue: n for queue, n in expected.items()
+    }
     page = (folder / "index.html").read_text(encoding="utf-8")
     named = any(queue != "UNKNOWN" for queue in expected)
     assert ("Queues: waits to start, and interruptions" in page) == named

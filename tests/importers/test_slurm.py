@@ -30,8 +30,11 @@ pytestmark = pytest.mark.slow
 
 WHY_NOT = ensure_installed()
 if WHY_NOT:
-    pytest.skip(f"NO REAL SLURM IN THIS RUN: {WHY_NOT}. As root with apt-get the tests install "
-                "slurmctld slurmd slurmdbd slurm-client munge mariadb-server; .ci/run does.", allow_module_level=True)
+    pytest.skip(
+        f"NO REAL SLURM IN THIS RUN: {WHY_NOT}. As root with apt-get the tests install "
+        "slurmctld slurmd slurmdbd slurm-client munge mariadb-server; .ci/run does.",
+        allow_module_level=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +63,21 @@ def test_the_box_ran_every_scenario(recorded):
     for row in sacct_rows(files["sacct.txt"]):
         states.setdefault(row["JobID"], []).append(row["State"])
     assert {name: states[job] for name, job in jobs.items() if name != "array"} == {
-        "timeout": ["TIMEOUT"], "busy": ["COMPLETED"], "waits_for_gpus": ["COMPLETED"],
-        "preempted": ["PREEMPTED", "COMPLETED"], "node_fail": ["NODE_FAIL", "COMPLETED"],
-        "completes": ["COMPLETED"], "fails": ["FAILED"], "cancelled": ["CANCELLED by 0"],
-        "requeued": ["REQUEUED", "COMPLETED"], "cpu_only": ["COMPLETED"], "preemptor": ["COMPLETED"],
-        "held_cancelled": ["CANCELLED by 0"], "held_released": ["COMPLETED"], "held": ["PENDING"]}
+        "timeout": ["TIMEOUT"],
+        "busy": ["COMPLETED"],
+        "waits_for_gpus": ["COMPLETED"],
+        "preempted": ["PREEMPTED", "COMPLETED"],
+        "node_fail": ["NODE_FAIL", "COMPLETED"],
+        "completes": ["COMPLETED"],
+        "fails": ["FAILED"],
+        "cancelled": ["CANCELLED by 0"],
+        "requeued": ["REQUEUED", "COMPLETED"],
+        "cpu_only": ["COMPLETED"],
+        "preemptor": ["COMPLETED"],
+        "held_cancelled": ["CANCELLED by 0"],
+        "held_released": ["COMPLETED"],
+        "held": ["PENDING"],
+    }
     assert all(states[f"{jobs['array']}_{task}"] == ["COMPLETED"] for task in range(3))
     # Never eligible, so a plain `sacct -S` leaves them out (the other listings of sacct.txt add them).
     never_eligible = {row["JobID"] for row in sacct_rows(files["sacct.txt"]) if row["Eligible"] == "Unknown"}
@@ -122,14 +135,19 @@ def test_a_collector_killed_and_rerun_ends_equal_to_one_collection(recorded):
     levels = sorted((r["event_time"], r["accelerator"], r["chips"]) for r in one if r["job_id"] is None)
     for record in (r for r in every if r["job_id"] is None):
         if record not in one:
-            in_effect = [chips for time, accelerator, chips in levels
-                         if accelerator == record["accelerator"] and time <= record["event_time"]]
+            in_effect = [
+                chips
+                for time, accelerator, chips in levels
+                if accelerator == record["accelerator"] and time <= record["event_time"]
+            ]
             assert in_effect and in_effect[-1] == record["chips"], record
     assert all(r in every for r in one if r["job_id"] is None)
     # Written as it progressed: the timed-out job's ALLOCATE reached a file a minute before its end.
     file_of = {r["event_id"]: name for name, records in killed.items() for r in records}
     timed_out = [r for r in every if r["job_id"] == f"testfleet/{jobs['timeout']}"]
-    started, ended = (next(file_of[r["event_id"]] for r in timed_out if r["type"] == kind) for kind in ("ALLOCATE", "FAIL"))
+    started, ended = (
+        next(file_of[r["event_id"]] for r in timed_out if r["type"] == kind) for kind in ("ALLOCATE", "FAIL")
+    )
     assert started < ended
 
 
@@ -147,21 +165,41 @@ def test_every_job_comes_out_with_its_true_status(recorded, source, tmp_path):
     jobs, files, _, collected, _ = recorded
     if source == "imported":
         import_to("slurm", files["sacct.txt"].parent, tmp_path / "in")
-    folder = {"collected, killed and rerun": collected / "killed", "collected at once": collected / "once",
-              "imported": tmp_path / "in"}[source]
+    folder = {
+        "collected, killed and rerun": collected / "killed",
+        "collected at once": collected / "once",
+        "imported": tmp_path / "in",
+    }[source]
     last_end = max(utc_seconds(row["End"]) for row in sacct_rows(files["sacct.txt"]) if row["End"] != "Unknown")
     run_batch(str(folder), str(tmp_path / "out"), SETTINGS, given_as_of_us=last_end * MICROS, build_views=False)
     with connect(tmp_path / "out") as connection:
-        found = {row[0]: row[1:] for row in connection.execute(
-            "select job_id, jobs.status, first_running_time is not null, held_chip_s, end_reason "
-            "from jobs join job_goodput using (job_id)").fetchall()}
+        found = {
+            row[0]: row[1:]
+            for row in connection.execute(
+                "select job_id, jobs.status, first_running_time is not null, held_chip_s, end_reason "
+                "from jobs join job_goodput using (job_id)"
+            ).fetchall()
+        }
     expected = {
-        "timeout": "FAILED", "busy": "FINISHED", "waits_for_gpus": "FINISHED", "preempted": "FINISHED",
-        "node_fail": "FINISHED", "completes": "FINISHED", "fails": "FAILED", "cancelled": "CANCELLED",
-        "requeued": "FINISHED", "preemptor": "FINISHED", "held_cancelled": "CANCELLED", "held_released": "FINISHED",
-        "held": "PENDING", **{f"array_{task}": "FINISHED" for task in range(3)}}
-    job_of = {**{name: f"testfleet/{job}" for name, job in jobs.items()},
-              **{f"array_{task}": f"testfleet/{jobs['array']}_{task}" for task in range(3)}}
+        "timeout": "FAILED",
+        "busy": "FINISHED",
+        "waits_for_gpus": "FINISHED",
+        "preempted": "FINISHED",
+        "node_fail": "FINISHED",
+        "completes": "FINISHED",
+        "fails": "FAILED",
+        "cancelled": "CANCELLED",
+        "requeued": "FINISHED",
+        "preemptor": "FINISHED",
+        "held_cancelled": "CANCELLED",
+        "held_released": "FINISHED",
+        "held": "PENDING",
+        **{f"array_{task}": "FINISHED" for task in range(3)},
+    }
+    job_of = {
+        **{name: f"testfleet/{job}" for name, job in jobs.items()},
+        **{f"array_{task}": f"testfleet/{jobs['array']}_{task}" for task in range(3)},
+    }
     assert {name: found[job_of[name]][0] for name in expected} == expected
     assert f"testfleet/{jobs['cpu_only']}" not in found  # rejected: no GPU
     never_started = {name for name in expected if not found[job_of[name]][1]}
@@ -179,7 +217,8 @@ def _partition_gpu_s_by_hand(sacct: Path) -> dict[str, int]:
         gpus = re.search(r"gres/gpu=(\d+)", row["AllocTRES"])
         if gpus and row["Start"] not in ("Unknown", "None") and row["End"] not in ("Unknown", "None"):
             held[row["Partition"]] = held.get(row["Partition"], 0) + int(gpus.group(1)) * (
-                utc_seconds(row["End"]) - utc_seconds(row["Start"]))
+                utc_seconds(row["End"]) - utc_seconds(row["Start"])
+            )
     return held
 
 
@@ -189,8 +228,12 @@ def _sreport(path: Path) -> tuple[int, int]:
     window_end = re.search(r" - (\S+) \(", next(line for line in lines if line.startswith("Job Sizes"))).group(1)
     header = next(number for number, line in enumerate(lines) if line.startswith("Cluster|Account|"))
     names = lines[header].split("|")
-    total = sum(int(value) for line in lines[header + 1:] for name, value in zip(names, line.split("|"))
-                if name.endswith("TRES"))
+    total = sum(
+        int(value)
+        for line in lines[header + 1 :]
+        for name, value in zip(names, line.split("|"))
+        if name.endswith("TRES")
+    )
     return utc_seconds(window_end) + 1, total
 
 
@@ -203,7 +246,9 @@ def test_queue_daily_holds_what_sreport_reports_per_partition(recorded, tmp_path
     import_to("slurm", files["sacct.txt"].parent, tmp_path / "in")
     rows = sacct_rows(files["sacct.txt"])
     last_end = max(utc_seconds(row["End"]) for row in rows if row["End"] != "Unknown")
-    run_batch(str(tmp_path / "in"), str(tmp_path / "out"), SETTINGS, given_as_of_us=last_end * MICROS, build_views=False)
+    run_batch(
+        str(tmp_path / "in"), str(tmp_path / "out"), SETTINGS, given_as_of_us=last_end * MICROS, build_views=False
+    )
     with connect(tmp_path / "out") as connection:
         held = dict(connection.execute("select queue, sum(held_chip_s) from queue_daily group by all").fetchall())
     by_hand = _partition_gpu_s_by_hand(files["sacct.txt"])
@@ -229,8 +274,12 @@ def test_every_poll_states_what_it_observed(recorded):
         assert all(time_us <= periods["testfleet"][1] for time_us in times), path.name
     ends = [periods["testfleet"][1] for periods in stated]
     assert ends == sorted(ends)  # polls in order, each up to its own time
-    first = min(r["event_time"] for records in _scheduler_records(collected / "once").values() for r in records
-                if r["job_id"] is not None)
+    first = min(
+        r["event_time"]
+        for records in _scheduler_records(collected / "once").values()
+        for r in records
+        if r["job_id"] is not None
+    )
     assert min(periods["testfleet"][0] for periods in stated) == int(first.timestamp() * 1_000_000)
 
 
@@ -244,6 +293,9 @@ def test_a_poll_whose_slurm_daemon_never_answers_ends_in_one_line_writing_nothin
     poll = unanswered[daemon]
     assert poll["files"] >= 2  # the whole poll before wrote a scheduler file and the cursor
     assert (poll["returncode"], poll["stdout"], poll["stderr"]) == (
-        1, "", f"mpg collect: {command} did not answer within 3 s (is {daemon} responding? --timeout gives it "
-               f"longer); nothing was written to {poll['out']}\n")
+        1,
+        "",
+        f"mpg collect: {command} did not answer within 3 s (is {daemon} responding? --timeout gives it "
+        f"longer); nothing was written to {poll['out']}\n",
+    )
     assert poll["unchanged"]

@@ -66,8 +66,21 @@ def store(tmp_path_factory) -> dict:
     simulate(root / "fleet", seed=5, hours=28, jobs=16, node_failures=True)
     first, rest = split_by_time(root / "fleet", [(CUT_S) * 1_000_000], root / "arrivals")
     for part, as_of_s in ((first, CUT_S), (rest, AS_OF_S)):
-        assert main(["-q", "run", "--input", str(part), "--output", str(root / "out"), "--as_of",
-                     datetime.fromtimestamp(as_of_s, timezone.utc).isoformat()]) == 0
+        assert (
+            main(
+                [
+                    "-q",
+                    "run",
+                    "--input",
+                    str(part),
+                    "--output",
+                    str(root / "out"),
+                    "--as_of",
+                    datetime.fromtimestamp(as_of_s, timezone.utc).isoformat(),
+                ]
+            )
+            == 0
+        )
     assert main(["-q", "export", "openmetrics", "--output", str(root / "out"), "--to", str(root / "history.om")]) == 0
     return {"root": root, "output": root / "out", "history": root / "history.om"}
 
@@ -76,8 +89,22 @@ def store(tmp_path_factory) -> dict:
 def serving(output: Path):
     """`mpg serve metrics` on a free loopback port, in a process of its own; yields its /metrics URL."""
     port = prometheus_box.free_port()
-    process = subprocess.Popen([sys.executable, "-m", "fleet_goodput.cli", "-q", "serve", "metrics", "--output",
-                                str(output), "--port", str(port)], stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fleet_goodput.cli",
+            "-q",
+            "serve",
+            "metrics",
+            "--output",
+            str(output),
+            "--port",
+            str(port),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}/metrics"
     try:
         deadline = time.monotonic() + 60
@@ -117,7 +144,9 @@ def prometheus(store, served):
 
 def _rules(window: str) -> dict[str, str]:
     groups = yaml.safe_load(RULES.read_text())["groups"]
-    return {rule["record"]: rule["expr"] for group in groups if group["name"].endswith(window) for rule in group["rules"]}
+    return {
+        rule["record"]: rule["expr"] for group in groups if group["name"].endswith(window) for rule in group["rules"]
+    }
 
 
 def _close(found: float, expected: float) -> bool:
@@ -136,28 +165,41 @@ def _compare(found: dict[tuple, float], expected: dict[tuple, float | None], wha
 
 
 # level of a rule → the labels it keeps and the dimension of segment_daily it matches (None: capacity base)
-LEVELS = {"fleet": ((), None), "cluster_accelerator": (("cluster", "accelerator"), None),
-          "team": (("team",), "team"), "queue": (("queue",), "queue"), "cluster_queue": (("cluster_queue",), "cluster_queue"),
-          "workload": (("workload",), "workload"), "size_class": (("size_class",), "size_class"),
-          "accelerator": (("accelerator",), "accelerator")}
+LEVELS = {
+    "fleet": ((), None),
+    "cluster_accelerator": (("cluster", "accelerator"), None),
+    "team": (("team",), "team"),
+    "queue": (("queue",), "queue"),
+    "cluster_queue": (("cluster_queue",), "cluster_queue"),
+    "workload": (("workload",), "workload"),
+    "size_class": (("size_class",), "size_class"),
+    "accelerator": (("accelerator",), "accelerator"),
+}
 
 
 def _expected_day(output: Path, level: str, factor: str) -> dict[tuple, float | None]:
     labels, dimension = LEVELS[level]
     if dimension is not None:
-        rows = mpg_sql(output, f"select segment, {factor} from segment_daily where day = '{DAY}' "
-                               f"and dimension = '{dimension}'")
+        rows = mpg_sql(
+            output, f"select segment, {factor} from segment_daily where day = '{DAY}' and dimension = '{dimension}'"
+        )
         return {(row["segment"],): row[factor] for row in rows}
     if labels:
         rows = mpg_sql(output, f"select cluster, accelerator, {factor} from fleet_daily where day = '{DAY}'")
         return {(row["cluster"], row["accelerator"]): row[factor] for row in rows}
     # The whole fleet: the ratios of the day's sums, worked out here (docs/metric.md section 1).
-    [sums] = mpg_sql(output, f"""select sum(capacity_chip_s) as capacity, sum(all_allocated_chip_s) as all_allocated,
+    [sums] = mpg_sql(
+        output,
+        f"""select sum(capacity_chip_s) as capacity, sum(all_allocated_chip_s) as all_allocated,
                                         sum(productive_chip_s) as productive, sum(ideal_chip_s) as ideal,
                                         sum(profiled_productive_chip_s) as profiled
-                                 from fleet_daily where day = '{DAY}'""")
-    sg, rg, pg = (sums["all_allocated"] / sums["capacity"], sums["productive"] / sums["all_allocated"],
-                  sums["ideal"] / sums["profiled"])
+                                 from fleet_daily where day = '{DAY}'""",
+    )
+    sg, rg, pg = (
+        sums["all_allocated"] / sums["capacity"],
+        sums["productive"] / sums["all_allocated"],
+        sums["ideal"] / sums["profiled"],
+    )
     return {(): {"sg": sg, "rg": rg, "pg": pg, "mpg": sg * rg * pg}[factor]}
 
 
@@ -174,20 +216,27 @@ def test_each_rule_over_a_day_gives_the_store_s_figure_for_that_day(store, prome
 def test_the_hour_rules_give_fleet_by_window(store, prometheus):
     rules = _rules("_1h")
     hour_start = "2026-01-01T13:00:00Z"
-    rows = mpg_sql(store["output"], f"select cluster, accelerator, sg, rg, pg, mpg from fleet_by_window "
-                                    f"where window_start = '{hour_start}'")
+    rows = mpg_sql(
+        store["output"],
+        f"select cluster, accelerator, sg, rg, pg, mpg from fleet_by_window where window_start = '{hour_start}'",
+    )
     assert rows
     for factor in ("sg", "rg", "pg", "mpg"):
-        found = _by_labels(prometheus.query(rules[f"cluster_accelerator:fleet_goodput_{factor}:ratio_1h"],
-                                            1767225600 + 14 * 3600), ("cluster", "accelerator"))
+        found = _by_labels(
+            prometheus.query(rules[f"cluster_accelerator:fleet_goodput_{factor}:ratio_1h"], 1767225600 + 14 * 3600),
+            ("cluster", "accelerator"),
+        )
         _compare(found, {(row["cluster"], row["accelerator"]): row[factor] for row in rows}, f"{factor} 1h")
 
 
 def test_counters_hold_the_raw_tables_sums_and_conserve(store, prometheus):
-    [raw] = mpg_sql(store["output"], f"""
+    [raw] = mpg_sql(
+        store["output"],
+        f"""
         select sum(lifetime_chip_s) as lifetime, sum(productive_chip_s) as productive, sum(pending_chip_s) as pending,
                sum(queued_chip_s + partial_chip_s + all_allocated_chip_s) as parts
-        from job_window where epoch(window_start) + 3600 <= {AS_OF_S}""")
+        from job_window where epoch(window_start) + 3600 <= {AS_OF_S}""",
+    )
 
     def total(expr: str) -> float:
         [sample] = prometheus.query(f"sum({expr})", AS_OF_S)
@@ -196,16 +245,20 @@ def test_counters_hold_the_raw_tables_sums_and_conserve(store, prometheus):
     assert _close(total("fleet_goodput_lifetime_chip_seconds_total"), raw["lifetime"])
     assert _close(total('fleet_goodput_demand_chip_seconds_total{category="productive"}'), raw["productive"])
     assert _close(total("fleet_goodput_pending_chip_seconds"), raw["pending"])
-    assert _close(total("fleet_goodput_demand_chip_seconds_total") + total("fleet_goodput_pending_chip_seconds"),
-                  raw["parts"])
+    assert _close(
+        total("fleet_goodput_demand_chip_seconds_total") + total("fleet_goodput_pending_chip_seconds"), raw["parts"]
+    )
 
 
 def test_the_number_of_series_stays_within_the_stated_bound(store, prometheus):
-    [counts] = mpg_sql(store["output"], """
+    [counts] = mpg_sql(
+        store["output"],
+        """
         select count(distinct (cluster, accelerator, team, queue, workload, size_class)) as job_label_sets,
                (select count(distinct (cluster, accelerator)) from capacity_level) as clusters,
                (select count(*) from interruptions) as interruptions
-        from job_attributes""")
+        from job_attributes""",
+    )
     # docs/monitoring.md, "How many series": per job label set 11 categories + 6 sums + submitted + 3 ends;
     # per cluster and accelerator 7 fleet sums + 1 gap; per interruption label set and cause 2.
     bound = counts["job_label_sets"] * 21 + counts["clusters"] * 8 + counts["interruptions"] * 2
@@ -228,7 +281,6 @@ def test_the_rules_file_is_the_generator_s_output():
     from fleet_goodput.monitoring.rules import rules_yaml
 
     assert RULES.read_text() == rules_yaml(), "run: python -m fleet_goodput.monitoring.rules > " + str(RULES)
-
 
 
 def _samples(text: str) -> dict[tuple, list]:
@@ -258,8 +310,22 @@ def test_the_history_is_on_the_window_grid_and_counters_never_go_down(store):
 
 
 def test_since_continues_the_same_cumulative_values(store, tmp_path):
-    assert main(["-q", "export", "openmetrics", "--output", str(store["output"]), "--since", "2026-01-01T20:30:00Z",
-                 "--to", str(tmp_path / "late.om")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "export",
+                "openmetrics",
+                "--output",
+                str(store["output"]),
+                "--since",
+                "2026-01-01T20:30:00Z",
+                "--to",
+                str(tmp_path / "late.om"),
+            ]
+        )
+        == 0
+    )
     whole, late = _samples(store["history"].read_text()), _samples((tmp_path / "late.om").read_text())
     assert set(late) == set(whole)
     for key, samples in late.items():
@@ -278,7 +344,9 @@ def test_a_scrape_shows_the_counters_now_and_the_last_day_s_factors(store):
     scraped, history = _samples(text), _samples(store["history"].read_text())
     for key, samples in history.items():
         assert scraped[key] == [(None, samples[-1][1])], key
-    days = mpg_sql(store["output"], f"select cluster, accelerator, sg, rg, pg, mpg from fleet_daily where day = '{DAY}'")
+    days = mpg_sql(
+        store["output"], f"select cluster, accelerator, sg, rg, pg, mpg from fleet_daily where day = '{DAY}'"
+    )
     for row in days:
         labels = (("accelerator", row["accelerator"]), ("cluster", row["cluster"]))
         for factor in ("sg", "rg", "pg", "mpg"):
@@ -337,7 +405,8 @@ def test_the_dashboards_are_the_generator_s_output():
     assert sorted(path.name for path in GRAFANA.glob("*.json")) == sorted(DASHBOARDS)
     for name in DASHBOARDS:
         assert (GRAFANA / name).read_text(encoding="utf-8") == dashboard_json(name), (
-            f"run: python -m fleet_goodput.monitoring.dashboards {GRAFANA}")
+            f"run: python -m fleet_goodput.monitoring.dashboards {GRAFANA}"
+        )
 
 
 @pytest.mark.parametrize("dashboard", sorted(path.name for path in GRAFANA.glob("*.json")))
@@ -375,15 +444,18 @@ def test_the_deployed_units_run_a_command_mpg_accepts():
     daily.read_string((REPOSITORY / "deploy" / "mpg-daily.service").read_text())
     assert args.output in daily["Service"]["ReadWritePaths"] and args.output in unit["Service"]["ReadOnlyPaths"]
 
-    manifests = {item["kind"]: item for item in yaml.safe_load_all((REPOSITORY / "deploy" / "kubernetes" /
-                                                                    "metrics.yaml").read_text())}
+    manifests = {
+        item["kind"]: item
+        for item in yaml.safe_load_all((REPOSITORY / "deploy" / "kubernetes" / "metrics.yaml").read_text())
+    }
     [container] = manifests["Deployment"]["spec"]["template"]["spec"]["containers"]
     args = build_parser(container["command"][1:]).parse_args(container["command"][1:])
     assert (args.command, args.kind, args.port) == ("serve", "metrics", container["ports"][0]["containerPort"])
     assert manifests["Service"]["spec"]["ports"][0]["targetPort"] == container["ports"][0]["name"]
-    assert manifests["ServiceMonitor"]["spec"]["endpoints"][0]["port"] == manifests["Service"]["spec"]["ports"][0]["name"]
-    assert (manifests["ServiceMonitor"]["spec"]["selector"]["matchLabels"]
-            == manifests["Service"]["metadata"]["labels"])
+    assert (
+        manifests["ServiceMonitor"]["spec"]["endpoints"][0]["port"] == manifests["Service"]["spec"]["ports"][0]["name"]
+    )
+    assert manifests["ServiceMonitor"]["spec"]["selector"]["matchLabels"] == manifests["Service"]["metadata"]["labels"]
 
 
 def test_before_the_first_run_metrics_answers_503_and_export_says_why(tmp_path, capsys):
@@ -416,14 +488,27 @@ def test_the_worked_example_s_counters_are_its_hand_figures(worked_example_run, 
 
     telemetry, _ = worked_example_run
     output, history = tmp_path / "out", tmp_path / "history.om"
-    assert main(["-q", "run", "--input", str(telemetry), "--output", str(output),
-                 "--as_of", "2026-01-01T01:00:00Z"]) == 0
+    assert (
+        main(["-q", "run", "--input", str(telemetry), "--output", str(output), "--as_of", "2026-01-01T01:00:00Z"]) == 0
+    )
     assert main(["-q", "export", "openmetrics", "--output", str(output), "--to", str(history)]) == 0
-    at_one = {(name, dict(labels).get("category")): samples[-1][1]
-              for (name, labels), samples in _samples(history.read_text()).items()}
+    at_one = {
+        (name, dict(labels).get("category")): samples[-1][1]
+        for (name, labels), samples in _samples(history.read_text()).items()
+    }
     chips, seconds = worked_example.CHIPS, worked_example.EXPECTED_SECONDS
-    for category in ("queued", "partial", "productive", "lost", "data_wait", "compile", "checkpoint_save",
-                     "checkpoint_restore", "init", "idle"):
+    for category in (
+        "queued",
+        "partial",
+        "productive",
+        "lost",
+        "data_wait",
+        "compile",
+        "checkpoint_save",
+        "checkpoint_restore",
+        "init",
+        "idle",
+    ):
         assert at_one[("fleet_goodput_demand_chip_seconds_total", category)] == chips * seconds[category], category
     assert at_one[("fleet_goodput_demand_chip_seconds_total", "unmeasured")] == 0
     assert at_one[("fleet_goodput_lifetime_chip_seconds_total", None)] == chips * 580
@@ -444,8 +529,11 @@ def test_the_textfile_holds_what_is_served_and_promtool_finds_nothing_to_lint(st
 
     assert main(["-q", "export", "textfile", "--output", str(store["output"]), "--to", str(tmp_path / "g.prom")]) == 0
     text = (tmp_path / "g.prom").read_text()
-    written = {(sample.name, tuple(sorted(sample.labels.items()))): [(None, sample.value)]
-               for family in text_string_to_metric_families(text) for sample in family.samples}
+    written = {
+        (sample.name, tuple(sorted(sample.labels.items()))): [(None, sample.value)]
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
     served_page = _page(served)
     assert set(written) == set(served_page)
     for key, [(_, value)] in written.items():

@@ -27,8 +27,10 @@ from pathlib import Path
 import pytest
 
 distributed = pytest.importorskip(
-    "distributed", reason="dask.distributed is not installed: no Dask cluster to run on (pip install "
-                          "'fleet-goodput[dask]', which the test extra holds)")
+    "distributed",
+    reason="dask.distributed is not installed: no Dask cluster to run on (pip install "
+    "'fleet-goodput[dask]', which the test extra holds)",
+)
 
 import apache_beam as beam  # noqa: E402 - after the skip
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
@@ -75,15 +77,39 @@ def scheduler(tmp_path_factory) -> str:
     host, port = address.removeprefix("tcp://").split(":")
     dask = [sys.executable, "-m", "dask"]
     # The small pipelines below run DoFns of this module, which the cluster imports by name.
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent),
-                                                                             os.environ.get("PYTHONPATH")]))}
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")])),
+    }
     started = []
     try:
-        started.append(_start([*dask, "scheduler", "--host", host, "--port", port, "--no-dashboard"],
-                              logs / "scheduler.log", environment))
+        started.append(
+            _start(
+                [*dask, "scheduler", "--host", host, "--port", port, "--no-dashboard"],
+                logs / "scheduler.log",
+                environment,
+            )
+        )
         # --no-nanny: the worker computes in the process started here, so its id is the one to stop.
-        started.append(_start([*dask, "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-nanny",
-                               "--no-dashboard", "--host", host], logs / "worker.log", environment))
+        started.append(
+            _start(
+                [
+                    *dask,
+                    "worker",
+                    address,
+                    "--nworkers",
+                    "1",
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--no-dashboard",
+                    "--host",
+                    host,
+                ],
+                logs / "worker.log",
+                environment,
+            )
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -117,8 +143,23 @@ def test_a_run_on_a_dask_cluster_commits_the_figures_of_a_local_run(tmp_path, sc
     (fleet / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
     assert main(["run", "--input", str(fleet), "--output", str(tmp_path / "local"), "-q"]) == 0
     before = _tasks_done(scheduler)
-    assert main(["run", "--input", str(fleet), "--output", str(tmp_path / "dask"), "-q",
-                 "--runner", "dask", "--dask_client_address", scheduler]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "run",
+                "--input",
+                str(fleet),
+                "--output",
+                str(tmp_path / "dask"),
+                "-q",
+                "--runner",
+                "dask",
+                "--dask_client_address",
+                scheduler,
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     assert _tasks_done(scheduler) > before  # computed on the cluster's worker, not in this process
 
     local, on_dask = Store(tmp_path / "local").latest().manifest, Store(tmp_path / "dask").latest().manifest
@@ -164,8 +205,12 @@ def _outputs_on_dask(scheduler: str, folder, runner: str) -> dict[str, list]:
     result = p.run()
     result.wait_until_finish()
     result.client.close()
-    return {tag: sorted((json.loads(line) for line in (folder / tag).read_text().splitlines()), key=str)
-            if (folder / tag).exists() else None for tag in ("main", "tagged")}
+    return {
+        tag: sorted((json.loads(line) for line in (folder / tag).read_text().splitlines()), key=str)
+        if (folder / tag).exists()
+        else None
+        for tag in ("main", "tagged")
+    }
 
 
 def test_beams_dask_runner_loses_outputs_that_the_projects_keeps(tmp_path, scheduler):
@@ -173,6 +218,10 @@ def test_beams_dask_runner_loses_outputs_that_the_projects_keeps(tmp_path, sched
     (tmp_path / "ours").mkdir()
     # Beam 2.77's: the first write never runs, and the second receives every output but those of finish_bundle.
     assert _outputs_on_dask(scheduler, tmp_path / "beam", "apache_beam.runners.dask.dask_runner.DaskRunner") == {
-        "main": None, "tagged": [1, 2, 3, "t1", "t2", "t3"]}
+        "main": None,
+        "tagged": [1, 2, 3, "t1", "t2", "t3"],
+    }
     assert _outputs_on_dask(scheduler, tmp_path / "ours", DASK_RUNNER) == {
-        "main": [1, 101, 102, 103, 2, 3], "tagged": ["t1", "t2", "t3"]}
+        "main": [1, 101, 102, 103, 2, 3],
+        "tagged": ["t1", "t2", "t3"],
+    }

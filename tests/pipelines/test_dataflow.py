@@ -34,14 +34,18 @@ from fleet_goodput.store.delta_store import Store
 
 BUCKET = "gs://fleet-goodput-test"
 IMAGE = "us-central1-docker.pkg.dev/fleet-goodput-test/images/fleet-goodput:test"
-DATAFLOW_ARGS = ["--runner=DataflowRunner", "--project=fleet-goodput-test", "--region=us-central1",
-                 f"--temp_location={BUCKET}/tmp", "--dry_run=True"]
+DATAFLOW_ARGS = [
+    "--runner=DataflowRunner",
+    "--project=fleet-goodput-test",
+    "--region=us-central1",
+    f"--temp_location={BUCKET}/tmp",
+    "--dry_run=True",
+]
 ROOT = Path(__file__).parents[2]
 CONFIG = str(ROOT / "configs" / "dataflow.yaml")
 
 # Every business step, the telemetry reader (the saved state's too) and every table's writer.
-EXPECTED_STEPS = {"ReadTelemetry", "SessionizeKeys", "ComputeGoodput",
-                  "StageTables", "StageState", "StageTally"}
+EXPECTED_STEPS = {"ReadTelemetry", "SessionizeKeys", "ComputeGoodput", "StageTables", "StageState", "StageTally"}
 
 
 def top_level_steps(job) -> set[str]:
@@ -50,8 +54,12 @@ def top_level_steps(job) -> set[str]:
 
 @pytest.fixture(scope="module")
 def job():
-    return translate_batch(f"{BUCKET}/fleet", f"{BUCKET}/goodput", load_settings(),
-                           beam_args=DATAFLOW_ARGS + [f"--sdk_container_image={IMAGE}"])
+    return translate_batch(
+        f"{BUCKET}/fleet",
+        f"{BUCKET}/goodput",
+        load_settings(),
+        beam_args=DATAFLOW_ARGS + [f"--sdk_container_image={IMAGE}"],
+    )
 
 
 def test_translates_every_step_for_dataflow(job):
@@ -61,8 +69,11 @@ def test_translates_every_step_for_dataflow(job):
 
 def test_workers_run_the_custom_container(job):
     environments = job.proto_pipeline.components.environments.values()
-    docker = [beam_runner_api_pb2.DockerPayload.FromString(env.payload) for env in environments
-              if env.urn == common_urns.environments.DOCKER.urn]
+    docker = [
+        beam_runner_api_pb2.DockerPayload.FromString(env.payload)
+        for env in environments
+        if env.urn == common_urns.environments.DOCKER.urn
+    ]
     assert {payload.container_image for payload in docker} == {IMAGE}
 
 
@@ -73,14 +84,35 @@ def test_dry_run_needs_the_dataflow_runner():
 
 def test_a_dry_run_takes_options_from_the_config_lets_the_command_line_win_and_warns_what_a_launch_lacks(capsys):
     """One translation (seconds of Beam) for both: the options it would launch with, and what it would lack."""
-    assert main(["run", "--config", CONFIG, "--input", "fleet/", "--output", f"{BUCKET}/goodput",
-                 "--project=override-project", "--max_num_workers=7", f"--temp_location={BUCKET}/tmp",
-                 "--dry_run=True"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                CONFIG,
+                "--input",
+                "fleet/",
+                "--output",
+                f"{BUCKET}/goodput",
+                "--project=override-project",
+                "--max_num_workers=7",
+                f"--temp_location={BUCKET}/tmp",
+                "--dry_run=True",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     printed = captured.out
     assert "not submitted" in printed
-    for line in ("runner: DataflowRunner", "project: override-project", "max_num_workers: 7",  # overridden
-                 "region: us-central1", "machine_type: n2-standard-4", "autoscaling_algorithm: THROUGHPUT_BASED"):
+    for line in (
+        "runner: DataflowRunner",
+        "project: override-project",
+        "max_num_workers: 7",  # overridden
+        "region: us-central1",
+        "machine_type: n2-standard-4",
+        "autoscaling_algorithm: THROUGHPUT_BASED",
+    ):
         assert f"  {line}\n" in printed, line
     assert f"temp_location: {BUCKET}/tmp/" in printed
     assert "  SessionizeKeys\n" in printed
@@ -92,10 +124,19 @@ def test_a_dry_run_takes_options_from_the_config_lets_the_command_line_win_and_w
 
 def _plan() -> RunPlan:
     """What the launcher plans from the store before it submits (here: a first run of two files)."""
-    files = (InputFile("scheduler", f"{BUCKET}/fleet/scheduler/a.avro", "00", 10),
-             InputFile("runtime", f"{BUCKET}/fleet/runtime/a.avro", "01", 10))
-    return RunPlan(f"{BUCKET}/fleet", Store(f"{BUCKET}/goodput"), "token", None, files, (),
-                   (f"{BUCKET}/goodput/state/keys/part-0.parquet",))
+    files = (
+        InputFile("scheduler", f"{BUCKET}/fleet/scheduler/a.avro", "00", 10),
+        InputFile("runtime", f"{BUCKET}/fleet/runtime/a.avro", "01", 10),
+    )
+    return RunPlan(
+        f"{BUCKET}/fleet",
+        Store(f"{BUCKET}/goodput"),
+        "token",
+        None,
+        files,
+        (),
+        (f"{BUCKET}/goodput/state/keys/part-0.parquet",),
+    )
 
 
 def launcher_options(argv: list[str]) -> GoodputOptions:
@@ -103,16 +144,20 @@ def launcher_options(argv: list[str]) -> GoodputOptions:
 
 
 def test_flex_template_launcher_commits_the_run_as_the_jobs_last_step():
-    result = launcher.run([f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--window_s=900",
-                           "--as_of=2026-01-02T00:00:00Z"] + DATAFLOW_ARGS, plan=_plan())
+    result = launcher.run(
+        [f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--window_s=900", "--as_of=2026-01-02T00:00:00Z"]
+        + DATAFLOW_ARGS,
+        plan=_plan(),
+    )
     steps = top_level_steps(result.job)
     assert EXPECTED_STEPS | {"CommitRun"} <= steps
 
 
 def test_flex_template_launcher_checks_the_window():
     with pytest.raises(ConfigError, match="divide a day"):
-        launcher.run([f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--window_s=7000"] + DATAFLOW_ARGS,
-                     plan=_plan())
+        launcher.run(
+            [f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--window_s=7000"] + DATAFLOW_ARGS, plan=_plan()
+        )
 
 
 def test_template_parameters_are_the_launchers_options():
@@ -130,11 +175,14 @@ def test_template_parameters_are_the_launchers_options():
 
 def test_the_launcher_refuses_an_unknown_flag_naming_the_nearest():
     with pytest.raises(OptionsError, match="unknown option --as-of; did you mean --as_of"):
-        launcher.run([f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--as-of=2026-01-02T00:00:00Z"]
-                     + DATAFLOW_ARGS, plan=_plan())
+        launcher.run(
+            [f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--as-of=2026-01-02T00:00:00Z"] + DATAFLOW_ARGS,
+            plan=_plan(),
+        )
     with pytest.raises(OptionsError, match="--replace is an option of `run` or `stream`"):
-        launcher.run([f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--replace"] + DATAFLOW_ARGS,
-                     plan=_plan())
+        launcher.run(
+            [f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput", "--replace"] + DATAFLOW_ARGS, plan=_plan()
+        )
 
 
 def test_the_images_entry_file_is_copied_and_runs_the_launcher():
@@ -143,14 +191,37 @@ def test_the_images_entry_file_is_copied_and_runs_the_launcher():
     entry = re.search(r'FLEX_TEMPLATE_PYTHON_PY_FILE="\$\{WORKDIR\}/([^"]+)"', dockerfile).group(1)
     destinations = [line.split()[-1] for line in dockerfile.splitlines() if line.startswith("COPY ")]
     assert entry in destinations or entry.split("/")[0] in destinations, f"{entry} is not copied into the image"
-    run = subprocess.run([sys.executable, str(ROOT / entry), f"--input={BUCKET}/fleet", f"--output={BUCKET}/goodput",
-                          "--as-of=2026-01-02T00:00:00Z"], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / entry),
+            f"--input={BUCKET}/fleet",
+            f"--output={BUCKET}/goodput",
+            "--as-of=2026-01-02T00:00:00Z",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 1 and "launcher: error: unknown option --as-of; did you mean --as_of" in run.stderr
 
 
 def test_dry_run_without_project_or_temp_location_stops_before_translating(capsys):
-    assert main(["run", "--input", f"{BUCKET}/fleet", "--output", f"{BUCKET}/goodput",
-                 "--runner=DataflowRunner", "--region=us-central1", "--dry_run=True"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--input",
+                f"{BUCKET}/fleet",
+                "--output",
+                f"{BUCKET}/goodput",
+                "--runner=DataflowRunner",
+                "--region=us-central1",
+                "--dry_run=True",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "warning: --project is unset" in err and "warning: --temp_location is unset" in err
     assert "--region is unset" not in err and "not translated" in err

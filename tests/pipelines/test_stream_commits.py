@@ -46,8 +46,10 @@ MARTS = Path(__file__).parents[2] / "sql" / "marts"
 def story(records: dict[str, list[dict]]) -> TestStream:
     """Every record at its event time, in three parts; after each, the watermark and a minute of processing time."""
     stream = TestStream(output_tags=set(STREAMS))
-    timed = sorted(((record["event_time"], stream_name, record) for stream_name in STREAMS
-                    for record in records[stream_name]), key=lambda item: (item[0], item[2]["event_id"]))
+    timed = sorted(
+        ((record["event_time"], stream_name, record) for stream_name in STREAMS for record in records[stream_name]),
+        key=lambda item: (item[0], item[2]["event_id"]),
+    )
     for part in (timed[:8], timed[8:16], timed[16:]):
         for _, tag, record in part:
             stream.add_elements([TimestampedValue(record, record["event_time"] / 1e6)], tag=tag)
@@ -58,7 +60,9 @@ def story(records: dict[str, list[dict]]) -> TestStream:
     # close; capacity fires up to max_silence_s after its last event), before the end: Beam's DirectRunner
     # does not hold the watermark for timers that fire as it jumps to infinity, so their rows would come
     # after the sink's last pane.
-    settled_s = timed[-1][0] / 1e6 + RUN_SETTINGS.max_silence_s + RUN_SETTINGS.allowed_lateness_s + 2 * SETTINGS.window_s
+    settled_s = (
+        timed[-1][0] / 1e6 + RUN_SETTINGS.max_silence_s + RUN_SETTINGS.allowed_lateness_s + 2 * SETTINGS.window_s
+    )
     for tag in STREAMS:
         stream.advance_watermark_to(settled_s, tag=tag)
     stream.advance_processing_time(COMMIT_EVERY_S + 1)
@@ -77,8 +81,14 @@ def stores(tmp_path_factory):
         sources = p | story(records)
         decoded = {tag: sources[tag] | f"Decode{tag}" >> DecodeRecords(tag, SETTINGS.accelerators) for tag in STREAMS}
         # Through a URI, as on gs:// (no lock file, no maintenance: tests/store/test_store_on_object_storage.py).
-        commit_streaming_outputs(build_streaming(decoded, SETTINGS, RUN_SETTINGS), f"file://{streamed}", SETTINGS,
-                                 RUN_SETTINGS, source="test stream", commit_every_s=COMMIT_EVERY_S)
+        commit_streaming_outputs(
+            build_streaming(decoded, SETTINGS, RUN_SETTINGS),
+            f"file://{streamed}",
+            SETTINGS,
+            RUN_SETTINGS,
+            source="test stream",
+            commit_every_s=COMMIT_EVERY_S,
+        )
     for stream_name in STREAMS:
         write_events(root / "input" / stream_name / "part-0.avro", stream_name, records[stream_name])
     as_of_us = Store(streamed).latest().as_of_us  # the batch run ends where the stream's results reach
@@ -92,8 +102,22 @@ def rows(store: Store, sql: str) -> list[tuple]:
         return connection.sql(sql).fetchall()
 
 
-FIGURES = ("queued", "partial", "productive", "pending", "lost", "data_wait", "compile", "checkpoint_save",
-           "checkpoint_restore", "init", "idle", "lifetime", "all_allocated", "ideal")
+FIGURES = (
+    "queued",
+    "partial",
+    "productive",
+    "pending",
+    "lost",
+    "data_wait",
+    "compile",
+    "checkpoint_save",
+    "checkpoint_restore",
+    "init",
+    "idle",
+    "lifetime",
+    "all_allocated",
+    "ideal",
+)
 
 
 def test_the_stream_commits_runs_of_the_store_as_it_goes(stores):
@@ -133,15 +157,25 @@ def test_the_fleets_capacity_agrees_with_the_batch_run(stores):
 def test_the_job_has_the_batch_runs_record(stores):
     sql = "select job_id, workload, team, epoch_us(submit_time), epoch_us(end_time), end_reason from jobs"
     streamed, batch = (rows(store, sql) for store in stores)
-    assert streamed == batch == [("j1", "TRAINING", "research", worked_example.T0_US,
-                                  worked_example.T0_US + 580 * 1_000_000, streamed[0][-1])]
+    assert (
+        streamed
+        == batch
+        == [
+            (
+                "j1",
+                "TRAINING",
+                "research",
+                worked_example.T0_US,
+                worked_example.T0_US + 580 * 1_000_000,
+                streamed[0][-1],
+            )
+        ]
+    )
 
 
 def test_every_event_is_counted_once_as_in_the_batch_run(stores):
     streamed, batch = (store.latest().manifest["streams"] for store in stores)
     assert streamed == batch
     records = worked_example.records()
-    assert {name: counts["read"] for name, counts in streamed.items()} == {
-        name: len(records[name]) for name in STREAMS}
+    assert {name: counts["read"] for name, counts in streamed.items()} == {name: len(records[name]) for name in STREAMS}
     assert all(counts["waiting"] == 0 for counts in streamed.values())  # drained: every event settled
-

@@ -49,9 +49,20 @@ def at(seconds: float) -> int:
 
 
 def scheduler(n, seconds, kind, chips=CHIPS):
-    return {"event_id": f"s{n}", "event_time": at(seconds), "job_id": "j1", "type": kind, "cluster": "c1",
-            "accelerator": "tpu-v5e", "chips": chips, "workload": "TRAINING" if kind == "SUBMIT" else None,
-            "framework": None, "team": None, "topology": None, "priority": None}
+    return {
+        "event_id": f"s{n}",
+        "event_time": at(seconds),
+        "job_id": "j1",
+        "type": kind,
+        "cluster": "c1",
+        "accelerator": "tpu-v5e",
+        "chips": chips,
+        "workload": "TRAINING" if kind == "SUBMIT" else None,
+        "framework": None,
+        "team": None,
+        "topology": None,
+        "priority": None,
+    }
 
 
 def runtime(n, seconds, kind, step=None):
@@ -59,8 +70,17 @@ def runtime(n, seconds, kind, step=None):
 
 
 def profile(n, seconds):
-    return {"event_id": f"p{n}", "event_time": at(seconds), "job_id": "j1", "step": 2, "duration_s": 10.0,
-            "chips": CHIPS, "ideal_flops": 8 * 197e12 * 5, "flops_source": "ANALYTIC", "bytes_accessed": None}
+    return {
+        "event_id": f"p{n}",
+        "event_time": at(seconds),
+        "job_id": "j1",
+        "step": 2,
+        "duration_s": 10.0,
+        "chips": CHIPS,
+        "ideal_flops": 8 * 197e12 * 5,
+        "flops_source": "ANALYTIC",
+        "bytes_accessed": None,
+    }
 
 
 def stamped(record):
@@ -109,14 +129,23 @@ def results(tmp_path_factory):
     with TestPipeline(options=options) as p:
         sources = p | story()
         decoded = {tag: sources[tag] | f"Decode{tag}" >> DecodeRecords(tag, SETTINGS.accelerators) for tag in STREAMS}
-        commit_streaming_outputs(build_streaming(decoded, SETTINGS, STREAMING), str(output), SETTINGS, STREAMING,
-                                 source="story", commit_every_s=COMMIT_EVERY_S)
+        commit_streaming_outputs(
+            build_streaming(decoded, SETTINGS, STREAMING),
+            str(output),
+            SETTINGS,
+            STREAMING,
+            source="story",
+            commit_every_s=COMMIT_EVERY_S,
+        )
     store = Store(output)
     job_window = {}
     for run in store.runs():  # a window's versions are in the runs that committed them
         for row in store.read("job_window", run).to_pylist():
             job_window[(row["window_start"], row["version"])] = {
-                **row, "window_start_us": _micros(row["window_start"]), "version_us": _micros(row["version"])}
+                **row,
+                "window_start_us": _micros(row["window_start"]),
+                "version_us": _micros(row["version"]),
+            }
     return {"job_window": list(job_window.values()), "late": store.read("late", store.latest()).to_pylist()}
 
 
@@ -154,11 +183,23 @@ def test_disruption_turns_pending_into_lost(results):
 
 def test_event_beyond_the_lateness_goes_to_late_with_its_lateness(results):
     assert [(row["event_id"], row["lateness_s"], row["allowed_lateness_s"]) for row in results["late"]] == [
-        ("p1", pytest.approx(385.0, abs=61), 120.0)]
+        ("p1", pytest.approx(385.0, abs=61), 120.0)
+    ]
 
 
 def test_every_version_conserves_chip_time(results):
-    categories = ("queued", "partial", "productive", "pending", "lost", "data_wait", "compile",
-                  "checkpoint_save", "checkpoint_restore", "init", "idle")
+    categories = (
+        "queued",
+        "partial",
+        "productive",
+        "pending",
+        "lost",
+        "data_wait",
+        "compile",
+        "checkpoint_save",
+        "checkpoint_restore",
+        "init",
+        "idle",
+    )
     for row in results["job_window"]:
         assert row["lifetime_chip_s"] == pytest.approx(sum(row[f"{c}_chip_s"] for c in categories))

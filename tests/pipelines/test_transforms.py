@@ -26,20 +26,37 @@ def beam_pipeline():
 
 # ---- the whole graph on the worked example ------------------------------------
 def _decoded(p, records_by_stream):
-    return {stream: p | f"Create{stream}" >> beam.Create(records_by_stream[stream])
-            | f"Decode{stream}" >> DecodeRecords(stream, SETTINGS.accelerators) for stream in schemas.STREAMS}
+    return {
+        stream: p
+        | f"Create{stream}" >> beam.Create(records_by_stream[stream])
+        | f"Decode{stream}" >> DecodeRecords(stream, SETTINGS.accelerators)
+        for stream in schemas.STREAMS
+    }
 
 
 def _worked_example_row():
     seconds = worked_example.EXPECTED_SECONDS
-    return (worked_example.JOB, worked_example.T0_US,
-            seconds["lifetime"] * CHIPS, seconds["queued"] * CHIPS, seconds["productive"] * CHIPS,
-            seconds["lost"] * CHIPS, seconds["ideal"] * CHIPS)
+    return (
+        worked_example.JOB,
+        worked_example.T0_US,
+        seconds["lifetime"] * CHIPS,
+        seconds["queued"] * CHIPS,
+        seconds["productive"] * CHIPS,
+        seconds["lost"] * CHIPS,
+        seconds["ideal"] * CHIPS,
+    )
 
 
 def _row_digest(row):
-    return (row["job_id"], row["window_start_us"], row["lifetime_chip_s"], row["queued_chip_s"],
-            row["productive_chip_s"], row["lost_chip_s"], round(row["ideal_chip_s"], 9))
+    return (
+        row["job_id"],
+        row["window_start_us"],
+        row["lifetime_chip_s"],
+        row["queued_chip_s"],
+        row["productive_chip_s"],
+        row["lost_chip_s"],
+        round(row["ideal_chip_s"], 9),
+    )
 
 
 def _all_rejected(outputs, label):
@@ -49,8 +66,11 @@ def _all_rejected(outputs, label):
 
 
 def _all_counts(outputs, label):
-    return ((outputs["counts"], outputs["pending_counts"]) | f"{label}AllCounts" >> beam.Flatten()
-            | f"{label}Sum" >> beam.CombinePerKey(sum))
+    return (
+        (outputs["counts"], outputs["pending_counts"])
+        | f"{label}AllCounts" >> beam.Flatten()
+        | f"{label}Sum" >> beam.CombinePerKey(sum)
+    )
 
 
 def test_build_goodput_on_the_worked_example():
@@ -58,10 +78,16 @@ def test_build_goodput_on_the_worked_example():
     with beam_pipeline() as p:
         outputs = build_goodput(p, _decoded(p, records), SETTINGS)
         assert_that(outputs["job_window"] | beam.Map(_row_digest), equal_to([_worked_example_row()]), label="JobWindow")
-        assert_that(outputs["jobs"] | beam.Map(lambda r: (r["job_id"], r["status"], r["allocations"])),
-                    equal_to([("j1", "FINISHED", 2)]), label="Jobs")
-        assert_that(outputs["capacity_level"] | beam.Map(lambda r: (r["end_time_us"] - r["start_time_us"], r["chips"])),
-                    equal_to([(580_000_000, CHIPS)]), label="Capacity")
+        assert_that(
+            outputs["jobs"] | beam.Map(lambda r: (r["job_id"], r["status"], r["allocations"])),
+            equal_to([("j1", "FINISHED", 2)]),
+            label="Jobs",
+        )
+        assert_that(
+            outputs["capacity_level"] | beam.Map(lambda r: (r["end_time_us"] - r["start_time_us"], r["chips"])),
+            equal_to([(580_000_000, CHIPS)]),
+            label="Capacity",
+        )
         assert_that(_all_rejected(outputs, "W"), equal_to([]), label="NothingRejected")
 
 
@@ -73,16 +99,33 @@ def test_bad_records_are_rejected_with_reasons_and_the_rest_is_unchanged():
     with beam_pipeline() as p:
         outputs = build_goodput(p, _decoded(p, records), SETTINGS)
         assert_that(outputs["job_window"] | beam.Map(_row_digest), equal_to([_worked_example_row()]), label="Unchanged")
-        assert_that(_all_rejected(outputs, "B") | beam.Map(lambda r: (r["event_id"], r["reason"])), equal_to([
-            ("x1", "unknown accelerator 'h900': not in the accelerator catalogue"),
-            ("x2", "STEP_END without an open STEP_START"),
-        ]), label="Rejected")
-        assert_that(_all_counts(outputs, "B"), equal_to([
-            (("scheduler", "read"), 7), (("scheduler", "accepted"), 6), (("scheduler", "rejected"), 1),
-            (("runtime", "read"), 16), (("runtime", "accepted"), 14), (("runtime", "rejected"), 1),
-            (("runtime", "duplicate"), 1),
-            (("profiler", "read"), 1), (("profiler", "accepted"), 1),
-        ]), label="Counts")
+        assert_that(
+            _all_rejected(outputs, "B") | beam.Map(lambda r: (r["event_id"], r["reason"])),
+            equal_to(
+                [
+                    ("x1", "unknown accelerator 'h900': not in the accelerator catalogue"),
+                    ("x2", "STEP_END without an open STEP_START"),
+                ]
+            ),
+            label="Rejected",
+        )
+        assert_that(
+            _all_counts(outputs, "B"),
+            equal_to(
+                [
+                    (("scheduler", "read"), 7),
+                    (("scheduler", "accepted"), 6),
+                    (("scheduler", "rejected"), 1),
+                    (("runtime", "read"), 16),
+                    (("runtime", "accepted"), 14),
+                    (("runtime", "rejected"), 1),
+                    (("runtime", "duplicate"), 1),
+                    (("profiler", "read"), 1),
+                    (("profiler", "accepted"), 1),
+                ]
+            ),
+            label="Counts",
+        )
 
 
 def test_as_of_before_the_end_cuts_lifetimes_and_later_events_wait():
@@ -94,8 +137,15 @@ def test_as_of_before_the_end_cuts_lifetimes_and_later_events_wait():
     assert later["scheduler"] and later["runtime"]
     with beam_pipeline() as p:
         outputs = build_goodput(p, _decoded(p, records), SETTINGS, given_as_of_us=as_of_us)
-        assert_that(outputs["job_window"] | beam.Map(lambda r: (r["lifetime_chip_s"], r["productive_chip_s"], r["pending_chip_s"])),
-                    equal_to([(300.0 * CHIPS, 100.0 * CHIPS, 0.0)]), label="CutAtAsOf")
+        assert_that(
+            outputs["job_window"]
+            | beam.Map(lambda r: (r["lifetime_chip_s"], r["productive_chip_s"], r["pending_chip_s"])),
+            equal_to([(300.0 * CHIPS, 100.0 * CHIPS, 0.0)]),
+            label="CutAtAsOf",
+        )
         assert_that(_all_rejected(outputs, "C"), equal_to([]), label="NothingRejected")
-        assert_that(outputs["pending_counts"] | beam.Filter(lambda kv: kv[0][1] == "waiting"),
-                    equal_to([((stream, "waiting"), n) for stream, n in later.items() if n]), label="Waiting")
+        assert_that(
+            outputs["pending_counts"] | beam.Filter(lambda kv: kv[0][1] == "waiting"),
+            equal_to([((stream, "waiting"), n) for stream, n in later.items() if n]),
+            label="Waiting",
+        )

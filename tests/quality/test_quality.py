@@ -62,22 +62,33 @@ def validated(outputs, tmp_path_factory):
                 code = main(["validate", "--output", str(output), *argv])
             done[(name, argv)] = Validation(code, printed.getvalue(), output, _summary(output, period))
         return done[(name, argv)]
+
     return validate
 
 
-@pytest.mark.parametrize("name, argv, period", [
-    # No period: the whole output's, which the fleet's as-of (midnight after its last day) completes.
-    ("fleet", ["--require-complete"], "2026-01-01_2026-01-03"),
-    ("worked", ["--date", "2026-01-01"], "2026-01-01"),
-])
+@pytest.mark.parametrize(
+    "name, argv, period",
+    [
+        # No period: the whole output's, which the fleet's as-of (midnight after its last day) completes.
+        ("fleet", ["--require-complete"], "2026-01-01_2026-01-03"),
+        ("worked", ["--date", "2026-01-01"], "2026-01-01"),
+    ],
+)
 def test_clean_outputs_pass_every_critical_check(validated, name, argv, period):
     validation = validated(name, *argv, period=period)
     assert validation.code == 0
     assert f"Data quality for {period}: PASSED" in validation.printed
     summary = validation.summary
     assert summary["passed"] and len(summary["checks"]) > 60
-    assert {c["suite"] for c in summary["checks"]} == {"job_window", "jobs", "capacity_window", "capacity_coverage",
-                                                       "rejected", "manifest", "views"}
+    assert {c["suite"] for c in summary["checks"]} == {
+        "job_window",
+        "jobs",
+        "capacity_window",
+        "capacity_coverage",
+        "rejected",
+        "manifest",
+        "views",
+    }
 
 
 def test_warnings_are_reported_but_do_not_fail(validated):
@@ -89,13 +100,25 @@ def test_warnings_are_reported_but_do_not_fail(validated):
     assert "at most 1% of a stream's events are rejected" in warned
 
 
-def test_a_period_past_the_data_fails_on_completeness_when_required_and_on_missing_days(validated, outputs,
-                                                                                        capsys):
+def test_a_period_past_the_data_fails_on_completeness_when_required_and_on_missing_days(validated, outputs, capsys):
     """The worked example ends at 00:09:40 on its only day: a partial day only warns (the shared validation
     passes), but a period that must be complete fails on it, and days with no data at all always fail."""
     assert validated("worked", "--date", "2026-01-01", period="2026-01-01").code == 0
-    assert main(["validate", "--output", str(outputs["worked"]), "--from", "2026-01-01", "--to", "2026-01-05",
-                 "--require-complete"]) == 1
+    assert (
+        main(
+            [
+                "validate",
+                "--output",
+                str(outputs["worked"]),
+                "--from",
+                "2026-01-01",
+                "--to",
+                "2026-01-05",
+                "--require-complete",
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
     assert "FAIL [critical] the data covers the whole period" in out
     # No job lived past the first day, so job_window needs no later partition; capacity is online every day.
@@ -104,17 +127,27 @@ def test_a_period_past_the_data_fails_on_completeness_when_required_and_on_missi
     assert "missing: 2026-01-02, 2026-01-03, 2026-01-04, 2026-01-05" in out
 
 
-
-
 def test_every_expectation_says_why_and_how_bad(outputs):
     from fleet_goodput.core.config import load_settings
     from fleet_goodput.quality.suites import SuiteInputs, build_suites
 
     settings = load_settings()
-    inputs = SuiteInputs(Period(date(2026, 1, 1), date(2026, 1, 2)), as_of_s=1.8e9, window_s=3600,
-                         accelerators=tuple(settings.accelerators))
+    inputs = SuiteInputs(
+        Period(date(2026, 1, 1), date(2026, 1, 2)),
+        as_of_s=1.8e9,
+        window_s=3600,
+        accelerators=tuple(settings.accelerators),
+    )
     suites = build_suites(inputs)
-    assert set(suites) == {"job_window", "jobs", "capacity_window", "capacity_coverage", "rejected", "manifest", "views"}
+    assert set(suites) == {
+        "job_window",
+        "jobs",
+        "capacity_window",
+        "capacity_coverage",
+        "rejected",
+        "manifest",
+        "views",
+    }
     for suite in suites.values():
         for expectation in suite.expectations:
             assert expectation.severity.value in ("critical", "warning"), expectation
@@ -169,14 +202,19 @@ def test_a_locked_period_is_refused_with_a_retry_code(outputs, capsys):
     assert capsys.readouterr().err.count("is being validated or reported by pid") == 2
 
 
-def test_quiet_prints_the_verdict_verbose_every_check_and_only_vv_the_libraries_logs(outputs, tmp_path, capsys,
-                                                                                     caplog):
+def test_quiet_prints_the_verdict_verbose_every_check_and_only_vv_the_libraries_logs(outputs, tmp_path, capsys, caplog):
     output = pristine_copy(outputs["worked"], tmp_path / "out")
     argv = ["validate", "--output", str(output), "--date", "2026-01-01"]
     assert main(["-q", *argv]) == 0
     quiet = capsys.readouterr()
-    assert re.fullmatch(r"Data quality for 2026-01-01: PASSED \(\d+ checks, 0 critical failure\(s\), "
-                        r"\d+ warning\(s\)\)\n", quiet.out) and quiet.err == "", quiet
+    assert (
+        re.fullmatch(
+            r"Data quality for 2026-01-01: PASSED \(\d+ checks, 0 critical failure\(s\), "
+            r"\d+ warning\(s\)\)\n",
+            quiet.out,
+        )
+        and quiet.err == ""
+    ), quiet
     checks = int(re.search(r"\((\d+) checks", quiet.out).group(1))
 
     assert main(["-v", *argv]) == 0
@@ -189,12 +227,16 @@ def test_quiet_prints_the_verdict_verbose_every_check_and_only_vv_the_libraries_
     assert main(["-vv", *argv]) == 0
     assert any(r.name.startswith("great_expectations") and r.levelno == logging.INFO for r in caplog.records)
 
-@pytest.mark.parametrize("argv, message", [
-    (["--date", "2026-02-30"], "not a date"),
-    (["--from", "2026-01-03", "--to", "2026-01-01"], "ends (2026-01-01) before it starts"),
-    (["--from", "2026-01-01"], "--from and --to go together"),
-    (["--date", "2026-01-01", "--to", "2026-01-02"], "either --date or --from/--to"),
-])
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--date", "2026-02-30"], "not a date"),
+        (["--from", "2026-01-03", "--to", "2026-01-01"], "ends (2026-01-01) before it starts"),
+        (["--from", "2026-01-01"], "--from and --to go together"),
+        (["--date", "2026-01-01", "--to", "2026-01-02"], "either --date or --from/--to"),
+    ],
+)
 def test_bad_periods_are_usage_errors(outputs, capsys, argv, message):
     assert main(["validate", "--output", str(outputs["worked"]), *argv]) == 2
     assert message in capsys.readouterr().err
@@ -235,16 +277,24 @@ def test_a_conservation_break_and_chip_time_held_without_capacity_fail_and_are_n
     assert expected > 4 and held.strip().startswith(f"{expected} of ")
     named = set(re.findall(r"(c\d) / ([\w-]+) / (\d{4}-\d\d-\d\d)T", held))
     assert named and named <= {("c2", "h100", "2026-01-02"), ("c1", "tpu-v5e", "2026-01-03")}
-    _assert_data_docs_show_each_status(output / "quality" / "2026-01-01_2026-01-03", {"job_window", "capacity_coverage"})
+    _assert_data_docs_show_each_status(
+        output / "quality" / "2026-01-01_2026-01-03", {"job_window", "capacity_coverage"}
+    )
 
 
 def _status_cells(page: Path) -> list[tuple[str, str]]:
     """(Status, Expectation) as text, for every row of a Data Docs validation page."""
+
     def text(cell: str) -> str:
         return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", cell)).split())
+
     # A check's row: Status, Expectation (which may hold a table of unexpected values), Observed Value.
-    rows = re.findall(r'<td id="(section-\d+-content-block-\d+-cell-\d+)-1">(.*?)</td>'
-                      r'<td id="\1-2">(.*?)</td><td id="\1-3">', page.read_text(), re.S)
+    rows = re.findall(
+        r'<td id="(section-\d+-content-block-\d+-cell-\d+)-1">(.*?)</td>'
+        r'<td id="\1-2">(.*?)</td><td id="\1-3">',
+        page.read_text(),
+        re.S,
+    )
     return [(text(status), text(expectation)) for _, status, expectation in rows]
 
 
@@ -256,13 +306,16 @@ def _assert_data_docs_show_each_status(quality: Path, failing_suites: set[str]) 
     for suite in {c["suite"] for c in checks}:
         (page,) = site.glob(f"{suite}/*/*/*.html")
         shown = _status_cells(page)
-        expected = [(f"{'passed' if c['success'] else 'failed'} ({c['severity']})", c["title"])
-                    for c in checks if c["suite"] == suite]
+        expected = [
+            (f"{'passed' if c['success'] else 'failed'} ({c['severity']})", c["title"])
+            for c in checks
+            if c["suite"] == suite
+        ]
         assert len(shown) == len(expected), suite
         for status, title in expected:  # a failed check's Expectation cell goes on with its unexpected values
             assert any(s == status and e.startswith(title) for s, e in shown), (suite, status, title)
         if suite in failing_suites:
-            assert ("failed (critical)" in {status for status, _ in expected}), suite
+            assert "failed (critical)" in {status for status, _ in expected}, suite
 
 
 def _observed(printed: str, failure: str) -> str:
@@ -281,24 +334,37 @@ def _views_outcomes(rows: list[dict]) -> dict[str, bool]:
 
     inputs = SuiteInputs(Period(date(2026, 1, 1), date(2026, 1, 1)), as_of_s=1.8e9, window_s=3600, accelerators=())
     context = gx.get_context(mode="ephemeral")
-    batch = context.data_sources.add_pandas("rows").add_dataframe_asset("views").add_batch_definition_whole_dataframe("all")
+    batch = (
+        context.data_sources.add_pandas("rows").add_dataframe_asset("views").add_batch_definition_whole_dataframe("all")
+    )
     suite = context.suites.add(gx.ExpectationSuite(name="views", expectations=views_suite(inputs)))
     result = batch.get_batch(batch_parameters={"dataframe": pd.DataFrame(rows)}).validate(suite)
     return {r.expectation_config.meta["title"]: r.success for r in result.results}
 
 
 def _view_row(sg, rg=0.5, pg=0.4):
-    return {"view": "fleet_daily", "row_key": "k", "sg": sg, "rg": rg, "pg": pg, "mpg": sg * rg * pg,
-            "pg_coverage": 1.0, "factor_product_error": 0.0}
+    return {
+        "view": "fleet_daily",
+        "row_key": "k",
+        "sg": sg,
+        "rg": rg,
+        "pg": pg,
+        "mpg": sg * rg * pg,
+        "pg_coverage": 1.0,
+        "factor_product_error": 0.0,
+    }
 
 
-@pytest.mark.parametrize("sg, passes", [
-    (1.0, True),
-    (1.0000000000000002, True),   # one ulp above 1: float noise on a correct, fully allocated row (issue 10)
-    (1.0 + 5e-10, True),          # inside the 1e-9 tolerance
-    (1.0 + 2e-9, False),          # outside it
-    (1.01, False),                # a real overshoot
-])
+@pytest.mark.parametrize(
+    "sg, passes",
+    [
+        (1.0, True),
+        (1.0000000000000002, True),  # one ulp above 1: float noise on a correct, fully allocated row (issue 10)
+        (1.0 + 5e-10, True),  # inside the 1e-9 tolerance
+        (1.0 + 2e-9, False),  # outside it
+        (1.01, False),  # a real overshoot
+    ],
+)
 def test_sg_bound_tolerates_float_noise_only(sg, passes):
     outcomes = _views_outcomes([_view_row(0.5), _view_row(sg)])
     assert outcomes["SG is in [0, 1] on every view row"] is passes

@@ -36,10 +36,20 @@ pytestmark = pytest.mark.slow  # end to end, three pipeline runs: scheduled firs
 
 
 def scheduler(job, n, seconds, kind, cluster, accelerator, chips):
-    return {"event_id": f"{job}-s{n}", "event_time": T0 + seconds * SECOND, "job_id": job, "type": kind,
-            "cluster": cluster, "accelerator": accelerator, "chips": chips,
-            "workload": "TRAINING" if kind == "SUBMIT" else None,
-            "framework": None, "team": None, "topology": None, "priority": None}
+    return {
+        "event_id": f"{job}-s{n}",
+        "event_time": T0 + seconds * SECOND,
+        "job_id": job,
+        "type": kind,
+        "cluster": cluster,
+        "accelerator": accelerator,
+        "chips": chips,
+        "workload": "TRAINING" if kind == "SUBMIT" else None,
+        "framework": None,
+        "team": None,
+        "topology": None,
+        "priority": None,
+    }
 
 
 def capacity(cluster, accelerator, chips):
@@ -50,17 +60,44 @@ def job(name, cluster, accelerator, last_step, samples, chips=8):
     """SUBMIT at 0, all chips from 10 s, steps 1..last_step from 10 s to 110 s, FINISH at 110 s:
     100 s x `chips` of productive time. `samples`: (ideal_flops, duration_s, precision) each."""
     return {
-        "scheduler": [scheduler(name, 0, 0, "SUBMIT", cluster, accelerator, chips),
-                      scheduler(name, 1, 10, "ALLOCATE", cluster, accelerator, chips),
-                      scheduler(name, 2, 110, "FINISH", cluster, accelerator, chips)],
-        "runtime": [{"event_id": f"{name}-r0", "event_time": T0 + 10 * SECOND, "job_id": name,
-                     "type": "STEP_START", "step": 1, "attempt": None},
-                    {"event_id": f"{name}-r1", "event_time": T0 + 110 * SECOND, "job_id": name,
-                     "type": "STEP_END", "step": last_step, "attempt": None}],
-        "profiler": [{"event_id": f"{name}-p{n}", "event_time": T0 + (20 + n) * SECOND, "job_id": name,
-                      "step": 1 + n, "duration_s": duration_s, "chips": chips, "ideal_flops": flops,
-                      "flops_source": "ANALYTIC", "bytes_accessed": None, "precision": precision}
-                     for n, (flops, duration_s, precision) in enumerate(samples)],
+        "scheduler": [
+            scheduler(name, 0, 0, "SUBMIT", cluster, accelerator, chips),
+            scheduler(name, 1, 10, "ALLOCATE", cluster, accelerator, chips),
+            scheduler(name, 2, 110, "FINISH", cluster, accelerator, chips),
+        ],
+        "runtime": [
+            {
+                "event_id": f"{name}-r0",
+                "event_time": T0 + 10 * SECOND,
+                "job_id": name,
+                "type": "STEP_START",
+                "step": 1,
+                "attempt": None,
+            },
+            {
+                "event_id": f"{name}-r1",
+                "event_time": T0 + 110 * SECOND,
+                "job_id": name,
+                "type": "STEP_END",
+                "step": last_step,
+                "attempt": None,
+            },
+        ],
+        "profiler": [
+            {
+                "event_id": f"{name}-p{n}",
+                "event_time": T0 + (20 + n) * SECOND,
+                "job_id": name,
+                "step": 1 + n,
+                "duration_s": duration_s,
+                "chips": chips,
+                "ideal_flops": flops,
+                "flops_source": "ANALYTIC",
+                "bytes_accessed": None,
+                "precision": precision,
+            }
+            for n, (flops, duration_s, precision) in enumerate(samples)
+        ],
     }
 
 
@@ -110,8 +147,12 @@ def run_output(store):
 
 
 def view_names(connection) -> list[str]:
-    return [name for (name,) in connection.execute(
-        "select view_name from duckdb_views() where not internal and database_name = 'memory' order by 1").fetchall()]
+    return [
+        name
+        for (name,) in connection.execute(
+            "select view_name from duckdb_views() where not internal and database_name = 'memory' order by 1"
+        ).fetchall()
+    ]
 
 
 def test_every_view_keeps_every_factor_in_the_unit_interval_and_every_figure_finite(run_output):
@@ -128,27 +169,43 @@ def test_every_view_keeps_every_factor_in_the_unit_interval_and_every_figure_fin
                         if name in FACTOR_COLUMNS:
                             assert 0 <= value <= 1, (view, name, row)
                             checked.add(view)
-    assert {"job_goodput", "fleet_daily", "fleet_by_window", "segment_daily", "goodput_by_segment",
-            "goodput_by_accelerator", "badput_daily", "badput_breakdown"} <= checked
+    assert {
+        "job_goodput",
+        "fleet_daily",
+        "fleet_by_window",
+        "segment_daily",
+        "goodput_by_segment",
+        "goodput_by_accelerator",
+        "badput_daily",
+        "badput_breakdown",
+    } <= checked
 
 
 def test_the_impossible_cases_are_set_aside_with_their_reasons(run_output):
     output, _ = run_output
     with connect(output) as connection:
-        rejected = dict(connection.execute(
-            "select job_id, reason from rejected where stream = 'profiler'").fetchall())
+        rejected = dict(connection.execute("select job_id, reason from rejected where stream = 'profiler'").fetchall())
         set_aside = dict(connection.execute("select job_id, reason from pg_set_aside").fetchall())
-        jobs = {row[0]: row[1:] for row in connection.execute(
-            "select job_id, pg, pg_coverage, productive_chip_s, pg_caveat from job_goodput").fetchall()}
+        jobs = {
+            row[0]: row[1:]
+            for row in connection.execute(
+                "select job_id, pg, pg_coverage, productive_chip_s, pg_caveat from job_goodput"
+            ).fetchall()
+        }
         gaps = connection.execute("select cluster, problem from capacity_gaps").fetchall()
     assert sorted(rejected) == ["above-fp8", "fp8-unsaid"]
-    assert re.search(r"implies PG 1\.5 against the h100 bf16 peak \(the sample names no precision\): more FLOPs "
-                     r"than the chips' peak allows \(a faster precision", rejected["fp8-unsaid"])
+    assert re.search(
+        r"implies PG 1\.5 against the h100 bf16 peak \(the sample names no precision\): more FLOPs "
+        r"than the chips' peak allows \(a faster precision",
+        rejected["fp8-unsaid"],
+    )
     assert "implies PG 1.25 against the h100 fp8 peak: more FLOPs than the chips' peak allows" in rejected["above-fp8"]
     # Ideal of the inflated job: 1,000 steps x 0.5 x 10 s x 8 chips = 40,000 chip-s over its 800 chip-s.
     assert list(set_aside) == ["inflated"]
-    assert set_aside["inflated"].startswith("ideal chip-time 40000 chip-s above the 800 profiled productive chip-s "
-                                            "it ran in (PG up to 50, in 1 window(s) from 2026-01-01T00:00Z)")
+    assert set_aside["inflated"].startswith(
+        "ideal chip-time 40000 chip-s above the 800 profiled productive chip-s "
+        "it ran in (PG up to 50, in 1 window(s) from 2026-01-01T00:00Z)"
+    )
     assert jobs["inflated"] == (None, 0.0, 800.0, set_aside["inflated"])  # productive kept, PG unknown
     assert jobs["fp8-unsaid"][:3] == jobs["above-fp8"][:3] == (None, 0.0, 800.0)  # no sample left: PG unknown
     assert jobs["honest"] == (pytest.approx(0.4), 1.0, 800.0, None)
@@ -188,10 +245,14 @@ def test_the_headline_shows_no_impossible_figure_and_says_what_it_left_out(run_o
     percentages = [float(p) for p in re.findall(r"(-?\d+(?:\.\d+)?)%", printed)]
     assert percentages and all(0 <= p <= 100 for p in percentages), printed
     assert "Left out of PG (each would show a PG above 100%):" in printed
-    assert ("  2 profiler sample(s) of 2 job(s) rejected: more FLOPs than the chips' peak allows "
-            "(mpg sql \"select * from rejected where stream = 'profiler'\")") in printed
-    assert ("  1 job(s) whose steps claim more ideal chip-time than they ran in: PG unknown, 13.3 chip-min productive "
-            "counted as unprofiled (mpg sql \"select * from pg_set_aside\")") in printed
+    assert (
+        "  2 profiler sample(s) of 2 job(s) rejected: more FLOPs than the chips' peak allows "
+        "(mpg sql \"select * from rejected where stream = 'profiler'\")"
+    ) in printed
+    assert (
+        "  1 job(s) whose steps claim more ideal chip-time than they ran in: PG unknown, 13.3 chip-min productive "
+        'counted as unprofiled (mpg sql "select * from pg_set_aside")'
+    ) in printed
     assert "c2/tpu-v5e: more chips held than online" in printed
 
 
@@ -218,17 +279,22 @@ def test_a_factor_a_few_ulps_above_one_reads_one_and_a_real_excess_does_not():
 
     with duckdb.connect() as connection:
         connection.execute(sql.view_sql("derived/macros.sql"))
-        assert connection.execute("select at_most_one(1 + 1e-15::double), at_most_one(1.01::double), at_most_one(0.5::double)").fetchone() \
-            == (1.0, 1.01, 0.5)
+        assert connection.execute(
+            "select at_most_one(1 + 1e-15::double), at_most_one(1.01::double), at_most_one(0.5::double)"
+        ).fetchone() == (1.0, 1.01, 0.5)
 
 
 def what_was_set_aside(output) -> tuple:
     with connect(output) as connection:
-        return tuple(connection.execute(query).fetchall() for query in (
-            "select * from pg_set_aside order by job_id",
-            "select job_id, reason from rejected order by job_id, reason",
-            "select job_id, pg, pg_coverage, pg_caveat, mpg from job_goodput order by job_id",
-            "select * from capacity_gaps order by cluster"))
+        return tuple(
+            connection.execute(query).fetchall()
+            for query in (
+                "select * from pg_set_aside order by job_id",
+                "select job_id, reason from rejected order by job_id, reason",
+                "select job_id, pg, pg_coverage, pg_caveat, mpg from job_goodput order by job_id",
+                "select * from capacity_gaps order by cluster",
+            )
+        )
 
 
 def test_what_is_set_aside_does_not_depend_on_how_the_input_is_cut(store, run_output):

@@ -40,8 +40,21 @@ def outputs(tmp_path_factory, worked_example_run) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def published(outputs) -> Path:
-    assert main(["report", "--output", str(outputs["fleet"]), "--from", "2026-01-01", "--to", "2026-01-03",
-                 "--require-complete"]) == 0
+    assert (
+        main(
+            [
+                "report",
+                "--output",
+                str(outputs["fleet"]),
+                "--from",
+                "2026-01-01",
+                "--to",
+                "2026-01-03",
+                "--require-complete",
+            ]
+        )
+        == 0
+    )
     return outputs["fleet"] / "reports" / PERIOD / "index.html"
 
 
@@ -59,6 +72,7 @@ def _read_csv(path: Path) -> list[dict]:
 
 def test_the_report_names_the_run_it_was_made_from(published, outputs):
     from fleet_goodput.store.delta_store import Store
+
     run_id = Store(outputs["fleet"]).latest().run_id
     assert f"run {run_id}\n(reproduce with <code>mpg sql --output" in published.read_text()
 
@@ -67,10 +81,23 @@ def test_report_is_one_self_contained_page_with_every_section(published):
     page = published.read_text()
     assert not re.search(r"""(src|href)=["']https?:""", page), "the page must not fetch anything"
     assert "<script src" not in page and "<link" not in page
-    for heading in ("Fleet ML Productivity Goodput", "Trend per day", "By cluster", "By accelerator", "By workload",
-                    "By size class", "By team", "Badput breakdown", "Where the jobs' chip-hours went (demand base)",
-                    "Capacity no job held (capacity base)", "Jobs that lost the most chip-hours",
-                    "Checkpoint-interval advice", "PG coverage", "Data quality", "Figures as CSV"):
+    for heading in (
+        "Fleet ML Productivity Goodput",
+        "Trend per day",
+        "By cluster",
+        "By accelerator",
+        "By workload",
+        "By size class",
+        "By team",
+        "Badput breakdown",
+        "Where the jobs' chip-hours went (demand base)",
+        "Capacity no job held (capacity base)",
+        "Jobs that lost the most chip-hours",
+        "Checkpoint-interval advice",
+        "PG coverage",
+        "Data quality",
+        "Figures as CSV",
+    ):
         assert f">{heading}<" in page, heading
     # The simulated fleet's scheduler names no queue: no section of one UNKNOWN row (tests/importers/test_importers_kubernetes.py
     # has a fleet that does).
@@ -95,7 +122,9 @@ def test_csv_figures_agree_with_the_page_and_the_metric(published):
     assert f"{mpg:.1%}" in published.read_text()
     checked = 0
     for name, row in _factor_rows(folder):
-        assert float(row["sg"]) * float(row["rg"]) * float(row["pg"]) == pytest.approx(float(row["mpg"]), rel=1e-12), name
+        assert float(row["sg"]) * float(row["rg"]) * float(row["pg"]) == pytest.approx(float(row["mpg"]), rel=1e-12), (
+            name
+        )
         checked += 1
     assert checked > 30
     days = _read_csv(folder / "fleet_by_day.csv")
@@ -125,15 +154,19 @@ def test_segment_factors_are_ratios_of_sums_of_the_windows(published, outputs):
     windows = _job_windows(outputs["fleet"])
     for row in _read_csv(published.parent / "by_team.csv"):
         mine = [w for w in windows if w["team"] == row["team"]]
-        total = {k: sum(w[f"{k}_chip_s"] or 0 for w in mine)  # null ideal: a window without a profile
-                 for k in ("lifetime", "all_allocated", "productive", "ideal", "profiled_productive")}
+        total = {
+            k: sum(w[f"{k}_chip_s"] or 0 for w in mine)  # null ideal: a window without a profile
+            for k in ("lifetime", "all_allocated", "productive", "ideal", "profiled_productive")
+        }
         assert float(row["sg"]) == pytest.approx(total["all_allocated"] / total["lifetime"], rel=1e-12)
         assert float(row["rg"]) == pytest.approx(total["productive"] / total["all_allocated"], rel=1e-12)
         if total["profiled_productive"]:
             pg = total["ideal"] / total["profiled_productive"]
             assert float(row["pg"]) == pytest.approx(pg, rel=1e-12)
             assert float(row["mpg"]) == pytest.approx(
-                total["all_allocated"] / total["lifetime"] * total["productive"] / total["all_allocated"] * pg, rel=1e-12)
+                total["all_allocated"] / total["lifetime"] * total["productive"] / total["all_allocated"] * pg,
+                rel=1e-12,
+            )
         assert int(row["jobs"]) == len({w["job_id"] for w in mine})
 
 
@@ -141,8 +174,11 @@ def test_factors_are_written_out_once():
     """SG, RG, PG, MPG are defined by the goodput_factors macro only; marts, headline and report call it."""
     root = Path(__file__).parents[2]
     sources = [*root.glob("sql/**/*.sql"), *root.glob("fleet_goodput/**/*.py")]
-    definitions = [path.relative_to(root).as_posix() for path in sources
-                   if re.search(r"ratio\((sum\()?\s*(totals\.)?productive_chip_s", path.read_text())]
+    definitions = [
+        path.relative_to(root).as_posix()
+        for path in sources
+        if re.search(r"ratio\((sum\()?\s*(totals\.)?productive_chip_s", path.read_text())
+    ]
     assert definitions == []
     macros = (root / "sql" / "derived" / "macros.sql").read_text()
     assert "create or replace macro goodput_factors" in macros
@@ -161,7 +197,8 @@ def test_one_day_report_has_an_hourly_trend_and_the_change_from_the_day_before(p
     by_day = {d["day"]: d for d in _read_csv(published.parent / "fleet_by_day.csv")}
     for factor in ("sg", "rg", "pg", "mpg"):
         assert float(total[f"{factor}_change"]) == pytest.approx(
-            float(by_day["2026-01-02"][factor]) - float(by_day["2026-01-01"][factor]), rel=1e-9)
+            float(by_day["2026-01-02"][factor]) - float(by_day["2026-01-01"][factor]), rel=1e-9
+        )
         assert float(total[factor]) == pytest.approx(float(by_day["2026-01-02"][factor]), rel=1e-12)
     (first,) = _read_csv(outputs["fleet"] / "reports" / PERIOD / "fleet_total.csv")
     assert first["mpg_change"] == "", "the period before the first day has no data: no change"
@@ -177,7 +214,9 @@ def test_each_worst_job_has_a_page_with_its_timeline(published):
         assert f"<h1>Job {job['job_id']}</h1>" in job_page
         strip = re.search(r'data-chart="job_timeline".*?</svg>', job_page, re.S).group(0)
         hours = [float(h) for h in re.findall(r": ([\d,.]+) chip-h \(", strip)]
-        assert hours and sum(hours) == pytest.approx(float(job["lifetime_chip_h"]), abs=0.005 * len(hours))  # 2 decimals
+        assert hours and sum(hours) == pytest.approx(
+            float(job["lifetime_chip_h"]), abs=0.005 * len(hours)
+        )  # 2 decimals
         assert 'href="../index.html"' in job_page
 
 
@@ -237,8 +276,9 @@ def test_rerun_replaces_the_period_report(published, outputs):
     assert main(["report", "--output", str(outputs["fleet"]), "--from", "2026-01-01", "--to", "2026-01-03"]) == 0
     assert sorted(p.name for p in published.parent.iterdir()) == before
     assert published.read_text() == first
-    assert not [p.name for p in published.parent.parent.iterdir() if p.name.startswith(".")], \
+    assert not [p.name for p in published.parent.parent.iterdir() if p.name.startswith(".")], (
         "no temporary folders left behind"
+    )
 
 
 def _corrupt_conservation(output: Path) -> None:
@@ -278,8 +318,14 @@ def _lose_rejections(output: Path) -> None:
 CORRUPTIONS = [
     (_corrupt_conservation, "[job_window] chip-seconds conserved: all_allocated = productive"),
     (_duplicate_key, "[job_window] one row per job_id, window_start"),
-    (_drop_partition, "[capacity_window] capacity_window has a partition for every day of the period: missing: 2026-01-02"),
-    (_duplicate_stretch, "[capacity_window] no window is covered twice by the stretches of one cluster and accelerator"),
+    (
+        _drop_partition,
+        "[capacity_window] capacity_window has a partition for every day of the period: missing: 2026-01-02",
+    ),
+    (
+        _duplicate_stretch,
+        "[capacity_window] no window is covered twice by the stretches of one cluster and accelerator",
+    ),
     (_lose_rejections, "[manifest] the manifest's rejected counts match the rejected table"),
 ]
 
@@ -303,21 +349,38 @@ def test_a_corrupt_output_is_not_published_and_every_failure_is_named(outputs, t
 
 
 def _browser() -> str | None:
-    return next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
-                 if shutil.which(name)), None)
+    return next(
+        (shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None
+    )
 
 
 def _chromium(tmp_path: Path) -> list[str]:
-    return [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-            f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,3000"]
+    return [
+        _browser(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1200,3000",
+    ]
 
 
 def _drawn(page: Path, tmp_path: Path, screenshot: Path) -> dict[str, int]:
     """The draw check's findings, recorded on <body> by the page's script in a real browser,
     which also takes a screenshot of the page (one launch: a second costs a second)."""
-    dom = subprocess.run([*_chromium(tmp_path), f"--screenshot={screenshot}", "--dump-dom", page.resolve().as_uri()],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
+    dom = subprocess.run(
+        [*_chromium(tmp_path), f"--screenshot={screenshot}", "--dump-dom", page.resolve().as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     body = re.search(r"<body([^>]*)>", dom).group(1)
     found = dict(re.findall(r'data-([\w-]+)="(\d+)"', body))
     assert "charts-drawn" in found, "the page's draw check did not run"
@@ -345,19 +408,24 @@ def test_pages_draw_in_headless_chromium(published, one_day, tmp_path, which):
 
 @pytest.mark.skipif(_browser() is None, reason="no headless Chromium installed (Debian package `chromium`)")
 def test_a_click_on_a_heading_sorts_its_table(published, tmp_path):
-    click = ("<script>document.querySelector('table[data-table=by_team] th:nth-child(2)').click();"
-             "document.querySelector('table[data-table=top_jobs] th:nth-child(1)').click();</script></body>")
+    click = (
+        "<script>document.querySelector('table[data-table=by_team] th:nth-child(2)').click();"
+        "document.querySelector('table[data-table=top_jobs] th:nth-child(1)').click();</script></body>"
+    )
     page = tmp_path / "clicked.html"
     page.write_text(published.read_text().replace("</body>", click))
-    dom = subprocess.run([*_chromium(tmp_path), "--dump-dom", page.as_uri()], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+    dom = subprocess.run(
+        [*_chromium(tmp_path), "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
 
     def column(table: str, index: int) -> list[str]:
         body = re.search(rf'data-table="{table}".*?<tbody>(.*?)</tbody>', dom, re.S).group(1)
         return [re.findall(r'<td[^>]*data-v="([^"]*)"', row)[index] for row in re.findall(r"<tr>(.*?)</tr>", body)]
 
     jobs = [int(v) for v in column("by_team", 1)]
-    assert jobs == sorted(jobs, reverse=True) and jobs != [int(r["jobs"]) for r in _read_csv(published.parent / "by_team.csv")]
+    assert jobs == sorted(jobs, reverse=True) and jobs != [
+        int(r["jobs"]) for r in _read_csv(published.parent / "by_team.csv")
+    ]
     ids = column("top_jobs", 0)
     assert ids == sorted(ids, reverse=True)
 
@@ -369,13 +437,16 @@ def test_partial_day_report_says_so(outputs):
     assert "17.2%" in page  # the worked example's MPG, 100/580
 
 
-@pytest.mark.parametrize("measures, interval, save_cost, mtbf", [
-    # one disruption losing 600 s of a 1200 s interval, 6 saves of 40 s in 7800 s of steps
-    (ClassMeasures(1, 240, 600, 7800, 7200, 120, 8580, 8580 * 32), 1200, 240 * 1200 / 7800, 8580),
-    (ClassMeasures(4, 400, 1000, 40_000, 39_000, 200, 50_000, 50_000 * 8), 500, 5, 12_500),
-    # measured: 6 saves of 40 s preserving 7200 s of steps
-    (ClassMeasures(1, 240, 600, 7800, 7200, 120, 8580, 8580 * 32, saves=6), 1200, 40, 8580),
-])
+@pytest.mark.parametrize(
+    "measures, interval, save_cost, mtbf",
+    [
+        # one disruption losing 600 s of a 1200 s interval, 6 saves of 40 s in 7800 s of steps
+        (ClassMeasures(1, 240, 600, 7800, 7200, 120, 8580, 8580 * 32), 1200, 240 * 1200 / 7800, 8580),
+        (ClassMeasures(4, 400, 1000, 40_000, 39_000, 200, 50_000, 50_000 * 8), 500, 5, 12_500),
+        # measured: 6 saves of 40 s preserving 7200 s of steps
+        (ClassMeasures(1, 240, 600, 7800, 7200, 120, 8580, 8580 * 32, saves=6), 1200, 40, 8580),
+    ],
+)
 def test_advice_estimates(measures, interval, save_cost, mtbf):
     advice = advise(measures)
     assert advice.interval_s == pytest.approx(interval)
@@ -384,7 +455,8 @@ def test_advice_estimates(measures, interval, save_cost, mtbf):
     assert advice.best_interval_s == pytest.approx(math.sqrt(2 * save_cost * mtbf))
     assert advice.rg_best >= advice.rg_now
     assert advice.recoverable_chip_h == pytest.approx(
-        (advice.rg_best - advice.rg_now) * measures.all_allocated_chip_s / 3600)
+        (advice.rg_best - advice.rg_now) * measures.all_allocated_chip_s / 3600
+    )
 
 
 def test_model_rg_is_best_at_the_young_daly_interval():
@@ -404,12 +476,16 @@ def test_the_report_names_the_dashboards_its_settings_give_as_text(outputs, tmp_
     """`report: dashboards:` in the settings file: each title and address shown (as text: the report loads
     and links nothing remote), in the file's order; an address that is no http(s) URL is a bad argument."""
     settings = tmp_path / "settings.yaml"
-    settings.write_text("report:\n  dashboards:\n    Fleet goodput: https://grafana.example.com/d/fleet?from=now-7d\n"
-                        "    Interruptions: http://grafana.local:3000/d/interruptions\n")
+    settings.write_text(
+        "report:\n  dashboards:\n    Fleet goodput: https://grafana.example.com/d/fleet?from=now-7d\n"
+        "    Interruptions: http://grafana.local:3000/d/interruptions\n"
+    )
     assert main(["report", "--output", str(outputs["fleet"]), "--date", "2026-01-03", "--config", str(settings)]) == 0
     page = (outputs["fleet"] / "reports" / "2026-01-03" / "index.html").read_text()
-    assert ("<b>Fleet goodput</b> <code>https://grafana.example.com/d/fleet?from=now-7d</code>; "
-            "<b>Interruptions</b> <code>http://grafana.local:3000/d/interruptions</code>.") in page
+    assert (
+        "<b>Fleet goodput</b> <code>https://grafana.example.com/d/fleet?from=now-7d</code>; "
+        "<b>Interruptions</b> <code>http://grafana.local:3000/d/interruptions</code>."
+    ) in page
     assert 'href="http' not in page
     settings.write_text("report:\n  dashboards:\n    Fleet: javascript:alert(1)\n")
     capsys.readouterr()

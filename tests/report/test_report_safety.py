@@ -57,12 +57,18 @@ HOSTILE_JOBS = {
 HOSTILE_TEAMS = (
     '=HYPERLINK("http://evil.example/","click")',
     f'<img src=x onerror="{PWN.format("team")}">',
-    "+SUM(1,2)", "-2+3", "@SUM(1,1)", "\tTAB", "\rCR",
+    "+SUM(1,2)",
+    "-2+3",
+    "@SUM(1,1)",
+    "\tTAB",
+    "\rCR",
 )
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-HOSTILE_EVENT_ID = ('<script>document.title="PWNED"</script><img src=x onerror="document.title=\'PWNED\'">'
-                    '<img src="http://evil.example/p.png"><style>@import url(http://evil.example/s.css);</style>'
-                    '"><svg onload="document.title=\'PWNED\'"></td></table>')
+HOSTILE_EVENT_ID = (
+    '<script>document.title="PWNED"</script><img src=x onerror="document.title=\'PWNED\'">'
+    '<img src="http://evil.example/p.png"><style>@import url(http://evil.example/s.css);</style>'
+    '"><svg onload="document.title=\'PWNED\'"></td></table>'
+)
 PERIOD = "2026-01-01"
 
 CLEAR_SCREEN = "\x1b[2J\x1b[H"
@@ -86,11 +92,16 @@ ESCAPE_INPUT = f"in\x1b]0;title{BEL}{C1_CSI}2J"  # the telemetry folder (OSC 0 s
 TEAMS_IN_CSV = {
     '=HYPERLINK("http://evil.example/","click")': '\'=HYPERLINK("http://evil.example/","click")',
     f'<img src=x onerror="{PWN.format("team")}">': f'<img src=x onerror="{PWN.format("team")}">',
-    "+SUM(1,2)": "'+SUM(1,2)", "-2+3": "'-2+3", "@SUM(1,1)": "'@SUM(1,1)",
-    "\tTAB": "\\x09TAB", "\rCR": "\\x0dCR",
+    "+SUM(1,2)": "'+SUM(1,2)",
+    "-2+3": "'-2+3",
+    "@SUM(1,1)": "'@SUM(1,1)",
+    "\tTAB": "\\x09TAB",
+    "\rCR": "\\x0dCR",
     **ESCAPE_TEAMS,
 }
-CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")  # what no output may carry raw (a newline may)
+CONTROL = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)  # what no output may carry raw (a newline may)
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +121,12 @@ def hostile_run(tmp_path_factory) -> tuple[Path, str]:
     _training(fleet, ESCAPE_JOB, 0, chips=1, team="research", cycles=2)
     fleet.scheduler(None, 86_400, "CAPACITY", 96, "tpu-v5e", "c1")
     # Rejected (an accelerator nobody has), under two hostile event ids twice: duplicates the rejected suite lists.
-    for job_id, event_id in (("x1", HOSTILE_EVENT_ID), ("x2", HOSTILE_EVENT_ID),
-                             ("x3", ESCAPE_EVENT_ID), ("x4", ESCAPE_EVENT_ID)):
+    for job_id, event_id in (
+        ("x1", HOSTILE_EVENT_ID),
+        ("x2", HOSTILE_EVENT_ID),
+        ("x3", ESCAPE_EVENT_ID),
+        ("x4", ESCAPE_EVENT_ID),
+    ):
         fleet.scheduler(job_id, 60, "SUBMIT", 8, "h900", team=event_id)
         fleet.records["scheduler"][-1]["event_id"] = event_id
     telemetry, output = tmp_path_factory.mktemp("hostile_in") / ESCAPE_INPUT, tmp_path_factory.mktemp("hostile_out")
@@ -172,45 +187,82 @@ def test_no_csv_cell_starts_a_formula(report):
     assert teams == {"research", *TEAMS_IN_CSV.values()}
 
 
-@pytest.mark.parametrize("value, written", [
-    ("=1+1", "'=1+1"), ("+1", "'+1"), ("-1", "'-1"), ("@x", "'@x"), ("\tx", "'\tx"), ("\rx", "'\rx"),
-    ("team", "team"), ("a=b", "a=b"), ("", ""), (-1.5, -1.5), (None, None), (3, 3),
-])
+@pytest.mark.parametrize(
+    "value, written",
+    [
+        ("=1+1", "'=1+1"),
+        ("+1", "'+1"),
+        ("-1", "'-1"),
+        ("@x", "'@x"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("team", "team"),
+        ("a=b", "a=b"),
+        ("", ""),
+        (-1.5, -1.5),
+        (None, None),
+        (3, 3),
+    ],
+)
 def test_spreadsheet_safe(value, written):
     assert spreadsheet_safe(value) == written
 
 
-@pytest.mark.parametrize("name, text, shown, shown_keeping_newlines", [
-    ("ESC starts CSI", "\x1b[2Jx", "\\x1b[2Jx", "\\x1b[2Jx"),
-    ("OSC 8 ended by BEL", "\x1b]8;;http://e.example/\x07x", "\\x1b]8;;http://e.example/\\x07x",
-     "\\x1b]8;;http://e.example/\\x07x"),
-    ("C1 CSI", "\x9b2J", "\\x9b2J", "\\x9b2J"),
-    ("DEL, NUL, tab, CR", "a\x7fb\x00c\td\re", "a\\x7fb\\x00c\\x09d\\x0de", "a\\x7fb\\x00c\\x09d\\x0de"),
-    ("newline", "a\nb", "a\\x0ab", "a\nb"),
-    ("printable text stays", "équipe ✓ <b> \\x1b", "équipe ✓ <b> \\x1b", "équipe ✓ <b> \\x1b"),
-    ("U+00A0 is past C1", "a\u00a0b", "a\u00a0b", "a\u00a0b"),
-    ("a file name's byte that is not UTF-8", "in\udc9b", "in\\x9b", "in\\x9b"),
-    ("another lone surrogate", "a\ud800", "a\\ud800", "a\\ud800"),
-    ("bidirectional overrides and isolates", "a\u202eb\u2066c\u200fd", "a\\u202eb\\u2066c\\u200fd",
-     "a\\u202eb\\u2066c\\u200fd"),
-])
+@pytest.mark.parametrize(
+    "name, text, shown, shown_keeping_newlines",
+    [
+        ("ESC starts CSI", "\x1b[2Jx", "\\x1b[2Jx", "\\x1b[2Jx"),
+        (
+            "OSC 8 ended by BEL",
+            "\x1b]8;;http://e.example/\x07x",
+            "\\x1b]8;;http://e.example/\\x07x",
+            "\\x1b]8;;http://e.example/\\x07x",
+        ),
+        ("C1 CSI", "\x9b2J", "\\x9b2J", "\\x9b2J"),
+        ("DEL, NUL, tab, CR", "a\x7fb\x00c\td\re", "a\\x7fb\\x00c\\x09d\\x0de", "a\\x7fb\\x00c\\x09d\\x0de"),
+        ("newline", "a\nb", "a\\x0ab", "a\nb"),
+        ("printable text stays", "équipe ✓ <b> \\x1b", "équipe ✓ <b> \\x1b", "équipe ✓ <b> \\x1b"),
+        ("U+00A0 is past C1", "a\u00a0b", "a\u00a0b", "a\u00a0b"),
+        ("a file name's byte that is not UTF-8", "in\udc9b", "in\\x9b", "in\\x9b"),
+        ("another lone surrogate", "a\ud800", "a\\ud800", "a\\ud800"),
+        (
+            "bidirectional overrides and isolates",
+            "a\u202eb\u2066c\u200fd",
+            "a\\u202eb\\u2066c\\u200fd",
+            "a\\u202eb\\u2066c\\u200fd",
+        ),
+    ],
+)
 def test_printable(name, text, shown, shown_keeping_newlines):
     assert printable(text) == shown, name
     assert printable(text, keep_newlines=True) == shown_keeping_newlines, name
 
 
-@pytest.mark.parametrize("value, written", [
-    ("\tTAB", "\\x09TAB"), ("\x1b[2J=1", "\\x1b[2J=1"), ("=\x1b[2J", "'=\\x1b[2J"), ("a\nb", "a\nb"),
-    ("-2+3", "'-2+3"), (-2, -2), (None, None),
-])
+@pytest.mark.parametrize(
+    "value, written",
+    [
+        ("\tTAB", "\\x09TAB"),
+        ("\x1b[2J=1", "\\x1b[2J=1"),
+        ("=\x1b[2J", "'=\\x1b[2J"),
+        ("a\nb", "a\nb"),
+        ("-2+3", "'-2+3"),
+        (-2, -2),
+        (None, None),
+    ],
+)
 def test_csv_cell_shows_control_characters_then_guards_formulas(value, written):
     assert csv_cell(value) == written
 
 
 def _dom(page: Path, tmp_path: Path, *flags: str) -> str:
     """The page's DOM after headless Chromium ran it (test_report's flags: offline, no first-run work)."""
-    return subprocess.run([*_chromium(tmp_path), *flags, "--dump-dom", page.resolve().as_uri()],
-                          capture_output=True, text=True, timeout=120, check=True).stdout
+    return subprocess.run(
+        [*_chromium(tmp_path), *flags, "--dump-dom", page.resolve().as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
 
 
 @pytest.mark.skipif(_browser() is None, reason="no headless Chromium installed (Debian package `chromium`)")
@@ -279,27 +331,44 @@ def test_the_gx_index_lists_every_validation_with_its_status_as_text(quality):
     # GX marks a suite Failed on any unmet expectation, warnings too: here the duplicated hostile id
     # (rejected), the rejected share (manifest), and jobs that end hours before the as-of (job_window).
     checks = json.loads((quality / "summary.json").read_text())["checks"]
-    assert suites == {suite: "Success" if all(c["success"] for c in checks if c["suite"] == suite) else "Failed"
-                      for suite in {c["suite"] for c in checks}}
-    assert sorted(suite for suite, status in suites.items() if status == "Failed") == ["job_window", "manifest", "rejected"]
+    assert suites == {
+        suite: "Success" if all(c["success"] for c in checks if c["suite"] == suite) else "Failed"
+        for suite in {c["suite"] for c in checks}
+    }
+    assert sorted(suite for suite, status in suites.items() if status == "Failed") == [
+        "job_window",
+        "manifest",
+        "rejected",
+    ]
     for link, _ in rows:
         assert (site / link).is_file()
 
 
-@pytest.mark.parametrize("name, page, kept, dropped", [
-    ("script element", "<p>a</p><script>alert(1)</script><p>b</p>", "<p>a</p><p>b</p>", "alert"),
-    ("event handler", '<img src="x.png" onerror="alert(1)">', '<img src="x.png">', "onerror"),
-    ("remote image", '<img src="https://evil.example/p.png" alt="p">', '<img alt="p">', "evil"),
-    ("protocol-relative", '<img src="//evil.example/p.png">', "<img>", "evil"),
-    ("javascript link", '<a href="javascript:alert(1)">x</a>', "<a>x</a>", "javascript"),
-    ("stylesheet link", '<link rel="stylesheet" href="https://cdn.example/b.css"><p>x</p>', "<p>x</p>", "cdn"),
-    ("css import and url", "<style>@import url(https://cdn.example/b.css); .a{background:url('https://x.example/i.png')}"
-     "</style>", "<style> .a{background:}</style>", "example"),
-    ("meta refresh", '<meta http-equiv="refresh" content="0;url=https://evil.example"><meta charset="utf-8">',
-     '<meta charset="utf-8">', "refresh"),
-    ("entities stay text", "<p>&lt;script&gt; &amp; &#39;</p>", "<p>&lt;script&gt; &amp; &#39;</p>", "<script>"),
-    ("local links stay", '<a href="validations/a.html#x">a</a>', '<a href="validations/a.html#x">a</a>', "http"),
-])
+@pytest.mark.parametrize(
+    "name, page, kept, dropped",
+    [
+        ("script element", "<p>a</p><script>alert(1)</script><p>b</p>", "<p>a</p><p>b</p>", "alert"),
+        ("event handler", '<img src="x.png" onerror="alert(1)">', '<img src="x.png">', "onerror"),
+        ("remote image", '<img src="https://evil.example/p.png" alt="p">', '<img alt="p">', "evil"),
+        ("protocol-relative", '<img src="//evil.example/p.png">', "<img>", "evil"),
+        ("javascript link", '<a href="javascript:alert(1)">x</a>', "<a>x</a>", "javascript"),
+        ("stylesheet link", '<link rel="stylesheet" href="https://cdn.example/b.css"><p>x</p>', "<p>x</p>", "cdn"),
+        (
+            "css import and url",
+            "<style>@import url(https://cdn.example/b.css); .a{background:url('https://x.example/i.png')}</style>",
+            "<style> .a{background:}</style>",
+            "example",
+        ),
+        (
+            "meta refresh",
+            '<meta http-equiv="refresh" content="0;url=https://evil.example"><meta charset="utf-8">',
+            '<meta charset="utf-8">',
+            "refresh",
+        ),
+        ("entities stay text", "<p>&lt;script&gt; &amp; &#39;</p>", "<p>&lt;script&gt; &amp; &#39;</p>", "<script>"),
+        ("local links stay", '<a href="validations/a.html#x">a</a>', '<a href="validations/a.html#x">a</a>', "http"),
+    ],
+)
 def test_sanitize(name, page, kept, dropped):
     clean = sanitize(page)
     assert clean == kept, name
@@ -400,17 +469,33 @@ def test_mpg_sql_csv_raw_goes_with_csv_only(hostile_run, capsys):
     assert capsys.readouterr().err == "mpg sql: --csv-raw goes with --format csv only\n"
 
 
-@pytest.mark.parametrize("name, argv, shown", [
-    ("a missing output", ["sql", "--output", f"/nonexistent/{CLEAR_SCREEN}", "select 1"], "/nonexistent/\\x1b[2J\\x1b[H"),
-    ("a query DuckDB cannot parse", ["sql", "--output", "{output}", f"select '{CLEAR_SCREEN}{C1_CSI}2J"],
-     "\\x1b[2J\\x1b[H\\x9b2J"),
-    ("an unknown table", ["sql", "--output", "{output}", f'select * from "t{BEL}{HYPERLINK}"'], "t\\x07\\x1b]8;;"),
-    ("a format argparse refuses", ["sql", "--output", "{output}", "--format", f"csv{CLEAR_SCREEN}", "select 1"],
-     "csv\\x1b[2J\\x1b[H"),
-    ("mpg runs of a missing output", ["runs", "--output", f"/nonexistent/{C1_CSI}2J"], "/nonexistent/\\x9b2J"),
-    ("a file name whose bytes are not UTF-8", ["sql", "--output", "{output}", "-f", "/nonexistent/\udc9b2J.sql"],
-     "cannot read the SQL file /nonexistent/\\x9b2J.sql"),
-])
+@pytest.mark.parametrize(
+    "name, argv, shown",
+    [
+        (
+            "a missing output",
+            ["sql", "--output", f"/nonexistent/{CLEAR_SCREEN}", "select 1"],
+            "/nonexistent/\\x1b[2J\\x1b[H",
+        ),
+        (
+            "a query DuckDB cannot parse",
+            ["sql", "--output", "{output}", f"select '{CLEAR_SCREEN}{C1_CSI}2J"],
+            "\\x1b[2J\\x1b[H\\x9b2J",
+        ),
+        ("an unknown table", ["sql", "--output", "{output}", f'select * from "t{BEL}{HYPERLINK}"'], "t\\x07\\x1b]8;;"),
+        (
+            "a format argparse refuses",
+            ["sql", "--output", "{output}", "--format", f"csv{CLEAR_SCREEN}", "select 1"],
+            "csv\\x1b[2J\\x1b[H",
+        ),
+        ("mpg runs of a missing output", ["runs", "--output", f"/nonexistent/{C1_CSI}2J"], "/nonexistent/\\x9b2J"),
+        (
+            "a file name whose bytes are not UTF-8",
+            ["sql", "--output", "{output}", "-f", "/nonexistent/\udc9b2J.sql"],
+            "cannot read the SQL file /nonexistent/\\x9b2J.sql",
+        ),
+    ],
+)
 def test_an_error_that_echoes_input_shows_its_control_characters(hostile_run, capsys, name, argv, shown):
     argv = [arg.replace("{output}", str(hostile_run[0])) for arg in argv]
     with contextlib.suppress(SystemExit):
@@ -441,11 +526,16 @@ def test_printable_streams_show_control_characters_and_give_the_streams_back(cap
 
 def test_the_headline_shows_control_characters_in_segment_and_cluster_names():
     connection = duckdb.connect()
-    connection.execute("create table goodput_by_segment as select 'team' as dimension, $1 as segment, 2 as jobs, "
-                       "0.5 as sg, 0.5 as rg, 0.5 as pg, 0.125 as mpg, 1.0 as pg_coverage, 7200.0 as lifetime_chip_s",
-                       [f"{CLEAR_SCREEN}t"])
-    connection.execute("create table capacity_gaps as select $1 as cluster, 'tpu-v5e' as accelerator, "
-                       "'no_capacity' as problem, 3 as windows, 3600.0 as held_chip_s", [f"c{C1_CSI}2J"])
+    connection.execute(
+        "create table goodput_by_segment as select 'team' as dimension, $1 as segment, 2 as jobs, "
+        "0.5 as sg, 0.5 as rg, 0.5 as pg, 0.125 as mpg, 1.0 as pg_coverage, 7200.0 as lifetime_chip_s",
+        [f"{CLEAR_SCREEN}t"],
+    )
+    connection.execute(
+        "create table capacity_gaps as select $1 as cluster, 'tpu-v5e' as accelerator, "
+        "'no_capacity' as problem, 3 as windows, 3600.0 as held_chip_s",
+        [f"c{C1_CSI}2J"],
+    )
     lines = headline.segment_table(connection, "team") + headline.capacity_gap_lines(connection)
     assert lines[1] == "  \\x1b[2J\\x1b[Ht        2  50.0%  50.0%  50.0%  12.5% 100.0%        2.0"
     assert lines[3] == "  c\\x9b2J/tpu-v5e: no CAPACITY level in 3 window(s), 1.0 chip-h held"

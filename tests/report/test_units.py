@@ -11,18 +11,32 @@ from fleet_goodput.report.render import _ENVIRONMENT
 from fleet_goodput.report.units import chip_time, column_unit
 
 
-@pytest.mark.parametrize("chip_s, shown", [
-    (None, "n/a"), (0, "0.0 chip-s"), (45, "45.0 chip-s"), (59.96, "60.0 chip-s"), (60, "1.0 chip-min"),
-    (600, "10.0 chip-min"), (3599, "60.0 chip-min"), (3600, "1.0 chip-h"), (9000, "2.5 chip-h"),
-    (36_000_000, "10,000.0 chip-h"), (-120, "-2.0 chip-min"),
-])
+@pytest.mark.parametrize(
+    "chip_s, shown",
+    [
+        (None, "n/a"),
+        (0, "0.0 chip-s"),
+        (45, "45.0 chip-s"),
+        (59.96, "60.0 chip-s"),
+        (60, "1.0 chip-min"),
+        (600, "10.0 chip-min"),
+        (3599, "60.0 chip-min"),
+        (3600, "1.0 chip-h"),
+        (9000, "2.5 chip-h"),
+        (36_000_000, "10,000.0 chip-h"),
+        (-120, "-2.0 chip-min"),
+    ],
+)
 def test_chip_time_reads_in_the_unit_of_its_size(chip_s, shown):
     assert chip_time(chip_s) == shown
 
 
 def test_whole_units_from_a_hundred_where_asked():
     assert [chip_time(chip_s, digits=None) for chip_s in (330, 22_849_200, 99.94 * 3600)] == [
-        "5.5 chip-min", "6,347 chip-h", "99.9 chip-h"]
+        "5.5 chip-min",
+        "6,347 chip-h",
+        "99.9 chip-h",
+    ]
 
 
 def test_a_column_reads_in_the_unit_of_its_largest_figure():
@@ -36,10 +50,14 @@ def test_a_small_job_s_badput_and_demand_read_in_chip_minutes_and_seconds():
     connection = duckdb.connect()
     connection.execute("""create table badput_breakdown as select * from (values
         ('idle', 'demand', 600 / 3600, 0.5), ('queued', 'demand', 40 / 3600, 0.0333)) t(category, base, chip_hours, share)""")
-    connection.execute("create table goodput_by_segment as select 'team' as dimension, 'ml' as segment, 1 as jobs, "
-                       "1.0 as sg, 0.5 as rg, null as pg, null as mpg, 0.0 as pg_coverage, 1200.0 as lifetime_chip_s")
-    assert headline.badput_lines(connection) == ["  idle" + " " * 22 + "10.0 chip-min   50.0% of demand",
-                                                 "  queued" + " " * 22 + "40.0 chip-s    3.3% of demand"]
+    connection.execute(
+        "create table goodput_by_segment as select 'team' as dimension, 'ml' as segment, 1 as jobs, "
+        "1.0 as sg, 0.5 as rg, null as pg, null as mpg, 0.0 as pg_coverage, 1200.0 as lifetime_chip_s"
+    )
+    assert headline.badput_lines(connection) == [
+        "  idle" + " " * 22 + "10.0 chip-min   50.0% of demand",
+        "  queued" + " " * 22 + "40.0 chip-s    3.3% of demand",
+    ]
     table = headline.segment_table(connection, "team")
     assert table[0].endswith("  chip-min") and table[1].endswith("      20.0")
 

@@ -49,7 +49,10 @@ def test_documented_columns_are_the_real_ones(connection, view):
 @pytest.mark.parametrize("dimension", DIMENSIONS)
 def test_dimension_views_are_the_segment_view_renamed(connection, dimension):
     segment_columns = _describe(connection, "goodput_by_segment")
-    assert _describe(connection, f"goodput_by_{dimension}") == [dimension] + segment_columns[segment_columns.index("segment") + 1:]
+    assert (
+        _describe(connection, f"goodput_by_{dimension}")
+        == [dimension] + segment_columns[segment_columns.index("segment") + 1 :]
+    )
 
 
 def test_every_view_is_documented(connection):
@@ -62,30 +65,42 @@ def test_views_bound_at_first_read_are_the_views_bound_as_created(connection, tm
     """connect() defers binding where DuckDB can (fleet_goodput/store/views.py): the same views, names and types."""
     deferred = duckdb.connect()
     create_views(deferred, tmp_path, load_settings(), defer_binding=True)
-    views = [row[0] for row in connection.execute("select view_name from duckdb_views() where not internal "
-                                                  "order by all").fetchall()]
+    views = [
+        row[0]
+        for row in connection.execute("select view_name from duckdb_views() where not internal order by all").fetchall()
+    ]
     assert len(views) > 20
     if tuple(int(part) for part in duckdb.__version__.split(".")[:2]) >= (2, 0):  # DuckDB 2 defers (constraints.txt)
         bound = deferred.execute("select view_name from duckdb_views() where not internal and is_bound").fetchall()
-        assert sorted(bound) == [("observed_periods",), ("run_clock",), ("settings",), ("size_classes",)], \
-            "every view but the settings, the size-class lookup, the observed periods and the run's clock is " \
+        assert sorted(bound) == [("observed_periods",), ("run_clock",), ("settings",), ("size_classes",)], (
+            "every view but the settings, the size-class lookup, the observed periods and the run's clock is "
             "created unbound"
+        )
     for view in views:
         assert deferred.execute(f"describe {view}").fetchall() == connection.execute(f"describe {view}").fetchall()
 
 
 # A path of the repository, as the docs and the code's docstrings and comments name one.
-REPOSITORY_PATH = re.compile(r"(?<![\w./-])((?:fleet_goodput|tests|docs|configs|sql|deploy|benchmarks|schemas|pipelines"
-                             r"|transforms|templates)/[\w./-]*\w)(?![\w{])")
+REPOSITORY_PATH = re.compile(
+    r"(?<![\w./-])((?:fleet_goodput|tests|docs|configs|sql|deploy|benchmarks|schemas|pipelines"
+    r"|transforms|templates)/[\w./-]*\w)(?![\w{])"
+)
 
 
 def _written_paths() -> dict[str, set[str]]:
     """path named → the files naming it: in every Markdown file and the package's, pipelines', transforms' and
     benchmarks' code, SQL and settings (tests name the files they build, which need not exist)."""
     named: dict[str, set[str]] = {}
-    sources = [*ROOT.glob("*.md"), *ROOT.glob("docs/*.md"), *ROOT.rglob("fleet_goodput/**/*.py"),
-               *ROOT.glob("pipelines/*.py"), *ROOT.glob("transforms/*.py"), *ROOT.glob("sql/**/*.sql"),
-               *ROOT.glob("configs/*.yaml"), *ROOT.glob("deploy/**/*")]
+    sources = [
+        *ROOT.glob("*.md"),
+        *ROOT.glob("docs/*.md"),
+        *ROOT.rglob("fleet_goodput/**/*.py"),
+        *ROOT.glob("pipelines/*.py"),
+        *ROOT.glob("transforms/*.py"),
+        *ROOT.glob("sql/**/*.sql"),
+        *ROOT.glob("configs/*.yaml"),
+        *ROOT.glob("deploy/**/*"),
+    ]
     for source in sources:
         relative = source.relative_to(ROOT).as_posix()
         if not source.is_file() or "/." in f"/{relative}":

@@ -38,15 +38,31 @@ RANK = {CORE: 0, TELEMETRY: 1, STORE: 1, TRANSFORMS: 2, APPLICATIONS: 2, PIPELIN
 CLI_MODULES = {"fleet_goodput", "fleet_goodput.api", "fleet_goodput.cli"}
 # The basics every layer may use: how commands speak and exit, and how text is quoted and shown.
 BASICS = {f"fleet_goodput.{name}" for name in ("console", "exits", "faults", "quoting", "safe_text")}
-FOLDERS = {"commands": CLI, "runs": RUNS, "pipelines": PIPELINES, "transforms": TRANSFORMS,
-           "importers": APPLICATIONS, "monitoring": APPLICATIONS, "quality": APPLICATIONS, "report": APPLICATIONS, "simulator": APPLICATIONS,
-           "telemetry": TELEMETRY, "store": STORE, "core": CORE,
-           # packages of data, not code
-           "schemas": CORE, "sql": CORE, "configs": CORE, "docs": CORE}
+FOLDERS = {
+    "commands": CLI,
+    "runs": RUNS,
+    "pipelines": PIPELINES,
+    "transforms": TRANSFORMS,
+    "importers": APPLICATIONS,
+    "monitoring": APPLICATIONS,
+    "quality": APPLICATIONS,
+    "report": APPLICATIONS,
+    "simulator": APPLICATIONS,
+    "telemetry": TELEMETRY,
+    "store": STORE,
+    "core": CORE,
+    # packages of data, not code
+    "schemas": CORE,
+    "sql": CORE,
+    "configs": CORE,
+    "docs": CORE,
+}
 
 
 # The only modules outside pipelines/ and transforms/ that import Beam when imported: the runs of a pipeline.
-BEAM_AT_IMPORT = {f"fleet_goodput.runs.{name}" for name in ("inputs", "compute", "beam_flags", "stream_run", "launcher")}
+BEAM_AT_IMPORT = {
+    f"fleet_goodput.runs.{name}" for name in ("inputs", "compute", "beam_flags", "stream_run", "launcher")
+}
 
 
 def layer_of(module: str) -> str:
@@ -96,7 +112,8 @@ def _is_module(name: str) -> bool:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports(module: str) -> list[tuple[str, bool]]:
@@ -118,8 +135,10 @@ def imports(module: str) -> list[tuple[str, bool]]:
                     package = package.rpartition(".")[0]
                 base = f"{package}.{base}".rstrip(".")
             # `from fleet_goodput import schemas` imports the module fleet_goodput.schemas.
-            found.extend((f"{base}.{alias.name}" if _is_module(f"{base}.{alias.name}") else base, at_import)
-                         for alias in node.names)
+            found.extend(
+                (f"{base}.{alias.name}" if _is_module(f"{base}.{alias.name}") else base, at_import)
+                for alias in node.names
+            )
         inside_function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         for child in ast.iter_child_nodes(node):
             visit(child, at_import and not inside_function)
@@ -138,16 +157,23 @@ def test_every_module_is_in_a_layer_folder():
 @pytest.mark.parametrize("module", sorted(SOURCES))
 def test_imports_point_down_the_layers(module):
     layer = layer_of(module)
-    wrong = sorted({f"{name} ({layer_of(name)})" for name, _ in imports(module)
-                    if (name == PACKAGE or name.startswith(f"{PACKAGE}.")) and layer_of(name) != layer
-                    and RANK[layer_of(name)] >= RANK[layer]})
+    wrong = sorted(
+        {
+            f"{name} ({layer_of(name)})"
+            for name, _ in imports(module)
+            if (name == PACKAGE or name.startswith(f"{PACKAGE}."))
+            and layer_of(name) != layer
+            and RANK[layer_of(name)] >= RANK[layer]
+        }
+    )
     assert wrong == [], f"{module} ({layer}) imports a higher or a sibling layer"
 
 
 @pytest.mark.parametrize("module", sorted(SOURCES))
 def test_beam_loads_only_with_the_runs_pipelines_and_transforms(module):
-    at_import = sorted({name for name, top in imports(module)
-                        if top and (name == "apache_beam" or name.startswith("apache_beam."))})
+    at_import = sorted(
+        {name for name, top in imports(module) if top and (name == "apache_beam" or name.startswith("apache_beam."))}
+    )
     if layer_of(module) in (PIPELINES, TRANSFORMS) or module in BEAM_AT_IMPORT:
         return
     assert at_import == [], f"{module} imports Beam when it is imported"

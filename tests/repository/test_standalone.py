@@ -33,8 +33,13 @@ def tracked_files() -> list[Path]:
         names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
         return [ROOT / name for name in names.decode().split("\0") if name and (ROOT / name).is_file()]
     skipped = {".venv", "build", "dist", "__pycache__", ".pytest_cache"}
-    return [path for path in ROOT.rglob("*") if path.is_file() and not skipped & set(path.relative_to(ROOT).parts)
-            and not any(part.endswith(".egg-info") for part in path.parts)]
+    return [
+        path
+        for path in ROOT.rglob("*")
+        if path.is_file()
+        and not skipped & set(path.relative_to(ROOT).parts)
+        and not any(part.endswith(".egg-info") for part in path.parts)
+    ]
 
 
 def text_files() -> dict[Path, str]:
@@ -53,9 +58,12 @@ def specification_anchors() -> set[str]:
 
 def test_no_file_points_outside_the_repository():
     this_file = Path(__file__).resolve()
-    found = [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}: {match.group(0)}"
-             for path, text in text_files().items() if path.resolve() != this_file
-             for match in OUTSIDE.finditer(text)]
+    found = [
+        f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}: {match.group(0)}"
+        for path, text in text_files().items()
+        if path.resolve() != this_file
+        for match in OUTSIDE.finditer(text)
+    ]
     assert found == []
 
 
@@ -90,8 +98,11 @@ def test_the_docs_that_cite_the_metric_link_the_specification():
 
 
 def _import_examples(text: str) -> list[list[str]]:
-    return [shlex.split(line.split("#")[0].split("&&")[0]) for line in text.splitlines()
-            if line.strip().startswith("mpg import ")]
+    return [
+        shlex.split(line.split("#")[0].split("&&")[0])
+        for line in text.splitlines()
+        if line.strip().startswith("mpg import ")
+    ]
 
 
 def test_import_examples_read_files_in_the_repository():

@@ -40,9 +40,21 @@ def test_a_run_in_chunks_or_in_worker_processes_equals_one_pipeline(tmp_path):
     simulate(tmp_path / "fleet", seed=7, hours=6, jobs=12)
     # The first part's latest event: a job nobody submitted, which its timeline rejects once reached.
     # So is the first four-hour chunk's: the same job's, just before the chunk ends.
-    write_events(tmp_path / "fleet" / "runtime" / "stray.avro", "runtime", [
-        {"event_id": f"stray-{number}", "event_time": time_us, "job_id": "job-never-submitted", "type": "STEP_START",
-         "step": 1, "attempt": None} for number, time_us in enumerate([CUT_US, START_US + 4 * HOUR_US - 1])])
+    write_events(
+        tmp_path / "fleet" / "runtime" / "stray.avro",
+        "runtime",
+        [
+            {
+                "event_id": f"stray-{number}",
+                "event_time": time_us,
+                "job_id": "job-never-submitted",
+                "type": "STEP_START",
+                "step": 1,
+                "attempt": None,
+            }
+            for number, time_us in enumerate([CUT_US, START_US + 4 * HOUR_US - 1])
+        ],
+    )
     first, second = split_by_time(tmp_path / "fleet", [CUT_US], tmp_path / "parts")
     for folder in (tmp_path / "fleet", first):
         (folder / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
@@ -61,15 +73,22 @@ def test_a_run_in_chunks_or_in_worker_processes_equals_one_pipeline(tmp_path):
     with pytest.raises(ValueError, match=r"--chunk_hours must be at least 1 \(got 0\)"):
         run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, chunk_hours=0)
     progress = []
-    chunked = run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, build_views=False,
-                        chunk_hours=4, progress=progress.append)
+    chunked = run_batch(
+        str(tmp_path / "fleet"),
+        str(tmp_path / "chunked"),
+        settings,
+        build_views=False,
+        chunk_hours=4,
+        progress=progress.append,
+    )
     # Six hours from midnight: a chunk of 00:00-04:00 and one from 04:00 on.
     chunks = [line.split(":")[0] for line in progress if line.startswith("  chunk ")]
     assert chunks == ["  chunk 1/2 (2026-01-01T00", "  chunk 2/2 (2026-01-01T04"]
     assert chunked.run.run_id == 1 and chunked.manifest["as_of_us"] == whole.manifest["as_of_us"]
 
-    in_processes = run_batch(str(tmp_path / "fleet"), str(tmp_path / "processes"), settings, build_views=False,
-                             beam_args=worker_flags(2, []))
+    in_processes = run_batch(
+        str(tmp_path / "fleet"), str(tmp_path / "processes"), settings, build_views=False, beam_args=worker_flags(2, [])
+    )
     assert in_processes.manifest["as_of_us"] == whole.manifest["as_of_us"]
 
     for output in ("split", "chunked", "processes"):
@@ -86,12 +105,13 @@ def _assert_same_tables(output, expected_output) -> None:
     actual_ideal = {(job, window): value for job, window, value in _rows(output, ideal)}
     assert actual_ideal == pytest.approx(expected_ideal, rel=1e-9)
     figures = ", ".join(f"{f}_chip_s" for f in FIGURES)
-    for query in (f"select job_id, window_start, {figures} from job_window",
-                  "select * exclude (version, date) from jobs",
-                  "select cluster, accelerator, window_start, capacity_chip_s from capacity_window",
-                  # The damaged file's path differs (fleet/ or parts/part-00/), not its name.
-                  "select stream, event_id, reason, regexp_extract(source, '[^/]*$'), records, provisional "
-                  "from rejected"):
+    for query in (
+        f"select job_id, window_start, {figures} from job_window",
+        "select * exclude (version, date) from jobs",
+        "select cluster, accelerator, window_start, capacity_chip_s from capacity_window",
+        # The damaged file's path differs (fleet/ or parts/part-00/), not its name.
+        "select stream, event_id, reason, regexp_extract(source, '[^/]*$'), records, provisional from rejected",
+    ):
         expected = _rows(expected_output, query)
         assert expected and _rows(output, query) == expected, (output, query)
 
@@ -102,12 +122,16 @@ DAY_US = 24 * HOUR_US
 def test_a_backfill_is_cut_at_midnights_from_the_scheduler_clock():
     """Scheduler times from 05:00 on day 0 to 01:00 on day 2, in one-day chunks: three chunks, beginning at
     midnight of days 0, 1 and 2; the first holds everything before day 1, the last everything from day 2."""
-    new = [(START_US + 5 * HOUR_US, "job-a"), (START_US + DAY_US + 7 * HOUR_US, "job-b"),
-           (START_US + 2 * DAY_US + HOUR_US, "job-c")]
+    new = [
+        (START_US + 5 * HOUR_US, "job-a"),
+        (START_US + DAY_US + 7 * HOUR_US, "job-b"),
+        (START_US + 2 * DAY_US + HOUR_US, "job-c"),
+    ]
     assert event_time_chunks(new, new, DAY_US) == [
         (START_US, TimeSlice(None, START_US + DAY_US, first=True)),
         (START_US + DAY_US, TimeSlice(START_US + DAY_US, START_US + 2 * DAY_US, first=False)),
-        (START_US + 2 * DAY_US, TimeSlice(START_US + 2 * DAY_US, None, first=False))]
+        (START_US + 2 * DAY_US, TimeSlice(START_US + 2 * DAY_US, None, first=False)),
+    ]
 
 
 def test_a_backfill_chunk_edge_leaves_out_a_clock_reset_into_the_past():
@@ -128,13 +152,16 @@ def test_a_backfill_makes_no_chunk_for_a_stretch_without_scheduler_events():
     assert event_time_chunks(new, new, DAY_US, occupied) == [
         (START_US, TimeSlice(None, START_US + DAY_US, first=True)),
         (START_US + DAY_US, TimeSlice(START_US + DAY_US, later, first=False)),
-        (later, TimeSlice(later, None, first=False))]
+        (later, TimeSlice(later, None, first=False)),
+    ]
 
 
 def test_workers_are_beams_worker_processes():
     assert worker_flags(None, []) == [] and worker_flags(1, []) == []
-    assert worker_flags(3, ["--runner=DirectRunner"]) == ["--direct_num_workers=3",
-                                                         "--direct_running_mode=multi_processing"]
+    assert worker_flags(3, ["--runner=DirectRunner"]) == [
+        "--direct_num_workers=3",
+        "--direct_running_mode=multi_processing",
+    ]
     with pytest.raises(ValueError, match="--workers must be at least 1"):
         worker_flags(0, [])
     with pytest.raises(ValueError, match="on Dataflow, set --max_num_workers"):
@@ -145,9 +172,21 @@ def test_mpg_run_refuses_workers_on_another_runner_before_anything(tmp_path, cap
     from fleet_goodput import exits
     from fleet_goodput.cli import main
 
-    code = main(["run", "--input", str(tmp_path / "fleet"), "--output", str(tmp_path / "out"), "--workers", "2",
-                 "--runner=DataflowRunner"])
+    code = main(
+        [
+            "run",
+            "--input",
+            str(tmp_path / "fleet"),
+            "--output",
+            str(tmp_path / "out"),
+            "--workers",
+            "2",
+            "--runner=DataflowRunner",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == exits.USAGE and not (tmp_path / "out").exists()
-    assert captured.err.strip() == ("mpg run: --workers sets how many processes Beam's local runner computes in; "
-                                    "another runner spreads the work itself (on Dataflow, set --max_num_workers)")
+    assert captured.err.strip() == (
+        "mpg run: --workers sets how many processes Beam's local runner computes in; "
+        "another runner spreads the work itself (on Dataflow, set --max_num_workers)"
+    )

@@ -36,8 +36,11 @@ def test_files_decoded_together_into_slices_give_each_file_and_slice_as_decoded_
     simulate(tmp_path / "fleet", seed=3, hours=5, jobs=10)
     (tmp_path / "fleet" / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
     edges = [START_US + 2 * HOUR_US, START_US + 3 * HOUR_US + 17]
-    slices = [TimeSlice(None, edges[0]), TimeSlice(edges[0], edges[1], first=False),
-              TimeSlice(edges[1], None, first=False)]
+    slices = [
+        TimeSlice(None, edges[0]),
+        TimeSlice(edges[0], edges[1], first=False),
+        TimeSlice(edges[1], None, first=False),
+    ]
     for stream in ("scheduler", "runtime", "profiler"):
         paths = sorted(str(path) for path in (tmp_path / "fleet" / stream).glob("*.avro"))
         assert len(paths) >= 2
@@ -48,7 +51,8 @@ def test_files_decoded_together_into_slices_give_each_file_and_slice_as_decoded_
             assert set(merged.batches) == keys and keys, (stream, during)
             for key in keys:
                 assert _events(merged.batches[key]) == _events(
-                    [event for decoded in alone for event in decoded.batches.get(key, [])]), (stream, key)
+                    [event for decoded in alone for event in decoded.batches.get(key, [])]
+                ), (stream, key)
             assert sorted(map(repr, merged.rejected)) == sorted(repr(row) for d in alone for row in d.rejected)
             assert merged.read == sum(decoded.read for decoded in alone)
             assert merged.kept_times == kept_times(*(decoded.kept_times for decoded in alone))
@@ -60,20 +64,34 @@ def _events(batch: list) -> list:
 
 
 def test_files_are_grouped_by_stream_up_to_group_bytes():
-    files = [("runtime", "a", 5), ("runtime", "b", 3), ("runtime", "c", 1), ("runtime", "d", 20),
-             ("profiler", "e", 1), ("profiler", "f", 1)]
-    assert file_groups(files, most_bytes=8) == [("runtime", ["a", "b"]), ("runtime", ["c"]), ("runtime", ["d"]),
-                                                ("profiler", ["e", "f"])]
+    files = [
+        ("runtime", "a", 5),
+        ("runtime", "b", 3),
+        ("runtime", "c", 1),
+        ("runtime", "d", 20),
+        ("profiler", "e", 1),
+        ("profiler", "f", 1),
+    ]
+    assert file_groups(files, most_bytes=8) == [
+        ("runtime", ["a", "b"]),
+        ("runtime", ["c"]),
+        ("runtime", ["d"]),
+        ("profiler", ["e", "f"]),
+    ]
 
 
-@pytest.mark.parametrize(("input_mib", "span_hours", "chunk_hours"), [
-    (100, 100, 24),      # 1 MiB an hour: a day holds 24 MiB
-    (10, 240, 576),      # little input over a long time: whole days, 24 of them
-    (240, 100, 8),       # 2.4 MiB an hour: 10 hours would hold 24 MiB; 8 divides a day
-    (10_000, 10, 1),     # more than 24 MiB an hour: an hour at least
-])
-def test_a_chunk_holds_about_chunk_input_bytes_in_whole_hours_that_start_at_midnight(input_mib, span_hours,
-                                                                                       chunk_hours):
+@pytest.mark.parametrize(
+    ("input_mib", "span_hours", "chunk_hours"),
+    [
+        (100, 100, 24),  # 1 MiB an hour: a day holds 24 MiB
+        (10, 240, 576),  # little input over a long time: whole days, 24 of them
+        (240, 100, 8),  # 2.4 MiB an hour: 10 hours would hold 24 MiB; 8 divides a day
+        (10_000, 10, 1),  # more than 24 MiB an hour: an hour at least
+    ],
+)
+def test_a_chunk_holds_about_chunk_input_bytes_in_whole_hours_that_start_at_midnight(
+    input_mib, span_hours, chunk_hours
+):
     assert compute.CHUNK_INPUT_BYTES == 24 * MIB
     new = [(START_US, "a"), (START_US + span_hours * HOUR_US, "b")]
     assert chunk_length(input_mib * MIB, new) == chunk_hours * HOUR_US
@@ -89,8 +107,9 @@ def test_a_run_over_more_input_than_chunk_input_bytes_is_chunked_with_one_pass_f
     size = sum(path.stat().st_size for path in (tmp_path / "fleet").glob("*/*.avro"))
     monkeypatch.setattr(compute, "CHUNK_INPUT_BYTES", size // 3)
     progress = []
-    chunked = run_batch(str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, build_views=False,
-                        progress=progress.append)
+    chunked = run_batch(
+        str(tmp_path / "fleet"), str(tmp_path / "chunked"), settings, build_views=False, progress=progress.append
+    )
     assert " in chunks of event time of at most about " in progress[1]
     clock = next(line for line in progress if line.startswith("Read the scheduler's clock"))
     assert ", chunks of 8 h, and decoded the " in clock and clock.endswith(": 4 chunk(s) of event time")

@@ -88,9 +88,13 @@ def test_each_rejection_has_its_specific_reason(dirty):
     assert reasons[("runtime", "j2-step")] == "no SUBMIT for this job at or before this event"
     assert reasons[("scheduler", "neg")] == "negative chips (-8) on ALLOCATE"
     assert reasons[("profiler", "zero")] == "duration_s must be a positive finite number, got 0.0"
-    file_level = sorted((reason.split(" (")[0].split(":")[0], records) for stream, event_id, reason, records in rows if event_id == "-")
-    assert file_level == [("truncated Avro block at byte 1258", 2),
-                          ("written with a schema that does not resolve to the runtime v1 schema", 3)]
+    file_level = sorted(
+        (reason.split(" (")[0].split(":")[0], records) for stream, event_id, reason, records in rows if event_id == "-"
+    )
+    assert file_level == [
+        ("truncated Avro block at byte 1258", 2),
+        ("written with a schema that does not resolve to the runtime v1 schema", 3),
+    ]
 
 
 def test_the_manifest_reconciles_every_event(dirty):
@@ -100,8 +104,22 @@ def test_the_manifest_reconciles_every_event(dirty):
     runtime = manifest["streams"]["runtime"]
     # The truncated file held 10 records: 8 in complete blocks (duplicates of
     # clean ones), 2 in the block it cuts, which its header declares.
-    assert runtime == {"read": 14 + 4 + 1 + 3 + 10, "accepted": 14, "duplicate": 4 + 8,
-                       "rejected": 1 + 3 + 2, "late": 0, "waiting": 0, "reconciles": True}
+    assert runtime == {
+        "read": 14 + 4 + 1 + 3 + 10,
+        "accepted": 14,
+        "duplicate": 4 + 8,
+        "rejected": 1 + 3 + 2,
+        "late": 0,
+        "waiting": 0,
+        "reconciles": True,
+    }
     assert manifest["streams"]["scheduler"]["rejected"] == 2
-    assert manifest["streams"]["profiler"] == {"read": 2, "accepted": 1, "duplicate": 0, "rejected": 1, "late": 0,
-                                               "waiting": 0, "reconciles": True}
+    assert manifest["streams"]["profiler"] == {
+        "read": 2,
+        "accepted": 1,
+        "duplicate": 0,
+        "rejected": 1,
+        "late": 0,
+        "waiting": 0,
+        "reconciles": True,
+    }

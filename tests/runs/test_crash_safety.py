@@ -52,16 +52,19 @@ def _snapshot(output) -> list[tuple]:
     """Every figure of every latest job window and capacity window, and the run id readers see."""
     figures = ", ".join(f"{f}_chip_s" for f in FIGURES)
     with connect(output) as connection:
-        rows = connection.execute(f"select job_id, window_start, {figures}, round(ideal_chip_s, 6) from job_window "
-                                  "order by all").fetchall()
-        rows += connection.execute("select cluster, accelerator, window_start, capacity_chip_s from capacity_window "
-                                   "order by all").fetchall()
+        rows = connection.execute(
+            f"select job_id, window_start, {figures}, round(ideal_chip_s, 6) from job_window order by all"
+        ).fetchall()
+        rows += connection.execute(
+            "select cluster, accelerator, window_start, capacity_chip_s from capacity_window order by all"
+        ).fetchall()
     return rows
 
 
 def _mpg(*args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "fleet_goodput.cli", *map(str, args)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "fleet_goodput.cli", *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
 
 
 def _kill_when(process: subprocess.Popen, ready, timeout_s: float = 120) -> None:
@@ -80,6 +83,7 @@ def _staging_started(output: Path):
             return any((output / "_staging").glob("*/*"))
         except FileNotFoundError:  # the run clears what killed runs staged as it starts
             return False
+
     return started
 
 
@@ -93,8 +97,11 @@ def _runs_committed(output: Path):
     return lambda: (output / "runs" / "_delta_log" / f"{1:020d}.json").exists()
 
 
-@pytest.mark.parametrize("kill_point", [_staging_started, _first_table_committed, _runs_committed],
-                         ids=["while-computing", "between-table-commits", "after-the-run-commit"])
+@pytest.mark.parametrize(
+    "kill_point",
+    [_staging_started, _first_table_committed, _runs_committed],
+    ids=["while-computing", "between-table-commits", "after-the-run-commit"],
+)
 def test_a_killed_run_leaves_a_whole_snapshot_and_its_rerun_equals_a_clean_run(fleet, tmp_path, kill_point):
     root, parts = fleet
     output = tmp_path / "out"
@@ -111,7 +118,9 @@ def test_a_killed_run_leaves_a_whole_snapshot_and_its_rerun_equals_a_clean_run(f
     # read, are the committed run's again.
     for name, relative in table_paths().items():
         table = DeltaTable(str(output / relative))
-        assert set(table.file_uris()) == set(DeltaTable(str(output / relative), version=latest.versions[name]).file_uris())
+        assert set(table.file_uris()) == set(
+            DeltaTable(str(output / relative), version=latest.versions[name]).file_uris()
+        )
     rerun = run_batch(str(parts[1]), str(output), load_settings(), build_views=False)
     assert rerun.run.run_id == 2 and _snapshot(output) == clean
 

@@ -49,16 +49,54 @@ def routine(tmp_path_factory):
     first_as_of_us = CUTS[0]
     # The stray clock's files land with the first day's (and are in the fleet the single run reads).
     for folder in (root / "fleet", deliveries[0]):
-        write_events(folder / "runtime" / "stray-end.avro", "runtime", [
-            {"event_id": "stray-end", "event_time": first_as_of_us - 5 * 60_000_000, "job_id": "job-00000",
-             "type": "STEP_END", "step": 10**9, "attempt": None}])
-        write_events(folder / "runtime" / "clock-ahead.avro", "runtime", [
-            {"event_id": "ahead-step", "event_time": AHEAD_US, "job_id": "job-clock-ahead", "type": "STEP_START",
-             "step": 1, "attempt": None}])
-        write_events(folder / "scheduler" / "clock-ahead.avro", "scheduler", [
-            {"event_id": "ahead-submit", "event_time": AHEAD_US, "job_id": "job-clock-ahead", "type": "SUBMIT",
-             "cluster": "nowhere", "accelerator": "tpu-v5e", "chips": 8, "workload": "TRAINING",
-             "framework": None, "team": None, "topology": None, "priority": None}])
+        write_events(
+            folder / "runtime" / "stray-end.avro",
+            "runtime",
+            [
+                {
+                    "event_id": "stray-end",
+                    "event_time": first_as_of_us - 5 * 60_000_000,
+                    "job_id": "job-00000",
+                    "type": "STEP_END",
+                    "step": 10**9,
+                    "attempt": None,
+                }
+            ],
+        )
+        write_events(
+            folder / "runtime" / "clock-ahead.avro",
+            "runtime",
+            [
+                {
+                    "event_id": "ahead-step",
+                    "event_time": AHEAD_US,
+                    "job_id": "job-clock-ahead",
+                    "type": "STEP_START",
+                    "step": 1,
+                    "attempt": None,
+                }
+            ],
+        )
+        write_events(
+            folder / "scheduler" / "clock-ahead.avro",
+            "scheduler",
+            [
+                {
+                    "event_id": "ahead-submit",
+                    "event_time": AHEAD_US,
+                    "job_id": "job-clock-ahead",
+                    "type": "SUBMIT",
+                    "cluster": "nowhere",
+                    "accelerator": "tpu-v5e",
+                    "chips": 8,
+                    "workload": "TRAINING",
+                    "framework": None,
+                    "team": None,
+                    "topology": None,
+                    "priority": None,
+                }
+            ],
+        )
     store = root / "store"
     days, said = [], []
     for day, delivery in zip(DAYS, deliveries):
@@ -111,5 +149,6 @@ def test_a_day_whose_data_stops_early_fails_and_says_why(routine, capsys):
     assert main(["report", "--output", str(store), "--date", "2026-01-04", "--require-complete"]) == 1
     err = capsys.readouterr().err
     assert "NOT published" in err
-    assert (f"the data covers the whole period (as-of at or after 2026-01-04 24:00 UTC): "
-            f"observed {days[-1][2]['as_of']}") in err
+    assert (
+        f"the data covers the whole period (as-of at or after 2026-01-04 24:00 UTC): observed {days[-1][2]['as_of']}"
+    ) in err

@@ -33,7 +33,7 @@ DAY = "2026-01-01"
 # must not interpret. An output's path cannot hold `[`, `]`, `?` or `%` and two hex digits (Delta Lake and
 # DuckDB cannot keep a table or a database there): `mpg run` refuses it before writing anything (below).
 HOSTILE_NAMES = {
-    "quotes and spaces": ("it's a \"quoted\" run", "it's a \"quoted\" run"),
+    "quotes and spaces": ('it\'s a "quoted" run', 'it\'s a "quoted" run'),
     "glob characters": ("fleet[1] *?", "fleet * {a,b}"),
     "unicode, shell, percent and hash": ("ünï cødé $(echo x) 100% #1 %41", "ünï cødé $(echo x) `id` 100% #1 %zz"),
 }
@@ -49,8 +49,10 @@ def _sql(output: Path, capsys) -> str:
 def _database(output: Path) -> list[tuple]:
     """The figures as the stored goodput.duckdb gives them, opened directly as the DuckDB CLI would."""
     with duckdb.connect(str(output / "goodput.duckdb"), read_only=True) as connection:
-        return connection.execute(QUERY).fetchall() + connection.execute(
-            "select * from fleet_daily order by all").fetchall()
+        return (
+            connection.execute(QUERY).fetchall()
+            + connection.execute("select * from fleet_daily order by all").fetchall()
+        )
 
 
 def _report(output: Path) -> dict[str, str]:
@@ -82,11 +84,14 @@ def test_any_folder_name_gives_the_plain_paths_figures(names, plain, tmp_path, c
 
 
 def test_an_output_delta_lake_or_duckdb_cannot_keep_is_refused_before_anything_is_written(
-        worked_example_run, tmp_path, capsys):
+    worked_example_run, tmp_path, capsys
+):
     output = tmp_path / "fleet[1]?"
-    reason = (f"{output} cannot hold the output: its path contains '?' '[' ']' (the Delta Lake library cannot keep a "
-              "table under a path with [ ] ^ | \\, a control character or % and two hex digits, and DuckDB reads a ? "
-              "in a database file's path as its options); choose another output folder")
+    reason = (
+        f"{output} cannot hold the output: its path contains '?' '[' ']' (the Delta Lake library cannot keep a "
+        "table under a path with [ ] ^ | \\, a control character or % and two hex digits, and DuckDB reads a ? "
+        "in a database file's path as its options); choose another output folder"
+    )
     assert main(["run", "--input", str(worked_example_run[0]), "--output", str(output)]) == 2
     assert capsys.readouterr().err.strip() == f"mpg run: {reason}"
     assert not output.exists()

@@ -84,8 +84,14 @@ def test_a_file_that_changes_while_read_is_left_for_the_next_run(fleet, tmp_path
                 os.utime(victim, ns=(0, victim.stat().st_mtime_ns + 1_000_000_000))
 
     progress = []
-    first = run_batch(str(tmp_path / "live"), str(tmp_path / "out"), SETTINGS, build_views=False, chunk_hours=24,
-                      progress=lambda line: (progress.append(line), producer_still_writing(line)))
+    first = run_batch(
+        str(tmp_path / "live"),
+        str(tmp_path / "out"),
+        SETTINGS,
+        build_views=False,
+        chunk_hours=24,
+        progress=lambda line: (progress.append(line), producer_still_writing(line)),
+    )
     # A first run has no clock to hold: it waits, committing nothing, for every file to read whole.
     assert not first.committed and first.deferred == (str(victim),) and Store(tmp_path / "out").latest() is None
     assert any("changed or vanished while the run read them" in line for line in progress)
@@ -126,8 +132,14 @@ def test_the_clock_waits_for_a_file_still_being_written_so_its_events_are_not_la
             os.utime(victim, ns=(0, victim.stat().st_mtime_ns + 1_000_000_000))
 
     progress = []
-    second = run_batch(str(live), str(tmp_path / "out"), SETTINGS, build_views=False, chunk_hours=24,
-                       progress=lambda line: (progress.append(line), producer_still_writing(line)))
+    second = run_batch(
+        str(live),
+        str(tmp_path / "out"),
+        SETTINGS,
+        build_views=False,
+        chunk_hours=24,
+        progress=lambda line: (progress.append(line), producer_still_writing(line)),
+    )
     assert second.committed and second.deferred == (str(victim),)
     assert second.run.as_of_us == first.run.as_of_us == START_US + HOUR_US
     assert any("the as-of time stays run 1's until they are read" in line for line in progress)
@@ -150,8 +162,13 @@ def _two_deliveries(root, target) -> Path:
     def deliver(part: Path, prefix: str) -> None:
         for path in sorted((part / "scheduler").glob("*.avro")):
             data = path.read_bytes()
-            write_events(live / "scheduler" / f"{prefix}{path.name}", "scheduler",
-                         fastavro.reader(io.BytesIO(data)), codec="null", observed=observed.statement_of(data) or None)
+            write_events(
+                live / "scheduler" / f"{prefix}{path.name}",
+                "scheduler",
+                fastavro.reader(io.BytesIO(data)),
+                codec="null",
+                observed=observed.statement_of(data) or None,
+            )
 
     deliver(first, "a-")
     assert run_batch(str(live), str(target / "out"), SETTINGS, build_views=False).run.run_id == 1
@@ -175,9 +192,14 @@ def _correct_a_job_id(live: Path, renamed) -> tuple[str, str, dict[Path, int]]:
             data = path.read_bytes()
             # As the producer wrote it but for the id: uncompressed, its sync marker (every block ends with it),
             # and its statement of what it observed.
-            write_events(path, "scheduler", [{**r, "job_id": right} if r["job_id"] == wrong else r for r in rows],
-                         codec="null", sync_marker=data[-16:],
-                         observed=observed.statement_of(data) or None)
+            write_events(
+                path,
+                "scheduler",
+                [{**r, "job_id": right} if r["job_id"] == wrong else r for r in rows],
+                codec="null",
+                sync_marker=data[-16:],
+                observed=observed.statement_of(data) or None,
+            )
             os.utime(path, ns=(0, path.stat().st_mtime_ns + 1_000_000_000))
     return wrong, right, changed
 

@@ -62,13 +62,18 @@ def _newest_scheduler_event(*folders: Path) -> datetime:
     """The newest scheduler event of the folders' Avro files, read without the project's code."""
     import fastavro
 
-    return max(record["event_time"] for folder in folders for path in Path(folder, "scheduler").glob("*.avro")
-               for record in fastavro.reader(path.open("rb")))
+    return max(
+        record["event_time"]
+        for folder in folders
+        for path in Path(folder, "scheduler").glob("*.avro")
+        for record in fastavro.reader(path.open("rb"))
+    )
 
 
 @pytest.mark.parametrize("mistake", ["as_of", "folder"])
-def test_a_mistaken_run_rolled_back_then_the_right_run_equals_a_store_that_never_saw_it(fleet, tmp_path, capsys,
-                                                                                         mistake):
+def test_a_mistaken_run_rolled_back_then_the_right_run_equals_a_store_that_never_saw_it(
+    fleet, tmp_path, capsys, mistake
+):
     output = tmp_path / "out"
     run = ["-q", "run", "--output", str(output), "--input"]
     assert main([*run, str(fleet["first"])]) == 0
@@ -77,9 +82,11 @@ def test_a_mistaken_run_rolled_back_then_the_right_run_equals_a_store_that_never
         refused = capsys.readouterr().err
         newest = _newest_scheduler_event(fleet["first"], fleet["second"])
         past = datetime(2026, 1, 11, tzinfo=timezone.utc) - newest
-        assert (f"--as_of {TYPO} is {past.days} days {past.seconds // 3600} h past the newest scheduler event "
-                f"({newest:%Y-%m-%dT%H:%M:%SZ}), more than the allowed lateness (1 h); "
-                "the last run, 1, was as of 2026-01-01T02:00:00Z") in refused  # the first part's stated end, the cut
+        assert (
+            f"--as_of {TYPO} is {past.days} days {past.seconds // 3600} h past the newest scheduler event "
+            f"({newest:%Y-%m-%dT%H:%M:%SZ}), more than the allowed lateness (1 h); "
+            "the last run, 1, was as of 2026-01-01T02:00:00Z"
+        ) in refused  # the first part's stated end, the cut
         assert "Nothing was committed" in refused and "--confirm_as_of" in refused
         assert len(Store(output).runs()) == 1
         assert main([*run, str(fleet["second"]), "--as_of", TYPO, "--confirm_as_of"]) == 0
@@ -105,8 +112,11 @@ def test_a_mistaken_run_rolled_back_then_the_right_run_equals_a_store_that_never
     capsys.readouterr()
     assert main(["runs", "--output", str(output), "--format", "json"]) == 0
     modes = [row["mode"] for row in json.loads(capsys.readouterr().out)]
-    assert modes == (["batch", "batch", "rollback to 1", "rollback to 2", "rollback to 3", "batch"] if mistake == "as_of"
-                     else ["batch", "batch", "rollback to 1", "batch"])
+    assert modes == (
+        ["batch", "batch", "rollback to 1", "rollback to 2", "rollback to 3", "batch"]
+        if mistake == "as_of"
+        else ["batch", "batch", "rollback to 1", "batch"]
+    )
 
 
 def test_a_rollback_waits_for_no_run_and_refuses_what_it_cannot_do(fleet, tmp_path, capsys):
@@ -125,19 +135,36 @@ def test_a_rollback_waits_for_no_run_and_refuses_what_it_cannot_do(fleet, tmp_pa
 def test_an_as_of_before_the_last_run_says_the_figures_and_the_way_back(worked_example_run, tmp_path, capsys):
     output = tmp_path / "out"
     shutil.copytree(worked_example_run[1], output)
-    assert main(["run", "--input", str(worked_example_run[0]), "--output", str(output),
-                 "--as_of", "2026-01-01T00:05:00Z"]) == exits.USAGE
+    assert (
+        main(["run", "--input", str(worked_example_run[0]), "--output", str(output), "--as_of", "2026-01-01T00:05:00Z"])
+        == exits.USAGE
+    )
     err = capsys.readouterr().err
     # The worked example's last scheduler event is its FINISH, 580 s after midnight (tests/worked_example.py).
-    assert ("--as_of 2026-01-01T00:05:00Z is earlier than run 1's as-of 2026-01-01T00:09:40Z; the newest scheduler "
-            "event is 2026-01-01T00:09:40Z, the allowed lateness 1 h") in err
+    assert (
+        "--as_of 2026-01-01T00:05:00Z is earlier than run 1's as-of 2026-01-01T00:09:40Z; the newest scheduler "
+        "event is 2026-01-01T00:09:40Z, the allowed lateness 1 h"
+    ) in err
     assert "mpg rollback --to ID" in err
 
 
 def test_an_as_of_within_the_lateness_past_the_data_needs_no_confirmation(worked_example_run, tmp_path):
     # FINISH at 00:09:40 + 1 h of allowed lateness reaches 01:09:40.
-    assert main(["-q", "run", "--input", str(worked_example_run[0]), "--output", str(tmp_path / "out"),
-                 "--as_of", "2026-01-01T01:09:40Z"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "run",
+                "--input",
+                str(worked_example_run[0]),
+                "--output",
+                str(tmp_path / "out"),
+                "--as_of",
+                "2026-01-01T01:09:40Z",
+            ]
+        )
+        == 0
+    )
 
 
 def test_the_python_api_refuses_an_unknown_beam_flag_as_the_command_line_does(worked_example_run, tmp_path, capsys):
@@ -162,8 +189,10 @@ def test_a_store_of_an_older_state_format_is_refused_with_the_way_forward(worked
     # tests/store/test_store_upgrade.py).
     older = dataclasses.replace(latest, run_id=2, state_format=2, manifest={**latest.manifest, "run_id": 2})
     Transaction(store, latest, "older").commit(older)
-    assert main(["run", "--input", str(worked_example_run[0]), "--output", str(output),
-                 "--as_of", "2026-01-01T01:00:00Z"]) == exits.USAGE
+    assert (
+        main(["run", "--input", str(worked_example_run[0]), "--output", str(output), "--as_of", "2026-01-01T01:00:00Z"])
+        == exits.USAGE
+    )
     err = capsys.readouterr().err
     assert "in format 2, which this fleet-goodput cannot upgrade" in err and "commit 2a074fd" in err
     assert "continues and reads it" in err and "mpg run --replace --input DIR --output" in err

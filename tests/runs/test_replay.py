@@ -34,7 +34,9 @@ def fleet(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("write_s", [0.0, 2.0, 9.0], ids=["instant writes", "slow writes", "writes slower than the schedule"])
+@pytest.mark.parametrize(
+    "write_s", [0.0, 2.0, 9.0], ids=["instant writes", "slow writes", "writes slower than the schedule"]
+)
 def test_slices_land_on_the_event_time_schedule(fleet, tmp_path, write_s):
     speed, slice_s = 60.0, 300
     starts = sorted(load_slices(fleet, slice_s))

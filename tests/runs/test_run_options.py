@@ -37,33 +37,59 @@ def parsed(argv: list[str]):
 
 
 def test_the_command_line_gives_the_run_its_as_of_in_microseconds_and_beam_only_beams_flags():
-    args, beam_args = parsed(["run", "--input", "in/", "--output", "out/", "--as_of", AS_OF, "--replace",
-                              "--runner=FnApiRunner", "--project", "p"])
+    args, beam_args = parsed(
+        [
+            "run",
+            "--input",
+            "in/",
+            "--output",
+            "out/",
+            "--as_of",
+            AS_OF,
+            "--replace",
+            "--runner=FnApiRunner",
+            "--project",
+            "p",
+        ]
+    )
     options = RunOptions.of(args, beam_args)
-    assert options == RunOptions("in/", "out/", given_as_of_us=AS_OF_US, replace=True,
-                                 beam_args=("--runner=FnApiRunner", "--project", "p"))
+    assert options == RunOptions(
+        "in/", "out/", given_as_of_us=AS_OF_US, replace=True, beam_args=("--runner=FnApiRunner", "--project", "p")
+    )
 
 
 def test_the_launcher_types_its_parameters_once_and_its_job_keeps_the_text_given():
-    options = parse_options("launcher", ["--input=gs://b/in", "--output=gs://b/out", f"--as_of={AS_OF}",
-                                         "--window_s=900"])
+    options = parse_options(
+        "launcher", ["--input=gs://b/in", "--output=gs://b/out", f"--as_of={AS_OF}", "--window_s=900"]
+    )
     assert options.get_all_options()["as_of"] == AS_OF  # what the job's options page on Dataflow shows
     assert typed_values("launcher", options.view_as(GoodputOptions)) == {
-        "input": "gs://b/in", "output": "gs://b/out", "as_of": AS_OF_US, "window_s": 900, "config": None}
+        "input": "gs://b/in",
+        "output": "gs://b/out",
+        "as_of": AS_OF_US,
+        "window_s": 900,
+        "config": None,
+    }
 
 
 def test_the_api_takes_a_time_as_text_or_a_datetime_to_the_same_microsecond():
     one_hour_east = timezone(timedelta(hours=1))
-    assert api._time_us(AS_OF) == api._time_us(datetime(2026, 1, 1, 1)) == api._time_us(
-        datetime(2026, 1, 1, 2, tzinfo=one_hour_east)) == AS_OF_US
+    assert (
+        api._time_us(AS_OF)
+        == api._time_us(datetime(2026, 1, 1, 1))
+        == api._time_us(datetime(2026, 1, 1, 2, tzinfo=one_hour_east))
+        == AS_OF_US
+    )
 
 
 def test_a_bad_as_of_stops_the_command_where_it_is_read_naming_the_flag(tmp_path, capsys):
     with pytest.raises(SystemExit) as exited:
         main(["run", "--input", str(tmp_path), "--output", str(tmp_path / "out"), "--as_of", "yesterday"])
     assert exited.value.code == 2
-    assert ("error: argument --as_of: not an ISO-8601 time: 'yesterday' (example: 2026-01-01T12:00:00Z)"
-            in capsys.readouterr().err)
+    assert (
+        "error: argument --as_of: not an ISO-8601 time: 'yesterday' (example: 2026-01-01T12:00:00Z)"
+        in capsys.readouterr().err
+    )
     assert not (tmp_path / "out").exists()
     launch = parse_options("launcher", ["--input=gs://b/in", "--output=gs://b/out", "--as_of=yesterday"])
     with pytest.raises(OptionsError, match=r"--as_of yesterday: not an ISO-8601 time: 'yesterday'"):
@@ -75,15 +101,22 @@ def test_a_bad_as_of_stops_the_command_where_it_is_read_naming_the_flag(tmp_path
 def test_the_commands_own_option_in_a_configs_beam_section_is_refused(tmp_path):
     config = tmp_path / "beam.yaml"
     config.write_text(f"beam:\n  as_of: '{AS_OF}'\n")
-    with pytest.raises(OptionsError, match=r"--as_of is an option of `run` itself, not a Beam pipeline option "
-                                           rf"\(in the beam: section of {config}\)"):
+    with pytest.raises(
+        OptionsError,
+        match=r"--as_of is an option of `run` itself, not a Beam pipeline option "
+        rf"\(in the beam: section of {config}\)",
+    ):
         beam_flags_for("run", str(config), [])
 
 
-@pytest.mark.parametrize(("given", "refusal"), [
-    ({"given_as_of_us": AS_OF_US, "chunk_hours": 24}, "--chunk_hours computes up to each chunk's latest event"),
-    ({"chunk_hours": 0}, r"--chunk_hours must be at least 1 \(got 0\)"),
-], ids=["chunks and as_of", "no hours"])
+@pytest.mark.parametrize(
+    ("given", "refusal"),
+    [
+        ({"given_as_of_us": AS_OF_US, "chunk_hours": 24}, "--chunk_hours computes up to each chunk's latest event"),
+        ({"chunk_hours": 0}, r"--chunk_hours must be at least 1 \(got 0\)"),
+    ],
+    ids=["chunks and as_of", "no hours"],
+)
 def test_options_that_cannot_go_together_are_refused_when_the_run_options_are_made(given, refusal):
     with pytest.raises(ValueError, match=refusal):
         RunOptions("in/", "out/", **given)
@@ -111,10 +144,10 @@ def test_a_run_opens_its_output_store_once(tmp_path, monkeypatch, capsys):
     assert opened == [str(tmp_path / "out")]
 
 
-@pytest.mark.parametrize("read", ["fg.open", "fg.open with the settings file", "mpg sql", "mpg validate",
-                                  "mpg report"])
-def test_a_reader_opens_its_store_once_and_checks_it_whole_once(read, worked_example_run, tmp_path, monkeypatch,
-                                                                capsys):
+@pytest.mark.parametrize("read", ["fg.open", "fg.open with the settings file", "mpg sql", "mpg validate", "mpg report"])
+def test_a_reader_opens_its_store_once_and_checks_it_whole_once(
+    read, worked_example_run, tmp_path, monkeypatch, capsys
+):
     output = str(tmp_path / "out")
     shutil.copytree(worked_example_run[1], output)
     opened = _count_stores(monkeypatch)
@@ -168,13 +201,28 @@ def test_a_run_reads_its_settings_file_and_the_catalogue_it_names_once(tmp_path,
     catalogue = tmp_path / "parts.yaml"
     shutil.copy(CONFIG_DIR / "accelerators.yaml", catalogue)  # a copy: the defaults read the bundled one
     config = tmp_path / "settings.yaml"
-    config.write_text("window_s: 3600\naccelerators: parts.yaml\nbeam:\n  direct_num_workers: 1\n"
-                      "runs:\n  allowed_lateness_s: 3600\n")
+    config.write_text(
+        "window_s: 3600\naccelerators: parts.yaml\nbeam:\n  direct_num_workers: 1\nruns:\n  allowed_lateness_s: 3600\n"
+    )
     _watch(config)
     _watch(catalogue)
     try:
-        assert main(["run", "--input", str(tmp_path / "fleet"), "--output", str(tmp_path / "out"), "--as_of", AS_OF,
-                     "--config", str(config)]) == 0
+        assert (
+            main(
+                [
+                    "run",
+                    "--input",
+                    str(tmp_path / "fleet"),
+                    "--output",
+                    str(tmp_path / "out"),
+                    "--as_of",
+                    AS_OF,
+                    "--config",
+                    str(config),
+                ]
+            )
+            == 0
+        )
         opens = dict(_WATCHED)
     finally:
         _WATCHED.clear()

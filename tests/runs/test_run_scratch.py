@@ -25,8 +25,9 @@ HOLDER = textwrap.dedent("""
 
 
 def _holder(tmp_path):
-    process = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "TMPDIR": str(tmp_path)})
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp_path)}
+    )
     folder, beam_temp = process.stdout.readline().split()
     return process, folder, beam_temp
 

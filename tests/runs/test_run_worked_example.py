@@ -33,7 +33,12 @@ def test_job_goodput_has_exactly_the_worked_example_numbers(worked_example_outpu
         assert row[f"{name}_chip_s"] == pytest.approx(seconds * chips, rel=1e-12), name
     for name, value in worked_example.EXPECTED_RATIOS.items():
         assert row[name] == pytest.approx(value, rel=1e-12), name
-    assert (row["job_id"], row["status"], row["accelerator"], row["workload"]) == ("j1", "FINISHED", "tpu-v5e", "TRAINING")
+    assert (row["job_id"], row["status"], row["accelerator"], row["workload"]) == (
+        "j1",
+        "FINISHED",
+        "tpu-v5e",
+        "TRAINING",
+    )
     assert row["pg_coverage"] == 1.0
 
 
@@ -41,19 +46,44 @@ def test_manifest_reconciles_and_records_the_as_of_time(worked_example_output):
     manifest = json.loads((worked_example_output / "manifest.json").read_text())
     assert manifest["reconciles"] is True
     assert manifest["as_of"] == "2026-01-01T00:09:40Z"  # the latest event time, t0 + 580 s
-    assert manifest["streams"]["runtime"] == {"read": 14, "accepted": 14, "duplicate": 0, "rejected": 0, "late": 0, "waiting": 0, "reconciles": True}
+    assert manifest["streams"]["runtime"] == {
+        "read": 14,
+        "accepted": 14,
+        "duplicate": 0,
+        "rejected": 0,
+        "late": 0,
+        "waiting": 0,
+        "reconciles": True,
+    }
 
 
 def test_rerun_replaces_its_partitions_byte_for_byte(worked_example_input, worked_example_output, tmp_path):
-    before = {p.relative_to(worked_example_output): p.read_bytes() for p in (worked_example_output / "tables").rglob("*.parquet")}
+    before = {
+        p.relative_to(worked_example_output): p.read_bytes()
+        for p in (worked_example_output / "tables").rglob("*.parquet")
+    }
     assert main(["run", "--input", str(worked_example_input), "--output", str(worked_example_output)]) == 0
-    after = {p.relative_to(worked_example_output): p.read_bytes() for p in (worked_example_output / "tables").rglob("*.parquet")}
+    after = {
+        p.relative_to(worked_example_output): p.read_bytes()
+        for p in (worked_example_output / "tables").rglob("*.parquet")
+    }
     assert before == after and len(after) >= 3
 
 
 def test_sql_command_prints_csv(worked_example_output, capsys):
-    assert main(["sql", "--output", str(worked_example_output), "--format", "csv",
-                 "select job_id, round(mpg, 4) as mpg from job_goodput"]) == 0
+    assert (
+        main(
+            [
+                "sql",
+                "--output",
+                str(worked_example_output),
+                "--format",
+                "csv",
+                "select job_id, round(mpg, 4) as mpg from job_goodput",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.splitlines() == ["job_id,mpg", "j1,0.1724"]
 
 

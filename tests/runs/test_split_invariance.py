@@ -124,8 +124,10 @@ def test_a_checkpoint_in_a_later_run_turns_earlier_pending_into_productive(conse
     """Each run's figures of a window are the table's Delta version that run left (the table holds the latest)."""
     output, outcomes = consecutive
     # Read below by name, as DuckDB reads a Python variable.
-    versions = pa.concat_tables(DeltaTable(f"{output}/tables/job_window", version=o.run.versions["job_window"])  # noqa: F841
-                                .to_pyarrow_table() for o in outcomes)
+    versions = pa.concat_tables(  # noqa: F841
+        DeltaTable(f"{output}/tables/job_window", version=o.run.versions["job_window"]).to_pyarrow_table()
+        for o in outcomes
+    )
     moved = duckdb.sql("""
         select count(*) from (
             select job_id, window_start,
@@ -151,9 +153,12 @@ def test_a_file_delivered_again_changes_nothing(fleet, tmp_path):
 
 def test_an_as_of_before_the_last_run_is_a_clear_error(fleet):
     from fleet_goodput.store.delta_store import StoreError
+
     root, whole = fleet
     with pytest.raises(StoreError, match="earlier than run 1's as-of"):
-        run_batch(str(root / "fleet"), str(root / "whole"), load_settings(), given_as_of_us=whole.manifest["as_of_us"] - 1)
+        run_batch(
+            str(root / "fleet"), str(root / "whole"), load_settings(), given_as_of_us=whole.manifest["as_of_us"] - 1
+        )
 
 
 def test_state_follows_the_open_jobs_not_the_history(consecutive):
@@ -161,13 +166,16 @@ def test_state_follows_the_open_jobs_not_the_history(consecutive):
     keys = _state_keys(output)
     with connect(output) as connection:
         running = connection.execute("select count(*) from jobs where status in ('RUNNING', 'PENDING')").fetchone()[0]
-        clusters = connection.execute("select count(distinct (cluster, accelerator)) from capacity_window").fetchone()[0]
+        clusters = connection.execute("select count(distinct (cluster, accelerator)) from capacity_window").fetchone()[
+            0
+        ]
         total = connection.execute("select count(*) from jobs").fetchone()[0]
     assert keys <= running + clusters + 10 < total
 
 
 def _state_keys(output) -> int:
     from fleet_goodput.store.delta_store import Store
+
     store = Store(output)
     return store.read("state_keys", store.latest()).num_rows
 
@@ -183,17 +191,28 @@ def test_a_run_in_chunks_equals_one_pass(fleet, tmp_path):
         (damaged / path.parent.name / path.name).symlink_to(path)
     (damaged / "runtime" / "damaged.avro").write_bytes(b"Obj\x01 not really avro")
     progress = []
-    chunked = run_batch(str(damaged), str(root / "out-chunked"), load_settings(), chunk_hours=48,
-                        build_views=False, progress=progress.append)
+    chunked = run_batch(
+        str(damaged),
+        str(root / "out-chunked"),
+        load_settings(),
+        chunk_hours=48,
+        build_views=False,
+        progress=progress.append,
+    )
     # 120 hours from midnight are three two-day chunks, found from the scheduler's clock; then one line per
     # chunk (and, on a slow host, a heartbeat's).
     assert progress[1].startswith(f"Computing {len(list(damaged.glob('*/*.avro')))} new file(s), ")
     assert progress[1].endswith(" in chunks of 48 h of event time, one pipeline each")
     assert progress[-1].startswith("Committing run 1 to ")
     progress = [line for line in progress[2:-1] if not line.startswith("  still ")]
-    assert progress[0].startswith("Read the scheduler's clock from ") and progress[0].endswith(": 3 chunk(s) of event time")
+    assert progress[0].startswith("Read the scheduler's clock from ") and progress[0].endswith(
+        ": 3 chunk(s) of event time"
+    )
     assert [line.split(":")[0].strip() for line in progress[1:]] == [
-        "chunk 1/3 (2026-01-01T00", "chunk 2/3 (2026-01-03T00", "chunk 3/3 (2026-01-05T00"]
+        "chunk 1/3 (2026-01-01T00",
+        "chunk 2/3 (2026-01-03T00",
+        "chunk 3/3 (2026-01-05T00",
+    ]
     assert chunked.run.run_id == 1 and chunked.manifest["as_of_us"] == whole.manifest["as_of_us"]
     _assert_same_job_windows(_job_windows(root / "out-chunked"), _job_windows(root / "whole"))
     assert _capacity(root / "out-chunked") == _capacity(root / "whole")

@@ -58,6 +58,7 @@ class StreamPacedFeed:
                 self.wait_for_the_stream()
             finally:
                 self.stop.set()  # the stream stops once it has applied everything, or the feed failed
+
         self.live.mkdir()
         feeder = threading.Thread(target=feed, daemon=True)  # a stream that raised leaves no thread behind
         feeder.start()
@@ -73,8 +74,14 @@ def runs(tmp_path_factory):
     # applied the ones before, so the stream commits a run per hour, as it would live keeping up.
     feed = StreamPacedFeed(root / "live")
     feeder = feed.replay_then_stop(root / "fleet", slice_s=3_600)
-    streamed = run_stream(str(root / "live"), str(root / "streamed"), _streaming(root, poll_s=0.1),
-                          allowed_lateness_s=3600, stop=feed.stop, progress=feed.committed)
+    streamed = run_stream(
+        str(root / "live"),
+        str(root / "streamed"),
+        _streaming(root, poll_s=0.1),
+        allowed_lateness_s=3600,
+        stop=feed.stop,
+        progress=feed.committed,
+    )
     feeder.join()
     # Read through connect(): goodput.duckdb is not read (build_views=False).
     batch = run_batch(str(root / "fleet"), str(root / "batch"), settings, build_views=False)
@@ -107,8 +114,10 @@ def test_streamed_latest_job_windows_equal_the_batch_run(runs):
 
 def test_streamed_capacity_and_jobs_equal_the_batch_run(runs):
     root, _, _ = runs
-    for query in ("select cluster, accelerator, window_start, capacity_chip_s from capacity_window order by all",
-                  "select * exclude (version) from jobs order by all"):
+    for query in (
+        "select cluster, accelerator, window_start, capacity_chip_s from capacity_window order by all",
+        "select * exclude (version) from jobs order by all",
+    ):
         assert _rows(root / "streamed", query) == _rows(root / "batch", query)
 
 
@@ -125,11 +134,13 @@ def test_a_stop_request_ends_the_stream_cleanly(runs, tmp_path):
     root, _, batch = runs
     stop = threading.Event()
     threading.Timer(1.0, stop.set).start()  # the stream's first run over the fleet is in hand by then
-    stopped = run_stream(str(root / "fleet"), str(tmp_path / "out"), _streaming(tmp_path, poll_s=0.1),
-                         stop_after_idle_s=None, stop=stop)
+    stopped = run_stream(
+        str(root / "fleet"), str(tmp_path / "out"), _streaming(tmp_path, poll_s=0.1), stop_after_idle_s=None, stop=stop
+    )
     assert stopped.manifest["reconciles"] and stopped.database.exists()
-    assert {name: c["accepted"] for name, c in stopped.manifest["streams"].items()} == \
-        {name: c["accepted"] for name, c in batch.manifest["streams"].items()}
+    assert {name: c["accepted"] for name, c in stopped.manifest["streams"].items()} == {
+        name: c["accepted"] for name, c in batch.manifest["streams"].items()
+    }
 
 
 def test_a_stream_waits_while_another_run_holds_the_output(runs, tmp_path):
@@ -150,13 +161,19 @@ def test_a_stream_waits_while_another_run_holds_the_output(runs, tmp_path):
     holder.start()
     holder_ready.wait(10)
     threading.Timer(1.0, release.set).start()  # the "daily run" ends after a few of the stream's polls
-    waited = run_stream(str(root / "fleet"), str(tmp_path / "out"), _streaming(tmp_path, poll_s=0.1),
-                        stop_after_idle_s=0.5, on_busy=busy.append)
+    waited = run_stream(
+        str(root / "fleet"),
+        str(tmp_path / "out"),
+        _streaming(tmp_path, poll_s=0.1),
+        stop_after_idle_s=0.5,
+        on_busy=busy.append,
+    )
     holder.join()
     assert len(busy) >= 3 and all("in use by another run" in reason for reason in busy)
     assert waited.committed and waited.run.run_id == 1
-    assert {name: c["accepted"] for name, c in waited.manifest["streams"].items()} == \
-        {name: c["accepted"] for name, c in batch.manifest["streams"].items()}
+    assert {name: c["accepted"] for name, c in waited.manifest["streams"].items()} == {
+        name: c["accepted"] for name, c in batch.manifest["streams"].items()
+    }
 
 
 def test_a_stream_maintains_its_store_at_most_once_a_minute_and_when_it_stops(runs, tmp_path, monkeypatch):
@@ -172,16 +189,23 @@ def test_a_stream_maintains_its_store_at_most_once_a_minute_and_when_it_stops(ru
     monkeypatch.setattr(Store, "maintain", lambda store, hours: maintained.append(hours) or maintain(store, hours))
     feed = StreamPacedFeed(tmp_path / "live")
     feeder = feed.replay_then_stop(root / "fleet", slice_s=7_200)  # two hours a run
-    streamed = run_stream(str(tmp_path / "live"), str(tmp_path / "out"),
-                          _streaming(tmp_path, poll_s=0.1, retention_hours=0), stop=feed.stop,
-                          progress=feed.committed)
+    streamed = run_stream(
+        str(tmp_path / "live"),
+        str(tmp_path / "out"),
+        _streaming(tmp_path, poll_s=0.1, retention_hours=0),
+        stop=feed.stop,
+        progress=feed.committed,
+    )
     feeder.join()
     assert streamed.run.run_id >= 2 and maintained == [0]  # a stream of a few seconds: once, when it stopped
     store = Store(tmp_path / "out")
     for name, relative in table_paths().items():
         kept = set(store.files(name, streamed.run))
-        on_disk = {str(path.relative_to(tmp_path / "out")) for path in Path(store.path(relative)).rglob("*.parquet")
-                   if "_delta_log" not in path.parts}
+        on_disk = {
+            str(path.relative_to(tmp_path / "out"))
+            for path in Path(store.path(relative)).rglob("*.parquet")
+            if "_delta_log" not in path.parts
+        }
         assert on_disk == kept, name
 
 
@@ -214,13 +238,20 @@ def test_a_stream_follows_the_settings_another_run_stores_meanwhile(runs, tmp_pa
 
     def daily_run_then_more_files(state, _outcome):
         if state.runs == 1:
-            run(RunOptions(str(daily), str(tmp_path / "out"), config=SettingsFile.read(tmp_path / "extended.yaml")),
-                build_views=False)
+            run(
+                RunOptions(str(daily), str(tmp_path / "out"), config=SettingsFile.read(tmp_path / "extended.yaml")),
+                build_views=False,
+            )
             deliver(last)
 
     deliver(first)
-    streamed = run_stream(str(tmp_path / "live"), str(tmp_path / "out"), _streaming(tmp_path, poll_s=0.1),
-                          stop_after_idle_s=0.5, progress=daily_run_then_more_files)
+    streamed = run_stream(
+        str(tmp_path / "live"),
+        str(tmp_path / "out"),
+        _streaming(tmp_path, poll_s=0.1),
+        stop_after_idle_s=0.5,
+        progress=daily_run_then_more_files,
+    )
     store = Store(tmp_path / "out")
     assert [run.mode for run in store.runs()] == ["stream", "batch", "stream"] and streamed.committed
     assert "tpu-v9" in kept_settings(store, store.latest())["accelerators"]

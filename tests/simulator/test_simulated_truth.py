@@ -49,11 +49,13 @@ def fleet(request, tmp_path_factory):
 
 def _mismatches(truth_path, output, table, keys, figures):
     checks = " or ".join(
-        f"abs(coalesce(t.{f}, 0) - coalesce(p.{f}, 0)) > {RELATIVE} * greatest(abs(coalesce(t.{f}, 0)), 1e-6)" for f in figures)
+        f"abs(coalesce(t.{f}, 0) - coalesce(p.{f}, 0)) > {RELATIVE} * greatest(abs(coalesce(t.{f}, 0)), 1e-6)"
+        for f in figures
+    )
     return duckdb.sql(f"""
-        select {', '.join(keys)}, {', '.join(f't.{f} as truth_{f}, p.{f} as got_{f}' for f in figures)}
+        select {", ".join(keys)}, {", ".join(f"t.{f} as truth_{f}, p.{f} as got_{f}" for f in figures)}
         from read_parquet('{truth_path}') t
-        full outer join read_parquet('{output}/tables/{table}/date=*/*.parquet', hive_partitioning = true) p using ({', '.join(keys)})
+        full outer join read_parquet('{output}/tables/{table}/date=*/*.parquet', hive_partitioning = true) p using ({", ".join(keys)})
         where {checks}
         limit 5""").fetchall()
 
@@ -61,8 +63,16 @@ def _mismatches(truth_path, output, table, keys, figures):
 def test_chip_seconds_per_job_window_and_category_equal_the_truth(fleet):
     simulation, outcome, root = fleet
     columns = [f"{figure}_chip_s" for figure in FIGURES]
-    assert _mismatches(root / "telemetry/truth/job_window.parquet", root / "results", "job_window",
-                       ["job_id", "window_start"], columns) == []
+    assert (
+        _mismatches(
+            root / "telemetry/truth/job_window.parquet",
+            root / "results",
+            "job_window",
+            ["job_id", "window_start"],
+            columns,
+        )
+        == []
+    )
 
 
 def test_ideal_is_null_only_without_a_profile_and_0_with_one_and_nothing_productive(fleet, request):
@@ -70,16 +80,27 @@ def test_ideal_is_null_only_without_a_profile_and_0_with_one_and_nothing_product
     and per job (job_goodput): null and 0 are different answers, so they are compared as such."""
     _, _, root = fleet
     truth = root / "telemetry/truth/job_window.parquet"
-    expected = {(job, window): ideal for job, window, ideal in duckdb.sql(
-        f"select job_id, epoch_us(window_start), ideal_chip_s from read_parquet('{truth}')").fetchall()}
-    expected_jobs = dict(duckdb.sql(f"""
-        select job_id, sum(ideal_chip_s) from read_parquet('{truth}') group by job_id""").fetchall())
+    expected = {
+        (job, window): ideal
+        for job, window, ideal in duckdb.sql(
+            f"select job_id, epoch_us(window_start), ideal_chip_s from read_parquet('{truth}')"
+        ).fetchall()
+    }
+    expected_jobs = dict(
+        duckdb.sql(f"""
+        select job_id, sum(ideal_chip_s) from read_parquet('{truth}') group by job_id""").fetchall()
+    )
     with connect(root / "results") as connection:
-        got = {(job, window): ideal for job, window, ideal in connection.execute(
-            "select job_id, epoch_us(window_start), ideal_chip_s from job_window_enriched").fetchall()}
+        got = {
+            (job, window): ideal
+            for job, window, ideal in connection.execute(
+                "select job_id, epoch_us(window_start), ideal_chip_s from job_window_enriched"
+            ).fetchall()
+        }
         got_jobs = dict(connection.execute("select job_id, ideal_chip_s from job_goodput").fetchall())
         (profiled_without_productive,) = connection.execute(
-            "select count(*) from job_goodput where productive_chip_s = 0 and ideal_chip_s = 0").fetchone()
+            "select count(*) from job_goodput where productive_chip_s = 0 and ideal_chip_s = 0"
+        ).fetchone()
 
     def same(truth_value, got_value) -> bool:
         if truth_value is None or got_value is None:
@@ -97,32 +118,41 @@ def test_capacity_per_window_equals_the_truth(fleet):
     """The `capacity_window` view, which cuts the stored stretches of `capacity_level` at window edges."""
     _, _, root = fleet
     with connect(root / "results") as connection:
-        mismatches = connection.execute(f"""
+        mismatches = connection.execute(
+            f"""
             select cluster, accelerator, window_start, t.capacity_chip_s, p.capacity_chip_s
             from read_parquet(?) t
             full outer join capacity_window p using (cluster, accelerator, window_start)
             where abs(coalesce(t.capacity_chip_s, 0) - coalesce(p.capacity_chip_s, 0))
                   > {RELATIVE} * greatest(abs(coalesce(t.capacity_chip_s, 0)), 1e-6)
-            limit 5""", [str(root / "telemetry/truth/capacity_window.parquet")]).fetchall()
+            limit 5""",
+            [str(root / "telemetry/truth/capacity_window.parquet")],
+        ).fetchall()
     assert mismatches == []
 
 
 def test_job_states_equal_the_truth(fleet):
     _, _, root = fleet
-    assert duckdb.sql(f"""
+    assert (
+        duckdb.sql(f"""
         select job_id, t.status, p.status from read_parquet('{root}/telemetry/truth/jobs.parquet') t
         full outer join read_parquet('{root}/results/tables/jobs/date=*/*.parquet') p using (job_id)
-        where t.status is distinct from p.status or t.requested_chips is distinct from p.requested_chips""").fetchall() == []
+        where t.status is distinct from p.status or t.requested_chips is distinct from p.requested_chips""").fetchall()
+        == []
+    )
 
 
 def test_disruptions_per_job_equal_the_truth(fleet, request):
     """Preemptions and failures of running attempts, as the simulator decided them; the old count
     (allocations − 1 + failed) was −1 for a job never allocated and counted partial allocations."""
     _, _, root = fleet
-    assert duckdb.sql(f"""
+    assert (
+        duckdb.sql(f"""
         select job_id, t.disruptions, p.disruptions from read_parquet('{root}/telemetry/truth/jobs.parquet') t
         full outer join read_parquet('{root}/results/tables/jobs/date=*/*.parquet') p using (job_id)
-        where t.disruptions is distinct from p.disruptions""").fetchall() == []
+        where t.disruptions is distinct from p.disruptions""").fetchall()
+        == []
+    )
     [(disrupted,)] = duckdb.sql(f"""
         select count(*) from read_parquet('{root}/telemetry/truth/jobs.parquet') where disruptions > 0""").fetchall()
     assert (disrupted > 0) == _occurs(request, DISRUPTION)
@@ -136,8 +166,10 @@ def test_checkpoint_saves_per_job_equal_the_save_ends_in_the_avro_files(fleet):
     for path in sorted((root / "telemetry" / "runtime").glob("*.avro")):
         with open(path, "rb") as handle:
             written.update(r["job_id"] for r in fastavro.reader(handle) if r["type"] == "CHECKPOINT_SAVE_END")
-    got = dict(duckdb.sql(f"""
-        select job_id, checkpoint_saves from read_parquet('{root}/results/tables/jobs/date=*/*.parquet')""").fetchall())
+    got = dict(
+        duckdb.sql(f"""
+        select job_id, checkpoint_saves from read_parquet('{root}/results/tables/jobs/date=*/*.parquet')""").fetchall()
+    )
     assert sum(written.values()) > 0
     assert got == {job_id: written[job_id] for job_id in got} and set(written) <= set(got)
 

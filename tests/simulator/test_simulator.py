@@ -29,10 +29,24 @@ SMALL = {"seed": 20, "hours": 6.0, "jobs": 80}
 WINDOW_US = 3600 * 1_000_000
 REL = 1e-9
 
-RUNTIME_KINDS = {"INIT": "init", "COMPILE": "compile", "DATA_WAIT": "data_wait",
-                 "CHECKPOINT_SAVE": "checkpoint_save", "CHECKPOINT_RESTORE": "checkpoint_restore"}
-RUNTIME_COLUMNS = ["productive_chip_s", "pending_chip_s", "lost_chip_s", "data_wait_chip_s", "compile_chip_s",
-                   "checkpoint_save_chip_s", "checkpoint_restore_chip_s", "init_chip_s", "idle_chip_s"]
+RUNTIME_KINDS = {
+    "INIT": "init",
+    "COMPILE": "compile",
+    "DATA_WAIT": "data_wait",
+    "CHECKPOINT_SAVE": "checkpoint_save",
+    "CHECKPOINT_RESTORE": "checkpoint_restore",
+}
+RUNTIME_COLUMNS = [
+    "productive_chip_s",
+    "pending_chip_s",
+    "lost_chip_s",
+    "data_wait_chip_s",
+    "compile_chip_s",
+    "checkpoint_save_chip_s",
+    "checkpoint_restore_chip_s",
+    "init_chip_s",
+    "idle_chip_s",
+]
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +65,10 @@ def events(small):
 @pytest.fixture(scope="module")
 def truth(small):
     out, _ = small
-    return {name: pq.read_table(out / "truth" / f"{name}.parquet").to_pylist()
-            for name in ("job_window", "jobs", "capacity_window")}
+    return {
+        name: pq.read_table(out / "truth" / f"{name}.parquet").to_pylist()
+        for name in ("job_window", "jobs", "capacity_window")
+    }
 
 
 def _read_stream(out: Path, stream: str) -> dict[str, list[dict]]:
@@ -90,8 +106,12 @@ def test_same_seed_writes_identical_bytes_and_another_seed_does_not(tmp_path):
     assert any(str(f).endswith(".avro") for f in files_a) and any(str(f).endswith(".parquet") for f in files_a)
     for name in files_a:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
-    differing = [name for name in files_a
-                 if (tmp_path / "c" / name).exists() and (tmp_path / "a" / name).read_bytes() != (tmp_path / "c" / name).read_bytes()]
+    differing = [
+        name
+        for name in files_a
+        if (tmp_path / "c" / name).exists()
+        and (tmp_path / "a" / name).read_bytes() != (tmp_path / "c" / name).read_bytes()
+    ]
     assert Path("truth/job_window.parquet") in differing
     assert Path("runtime/part-00000.avro") in differing
 
@@ -100,15 +120,24 @@ def test_same_seed_writes_identical_bytes_and_another_seed_does_not(tmp_path):
 # a default fleet's random draws, which the seeds chosen by these tests rely on.
 DEFAULT_FLEETS = [
     # (name, simulate's arguments, jobs, events per stream)
-    ("the default rate for an hour", {"seed": 3, "hours": 1.0}, 54,
-     {"scheduler": 128, "runtime": 2720, "profiler": 102}),
-    ("20 jobs in two hours", {"seed": 3, "hours": 2.0, "jobs": 20}, 20,
-     {"scheduler": 58, "runtime": 1805, "profiler": 48}),
+    (
+        "the default rate for an hour",
+        {"seed": 3, "hours": 1.0},
+        54,
+        {"scheduler": 128, "runtime": 2720, "profiler": 102},
+    ),
+    (
+        "20 jobs in two hours",
+        {"seed": 3, "hours": 2.0, "jobs": 20},
+        20,
+        {"scheduler": 58, "runtime": 1805, "profiler": 48},
+    ),
 ]
 
 
-@pytest.mark.parametrize(("args", "jobs", "events"), [case[1:] for case in DEFAULT_FLEETS],
-                         ids=[case[0] for case in DEFAULT_FLEETS])
+@pytest.mark.parametrize(
+    ("args", "jobs", "events"), [case[1:] for case in DEFAULT_FLEETS], ids=[case[0] for case in DEFAULT_FLEETS]
+)
 def test_the_default_fleet_draws_what_it_always_drew(tmp_path, args, jobs, events):
     summary = simulate(tmp_path, **args)
     assert (summary.jobs, summary.events) == (jobs, events)
@@ -128,8 +157,9 @@ def test_a_steady_fleet_of_twice_the_hours_has_as_many_events_an_hour(tmp_path):
     1.05-1.90 times, and 1.62 on this seed.
     """
     rate = 10
-    short, long = (simulate(tmp_path / f"{hours}h", seed=0, hours=hours, jobs=rate * hours, steady=True)
-                   for hours in (8, 16))
+    short, long = (
+        simulate(tmp_path / f"{hours}h", seed=0, hours=hours, jobs=rate * hours, steady=True) for hours in (8, 16)
+    )
     backlog = round(rate * STEADY_BACKLOG_HOURS)
     assert (short.jobs, long.jobs) == (8 * rate + backlog, 16 * rate + backlog)
     short_rate, long_rate = (sum(summary.events.values()) / summary.hours for summary in (short, long))
@@ -194,8 +224,9 @@ def test_the_small_fleet_shows_partial_allocation_preemption_with_restore_and_fa
     for r in scheduler:
         if r["type"] == "ALLOCATE":
             allocations[r["job_id"]].append(r["chips"])
-    assert any(levels[0] < requested[job] and requested[job] in levels[1:] for job, levels in allocations.items()), \
+    assert any(levels[0] < requested[job] and requested[job] in levels[1:] for job, levels in allocations.items()), (
         "no partial allocation completed later"
+    )
 
     preempted = {r["job_id"] for r in scheduler if r["type"] == "PREEMPT"}
     assert all(r["chips"] == 0 for r in scheduler if r["type"] == "PREEMPT")
@@ -215,14 +246,16 @@ def test_every_interruption_and_end_says_why(events):
     """Each PREEMPT and each FINISH, FAIL, CANCEL carries a `reason` naming one of the simulator's causes;
     nothing else does. The small fleet has maintenance drains and preemptions by priority."""
     from fleet_goodput.simulator import scheduler as simulated
+
     causes = {value for name, value in vars(simulated).items() if name.startswith("REASON_")}
     scheduler = _all(events["scheduler"])
     stops = [r for r in scheduler if r["type"] in ("PREEMPT", "FINISH", "FAIL", "CANCEL")]
     assert stops and all(r["reason"] in causes for r in stops)
     assert all(r["reason"] is None for r in scheduler if r["type"] in ("CAPACITY", "SUBMIT", "ALLOCATE"))
     assert {r["reason"] for r in scheduler if r["type"] == "FINISH"} == {simulated.REASON_COMPLETED}
-    assert {simulated.REASON_MAINTENANCE, simulated.REASON_PREEMPTED} <= {r["reason"] for r in stops
-                                                                        if r["type"] == "PREEMPT"}
+    assert {simulated.REASON_MAINTENANCE, simulated.REASON_PREEMPTED} <= {
+        r["reason"] for r in stops if r["type"] == "PREEMPT"
+    }
 
 
 # --- the truth
@@ -330,6 +363,7 @@ def _reference_totals(scheduler: list[dict], runtime: list[dict], horizon: int) 
             since = t
             if r["type"] in ("FINISH", "FAIL", "CANCEL"):
                 break
+
         def close_cut(kind: str, start: int) -> None:  # never ended: closed by the next disruption or the horizon
             # Called within this job's iteration only: its `seen` and `stops` are this job's.
             seen[RUNTIME_KINDS.get(kind, "step")] += (min(s for s in stops if s > start) - start) / 1e6  # noqa: B023
@@ -358,7 +392,9 @@ def _reference_totals(scheduler: list[dict], runtime: list[dict], horizon: int) 
 def test_the_command_writes_a_fleet_and_says_where(tmp_path, capsys):
     parser = argparse.ArgumentParser(prog="mpg")
     simulate_command.register(parser.add_subparsers())
-    args = parser.parse_args(["simulate", "--out", str(tmp_path / "cli"), "--hours", "2", "--jobs", "20", "--seed", "5"])
+    args = parser.parse_args(
+        ["simulate", "--out", str(tmp_path / "cli"), "--hours", "2", "--jobs", "20", "--seed", "5"]
+    )
     assert args.func(args) == 0
     printed = capsys.readouterr().out
     for stream in schemas.STREAMS:
@@ -386,6 +422,7 @@ def test_node_failures_take_a_host_away_until_repaired_and_preempt_the_jobs_on_i
     """With node failures, a failing host lowers its cluster's capacity by its chips until its repair,
     each level saying why, and the jobs preempted then say the same cause."""
     from fleet_goodput.simulator.fleet import HOST_CHIPS
+
     simulate(tmp_path, seed=3, hours=6.0, node_failures=True)
     scheduler = sorted(_all(_read_stream(tmp_path, "scheduler")), key=lambda r: (r["event_time"], r["event_id"]))
     levels = defaultdict(list)
@@ -400,7 +437,10 @@ def test_node_failures_take_a_host_away_until_repaired_and_preempt_the_jobs_on_i
                 changes[kind] += 1
                 assert level["chips"] - before["chips"] == (-HOST_CHIPS if kind == "NODE_FAIL" else HOST_CHIPS)
     assert changes["NODE_FAIL"] >= 3 and changes["REPAIRED"] >= 1
-    failures = {(r["cluster"], r["event_time"], r["reason"]) for r in scheduler
-                if r["type"] == "CAPACITY" and (r["reason"] or "").startswith("NODE_FAIL")}
+    failures = {
+        (r["cluster"], r["event_time"], r["reason"])
+        for r in scheduler
+        if r["type"] == "CAPACITY" and (r["reason"] or "").startswith("NODE_FAIL")
+    }
     preempted = [r for r in scheduler if r["type"] == "PREEMPT" and r["reason"].startswith("NODE_FAIL")]
     assert preempted and all((r["cluster"], r["event_time"], r["reason"]) in failures for r in preempted)

@@ -38,10 +38,22 @@ NUMBERS = count()
 
 
 def _event(job, minutes, kind, chips, queue="gpu", reason=None):
-    return {"event_id": f"e{next(NUMBERS)}", "event_time": T0 + minutes * MIN, "job_id": job, "type": kind,
-            "cluster": "c", "accelerator": "h100", "chips": chips, "workload": None, "framework": None,
-            "team": None, "topology": None, "priority": None, "queue": queue if kind == "SUBMIT" else None,
-            "reason": reason}
+    return {
+        "event_id": f"e{next(NUMBERS)}",
+        "event_time": T0 + minutes * MIN,
+        "job_id": job,
+        "type": kind,
+        "cluster": "c",
+        "accelerator": "h100",
+        "chips": chips,
+        "workload": None,
+        "framework": None,
+        "team": None,
+        "topology": None,
+        "priority": None,
+        "queue": queue if kind == "SUBMIT" else None,
+        "reason": reason,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -49,20 +61,29 @@ def rows(tmp_path_factory):
     root = tmp_path_factory.mktemp("queue-daily")
     records = [
         _event(None, 0, "CAPACITY", 16),
-        _event("a", 22 * 60, "SUBMIT", 4), _event("a", 23 * 60, "ALLOCATE", 4), _event("a", DAY2 + 60, "FINISH", 0),
-        _event("b", 20 * 60, "SUBMIT", 2), _event("b", 20 * 60, "ALLOCATE", 2),
-        _event("b", 21 * 60, "PREEMPT", 0, reason="PREEMPTED"), _event("b", 21 * 60 + 30, "ALLOCATE", 2),
+        _event("a", 22 * 60, "SUBMIT", 4),
+        _event("a", 23 * 60, "ALLOCATE", 4),
+        _event("a", DAY2 + 60, "FINISH", 0),
+        _event("b", 20 * 60, "SUBMIT", 2),
+        _event("b", 20 * 60, "ALLOCATE", 2),
+        _event("b", 21 * 60, "PREEMPT", 0, reason="PREEMPTED"),
+        _event("b", 21 * 60 + 30, "ALLOCATE", 2),
         _event("b", 22 * 60, "FAIL", 0, reason="TIMEOUT"),
         _event("h", 10 * 60, "SUBMIT", 1),
         _event("h", 10 * 60 + 20, "CANCEL", 0, reason="CANCELLED by 0 (never started: JobHeldUser)"),
-        _event("x", 12 * 60, "SUBMIT", 1), _event("x", 12 * 60 + 10, "ALLOCATE", 1), _event("x", 12 * 60 + 40, "CANCEL", 0),
-        _event("r", DAY2 + 30, "SUBMIT", 8), _event("r", DAY2 + 45, "ALLOCATE", 8),
+        _event("x", 12 * 60, "SUBMIT", 1),
+        _event("x", 12 * 60 + 10, "ALLOCATE", 1),
+        _event("x", 12 * 60 + 40, "CANCEL", 0),
+        _event("r", DAY2 + 30, "SUBMIT", 8),
+        _event("r", DAY2 + 45, "ALLOCATE", 8),
         _event("p", DAY2 + 60, "SUBMIT", 2),
-        _event("u", 21 * 60, "SUBMIT", 4, queue="urgent"), _event("u", 21 * 60, "ALLOCATE", 4),
+        _event("u", 21 * 60, "SUBMIT", 4, queue="urgent"),
+        _event("u", 21 * 60, "ALLOCATE", 4),
         _event("u", 21 * 60 + 30, "FINISH", 0),
     ]
-    write_events(root / "in" / "scheduler" / "part-0.avro", "scheduler", records,
-                 observed={"c": (T0, T0 + (DAY2 + 120) * MIN)})
+    write_events(
+        root / "in" / "scheduler" / "part-0.avro", "scheduler", records, observed={"c": (T0, T0 + (DAY2 + 120) * MIN)}
+    )
     run_batch(str(root / "in"), str(root / "out"), load_settings(), build_views=False)
     with connect(root / "out") as connection:
         found = connection.execute("""
@@ -76,9 +97,37 @@ def rows(tmp_path_factory):
 def test_queue_daily_by_hand(rows):
     approx = pytest.approx
     assert rows == {
-        ("2026-01-01", "gpu"): ("gpu", 4, 3, approx(1400.0), approx(600.0), approx(3000.0), 0, 1,
-                                approx(27_000.0), approx(14_400.0), approx(10_800.0), approx(1_800.0), 0, approx(19_800.0)),
-        ("2026-01-02", "gpu"): ("gpu", 2, 1, approx(900.0), approx(900.0), approx(900.0), 1, 0,
-                                approx(50_400.0), approx(14_400.0), 0, 0, approx(36_000.0), approx(14_400.0)),
+        ("2026-01-01", "gpu"): (
+            "gpu",
+            4,
+            3,
+            approx(1400.0),
+            approx(600.0),
+            approx(3000.0),
+            0,
+            1,
+            approx(27_000.0),
+            approx(14_400.0),
+            approx(10_800.0),
+            approx(1_800.0),
+            0,
+            approx(19_800.0),
+        ),
+        ("2026-01-02", "gpu"): (
+            "gpu",
+            2,
+            1,
+            approx(900.0),
+            approx(900.0),
+            approx(900.0),
+            1,
+            0,
+            approx(50_400.0),
+            approx(14_400.0),
+            0,
+            0,
+            approx(36_000.0),
+            approx(14_400.0),
+        ),
         ("2026-01-01", "urgent"): ("urgent", 1, 1, 0, 0, 0, 0, 0, approx(7_200.0), approx(7_200.0), 0, 0, 0, 0),
     }

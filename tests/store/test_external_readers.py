@@ -73,13 +73,17 @@ def _sums(columns: list[str]) -> list[str]:
 
 def _view_figures(output, name: str, run: int | None = None) -> dict:
     """Row count and sums of the table `name` through the DuckDB views."""
-    view, where = ("rejected", f"where {'' if name == 'rejected_pending' else 'not '}provisional") \
-        if name.startswith("rejected") else (name, "")
+    view, where = (
+        ("rejected", f"where {'' if name == 'rejected_pending' else 'not '}provisional")
+        if name.startswith("rejected")
+        else (name, "")
+    )
     with connect(output, run=run) as connection:
         columns = [d[0] for d in connection.execute(f"select * from {view} limit 0").description]
         sums = _sums(columns)
-        row = connection.execute(f"select count(*), {', '.join(['0', *(f'sum({c})' for c in sums)])} "
-                                 f"from {view} {where}").fetchone()
+        row = connection.execute(
+            f"select count(*), {', '.join(['0', *(f'sum({c})' for c in sums)])} from {view} {where}"
+        ).fetchone()
     return {"rows": row[0], **{c: row[2 + i] or 0 for i, c in enumerate(sums)}}
 
 
@@ -100,7 +104,8 @@ def test_late_data_revised_earlier_windows_and_filled_the_late_table(store):
     path = f"{output}/tables/job_window"
     first, last = (pl.read_delta(path, version=o.run.versions["job_window"]) for o in (outcomes[0], outcomes[-1]))
     revised = first.join(last, on=["job_id", "window_start"], suffix="_now").filter(
-        pl.col("productive_chip_s") != pl.col("productive_chip_s_now"))
+        pl.col("productive_chip_s") != pl.col("productive_chip_s_now")
+    )
     assert revised.height > 0  # so a table holding every version would count these twice
 
 

@@ -22,8 +22,10 @@ SCHEMA = delta_schema(CAPACITY_WINDOW)
 
 def _rows(*rows: tuple) -> pa.Table:
     """(cluster, window_start_us, capacity_chip_s, version_us) → capacity_window rows as stored."""
-    dicts = [{"cluster": c, "accelerator": "tpu-v5e", "window_start_us": w, "capacity_chip_s": s, "version_us": v}
-             for c, w, s, v in rows]
+    dicts = [
+        {"cluster": c, "accelerator": "tpu-v5e", "window_start_us": w, "capacity_chip_s": s, "version_us": v}
+        for c, w, s, v in rows
+    ]
     table = CAPACITY_WINDOW.to_arrow(dicts)
     return table.append_column("date", pa.array([utc_day(w) for _, w, _, _ in rows], pa.string()))
 
@@ -46,8 +48,12 @@ def test_a_run_replaces_the_rows_it_changed_and_keeps_the_rest(tmp_path):
     # The next run revises a's day-2 window twice (two chunks: the later version wins) and adds a window.
     second = _stage(tmp_path, "run2", _rows(("a", DAY2, 25.0, 2), ("a", DAY2, 30.0, 3), ("b", DAY2 + HOUR_US, 7.0, 3)))
     commit_keyed(str(table), [second], CAPACITY_WINDOW, SCHEMA, current=DeltaTable(str(table)))
-    assert _read(table) == [("a", DAY1 / 1e6, 10.0), ("a", DAY2 / 1e6, 30.0), ("b", DAY2 / 1e6, 5.0),
-                            ("b", (DAY2 + HOUR_US) / 1e6, 7.0)]
+    assert _read(table) == [
+        ("a", DAY1 / 1e6, 10.0),
+        ("a", DAY2 / 1e6, 30.0),
+        ("b", DAY2 / 1e6, 5.0),
+        ("b", (DAY2 + HOUR_US) / 1e6, 7.0),
+    ]
     history = DeltaTable(str(table), version=0).to_pyarrow_table()  # what the first run left
     assert sorted(history.column("capacity_chip_s").to_pylist()) == [5.0, 10.0, 20.0]
     assert holds_one_row_per_key(DeltaTable(str(table)))

@@ -41,13 +41,21 @@ def _log(store: Store, relative: str) -> tuple[list[int], list[int]]:
 
 def _rows(output: Path, run: int | None = None) -> dict[str, list[tuple]]:
     with connect(output, run=run) as connection:
-        return {name: connection.execute(f"select * {exclude} from {name} order by all").fetchall()
-                for name, exclude in (("job_window", "exclude (version)"), ("jobs", "exclude (version)"),
-                                      ("capacity_window", "exclude (version)"), ("rejected", ""), ("late", ""))}
+        return {
+            name: connection.execute(f"select * {exclude} from {name} order by all").fetchall()
+            for name, exclude in (
+                ("job_window", "exclude (version)"),
+                ("jobs", "exclude (version)"),
+                ("capacity_window", "exclude (version)"),
+                ("rejected", ""),
+                ("late", ""),
+            )
+        }
 
 
-def test_hundreds_of_runs_leave_checkpointed_short_logs_and_the_same_figures(tmp_path, monkeypatch, capsys,
-                                                                              worked_example_run):
+def test_hundreds_of_runs_leave_checkpointed_short_logs_and_the_same_figures(
+    tmp_path, monkeypatch, capsys, worked_example_run
+):
     monkeypatch.setattr(store_module, "KEEP_RUNS_AT_MOST", KEPT)
     whole = tmp_path / "whole"
     for stream, records in worked_example.records().items():

@@ -64,7 +64,9 @@ def test_goodput_duckdb_opens_from_inside_the_output_with_the_oldest_declared_st
     try:
         with duckdb.connect(DATABASE_FILE, read_only=True) as connection:
             (sg,) = connection.execute("select sg from job_goodput").fetchone()
-            storage = connection.execute("select tags from duckdb_databases() where database_name = 'goodput'").fetchone()
+            storage = connection.execute(
+                "select tags from duckdb_databases() where database_name = 'goodput'"
+            ).fetchone()
     finally:
         os.chdir(cwd)
     assert sg == pytest.approx(380 / 580)
@@ -94,12 +96,23 @@ def _database_views(database: Path) -> dict[str, tuple]:
     os.chdir(database.parent)
     try:
         with duckdb.connect(str(database), read_only=True) as connection:
-            names = [name for (name,) in connection.execute(
-                "select view_name from duckdb_views() where not internal order by all").fetchall()]
-            return {name: (connection.execute("select column_name, data_type from duckdb_columns() "
-                                              "where table_name = $name order by column_index", {"name": name}).fetchall(),
-                           connection.execute(f"select * from {name} order by all").fetchall())
-                    for name in names}
+            names = [
+                name
+                for (name,) in connection.execute(
+                    "select view_name from duckdb_views() where not internal order by all"
+                ).fetchall()
+            ]
+            return {
+                name: (
+                    connection.execute(
+                        "select column_name, data_type from duckdb_columns() "
+                        "where table_name = $name order by column_index",
+                        {"name": name},
+                    ).fetchall(),
+                    connection.execute(f"select * from {name} order by all").fetchall(),
+                )
+                for name in names
+            }
     finally:
         os.chdir(cwd)
 
@@ -121,7 +134,9 @@ def test_goodput_duckdb_after_a_later_run_is_the_file_built_afresh(worked, tmp_p
     shutil.copytree(worked / "out", output)
     late_profile = {**worked_example.records()["profiler"][0], "event_id": "p-later", "event_time": T0 + 590_000_000}
     write_events(tmp_path / "more" / "profiler" / "part-1.avro", "profiler", [late_profile])
-    run_batch(str(tmp_path / "more"), str(output), load_settings(), given_as_of_us=T0 + 600_000_000)  # the sample counts
+    run_batch(
+        str(tmp_path / "more"), str(output), load_settings(), given_as_of_us=T0 + 600_000_000
+    )  # the sample counts
     refreshed = _database_views(output / DATABASE_FILE)
     (output / DATABASE_FILE).unlink()
     build_database(output, load_settings())
@@ -133,9 +148,11 @@ def test_goodput_duckdb_after_a_later_run_is_the_file_built_afresh(worked, tmp_p
     _tamper(output / DATABASE_FILE, stand_in)
     build_database(output, load_settings())
     assert _database_views(output / DATABASE_FILE)["job_goodput"] == ([("stand_in", "INTEGER")], [(1,)])
-    for tampering in ("comment on macro goodput_file is 'fleet-goodput views of another registry'",
-                      "create or replace view late as select 1 as a_column_no_run_gives",
-                      "create table scratch as select 1 as made_by_hand"):
+    for tampering in (
+        "comment on macro goodput_file is 'fleet-goodput views of another registry'",
+        "create or replace view late as select 1 as a_column_no_run_gives",
+        "create table scratch as select 1 as made_by_hand",
+    ):
         _tamper(output / DATABASE_FILE, stand_in, tampering)
         build_database(output, load_settings())
         assert _database_views(output / DATABASE_FILE) == refreshed, tampering
@@ -189,8 +206,7 @@ def test_sql_reads_an_earlier_run(worked, tmp_path, capsys):
     assert main(["runs", "--output", str(output)]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert listed[0].split()[:3] == ["run", "committed_at", "mode"] and len(listed) == 3
-    assert main(["sql", "--output", str(output), "--run", "1", "--format", "csv",
-                 "select count(*) from rejected"]) == 0
+    assert main(["sql", "--output", str(output), "--run", "1", "--format", "csv", "select count(*) from rejected"]) == 0
     assert capsys.readouterr().out.splitlines()[1] == "0"
     assert main(["sql", "--output", str(output), "--format", "csv", "select count(*) from rejected"]) == 0
     assert capsys.readouterr().out.splitlines()[1] == "1"
@@ -204,17 +220,22 @@ def test_the_default_as_of_follows_the_scheduler_to_the_microsecond(tmp_path):
     rejected by no one. A FINISH at 580 s and 175 µs is the job's end, not an event after a
     millisecond-rounded as-of."""
     records = worked_example.records()
-    records["runtime"].append({**records["runtime"][0], "event_id": "orphan", "job_id": "nobody",
-                               "event_time": T0 + 30 * DAY_US})
-    records["scheduler"].append({**records["scheduler"][0], "event_id": "orphan-submit", "job_id": "nobody",
-                                 "event_time": T0 + 30 * DAY_US})
+    records["runtime"].append(
+        {**records["runtime"][0], "event_id": "orphan", "job_id": "nobody", "event_time": T0 + 30 * DAY_US}
+    )
+    records["scheduler"].append(
+        {**records["scheduler"][0], "event_id": "orphan-submit", "job_id": "nobody", "event_time": T0 + 30 * DAY_US}
+    )
     finish = next(r for r in records["scheduler"] if r["type"] == "FINISH")
     finish["event_time"] += 175
     _write(tmp_path / "in", records)
     outcome = run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings())
     assert outcome.manifest["as_of_us"] == T0 + 580_000_175
-    assert {stream: counts["waiting"] for stream, counts in outcome.manifest["streams"].items()} == \
-        {"scheduler": 1, "runtime": 1, "profiler": 0}
+    assert {stream: counts["waiting"] for stream, counts in outcome.manifest["streams"].items()} == {
+        "scheduler": 1,
+        "runtime": 1,
+        "profiler": 0,
+    }
     assert outcome.manifest["reconciles"]
     assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
     with connect(tmp_path / "out") as connection:
@@ -236,18 +257,30 @@ def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypat
     parts = split_by_time(tmp_path / "in", cuts, tmp_path / "parts")
     # Read through connect() and the store: goodput.duckdb is not read (build_views=False).
     for part in parts[:2]:
-        run_batch(str(part), str(tmp_path / "out"), load_settings(), run_settings=RunSettings(retention_hours=1000),
-                  build_views=False)
+        run_batch(
+            str(part),
+            str(tmp_path / "out"),
+            load_settings(),
+            run_settings=RunSettings(retention_hours=1000),
+            build_views=False,
+        )
     first = _job_window_at(tmp_path / "out", 1)
     first_files = set(Store(tmp_path / "out").files("job_window", Store(tmp_path / "out").run(1)))
     # The third run, with a retention of 0 hours, keeps only the files of the run it continues (which must
     # stay whole until its own commit) and its own: run 1's are vacuumed.
-    run_batch(str(parts[2]), str(tmp_path / "out"), load_settings(), run_settings=RunSettings(retention_hours=0),
-              build_views=False)
+    run_batch(
+        str(parts[2]),
+        str(tmp_path / "out"),
+        load_settings(),
+        run_settings=RunSettings(retention_hours=0),
+        build_views=False,
+    )
     store = Store(tmp_path / "out")
     runs = store.runs()
     assert len(runs) == 3 and len(store.files("job_window", runs[-1])) <= 2
-    on_disk = {str(path.relative_to(store.root)) for path in (tmp_path / "out" / "tables" / "job_window").rglob("*.parquet")}
+    on_disk = {
+        str(path.relative_to(store.root)) for path in (tmp_path / "out" / "tables" / "job_window").rglob("*.parquet")
+    }
     only_first = first_files - set(store.files("job_window", runs[-1])) - set(store.files("job_window", runs[-2]))
     assert only_first and not only_first & on_disk
     assert _job(tmp_path / "out") == pytest.approx((380 / 580, 200 / 380, 0.5, 100 / 580))
@@ -264,8 +297,20 @@ def _job_window_at(output, run: int) -> list[tuple]:
 def test_a_run_that_accepts_nothing_says_so_and_fails(tmp_path, capsys):
     """Issue 10: an as-of before every event, or a folder whose only file is unreadable."""
     _write(tmp_path / "in", worked_example.records())
-    assert main(["run", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "early"),
-                 "--as_of", "2025-06-01T00:00:00Z"]) == 1
+    assert (
+        main(
+            [
+                "run",
+                "--input",
+                str(tmp_path / "in"),
+                "--output",
+                str(tmp_path / "early"),
+                "--as_of",
+                "2025-06-01T00:00:00Z",
+            ]
+        )
+        == 1
+    )
     assert "no event of this run was accepted" in capsys.readouterr().err
     (tmp_path / "broken" / "runtime").mkdir(parents=True)
     (tmp_path / "broken" / "runtime" / "part-0.avro").write_bytes(b"not avro at all")
@@ -280,8 +325,20 @@ def test_replay_and_stream_on_an_empty_folder_say_so(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["replay", "--from", str(tmp_path / "empty"), "--to", str(tmp_path / "live")]) == 2
     assert "no telemetry in" in capsys.readouterr().err
-    assert main(["stream", "--input", str(tmp_path / "empty"), "--output", str(tmp_path / "out"),
-                 "--stop_after_idle_s", "0.2"]) == 1
+    assert (
+        main(
+            [
+                "stream",
+                "--input",
+                str(tmp_path / "empty"),
+                "--output",
+                str(tmp_path / "out"),
+                "--stop_after_idle_s",
+                "0.2",
+            ]
+        )
+        == 1
+    )
     assert "no telemetry arrived" in capsys.readouterr().err
 
 
@@ -310,8 +367,10 @@ def test_events_from_a_clock_reset_into_the_past_are_rejected_and_cost_nothing(t
         rejected = dict(connection.execute("select event_id, reason from rejected").fetchall())
         windows = connection.execute("select count(*), sum(capacity_chip_s) from capacity_window").fetchone()
         jobs = connection.execute("select job_id from jobs").fetchall()
-    reset = ("dated 9,131 days before the fleet's history, which starts at 2026-01-01T00:00:00Z (a clock reset to "
-             "a default date?): no figure rests on it")
+    reset = (
+        "dated 9,131 days before the fleet's history, which starts at 2026-01-01T00:00:00Z (a clock reset to "
+        "a default date?): no figure rests on it"
+    )
     assert rejected["reset-capacity"] == rejected["reset-submit"] == reset
     assert "SUBMIT" in rejected["j2-allocate"] and len(rejected) == 3
     assert windows == (1, 580.0 * worked_example.CHIPS) and jobs == [("j1",)]
@@ -323,8 +382,10 @@ def test_telemetry_dated_after_this_machines_clock_is_never_rejected_for_it(tmp_
     telemetry): nothing is rejected for good for a reason that depends on the wall clock. Its events
     cannot set the as-of time, so every one waits, its fate provisional, and its file counts as read."""
     shift = 2_493_072_000_000_000 - T0  # 2099-01-01
-    records = {stream: [{**r, "event_time": r["event_time"] + shift} for r in rows]
-               for stream, rows in worked_example.records().items()}
+    records = {
+        stream: [{**r, "event_time": r["event_time"] + shift} for r in rows]
+        for stream, rows in worked_example.records().items()
+    }
     _write(tmp_path / "in", records)
     outcome = run_batch(str(tmp_path / "in"), str(tmp_path / "out"), load_settings(), build_views=False)
     assert outcome.manifest["as_of_us"] is None and outcome.manifest["reconciles"]

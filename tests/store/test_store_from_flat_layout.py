@@ -48,8 +48,11 @@ def continued_and_fresh(tmp_path_factory):
 
 def test_the_saved_state_names_the_modules_of_then():
     """The fixture is what it claims: its state would not unpickle by today's module names alone."""
-    blobs = [blob for path in (WRITTEN_BEFORE / "store" / "state" / "keys").glob("*.parquet")
-             for blob in pq.read_table(path, columns=["blob"]).column("blob").to_pylist()]
+    blobs = [
+        blob
+        for path in (WRITTEN_BEFORE / "store" / "state" / "keys").glob("*.parquet")
+        for blob in pq.read_table(path, columns=["blob"]).column("blob").to_pylist()
+    ]
     assert len(blobs) >= 10
     assert all(b"fleet_goodput.session" in blob and b"fleet_goodput.core" not in blob for blob in blobs)
     states = [state_from_bytes(blob) for blob in blobs]
@@ -75,13 +78,15 @@ def test_every_view_reads_it_as_it_was_written(tmp_path):
     jobs_columns = set(pq.read_schema(next((store / "tables" / "jobs").glob("date=*/*.parquet"))).names)
     assert {"first_running_time", "unended_runs"}.isdisjoint(jobs_columns), "the fixture predates both"
     with connect(store) as connection:
-        views = [name for (name,) in connection.execute(
-            "select view_name from duckdb_views() where not internal").fetchall()]
+        views = [
+            name for (name,) in connection.execute("select view_name from duckdb_views() where not internal").fetchall()
+        ]
         assert len(views) > 30
         for view in views:
             connection.execute(f'select * from "{view}"').fetchall()
-        assert connection.execute("select count(*), count(unended_runs), count(first_running_time) from jobs"
-                                  ).fetchone() == (7, 0, 0)  # the jobs submitted by its as-of time
+        assert connection.execute(
+            "select count(*), count(unended_runs), count(first_running_time) from jobs"
+        ).fetchone() == (7, 0, 0)  # the jobs submitted by its as-of time
 
 
 def test_its_next_run_stores_max_silence_s_and_says_so(tmp_path, capsys):
@@ -93,7 +98,9 @@ def test_its_next_run_stores_max_silence_s_and_says_so(tmp_path, capsys):
     with connect(store) as connection:
         assert connection.execute(silence).fetchall() == [("21600", False)]
     assert main(["run", "--input", str(tmp_path / "fleet"), "--output", str(store), "-q"]) == 0
-    assert (f"mpg run: note: {store} kept its settings before outputs kept max_silence_s: this run stores the one "
-            "it computes with (21600 s, the default)") in capsys.readouterr().err
+    assert (
+        f"mpg run: note: {store} kept its settings before outputs kept max_silence_s: this run stores the one "
+        "it computes with (21600 s, the default)"
+    ) in capsys.readouterr().err
     with connect(store) as connection:
         assert connection.execute(silence).fetchall() == [("21600", True)]

@@ -42,8 +42,10 @@ def test_a_store_on_a_uri_is_marked_and_reads_whole(store, folder, capsys):
     assert require_intact(store).run_id == 2
     assert json.loads((folder / "manifest.json").read_text())["run_id"] == 2
     assert main(["check", "--output", store.root]) == exits.OK
-    assert capsys.readouterr().out == f"{store.root}: whole (2 run(s); the latest run's tables, data files and " \
-                                      "saved state are all there and readable)\n"
+    assert (
+        capsys.readouterr().out == f"{store.root}: whole (2 run(s); the latest run's tables, data files and "
+        "saved state are all there and readable)\n"
+    )
 
 
 def test_a_folder_of_someone_elses_files_is_refused(folder):

@@ -60,8 +60,10 @@ def _listing(folder: Path) -> dict[str, bytes]:
 
 def _figures(output: Path, run: int | None = None) -> list[tuple]:
     with connect(output, run=run) as connection:
-        return connection.execute("select * from job_window order by all").fetchall() + \
-            connection.execute("select * from rejected order by all").fetchall()
+        return (
+            connection.execute("select * from job_window order by all").fetchall()
+            + connection.execute("select * from rejected order by all").fetchall()
+        )
 
 
 # ---- a folder that is not ours -------------------------------------------------------------------------------
@@ -80,7 +82,8 @@ def test_replace_refuses_a_folder_that_is_not_a_store_and_deletes_nothing(tmp_pa
     assert capsys.readouterr().err == (
         f"mpg run: {_root(folder)} is not empty and is not an output of fleet-goodput (no {MARKER} file, no runs "
         "table of ours): it holds manifest.json, runs/, state/, tables/. A run writes only into an empty folder or "
-        "one of its outputs, and --replace deletes only those: give --output a new or empty folder\n")
+        "one of its outputs, and --replace deletes only those: give --output a new or empty folder\n"
+    )
     assert _listing(folder) == before and not (folder / ".lock").exists()
 
 
@@ -115,8 +118,10 @@ def test_a_store_of_a_newer_format_is_refused(tmp_path, stores, capsys):
     output = _copy(stores, "one", tmp_path)
     (output / MARKER).write_text('{"format": 2}\n')
     assert main(["-q", "run", "--input", str(stores["more"]), "--output", str(output)]) == 2
-    assert capsys.readouterr().err == (f"mpg run: {_root(output)} was written by a newer fleet-goodput (store format "
-                                       "2, this one knows 1): upgrade fleet-goodput to use it\n")
+    assert capsys.readouterr().err == (
+        f"mpg run: {_root(output)} was written by a newer fleet-goodput (store format "
+        "2, this one knows 1): upgrade fleet-goodput to use it\n"
+    )
 
 
 # ---- damage ---------------------------------------------------------------------------------------------------
@@ -126,7 +131,7 @@ def _commit(output: Path, relative: str, version: int) -> Path:
 
 def _tear(path: Path) -> None:
     text = path.read_bytes()
-    path.write_bytes(text[:len(text) // 2])
+    path.write_bytes(text[: len(text) // 2])
 
 
 def _data_file(output: Path, name: str, record) -> Path:
@@ -140,8 +145,9 @@ def _refused_everywhere(output: Path, message: str, capsys) -> None:
 
     before = _listing(output)
     more = output.parent / "more-input"
-    write_events(more / "profiler" / "part-9.avro", "profiler",
-                 [{**worked_example.records()["profiler"][0], "event_id": "p-9"}])
+    write_events(
+        more / "profiler" / "part-9.avro", "profiler", [{**worked_example.records()["profiler"][0], "event_id": "p-9"}]
+    )
     for command in (["run", "--input", str(more)], ["sql", "select 1"], ["validate"]):
         assert main(["-q", command[0], "--output", str(output), *command[1:]]) == 3, command
         err = capsys.readouterr().err
@@ -158,9 +164,11 @@ def _message(*parts: str) -> str:
 
 def _damaged(output: Path, run: int, *problems: str) -> str:
     root = _root(output)
-    return _message(f"{root} is damaged (run {run} is its latest):\n",
-                    *[piece for problem in problems for piece in ("  ", problem, "\n")],
-                    HINT.format(root=root))
+    return _message(
+        f"{root} is damaged (run {run} is its latest):\n",
+        *[piece for problem in problems for piece in ("  ", problem, "\n")],
+        HINT.format(root=root),
+    )
 
 
 def _check(output: Path, capsys, *args: str) -> tuple[int, str]:
@@ -168,9 +176,11 @@ def _check(output: Path, capsys, *args: str) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
-NO_REPAIR = ("--repair cannot repair this without losing data: {why}. Start the output afresh and run every "
-             "input again:\n  mpg run --replace --input DIR --output {root}\n"
-             "(copy the folder first if you want to keep what is left of it).\n")
+NO_REPAIR = (
+    "--repair cannot repair this without losing data: {why}. Start the output afresh and run every "
+    "input again:\n  mpg run --replace --input DIR --output {root}\n"
+    "(copy the folder first if you want to keep what is left of it).\n"
+)
 
 
 def test_a_torn_last_commit_of_the_runs_is_named_and_repaired(tmp_path, stores, capsys):
@@ -178,21 +188,34 @@ def test_a_torn_last_commit_of_the_runs_is_named_and_repaired(tmp_path, stores, 
     torn = _commit(output, "runs", 1)
     _tear(torn)
     root = _root(output)
-    _refused_everywhere(output, _message(f"{root}/runs/_delta_log cannot be read (", "...",
-                                         "): the record of the store's runs is damaged; " + HINT.format(root=root)),
-                        capsys)
+    _refused_everywhere(
+        output,
+        _message(
+            f"{root}/runs/_delta_log cannot be read (",
+            "...",
+            "): the record of the store's runs is damaged; " + HINT.format(root=root),
+        ),
+        capsys,
+    )
     assert main(["runs", "--output", str(output)]) == 3
     capsys.readouterr()
     code, out = _check(output, capsys)
-    repair = ("move runs/_delta_log/00000000000000000001.json aside to _damaged/ and restore every table to the run "
-              "before it; the next run applies its input files again")
-    assert (code, out) == (3, f"{root} is damaged:\n  runs/_delta_log/00000000000000000001.json, the last commit of "
-                              "the runs, is torn (not whole JSON): the run it recorded was never whole\n"
-                              f"`mpg check --output {root} --repair` would {repair}.\n")
+    repair = (
+        "move runs/_delta_log/00000000000000000001.json aside to _damaged/ and restore every table to the run "
+        "before it; the next run applies its input files again"
+    )
+    assert (code, out) == (
+        3,
+        f"{root} is damaged:\n  runs/_delta_log/00000000000000000001.json, the last commit of "
+        "the runs, is torn (not whole JSON): the run it recorded was never whole\n"
+        f"`mpg check --output {root} --repair` would {repair}.\n",
+    )
     torn_bytes = torn.read_bytes()
     code, out = _check(output, capsys, "--repair")
-    assert code == 0 and out.endswith(f"repairing: {repair}\n{root}: whole (1 run(s); the latest run's tables, data "
-                                      "files and saved state are all there and readable)\n"), out
+    assert code == 0 and out.endswith(
+        f"repairing: {repair}\n{root}: whole (1 run(s); the latest run's tables, data "
+        "files and saved state are all there and readable)\n"
+    ), out
     assert [p.read_bytes() for p in (output / "_damaged").rglob("*.json")] == [torn_bytes]  # kept, not deleted
     assert _figures(output) == _figures(stores["one"])
     # The torn run's input is applied again: the store ends as the two runs left it.
@@ -203,22 +226,29 @@ def test_a_torn_last_commit_of_the_runs_is_named_and_repaired(tmp_path, stores, 
 def test_a_deleted_commit_of_a_table_log_rolls_back_to_the_last_whole_run(tmp_path, stores, capsys):
     output = _copy(stores, "two", tmp_path)
     first, latest = Store(output).runs()
-    name = next(name for name in ("job_window", "rejected_pending", "rejected") if latest.versions[name] !=
-                first.versions[name])  # a table run 2 wrote
+    name = next(
+        name for name in ("job_window", "rejected_pending", "rejected") if latest.versions[name] != first.versions[name]
+    )  # a table run 2 wrote
     relative, version = f"tables/{name}", latest.versions[name]
     _commit(output, relative, version).unlink()
-    problem = (f"{relative}/_delta_log/{version:020d}.json is missing: version {version} of {relative}, "
-               "which run 2 names")
+    problem = (
+        f"{relative}/_delta_log/{version:020d}.json is missing: version {version} of {relative}, which run 2 names"
+    )
     _refused_everywhere(output, _damaged(output, 2, problem), capsys)
     root = _root(output)
-    repair = ("roll the store back to run 1, the latest whole one: restore the runs table and every table to its "
-              "versions (run(s) 2 stay in the Delta history); the next run applies the input files that came after "
-              "it again")
-    assert _check(output, capsys) == (3, f"{root} is damaged:\n  run 2 (the latest): {problem}\n"
-                                         f"`mpg check --output {root} --repair` would {repair}.\n")
+    repair = (
+        "roll the store back to run 1, the latest whole one: restore the runs table and every table to its "
+        "versions (run(s) 2 stay in the Delta history); the next run applies the input files that came after "
+        "it again"
+    )
+    assert _check(output, capsys) == (
+        3,
+        f"{root} is damaged:\n  run 2 (the latest): {problem}\n`mpg check --output {root} --repair` would {repair}.\n",
+    )
     code, out = _check(output, capsys, "--repair")
-    assert code == 0 and out.endswith("whole (1 run(s); the latest run's tables, data files and saved state are all "
-                                      "there and readable)\n"), out
+    assert code == 0 and out.endswith(
+        "whole (1 run(s); the latest run's tables, data files and saved state are all there and readable)\n"
+    ), out
     assert _figures(output) == _figures(stores["one"])
     assert main(["-q", "run", "--input", str(stores["more"]), "--output", str(output)]) == 0
     assert _figures(output) == _figures(stores["two"]) and Store(output).latest().run_id == 2
@@ -240,8 +270,10 @@ def test_a_torn_commit_a_killed_run_left_in_a_table_log_is_set_aside(tmp_path, s
     _refused_everywhere(output, _damaged(output, 1, problem), capsys)
     root = _root(output)
     repair = f"move {relative} aside to _damaged/ and restore those tables to run 1's versions"
-    assert _check(output, capsys) == (3, f"{root} is damaged:\n  {problem}\n"
-                                         f"`mpg check --output {root} --repair` would {repair}.\n")
+    assert _check(output, capsys) == (
+        3,
+        f"{root} is damaged:\n  {problem}\n`mpg check --output {root} --repair` would {repair}.\n",
+    )
     torn_bytes = torn.read_bytes()
     assert _check(output, capsys, "--repair")[0] == 0
     assert [p.read_bytes() for p in (output / "_damaged").rglob("*.json")] == [torn_bytes]
@@ -274,9 +306,15 @@ def test_a_parquet_file_overwritten_at_its_size_is_found_by_check(tmp_path, stor
     code, out = _check(output, capsys)
     root = _root(output)
     assert code == 3
-    assert re.fullmatch(_message(f"{root} is damaged:\n  run 1 (the latest): data file {relative} is damaged: ",
-                                 "...", "\n", NO_REPAIR.format(why="no earlier run is whole to roll back to",
-                                                                root=root)), out), out
+    assert re.fullmatch(
+        _message(
+            f"{root} is damaged:\n  run 1 (the latest): data file {relative} is damaged: ",
+            "...",
+            "\n",
+            NO_REPAIR.format(why="no earlier run is whole to roll back to", root=root),
+        ),
+        out,
+    ), out
 
 
 def _scrambled(data: bytes, start: int, end: int) -> bytes:
@@ -292,12 +330,17 @@ def test_a_parquet_file_overwritten_at_its_size_is_damage_to_its_readers_too(tmp
     output = _copy(stores, "one", tmp_path)
     damaged = _data_file(output, "jobs", Store(output).latest())
     data = damaged.read_bytes()
-    damaged.write_bytes(_scrambled(data, len(data) - 60, len(data) - 8) if where == "footer"
-                        else _scrambled(data, 4, 40))  # after the leading magic bytes: the first page's header
+    damaged.write_bytes(
+        _scrambled(data, len(data) - 60, len(data) - 8) if where == "footer" else _scrambled(data, 4, 40)
+    )  # after the leading magic bytes: the first page's header
     relative = damaged.relative_to(output)
     root = _root(output)
-    expected = _message(f"{root} is damaged (a query could not read run 1):\n  data file {relative} is damaged: ",
-                        "...", "\n", HINT.format(root=root))
+    expected = _message(
+        f"{root} is damaged (a query could not read run 1):\n  data file {relative} is damaged: ",
+        "...",
+        "\n",
+        HINT.format(root=root),
+    )
     for command in (["sql", "select * from jobs"], ["validate"], ["report"]):
         assert main(["-q", command[0], "--output", str(output), *command[1:]]) == 3, command
         err = capsys.readouterr().err
@@ -313,8 +356,9 @@ def test_a_deleted_saved_state_is_named_and_cannot_be_repaired(tmp_path, stores,
     problem = f"{state}/ is missing (run 1 names its version 0)"
     _refused_everywhere(output, _damaged(output, 1, problem), capsys)
     root = _root(output)
-    expected = (f"{root} is damaged:\n  run 1 (the latest): {problem}\n"
-                + NO_REPAIR.format(why="no earlier run is whole to roll back to", root=root))
+    expected = f"{root} is damaged:\n  run 1 (the latest): {problem}\n" + NO_REPAIR.format(
+        why="no earlier run is whole to roll back to", root=root
+    )
     assert _check(output, capsys) == (3, expected)
     before = _listing(output)
     assert _check(output, capsys, "--repair") == (3, expected)  # nothing safe to do: nothing done
@@ -326,8 +370,10 @@ def test_deleted_runs_are_named_not_restarted(tmp_path, stores, capsys):
     output = _copy(stores, "one", tmp_path)
     shutil.rmtree(output / "runs")
     root = _root(output)
-    message = (f"{root}/runs/ is missing, but manifest.json says run 1 was committed: the record of the store's runs "
-               "is gone (deleted by hand?)")
+    message = (
+        f"{root}/runs/ is missing, but manifest.json says run 1 was committed: the record of the store's runs "
+        "is gone (deleted by hand?)"
+    )
     _refused_everywhere(output, _message(message + "; " + HINT.format(root=root)), capsys)
     why = "the record of the store's runs is lost, and with it which table versions make each run"
     assert _check(output, capsys) == (3, f"{root} is damaged:\n  {message}\n" + NO_REPAIR.format(why=why, root=root))
@@ -338,8 +384,10 @@ def test_deleted_runs_are_named_not_restarted(tmp_path, stores, capsys):
 
 def test_check_finds_a_whole_store_whole(stores, capsys):
     root = _root(stores["two"])
-    assert _check(stores["two"], capsys) == (0, f"{root}: whole (2 run(s); the latest run's tables, data files and "
-                                                 "saved state are all there and readable)\n")
+    assert _check(stores["two"], capsys) == (
+        0,
+        f"{root}: whole (2 run(s); the latest run's tables, data files and saved state are all there and readable)\n",
+    )
 
 
 # ---- a lock that does not lock ----------------------------------------------------------------------------------
@@ -365,25 +413,36 @@ UNLOCKED_RUN = textwrap.dedent("""
 def test_a_run_that_loses_the_race_on_a_lock_that_does_not_lock_ends_with_a_clear_error(tmp_path, stores, capsys):
     output = _copy(stores, "one", tmp_path)
     ready, go = tmp_path / "ready", tmp_path / "go"
-    loser = subprocess.Popen([sys.executable, "-c", UNLOCKED_RUN, ready, go, "-q", "run", "--input", stores["more"],
-                              "--output", output], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    loser = subprocess.Popen(
+        [sys.executable, "-c", UNLOCKED_RUN, ready, go, "-q", "run", "--input", stores["more"], "--output", output],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not ready.exists():
         assert loser.poll() is None and time.monotonic() < deadline, loser.communicate()
         time.sleep(0.01)
     # The loser holds no lock: this run takes it, and commits run 2 while the loser waits to commit.
-    late_profile = {**worked_example.records()["profiler"][0], "event_id": "p-later",
-                    "event_time": worked_example.T0_US + 590_000_000}
+    late_profile = {
+        **worked_example.records()["profiler"][0],
+        "event_id": "p-later",
+        "event_time": worked_example.T0_US + 590_000_000,
+    }
     write_events(tmp_path / "winner" / "profiler" / "part-1.avro", "profiler", [late_profile])
     assert main(["-q", "run", "--input", str(tmp_path / "winner"), "--output", str(output)]) == 0
     winner = _figures(output)
     go.touch()
     out, err = loser.communicate(timeout=120)
     root = _root(output)
-    assert (loser.returncode, err) == (75, (
-        f"mpg run: run 2 was committed to {root} while this run worked; this run's results were not committed: run "
-        f"it again (runs on one output take turns by a lock on {root}/.lock, which this file system did not hold: NFS "
-        "without flock? Run one at a time)\n"))
+    assert (loser.returncode, err) == (
+        75,
+        (
+            f"mpg run: run 2 was committed to {root} while this run worked; this run's results were not committed: run "
+            f"it again (runs on one output take turns by a lock on {root}/.lock, which this file system did not hold: NFS "
+            "without flock? Run one at a time)\n"
+        ),
+    )
     assert [r.run_id for r in Store(output).runs()] == [1, 2] and _figures(output) == winner
     assert _check(output, capsys)[0] == 0
     for name, relative in table_paths().items():  # the loser wrote nothing

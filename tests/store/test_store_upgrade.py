@@ -36,14 +36,17 @@ HALF_HOUR = 32 * 1800
 B200_01H = 32 * 1372 + 24 * 750 + 32 * 1478  # 01:00-01:22:52 at 32, to 01:35:22 at 24, to 02:00 at 32
 MI300X_01H = 32 * 169 + 28 * 422 + 32 * 3009  # 01:00-01:02:49 at 32, to 01:09:51 at 28, to 02:00 at 32
 # Columns of the jobs table that format 3 wrote too; those added since read as null in its rows.
-JOB_COLUMNS = ("job_id, status, submit_time, end_time, requested_chips, allocations, disruptions, checkpoint_saves, "
-               "profiler_samples, implicitly_closed_spans")
+JOB_COLUMNS = (
+    "job_id, status, submit_time, end_time, requested_chips, allocations, disruptions, checkpoint_saves, "
+    "profiler_samples, implicitly_closed_spans"
+)
 
 
 def _capacity(output) -> dict:
     with connect(output) as connection:
-        rows = connection.execute("select cluster, hour(window_start), capacity_chip_s, online_s "
-                                  "from capacity_window").fetchall()
+        rows = connection.execute(
+            "select cluster, hour(window_start), capacity_chip_s, online_s from capacity_window"
+        ).fetchall()
     return {(cluster, hour): (chip_s, online_s) for cluster, hour, chip_s, online_s in rows}
 
 
@@ -97,8 +100,11 @@ def test_the_upgrade_is_one_committed_run(old_store, capsys):
     assert main(["check", "--output", str(old_store), "--upgrade"]) == 0
     assert "upgraded from state format 3 to 4" in capsys.readouterr().out
     runs = Store(old_store).runs()
-    assert [(run.run_id, run.mode, run.state_format) for run in runs] == [(1, "batch", 3), (2, "batch", 3),
-                                                                           (3, "upgrade", 4)]
+    assert [(run.run_id, run.mode, run.state_format) for run in runs] == [
+        (1, "batch", 3),
+        (2, "batch", 3),
+        (3, "upgrade", 4),
+    ]
     assert (runs[2].as_of_us, runs[2].frontier_us) == (runs[1].as_of_us, runs[1].frontier_us)
     assert runs[2].manifest["upgraded_from_format"] == 3
     assert main(["check", "--output", str(old_store), "--upgrade"]) == 0  # again: nothing to do
@@ -138,8 +144,7 @@ def test_continued_it_gives_what_one_run_gives(upgraded):
     expected[("us-central1-b200", 1)] = (B200_01H, 3600.0)
     expected[("asia-northeast1-mi300x", 1)] = (MI300X_01H, 3600.0)
     assert _capacity(root / "store") == expected == _capacity(root / "later")
-    for query in ("select * exclude (version) from job_window",
-                  f"select {JOB_COLUMNS} from jobs"):
+    for query in ("select * exclude (version) from job_window", f"select {JOB_COLUMNS} from jobs"):
         _same(_rows(root / "store", query), _rows(root / "later", query))
 
 
@@ -162,13 +167,16 @@ def test_a_store_of_an_older_format_names_the_release_that_continues_it(old_stor
         refuse_other_format(5, str(old_store))
 
 
-@pytest.mark.parametrize(("start_us", "end_us", "chip_us", "expected"), [
-    pytest.param(0, 10, 320, [(0, 10, 32)], id="one-level"),
-    pytest.param(0, 10, 0, [(0, 10, 0)], id="no-chips"),
-    # 10 µs holding 32 chips for 3 µs and 28 for 7 µs: 292 chip-µs, a mean of 29.2
-    pytest.param(0, 10, 292, [(0, 2, 30), (2, 10, 29)], id="two-levels"),
-    pytest.param(100, 103, 7, [(100, 101, 3), (101, 103, 2)], id="offset"),
-])
+@pytest.mark.parametrize(
+    ("start_us", "end_us", "chip_us", "expected"),
+    [
+        pytest.param(0, 10, 320, [(0, 10, 32)], id="one-level"),
+        pytest.param(0, 10, 0, [(0, 10, 0)], id="no-chips"),
+        # 10 µs holding 32 chips for 3 µs and 28 for 7 µs: 292 chip-µs, a mean of 29.2
+        pytest.param(0, 10, 292, [(0, 2, 30), (2, 10, 29)], id="two-levels"),
+        pytest.param(100, 103, 7, [(100, 101, 3), (101, 103, 2)], id="offset"),
+    ],
+)
 def test_a_window_becomes_stretches_of_its_exact_chip_time(start_us, end_us, chip_us, expected):
     stretches = window_as_stretches(start_us, end_us, chip_us)
     assert stretches == expected

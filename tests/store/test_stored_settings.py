@@ -27,8 +27,14 @@ from fleet_goodput.configs import DEFAULT_CONFIG
 from fleet_goodput.core.config import load_settings, read_yaml
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.store.delta_store import SETTINGS, Store
-from fleet_goodput.store.stored_settings import (SettingsConflict, apply, commit_settings, differences, document,
-                                                 kept_settings)
+from fleet_goodput.store.stored_settings import (
+    SettingsConflict,
+    apply,
+    commit_settings,
+    differences,
+    document,
+    kept_settings,
+)
 from fleet_goodput.store.views import DATABASE_FILE
 from fleet_goodput.telemetry.avro_io import write_events
 
@@ -44,8 +50,10 @@ def custom(worked_example_run, tmp_path_factory) -> tuple[Path, Path, Path]:
     """(input, output, config): the worked example run once with the size classes `small` and `big`."""
     root = tmp_path_factory.mktemp("custom")
     config = _config(root, "classes.yaml", CLASSES)
-    assert main(["run", "--input", str(worked_example_run[0]), "--output", str(root / "out"),
-                 "--config", str(config)]) == 0
+    assert (
+        main(["run", "--input", str(worked_example_run[0]), "--output", str(root / "out"), "--config", str(config)])
+        == 0
+    )
     return worked_example_run[0], root / "out", config
 
 
@@ -56,7 +64,9 @@ def _config(folder: Path, name: str, text: str) -> Path:
 
 def _default_classes(folder: Path) -> Path:
     """A settings file naming the default size classes (YAML reads JSON)."""
-    return _config(folder, "defaults.yaml", f"size_classes: {json.dumps(document(load_settings(), None)['size_classes'])}\n")
+    return _config(
+        folder, "defaults.yaml", f"size_classes: {json.dumps(document(load_settings(), None)['size_classes'])}\n"
+    )
 
 
 def _catalogue(folder: Path, change) -> Path:
@@ -75,8 +85,11 @@ def _copy(output: Path, tmp_path: Path) -> Path:
 
 def _more_input(tmp_path: Path) -> Path:
     """One more capacity event, ten seconds after the worked example ends: a run that commits."""
-    capacity = {**worked_example.records()["scheduler"][-1], "event_id": "cap-c1-later",
-                "event_time": worked_example.T0_US + 590_000_000}
+    capacity = {
+        **worked_example.records()["scheduler"][-1],
+        "event_id": "cap-c1-later",
+        "event_time": worked_example.T0_US + 590_000_000,
+    }
     write_events(tmp_path / "more" / "scheduler" / "part-1.avro", "scheduler", [capacity])
     return tmp_path / "more"
 
@@ -105,8 +118,12 @@ def test_the_first_run_stores_its_settings_in_its_commit(worked_example_run, cap
     assert [row["run_id"] for row in rows] == [1]
     assert json.loads(rows[0]["settings"]) == document(load_settings(), 3600)
     assert _mpg_sql(capsys, output, "select setting, stored from settings") == [
-        ["window_s", "True"], ["allowed_lateness_s", "True"], ["max_silence_s", "True"], ["size_classes", "True"],
-        ["accelerators", "True"]]
+        ["window_s", "True"],
+        ["allowed_lateness_s", "True"],
+        ["max_silence_s", "True"],
+        ["size_classes", "True"],
+        ["accelerators", "True"],
+    ]
 
 
 def test_every_reader_uses_the_stored_size_classes(custom, capsys, monkeypatch):
@@ -120,7 +137,9 @@ def test_every_reader_uses_the_stored_size_classes(custom, capsys, monkeypatch):
     with duckdb.connect(DATABASE_FILE, read_only=True) as connection:
         assert _classes(connection) == ["big"]
         assert connection.execute("select size_class from size_classes order by ordinal").fetchall() == [
-            ("small",), ("big",)]
+            ("small",),
+            ("big",),
+        ]
 
 
 def test_the_report_and_its_validation_use_the_stored_settings(custom, tmp_path):
@@ -133,8 +152,11 @@ def test_the_report_and_its_validation_use_the_stored_settings(custom, tmp_path)
 def test_a_reader_given_other_settings_names_each_difference(custom, tmp_path, capsys):
     _, output, _ = custom
     defaults = _default_classes(tmp_path)
-    with pytest.raises(SettingsConflict, match=r"size_classes: stored \[small \(up to 4 chips\), big \(no limit\)\], "
-                                               r"given \[1-8 \(up to 8 chips\), 9-64"):
+    with pytest.raises(
+        SettingsConflict,
+        match=r"size_classes: stored \[small \(up to 4 chips\), big \(no limit\)\], "
+        r"given \[1-8 \(up to 8 chips\), 9-64",
+    ):
         fg.open(output, config=defaults)
     window = _config(tmp_path, "window.yaml", "window_s: 1800\n")
     assert main(["validate", "--output", str(output), "--config", str(window)]) == 2
@@ -163,8 +185,22 @@ def test_a_run_that_would_change_stored_figures_is_refused_naming_each_differenc
         err = capsys.readouterr().err
         assert all(difference in err for difference in named), err
         assert "--replace" in err
-    assert main(["stream", "--input", str(more), "--output", str(output), "--allowed_lateness_s", "60",
-                 "--stop_after_idle_s", "0"]) == 2
+    assert (
+        main(
+            [
+                "stream",
+                "--input",
+                str(more),
+                "--output",
+                str(output),
+                "--allowed_lateness_s",
+                "60",
+                "--stop_after_idle_s",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert "allowed_lateness_s: stored 3600, given 60" in capsys.readouterr().err
     with pytest.raises(SettingsConflict, match="window_s: stored 3600, given 1800"):
         fg.run(more, output, config=lateness)
@@ -175,7 +211,8 @@ def test_max_silence_s_is_kept_a_run_or_reader_given_another_is_refused(custom, 
     """How long an ended job waits for its profiler sample decides its PG: a store keeps it like the window."""
     output = _copy(custom[1], tmp_path)
     assert _mpg_sql(capsys, output, "select value, stored from settings where setting = 'max_silence_s'") == [
-        ["21600", "True"]]  # 6 h, the default, stored by the first run
+        ["21600", "True"]
+    ]  # 6 h, the default, stored by the first run
     more = _more_input(tmp_path)
     silence = _config(tmp_path, "silence.yaml", "runs: {max_silence_s: 600}\n")
     assert main(["run", "--input", str(more), "--output", str(output), "--config", str(silence)]) == 2
@@ -229,10 +266,15 @@ def test_replace_starts_the_output_afresh_with_new_settings(custom, tmp_path):
 def _as_before_settings_were_kept(output: Path) -> None:
     """What an output written before stores kept their settings holds: no settings table, runs that name none."""
     runs = DeltaTable(str(output / "runs")).to_pyarrow_table()
-    versions = [json.dumps({k: v for k, v in json.loads(text).items() if k != SETTINGS}, sort_keys=True)
-                for text in runs["versions"].to_pylist()]
-    write_deltalake(str(output / "runs"), runs.set_column(runs.schema.get_field_index("versions"), "versions",
-                                                          pa.array(versions)), mode="overwrite")
+    versions = [
+        json.dumps({k: v for k, v in json.loads(text).items() if k != SETTINGS}, sort_keys=True)
+        for text in runs["versions"].to_pylist()
+    ]
+    write_deltalake(
+        str(output / "runs"),
+        runs.set_column(runs.schema.get_field_index("versions"), "versions", pa.array(versions)),
+        mode="overwrite",
+    )
     shutil.rmtree(output / SETTINGS)
 
 
@@ -242,8 +284,12 @@ def test_an_output_from_before_settings_were_kept(worked_example_run, tmp_path, 
     classes = _config(tmp_path, "classes.yaml", CLASSES)
     # Readers: the window and lateness its manifests record, the rest from --config or the defaults, as before.
     assert _mpg_sql(capsys, output, "select setting, stored from settings") == [
-        ["window_s", "True"], ["allowed_lateness_s", "True"], ["max_silence_s", "False"], ["size_classes", "False"],
-        ["accelerators", "False"]]
+        ["window_s", "True"],
+        ["allowed_lateness_s", "True"],
+        ["max_silence_s", "False"],
+        ["size_classes", "False"],
+        ["accelerators", "False"],
+    ]
     with fg.open(output) as connection:
         assert _classes(connection) == ["1-8"]
     with fg.open(output, config=classes) as connection:
@@ -255,9 +301,11 @@ def test_an_output_from_before_settings_were_kept(worked_example_run, tmp_path, 
     more = _more_input(tmp_path)
     assert main(["run", "--input", str(more), "--output", str(output), "--config", str(window)]) == 2
     assert main(["run", "--input", str(more), "--output", str(output), "--config", str(classes)]) == 0
-    assert (f"{output} was written before outputs kept their settings: this run stores those it computes with "
-            f"(window_s and allowed_lateness_s as its manifests record them, the rest from {classes} and the "
-            "defaults)") in capsys.readouterr().err
+    assert (
+        f"{output} was written before outputs kept their settings: this run stores those it computes with "
+        f"(window_s and allowed_lateness_s as its manifests record them, the rest from {classes} and the "
+        "defaults)"
+    ) in capsys.readouterr().err
     assert _mpg_sql(capsys, output, "select bool_and(stored) from settings") == [["True"]]
     assert _mpg_sql(capsys, output, CLASS_QUERY) == [["big"]]
 
@@ -267,8 +315,9 @@ def test_settings_a_killed_run_wrote_are_not_seen_and_are_undone(custom, tmp_pat
     store = Store(output)
     before = kept_settings(store, store.latest())
     settings = apply(before, load_settings())
-    extended = dataclasses.replace(settings, accelerators={**settings.accelerators,
-                                                           "tpu-v9": settings.accelerators["tpu-v7"]})
+    extended = dataclasses.replace(
+        settings, accelerators={**settings.accelerators, "tpu-v9": settings.accelerators["tpu-v7"]}
+    )
     commit_settings(store.begin(), 2, extended, RunSettings())  # written, but the run's row never committed
     assert DeltaTable(str(output / SETTINGS)).version() > store.latest().versions[SETTINGS]
     assert kept_settings(store, store.latest()) == before
@@ -285,14 +334,22 @@ def test_which_differences_leave_the_stored_figures_right():
     given["accelerators"]["b200"] = {**given["accelerators"]["b200"], "hbm_bytes_per_s": 1.0}
     assert all(d.harmless for d in differences(kept, given))
     assert [d.setting for d in differences(kept, given)] == [
-        "accelerators.b200.hbm_bytes_per_s", "accelerators.h100.url", "accelerators.new-part"]
+        "accelerators.b200.hbm_bytes_per_s",
+        "accelerators.h100.url",
+        "accelerators.new-part",
+    ]
     given["accelerators"]["h100"]["peak_flops"] = {**given["accelerators"]["h100"]["peak_flops"], "fp4": 1e16}
     del given["accelerators"]["tpu-v4"]
     given["window_s"], given["allowed_lateness_s"] = 900, 0
     given["size_classes"] = given["size_classes"][:-1]
     harmful = [d.setting for d in differences(kept, given) if not d.harmless]
-    assert harmful == ["window_s", "allowed_lateness_s", "size_classes", "accelerators.h100.peak_flops",
-                       "accelerators.tpu-v4"]
+    assert harmful == [
+        "window_s",
+        "allowed_lateness_s",
+        "size_classes",
+        "accelerators.h100.peak_flops",
+        "accelerators.tpu-v4",
+    ]
     assert differences(kept, kept) == [] and differences({}, given) == []
 
 
@@ -302,10 +359,14 @@ def test_a_size_class_named_with_sql_is_data_not_code(tmp_path):
     from fleet_goodput.store.views import _size_classes_sql
 
     hostile = "x'), (99, 'pwn', 0, 0) --"
-    path = _config(tmp_path, "classes.yaml", "size_classes:\n  - {name: " + json.dumps(hostile)
-                   + ", max_chips: 4}\n  - {name: big, max_chips: null}\n")
+    path = _config(
+        tmp_path,
+        "classes.yaml",
+        "size_classes:\n  - {name: " + json.dumps(hostile) + ", max_chips: 4}\n  - {name: big, max_chips: null}\n",
+    )
     with duckdb.connect() as connection:
         connection.execute(_size_classes_sql(load_settings(path)))
-        rows = connection.execute("select ordinal, size_class, min_chips, max_chips from size_classes "
-                                  "order by ordinal").fetchall()
+        rows = connection.execute(
+            "select ordinal, size_class, min_chips, max_chips from size_classes order by ordinal"
+        ).fetchall()
     assert rows == [(0, hostile, 1, 4), (1, "big", 5, 2**62)]

@@ -15,6 +15,7 @@ from fleet_goodput.store.stream_commit import STREAM_MODE, CountsDoNotAddUp, Pan
 from fleet_goodput.store.tables import JOB_WINDOW
 from stream_panes import FIRST, MINUTE, SECOND, STREAM, T0, commit, productive, window_row
 
+
 def test_each_pane_is_a_run_and_a_later_version_of_a_window_replaces_it(tmp_path):
     store = Store(tmp_path / "out")
     first, second = commit(store, FIRST, 0), commit(store, SECOND, 1)
@@ -83,8 +84,19 @@ def test_a_store_of_runs_and_a_store_of_a_stream_refuse_each_other(tmp_path):
     runs = Store(tmp_path / "runs")
     with runs.lock():
         transaction = runs.begin()
-        transaction.commit(RunRecord(run_id=1, committed_at_us=T0, mode="batch", input="in", as_of_us=T0,
-                                     frontier_us=None, files_applied=0, files_skipped=0, state_format=STATE_FORMAT))
+        transaction.commit(
+            RunRecord(
+                run_id=1,
+                committed_at_us=T0,
+                mode="batch",
+                input="in",
+                as_of_us=T0,
+                frontier_us=None,
+                files_applied=0,
+                files_skipped=0,
+                state_format=STATE_FORMAT,
+            )
+        )
     with pytest.raises(StoreError, match="a streaming pipeline keeps its own in the runner"):
         commit(runs, FIRST, 0)
     streamed = Store(tmp_path / "streamed")

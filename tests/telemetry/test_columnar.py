@@ -55,18 +55,22 @@ def _assert_same_as_reference(stream: str, data: bytes, source: str = "file.avro
     middle = times[len(times) // 2] if times else T0
     for times_of in (TimeSlice(since_us=middle), TimeSlice(until_us=middle, first=False)):
         kept = decode_file_fast(stream, source, io.BytesIO(data), ACCELERATORS, during=times_of)
-        expected = {key: [event for event in batch if times_of.holds(event[0])]
-                    for key, batch in reference.batches.items()}
+        expected = {
+            key: [event for event in batch if times_of.holds(event[0])] for key, batch in reference.batches.items()
+        }
         # The same batches per key (the order of the keys may differ: a job's first event may be outside).
         assert _typed(sorted(kept.batches.items())) == _typed(sorted((k, v) for k, v in expected.items() if v))
         assert kept.read == reference.read
         # Only a scheduler file's events set the clock (fleet_goodput/core/asof.py): another's give no times.
         # A stated file's slice states its periods up to the slice's end (fleet_goodput/telemetry/observed.py).
-        assert kept.kept_times == (kept_times((event[0], key) for key, batch in expected.items()
-                                                  for event in batch if event[0] <= clock_horizon_us())
-                                     + clock_periods(observed.sliced(reference.observed, times_of.since_us,
-                                                                     times_of.until_us))
-                                     if stream == CLOCK_STREAM else [])
+        assert kept.kept_times == (
+            kept_times(
+                (event[0], key) for key, batch in expected.items() for event in batch if event[0] <= clock_horizon_us()
+            )
+            + clock_periods(observed.sliced(reference.observed, times_of.since_us, times_of.until_us))
+            if stream == CLOCK_STREAM
+            else []
+        )
 
 
 @pytest.fixture(scope="module")
@@ -88,14 +92,30 @@ def test_simulated_files_decode_as_the_reference_does(simulated, stream):
 
 
 def _runtime(n: int, **fields) -> dict:
-    return {"event_id": f"r{n}", "event_time": T0 + n * 1_000_000, "job_id": "job-1", "type": "STEP_START",
-            "step": n, "attempt": None, **fields}
+    return {
+        "event_id": f"r{n}",
+        "event_time": T0 + n * 1_000_000,
+        "job_id": "job-1",
+        "type": "STEP_START",
+        "step": n,
+        "attempt": None,
+        **fields,
+    }
 
 
 def _profile(n: int, **fields) -> dict:
-    return {"event_id": f"p{n}", "event_time": T0 + n * 1_000_000, "job_id": "job-1", "step": n,
-            "duration_s": 0.5, "chips": 8, "ideal_flops": 1e15, "flops_source": "ANALYTIC",
-            "bytes_accessed": None, **fields}
+    return {
+        "event_id": f"p{n}",
+        "event_time": T0 + n * 1_000_000,
+        "job_id": "job-1",
+        "step": n,
+        "duration_s": 0.5,
+        "chips": 8,
+        "ideal_flops": 1e15,
+        "flops_source": "ANALYTIC",
+        "bytes_accessed": None,
+        **fields,
+    }
 
 
 def _file(stream: str, records: list[dict], codec: str = "deflate", schema: dict | None = None) -> bytes:
@@ -160,11 +180,23 @@ def test_a_doubtful_profiler_row_sends_its_file_to_the_reference(name):
 
 
 def test_clean_rows_of_every_shape_take_the_fast_path():
-    codes = ("INIT_START", "INIT_END", "COMPILE_START", "COMPILE_END", "STEP_START", "STEP_END",
-             "CHECKPOINT_SAVE_START", "CHECKPOINT_SAVE_END", "CHECKPOINT_RESTORE_START",
-             "CHECKPOINT_RESTORE_END", "DATA_WAIT_START", "DATA_WAIT_END")
-    records = [_runtime(n, type=code, job_id=f"job-{n % 3}", step=None if n % 2 else n)
-               for n, code in enumerate(codes * 3)]
+    codes = (
+        "INIT_START",
+        "INIT_END",
+        "COMPILE_START",
+        "COMPILE_END",
+        "STEP_START",
+        "STEP_END",
+        "CHECKPOINT_SAVE_START",
+        "CHECKPOINT_SAVE_END",
+        "CHECKPOINT_RESTORE_START",
+        "CHECKPOINT_RESTORE_END",
+        "DATA_WAIT_START",
+        "DATA_WAIT_END",
+    )
+    records = [
+        _runtime(n, type=code, job_id=f"job-{n % 3}", step=None if n % 2 else n) for n, code in enumerate(codes * 3)
+    ]
     data = _file("runtime", records)
     assert _clean_columns("runtime", data) is not None
     _assert_same_as_reference("runtime", data)
@@ -220,8 +252,11 @@ def test_a_writer_schema_worded_differently_takes_the_fast_path():
     """Docs are no part of the bytes: a writer whose copy of the contract words them differently
     (an older copy of this project's schemas, say) is read by the fast path all the same."""
     reworded = schemas.schema_json("profiler")
-    reworded = {**reworded, "doc": "a writer's own wording",
-                "fields": [{**field, "doc": f"about {field['name']}"} for field in reworded["fields"]]}
+    reworded = {
+        **reworded,
+        "doc": "a writer's own wording",
+        "fields": [{**field, "doc": f"about {field['name']}"} for field in reworded["fields"]],
+    }
     data = _file("profiler", [_profile(n) for n in range(10)], schema=fastavro.parse_schema(reworded, named_schemas={}))
     assert _clean_columns("profiler", data) is not None
     _assert_same_as_reference("profiler", data)

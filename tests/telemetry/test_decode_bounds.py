@@ -52,14 +52,30 @@ HOSTILE = {
     "array of 2^40 null items": (hostile_avro.zero_byte_array, 1, 0, [(hostile_avro.ZERO_BYTE_ARRAY_REASON, 1)]),
     "record nested 500,000 deep": (hostile_avro.deeply_nested, 1, 0, [(hostile_avro.RECURSIVE_REASON, 1)]),
     # The one record it holds is read; the 2^31 - 1 it only declares are one unknowable stretch.
-    "block declaring 2^31 records, holding one": (hostile_avro.overclaiming_block, 2, 1,
-                                                  [(hostile_avro.OVERCLAIM_REASON, 1)]),
-    "file ending inside a block declaring 2^31 records": (hostile_avro.truncated_overclaiming_block, 1, 0,
-                                                          [(hostile_avro.TRUNCATED_OVERCLAIM_REASON, 1)]),
+    "block declaring 2^31 records, holding one": (
+        hostile_avro.overclaiming_block,
+        2,
+        1,
+        [(hostile_avro.OVERCLAIM_REASON, 1)],
+    ),
+    "file ending inside a block declaring 2^31 records": (
+        hostile_avro.truncated_overclaiming_block,
+        1,
+        0,
+        [(hostile_avro.TRUNCATED_OVERCLAIM_REASON, 1)],
+    ),
     "deflate block declaring 2^31 records that does not decompress": (
-        hostile_avro.undecompressable_overclaiming_block, 1, 0, [(hostile_avro.UNDECOMPRESSABLE_OVERCLAIM_REASON, 1)]),
+        hostile_avro.undecompressable_overclaiming_block,
+        1,
+        0,
+        [(hostile_avro.UNDECOMPRESSABLE_OVERCLAIM_REASON, 1)],
+    ),
     "deflate block of one record that decompresses to 80 MiB": (
-        hostile_avro.deflate_bomb, 1, 0, [(hostile_avro.bomb_reason(RECORD), 1)]),
+        hostile_avro.deflate_bomb,
+        1,
+        0,
+        [(hostile_avro.bomb_reason(RECORD), 1)],
+    ),
 }
 
 
@@ -94,9 +110,14 @@ print(json.dumps({{"listed": [[f.path, f.size, f.sha256] for f in listed],
                   "chunked": [[d.read, [[r["reason"], r["records"], r["source"]] for r in d.rejected]] for d in chunked]}}))
 """
     got = json.loads(hostile_avro.run_bounded(code).stdout)
-    reasons = [hostile_avro.not_a_regular_file_reason(kind) for kind in (
-        "a named pipe (FIFO)", "a symbolic link to a character device (/dev/zero)",
-        f"a symbolic link to a named pipe (FIFO) ({folder / 'a-pipe.avro'})")]
+    reasons = [
+        hostile_avro.not_a_regular_file_reason(kind)
+        for kind in (
+            "a named pipe (FIFO)",
+            "a symbolic link to a character device (/dev/zero)",
+            f"a symbolic link to a named pipe (FIFO) ({folder / 'a-pipe.avro'})",
+        )
+    ]
     paths = [str(folder / name) for name in ("a-pipe.avro", "b-zero.avro", "c-link-to-pipe.avro")]
     assert [(path, size) for path, size, _ in got["listed"]] == [(path, 0) for path in paths]
     assert len({sha for _, _, sha in got["listed"]}) == 3  # each its own: none is taken for a copy of another
@@ -120,37 +141,94 @@ def test_the_contract_schemas_give_the_fewest_bytes_a_record_takes():
     """Runtime: four 1-byte values and two union indexes; scheduler: fourteen 1-byte values (a union's
     index, an int, a string's length, an enum's index; the last two are `queue`'s and `reason`'s union
     indexes); profiler: two doubles and eight 1-byte values."""
-    assert {stream: record_bytes_at_least(json.dumps(schemas.schema_json(stream))) for stream in schemas.STREAMS} == \
-        {"scheduler": 14, "runtime": 6, "profiler": 24}
+    assert {stream: record_bytes_at_least(json.dumps(schemas.schema_json(stream))) for stream in schemas.STREAMS} == {
+        "scheduler": 14,
+        "runtime": 6,
+        "profiler": 24,
+    }
 
 
-@pytest.mark.parametrize("avro_type, bytes_", [
-    (nested_arrays(MAX_SCHEMA_DEPTH - 2), 1),  # as deep as may be: record, field, then the arrays
-    ({"type": "map", "values": "null"}, 1),  # a map's entries each take a key's byte
-    ({"type": "array", "items": {"type": "record", "name": "Pair", "fields": [{"name": "a", "type": "null"},
-                                                                           {"name": "b", "type": "int"}]}}, 1),
-    ({"type": "fixed", "name": "Digest", "size": 32}, 32),
-    ({"type": "record", "name": "Outer", "fields": [
-        {"name": "first", "type": {"type": "record", "name": "Leaf", "fields": [{"name": "x", "type": "double"}]}},
-        {"name": "second", "type": "Leaf"}]}, 16),  # a named type used twice is no recursion
-], ids=["deepest-allowed", "map-of-null", "array-of-records", "fixed", "named-type-reused"])
+@pytest.mark.parametrize(
+    "avro_type, bytes_",
+    [
+        (nested_arrays(MAX_SCHEMA_DEPTH - 2), 1),  # as deep as may be: record, field, then the arrays
+        ({"type": "map", "values": "null"}, 1),  # a map's entries each take a key's byte
+        (
+            {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "Pair",
+                    "fields": [{"name": "a", "type": "null"}, {"name": "b", "type": "int"}],
+                },
+            },
+            1,
+        ),
+        ({"type": "fixed", "name": "Digest", "size": 32}, 32),
+        (
+            {
+                "type": "record",
+                "name": "Outer",
+                "fields": [
+                    {
+                        "name": "first",
+                        "type": {"type": "record", "name": "Leaf", "fields": [{"name": "x", "type": "double"}]},
+                    },
+                    {"name": "second", "type": "Leaf"},
+                ],
+            },
+            16,
+        ),  # a named type used twice is no recursion
+    ],
+    ids=["deepest-allowed", "map-of-null", "array-of-records", "fixed", "named-type-reused"],
+)
 def test_a_schema_that_bounds_its_values_is_accepted(avro_type, bytes_):
     assert record_bytes_at_least(schema_with(avro_type)) == 6 + bytes_
 
 
-@pytest.mark.parametrize("avro_type, problem", [
-    (nested_arrays(MAX_SCHEMA_DEPTH), f"its writer schema nests deeper than {MAX_SCHEMA_DEPTH} levels"),
-    ({"type": "array", "items": {"type": "record", "name": "Empty", "fields": []}},
-     'its writer schema has an array of items that take no bytes ({"type": "record", "name": "Empty", "fields": []})'),
-    ({"type": "array", "items": {"type": "fixed", "name": "Nothing", "size": 0}},
-     "its writer schema has an array of items that take no bytes"),
-    ({"type": "record", "name": "A", "namespace": "x.y", "fields": [{"name": "b", "type": {
-        "type": "record", "name": "B", "fields": [{"name": "a", "type": ["null", "x.y.A"]}]}}]},
-     "its writer schema's type x.y.A contains itself"),
-    ({"type": "record", "name": "Tree", "fields": [{"name": "children", "type": {"type": "array", "items": "Tree"}}]},
-     "its writer schema's type Tree contains itself"),
-], ids=["too-deep", "array-of-empty-records", "array-of-empty-fixed", "recursion-through-another-type",
-        "recursion-through-an-array"])
+@pytest.mark.parametrize(
+    "avro_type, problem",
+    [
+        (nested_arrays(MAX_SCHEMA_DEPTH), f"its writer schema nests deeper than {MAX_SCHEMA_DEPTH} levels"),
+        (
+            {"type": "array", "items": {"type": "record", "name": "Empty", "fields": []}},
+            'its writer schema has an array of items that take no bytes ({"type": "record", "name": "Empty", "fields": []})',
+        ),
+        (
+            {"type": "array", "items": {"type": "fixed", "name": "Nothing", "size": 0}},
+            "its writer schema has an array of items that take no bytes",
+        ),
+        (
+            {
+                "type": "record",
+                "name": "A",
+                "namespace": "x.y",
+                "fields": [
+                    {
+                        "name": "b",
+                        "type": {"type": "record", "name": "B", "fields": [{"name": "a", "type": ["null", "x.y.A"]}]},
+                    }
+                ],
+            },
+            "its writer schema's type x.y.A contains itself",
+        ),
+        (
+            {
+                "type": "record",
+                "name": "Tree",
+                "fields": [{"name": "children", "type": {"type": "array", "items": "Tree"}}],
+            },
+            "its writer schema's type Tree contains itself",
+        ),
+    ],
+    ids=[
+        "too-deep",
+        "array-of-empty-records",
+        "array-of-empty-fixed",
+        "recursion-through-another-type",
+        "recursion-through-an-array",
+    ],
+)
 def test_a_schema_that_bounds_nothing_is_refused(avro_type, problem):
     with pytest.raises(UnsafeSchema) as refused:
         record_bytes_at_least(schema_with(avro_type))
@@ -159,7 +237,9 @@ def test_a_schema_that_bounds_nothing_is_refused(avro_type, problem):
 
 def test_a_zero_byte_record_and_a_schema_nested_past_the_json_parser_are_refused():
     with pytest.raises(UnsafeSchema, match="a record of its writer schema can take no bytes at all"):
-        record_bytes_at_least(json.dumps({"type": "record", "name": "Nothing", "fields": [{"name": "n", "type": "null"}]}))
+        record_bytes_at_least(
+            json.dumps({"type": "record", "name": "Nothing", "fields": [{"name": "n", "type": "null"}]})
+        )
     with pytest.raises(UnsafeSchema, match=f"nests deeper than {MAX_SCHEMA_DEPTH} levels"):
         record_bytes_at_least("[" * 500_000 + "]" * 500_000)
 

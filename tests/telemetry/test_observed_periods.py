@@ -41,14 +41,27 @@ ACCELERATORS = SETTINGS.accelerators
 
 
 def _scheduler(event_id, time_us, kind, cluster, accelerator, chips, job_id=None):
-    return {"event_id": event_id, "event_time": time_us, "job_id": job_id, "type": kind, "cluster": cluster,
-            "accelerator": accelerator, "chips": chips, "workload": "TRAINING" if kind == "SUBMIT" else None,
-            "framework": None, "team": None, "topology": None, "priority": None}
+    return {
+        "event_id": event_id,
+        "event_time": time_us,
+        "job_id": job_id,
+        "type": kind,
+        "cluster": cluster,
+        "accelerator": accelerator,
+        "chips": chips,
+        "workload": "TRAINING" if kind == "SUBMIT" else None,
+        "framework": None,
+        "team": None,
+        "topology": None,
+        "priority": None,
+    }
 
 
 def _job(job_id, cluster, accelerator, chips, submit_us, start_us, end_us=None):
-    records = [_scheduler(f"{job_id}-s", submit_us, "SUBMIT", cluster, accelerator, chips, job_id),
-               _scheduler(f"{job_id}-a", start_us, "ALLOCATE", cluster, accelerator, chips, job_id)]
+    records = [
+        _scheduler(f"{job_id}-s", submit_us, "SUBMIT", cluster, accelerator, chips, job_id),
+        _scheduler(f"{job_id}-a", start_us, "ALLOCATE", cluster, accelerator, chips, job_id),
+    ]
     if end_us is not None:
         records.append(_scheduler(f"{job_id}-f", end_us, "FINISH", cluster, accelerator, 0, job_id))
     return records
@@ -57,9 +70,12 @@ def _job(job_id, cluster, accelerator, chips, submit_us, start_us, end_us=None):
 def _fleet(folder: Path, *extra: dict, periods=None) -> Path:
     """`busy`: 8 h100 online since 2025-12-20 (a level from before anyone looked), job A holds all 8 from
     01:00 to 03:00; `quiet`: 4 tpu-v5e, no job. Observed: busy 00:00 .. 06:00, quiet 00:00 .. 04:00."""
-    records = [_scheduler("cap-busy", T0 - 12 * DAY_US, "CAPACITY", "busy", "h100", 8),
-               _scheduler("cap-quiet", T0, "CAPACITY", "quiet", "tpu-v5e", 4),
-               *_job("job-a", "busy", "h100", 8, T0 + HOUR_US, T0 + HOUR_US, T0 + 3 * HOUR_US), *extra]
+    records = [
+        _scheduler("cap-busy", T0 - 12 * DAY_US, "CAPACITY", "busy", "h100", 8),
+        _scheduler("cap-quiet", T0, "CAPACITY", "quiet", "tpu-v5e", 4),
+        *_job("job-a", "busy", "h100", 8, T0 + HOUR_US, T0 + HOUR_US, T0 + 3 * HOUR_US),
+        *extra,
+    ]
     periods = periods or {"busy": (T0, T0 + 6 * HOUR_US), "quiet": (T0, T0 + 4 * HOUR_US)}
     write_events(folder / "scheduler" / "part-0.avro", "scheduler", records, observed=periods)
     return folder
@@ -67,16 +83,24 @@ def _fleet(folder: Path, *extra: dict, periods=None) -> Path:
 
 def _figures(output: Path) -> dict:
     with connect(output) as connection:
-        return {name: connection.execute(query).fetchall() for name, query in {
-            "capacity": "select cluster, sum(capacity_chip_s) from capacity_window group by all order by all",
-            "jobs": "select job_id, lifetime_chip_s, all_allocated_chip_s from job_goodput order by all",
-            "fleet": "select sum(capacity_chip_s), sum(all_allocated_chip_s) from fleet_daily"}.items()}
+        return {
+            name: connection.execute(query).fetchall()
+            for name, query in {
+                "capacity": "select cluster, sum(capacity_chip_s) from capacity_window group by all order by all",
+                "jobs": "select job_id, lifetime_chip_s, all_allocated_chip_s from job_goodput order by all",
+                "fleet": "select sum(capacity_chip_s), sum(all_allocated_chip_s) from fleet_daily",
+            }.items()
+        }
 
 
 # ---- the statement and the clock ------------------------------------------------------------------
 def test_stated_periods_merge_to_each_clusters_earliest_start_and_latest_end_however_grouped():
-    parts = [observed_entries({"a": (10, 20)}), observed_entries({"a": (5, 15), "b": (7, 30)}),
-             [(12, "job-x"), (25, "job-y")], observed_entries({"b": (9, 40)})]
+    parts = [
+        observed_entries({"a": (10, 20)}),
+        observed_entries({"a": (5, 15), "b": (7, 30)}),
+        [(12, "job-x"), (25, "job-y")],
+        observed_entries({"b": (9, 40)}),
+    ]
     for order in itertools.permutations(parts):
         merged = kept_times(kept_times(*order[:2]), kept_times(*order[2:]))
         assert observed_periods(merged) == {"a": (5, 20), "b": (7, 40)}
@@ -85,25 +109,42 @@ def test_stated_periods_merge_to_each_clusters_earliest_start_and_latest_end_how
     assert clock_time(kept_times([(12, "job-x"), (25, "job-y")])) == 25
 
 
-@pytest.mark.parametrize("value, why", [
-    ({"a": [20, 10]}, "impossible period"), ({"a": [1.5e15, 1.6e15]}, "integer microseconds"),
-    ({"a": [True, 1_767_225_600_000_000]}, "integer microseconds"), ({"": [T0, T0]}, "empty cluster name"),
-    ({"a\x00": [T0, T0]}, "control characters"), ([], "not an object of clusters"), ({"a": [T0]}, "from_us, to_us")])
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        ({"a": [20, 10]}, "impossible period"),
+        ({"a": [1.5e15, 1.6e15]}, "integer microseconds"),
+        ({"a": [True, 1_767_225_600_000_000]}, "integer microseconds"),
+        ({"": [T0, T0]}, "empty cluster name"),
+        ({"a\x00": [T0, T0]}, "control characters"),
+        ([], "not an object of clusters"),
+        ({"a": [T0]}, "from_us, to_us"),
+    ],
+)
 def test_a_malformed_statement_says_what_is_wrong(value, why):
     with pytest.raises(observed.BadStatement, match=why):
         observed.check_periods(value)
 
 
 def test_a_stated_file_holds_capacity_to_its_start_and_rejects_what_is_past_its_end(tmp_path):
-    path = _fleet(tmp_path, _scheduler("cap-ahead", T0 + 16 * HOUR_US, "CAPACITY", "busy", "h100", 800),
-                  _scheduler("b-s", T0 + 6 * HOUR_US + 1, "SUBMIT", "busy", "h100", 8, "job-b")) / "scheduler" / "part-0.avro"
+    path = (
+        _fleet(
+            tmp_path,
+            _scheduler("cap-ahead", T0 + 16 * HOUR_US, "CAPACITY", "busy", "h100", 800),
+            _scheduler("b-s", T0 + 6 * HOUR_US + 1, "SUBMIT", "busy", "h100", 8, "job-b"),
+        )
+        / "scheduler"
+        / "part-0.avro"
+    )
     decoded = decode_file("scheduler", str(path), io.BytesIO(path.read_bytes()), ACCELERATORS)
     times = {event[2]: event[0] for batch in decoded.batches.values() for event in batch}
     assert times["cap-busy"] == T0  # 12 days before anyone looked: held from the start of the observation
     assert "cap-ahead" not in times and "b-s" not in times
     reasons = {row["event_id"]: row["reason"] for row in decoded.rejected}
-    assert reasons["cap-ahead"].startswith("dated 10.0 h after the end of cluster busy's period its file states "
-                                           "it observed (2026-01-01T06:00:00Z): a clock ahead")
+    assert reasons["cap-ahead"].startswith(
+        "dated 10.0 h after the end of cluster busy's period its file states "
+        "it observed (2026-01-01T06:00:00Z): a clock ahead"
+    )
     assert reasons["b-s"].startswith("dated 1 s after the end of cluster busy's period")
     assert decoded.read == len(times) + len(decoded.rejected)
     assert decoded.observed == {"busy": (T0, T0 + 6 * HOUR_US), "quiet": (T0, T0 + 4 * HOUR_US)}
@@ -112,8 +153,12 @@ def test_a_stated_file_holds_capacity_to_its_start_and_rejects_what_is_past_its_
 def test_a_malformed_statement_rejects_the_files_events_with_the_reason(tmp_path):
     path = tmp_path / "bad.avro"
     with open(path, "wb") as out:
-        fastavro.writer(out, fastavro.parse_schema(_schema()), [_scheduler("c", T0, "CAPACITY", "a", "h100", 8)],
-                        metadata={observed.META_KEY: '{"a": [5, 1]}'})
+        fastavro.writer(
+            out,
+            fastavro.parse_schema(_schema()),
+            [_scheduler("c", T0, "CAPACITY", "a", "h100", 8)],
+            metadata={observed.META_KEY: '{"a": [5, 1]}'},
+        )
     decoded = decode_file("scheduler", str(path), io.BytesIO(path.read_bytes()), ACCELERATORS)
     assert not decoded.batches and decoded.read == 1
     assert "statement of what it observed is malformed" in decoded.rejected[0]["reason"]
@@ -147,8 +192,11 @@ def test_events_past_their_files_stated_end_change_no_figure_and_are_counted(tmp
     """A capacity level restated with a clock 10 h ahead (local time written as UTC) and a SUBMIT 11
     months ahead: rejected with their reason, every figure and the as-of as without them."""
     clean = run_batch(str(_fleet(tmp_path / "clean")), str(tmp_path / "clean-out"), SETTINGS)
-    ahead = _fleet(tmp_path / "ahead", _scheduler("cap-ahead", T0 + 16 * HOUR_US, "CAPACITY", "busy", "h100", 8),
-                   *_job("job-far", "busy", "h100", 8, T0 + 334 * DAY_US, T0 + 334 * DAY_US))
+    ahead = _fleet(
+        tmp_path / "ahead",
+        _scheduler("cap-ahead", T0 + 16 * HOUR_US, "CAPACITY", "busy", "h100", 8),
+        *_job("job-far", "busy", "h100", 8, T0 + 334 * DAY_US, T0 + 334 * DAY_US),
+    )
     outcome = run_batch(str(ahead), str(tmp_path / "ahead-out"), SETTINGS)
     assert outcome.manifest["as_of_us"] == clean.manifest["as_of_us"] == T0 + 4 * HOUR_US
     assert _figures(tmp_path / "ahead-out") == _figures(tmp_path / "clean-out")
@@ -168,15 +216,22 @@ def test_a_wrong_folder_is_refused_before_anything_is_computed(tmp_path, capsys)
     assert main(["-q", "run", "--input", str(_fleet(tmp_path / "day")), "--output", str(store)]) == 0
     later = T0 + 334 * DAY_US
     wrong = tmp_path / "wrong"
-    write_events(wrong / "scheduler" / "part-0.avro", "scheduler",
-                 [_scheduler("cap-late", later, "CAPACITY", "busy", "h100", 8),
-                  *_job("job-late", "busy", "h100", 8, later, later)],
-                 observed={"busy": (later, later + HOUR_US), "quiet": (later, later + HOUR_US)})
+    write_events(
+        wrong / "scheduler" / "part-0.avro",
+        "scheduler",
+        [
+            _scheduler("cap-late", later, "CAPACITY", "busy", "h100", 8),
+            *_job("job-late", "busy", "h100", 8, later, later),
+        ],
+        observed={"busy": (later, later + HOUR_US), "quiet": (later, later + HOUR_US)},
+    )
     capsys.readouterr()
     assert main(["-q", "run", "--input", str(wrong), "--output", str(store)]) == exits.USAGE
     refused = capsys.readouterr().err
-    assert ("the new files state cluster 'busy' observed from 2026-12-01T00:00:00Z, 333 days 18 h after the store's "
-            "observation of it ended at 2026-01-01T06:00:00Z") in refused
+    assert (
+        "the new files state cluster 'busy' observed from 2026-12-01T00:00:00Z, 333 days 18 h after the store's "
+        "observation of it ended at 2026-01-01T06:00:00Z"
+    ) in refused
     assert "Nothing was committed" in refused and "--confirm_as_of" in refused
     assert len(Store(store).runs()) == 1
     with pytest.raises(SuspiciousAsOf):  # the notebook API refuses it the same way
@@ -190,15 +245,31 @@ def _quiet_days(root: Path) -> list[Path]:
     """Three daily deliveries of a collector that states each cluster observed from the first day's
     midnight to the next midnight: day 1 has job A (01:00-03:00), day 2 nothing at all, day 3 job B
     (09:00-10:00). No stray event of another job keeps the clock moving."""
-    days = [[_scheduler("cap", T0, "CAPACITY", "busy", "h100", 8),
-             *_job("job-a", "busy", "h100", 8, T0 + HOUR_US, T0 + HOUR_US, T0 + 3 * HOUR_US)],
-            [], _job("job-b", "busy", "h100", 8, T0 + 2 * DAY_US + 9 * HOUR_US, T0 + 2 * DAY_US + 9 * HOUR_US,
-                     T0 + 2 * DAY_US + 10 * HOUR_US)]
+    days = [
+        [
+            _scheduler("cap", T0, "CAPACITY", "busy", "h100", 8),
+            *_job("job-a", "busy", "h100", 8, T0 + HOUR_US, T0 + HOUR_US, T0 + 3 * HOUR_US),
+        ],
+        [],
+        _job(
+            "job-b",
+            "busy",
+            "h100",
+            8,
+            T0 + 2 * DAY_US + 9 * HOUR_US,
+            T0 + 2 * DAY_US + 9 * HOUR_US,
+            T0 + 2 * DAY_US + 10 * HOUR_US,
+        ),
+    ]
     folders = []
     for number, records in enumerate(days):
         folder = root / f"day-{number + 1}"
-        write_events(folder / "scheduler" / "poll.avro", "scheduler", records,
-                     observed={"busy": (T0, T0 + (number + 1) * DAY_US)})
+        write_events(
+            folder / "scheduler" / "poll.avro",
+            "scheduler",
+            records,
+            observed={"busy": (T0, T0 + (number + 1) * DAY_US)},
+        )
         folders.append(folder)
     return folders
 
@@ -215,8 +286,11 @@ def test_quiet_hours_across_midnight_complete_every_day_and_the_gate_says_why_wh
     # Day 2: 8 chips online for 24 h, none held: SG 0, the day complete though nothing happened.
     with connect(store) as connection:
         days = connection.execute("select day::varchar, capacity_chip_s, sg from fleet_daily order by day").fetchall()
-    assert days == [("2026-01-01", 8 * 86_400.0, 2 / 24), ("2026-01-02", 8 * 86_400.0, 0.0),
-                    ("2026-01-03", 8 * 86_400.0, 1 / 24)]
+    assert days == [
+        ("2026-01-01", 8 * 86_400.0, 2 / 24),
+        ("2026-01-02", 8 * 86_400.0, 0.0),
+        ("2026-01-03", 8 * 86_400.0, 1 / 24),
+    ]
     capsys.readouterr()
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["report", "--output", str(store), "--date", "2026-01-04", "--require-complete"]) == exits.FAILED
@@ -259,30 +333,71 @@ def test_a_finished_log_imported_alone_gets_its_figures_from_a_plain_run(tmp_pat
 
 # ---- a Kubernetes watch: capacity from the watch's start, not from a node's Ready transition ---------
 def _node_event(change: str, heartbeat: str, kind_of_file: str = "watch") -> dict:
-    node = {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": "n1", "uid": "uid-n1", "resourceVersion": heartbeat[11:13],
-                         "labels": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
-                         "creationTimestamp": "2025-12-20T00:00:00Z"},
-            "spec": {}, "status": {"allocatable": {"nvidia.com/gpu": "8"}, "conditions": [
-                {"type": "Ready", "status": "True", "reason": "KubeletReady",
-                 "lastHeartbeatTime": heartbeat, "lastTransitionTime": "2025-12-20T00:01:00Z"}]}}
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "n1",
+            "uid": "uid-n1",
+            "resourceVersion": heartbeat[11:13],
+            "labels": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
+            "creationTimestamp": "2025-12-20T00:00:00Z",
+        },
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "8"},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "lastHeartbeatTime": heartbeat,
+                    "lastTransitionTime": "2025-12-20T00:01:00Z",
+                }
+            ],
+        },
+    }
     return {"type": change, "object": node} if kind_of_file == "watch" else node
 
 
 # A Job of one H100 GPU: created 01:00, running from 01:00, complete at 02:00.
-_JOB_SNAPSHOTS = (("ADDED", "7", {}), ("MODIFIED", "8", {"startTime": "2026-01-01T01:00:00Z", "ready": 1, "active": 1}),
-                  ("MODIFIED", "9", {"startTime": "2026-01-01T01:00:00Z", "succeeded": 1, "conditions": [
-                      {"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T02:00:00Z"}]}))
+_JOB_SNAPSHOTS = (
+    ("ADDED", "7", {}),
+    ("MODIFIED", "8", {"startTime": "2026-01-01T01:00:00Z", "ready": 1, "active": 1}),
+    (
+        "MODIFIED",
+        "9",
+        {
+            "startTime": "2026-01-01T01:00:00Z",
+            "succeeded": 1,
+            "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T02:00:00Z"}],
+        },
+    ),
+)
 
 
 def _job_object(version: str, status: dict) -> dict:
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": "probe", "namespace": "ml", "uid": "u-probe", "resourceVersion": version,
-                         "creationTimestamp": "2026-01-01T01:00:00Z"},
-            "spec": {"parallelism": 1, "template": {"spec": {
-                "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
-                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
-            "status": status}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "probe",
+            "namespace": "ml",
+            "uid": "u-probe",
+            "resourceVersion": version,
+            "creationTimestamp": "2026-01-01T01:00:00Z",
+        },
+        "spec": {
+            "parallelism": 1,
+            "template": {
+                "spec": {
+                    "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
+                    "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                }
+            },
+        },
+        "status": status,
+    }
 
 
 @pytest.mark.slow
@@ -294,10 +409,16 @@ def test_a_watch_counts_capacity_from_its_start_and_a_relist_appended_changes_no
 
     watch = tmp_path / "watch" / "nodes.jsonl"
     watch.parent.mkdir()
-    watch.write_text("".join(json.dumps(_node_event(change, heartbeat)) + "\n" for change, heartbeat in
-                             (("ADDED", "2026-01-01T00:00:00Z"), ("MODIFIED", "2026-01-01T06:00:00Z")))
-                     + "".join(json.dumps({"type": change, "object": _job_object(version, status)}) + "\n"
-                               for change, version, status in _JOB_SNAPSHOTS))
+    watch.write_text(
+        "".join(
+            json.dumps(_node_event(change, heartbeat)) + "\n"
+            for change, heartbeat in (("ADDED", "2026-01-01T00:00:00Z"), ("MODIFIED", "2026-01-01T06:00:00Z"))
+        )
+        + "".join(
+            json.dumps({"type": change, "object": _job_object(version, status)}) + "\n"
+            for change, version, status in _JOB_SNAPSHOTS
+        )
+    )
     command = ["-q", "import", "kubernetes", "--cluster", "gke-1", "--out", str(tmp_path / "in"), "--append"]
     assert main([*command[:3], str(watch), *command[3:]]) == 0
     outcome = run_batch(str(tmp_path / "in"), str(tmp_path / "out"), SETTINGS)
@@ -308,9 +429,15 @@ def test_a_watch_counts_capacity_from_its_start_and_a_relist_appended_changes_no
 
     relist = tmp_path / "relist" / "nodes.json"
     relist.parent.mkdir()
-    relist.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
-                                  "items": [_node_event("ADDED", "2026-01-01T06:00:00Z", "list"),
-                                            _job_object(*_JOB_SNAPSHOTS[-1][1:])]}))
+    relist.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [_node_event("ADDED", "2026-01-01T06:00:00Z", "list"), _job_object(*_JOB_SNAPSHOTS[-1][1:])],
+            }
+        )
+    )
     before = sorted(path.name for path in (tmp_path / "in" / "scheduler").iterdir())
     assert main([*command[:3], str(relist), *command[3:]]) == 0
     assert sorted(path.name for path in (tmp_path / "in" / "scheduler").iterdir()) == before
@@ -320,9 +447,15 @@ def test_of_the_levels_before_a_stated_start_the_latest_holds_there(tmp_path):
     """Levels of 8 (12 days before) and 6 chips (a day before) before the stated start: 6 holds from the
     start, and the earlier level is set aside as superseded, counted, with its reason."""
     path = tmp_path / "scheduler" / "part-0.avro"
-    write_events(path, "scheduler", [_scheduler("early", T0 - 12 * DAY_US, "CAPACITY", "busy", "h100", 8),
-                                     _scheduler("later", T0 - DAY_US, "CAPACITY", "busy", "h100", 6)],
-                 observed={"busy": (T0, T0 + HOUR_US)})
+    write_events(
+        path,
+        "scheduler",
+        [
+            _scheduler("early", T0 - 12 * DAY_US, "CAPACITY", "busy", "h100", 8),
+            _scheduler("later", T0 - DAY_US, "CAPACITY", "busy", "h100", 6),
+        ],
+        observed={"busy": (T0, T0 + HOUR_US)},
+    )
     decoded = decode_file("scheduler", str(path), io.BytesIO(path.read_bytes()), ACCELERATORS)
     (batch,) = decoded.batches.values()
     assert [(event[2], event[0], event[4][0]) for event in batch] == [("later", T0, 6)]

@@ -55,13 +55,15 @@ def test_a_recorded_loop_through_mpg_run(tmp_path):
     runtime = read_stream(telemetry, "runtime")
     steps = [r for r in runtime if r["type"].startswith("STEP")]
     assert [(r["type"], r["step"]) for r in steps] == [
-        (edge, step) for step in range(1, 13) for edge in ("STEP_START", "STEP_END")]
+        (edge, step) for step in range(1, 13) for edge in ("STEP_START", "STEP_END")
+    ]
     for start, end in zip(steps[::2], steps[1::2]):
         low, high = brackets[start["step"]]
         assert low <= micros(start) <= micros(end) <= high
     assert {r["attempt"] for r in runtime} == {0} and len({r["event_id"] for r in runtime}) == len(runtime)
     assert [(r["step"], r["duration_s"]) for r in read_stream(telemetry, "profiler")] == [
-        (step, 0.002) for step in range(1, 13)]
+        (step, 0.002) for step in range(1, 13)
+    ]
 
     first_us, last_us = micros(runtime[0]), micros(runtime[-1])
     write_job_scheduler(telemetry, JOB, CHIPS, first_us - 1_000_000, last_us + 1_000_000)
@@ -114,8 +116,9 @@ def test_sigterm_writes_the_rest_then_ends_the_process(tmp_path):
     assert [r["step"] for r in read_stream(tmp_path, "runtime") if r["type"] == "STEP_END"] == [1, 2, 3]
 
 
-def _killed_loop(telemetry: Path, recorder_arguments: str, step_s: float, files: int, timeout_s: float,
-                 before: str = "") -> int:
+def _killed_loop(
+    telemetry: Path, recorder_arguments: str, step_s: float, files: int, timeout_s: float, before: str = ""
+) -> int:
     """Run a training loop recording into `telemetry` in a process of its own, SIGKILL it once `files`
     runtime files are on disk (the test fails if none come within `timeout_s`); its return code."""
     script = f"""
@@ -145,13 +148,21 @@ def test_a_killed_recorder_leaves_only_complete_files_that_mpg_run_reads(tmp_pat
     telemetry = tmp_path / "in"
     assert _killed_loop(telemetry, ", roll_seconds=0.02", 0.0005, files=5, timeout_s=60) == -signal.SIGKILL
     runtime = read_stream(telemetry, "runtime")  # every visible file reads whole
-    assert runtime and all(path.suffix == ".avro" or path.name.startswith(".")
-                           for path in (telemetry / "runtime").iterdir())
+    assert runtime and all(
+        path.suffix == ".avro" or path.name.startswith(".") for path in (telemetry / "runtime").iterdir()
+    )
     assert [r["step"] for r in runtime if r["type"] == "STEP_END"] == list(range(1, len(runtime) // 2 + 1))
     write_job_scheduler(telemetry, JOB, CHIPS, micros(runtime[0]) - 1_000_000, micros(runtime[-1]) + 1_000_000)
     manifest, job = _run(telemetry, tmp_path / "out")
-    assert manifest["streams"]["runtime"] == {"read": len(runtime), "accepted": len(runtime), "duplicate": 0,
-                                              "rejected": 0, "late": 0, "waiting": 0, "reconciles": True}
+    assert manifest["streams"]["runtime"] == {
+        "read": len(runtime),
+        "accepted": len(runtime),
+        "duplicate": 0,
+        "rejected": 0,
+        "late": 0,
+        "waiting": 0,
+        "reconciles": True,
+    }
     assert job["productive_chip_s"] > 0
 
 
@@ -165,11 +176,14 @@ def test_a_full_queue_drops_instead_of_blocking(tmp_path):
     assert [r["type"] for r in read_stream(tmp_path, "runtime")] == ["STEP_START"] * 3
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda r: r.span("TRAIN"), "unknown span kind 'TRAIN'"),
-    (lambda r: r.start("EVAL"), "unknown span kind 'EVAL'"),
-    (lambda r: r.profile(1, 0.1, 1, 1e9, flops_source="GUESSED"), "unknown flops_source 'GUESSED'"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda r: r.span("TRAIN"), "unknown span kind 'TRAIN'"),
+        (lambda r: r.start("EVAL"), "unknown span kind 'EVAL'"),
+        (lambda r: r.profile(1, 0.1, 1, 1e9, flops_source="GUESSED"), "unknown flops_source 'GUESSED'"),
+    ],
+)
 def test_a_wrong_call_fails_in_the_training_code_not_in_the_writer(tmp_path, call, message):
     with Recorder(tmp_path, "wrong") as recorder, pytest.raises(ValueError, match=message):
         call(recorder)
@@ -218,12 +232,27 @@ for step in range(resumed + 1, last_step + 1):
 """
 
 
-def _training_loop(telemetry: Path, attempt: int, last_step: int, step_s: float, saves: str,
-                   raise_at: int = 0) -> subprocess.Popen:
+def _training_loop(
+    telemetry: Path, attempt: int, last_step: int, step_s: float, saves: str, raise_at: int = 0
+) -> subprocess.Popen:
     telemetry.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen([sys.executable, "-c", TRAINING_LOOP, str(telemetry), JOB, str(attempt), str(last_step),
-                             str(step_s), saves, str(raise_at)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            TRAINING_LOOP,
+            str(telemetry),
+            JOB,
+            str(attempt),
+            str(last_step),
+            str(step_s),
+            saves,
+            str(raise_at),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _chip_s(records: list[dict], kind: str, steps=None) -> float:
@@ -248,10 +277,15 @@ def test_a_loop_whose_save_raises_preserves_nothing_new(tmp_path):
     assert [r["step"] for r in runtime if r["type"] == "CHECKPOINT_SAVE_END"] == [10, 10]  # the failed one: 10
     scheduler = read_stream(telemetry, "scheduler")
     assert [(r["type"], r["reason"]) for r in scheduler] == [  # SUBMIT and ALLOCATE at one time: in id order
-        ("ALLOCATE", None), ("SUBMIT", None), ("FAIL", "CRASHED: OSError: disk full")]
+        ("ALLOCATE", None),
+        ("SUBMIT", None),
+        ("FAIL", "CRASHED: OSError: disk full"),
+    ]
     _, job = _run(telemetry, tmp_path / "out")
     assert (job["status"], job["lifetime_chip_s"]) == (
-        "FAILED", pytest.approx(CHIPS * (micros(scheduler[-1]) - micros(scheduler[0])) / 1e6))
+        "FAILED",
+        pytest.approx(CHIPS * (micros(scheduler[-1]) - micros(scheduler[0])) / 1e6),
+    )
     assert job["productive_chip_s"] == pytest.approx(_chip_s(runtime, "STEP", range(1, 11)))
     assert job["lost_chip_s"] == pytest.approx(_chip_s(runtime, "STEP", range(11, 21)))
     assert job["checkpoint_save_chip_s"] == pytest.approx(_chip_s(runtime, "CHECKPOINT_SAVE"))
@@ -292,22 +326,35 @@ def test_a_loop_killed_after_5_s_and_restarted_gives_the_hand_figures(tmp_path):
         lost += CHIPS * (micros(restarted[0]) - micros(killed[-1])) / 1e6
     assert max(steps_on_disk) > 20
     assert job["productive_chip_s"] == pytest.approx(
-        _chip_s(killed, "STEP", range(1, 21)) + _chip_s(restarted, "STEP"), abs=1e-6)
+        _chip_s(killed, "STEP", range(1, 21)) + _chip_s(restarted, "STEP"), abs=1e-6
+    )
     assert job["lost_chip_s"] == pytest.approx(lost, abs=1e-6)
     assert job["checkpoint_save_chip_s"] == pytest.approx(
-        _chip_s(killed, "CHECKPOINT_SAVE") + _chip_s(restarted, "CHECKPOINT_SAVE"), abs=1e-6)
+        _chip_s(killed, "CHECKPOINT_SAVE") + _chip_s(restarted, "CHECKPOINT_SAVE"), abs=1e-6
+    )
     assert job["checkpoint_restore_chip_s"] == pytest.approx(_chip_s(restarted, "CHECKPOINT_RESTORE"), abs=1e-6)
     assert job["unended_runs"] == 1  # the killed run: flagged on its job
 
 
-@pytest.mark.parametrize("attempt, scheduling, ending, expected", [
-    (0, Scheduling("h100", 8), "raises", [("SUBMIT", 8, None), ("ALLOCATE", 8, None),
-                                          ("FAIL", 0, "CRASHED: ValueError: boom")]),
-    (2, Scheduling("h100", 8, restarted_on_failure=True), "raises", [("ALLOCATE", 8, None),
-                                                                     ("PREEMPT", 0, "CRASHED: ValueError: boom")]),
-    (None, Scheduling("h100", 8), "returns", [("SUBMIT", 8, None), ("ALLOCATE", 8, None), ("FINISH", 0, None)]),
-    (1, Scheduling("h100", 8), "cancelled", [("ALLOCATE", 8, None), ("CANCEL", 0, "by its owner")]),
-])
+@pytest.mark.parametrize(
+    "attempt, scheduling, ending, expected",
+    [
+        (
+            0,
+            Scheduling("h100", 8),
+            "raises",
+            [("SUBMIT", 8, None), ("ALLOCATE", 8, None), ("FAIL", 0, "CRASHED: ValueError: boom")],
+        ),
+        (
+            2,
+            Scheduling("h100", 8, restarted_on_failure=True),
+            "raises",
+            [("ALLOCATE", 8, None), ("PREEMPT", 0, "CRASHED: ValueError: boom")],
+        ),
+        (None, Scheduling("h100", 8), "returns", [("SUBMIT", 8, None), ("ALLOCATE", 8, None), ("FINISH", 0, None)]),
+        (1, Scheduling("h100", 8), "cancelled", [("ALLOCATE", 8, None), ("CANCEL", 0, "by its owner")]),
+    ],
+)
 def test_a_stated_scheduling_writes_the_attempt_s_start_and_end(tmp_path, attempt, scheduling, ending, expected):
     """The first attempt (0 or unknown) submits; every attempt allocates; its end is FINISH, FAIL on an
     exception (PREEMPT where a launcher restarts failed attempts), or what close() is told."""
@@ -323,11 +370,14 @@ def test_a_stated_scheduling_writes_the_attempt_s_start_and_end(tmp_path, attemp
     assert [r["workload"] for r in records if r["type"] == "SUBMIT"] in ([], ["TRAINING"])
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: Scheduling("h100", 0), "chips must be a positive whole number"),
-    (lambda: Scheduling("h100", 8, workload="EVAL"), "unknown workload 'EVAL'"),
-    (lambda: Scheduling("", 8), "accelerator and cluster must be named"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: Scheduling("h100", 0), "chips must be a positive whole number"),
+        (lambda: Scheduling("h100", 8, workload="EVAL"), "unknown workload 'EVAL'"),
+        (lambda: Scheduling("", 8), "accelerator and cluster must be named"),
+    ],
+)
 def test_a_wrong_scheduling_fails_in_the_training_code(make, message):
     with pytest.raises(ValueError, match=message):
         make()

@@ -37,7 +37,9 @@ def test_fit_records_every_batch_as_a_step_numbered_by_the_optimizer(keras, tmp_
         model.fit(x, y, batch_size=8, epochs=2, callbacks=[callback], verbose=0)
         model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)  # a second fit continues
     steps = [(r["type"], r["step"]) for r in read_stream(tmp_path, "runtime")]
-    assert steps == [(edge, step) for step in range(1, 3 * BATCHES_PER_EPOCH + 1) for edge in ("STEP_START", "STEP_END")]
+    assert steps == [
+        (edge, step) for step in range(1, 3 * BATCHES_PER_EPOCH + 1) for edge in ("STEP_START", "STEP_END")
+    ]
     samples = read_stream(tmp_path, "profiler")
     assert [s["step"] for s in samples] == [3, 6, 9, 12]
     assert {(s["chips"], s["ideal_flops"], s["flops_source"]) for s in samples} == {(1, FLOPS, "ANALYTIC")}
@@ -47,5 +49,8 @@ def test_fit_records_every_batch_as_a_step_numbered_by_the_optimizer(keras, tmp_
 def test_profiles_need_both_flops_and_chips(keras, tmp_path):
     from fleet_goodput.telemetry.recorder_keras import RecordSteps
 
-    with Recorder(tmp_path, "keras-fit") as recorder, pytest.raises(ValueError, match="both ideal_flops_per_step and chips"):
+    with (
+        Recorder(tmp_path, "keras-fit") as recorder,
+        pytest.raises(ValueError, match="both ideal_flops_per_step and chips"),
+    ):
         RecordSteps(recorder, ideal_flops_per_step=FLOPS)

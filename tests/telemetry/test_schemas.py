@@ -66,8 +66,17 @@ def test_profiler_files_written_before_the_precision_field_still_read_as_bf16(tm
     a file written with the schema as it was before reads, each sample with precision None."""
     old_schema = fastavro.parse_schema(json.loads((FIXTURES / "profiler_event.v1-before-precision.avsc").read_text()))
     assert "precision" not in {field["name"] for field in old_schema["fields"]}
-    record = {"event_id": "p1", "event_time": 1767225600000000, "job_id": "j1", "step": 5, "duration_s": 1.5,
-              "chips": 8, "ideal_flops": 7.88e15, "flops_source": "HLO_UNOPTIMIZED", "bytes_accessed": None}
+    record = {
+        "event_id": "p1",
+        "event_time": 1767225600000000,
+        "job_id": "j1",
+        "step": 5,
+        "duration_s": 1.5,
+        "chips": 8,
+        "ideal_flops": 7.88e15,
+        "flops_source": "HLO_UNOPTIMIZED",
+        "bytes_accessed": None,
+    }
     path = tmp_path / "old.avro"
     with open(path, "wb") as handle:
         fastavro.writer(handle, old_schema, [record, {**record, "event_id": "p2", "step": 6}])
@@ -79,8 +88,18 @@ def test_profiler_files_written_before_the_precision_field_still_read_as_bf16(tm
 
 
 def test_a_precision_written_by_the_current_schema_reaches_the_sample(tmp_path):
-    record = {"event_id": "p1", "event_time": 1767225600000000, "job_id": "j1", "step": 5, "duration_s": 1.5,
-              "chips": 8, "ideal_flops": 7.88e15, "flops_source": "ANALYTIC", "bytes_accessed": None, "precision": "fp8"}
+    record = {
+        "event_id": "p1",
+        "event_time": 1767225600000000,
+        "job_id": "j1",
+        "step": 5,
+        "duration_s": 1.5,
+        "chips": 8,
+        "ideal_flops": 7.88e15,
+        "flops_source": "ANALYTIC",
+        "bytes_accessed": None,
+        "precision": "fp8",
+    }
     path = tmp_path / "new.avro"
     write_events(path, "profiler", [record])
     with open(path, "rb") as handle:
@@ -93,9 +112,20 @@ def test_scheduler_files_written_before_the_queue_field_still_read_with_no_queue
     queue None, and one written with it carries it to the event."""
     old_schema = fastavro.parse_schema(json.loads((FIXTURES / "scheduler_event.v1-before-queue.avsc").read_text()))
     assert "queue" not in {field["name"] for field in old_schema["fields"]}
-    submit = {"event_id": "s1", "event_time": 1767225600000000, "job_id": "j1", "type": "SUBMIT", "cluster": "c1",
-              "accelerator": "h100", "chips": 8, "workload": None, "framework": None, "team": "llm",
-              "topology": None, "priority": 3}
+    submit = {
+        "event_id": "s1",
+        "event_time": 1767225600000000,
+        "job_id": "j1",
+        "type": "SUBMIT",
+        "cluster": "c1",
+        "accelerator": "h100",
+        "chips": 8,
+        "workload": None,
+        "framework": None,
+        "team": "llm",
+        "topology": None,
+        "priority": 3,
+    }
     with open(tmp_path / "old.avro", "wb") as handle:
         fastavro.writer(handle, old_schema, [submit])
     write_events(tmp_path / "new.avro", "scheduler", [{**submit, "queue": "cq/llm/lq"}])
@@ -113,16 +143,34 @@ def test_scheduler_files_written_before_the_reason_field_still_read(tmp_path):
     written without it reads, each event's reason None; one written with it carries it to the event."""
     current = schemas.schema_json("scheduler")
     old_schema = fastavro.parse_schema({**current, "fields": [f for f in current["fields"] if f["name"] != "reason"]})
-    base = {"event_time": 1767225600000000, "job_id": "j1", "cluster": "c1", "accelerator": "h100", "workload": None,
-            "framework": None, "team": None, "topology": None, "priority": None}
-    records = [{**base, "event_id": "s1", "type": "SUBMIT", "chips": 8},
-               {**base, "event_id": "s2", "type": "PREEMPT", "chips": 0},
-               {**base, "event_id": "s3", "type": "FAIL", "chips": 0}]
+    base = {
+        "event_time": 1767225600000000,
+        "job_id": "j1",
+        "cluster": "c1",
+        "accelerator": "h100",
+        "workload": None,
+        "framework": None,
+        "team": None,
+        "topology": None,
+        "priority": None,
+    }
+    records = [
+        {**base, "event_id": "s1", "type": "SUBMIT", "chips": 8},
+        {**base, "event_id": "s2", "type": "PREEMPT", "chips": 0},
+        {**base, "event_id": "s3", "type": "FAIL", "chips": 0},
+    ]
     old, new = tmp_path / "old.avro", tmp_path / "new.avro"
     with open(old, "wb") as handle:
         fastavro.writer(handle, old_schema, records)
-    write_events(new, "scheduler", [{**records[0], "reason": None}, {**records[1], "reason": "PREEMPTED"},
-                                    {**records[2], "reason": "NODE_FAIL: xid 79"}])
+    write_events(
+        new,
+        "scheduler",
+        [
+            {**records[0], "reason": None},
+            {**records[1], "reason": "PREEMPTED"},
+            {**records[2], "reason": "NODE_FAIL: xid 79"},
+        ],
+    )
     payloads = {}
     for path in (old, new):
         with open(path, "rb") as handle:

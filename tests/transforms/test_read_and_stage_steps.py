@@ -62,8 +62,12 @@ def _check_read_step(files: dict[str, list[str]], expected_keys: list[str], expe
 
 def _file_by_file(files: dict[str, list[str]]) -> list[tuple[str, list]]:
     """What decoding each file alone gives: one batch per key and file."""
-    return [(key, batch) for stream, paths in files.items() for path in paths
-            for key, batch in decode_input_file(stream, path, ACCELERATORS, step_blocks=True).batches.items()]
+    return [
+        (key, batch)
+        for stream, paths in files.items()
+        for path in paths
+        for key, batch in decode_input_file(stream, path, ACCELERATORS, step_blocks=True).batches.items()
+    ]
 
 
 def test_a_keys_events_of_every_file_of_a_bundle_leave_as_one_element(fleet):
@@ -82,15 +86,19 @@ def test_events_leave_once_enough_rows_wait(fleet, monkeypatch):
 
 def _job_window_rows(days: int, per_day: int) -> list[dict]:
     vector = [index * MICROS for index in range(len(FIGURES))] + [1.5]
-    return [to_job_window_row((f"job-{number}", T0 + day * DAY_US + number * 3_600 * MICROS, T0, vector))
-            for day in range(days) for number in range(per_day)]
+    return [
+        to_job_window_row((f"job-{number}", T0 + day * DAY_US + number * 3_600 * MICROS, T0, vector))
+        for day in range(days)
+        for number in range(per_day)
+    ]
 
 
 def _staged(tmp_path: Path, rows: list[dict]) -> dict[str, list[Path]]:
     staging = tmp_path / "staging"
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
-        _ = {"job_window": p | beam.Create(rows, reshuffle=False)} | StageTables({"job_window": JOB_WINDOW},
-                                                                                str(staging))
+        _ = {"job_window": p | beam.Create(rows, reshuffle=False)} | StageTables(
+            {"job_window": JOB_WINDOW}, str(staging)
+        )
     files: dict[str, list[Path]] = {}
     for path in sorted((staging / "job_window").glob("*.parquet")):
         files.setdefault(path.name[:10], []).append(path)
@@ -103,14 +111,23 @@ def _read_back(files: dict[str, list[Path]]) -> list[tuple]:
         for path in paths:
             table = pq.read_table(path)
             assert set(table.column("date").to_pylist()) == {day}  # each file holds its day's rows only
-            rows += [(row["job_id"], row["window_start"], row["productive_chip_s"], row["ideal_chip_s"])
-                     for row in table.to_pylist()]
+            rows += [
+                (row["job_id"], row["window_start"], row["productive_chip_s"], row["ideal_chip_s"])
+                for row in table.to_pylist()
+            ]
     return sorted(rows)
 
 
 def _expected(rows: list[dict]) -> list[tuple]:
-    return sorted((row["job_id"], JOB_WINDOW.to_arrow([row]).column("window_start")[0].as_py(),
-                   row["productive_chip_s"], row["ideal_chip_s"]) for row in rows)
+    return sorted(
+        (
+            row["job_id"],
+            JOB_WINDOW.to_arrow([row]).column("window_start")[0].as_py(),
+            row["productive_chip_s"],
+            row["ideal_chip_s"],
+        )
+        for row in rows
+    )
 
 
 def test_a_tables_rows_are_staged_one_file_per_day(tmp_path):
