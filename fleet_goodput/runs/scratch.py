@@ -52,8 +52,11 @@ def run_scratch() -> Iterator[Path]:
     parent = Path(tempfile.gettempdir())
     remove_abandoned(parent)
     folder = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
-    handle = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    # Locked before it is named: another run's remove_abandoned takes a lock file no process holds, and
+    # between creating `.lock` and locking it this run would be such a process (seen under load).
+    handle = os.open(folder / f"{LOCK}.new", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     fcntl.flock(handle, fcntl.LOCK_EX)
+    os.rename(folder / f"{LOCK}.new", folder / LOCK)
     kept_tempdir, kept_env = tempfile.tempdir, os.environ.get("TMPDIR")
     tempfile.tempdir, os.environ["TMPDIR"] = str(folder), str(folder)
     try:

@@ -51,3 +51,31 @@ def test_the_next_run_removes_a_killed_runs_folders_and_keeps_a_living_ones(tmp_
     finally:
         living.kill()
         living.wait()
+
+
+# Another run's clean-up, over and over: it removes every run folder whose lock no process holds.
+REMOVER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from fleet_goodput.runs.scratch import remove_abandoned
+    while True:
+        remove_abandoned(Path(sys.argv[1]))
+""")
+
+
+def test_a_run_starting_beside_another_runs_clean_up_keeps_its_folder(tmp_path, monkeypatch):
+    """Seen under load: a run's folder removed while it ran. The run created its lock file, then locked it,
+    and another run's clean-up found the file unlocked in between. 1,500 runs start beside a clean-up that
+    never stops (before the fix about 0.65% lost their folder: some ten here); each finds its folder there."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    remover = subprocess.Popen([sys.executable, "-c", REMOVER, str(tmp_path)])
+    lost = 0
+    try:
+        for _ in range(1500):
+            with run_scratch() as folder:
+                lost += not (folder / ".lock").is_file()
+            tempfile.tempdir = str(tmp_path)  # as run_scratch leaves it: the process's own
+    finally:
+        remover.kill()
+        remover.wait()
+    assert lost == 0
