@@ -24,7 +24,6 @@ last run left it.
 from __future__ import annotations
 
 import shlex
-import time
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -38,6 +37,7 @@ from fleet_goodput.core.state_formats import LAST_WRITTEN_BY, UPGRADABLE_FROM, u
 from fleet_goodput.core.windows import window_start
 from fleet_goodput.store import delta_arrow
 from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA, RunRecord, Store, StoreError, is_remote
+from fleet_goodput.store.rollback import restating_run
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stored_settings import kept_settings
 from fleet_goodput.store.tables import CAPACITY_LEVEL, utc_day
@@ -112,30 +112,14 @@ def upgrade_store(output_dir: str) -> Upgrade:
             mode="overwrite",
         )
         run_id = latest.run_id + 1
-        manifest = {
-            **latest.manifest,
-            "run_id": run_id,
-            "mode": "upgrade",
-            "upgraded_from_format": latest.state_format,
-            "files_applied": 0,
-            "files_skipped": 0,
-            "output": store.root,
-            "this_run": {
-                stream: dict.fromkeys(counts, 0) for stream, counts in latest.manifest.get("this_run", {}).items()
-            },
-        }
-        record = RunRecord(
-            run_id=run_id,
-            committed_at_us=time.time_ns() // 1000,
-            mode="upgrade",
-            input=latest.input,
-            as_of_us=latest.as_of_us,
-            frontier_us=latest.frontier_us,
-            files_applied=0,
-            files_skipped=0,
-            state_format=STATE_FORMAT,
-            versions=dict(transaction.versions),
-            manifest=manifest,
+        record = restating_run(
+            latest,
+            run_id,
+            "upgrade",
+            store.root,
+            dict(transaction.versions),
+            STATE_FORMAT,
+            upgraded_from_format=latest.state_format,
         )
         transaction.commit(record)
         transaction.discard()

@@ -68,31 +68,46 @@ def roll_back(output_dir: str, to_run: int) -> Rollback:
             transaction.versions[name] = wanted if wanted is None else DeltaTable(store.path(relative)).version()
         run_id = latest.run_id + 1
         undone = tuple(run.run_id for run in store.runs(from_run=target.run_id + 1))
-        manifest = {
-            **target.manifest,
-            "run_id": run_id,
-            "mode": "rollback",
-            "rolled_back_to": target.run_id,
-            "undone_runs": list(undone),
-            "files_applied": 0,
-            "files_skipped": 0,
-            "output": store.root,
-            "this_run": {
-                stream: dict.fromkeys(counts, 0) for stream, counts in target.manifest.get("this_run", {}).items()
-            },
-        }
-        record = RunRecord(
-            run_id=run_id,
-            committed_at_us=time.time_ns() // 1000,
-            mode="rollback",
-            input=target.input,
-            as_of_us=target.as_of_us,
-            frontier_us=target.frontier_us,
-            files_applied=0,
-            files_skipped=0,
-            state_format=target.state_format,
-            versions=dict(transaction.versions),
-            manifest=manifest,
+        record = restating_run(
+            target,
+            run_id,
+            "rollback",
+            store.root,
+            dict(transaction.versions),
+            target.state_format,
+            rolled_back_to=target.run_id,
+            undone_runs=list(undone),
         )
         transaction.commit(record)
     return Rollback(record, target, undone, new_again)
+
+
+def restating_run(
+    base: RunRecord, run_id: int, mode: str, output: str, versions: dict, state_format: int, **noted
+) -> RunRecord:
+    """Run `run_id`, which applies no file and moves no time: `base`'s figures at `base`'s as-of time, in
+    table `versions`, with what the run did (`mode`, `noted`) in its manifest and nothing counted as read
+    (a rollback restates its target; an upgrade, fleet_goodput/runs/upgrade.py, the latest run)."""
+    manifest = {
+        **base.manifest,
+        "run_id": run_id,
+        "mode": mode,
+        **noted,
+        "files_applied": 0,
+        "files_skipped": 0,
+        "output": output,
+        "this_run": {stream: dict.fromkeys(counts, 0) for stream, counts in base.manifest.get("this_run", {}).items()},
+    }
+    return RunRecord(
+        run_id=run_id,
+        committed_at_us=time.time_ns() // 1000,
+        mode=mode,
+        input=base.input,
+        as_of_us=base.as_of_us,
+        frontier_us=base.frontier_us,
+        files_applied=0,
+        files_skipped=0,
+        state_format=state_format,
+        versions=versions,
+        manifest=manifest,
+    )
