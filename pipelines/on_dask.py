@@ -24,8 +24,9 @@ their tags; each output is its own bag; and every output no step reads is
 computed. The rest is Beam's: its overrides, its translations of Create,
 GroupByKey and Flatten, its side inputs, options and result. Beam's runner
 code is Apache-2.0, as this project; the parts taken from it (the visitor,
-`run_pipeline`) are kept to its shape, and use the same Beam internals it
-does (DoFnInvoker, _OutputHandler), tested with apache-beam 2.77.
+`run_pipeline`) are kept to its shape. A bundle runs through DoFnRunner, as
+in Beam's own workers, where Beam's Dask ParDo builds the private
+_OutputHandler itself. Tested with apache-beam 2.77.
 tests/pipelines/test_dask.py runs the pipeline both ways and shows what Beam's runner loses.
 """
 
@@ -33,9 +34,9 @@ from __future__ import annotations
 
 import functools
 
-from apache_beam import DoFn, pvalue
+from apache_beam import pvalue
 from apache_beam.pipeline import AppliedPTransform, PipelineVisitor
-from apache_beam.runners.common import DoFnContext, DoFnInvoker, DoFnSignature, _OutputHandler
+from apache_beam.runners.common import DoFnRunner
 from apache_beam.runners.dask import dask_runner, transform_evaluator
 from apache_beam.runners.dask.overrides import dask_overrides
 from apache_beam.runners.dask.transform_evaluator import (
@@ -47,7 +48,9 @@ from apache_beam.runners.dask.transform_evaluator import (
     ParDo,
     get_windowed_value,
 )
+from apache_beam.transforms.core import Windowing
 from apache_beam.transforms.sideinputs import SideInputMap
+from apache_beam.transforms.window import GlobalWindows
 
 
 class DaskRunner(dask_runner.DaskRunner):
@@ -123,31 +126,14 @@ def _apply_pardo(node: AppliedPTransform, input_bag, side_inputs: list):
 def _outputs_of_bundle(items, fn, window_fn, label: str, side_inputs, args, kwargs) -> list:
     """Run `fn` over one bundle (a partition of the bag); its outputs, those of `finish_bundle` too, as (tag, value)."""
     receivers = OneReceiver()  # a TaggedOutput(tag, windowed value) per tagged output; a windowed value per main one
-    handler = _OutputHandler(
-        window_fn=window_fn,
-        main_receivers=receivers[None],
-        tagged_receivers=receivers,
-        per_element_output_counter=None,
-        output_batch_converter=None,
-        process_yields_batches=False,
-        process_batch_yields_elements=False,
-    )
-    invoker = DoFnInvoker.create_invoker(
-        DoFnSignature(fn),
-        handler,
-        context=DoFnContext(label, state=None),
-        side_inputs=side_inputs,
-        input_args=args,
-        input_kwargs=kwargs,
-        user_state_context=None,
-        bundle_finalizer_param=DoFn.BundleFinalizerParam(),
-    )
-    invoker.invoke_setup()
-    invoker.invoke_start_bundle()
+    windowing = Windowing(window_fn or GlobalWindows())
+    runner = DoFnRunner(fn, args, kwargs, side_inputs, windowing, tagged_receivers=receivers, step_name=label)
+    runner.setup()
+    runner.start()
     for item in items:
-        invoker.invoke_process(item)
-    invoker.invoke_finish_bundle()
-    invoker.invoke_teardown()
+        runner.process(item)
+    runner.finish()
+    runner.teardown()
     return [
         (output.tag, output.value.value)
         if isinstance(output, transform_evaluator.TaggedOutput)
