@@ -26,6 +26,7 @@ import apache_beam as beam
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -161,12 +162,20 @@ class ReadAvroFiles(beam.PTransform):
             pbegin
             # One file is one unit of work: Create reshuffles its elements, so a
             # distributed runner spreads the files over workers.
-            | "ListFiles" >> beam.Create(self.files)
+            | "ListFiles" >> beam.Create(self.files, reshuffle=spreads_work(pbegin.pipeline.options))
             | "DecodeAndValidate"
             >> beam.ParDo(_DecodeAvroFile(self.accelerators, self.during)).with_outputs(
                 REJECTED, READ_COUNTS, KEPT_TIMES, main=EVENTS
             )
         )
+
+
+def spreads_work(options: PipelineOptions) -> bool:
+    """Whether reshuffling a step's elements can spread them over workers: not on Beam's in-process runner
+    with one worker (`mpg run`'s default), where the reshuffle is four steps and a shuffle of their own,
+    a stage of the run's dozen, and spreads nothing."""
+    in_process = options.view_as(StandardOptions).runner == "FnApiRunner"
+    return not (in_process and options.view_as(DirectOptions).direct_num_workers == 1)
 
 
 def _decode_record(record: dict, stream: str, source: str, accelerators):

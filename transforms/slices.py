@@ -40,6 +40,7 @@ from fleet_goodput.transforms.read import (
     file_outputs,
     open_input,
     saved_states,
+    spreads_work,
 )
 
 
@@ -98,7 +99,7 @@ class SliceFiles(beam.PTransform):
     def expand(self, pbegin):
         return (
             pbegin
-            | "ListGroups" >> beam.Create(list(enumerate(self.groups)))
+            | "ListGroups" >> beam.Create(list(enumerate(self.groups)), reshuffle=spreads_work(pbegin.pipeline.options))
             | "DecodeOnceAndSlice" >> beam.Map(_write_slices, self.accelerators, self.chunks, self.folder)
         )
 
@@ -119,7 +120,7 @@ class ReadDecodedSlices(beam.PTransform):
     def expand(self, pbegin):
         return (
             pbegin
-            | "ListSlices" >> beam.Create(self.sources)
+            | "ListSlices" >> beam.Create(self.sources, reshuffle=spreads_work(pbegin.pipeline.options))
             | "ReadSlices" >> beam.FlatMap(_read_source).with_outputs(REJECTED, READ_COUNTS, KEPT_TIMES, main=EVENTS)
         )
 

@@ -130,11 +130,13 @@ def main(args: argparse.Namespace) -> int:
         print(f"mpg sql: {exc}", file=sys.stderr)
         return exits.USAGE
     try:
-        statements = duckdb.extract_statements(query) if args.unsafe else read_only_statements(query)
+        # The connection the views go into parses the query first: one DuckDB start, not two.
+        fresh = duckdb.connect()
+        statements = fresh.extract_statements(query) if args.unsafe else read_only_statements(query, fresh)
         if not statements:
             print("mpg sql: no SQL statement given", file=sys.stderr)
             return exits.USAGE
-        with connect(args.output, run=args.run) as connection:
+        with connect(args.output, run=args.run, connection=fresh) as connection:
             if not args.unsafe:
                 lock_down(connection, [args.output])
             for statement in statements:

@@ -11,8 +11,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
-
-import yaml
+from typing import TYPE_CHECKING
 
 from fleet_goodput.configs import DEFAULT_CONFIG
 from fleet_goodput.core.setting_types import (
@@ -26,6 +25,9 @@ from fleet_goodput.core.setting_types import (
     text,
     whole,
 )
+
+if TYPE_CHECKING:
+    import yaml
 
 
 # Precisions a catalogue entry may give a peak for, and a profiler sample may
@@ -67,17 +69,25 @@ class Settings:
         return self.accelerators[accelerator].peak_bf16_flops
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+@cache
+def _loader() -> type:
     """libyaml's safe loader where installed (the same documents, parsed several times faster),
     reading `275.0e12` and `1e15` as numbers, as YAML 1.2 does: PyYAML's YAML 1.1 rules want a
-    sign in the exponent (`275.0e+12`) and would leave them text, which settings refuse."""
+    sign in the exponent (`275.0e+12`) and would leave them text, which settings refuse.
 
+    Made at the first settings file read, not at import: every command imports this module (its
+    options name a settings file), and most read none (`mpg sql` on a store that keeps its settings)."""
+    import yaml
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
+    class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."),
+    )
+    return Loader
 
 
 # Values a settings file may hold once its aliases are expanded: the bundled catalogue holds
@@ -95,6 +105,8 @@ def read_yaml(path) -> dict:
     """The mapping a settings file holds, parsed safely: at most MAX_BYTES are read, and its
     values are counted, aliases expanded, before anything is built (at most MAX_VALUES, nested
     at most MAX_DEPTH levels)."""
+    import yaml
+
     try:
         with open(str(path), "rb") as handle:
             data = handle.read(MAX_BYTES + 1)
@@ -102,7 +114,7 @@ def read_yaml(path) -> dict:
             raise ConfigError(f"config file {path} is larger than {MAX_BYTES >> 20} MiB: is it a settings file?")
         text = data.decode("utf-8")
         _count_values(text, path)
-        data = yaml.load(text, Loader=_Loader)
+        data = yaml.load(text, Loader=_loader())
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {path}") from exc
     except OSError as exc:  # a folder, no permission
@@ -121,9 +133,11 @@ def read_yaml(path) -> dict:
 def _count_values(text: str, path) -> None:
     """Count the values of `text` as loading would build them, an alias counting as all it
     stands for, from the parser's events: nothing is built, so a bomb costs nothing to find."""
+    import yaml
+
     sizes: dict[str, int] = {}  # anchor -> values it stands for
     open_collections: list[list] = [[None, 0]]  # [anchor, values so far]; the first holds the documents
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=_loader()):
         if isinstance(event, yaml.CollectionStartEvent):
             open_collections.append([event.anchor, 1])
             if len(open_collections) - 1 > MAX_DEPTH:

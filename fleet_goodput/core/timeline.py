@@ -65,6 +65,7 @@ import numpy as np
 
 from fleet_goodput.core import same_instant, step_runs
 from fleet_goodput.core.config import DEFAULT_PRECISION, peak_of
+from fleet_goodput.core.figures import ALL_ALLOCATED, CATEGORIES, EXTRA_FIGURES, FIGURES  # noqa: F401 (named here too)
 from fleet_goodput.core.events import (
     PROFILE,
     SAME_INSTANT_ORDERS,
@@ -79,26 +80,6 @@ from fleet_goodput.core.events import (
 from fleet_goodput.core.interruptions import InterruptionLog
 from fleet_goodput.core.windows import add_over_windows, split_at_windows
 
-# Chip-time categories of a job's lifetime, in the order of the metric vector.
-CATEGORIES = (
-    "queued",
-    "partial",
-    "productive",
-    "pending",
-    "lost",
-    "data_wait",
-    "compile",
-    "checkpoint_save",
-    "checkpoint_restore",
-    "init",
-    "idle",
-)
-ALL_ALLOCATED = CATEGORIES[2:]
-# Further integer chip-microsecond figures carried in the same vector. The two
-# totals are accumulated on their own, not summed from the categories, so that
-# conservation (docs/metric.md section 3) is a check with teeth rather than a tautology.
-EXTRA_FIGURES = ("lifetime", "all_allocated", "held", "partial_held", "clipped_runtime", "profiled_productive")
-FIGURES = CATEGORIES + EXTRA_FIGURES
 IDEAL = len(FIGURES)  # index of ideal chip-seconds, the one float in the vector
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
 _LIFETIME, _HELD, _ALL_ALLOCATED, _DATA_WAIT = (

@@ -23,7 +23,6 @@ still keep the latest version per key themselves (fleet_goodput/store/views.py).
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import DeltaTable, Field, write_deltalake
 
 from fleet_goodput.quoting import sql_string
@@ -40,6 +39,8 @@ def holds_one_row_per_key(table: DeltaTable) -> bool:
 
 def latest_per_key(rows: pa.Table, table: Table) -> pa.Table:
     """The latest `version` of each key of `rows`, in the table's sort order."""
+    import pyarrow.compute as pc  # here, not at import: every reader of the store imports this module (30 ms)
+
     ordered = rows.sort_by([(name, "ascending") for name in table.key] + [("version", "descending")])
     count = ordered.num_rows
     if count > 1:
@@ -73,6 +74,7 @@ def commit_keyed(
     (the run has it: brought up to date by the commit); without it the table is created, empty if nothing
     is staged."""
     import pyarrow.dataset as ds  # here: it imports pandas, which readers of the store need not
+    import pyarrow.compute as pc
 
     if current is not None:
         schema = _with_new_columns(current, schema)

@@ -91,9 +91,10 @@ def lock_down(connection: duckdb.DuckDBPyConnection, allowed_dirs: Iterable[str 
         connection.execute(statement)
 
 
-def read_only_statements(query: str) -> list[duckdb.Statement]:
-    """The query's statements, parsed by DuckDB; QueryRefused if any of them is not a query."""
-    statements = duckdb.extract_statements(query)
+def read_only_statements(query: str, parser: duckdb.DuckDBPyConnection | None = None) -> list[duckdb.Statement]:
+    """The query's statements, parsed by DuckDB (by `parser`, a connection, where given: else by DuckDB's
+    default connection, which starts a database of its own); QueryRefused if any of them is not a query."""
+    statements = (parser or duckdb).extract_statements(query)
     for statement in statements:
         if statement.type not in READ_ONLY_STATEMENTS:
             kind = _KIND.get(statement.type, statement.type.name.lower())

@@ -126,8 +126,9 @@ def kept_settings(store: Store, record: RunRecord | None) -> dict:
     return json.loads(latest["settings"])
 
 
-def apply(kept: dict, base: Settings) -> Settings:
-    """`base` with the settings `kept` holds (all of them, or an older store's window_s)."""
+def apply(kept: dict, base: Settings | None) -> Settings:
+    """`base` with the settings `kept` holds (all of them, or an older store's window_s). `base` None:
+    the bundled defaults, read only where `kept` lacks some (reading them costs a YAML parse)."""
     changes = {}
     if "window_s" in kept:
         changes["window_s"] = kept["window_s"]
@@ -135,7 +136,9 @@ def apply(kept: dict, base: Settings) -> Settings:
         changes["size_classes"] = tuple(SizeClass(c["name"], c["max_chips"]) for c in kept["size_classes"])
     if "accelerators" in kept:
         changes["accelerators"] = {key: Accelerator(key=key, **part) for key, part in kept["accelerators"].items()}
-    return dataclasses.replace(base, **changes)
+    if base is None and len(changes) == len(dataclasses.fields(Settings)):
+        return Settings(**changes)
+    return dataclasses.replace(base or load_settings(), **changes)
 
 
 def settings_of(store: Store, record: RunRecord | None, fallback: Settings) -> Settings:

@@ -45,7 +45,7 @@ import duckdb
 import pyarrow as pa
 
 from fleet_goodput import sql
-from fleet_goodput.core.config import Settings, load_settings
+from fleet_goodput.core.config import Settings
 from fleet_goodput.core.run_settings import MAX_SILENCE_S
 from fleet_goodput.quoting import literal_pattern, sql_string
 from fleet_goodput.store.delta_store import RunRecord, Store, StoreError, is_remote
@@ -201,32 +201,34 @@ def _run_clock_sql(record: RunRecord | None) -> str:
     return f"create or replace view run_clock as select {int(record.run_id)}::bigint as run_id, {as_of} as as_of"
 
 
-@functools.cache
-def _deferred_binding() -> str:
+def _deferred_binding(connection: duckdb.DuckDBPyConnection) -> str:
     """The clause that makes DuckDB create a view without binding it, or "" where this DuckDB has none.
 
     DuckDB binds a view as it creates it, and binding a view binds every view
     it reads again: over the marts' chain, two thirds of the time it takes to
     open the views (0.15 s → 0.05 s, benchmarks/bench_open.py). A DuckDB that
     can defer it (`WITH (DEFER_BINDING)`) binds each view at the first query
-    that reads it instead, at no extra cost to that query.
+    that reads it instead, at no extra cost to that query. Asked of
+    `connection` itself with a temporary view (2 ms), not of a database of
+    its own, which would cost another DuckDB start (15 ms).
     """
     try:
-        with duckdb.connect() as probe:
-            probe.execute("create view probe with (defer_binding) as select 1")
-        return " with (defer_binding)"
+        connection.execute("create temp view fleet_goodput_probe with (defer_binding) as select 1")
     except duckdb.Error:  # a DuckDB that does not know the clause: bind as before
         return ""
+    connection.execute("drop view fleet_goodput_probe")
+    return " with (defer_binding)"
 
 
 def create_views(
     connection: duckdb.DuckDBPyConnection,
     output_dir: str | Path | Store,
-    settings: Settings,
+    settings: Settings | None,
     run_id: int | None = None,
     schema: str | None = None,
     relative: bool = False,
     defer_binding: bool = False,
+    latest: RunRecord | None = None,
 ) -> RunRecord | None:
     """Create every view of run `run_id` (default: the latest) in `connection`; returns that run.
 
@@ -234,11 +236,13 @@ def create_views(
     where it can (`_deferred_binding`); views stored in a file are bound as
     they are created, so the oldest DuckDB declared can read them and their
     relative file names resolve then. The views use the settings the store
-    keeps for the run; `settings` only where it keeps none (an older store).
+    keeps for the run; `settings` only where it keeps none (an older store;
+    None: the bundled defaults, read only then). `latest`: the store's latest
+    run where the caller has read it already (else it is read here).
     """
     store = Store.of(output_dir)
-    deferred = _deferred_binding() if defer_binding else ""
-    record, named = _run_views(store, settings, run_id, schema, relative, deferred)
+    deferred = _deferred_binding(connection) if defer_binding else ""
+    record, named = _run_views(store, settings, run_id, schema, relative, deferred, latest)
     if schema:
         connection.execute(f"use {schema}")
     if relative:
@@ -251,12 +255,19 @@ def create_views(
 
 
 def _run_views(
-    store: Store, settings: Settings, run_id: int | None, schema: str | None, relative: bool, deferred: str = ""
+    store: Store,
+    settings: Settings | None,
+    run_id: int | None,
+    schema: str | None,
+    relative: bool,
+    deferred: str = "",
+    latest: RunRecord | None = None,
 ) -> tuple[RunRecord | None, dict[str, str]]:
     """Run `run_id`'s record (default: the latest) and the statements of the views that are the run's
     own, by view name: those over its tables' files (created `deferred`), `settings` and `size_classes`."""
-    record = store.run(run_id) if run_id is not None else store.latest()
-    earlier = run_id is not None and record.run_id != store.latest().run_id  # asked once, not per table
+    latest = latest or store.latest()
+    record = store.run(run_id) if run_id is not None and run_id != (latest and latest.run_id) else latest
+    earlier = record is not latest  # asked once, not per table
     kept = kept_settings(store, record)
     settings = apply(kept, settings)
     prefix = f"{schema}." if schema else ""
@@ -351,11 +362,12 @@ def _refreshed_copy(
         if built_from != [(_registry_fingerprint(),)] or _entries(connection) != _built_entries(named):
             raise _NotKept
         connection.execute("use goodput")
-        for name, statement in named.items():
-            columns = _stored_columns(connection, name)  # as the registry's views were bound against them
+        bound_against = _stored_columns(connection, list(named))  # as the registry's views were bound against them
+        for statement in named.values():
             connection.execute(statement)
-            if not columns or _stored_columns(connection, name) != columns:
-                raise _NotKept
+        replaced = _stored_columns(connection, list(named))
+        if any(not bound_against.get(name) or replaced.get(name) != bound_against[name] for name in named):
+            raise _NotKept
     except (_NotKept, duckdb.Error):
         connection.execute("use memory")
         connection.execute("detach goodput")
@@ -391,13 +403,17 @@ def _entries(connection: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
     )
 
 
-def _stored_columns(connection: duckdb.DuckDBPyConnection, view: str) -> list[tuple[str, str]]:
-    """The columns and types `goodput`'s `view` was bound to, as stored (the view is not bound again)."""
-    return connection.execute(
-        "select column_name, data_type from duckdb_columns() where database_name = 'goodput' "
-        "and table_name = $view order by column_index",
-        {"view": view},
-    ).fetchall()
+def _stored_columns(connection: duckdb.DuckDBPyConnection, views: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """The columns and types each of `goodput`'s `views` was bound to, as stored (no view is bound
+    again), by view: one query for them all (one per view cost 1 ms each, twice, at every run)."""
+    columns: dict[str, list[tuple[str, str]]] = {}
+    for view, name, data_type in connection.execute(
+        "select table_name, column_name, data_type from duckdb_columns() where database_name = 'goodput' "
+        "and list_contains($views, table_name) order by table_name, column_index",
+        {"views": views},
+    ).fetchall():
+        columns.setdefault(view, []).append((name, data_type))
+    return columns
 
 
 class _NotKept(Exception):
@@ -405,22 +421,27 @@ class _NotKept(Exception):
 
 
 def connect(
-    output_dir: str | Path | Store, run: int | None = None, settings: Settings | None = None
+    output_dir: str | Path | Store,
+    run: int | None = None,
+    settings: Settings | None = None,
+    connection: duckdb.DuckDBPyConnection | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views of run `run` (default: the latest committed run),
-    with the settings the store keeps for it (`settings`, by default the defaults, where it keeps none)."""
+    with the settings the store keeps for it (`settings`, by default the defaults, where it keeps none).
+    `connection`: a fresh in-memory connection to create them in (`mpg sql` parses its query with it
+    first), else one is made."""
     root = output_dir.root if isinstance(output_dir, Store) else output_dir
     if is_remote(root):
         raise StoreError(f"{root} is remote: query a local copy (docs/dataflow.md, 'Querying a gs:// output')")
     store = Store.of(output_dir)
     latest = require_intact(store)  # StoreDamaged, naming the damage, before anything reads it
-    store.undo_killed_run_if_idle()
+    store.undo_killed_run_if_idle(latest)
     if latest is None:
         raise FileNotFoundError(
             f"no committed run in {root}: "
             f"run `mpg run --input DIR --output {shlex.quote(str(root))}` "
             "(or `mpg stream`) first"
         )
-    connection = duckdb.connect()
-    create_views(connection, store, settings or load_settings(), run_id=run, defer_binding=True)
+    connection = connection or duckdb.connect()
+    create_views(connection, store, settings, run_id=run, defer_binding=True, latest=latest)
     return connection
