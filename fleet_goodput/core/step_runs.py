@@ -36,7 +36,6 @@ a run costs, and a feed pays it once.
 
 from __future__ import annotations
 
-from functools import total_ordering
 from typing import NamedTuple
 
 import numpy as np
@@ -88,7 +87,6 @@ def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids) -> tu
     )
 
 
-@total_ordering
 class RunIds:
     """A run's ids, a sequence of strings held space-separated in one string (ids hold no space):
     an id is made a Python string only where it is read. As a string each, a job of millions of
@@ -101,8 +99,10 @@ class RunIds:
         self.text = text
         self._starts = None  # where each id starts (`_where`), found when first needed
 
+    # Pickled (a key's saved state) as the string of them, the form every version of this module
+    # reads: a store written by this one stays readable by one from before.
     def __reduce__(self):
-        return RunIds, (self.text,)
+        return str, (self.text,)
 
     def __len__(self) -> int:
         return self.text.count(" ") + 1
@@ -127,10 +127,23 @@ class RunIds:
             return self.text == other.text
         return tuple(self) == other if isinstance(other, tuple) else NotImplemented
 
+    # Ordered as the tuples of the ids, against another's, a tuple of them or a string of them
+    # (a run kept in a saved state), so that runs sort as when their ids were tuples.
     def __lt__(self, other) -> bool:
-        if isinstance(other, (RunIds, tuple)):
-            return tuple(self) < tuple(other)
-        return NotImplemented
+        other = _ids_tuple(other)
+        return NotImplemented if other is None else tuple(self) < other
+
+    def __le__(self, other) -> bool:
+        other = _ids_tuple(other)
+        return NotImplemented if other is None else tuple(self) <= other
+
+    def __gt__(self, other) -> bool:
+        other = _ids_tuple(other)
+        return NotImplemented if other is None else tuple(self) > other
+
+    def __ge__(self, other) -> bool:
+        other = _ids_tuple(other)
+        return NotImplemented if other is None else tuple(self) >= other
 
     def __hash__(self) -> int:
         return hash(tuple(self))
@@ -171,6 +184,13 @@ class RunIds:
         if (np.diff(positions) == 1).all():  # a stretch: one slice
             return self.stretch(int(positions[0]), int(positions[-1]) + 1)
         return " ".join([self.at(index) for index in positions.tolist()])
+
+
+def _ids_tuple(ids) -> tuple | None:
+    """A run's ids as a tuple, from `RunIds`, a tuple or a string of them; None for anything else."""
+    if isinstance(ids, (RunIds, tuple)):
+        return tuple(ids)
+    return tuple(ids.split(" ")) if isinstance(ids, str) else None
 
 
 def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str, prefix: str = "") -> tuple:
@@ -490,9 +510,9 @@ def ids(run) -> RunIds | tuple[str, ...]:
 
 
 def _ids_of(ids) -> RunIds | tuple[str, ...]:
-    """A run's ids: `RunIds`, or, in a run a key's saved state kept from before, a tuple or one
-    string of them (ids hold no space)."""
-    return tuple(ids.split(" ")) if isinstance(ids, str) else ids
+    """A run's ids: `RunIds`, or, in a run from a key's saved state, one string of them (ids hold
+    no space), or a tuple (kept so before)."""
+    return RunIds(ids) if isinstance(ids, str) else ids
 
 
 def is_run(event) -> bool:
