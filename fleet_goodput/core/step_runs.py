@@ -9,7 +9,7 @@ spread over many files) and makes each stretch of two or more spans next to
 each other in event order, one at least a step span, whose steps are
 plausible and never go back, into one `STEP_RUN` event. It carries every
 original event in four compact values: the events' times, steps and codes
-(bytes; a START and its END in turn) and their ids (a tuple). Its time,
+(bytes; a START and its END in turn) and their ids (`RunIds`, one string). Its time,
 same-instant order and id are its first event's, so it sorts where that
 event would.
 
@@ -36,7 +36,6 @@ a run costs, and a feed pays it once.
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -76,15 +75,122 @@ def kinds_of(codes: np.ndarray) -> np.ndarray:
 
 def make_run(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids) -> tuple:
     """The STEP_RUN event of the events at `times` with `steps` (0 for a data wait, which has
-    none), `codes` (numbers of CODES: STARTs and ENDs in turn) and `ids` (kept as a tuple: the
-    timeline reads them as strings, and splitting a joined string made each one again)."""
+    none), `codes` (numbers of CODES: STARTs and ENDs in turn) and `ids` (a sequence of them, or
+    one string of them space-separated), kept as `RunIds`."""
+    text = ids if isinstance(ids, str) else ids.text if isinstance(ids, RunIds) else " ".join(ids)
     return (
         int(times[0]),
         START_ORDER,
-        ids[0],
+        text.partition(" ")[0],
         STEP_RUN,
-        (times.tobytes(), steps.tobytes(), codes.tobytes(), tuple(ids)),
+        (times.tobytes(), steps.tobytes(), codes.tobytes(), RunIds(text)),
     )
+
+
+class RunIds:
+    """A run's ids, a sequence of strings held space-separated in one string (ids hold no space):
+    an id is made a Python string only where it is read. As a string each, a job of millions of
+    events held a third of its key step's memory in them (docs/performance.md). It equals and
+    sorts as the tuple of its ids, as a run's ids were kept before."""
+
+    __slots__ = ("text", "_starts")
+
+    def __init__(self, text: str):
+        self.text = text
+        self._starts = None  # where each id starts (`_where`), found when first needed
+
+    # Pickled (a key's saved state) as the string of them, the form every version of this module
+    # reads: a store written by this one stays readable by one from before.
+    def __reduce__(self):
+        return str, (self.text,)
+
+    def __len__(self) -> int:
+        return self.text.count(" ") + 1
+
+    def __iter__(self):
+        return iter(self.text.split(" "))
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            first, stop, stride = index.indices(len(self))
+            if stride != 1:
+                return tuple(self)[index]
+            return RunIds(self.stretch(first, stop)) if stop > first else ()
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("a run's id index out of range")
+        return self.at(index)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, RunIds):
+            return self.text == other.text
+        return tuple(self) == other if isinstance(other, tuple) else NotImplemented
+
+    # Ordered as the tuples of the ids, against another's, a tuple of them or a string of them
+    # (a run kept in a saved state), so that runs sort as when their ids were tuples.
+    def __lt__(self, other) -> bool:
+        other = _ids_tuple(other)
+        return NotImplemented if other is None else tuple(self) < other
+
+    def __le__(self, other) -> bool:
+        other = _ids_tuple(other)
+        return NotImplemented if other is None else tuple(self) <= other
+
+    def __gt__(self, other) -> bool:
+        other = _ids_tuple(other)
+        return NotImplemented if other is None else tuple(self) > other
+
+    def __ge__(self, other) -> bool:
+        other = _ids_tuple(other)
+        return NotImplemented if other is None else tuple(self) >= other
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+    def _where(self):
+        """Where each id starts in `text`, and one past its end (id i ends before start i + 1); or,
+        for a text not all ASCII (not from the columnar decoder), the ids split once."""
+        if self._starts is None:
+            text = self.text
+            if text.isascii():  # a character a byte: the spaces' byte positions are theirs
+                spaces = np.flatnonzero(np.frombuffer(text.encode("ascii"), dtype=np.uint8) == 32)
+                self._starts = np.concatenate(([0], spaces + 1, [len(text) + 1]))
+            else:
+                self._starts = text.split(" ")
+        return self._starts
+
+    def at(self, index: int) -> str:
+        """The id at `index` (0 or more)."""
+        starts = self._where()
+        if isinstance(starts, list):
+            return starts[index]
+        return self.text[starts[index] : starts[index + 1] - 1]
+
+    def stretch(self, first: int, stop: int) -> str:
+        """The ids at `first` to `stop` (excluded, past `first`), space-separated."""
+        if self._starts is None and first == 0 and stop == len(self):  # all of them (one run of a job's events)
+            return self.text
+        starts = self._where()
+        if isinstance(starts, list):
+            return " ".join(starts[first:stop])
+        return self.text[starts[first] : starts[stop] - 1]
+
+    def joined(self, positions: np.ndarray) -> str:
+        """The ids at `positions` (at least one), space-separated in that order."""
+        if (np.diff(positions) == 1).all():  # a stretch: one slice
+            return self.stretch(int(positions[0]), int(positions[-1]) + 1)
+        return " ".join([self.at(index) for index in positions.tolist()])
+
+
+def _ids_tuple(ids) -> tuple | None:
+    """A run's ids as a tuple, from `RunIds`, a tuple or a string of them; None for anything else."""
+    if isinstance(ids, (RunIds, tuple)):
+        return tuple(ids)
+    return tuple(ids.split(" ")) if isinstance(ids, str) else None
 
 
 def make_block(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: str, prefix: str = "") -> tuple:
@@ -145,15 +251,17 @@ def collapse(events: list) -> list:
     times = np.frombuffer(b"".join([block[4][0] for block in blocks]), dtype=np.int64)
     steps = np.frombuffer(b"".join([block[4][1] for block in blocks]), dtype=np.int64)
     codes = np.frombuffer(b"".join([block[4][2] for block in blocks]), dtype=np.int8)
-    ids = " ".join([whole_ids(*block[4][3]) for block in blocks]).split(" ")
-    orders = _ORDERS[codes]
-    keys = times * SAME_INSTANT_ORDERS + orders  # event order up to the id: time, then same-instant order
-    order = keys.argsort(kind="stable")
-    keys = keys[order]
-    if (keys[1:] == keys[:-1]).any():  # rare: ties to order by id
-        order = np.array(sorted(range(len(ids)), key=lambda index: (times[index], orders[index], ids[index])))
-    times, steps, codes = times[order], steps[order], codes[order]
-    ids = itemgetter(*order.tolist())(ids) if len(ids) > 1 else tuple(ids)  # a tuple: each run's ids slice it
+    ids = RunIds(" ".join([whole_ids(*block[4][3]) for block in blocks]))
+    keys = times * SAME_INSTANT_ORDERS + _ORDERS[codes]  # event order up to the id: time, then same-instant order
+    if (keys[1:] > keys[:-1]).all():  # in event order already, no two at one place (one file's, mostly)
+        order = None  # no copy of the columns reordered
+    else:
+        order = keys.argsort(kind="stable")
+        if (keys[order][1:] == keys[order][:-1]).any():  # rare: ties to order by id
+            listed, keys_of = ids.text.split(" "), keys.tolist()
+            order = np.array(sorted(range(len(listed)), key=lambda index: (keys_of[index], listed[index])))
+        times, steps, codes = times[order], steps[order], codes[order]
+    del keys
     count = len(times)
     duration, climb = times[1:] - times[:-1], steps[1:] - steps[:-1]
     is_step, is_wait = np.zeros(count, dtype=bool), np.zeros(count, dtype=bool)  # a span starts at the row
@@ -180,10 +288,12 @@ def collapse(events: list) -> list:
         if run_stop - run_first < 2 or not is_step[span_rows[run_first:run_stop]].any():
             continue
         first, stop = int(span_rows[run_first]), int(span_rows[run_stop - 1]) + 2
-        out.append(make_run(times[first:stop], steps[first:stop], codes[first:stop], ids[first:stop]))
+        run_ids = ids.stretch(first, stop) if order is None else ids.joined(order[first:stop])
+        out.append(make_run(times[first:stop], steps[first:stop], codes[first:stop], run_ids))
         member[first:stop] = True
     alone = (~member).nonzero()[0].tolist()
-    out += _events(times[alone], steps[alone], codes[alone], [ids[index] for index in alone])
+    at = alone if order is None else order[alone].tolist()
+    out += _events(times[alone], steps[alone], codes[alone], [ids.at(index) for index in at])
     return out
 
 
@@ -196,13 +306,25 @@ def _events(times: np.ndarray, steps: np.ndarray, codes: np.ndarray, ids: list[s
 
 def arrays(run) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
     """(times, steps, codes, ids) of a STEP_RUN's events: a START and its END in turn."""
-    times, steps, codes, ids = run[4]
+    return (*columns(run), ids(run))
+
+
+def columns(run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(times, steps, codes) of a STEP_RUN's events: a START and its END in turn."""
+    times, steps, codes, _ = run[4]
     return (
         np.frombuffer(times, dtype=np.int64),
         np.frombuffer(steps, dtype=np.int64),
         np.frombuffer(codes, dtype=np.int8),
-        _ids_of(ids),
     )
+
+
+def _joined_ids(run) -> RunIds:
+    """A STEP_RUN's ids as `RunIds` (in a run a key's saved state kept from before: a string of them, or a tuple)."""
+    kept = run[4][3]
+    if isinstance(kept, RunIds):
+        return kept
+    return RunIds(kept if isinstance(kept, str) else " ".join(kept))
 
 
 class RunFacts(NamedTuple):
@@ -357,15 +479,40 @@ def _by_window(window_us: int, run_starts, run_ends, firsts, span_starts, span_e
     return out
 
 
-def ids(run) -> tuple[str, ...]:
+# A feed of more events than this has its ids checked for repeats in columns (polars), not in a Python
+# set: the set made a Python string of each of a job's millions of ids (docs/performance.md). Under it
+# the set costs less than polars' calls.
+IDS_CHECKED_IN_COLUMNS = 20_000
+
+
+def distinct_ids(events) -> bool:
+    """Whether no two of `events` (a STEP_RUN: each of its events) carry the same id."""
+    runs = [event[4][3] for event in events if event[3] == STEP_RUN]
+    plain = [event[2] for event in events if event[3] != STEP_RUN]
+    count = len(plain) + sum(size(event) for event in events if event[3] == STEP_RUN)
+    if count < IDS_CHECKED_IN_COLUMNS:
+        seen = set(plain)
+        for kept in runs:
+            seen.update(_ids_of(kept))
+        return len(seen) == count
+    import polars as pl  # only here: the key step of small jobs does without it
+
+    texts = [
+        kept.text if isinstance(kept, RunIds) else kept if isinstance(kept, str) else " ".join(kept) for kept in runs
+    ]
+    every = pl.concat([pl.Series(texts, dtype=pl.String).str.split(" ").explode(), pl.Series(plain, dtype=pl.String)])
+    return every.n_unique() == count
+
+
+def ids(run) -> RunIds | tuple[str, ...]:
     """A STEP_RUN's events' ids."""
     return _ids_of(run[4][3])
 
 
-def _ids_of(ids) -> tuple[str, ...]:
-    """A run's ids: a tuple, or, in a run a key's saved state kept from before, one string of them
-    (ids hold no space)."""
-    return ids if isinstance(ids, tuple) else tuple(ids.split(" "))
+def _ids_of(ids) -> RunIds | tuple[str, ...]:
+    """A run's ids: `RunIds`, or, in a run from a key's saved state, one string of them (ids hold
+    no space), or a tuple (kept so before)."""
+    return RunIds(ids) if isinstance(ids, str) else ids
 
 
 def is_run(event) -> bool:
@@ -384,7 +531,8 @@ def end_us(event) -> int:
 
 def last_key(run) -> tuple[int, int, str]:
     """(time, same-instant order, id) of a STEP_RUN's last event, an END: it sorts there."""
-    return end_us(run), END_ORDER, _ids_of(run[4][3])[-1]
+    kept = run[4][3]
+    return end_us(run), END_ORDER, kept[-1] if isinstance(kept, tuple) else _joined_ids(run).text.rpartition(" ")[2]
 
 
 def expand(event) -> list[Event]:
@@ -403,25 +551,27 @@ def spans_of(run, first: int, stop: int) -> list:
     """Spans `first` to `stop` (excluded) of a STEP_RUN: a STEP_RUN of them, or nothing."""
     if stop <= first:
         return []
-    times, steps, codes, ids = arrays(run)
+    times, steps, codes = columns(run)
     first, stop = 2 * first, 2 * stop
-    return [Event._make(make_run(times[first:stop], steps[first:stop], codes[first:stop], ids[first:stop]))]
+    ids = _joined_ids(run).stretch(first, stop)
+    return [Event._make(make_run(times[first:stop], steps[first:stop], codes[first:stop], ids))]
 
 
 def taken_apart(run, touched: np.ndarray, cut_after: np.ndarray) -> list[Event]:
     """A STEP_RUN's spans where `touched` as their events, each stretch of the others as a run,
     stretches cut after each span where `cut_after`."""
-    times, steps, codes, ids = arrays(run)
+    times, steps, codes = columns(run)
+    ids = _joined_ids(run)
     out, first = [], 0
     cut_after[-1] = True  # the run's end ends its last stretch
     for span in (touched | cut_after).nonzero()[0].tolist():
         stop = span if touched[span] else span + 1  # the stretch's spans: first to stop (excluded)
         if stop > first:
             rows = slice(2 * first, 2 * stop)
-            out.append(Event._make(make_run(times[rows], steps[rows], codes[rows], ids[rows])))
+            out.append(Event._make(make_run(times[rows], steps[rows], codes[rows], ids.stretch(2 * first, 2 * stop))))
         if touched[span]:
             rows = slice(2 * span, 2 * span + 2)
-            out += _events(times[rows], steps[rows], codes[rows], ids[rows])
+            out += _events(times[rows], steps[rows], codes[rows], [ids.at(2 * span), ids.at(2 * span + 1)])
         first = span + 1
     return out
 
@@ -436,7 +586,7 @@ def split_at(events, time_us: int) -> tuple[list, list]:
         if event[0] > time_us:
             after.append(event)
             continue
-        times = arrays(event)[0]
+        times = columns(event)[0]
         spans = len(times) // 2
         done = int(times[1::2].searchsorted(time_us, side="right"))  # spans ended at or before it
         before += spans_of(event, 0, done)

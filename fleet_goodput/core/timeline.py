@@ -356,18 +356,7 @@ class JobTimeline:
 
     def _all_ids_new(self, ordered: list[Event]) -> bool:
         """Whether no event of `ordered` carries an id seen before or another's of them."""
-        if self.seen_ids:
-            return False
-        ids, count = set(), 0
-        for event in ordered:
-            if event[3] == STEP_RUN:
-                run_ids = step_runs.ids(event)
-                ids.update(run_ids)
-                count += len(run_ids)
-            else:
-                ids.add(event[2])
-                count += 1
-        return len(ids) == count
+        return not self.seen_ids and step_runs.distinct_ids(ordered)
 
     # A timeline is pickled as it always was, its ids seen indexed (a key's saved state: session.py).
     def __getstate__(self) -> dict:
@@ -503,7 +492,7 @@ class JobTimeline:
     def _add_run_stretches(self, run: Event, between: int) -> None:
         """A run's data waits' time and the time between its spans (to figure `between`), window by
         window, stretch by stretch."""
-        times, _, codes, _ = step_runs.arrays(run)
+        times, _, codes = step_runs.columns(run)
         chips, window_us, deltas = self.submit.chips, self.window_us, self._deltas
         start, end = int(times[0]), int(times[-1])
         waits = codes[0::2] != 0
@@ -1131,7 +1120,7 @@ def _taken_apart(run: Event, barriers: np.ndarray, ends_at: list[tuple], starts_
     it. An END touches the spans of its kind that start or end at its time and that it could end
     (a STEP_END below a span's first step cannot), a START those of its kind that start at its time
     (`_runs_apart_from_other_events`)."""
-    times, steps, codes, _ = step_runs.arrays(run)
+    times, steps, codes = step_runs.columns(run)
     starts, ends = _instant(times[0::2], step_runs.START_ORDER), _instant(times[1::2], step_runs.END_ORDER)
     touched = barriers.searchsorted(ends, side="right") > barriers.searchsorted(starts, side="left")
     if ends_at or starts_at:

@@ -12,11 +12,18 @@ the file's writer schema is the stream's reader schema with exactly the
 fields this module knows (no schema resolution to mimic), its blocks are
 whole and run to its end, polars reads as many rows as they declare, and
 every row passes a predicate that is stricter than any per-record rejection
-rule (unique event ids of plain printable ASCII under a length bound, event
-time between 2000-01-01 and a day from now, bounded steps, chips and FLOPs,
-known enum symbols). Anything else, a file with one doubtful row included,
-is decoded whole by `decode_file`, which stays the reference: its rules and
-reasons then apply unchanged, and every rejection reason comes from it.
+rule (event ids unique within their group of blocks, of plain printable ASCII
+under a length bound, event time between 2000-01-01 and a day from now,
+bounded steps, chips and FLOPs, known enum symbols). Anything else, a file
+with one doubtful row included, is decoded whole by `decode_file`, which
+stays the reference: its rules and reasons then apply unchanged, and every
+rejection reason comes from it.
+
+A file is read a group of its blocks at a time (`GROUP_ROWS` records), so the
+memory polars takes is a group's, not a file's. An id repeated in two groups
+passes both: the reference path hands both events on too, and judging a
+repeat (a duplicate, or a conflict) is the key step's, across groups as
+across files.
 
 One difference remains, on damaged files only: neither reader detects most
 flipped bits inside a block (a changed digit decodes to another value in
@@ -35,7 +42,7 @@ from __future__ import annotations
 import io
 import json
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import repeat
 from typing import BinaryIO
 
@@ -99,6 +106,11 @@ _ORDER_OF_CODE = {code: same_instant_order(code) for code in (*RUNTIME_TYPES, PR
 # Both break even near 200 events, 4 KiB of a deflated runtime file (docs/performance.md).
 SMALL_FILE_BYTES = 4096
 
+# A file is read in columns a group of its blocks at a time, of this many records at least: polars
+# takes about 200 bytes a record to read and check them, so one job's file of 3 million events read
+# whole peaked at 1.4 GB (docs/performance.md). Its fixed cost a read is a few ms.
+GROUP_ROWS = 50_000
+
 
 def decode_file_fast(
     stream: str, source: str, handle: BinaryIO, accelerators, during: TimeSlice | None = None, step_blocks: bool = False
@@ -109,15 +121,21 @@ def decode_file_fast(
     event tuples are built, the costliest part of a decode in columns. With
     `step_blocks`, a runtime file decoded in columns gives each job's step
     events (those with a step) and data waits (those without) as one
-    STEP_BLOCK event holding them in columns (fleet_goodput/core/step_runs.py):
-    expanded, the same events.
+    STEP_BLOCK event a group of blocks holding them in columns
+    (fleet_goodput/core/step_runs.py): expanded, the same events.
     """
     data = handle.read()
-    columns = _clean_columns(stream, data) if stream in KNOWN_FIELDS else None
-    if columns is None:
+    groups = _clean_groups(stream, data) if stream in KNOWN_FIELDS else None
+    parts = []
+    for frame in groups or ():
+        if frame is None:  # a group not provably clean: the file is decoded whole by the reference
+            groups, parts = None, []
+            break
+        parts.append(_events_from_columns(stream, frame, during, step_blocks))
+    if groups is None:
         decoded = decode_file(stream, source, io.BytesIO(data), accelerators)
         return decoded.during(during) if during else decoded
-    return _events_from_columns(stream, columns, during, step_blocks)
+    return _merged(parts)
 
 
 def decode_input_file(
@@ -199,11 +217,31 @@ def _merged(parts: list[DecodedFile]) -> DecodedFile:
 
 def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:
     """The file's rows as columns when every one of them is provably clean, else None."""
-    records = _records_in_whole_blocks(stream, data)
-    if not records:
+    frames = []
+    for frame in _clean_groups(stream, data) or [None]:
+        if frame is None:
+            return None
+        frames.append(frame)
+    return pl.concat(frames) if len(frames) > 1 else frames[0]
+
+
+def _clean_groups(stream: str, data: bytes) -> Iterator[pl.DataFrame | None] | None:
+    """The file's rows as columns, a frame a group of its blocks (`GROUP_ROWS`), each read when
+    asked: None for a group whose rows are not every one provably clean. None where the file's
+    framing is not whole (`_whole_blocks`)."""
+    framing = _whole_blocks(stream, data)
+    if framing is None:
         return None
+    header_end, groups = framing
+    return (_clean_frame(stream, data[:header_end] + data[start:end], records) for start, end, records in groups)
+
+
+def _clean_frame(stream: str, group: bytes, records: int) -> pl.DataFrame | None:
+    """The rows of `group` (a file's header and some of its blocks, declaring `records` rows) as
+    columns when every one of them is provably clean, else None. Ids unique within the group:
+    a repeat in another group or file is the key step's to judge, as it judges one across files."""
     try:
-        frame = pl.read_avro(io.BytesIO(data))
+        frame = pl.read_avro(io.BytesIO(group))
         clean = frame.height == records and frame.select(_clean_row(stream).all()).item()
     # A Rust panic in the reader is not an Exception; it means the same here.
     except (Exception, pl.exceptions.PanicException):  # noqa: BLE001 - truncated, corrupt or unsupported: the reference path says which
@@ -211,10 +249,11 @@ def _clean_columns(stream: str, data: bytes) -> pl.DataFrame | None:
     return frame if clean else None
 
 
-def _records_in_whole_blocks(stream: str, data: bytes) -> int | None:
-    """How many records the file's blocks declare, if it was written with the
-    stream's reader schema and its blocks run, each closed by the sync marker,
-    exactly to its end; else None.
+def _whole_blocks(stream: str, data: bytes) -> tuple[int, list[tuple[int, int, int]]] | None:
+    """Where the file's header ends, and its blocks in groups of at least `GROUP_ROWS` records
+    (the last one fewer): (start, end, records) of each group, if it was written with the
+    stream's reader schema and its blocks run, each closed by the sync marker, exactly to its
+    end, and it has a record; else None.
 
     polars reads past some damage that fastavro reports (trailing bytes after
     the last block, for one), so the framing is checked here, as fastavro
@@ -233,7 +272,8 @@ def _records_in_whole_blocks(stream: str, data: bytes) -> int | None:
             or tuple(f["name"] for f in writer["fields"]) != KNOWN_FIELDS[stream]
         ):
             return None
-        records, position = 0, handle.tell()
+        header_end = position = group_start = handle.tell()
+        groups, records = [], 0
         while position < len(data):
             count, position = _read_long(data, position)
             size, position = _read_long(data, position)
@@ -247,9 +287,12 @@ def _records_in_whole_blocks(stream: str, data: bytes) -> int | None:
                 return None
             check_block(codec, data[position - size : position])  # polars would decompress it unbounded
             records, position = records + count, position + 16
+            if records >= GROUP_ROWS or position >= len(data):
+                groups.append((group_start, position, records))
+                group_start, records = position, 0
     except Exception:  # noqa: BLE001 - an unreadable header or block, an unsafe schema: the reference describes it
         return None
-    return records
+    return (header_end, groups) if groups else None
 
 
 def _without_docs(schema):
