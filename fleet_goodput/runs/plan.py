@@ -22,8 +22,11 @@ from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.runs.inputs import InputFile, list_input
 from fleet_goodput.runs.redelivered import refuse_changed_in_place
 from fleet_goodput.runs.upgrade import refuse_other_format
-from fleet_goodput.store.delta_store import RunRecord, Store, StoreError, claim_staging, clear_staging
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
 from fleet_goodput.store.manifest import KEPT_TIMES_KEY
+from fleet_goodput.store.runs_table import RunRecord
+from fleet_goodput.store.staging import claim_staging, clear_staging
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stream_commit import refuse_stream_store
 

@@ -37,7 +37,10 @@ from fleet_goodput.core.session import STATE_FORMAT, state_from_bytes
 from fleet_goodput.core.state_formats import LAST_WRITTEN_BY, UPGRADABLE_FROM, upgrade_state, window_as_stretches
 from fleet_goodput.core.windows import window_start
 from fleet_goodput.store import delta_arrow
-from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA, RunRecord, Store, StoreError, is_remote
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
+from fleet_goodput.store.layout import STATE_KEYS_SCHEMA, is_remote
+from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stored_settings import kept_settings
 from fleet_goodput.store.tables import CAPACITY_LEVEL, utc_day

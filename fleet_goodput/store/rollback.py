@@ -20,8 +20,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from fleet_goodput.store import delta_store as store_module
-from fleet_goodput.store.delta_store import RunRecord, Store, StoreError, is_remote, table_paths
+from fleet_goodput.store import maintenance
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
+from fleet_goodput.store.layout import is_remote, table_paths
+from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.store_check import require_intact, run_problems
 
 
@@ -52,7 +55,7 @@ def roll_back(output_dir: str, to_run: int) -> Rollback:
             raise StoreError(
                 f"run {to_run} can no longer be restored: its files are no longer kept (a store keeps "
                 "the runs of the retention, runs.retention_hours, at most the latest "
-                f"{store_module.KEEP_RUNS_AT_MOST:,}):\n" + "".join(f"  {problem}\n" for problem in problems)
+                f"{maintenance.KEEP_RUNS_AT_MOST:,}):\n" + "".join(f"  {problem}\n" for problem in problems)
             )
         new_again = len(store.applied_files(latest)) - len(store.applied_files(target))
         transaction = store.begin()

@@ -152,7 +152,7 @@ def test_a_file_delivered_again_changes_nothing(fleet, tmp_path):
 
 
 def test_an_as_of_before_the_last_run_is_a_clear_error(fleet):
-    from fleet_goodput.store.delta_store import StoreError
+    from fleet_goodput.store.errors import StoreError
 
     root, whole = fleet
     with pytest.raises(StoreError, match="earlier than run 1's as-of"):

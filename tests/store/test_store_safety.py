@@ -22,7 +22,10 @@ from deltalake import DeltaTable
 
 import worked_example
 from fleet_goodput.cli import main
-from fleet_goodput.store.delta_store import MARKER, Store, StoreDamaged, table_paths
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreDamaged
+from fleet_goodput.store.layout import table_paths
+from fleet_goodput.store.ownership import MARKER
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.avro_io import write_events
 

@@ -26,7 +26,8 @@ from fleet_goodput.cli import main
 from fleet_goodput.configs import DEFAULT_CONFIG
 from fleet_goodput.core.config import load_settings, read_yaml
 from fleet_goodput.core.run_settings import RunSettings
-from fleet_goodput.store.delta_store import SETTINGS, Store
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.layout import SETTINGS
 from fleet_goodput.store.stored_settings import (
     SettingsConflict,
     apply,

@@ -10,7 +10,9 @@ from deltalake import DeltaTable
 
 from fleet_goodput.core.session import STATE_FORMAT
 from fleet_goodput.runs.batch import plan_run
-from fleet_goodput.store.delta_store import RunRecord, Store, StoreError
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
+from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.stream_commit import STREAM_MODE, CountsDoNotAddUp, Pane
 from fleet_goodput.store.tables import JOB_WINDOW
 from stream_panes import FIRST, MINUTE, SECOND, STREAM, T0, commit, productive, window_row
