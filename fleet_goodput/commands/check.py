@@ -82,7 +82,6 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput.store.delta_store import Store
     from fleet_goodput.store.errors import StoreBusy, StoreError
-    from fleet_goodput.store.ownership import refuse_foreign
     from fleet_goodput.store.store_check import inspect
     from fleet_goodput.store.store_files import StoreFiles
 
@@ -95,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
         )
         return exits.USAGE
     try:
-        refuse_foreign(store)
+        store.refuse_foreign()
         if args.upgrade:
             return _upgrade(args.output)
         if args.repair:

@@ -36,24 +36,25 @@ table's latest version holds one row per key (fleet_goodput/store/keyed_tables.p
 Delta tables work on local disk and gs:// alike (delta-rs); DuckDB, polars,
 Spark and BigQuery read them.
 
-This module is the store's front door (`Store`: opening, reading runs and
-tables, the lock, `begin`). Each other job has a module of its own:
-layout.py (paths and schemas), errors.py, runs_table.py (`RunRecord`),
-transaction.py (a run's writes and commit), staging.py, ownership.py (the
-marker), killed_runs.py (undoing a killed run), maintenance.py (retention,
-vacuum, checkpoints) and delta_log.py (a Delta log read by hand).
+This module is the store's front door, `Store`: opening a store (is it
+ours? its tables, kept open), reading its runs and their tables, and the lock.
+The rest works on a Store, each job in a module of its own: transaction.py
+(a run's writes and commit: `begin`), killed_runs.py (undoing a killed run),
+maintenance.py (vacuum, checkpoints, log clean-up), staging.py; below the
+Store: layout.py (paths and schemas), runs_table.py (`RunRecord`), errors.py,
+delta_log.py (a Delta log read by hand).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import shlex
 import shutil
 import time
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -61,14 +62,22 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from fleet_goodput.quoting import path_of_uri
-from fleet_goodput.store import delta_arrow, maintenance
+from fleet_goodput.store import delta_arrow, runs_table
 from fleet_goodput.store.delta_log import commit_file
-from fleet_goodput.store.errors import StoreBusy, StoreDamaged, StoreError
-from fleet_goodput.store.killed_runs import undo_killed_run
-from fleet_goodput.store.layout import LOCK_FILE, RUNS, SETTINGS, STAGING, is_remote, table_paths
-from fleet_goodput.store.ownership import manifest_run, mark, refuse_foreign
+from fleet_goodput.store.errors import NotAStore, StoreBusy, StoreDamaged, StoreError
+from fleet_goodput.store.layout import (
+    LOCK_FILE,
+    MARKER,
+    RUN_SCAFFOLDING,
+    RUNS,
+    SETTINGS,
+    STAGING,
+    STORE_FORMAT,
+    is_remote,
+    table_paths,
+)
 from fleet_goodput.store.runs_table import RUNS_SCHEMA, RunRecord, python_rows, run_wanted
-from fleet_goodput.store.transaction import Transaction
+from fleet_goodput.store.store_files import StoreFiles
 
 # What an output's local path cannot hold. The Delta Lake library (delta-rs) makes the path a URL's
 # host, which refuses `[`, `]`, `^` and `|` (a panic), reads a backslash as `/` and `%41` as `A`, and
@@ -210,7 +219,7 @@ class Store:
     def _refuse_lost_runs(self) -> None:
         """A store without a `runs` table whose manifest.json says a run was committed lost it: running
         on would start its history again over tables that hold it."""
-        run_id = manifest_run(self)
+        run_id = self._manifest_run()
         if run_id is None:
             return
         raise StoreDamaged(
@@ -218,6 +227,14 @@ class Store:
             "record of the store's runs is gone (deleted by hand?)",
             self.root,
         )
+
+    def _manifest_run(self) -> int | None:
+        """The run our manifest.json copy names (None: no such file, or not ours)."""
+        try:
+            manifest = json.loads(StoreFiles(self.root).read_text("manifest.json"))
+            return manifest["run_id"] if "settled_counts" in manifest else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def committed_sequence(self, app_id: str) -> int | None:
         """The last sequence number writer `app_id` recorded with a run it committed (`Transaction.commit`'s
@@ -255,7 +272,7 @@ class Store:
             raise StoreError(
                 f"run {record.run_id} can no longer be read: its version {version} of "
                 f"{table_paths()[name]} is gone; a store keeps the runs committed within the retention "
-                f"(runs.retention_hours), at most the latest {maintenance.KEEP_RUNS_AT_MOST:,}: "
+                f"(runs.retention_hours), at most the latest {runs_table.KEEP_RUNS_AT_MOST:,}: "
                 f"`mpg runs --output {shlex.quote(self.root)}` lists them"
             )
         return table
@@ -286,7 +303,7 @@ class Store:
     @contextlib.contextmanager
     def lock(self):
         """Hold the output for one run; a second run fails at once with who holds it."""
-        refuse_foreign(self)
+        self.refuse_foreign()
         if is_remote(self.root):
             yield  # checked at commit instead: see Transaction.commit
             return
@@ -320,11 +337,64 @@ class Store:
                 handle.seek(0)
                 handle.truncate()
 
-    def begin(self) -> Transaction:
-        """Start a run: mark the store as ours, undo what a killed run left in the tables, then stage."""
-        mark(self)
-        undo_killed_run(self)
-        return Transaction(self, self.latest(), uuid.uuid4().hex[:12])
+    def refuse_foreign(self) -> None:
+        """NotAStore unless the folder is absent, empty, or a store of this project (StoreError for one
+        a newer fleet-goodput wrote): a run must never overwrite, nor --replace delete, someone's files.
+        A gs:// store is checked as a local one is (store_files.py)."""
+        files = StoreFiles(self.root)
+        if files.is_file(""):
+            raise NotAStore(
+                f"{self.root} is a file, not a folder: give --output a folder (new, empty, or an output "
+                "of fleet-goodput)"
+            )
+        if not files.exists():
+            return
+        if files.is_file(MARKER):
+            try:
+                store_format = json.loads(files.read_text(MARKER))["format"]
+            except (OSError, ValueError, KeyError, TypeError):
+                raise StoreError(
+                    f"{self.path(MARKER)} cannot be read: the store's marker is damaged; write "
+                    f'{{"format": {STORE_FORMAT}}} into it if {self.root} is a store of fleet-goodput'
+                ) from None
+            if store_format > STORE_FORMAT:
+                raise StoreError(
+                    f"{self.root} was written by a newer fleet-goodput (store format {store_format}, this "
+                    f"one knows {STORE_FORMAT}): upgrade fleet-goodput to use it"
+                )
+            return
+        foreign = sorted(
+            name + ("/" if files.is_dir(name) else "") for name in files.names() if name not in RUN_SCAFFOLDING
+        )
+        if foreign and not self._made_before_the_marker():
+            shown = ", ".join(foreign[:8]) + (f" and {len(foreign) - 8} more" if len(foreign) > 8 else "")
+            raise NotAStore(
+                f"{self.root} is not empty and is not an output of fleet-goodput (no {MARKER} file, no "
+                f"runs table of ours): it holds {shown}. A run writes only into an empty folder or one of "
+                "its outputs, and --replace deletes only those: give --output a new or empty folder"
+            )
+
+    def _made_before_the_marker(self) -> bool:
+        """A store written before stores were marked: it has our `runs` table (or had: our manifest.json)."""
+        if self._manifest_run() is not None:
+            return True
+        try:
+            table = self._delta(RUNS)
+        except Exception:  # a damaged runs log still has our shape of folder: StoreDamaged says more
+            return StoreFiles(self.root).is_dir(f"{RUNS}/_delta_log")
+        return table is not None and set(RUNS_SCHEMA.names) <= set(table.schema().to_arrow().names)
+
+    def mark(self) -> None:
+        """Mark the folder as a store of this project (the lock is held; refuse_foreign passed)."""
+        files = StoreFiles(self.root)
+        if files.exists(MARKER):
+            return
+        files.write_whole(
+            MARKER,
+            (
+                json.dumps({"format": STORE_FORMAT, "store": "fleet-goodput output (docs/tables-and-views.md)"}) + "\n"
+            ).encode(),
+        )
 
     def replace(self) -> None:
         """Remove every run, table and saved state (`--replace`; the caller holds the lock, which

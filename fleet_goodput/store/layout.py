@@ -17,6 +17,10 @@ SETTINGS = "settings"
 RUNS = "runs"
 STAGING = "_staging"
 LOCK_FILE = ".lock"
+MARKER = ".fleet-goodput-store"
+STORE_FORMAT = 1  # the layout of delta_store.py; a marker with a later one was written by a newer fleet-goodput
+# What a run leaves in a folder even before its first commit (a killed first run).
+RUN_SCAFFOLDING = (LOCK_FILE, STAGING, MARKER, f"{MARKER}.tmp")
 
 STATE_KEYS_SCHEMA = pa.schema([("key", pa.string()), ("blob", pa.binary())])
 STATE_FILES_SCHEMA = pa.schema(

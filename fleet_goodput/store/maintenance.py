@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from deltalake import DeltaTable, WriterProperties
 
-from fleet_goodput.store import delta_arrow
+from fleet_goodput.store import delta_arrow, runs_table
 from fleet_goodput.store.delta_log import log_versions
 from fleet_goodput.store.layout import RUNS, is_remote, table_paths
 
@@ -24,9 +24,6 @@ if TYPE_CHECKING:
 DEFAULT_RETENTION_HOURS = 7 * 24
 # A table with more data files than this in a run's snapshot is compacted by that run.
 COMPACT_ABOVE_FILES = 64
-# Runs that can be read and rolled back to: those within the retention (runs.retention_hours), and
-# at most this many, so that a stream committing every few seconds keeps its Delta logs short (`maintain`).
-KEEP_RUNS_AT_MOST = 1000
 CHECKPOINT_EVERY = 100  # a Delta log gets a checkpoint at least this often (delta-rs' own default interval)
 RUNS_ROW_GROUP = 64  # rows of the compacted runs table read together
 
@@ -62,7 +59,7 @@ def kept_runs(store: Store, retention_hours: int = DEFAULT_RETENTION_HOURS) -> K
         key=lambda row: row["run_id"],
     )
     horizon_us = time.time_ns() // 1000 - retention_hours * 3_600_000_000
-    kept = [row for row in rows[-KEEP_RUNS_AT_MOST:] if row["committed_at"] >= horizon_us] or rows[-1:]
+    kept = [row for row in rows[-runs_table.KEEP_RUNS_AT_MOST :] if row["committed_at"] >= horizon_us] or rows[-1:]
     oldest: dict[str, int] = {}
     for row in kept:
         for name, version in json.loads(row["versions"]).items():

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+# Runs that can be read and rolled back to: those within the retention (runs.retention_hours), and
+# at most this many, so that a stream committing every few seconds keeps its Delta logs short (maintenance.maintain).
+KEEP_RUNS_AT_MOST = 1000
 RUNS_SCHEMA = pa.schema(
     [
         ("run_id", pa.int64()),

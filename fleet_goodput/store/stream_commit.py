@@ -49,6 +49,7 @@ from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stored_settings import commit_settings
 from fleet_goodput.store.tables import TABLES
+from fleet_goodput.store.transaction import begin
 
 STREAM_MODE = "stream-pipeline"  # the `mode` of a streaming pipeline's runs
 SETTLED = tuple(outcome for outcome in OUTCOMES if outcome not in ("read", "waiting"))
@@ -95,7 +96,7 @@ def commit_pane(
         return None
     with store.lock():
         require_intact(store)  # a damaged store is refused before anything changes
-        transaction = store.begin()  # marks the store, and puts back what a killed commit moved
+        transaction = begin(store)  # marks the store, and puts back what a killed commit moved
         previous = transaction.previous
         if previous is not None and previous.mode != STREAM_MODE:
             raise StoreError(

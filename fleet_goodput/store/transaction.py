@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import shutil
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ from deltalake.exceptions import CommitFailedError
 
 from fleet_goodput.store import maintenance
 from fleet_goodput.store.errors import StoreBusy
+from fleet_goodput.store.killed_runs import undo_killed_run
 from fleet_goodput.store.layout import LOCK_FILE, RUNS, delta_schema, is_remote, table_paths
 from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.staging import staged_files
@@ -150,3 +152,10 @@ class Transaction:
         if not is_remote(self.staging):
             shutil.rmtree(self.staging, ignore_errors=True)
             Path(f"{self.staging}.owner").unlink(missing_ok=True)
+
+
+def begin(store: Store) -> Transaction:
+    """Start a run: mark the store as ours, undo what a killed run left in the tables, then stage."""
+    store.mark()
+    undo_killed_run(store)
+    return Transaction(store, store.latest(), uuid.uuid4().hex[:12])

@@ -406,11 +406,10 @@ def test_a_store_opens_each_table_once_and_reads_on_what_is_written(tmp_path):
     from deltalake import write_deltalake
 
     from fleet_goodput.store.delta_store import Store
-    from fleet_goodput.store.ownership import mark
 
     store = Store(tmp_path / "out")
     with store.lock():
-        mark(store)  # a store of ours, which a later lock takes
+        store.mark()  # a store of ours, which a later lock takes
         write_deltalake(store.path("tables/t"), pa.table({"a": [1]}))
         opened = store._delta("tables/t")
         write_deltalake(store.path("tables/t"), pa.table({"a": [2]}), mode="append")  # by path, not by the handle

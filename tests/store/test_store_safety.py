@@ -24,8 +24,7 @@ import worked_example
 from fleet_goodput.cli import main
 from fleet_goodput.store.delta_store import Store
 from fleet_goodput.store.errors import StoreDamaged
-from fleet_goodput.store.layout import table_paths
-from fleet_goodput.store.ownership import MARKER
+from fleet_goodput.store.layout import MARKER, table_paths
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.avro_io import write_events
 
