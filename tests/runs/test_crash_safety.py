@@ -22,7 +22,7 @@ from deltalake import DeltaTable
 
 from fleet_goodput.cli import main
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.core.timeline import FIGURES
+from fleet_goodput.core.figure_vector import FIGURES
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from fleet_goodput.core.config import SettingsFile, load_settings
-from fleet_goodput.core.timeline import FIGURES
+from fleet_goodput.core.figure_vector import FIGURES
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.runs.replay import replay
 from fleet_goodput.runs.stream_run import run_stream
