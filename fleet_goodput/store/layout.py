@@ -1,4 +1,5 @@
-"""The output store's layout: where each Delta table of a run lives under the output, and its schema.
+"""The output store's layout: where each Delta table of a run lives under the output, its schema, and
+the files a run leaves beside them (the lock, the staging folder, the marker that says a folder is a store).
 
 The folders are drawn in fleet_goodput/store/delta_store.py, the store's front door.
 """
