@@ -45,8 +45,9 @@ from fleet_goodput.runs.commit import commit_run
 from fleet_goodput.runs.plan import plan_run, staging_folder
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
-from fleet_goodput.store.delta_store import Store, delta_schema
+from fleet_goodput.store.delta_store import Store
 from fleet_goodput.store.keyed_tables import commit_keyed, latest_per_key
+from fleet_goodput.store.layout import delta_schema
 from fleet_goodput.store.tables import TABLES, Table
 from fleet_goodput.telemetry.avro_io import split_by_time
 

@@ -12,7 +12,7 @@ commits), then times on each, in fresh processes as a user meets them:
   runs   `mpg runs --output OUT`
   run    the next `mpg run`, over one more hour of the fleet
 
-The history's last run keeps the store as a run does (Store.maintain:
+The history's last run keeps the store as a run does (maintenance.maintain:
 checkpoints, log clean-up to the kept runs, vacuum), as the N-th real run
 would have. Prints each cost at 10 and at N runs and their ratio.
 
@@ -42,6 +42,7 @@ from long_history import extend_history  # noqa: E402
 from fleet_goodput.telemetry.avro_io import split_by_time  # noqa: E402
 from fleet_goodput.cli import main as mpg  # noqa: E402
 from fleet_goodput.simulator import simulate  # noqa: E402
+from fleet_goodput.store import maintenance  # noqa: E402
 from fleet_goodput.store.delta_store import Store  # noqa: E402
 
 MPG = [sys.executable, "-m", "fleet_goodput.cli"]
@@ -75,7 +76,7 @@ def _store(work: Path, first: Path, runs: int) -> Path:
     started = time.perf_counter()
     extend_history(output, runs - 1)
     with Store(output).lock():
-        Store(output).maintain()  # what the last of those runs did after its commit
+        maintenance.maintain(Store(output))  # what the last of those runs did after its commit
     commits = sum(1 for _ in output.rglob("_delta_log/*.json"))
     print(f"  built {runs:,} runs in {time.perf_counter() - started:.1f} s ({commits:,} log commits kept)", flush=True)
     return output

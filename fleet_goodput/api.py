@@ -66,9 +66,9 @@ def open(
     fleet_goodput.store.stored_settings.SettingsConflict naming each difference (for
     an output written before outputs kept their settings, it gives the size
     classes, as the defaults do without it). Raises FileNotFoundError when
-    `output` holds no committed run, fleet_goodput.store.delta_store.StoreDamaged for a
+    `output` holds no committed run, fleet_goodput.store.errors.StoreDamaged for a
     damaged output (naming the damage: `mpg check --output OUTPUT` says how
-    to recover), and fleet_goodput.store.delta_store.StoreError for a run that does not
+    to recover), and fleet_goodput.store.errors.StoreError for a run that does not
     exist or an output on gs:// (query a local copy).
     """
     from fleet_goodput.core.config import load_settings, settings_file
@@ -130,7 +130,7 @@ def run(
     late, per stream), `.skipped` (input files an earlier run already
     applied), `.committed` (False when nothing was new and the latest run
     stands) and `.seconds`. Raises fleet_goodput.runs.inputs.InputError for a
-    missing or empty input, fleet_goodput.store.delta_store.StoreError for an as-of
+    missing or empty input, fleet_goodput.store.errors.StoreError for an as-of
     before the last run's, an output another run holds, a folder that holds
     files of someone else (NotAStore) or a damaged output (StoreDamaged),
     fleet_goodput.store.stored_settings.SettingsConflict when `config` would change

@@ -19,7 +19,7 @@ from fleet_goodput.core.config import Settings, peak_table
 from fleet_goodput.core.continuation import Continuation
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines.options import ViewCachingOptions, announce_job, runner_class
-from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA
+from fleet_goodput.store.layout import STATE_KEYS_SCHEMA
 from fleet_goodput.store.manifest import counts_from_json
 from fleet_goodput.store.tables import STATED, TABLES
 from fleet_goodput.telemetry.decode import TimeSlice

@@ -25,7 +25,8 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from fleet_goodput.store.delta_store import RUNS, Store, table_paths
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.layout import RUNS, table_paths
 
 ROWS_PER_APPEND = 100
 CHECKPOINT_INTERVAL = 100  # delta-rs' default delta.checkpointInterval

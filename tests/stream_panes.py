@@ -8,7 +8,8 @@ import pyarrow as pa
 
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.core.run_settings import RunSettings
-from fleet_goodput.store.delta_store import RunRecord, Store
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.stream_commit import Pane, commit_pane
 from fleet_goodput.store.tables import JOB_WINDOW
 

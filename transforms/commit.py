@@ -21,7 +21,8 @@ from apache_beam.transforms import trigger, window
 
 from fleet_goodput.core.config import Settings
 from fleet_goodput.core.run_settings import RunSettings
-from fleet_goodput.store.delta_store import Store, StoreBusy
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreBusy
 from fleet_goodput.store.stream_commit import Pane, commit_pane
 
 COUNTS = "counts"  # the tag of the count deltas among the tables' rows

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from fleet_goodput.core.timeline import FIGURES, IDEAL, MICROS
+from fleet_goodput.core.figure_vector import FIGURES, IDEAL, MICROS
 
 _PROFILED_PRODUCTIVE = FIGURES.index("profiled_productive")
 

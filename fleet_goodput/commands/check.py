@@ -80,7 +80,8 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fleet_goodput.store.delta_store import Store, StoreBusy, StoreError
+    from fleet_goodput.store.delta_store import Store
+    from fleet_goodput.store.errors import StoreBusy, StoreError
     from fleet_goodput.store.store_check import inspect
     from fleet_goodput.store.store_files import StoreFiles
 
@@ -113,7 +114,7 @@ def _upgrade(output: str) -> int:
     from fleet_goodput.core.config import load_settings
     from fleet_goodput.core.session import STATE_FORMAT
     from fleet_goodput.runs.upgrade import upgrade_store
-    from fleet_goodput.store.delta_store import StoreError
+    from fleet_goodput.store.errors import StoreError
     from fleet_goodput.store.manifest import write_manifest_copy
     from fleet_goodput.store.views import build_database
 

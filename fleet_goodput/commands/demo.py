@@ -51,7 +51,7 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.core.config import load_settings
     from fleet_goodput.quality.period import PeriodBusy
     from fleet_goodput.simulator import simulate
-    from fleet_goodput.store.delta_store import StoreBusy, StoreError
+    from fleet_goodput.store.errors import StoreBusy, StoreError
 
     root = Path(args.dir)
     telemetry, results = root / "telemetry", root / "results"

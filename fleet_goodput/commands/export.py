@@ -97,7 +97,8 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput.core.timeutil import parse_time_us
     from fleet_goodput.monitoring import openmetrics
-    from fleet_goodput.store.delta_store import Store, StoreDamaged, StoreError
+    from fleet_goodput.store.delta_store import Store
+    from fleet_goodput.store.errors import StoreDamaged, StoreError
     from fleet_goodput.store.views import connect
 
     command = f"mpg export {args.format}"

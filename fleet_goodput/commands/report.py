@@ -64,7 +64,7 @@ def register(subparsers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput.quality.checked_run import open_checked_run
-    from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+    from fleet_goodput.store.errors import StoreDamaged, StoreError
 
     try:
         # One Store, checked whole once: validated and published.

@@ -53,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.commands.run import refused
     from fleet_goodput.core.config import load_settings
     from fleet_goodput.core.timeutil import format_time_us
-    from fleet_goodput.store.delta_store import StoreError
+    from fleet_goodput.store.errors import StoreError
     from fleet_goodput.store.manifest import write_manifest_copy
     from fleet_goodput.store.rollback import roll_back
     from fleet_goodput.store.views import build_database

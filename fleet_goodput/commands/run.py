@@ -123,7 +123,8 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.runs.beam_flags import beam_args_for, is_dry_run, translate_batch
     from fleet_goodput.runs.commit import ReconciliationError
     from fleet_goodput.runs.inputs import InputError
-    from fleet_goodput.store.delta_store import Store, StoreError
+    from fleet_goodput.store.delta_store import Store
+    from fleet_goodput.store.errors import StoreError
 
     try:
         config = None if args.config is None else SettingsFile.read(args.config)  # read once, here
@@ -218,7 +219,7 @@ def refuse_damaged_or_raise(command: str, output, error: BaseException) -> int:
 def refused(command: str, exc: Exception) -> int:
     """Say why `mpg COMMAND` could not go on, and the exit code that tells a scheduler what to do:
     retry a busy output, check a damaged one, fix the arguments otherwise."""
-    from fleet_goodput.store.delta_store import StoreBusy, StoreDamaged
+    from fleet_goodput.store.errors import StoreBusy, StoreDamaged
 
     print(f"mpg {command}: {exc}", file=sys.stderr)
     if isinstance(exc, StoreBusy):

@@ -73,7 +73,7 @@ def rows(output: str, last: int | None = None, since_us: int | None = None) -> l
 
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput.core.timeutil import parse_time_us
-    from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+    from fleet_goodput.store.errors import StoreDamaged, StoreError
 
     try:
         since_us = parse_time_us(args.since) if args.since else None

@@ -116,7 +116,7 @@ def register(subparsers) -> None:
 def main(args: argparse.Namespace) -> int:
     import duckdb
 
-    from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+    from fleet_goodput.store.errors import StoreDamaged, StoreError
     from fleet_goodput.store.sql_guard import QueryRefused, lock_down, read_only_statements
     from fleet_goodput.store.store_check import damage_behind
     from fleet_goodput.store.views import connect

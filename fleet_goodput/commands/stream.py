@@ -130,7 +130,8 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.runs.beam_flags import is_dry_run
     from fleet_goodput.runs.commit import ReconciliationError
     from fleet_goodput.runs.stream_run import run_stream, translate_stream
-    from fleet_goodput.store.delta_store import Store, StoreError
+    from fleet_goodput.store.delta_store import Store
+    from fleet_goodput.store.errors import StoreError
     from fleet_goodput.store.stored_settings import settings_for_output
     from fleet_goodput.telemetry.avro_io import telemetry_files
 

@@ -79,7 +79,7 @@ def register(subparsers) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from fleet_goodput.quality.checked_run import open_checked_run
-    from fleet_goodput.store.delta_store import StoreDamaged, StoreError
+    from fleet_goodput.store.errors import StoreDamaged, StoreError
 
     try:
         run = open_checked_run(args.output, config=args.config)  # one Store, checked whole once: what every suite reads

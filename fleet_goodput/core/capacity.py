@@ -12,8 +12,8 @@ event-time order and flushed.
 
 from __future__ import annotations
 
+from fleet_goodput.core.event_intake import DUPLICATE, Rejection, in_event_order, repeated_id
 from fleet_goodput.core.events import Event
-from fleet_goodput.core.timeline import DUPLICATE, Rejection, in_event_order, repeated_id
 
 
 class CapacityTimeline:

@@ -35,9 +35,11 @@ from dataclasses import dataclass, field
 
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.capacity import CapacityTimeline
+from fleet_goodput.core.event_intake import in_event_order
 from fleet_goodput.core.events import STEP_RUN, Event, stream_of
+from fleet_goodput.core.figure_vector import zero_vector
 from fleet_goodput.core.run_settings import RunSettings
-from fleet_goodput.core.timeline import JobTimeline, in_event_order, zero_vector
+from fleet_goodput.core.timeline import JobTimeline
 from fleet_goodput.core.windows import window_start
 
 NEVER = -(2**62)

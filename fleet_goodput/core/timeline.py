@@ -65,7 +65,7 @@ import numpy as np
 
 from fleet_goodput.core import same_instant, step_runs
 from fleet_goodput.core.config import DEFAULT_PRECISION, peak_of
-from fleet_goodput.core.figures import ALL_ALLOCATED, CATEGORIES, EXTRA_FIGURES, FIGURES  # noqa: F401 (named here too)
+from fleet_goodput.core.event_intake import DUPLICATE, Rejection, in_event_order, repeated_id
 from fleet_goodput.core.events import (
     PROFILE,
     SAME_INSTANT_ORDERS,
@@ -77,10 +77,10 @@ from fleet_goodput.core.events import (
     reason_of,
     stream_of,
 )
+from fleet_goodput.core.figure_vector import FIGURES, IDEAL, zero_vector
 from fleet_goodput.core.interruptions import InterruptionLog
 from fleet_goodput.core.windows import add_over_windows, split_at_windows
 
-IDEAL = len(FIGURES)  # index of ideal chip-seconds, the one float in the vector
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
 _LIFETIME, _HELD, _ALL_ALLOCATED, _DATA_WAIT = (
     _INDEX["lifetime"],
@@ -108,7 +108,6 @@ _RUNTIME_EDGES = {
     f"{name}_{edge}": (name, kind, edge == "START") for name, kind in _SPAN_OF_NAME.items() for edge in ("START", "END")
 }
 
-MICROS = 1_000_000
 
 # A profiler sample is judged against the peak its ideal chip-time will be
 # measured with: its precision's, bf16 where it names none (docs/metric.md
@@ -120,10 +119,6 @@ PEAK_TOLERANCE = 1e-9
 ABOVE_PEAK = "more FLOPs than the chips' peak allows"
 # No training or serving step lasts a day; a longer one is a unit error.
 MAX_PLAUSIBLE_STEP_S = 86_400
-
-
-def zero_vector() -> list:
-    return [0] * IDEAL + [0.0]
 
 
 @dataclass
@@ -232,40 +227,6 @@ class StepRun:
         return int(self.last.searchsorted(step, side="right"))
 
 
-DUPLICATE = "duplicate"
-
-
-def in_event_order(events: list[Event]) -> list[Event]:
-    """`events` sorted by time, same-instant order, id, then content: the same
-    order whatever order they arrived in."""
-    try:
-        return sorted(events)
-    except TypeError:  # equal up to a payload field that is None in one and set in the other
-        return sorted(events, key=lambda event: (event[:4], repr(event.payload)))
-
-
-def repeated_id(seen_ids: dict[str, tuple], event: Event) -> str | None:
-    """DUPLICATE for a repeat of a seen event, a conflict reason for another
-    event under a seen event_id, None (and remembered) for a new id.
-
-    The first event is remembered as a plain tuple: a timeline is pickled
-    between pipeline steps, and named tuples pickle several times slower.
-    """
-    first = seen_ids.get(event.event_id)
-    if first is None:
-        seen_ids[event.event_id] = tuple(event)
-        return None
-    if first[3] == STEP_RUN:  # one of the events the run stands for
-        first = next(original for original in step_runs.expand(first) if original.event_id == event.event_id)
-    if first == event:
-        return DUPLICATE
-    first = Event._make(first)
-    return (
-        f"event_id conflict: already carried by a different event ({first.code} at {first.time_us} µs); "
-        f"the earlier in event-time order is kept"
-    )
-
-
 def _implausible_step_end(span: StepSpan, last_step: int | None, time_us: int) -> str | None:
     if last_step is None or span.first_step is None:
         return None
@@ -281,12 +242,6 @@ def _implausible_step_end(span: StepSpan, last_step: int | None, time_us: int) -
 
 def _highest(step: int | None, other: int | None) -> int | None:
     return step if other is None else other if step is None else max(step, other)
-
-
-@dataclass
-class Rejection:
-    event: Event
-    reason: str
 
 
 class JobTimeline:

@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from fleet_goodput.monitoring import openmetrics
-from fleet_goodput.store.delta_store import Store, StoreError
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
 from fleet_goodput.store.views import connect
 
 CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"

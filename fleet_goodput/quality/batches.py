@@ -15,7 +15,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from fleet_goodput.core.timeline import ALL_ALLOCATED
+from fleet_goodput.core.figure_vector import ALL_ALLOCATED
 from fleet_goodput.quality.checked_run import CheckedRun
 from fleet_goodput.quality.period import Period
 from fleet_goodput.store.views import create_views

@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_goodput.core.config import Settings, SettingsFile
-from fleet_goodput.store.delta_store import RunRecord, Store, StoreError
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
+from fleet_goodput.store.killed_runs import undo_killed_run_if_idle
+from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stored_settings import reader_settings
 
@@ -46,5 +49,5 @@ def open_checked_run(output: str | Path | Store, config: str | Path | SettingsFi
     store = Store.of(output)
     named = store.root if isinstance(output, Store) else output
     record = require_intact(store)
-    store.undo_killed_run_if_idle()
+    undo_killed_run_if_idle(store)
     return CheckedRun(named, store, record, reader_settings(store, record, config, named))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from fleet_goodput.core.timeline import CATEGORIES
+from fleet_goodput.core.figure_vector import CATEGORIES
 from fleet_goodput.quality.period import Period
 from fleet_goodput.report.advice import ClassMeasures, advise
 from fleet_goodput.report.headline import days_with_runtime

@@ -25,7 +25,7 @@ from fleet_goodput.core.timeline import ABOVE_PEAK
 from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.report.units import chip_time, column_unit
 from fleet_goodput.safe_text import printable
-from fleet_goodput.store.delta_store import RunRecord
+from fleet_goodput.store.runs_table import RunRecord
 
 FACTORS = ("sg", "rg", "pg", "mpg")
 # A run that changed more days than this shows them as one range, not a line each.

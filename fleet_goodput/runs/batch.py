@@ -36,7 +36,11 @@ from fleet_goodput.runs.commit import commit_run, publish, published_run
 from fleet_goodput.runs.compute import compute
 from fleet_goodput.runs.inputs import InputError, changed_since_listed, check_input, stated_by
 from fleet_goodput.runs.plan import RunPlan, plan_run, staging_folder
-from fleet_goodput.store.delta_store import RunRecord, Store, clear_staging, is_remote
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.killed_runs import undo_killed_run
+from fleet_goodput.store.layout import is_remote
+from fleet_goodput.store.runs_table import RunRecord
+from fleet_goodput.store.staging import clear_staging
 from fleet_goodput.store.stored_settings import ChosenSettings, refuse_figure_changes, settings_for_run
 
 # A run whose input files change while it reads them computes again without them, this many times at most.
@@ -240,7 +244,7 @@ def _undone_if_stopped(store: Store):
         if not is_remote(store.root):
             clear_staging(store.root)
             try:
-                store.undo_killed_run()
+                undo_killed_run(store)
             except (OSError, DeltaError):
                 pass  # the original error says why
         raise

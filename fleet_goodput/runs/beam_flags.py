@@ -18,7 +18,7 @@ from fleet_goodput.core.continuation import Continuation
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.pipelines.options import beam_flags_for
-from fleet_goodput.store.delta_store import STAGING, STATE_KEYS
+from fleet_goodput.store.layout import STAGING, STATE_KEYS
 
 
 def is_dry_run(beam_args: list[str]) -> bool:

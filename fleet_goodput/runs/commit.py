@@ -27,18 +27,14 @@ from fleet_goodput.core.session import STATE_FORMAT
 from fleet_goodput.pipelines import goodput
 from fleet_goodput.runs.inputs import quotas_stated_by
 from fleet_goodput.runs.plan import RunPlan, staging_folder
-from fleet_goodput.store.delta_store import (
-    STATE_FILES_SCHEMA,
-    STATE_KEYS_SCHEMA,
-    RunRecord,
-    Store,
-    Transaction,
-    delta_schema,
-    is_remote,
-)
+from fleet_goodput.store import maintenance
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.layout import STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, delta_schema, is_remote
 from fleet_goodput.store.manifest import KEPT_TIMES_KEY, add_counts, build_manifest, manifest_path, write_manifest_copy
+from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.stored_settings import commit_settings
 from fleet_goodput.store.tables import QUEUE_QUOTA, REPLACED_EACH_RUN, STATED, TABLES, utc_day
+from fleet_goodput.store.transaction import Transaction
 
 
 class ReconciliationError(RuntimeError):
@@ -54,7 +50,7 @@ def commit_run(
     maintain: bool = True,
 ) -> RunRecord:
     """Commit what the run staged as one run: tables, state, applied files, then its `runs` row,
-    and maintain the store (Store.maintain) unless `maintain` is False (a stream does it less often).
+    and maintain the store (maintenance.maintain) unless `maintain` is False (a stream does it less often).
 
     Runs where the pipeline finished: in `mpg run`, and as the last step of a
     Flex Template job. The last staged folder (a backfill's last chunk's)
@@ -117,7 +113,7 @@ def commit_run(
     transaction.commit(record)
     transaction.discard()
     if maintain:
-        store.maintain(run_settings.retention_hours)
+        maintenance.maintain(store, run_settings.retention_hours)
     return record
 
 

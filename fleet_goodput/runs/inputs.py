@@ -24,7 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from fleet_goodput import schemas
 from fleet_goodput.core.asof import CLOCK_STREAM
 from fleet_goodput.quoting import literal_pattern
-from fleet_goodput.store.delta_store import is_remote
+from fleet_goodput.store.layout import is_remote
 from fleet_goodput.telemetry import observed, queue_quotas
 from fleet_goodput.telemetry.input_files import NotARegularFile
 from fleet_goodput.transforms.read import open_input

@@ -22,10 +22,14 @@ from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.runs.inputs import InputFile, list_input
 from fleet_goodput.runs.redelivered import refuse_changed_in_place
 from fleet_goodput.runs.upgrade import refuse_other_format
-from fleet_goodput.store.delta_store import RunRecord, Store, StoreError, claim_staging, clear_staging
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
 from fleet_goodput.store.manifest import KEPT_TIMES_KEY
+from fleet_goodput.store.runs_table import RunRecord
+from fleet_goodput.store.staging import claim_staging, clear_staging
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stream_commit import refuse_stream_store
+from fleet_goodput.store.transaction import begin
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ def plan_run(
     """Undo what a killed run left, check the continuation, and pick the input files no run applied."""
     require_intact(store)  # a damaged store is refused before a run changes anything
     clear_staging(store.root)
-    transaction = store.begin()
+    transaction = begin(store)
     claim_staging(store.root, transaction.token)
     previous = transaction.previous
     _check_continuation(previous, given_as_of_us, store.root)

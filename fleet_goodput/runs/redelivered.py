@@ -17,7 +17,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 
-from fleet_goodput.store.delta_store import RunRecord, Store
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.runs_table import RunRecord
 
 
 class ChangedInPlace(ValueError):

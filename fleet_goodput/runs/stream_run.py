@@ -10,7 +10,7 @@ a disruption resolves it, and changed windows get new versions; events behind
 the allowed lateness go to `late`. Every run's as-of time is how far the
 scheduler's clock has reached (fleet_goodput/core/asof.py), as in a batch run.
 
-A stream commits a run per poll, so it maintains the store (Store.maintain:
+A stream commits a run per poll, so it maintains the store (maintenance.maintain:
 the vacuum, the Delta logs' checkpoints and clean-up) at most once every
 MAINTAIN_EVERY_S rather than after every commit as other runs do, and once
 more when it stops: meanwhile the store keeps a few more files and log
@@ -46,7 +46,9 @@ from fleet_goodput.core.run_settings import RunSettings, load_run_settings
 from fleet_goodput.pipelines import streaming
 from fleet_goodput.runs.batch import BatchOutcome, run
 from fleet_goodput.runs.beam_flags import is_dry_run
-from fleet_goodput.store.delta_store import Store, StoreBusy
+from fleet_goodput.store import maintenance
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreBusy
 from fleet_goodput.store.views import build_database
 from fleet_goodput.telemetry.avro_io import telemetry_files
 
@@ -157,7 +159,7 @@ def _maintain(store: Store, run_settings: RunSettings) -> None:
     maintains it after its own commit."""
     try:
         with store.lock():
-            store.maintain(run_settings.retention_hours)
+            maintenance.maintain(store, run_settings.retention_hours)
     except StoreBusy:
         pass
 

@@ -36,11 +36,15 @@ from fleet_goodput.core.session import STATE_FORMAT, state_from_bytes
 from fleet_goodput.core.state_formats import LAST_WRITTEN_BY, UPGRADABLE_FROM, upgrade_state, window_as_stretches
 from fleet_goodput.core.windows import window_start
 from fleet_goodput.store import delta_arrow
-from fleet_goodput.store.delta_store import STATE_KEYS_SCHEMA, RunRecord, Store, StoreError, is_remote
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
+from fleet_goodput.store.layout import STATE_KEYS_SCHEMA, is_remote
+from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.rollback import restating_run
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stored_settings import kept_settings
 from fleet_goodput.store.tables import CAPACITY_LEVEL, utc_day
+from fleet_goodput.store.transaction import begin
 
 OLD_CAPACITY = "capacity_window"  # format 3's capacity table, by its name in the runs' `versions`
 
@@ -94,7 +98,7 @@ def upgrade_store(output_dir: str) -> Upgrade:
         saved = store.read("state_keys", latest)
         states = [state_from_bytes(blob) for blob in (saved.column("blob").to_pylist() if saved else [])]
         rows = _capacity_rows(store, latest, states)
-        transaction = store.begin()
+        transaction = begin(store)
         staged = f"{transaction.staging}/{CAPACITY_LEVEL.name}"
         pa.fs.LocalFileSystem().create_dir(staged)
         stretches = CAPACITY_LEVEL.to_arrow(rows)

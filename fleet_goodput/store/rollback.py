@@ -9,7 +9,7 @@ mode `rollback`, carrying run K's as-of time and manifest, so the next run
 continues from run K exactly as if the later runs had never been made
 (tests/runs/test_operator_mistakes.py). Nothing is erased: the rolled-back runs stay in the
 `runs` table, readable with `mpg sql --run`, and a rollback to one of them
-undoes the rollback, while they are kept (Store.kept: the retention).
+undoes the rollback, while they are kept (maintenance.kept_runs: the retention).
 """
 
 from __future__ import annotations
@@ -20,9 +20,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from fleet_goodput.store import delta_store as store_module
-from fleet_goodput.store.delta_store import RunRecord, Store, StoreError, is_remote, table_paths
+from fleet_goodput.store import runs_table
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
+from fleet_goodput.store.layout import is_remote, table_paths
+from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.store_check import require_intact, run_problems
+from fleet_goodput.store.transaction import begin
 
 
 @dataclass(frozen=True)
@@ -52,10 +56,10 @@ def roll_back(output_dir: str, to_run: int) -> Rollback:
             raise StoreError(
                 f"run {to_run} can no longer be restored: its files are no longer kept (a store keeps "
                 "the runs of the retention, runs.retention_hours, at most the latest "
-                f"{store_module.KEEP_RUNS_AT_MOST:,}):\n" + "".join(f"  {problem}\n" for problem in problems)
+                f"{runs_table.KEEP_RUNS_AT_MOST:,}):\n" + "".join(f"  {problem}\n" for problem in problems)
             )
         new_again = len(store.applied_files(latest)) - len(store.applied_files(target))
-        transaction = store.begin()
+        transaction = begin(store)
         for name, relative in table_paths().items():
             wanted = target.versions.get(name)
             if wanted == transaction.versions.get(name):

@@ -43,7 +43,12 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from fleet_goodput.store import delta_arrow
-from fleet_goodput.store.delta_store import RUNS, RunRecord, Store, StoreDamaged, table_paths, versions_in
+from fleet_goodput.store.delta_log import versions_in
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreDamaged
+from fleet_goodput.store.killed_runs import undo_killed_run
+from fleet_goodput.store.layout import RUNS, table_paths
+from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.store_files import StoreFiles
 
 DAMAGED_DIR = "_damaged"  # where --repair moves what it takes out of a log
@@ -303,7 +308,7 @@ def repair(store: Store, report: Report) -> None:
     if report.rollback_to is not None:
         runs_table = DeltaTable(store.path(RUNS))
         runs_table.restore(_runs_version_of(store, report.rollback_to.run_id, runs_table.version()))
-    store.undo_killed_run()
+    undo_killed_run(store)
 
 
 def _runs_version_of(store: Store, run_id: int, latest: int) -> int:
@@ -311,7 +316,7 @@ def _runs_version_of(store: Store, run_id: int, latest: int) -> int:
     for version in range(latest, -1, -1):
         try:
             rows = delta_arrow.dataset(DeltaTable(store.path(RUNS), version=version)).to_table(columns=["run_id"])
-        except Exception:  # a version whose log entries were cleaned up (Store.maintain): none earlier reads
+        except Exception:  # a version whose log entries were cleaned up (maintenance.maintain): none earlier reads
             break
         if rows.num_rows and max(rows.column("run_id").to_pylist()) == run_id:
             return version

@@ -55,7 +55,10 @@ from fleet_goodput.core.config import (
     settings_file,
 )
 from fleet_goodput.core.run_settings import MAX_SILENCE_S, RunSettings, load_run_settings
-from fleet_goodput.store.delta_store import SETTINGS, RunRecord, Store, Transaction
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.layout import SETTINGS
+from fleet_goodput.store.runs_table import RunRecord
+from fleet_goodput.store.transaction import Transaction
 
 SETTINGS_SCHEMA = pa.schema([("run_id", pa.int64()), ("settings", pa.string())])
 # The settings kept, in the order people read them.

@@ -40,18 +40,16 @@ from fleet_goodput import schemas
 from fleet_goodput.core.config import Settings
 from fleet_goodput.core.run_settings import RunSettings
 from fleet_goodput.core.session import STATE_FORMAT
-from fleet_goodput.store.delta_store import (
-    STATE_FILES_SCHEMA,
-    STATE_KEYS_SCHEMA,
-    RunRecord,
-    Store,
-    StoreError,
-    delta_schema,
-)
+from fleet_goodput.store import maintenance
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
+from fleet_goodput.store.layout import STATE_FILES_SCHEMA, STATE_KEYS_SCHEMA, delta_schema
 from fleet_goodput.store.manifest import OUTCOMES, add_counts, build_manifest, counts_from_json, write_manifest_copy
+from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stored_settings import commit_settings
 from fleet_goodput.store.tables import TABLES
+from fleet_goodput.store.transaction import begin
 
 STREAM_MODE = "stream-pipeline"  # the `mode` of a streaming pipeline's runs
 SETTLED = tuple(outcome for outcome in OUTCOMES if outcome not in ("read", "waiting"))
@@ -98,7 +96,7 @@ def commit_pane(
         return None
     with store.lock():
         require_intact(store)  # a damaged store is refused before anything changes
-        transaction = store.begin()  # marks the store, and puts back what a killed commit moved
+        transaction = begin(store)  # marks the store, and puts back what a killed commit moved
         previous = transaction.previous
         if previous is not None and previous.mode != STREAM_MODE:
             raise StoreError(
@@ -137,7 +135,7 @@ def commit_pane(
         )
         transaction.commit(record, marks=(stream_id, sequence))
         write_manifest_copy(store.root, manifest)
-        store.maintain(run_settings.retention_hours)
+        maintenance.maintain(store, run_settings.retention_hours)
     return record
 
 

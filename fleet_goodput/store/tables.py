@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import pyarrow as pa
 
-from fleet_goodput.core.figures import FIGURES
+from fleet_goodput.core.figure_vector import FIGURES
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 INTERRUPTIONS = pa.list_(

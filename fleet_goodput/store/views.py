@@ -48,8 +48,12 @@ from fleet_goodput import sql
 from fleet_goodput.core.config import Settings
 from fleet_goodput.core.run_settings import MAX_SILENCE_S
 from fleet_goodput.quoting import literal_pattern, sql_string
-from fleet_goodput.store.delta_store import RunRecord, Store, StoreError, is_remote
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
 from fleet_goodput.store.keyed_tables import holds_one_row_per_key
+from fleet_goodput.store.killed_runs import undo_killed_run_if_idle
+from fleet_goodput.store.layout import is_remote
+from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.stored_settings import KEYS, apply, document, kept_settings
 from fleet_goodput.store.tables import TABLES, Table
@@ -131,7 +135,7 @@ def _raw_select(store: Store, name: str, record: RunRecord | None, relative: boo
 
 
 def _still_kept(store: Store, record: RunRecord, files: list[str]) -> None:
-    """An earlier run's files are removed once it is past the retention (Store.maintain): say so, as a
+    """An earlier run's files are removed once it is past the retention (maintenance.maintain): say so, as a
     StoreError, rather than let a query fail on a missing file, which reads as damage."""
     if not all(os.path.exists(store.path(f)) for f in files):
         raise StoreError(
@@ -435,7 +439,7 @@ def connect(
         raise StoreError(f"{root} is remote: query a local copy (docs/dataflow.md, 'Querying a gs:// output')")
     store = Store.of(output_dir)
     latest = require_intact(store)  # StoreDamaged, naming the damage, before anything reads it
-    store.undo_killed_run_if_idle(latest)
+    undo_killed_run_if_idle(store, latest)
     if latest is None:
         raise FileNotFoundError(
             f"no committed run in {root}: "

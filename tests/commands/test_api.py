@@ -20,9 +20,9 @@ import pytest
 
 import fleet_goodput as fg
 from fleet_goodput.cli import main
-from fleet_goodput.core.timeline import CATEGORIES
+from fleet_goodput.core.figure_vector import CATEGORIES
 from fleet_goodput.simulator import START_US
-from fleet_goodput.store.delta_store import StoreError
+from fleet_goodput.store.errors import StoreError
 from fleet_goodput.store.sql_guard import QueryRefused
 from fleet_goodput.telemetry.avro_io import split_by_time
 

@@ -38,7 +38,8 @@ from fleet_goodput.faults import fault_of
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
-from fleet_goodput.store.delta_store import STAGING, Store, table_paths
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.layout import STAGING, table_paths
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.avro_io import split_by_time
 
@@ -240,7 +241,7 @@ def test_an_error_is_a_fault_only_by_its_errno_or_the_os_wording_from_a_library(
     # Not faults: another errno, this project's own message quoting the wording, an error in no chain.
     assert fault_of(OSError(errno.EIO, "Input/output error"), ["/out"], []) is None
     assert fault_of(ValueError("(os error 2)"), ["/out"], []) is None
-    from fleet_goodput.store.delta_store import StoreError
+    from fleet_goodput.store.errors import StoreError
 
     assert fault_of(StoreError("job 'No space left on device' is odd"), ["/out"], []) is None
     try:

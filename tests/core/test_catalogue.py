@@ -17,7 +17,8 @@ from fleet_goodput.core.config import (
     peak_table,
 )
 from fleet_goodput.core.events import PROFILE, make_event
-from fleet_goodput.core.timeline import IDEAL, JobTimeline
+from fleet_goodput.core.figure_vector import IDEAL
+from fleet_goodput.core.timeline import JobTimeline
 
 CATALOGUE = load_settings().accelerators
 

@@ -17,7 +17,8 @@ import pytest
 
 from fleet_goodput.cli import main
 from fleet_goodput.core.events import make_event
-from fleet_goodput.core.timeline import CATEGORIES, JobTimeline
+from fleet_goodput.core.figure_vector import CATEGORIES
+from fleet_goodput.core.timeline import JobTimeline
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.avro_io import write_events
 from test_step_runs import as_decoded, both, runs_in

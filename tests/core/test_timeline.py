@@ -9,7 +9,8 @@ import pytest
 
 import worked_example
 from fleet_goodput.core.events import PROFILE, make_event
-from fleet_goodput.core.timeline import ALL_ALLOCATED, CATEGORIES, FIGURES, IDEAL, JobTimeline
+from fleet_goodput.core.figure_vector import ALL_ALLOCATED, CATEGORIES, FIGURES, IDEAL
+from fleet_goodput.core.timeline import JobTimeline
 
 T0 = worked_example.T0_US
 HOUR_US = 3_600_000_000

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.core.timeline import FIGURES
+from fleet_goodput.core.figure_vector import FIGURES
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.runs.beam_flags import worker_flags
 from fleet_goodput.runs.compute import event_time_chunks

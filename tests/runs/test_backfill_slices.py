@@ -21,7 +21,7 @@ from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.runs.compute import HOUR_US, chunk_length
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
-from fleet_goodput.store.delta_store import STAGING
+from fleet_goodput.store.layout import STAGING
 from fleet_goodput.telemetry.columnar import decode_input_file, decode_input_files_slices
 from fleet_goodput.telemetry.decode import TimeSlice
 from fleet_goodput.transforms.slices import file_groups

@@ -22,11 +22,12 @@ from deltalake import DeltaTable
 
 from fleet_goodput.cli import main
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.core.timeline import FIGURES
+from fleet_goodput.core.figure_vector import FIGURES
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
-from fleet_goodput.store.delta_store import Store, table_paths
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.layout import table_paths
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.avro_io import split_by_time
 

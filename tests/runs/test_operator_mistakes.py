@@ -21,7 +21,8 @@ from fleet_goodput.api import run as api_run
 from fleet_goodput.api import simulate
 from fleet_goodput.cli import main
 from fleet_goodput.core.options import OptionsError
-from fleet_goodput.store.delta_store import Store, Transaction
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.transaction import Transaction
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.avro_io import split_by_time
 

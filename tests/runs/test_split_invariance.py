@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable
 
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.core.timeline import FIGURES
+from fleet_goodput.core.figure_vector import FIGURES
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.simulator import simulate
 from fleet_goodput.simulator.run import START_US
@@ -152,7 +152,7 @@ def test_a_file_delivered_again_changes_nothing(fleet, tmp_path):
 
 
 def test_an_as_of_before_the_last_run_is_a_clear_error(fleet):
-    from fleet_goodput.store.delta_store import StoreError
+    from fleet_goodput.store.errors import StoreError
 
     root, whole = fleet
     with pytest.raises(StoreError, match="earlier than run 1's as-of"):

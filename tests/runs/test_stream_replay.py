@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from fleet_goodput.core.config import SettingsFile, load_settings
-from fleet_goodput.core.timeline import FIGURES
+from fleet_goodput.core.figure_vector import FIGURES
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.runs.replay import replay
 from fleet_goodput.runs.stream_run import run_stream
@@ -181,12 +181,16 @@ def test_a_stream_maintains_its_store_at_most_once_a_minute_and_when_it_stops(ru
     runs at most once every MAINTAIN_EVERY_S and when the stream stops, where it leaves no data file that
     the latest run does not read (a retention of 0 keeps the latest run only)."""
 
-    from fleet_goodput.store.delta_store import Store, table_paths
+    from fleet_goodput.store import maintenance
+    from fleet_goodput.store.delta_store import Store
+    from fleet_goodput.store.layout import table_paths
 
     root, _, _ = runs
     maintained = []
-    maintain = Store.maintain
-    monkeypatch.setattr(Store, "maintain", lambda store, hours: maintained.append(hours) or maintain(store, hours))
+    maintain = maintenance.maintain
+    monkeypatch.setattr(
+        maintenance, "maintain", lambda store, hours: maintained.append(hours) or maintain(store, hours)
+    )
     feed = StreamPacedFeed(tmp_path / "live")
     feeder = feed.replay_then_stop(root / "fleet", slice_s=7_200)  # two hours a run
     streamed = run_stream(

@@ -14,7 +14,7 @@ import fastavro
 import pytest
 
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.core.timeline import CATEGORIES
+from fleet_goodput.core.figure_vector import CATEGORIES
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.simulator import simulate
 from fleet_goodput.store.views import connect

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
-from fleet_goodput.store.delta_store import delta_schema
 from fleet_goodput.store.keyed_tables import ONE_ROW_PER_KEY, commit_keyed, holds_one_row_per_key
+from fleet_goodput.store.layout import delta_schema
 from fleet_goodput.store.tables import CAPACITY_WINDOW, utc_day
 
 HOUR_US = 3600 * 1_000_000

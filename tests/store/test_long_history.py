@@ -20,8 +20,11 @@ from fleet_goodput.cli import main
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.runs.batch import run_batch
-from fleet_goodput.store import delta_store as store_module
-from fleet_goodput.store.delta_store import CHECKPOINT_EVERY, RUNS, Store, StoreError, table_paths
+from fleet_goodput.store import runs_table
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
+from fleet_goodput.store.layout import RUNS, table_paths
+from fleet_goodput.store.maintenance import CHECKPOINT_EVERY
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.avro_io import split_by_time, write_events
 
@@ -56,7 +59,7 @@ def _rows(output: Path, run: int | None = None) -> dict[str, list[tuple]]:
 def test_hundreds_of_runs_leave_checkpointed_short_logs_and_the_same_figures(
     tmp_path, monkeypatch, capsys, worked_example_run
 ):
-    monkeypatch.setattr(store_module, "KEEP_RUNS_AT_MOST", KEPT)
+    monkeypatch.setattr(runs_table, "KEEP_RUNS_AT_MOST", KEPT)
     whole = tmp_path / "whole"
     for stream, records in worked_example.records().items():
         write_events(whole / stream / "part-0.avro", stream, records)

@@ -14,7 +14,7 @@ import worked_example
 from fleet_goodput.cli import main
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.runs.batch import run_batch
-from fleet_goodput.store.delta_store import StoreError
+from fleet_goodput.store.errors import StoreError
 from fleet_goodput.store.views import DATABASE_FILE, connect
 from fleet_goodput.telemetry.avro_io import write_events
 
@@ -163,7 +163,7 @@ def test_every_table_exists_with_its_schema_from_the_first_run(worked):
     import polars as pl
     from deltalake import DeltaTable
 
-    from fleet_goodput.store.delta_store import delta_schema
+    from fleet_goodput.store.layout import delta_schema
     from fleet_goodput.store.tables import TABLES
 
     for name, table in TABLES.items():
@@ -247,11 +247,11 @@ def test_small_files_are_compacted_and_old_versions_vacuumed(tmp_path, monkeypat
     """A stream's frequent runs gather small files: a run that finds many compacts them as part
     of its commit; the vacuum then removes what no run within the retention reads."""
     from fleet_goodput.core.run_settings import RunSettings
-    from fleet_goodput.store import delta_store as store_module
+    from fleet_goodput.store import maintenance
     from fleet_goodput.store.delta_store import Store
     from fleet_goodput.telemetry.avro_io import split_by_time
 
-    monkeypatch.setattr(store_module, "COMPACT_ABOVE_FILES", 2)  # the third run finds three files
+    monkeypatch.setattr(maintenance, "COMPACT_ABOVE_FILES", 2)  # the third run finds three files
     _write(tmp_path / "in", worked_example.records())
     cuts = [T0 + s * 1_000_000 for s in (200, 400)]
     parts = split_by_time(tmp_path / "in", cuts, tmp_path / "parts")
@@ -409,7 +409,7 @@ def test_a_store_opens_each_table_once_and_reads_on_what_is_written(tmp_path):
 
     store = Store(tmp_path / "out")
     with store.lock():
-        store._mark()  # a store of ours, which a later lock takes
+        store.mark()  # a store of ours, which a later lock takes
         write_deltalake(store.path("tables/t"), pa.table({"a": [1]}))
         opened = store._delta("tables/t")
         write_deltalake(store.path("tables/t"), pa.table({"a": [2]}), mode="append")  # by path, not by the handle

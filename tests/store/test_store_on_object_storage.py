@@ -17,7 +17,9 @@ import pytest
 
 from fleet_goodput import exits
 from fleet_goodput.cli import main
-from fleet_goodput.store.delta_store import MARKER, NotAStore, Store, StoreDamaged, StoreError
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import NotAStore, StoreDamaged, StoreError
+from fleet_goodput.store.layout import MARKER
 from fleet_goodput.store.store_check import require_intact
 from fleet_goodput.store.store_files import StoreFiles
 from stream_panes import FIRST, SECOND, commit, productive

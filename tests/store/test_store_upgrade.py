@@ -25,7 +25,8 @@ from fleet_goodput.core.state_formats import window_as_stretches
 from fleet_goodput.core.timeutil import parse_time_us
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.runs.upgrade import upgrade_store
-from fleet_goodput.store.delta_store import Store, StoreError
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
 from fleet_goodput.store.views import connect
 
 WRITTEN_BEFORE = Path(__file__).parents[1] / "data" / "store-state-format-3" / "store"

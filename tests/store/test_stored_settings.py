@@ -26,7 +26,8 @@ from fleet_goodput.cli import main
 from fleet_goodput.configs import DEFAULT_CONFIG
 from fleet_goodput.core.config import load_settings, read_yaml
 from fleet_goodput.core.run_settings import RunSettings
-from fleet_goodput.store.delta_store import SETTINGS, Store
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.layout import SETTINGS
 from fleet_goodput.store.stored_settings import (
     SettingsConflict,
     apply,
@@ -35,6 +36,7 @@ from fleet_goodput.store.stored_settings import (
     document,
     kept_settings,
 )
+from fleet_goodput.store.transaction import begin
 from fleet_goodput.store.views import DATABASE_FILE
 from fleet_goodput.telemetry.avro_io import write_events
 
@@ -318,11 +320,11 @@ def test_settings_a_killed_run_wrote_are_not_seen_and_are_undone(custom, tmp_pat
     extended = dataclasses.replace(
         settings, accelerators={**settings.accelerators, "tpu-v9": settings.accelerators["tpu-v7"]}
     )
-    commit_settings(store.begin(), 2, extended, RunSettings())  # written, but the run's row never committed
+    commit_settings(begin(store), 2, extended, RunSettings())  # written, but the run's row never committed
     assert DeltaTable(str(output / SETTINGS)).version() > store.latest().versions[SETTINGS]
     assert kept_settings(store, store.latest()) == before
     assert "tpu-v9" not in _setting(output, "accelerators")
-    store.begin()  # the next run undoes it first
+    begin(store)  # the next run undoes it first
     assert DeltaTable(str(output / SETTINGS)).to_pyarrow_table().num_rows == 1
 
 

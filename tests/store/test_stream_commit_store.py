@@ -10,9 +10,12 @@ from deltalake import DeltaTable
 
 from fleet_goodput.core.session import STATE_FORMAT
 from fleet_goodput.runs.batch import plan_run
-from fleet_goodput.store.delta_store import RunRecord, Store, StoreError
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreError
+from fleet_goodput.store.runs_table import RunRecord
 from fleet_goodput.store.stream_commit import STREAM_MODE, CountsDoNotAddUp, Pane
 from fleet_goodput.store.tables import JOB_WINDOW
+from fleet_goodput.store.transaction import begin
 from stream_panes import FIRST, MINUTE, SECOND, STREAM, T0, commit, productive, window_row
 
 
@@ -52,7 +55,7 @@ def test_a_retried_pane_is_known_after_the_runs_log_is_checkpointed_and_cleaned(
     commit(store, SECOND, 1)
     runs = DeltaTable(store.path("runs"))
     runs.create_checkpoint()
-    runs.cleanup_metadata()  # Store.maintain does both once a log is long
+    runs.cleanup_metadata()  # maintenance.maintain does both once a log is long
     for commit_file in (tmp_path / "out" / "runs" / "_delta_log").glob("0000000000000000000[01].json"):
         commit_file.unlink()  # as the clean-up of a log past the retention leaves it
     fresh = Store(tmp_path / "out")
@@ -64,7 +67,7 @@ def test_a_commit_killed_before_its_run_row_leaves_the_last_run_and_is_undone(tm
     store = Store(tmp_path / "out")
     commit(store, FIRST, 0)
     with store.lock():  # a commit killed after writing its tables, before its runs row
-        killed = store.begin()
+        killed = begin(store)
         killed.write_keyed(JOB_WINDOW, rows=JOB_WINDOW.to_arrow([window_row(0, 90, 999.0)], dated=True))
     assert productive(store) == {0: 100.0}  # readers read the latest run's versions
     commit(store, SECOND, 1)
@@ -83,7 +86,7 @@ def test_counts_that_settle_more_than_was_read_commit_nothing(tmp_path):
 def test_a_store_of_runs_and_a_store_of_a_stream_refuse_each_other(tmp_path):
     runs = Store(tmp_path / "runs")
     with runs.lock():
-        transaction = runs.begin()
+        transaction = begin(runs)
         transaction.commit(
             RunRecord(
                 run_id=1,

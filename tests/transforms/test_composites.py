@@ -24,9 +24,9 @@ from apache_beam.transforms.window import TimestampedValue
 import worked_example
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.core.events import unpack
+from fleet_goodput.core.figure_vector import FIGURES, IDEAL
 from fleet_goodput.core.keys import capacity_key
 from fleet_goodput.core.run_settings import RunSettings
-from fleet_goodput.core.timeline import FIGURES, IDEAL
 from fleet_goodput.pipelines.goodput import key_rules
 from fleet_goodput.telemetry.avro_io import write_events
 from fleet_goodput.telemetry.decode import TimeSlice

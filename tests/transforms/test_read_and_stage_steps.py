@@ -19,7 +19,7 @@ from apache_beam.testing.util import assert_that
 from fleet_goodput import schemas
 from fleet_goodput.core.config import load_settings
 from fleet_goodput.core.events import unpack
-from fleet_goodput.core.timeline import FIGURES, MICROS
+from fleet_goodput.core.figure_vector import FIGURES, MICROS
 from fleet_goodput.simulator import simulate
 from fleet_goodput.store.tables import JOB_WINDOW, utc_day
 from fleet_goodput.telemetry.columnar import decode_input_file

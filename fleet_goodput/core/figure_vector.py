@@ -1,9 +1,11 @@
-"""The figures of a job's metric vector, by name and in order (fleet_goodput/core/timeline.py computes them).
+"""The figure vector: a job's chip-time per category and the further figures, in one list per window.
 
-A module of its own so that the store's table definitions (fleet_goodput/store/tables.py), which every
-reader of the store imports, name them without importing the timeline and NumPy: `mpg sql` and
-`mpg runs` start faster.
+Integer chip-microseconds (sums exact in any order) and, last, ideal chip-seconds (the one float).
+JobTimeline (fleet_goodput/core/timeline.py) fills it; the pipelines, the store and the reports read
+it by these names.
 """
+
+from __future__ import annotations
 
 # Chip-time categories of a job's lifetime, in the order of the metric vector.
 CATEGORIES = (
@@ -25,3 +27,10 @@ ALL_ALLOCATED = CATEGORIES[2:]
 # conservation (docs/metric.md section 3) is a check with teeth rather than a tautology.
 EXTRA_FIGURES = ("lifetime", "all_allocated", "held", "partial_held", "clipped_runtime", "profiled_productive")
 FIGURES = CATEGORIES + EXTRA_FIGURES
+IDEAL = len(FIGURES)  # index of ideal chip-seconds, the one float in the vector
+
+MICROS = 1_000_000
+
+
+def zero_vector() -> list:
+    return [0] * IDEAL + [0.0]
