@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import os
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,9 @@ from deltalake import DeltaTable
 
 import worked_example
 from fleet_goodput.cli import main
-from fleet_goodput.store.delta_store import MARKER, Store, StoreDamaged, table_paths
+from fleet_goodput.store.delta_store import Store
+from fleet_goodput.store.errors import StoreDamaged
+from fleet_goodput.store.layout import MARKER, table_paths
 from fleet_goodput.store.views import connect
 from fleet_goodput.telemetry.avro_io import write_events
 
@@ -413,11 +416,16 @@ UNLOCKED_RUN = textwrap.dedent("""
 def test_a_run_that_loses_the_race_on_a_lock_that_does_not_lock_ends_with_a_clear_error(tmp_path, stores, capsys):
     output = _copy(stores, "one", tmp_path)
     ready, go = tmp_path / "ready", tmp_path / "go"
+    # Its flock holds nothing, its scratch folder's lock included: in a temporary folder of its own, or any
+    # run starting meanwhile (this one, or another test's) would take that folder for a killed run's.
+    scratch = tmp_path / "loser-tmp"
+    scratch.mkdir()
     loser = subprocess.Popen(
         [sys.executable, "-c", UNLOCKED_RUN, ready, go, "-q", "run", "--input", stores["more"], "--output", output],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
     )
     deadline = time.monotonic() + 120
     while not ready.exists():
