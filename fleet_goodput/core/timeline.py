@@ -79,7 +79,7 @@ from fleet_goodput.core.events import (
 )
 from fleet_goodput.core.figure_vector import FIGURES, IDEAL, zero_vector
 from fleet_goodput.core.interruptions import InterruptionLog
-from fleet_goodput.core.windows import add_over_windows, split_at_windows
+from fleet_goodput.core.windows import add_by_window, add_over_windows, split_at_windows
 
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
 _LIFETIME, _HELD, _ALL_ALLOCATED, _DATA_WAIT = (
@@ -192,7 +192,7 @@ class StepRun:
         if facts.end_us <= window + window_us:  # all in one window
             deltas[window][index] += chips * facts.span_us
             return
-        _add_by_window(deltas, index, chips, self.starts, self.ends, window_us)
+        add_by_window(deltas, index, chips, self.starts, self.ends, window_us)
 
     def split(self, count: int) -> tuple[StepRun | None, StepRun | None]:
         """Its first `count` spans and the rest (None where there are none)."""
@@ -452,9 +452,9 @@ class JobTimeline:
         start, end = int(times[0]), int(times[-1])
         waits = codes[0::2] != 0
         if waits.any():
-            _add_by_window(deltas, _DATA_WAIT, chips, times[0::2][waits], times[1::2][waits], window_us)
+            add_by_window(deltas, _DATA_WAIT, chips, times[0::2][waits], times[1::2][waits], window_us)
         if end - start > int((times[1::2] - times[0::2]).sum()):
-            _add_by_window(deltas, between, chips, times[1:-1:2], times[2::2], window_us)
+            add_by_window(deltas, between, chips, times[1:-1:2], times[2::2], window_us)
 
     def _apply(self, event: Event) -> str | None:
         code = event.code
@@ -1029,28 +1029,6 @@ def _runs_apart_from_other_events(ordered: list[Event], runs: list[Event]) -> li
     if not out:
         return ordered
     return in_event_order([event for event in ordered if event.code != STEP_RUN] + kept + out)
-
-
-def _add_by_window(deltas: dict, index: int, chips: int, starts: np.ndarray, ends: np.ndarray, window_us: int) -> None:
-    """Add `chips` × the time of each stretch [starts[i], ends[i]) to figure `index` of the
-    windows it lies in: integers, so the sum is what adding them one by one gives."""
-    first, last = int(starts[0]), int(ends[-1])
-    window = first - first % window_us
-    if last <= window + window_us:  # all in one window
-        deltas[window][index] += chips * int((ends - starts).sum())
-        return
-    # A run's few dozen stretches in plain Python: cheaper than a dozen numpy calls on them.
-    totals, crossing = {}, []  # the stretches inside one window, summed per window; those across an edge
-    for start_us, end_us in zip(starts.tolist(), ends.tolist()):
-        window = start_us - start_us % window_us
-        if end_us <= window + window_us:
-            totals[window] = totals.get(window, 0) + end_us - start_us
-        else:
-            crossing.append((start_us, end_us))
-    for window, total in totals.items():
-        deltas[window][index] += chips * total
-    for start_us, end_us in crossing:
-        add_over_windows(deltas, start_us, end_us, window_us, ((index, chips),))
 
 
 def _instant(time_us, order):
