@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fleet_goodput.core import same_instant, step_runs
-from fleet_goodput.core.config import DEFAULT_PRECISION, peak_of
+from fleet_goodput.core.config import peak_of
 from fleet_goodput.core.event_intake import DUPLICATE, Rejection, in_event_order, repeated_id
 from fleet_goodput.core.events import (
     PROFILE,
@@ -79,6 +79,7 @@ from fleet_goodput.core.events import (
 )
 from fleet_goodput.core.figure_vector import FIGURES, IDEAL, zero_vector
 from fleet_goodput.core.interruptions import InterruptionLog
+from fleet_goodput.core.profile_checks import implausible_sample
 from fleet_goodput.core.windows import add_by_window, add_over_windows, split_at_windows
 
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
@@ -107,18 +108,6 @@ ENDED_BY_A_RESTART = ("data_wait", "compile", "step", "checkpoint_save")
 _RUNTIME_EDGES = {
     f"{name}_{edge}": (name, kind, edge == "START") for name, kind in _SPAN_OF_NAME.items() for edge in ("START", "END")
 }
-
-
-# A profiler sample is judged against the peak its ideal chip-time will be
-# measured with: its precision's, bf16 where it names none (docs/metric.md
-# section 3, "The peak a sample is measured against"). Its FLOPs in its own
-# duration on its own chips may reach that peak, never pass it: a sample above
-# it would make PG and MPG above 1. The margin is float rounding only.
-PEAK_TOLERANCE = 1e-9
-# Every such rejection's reason says this, so the headline can count them.
-ABOVE_PEAK = "more FLOPs than the chips' peak allows"
-# No training or serving step lasts a day; a longer one is a unit error.
-MAX_PLAUSIBLE_STEP_S = 86_400
 
 
 @dataclass
@@ -466,7 +455,7 @@ class JobTimeline:
             return "second SUBMIT for a job already submitted"
         if code == PROFILE:
             sample = Sample(*event.payload)
-            problem = self._implausible_sample(sample)
+            problem = implausible_sample(sample, self.peak_flops, self.submit.accelerator)
             if problem:
                 return problem
             position = bisect_right(self.sample_times, event.time_us)
@@ -482,29 +471,6 @@ class JobTimeline:
             self.end_reason = reason_of(event)
             return self._on_end(code, event.time_us)
         return self._on_runtime(code, event)
-
-    def _implausible_sample(self, sample: Sample) -> str | None:
-        if sample.duration_s > MAX_PLAUSIBLE_STEP_S:
-            return f"duration_s {sample.duration_s:g} for one step is more than a day: not plausible"
-        accelerator = self.submit.accelerator
-        peak = peak_of(self.peak_flops, accelerator, sample.precision)
-        if peak is None:  # no peak for its precision on this part: its ideal stays unknown, never guessed
-            return None
-        implied_pg = sample.ideal_flops / (peak * sample.chips * sample.duration_s)
-        if implied_pg <= 1 + PEAK_TOLERANCE:
-            return None
-        causes = "FLOPs of more chips than it gives, or a duration in the wrong unit"
-        if sample.precision is None:
-            against, causes = (
-                f"{DEFAULT_PRECISION} peak (the sample names no precision)",
-                f"a faster precision the sample does not name, {causes}",
-            )
-        else:
-            against = f"{sample.precision} peak"
-        return (
-            f"ideal_flops {sample.ideal_flops:g} over {sample.chips} chips in {sample.duration_s:g} s implies "
-            f"PG {implied_pg:.3g} against the {accelerator} {against}: {ABOVE_PEAK} ({causes})"
-        )
 
     def _on_submit(self, event: Event) -> None:
         self.submit = Submit(*event.payload)
