@@ -65,7 +65,7 @@ import numpy as np
 
 from fleet_goodput.core import same_instant, step_runs
 from fleet_goodput.core.config import peak_of
-from fleet_goodput.core.event_intake import DUPLICATE, Rejection, in_event_order, repeated_id
+from fleet_goodput.core.event_intake import DUPLICATE, Rejection, SeenIds, in_event_order, repeated_id
 from fleet_goodput.core.events import (
     PROFILE,
     SAME_INSTANT_ORDERS,
@@ -257,8 +257,7 @@ class JobTimeline:
         self.unresolved: list[StepSpan] = []  # closed step spans awaiting a checkpoint or a disruption
         self.sample_times: list[int] = []
         self.samples: list[Sample] = []
-        self._seen_ids: dict[str, tuple] = {}  # event_id -> the first event that carried it (`seen_ids`)
-        self._unindexed: list = []  # events and runs applied whose ids are new and their own, not yet in it
+        self.ids = SeenIds()  # the event_ids seen (`seen_ids`)
         self.duplicates = defaultdict(int)  # stream -> repeated event_ids dropped
         self.accepted = defaultdict(int)  # stream -> events accepted
         self.implicitly_closed_spans = 0
@@ -278,39 +277,24 @@ class JobTimeline:
         self._productive: list[tuple[int, int, StepSpan]] = []  # awaiting ideal at flush
 
     # ---- the ids seen -----------------------------------------------------
-    # A repeated event_id is found by looking every event's id up among those seen. Where no id of a
-    # feed's events repeats another's or one seen before (one set says so), they are applied without
-    # the look-ups and kept aside, to be indexed only if asked: the key step forgets the ids of
-    # settled events before any later feed.
     @property
     def seen_ids(self) -> dict[str, tuple]:
         """event_id -> the first event that carried it (a STEP_RUN, for each of the events it stands for)."""
-        if self._unindexed:
-            for applied in self._unindexed:
-                if applied[3] == STEP_RUN:
-                    self._seen_ids.update(dict.fromkeys(step_runs.ids(applied), tuple(applied)))
-                else:
-                    self._seen_ids[applied[2]] = tuple(applied)
-            self._unindexed = []
-        return self._seen_ids
+        return self.ids.indexed
 
     def forget_ids(self) -> None:
         """Forget every id seen (the key step does, once events are settled: a repeat of one arrives late)."""
-        self._seen_ids, self._unindexed = {}, []
-
-    def _all_ids_new(self, ordered: list[Event]) -> bool:
-        """Whether no event of `ordered` carries an id seen before or another's of them."""
-        return not self.seen_ids and step_runs.distinct_ids(ordered)
+        self.ids.forget()
 
     # A timeline is pickled as it always was, its ids seen indexed (a key's saved state: session.py).
     def __getstate__(self) -> dict:
         state = {**self.__dict__, "seen_ids": self.seen_ids}
-        del state["_seen_ids"], state["_unindexed"]
+        del state["ids"]
         return state
 
     def __setstate__(self, state: dict) -> None:
         state = dict(state)
-        state["_seen_ids"], state["_unindexed"] = state.pop("seen_ids", {}), []
+        state["ids"] = SeenIds(state.pop("seen_ids", {}))
         if "first_running_us" not in state:  # saved before it was kept: what the state says of its first run
             state["first_running_us"] = _first_running(state.get("interruption_log"))
         state.setdefault("run_stepped", False)  # saved before runs without an end were counted: none known
@@ -325,7 +309,7 @@ class JobTimeline:
         if runs:
             ordered = _runs_apart_from_other_events(ordered, runs)
             shapes = iter(step_runs.shapes([event for event in ordered if event.code == STEP_RUN], self.window_us))
-        new_ids = self._all_ids_new(ordered)
+        new_ids = self.ids.all_new(ordered)
         expanded = []  # the events of runs applied one by one, merged into the order
         position = 0
 
@@ -364,9 +348,9 @@ class JobTimeline:
         return {kind: self.open_step.first_step if kind == "step" else None for kind in self.open_spans}
 
     def _feed_one(self, event: Event, new_id: bool = False) -> None:
-        """Apply one event; `new_id`: its id is known to be new (`_all_ids_new`)."""
+        """Apply one event; `new_id`: its id is known to be new (`SeenIds.all_new`)."""
         if new_id:
-            self._unindexed.append(event)
+            self.ids.unindexed.append(event)
         else:
             seen_ids = self.seen_ids
             if event.event_id in seen_ids:  # rare: the full check only then
@@ -387,7 +371,7 @@ class JobTimeline:
         """Apply a STEP_RUN (whose `shape` is given) at once, where each step span would only close
         and await resolution, and a data wait or idle time between them only take their time
         (fleet_goodput/core/step_runs.py); False, having changed nothing, where one might do more.
-        `new_ids`: its ids are known to be new (`_all_ids_new`)."""
+        `new_ids`: its ids are known to be new (`SeenIds.all_new`)."""
         submit, open_spans, facts = self.submit, self.open_spans, shape.facts
         if facts is None:  # data waits only (a run taken apart): one by one
             return False
@@ -405,7 +389,7 @@ class JobTimeline:
         start, end = shape.start_us, shape.end_us
         self.advance_to(start)
         if new_ids:
-            self._unindexed.append(run)
+            self.ids.unindexed.append(run)
         else:
             self.seen_ids.update(dict.fromkeys(step_runs.ids(run), tuple(run)))
         self.accepted["runtime"] += step_runs.size(run)
