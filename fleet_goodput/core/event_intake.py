@@ -48,3 +48,37 @@ def repeated_id(seen_ids: dict[str, tuple], event: Event) -> str | None:
 class Rejection:
     event: Event
     reason: str
+
+
+class SeenIds:
+    """The event_ids a job's timeline has seen, each with the first event that carried it.
+
+    A repeated event_id is found by looking every event's id up among those seen. Where no id of a
+    feed's events repeats another's or one seen before (one set says so), they are applied without
+    the look-ups and kept aside, to be indexed only if asked: the key step forgets the ids of
+    settled events before any later feed.
+    """
+
+    def __init__(self, indexed: dict[str, tuple] | None = None):
+        self._indexed: dict[str, tuple] = {} if indexed is None else indexed
+        self.unindexed: list = []  # events and runs applied whose ids are new and their own, not yet indexed
+
+    @property
+    def indexed(self) -> dict[str, tuple]:
+        """event_id -> the first event that carried it (a STEP_RUN, for each of the events it stands for)."""
+        if self.unindexed:
+            for applied in self.unindexed:
+                if applied[3] == STEP_RUN:
+                    self._indexed.update(dict.fromkeys(step_runs.ids(applied), tuple(applied)))
+                else:
+                    self._indexed[applied[2]] = tuple(applied)
+            self.unindexed = []
+        return self._indexed
+
+    def forget(self) -> None:
+        """Forget every id seen (the key step does, once events are settled: a repeat of one arrives late)."""
+        self._indexed, self.unindexed = {}, []
+
+    def all_new(self, ordered: list[Event]) -> bool:
+        """Whether no event of `ordered` carries an id seen before or another's of them."""
+        return not self.indexed and step_runs.distinct_ids(ordered)

@@ -57,18 +57,17 @@ the job took to get going again.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from fleet_goodput.core import same_instant, step_runs
-from fleet_goodput.core.config import DEFAULT_PRECISION, peak_of
-from fleet_goodput.core.event_intake import DUPLICATE, Rejection, in_event_order, repeated_id
+from fleet_goodput.core.config import peak_of
+from fleet_goodput.core.event_intake import DUPLICATE, Rejection, SeenIds, in_event_order, repeated_id
 from fleet_goodput.core.events import (
     PROFILE,
-    SAME_INSTANT_ORDERS,
     STEP_RUN,
     TERMINAL_TYPES,
     Event,
@@ -79,7 +78,9 @@ from fleet_goodput.core.events import (
 )
 from fleet_goodput.core.figure_vector import FIGURES, IDEAL, zero_vector
 from fleet_goodput.core.interruptions import InterruptionLog
-from fleet_goodput.core.windows import add_over_windows, split_at_windows
+from fleet_goodput.core.profile_checks import implausible_sample
+from fleet_goodput.core.runs_apart import runs_apart_from_other_events
+from fleet_goodput.core.windows import add_by_window, add_over_windows, split_at_windows
 
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
 _LIFETIME, _HELD, _ALL_ALLOCATED, _DATA_WAIT = (
@@ -107,18 +108,6 @@ ENDED_BY_A_RESTART = ("data_wait", "compile", "step", "checkpoint_save")
 _RUNTIME_EDGES = {
     f"{name}_{edge}": (name, kind, edge == "START") for name, kind in _SPAN_OF_NAME.items() for edge in ("START", "END")
 }
-
-
-# A profiler sample is judged against the peak its ideal chip-time will be
-# measured with: its precision's, bf16 where it names none (docs/metric.md
-# section 3, "The peak a sample is measured against"). Its FLOPs in its own
-# duration on its own chips may reach that peak, never pass it: a sample above
-# it would make PG and MPG above 1. The margin is float rounding only.
-PEAK_TOLERANCE = 1e-9
-# Every such rejection's reason says this, so the headline can count them.
-ABOVE_PEAK = "more FLOPs than the chips' peak allows"
-# No training or serving step lasts a day; a longer one is a unit error.
-MAX_PLAUSIBLE_STEP_S = 86_400
 
 
 @dataclass
@@ -192,7 +181,7 @@ class StepRun:
         if facts.end_us <= window + window_us:  # all in one window
             deltas[window][index] += chips * facts.span_us
             return
-        _add_by_window(deltas, index, chips, self.starts, self.ends, window_us)
+        add_by_window(deltas, index, chips, self.starts, self.ends, window_us)
 
     def split(self, count: int) -> tuple[StepRun | None, StepRun | None]:
         """Its first `count` spans and the rest (None where there are none)."""
@@ -268,8 +257,7 @@ class JobTimeline:
         self.unresolved: list[StepSpan] = []  # closed step spans awaiting a checkpoint or a disruption
         self.sample_times: list[int] = []
         self.samples: list[Sample] = []
-        self._seen_ids: dict[str, tuple] = {}  # event_id -> the first event that carried it (`seen_ids`)
-        self._unindexed: list = []  # events and runs applied whose ids are new and their own, not yet in it
+        self.ids = SeenIds()  # the event_ids seen (`seen_ids`)
         self.duplicates = defaultdict(int)  # stream -> repeated event_ids dropped
         self.accepted = defaultdict(int)  # stream -> events accepted
         self.implicitly_closed_spans = 0
@@ -289,39 +277,24 @@ class JobTimeline:
         self._productive: list[tuple[int, int, StepSpan]] = []  # awaiting ideal at flush
 
     # ---- the ids seen -----------------------------------------------------
-    # A repeated event_id is found by looking every event's id up among those seen. Where no id of a
-    # feed's events repeats another's or one seen before (one set says so), they are applied without
-    # the look-ups and kept aside, to be indexed only if asked: the key step forgets the ids of
-    # settled events before any later feed.
     @property
     def seen_ids(self) -> dict[str, tuple]:
         """event_id -> the first event that carried it (a STEP_RUN, for each of the events it stands for)."""
-        if self._unindexed:
-            for applied in self._unindexed:
-                if applied[3] == STEP_RUN:
-                    self._seen_ids.update(dict.fromkeys(step_runs.ids(applied), tuple(applied)))
-                else:
-                    self._seen_ids[applied[2]] = tuple(applied)
-            self._unindexed = []
-        return self._seen_ids
+        return self.ids.indexed
 
     def forget_ids(self) -> None:
         """Forget every id seen (the key step does, once events are settled: a repeat of one arrives late)."""
-        self._seen_ids, self._unindexed = {}, []
-
-    def _all_ids_new(self, ordered: list[Event]) -> bool:
-        """Whether no event of `ordered` carries an id seen before or another's of them."""
-        return not self.seen_ids and step_runs.distinct_ids(ordered)
+        self.ids.forget()
 
     # A timeline is pickled as it always was, its ids seen indexed (a key's saved state: session.py).
     def __getstate__(self) -> dict:
         state = {**self.__dict__, "seen_ids": self.seen_ids}
-        del state["_seen_ids"], state["_unindexed"]
+        del state["ids"]
         return state
 
     def __setstate__(self, state: dict) -> None:
         state = dict(state)
-        state["_seen_ids"], state["_unindexed"] = state.pop("seen_ids", {}), []
+        state["ids"] = SeenIds(state.pop("seen_ids", {}))
         if "first_running_us" not in state:  # saved before it was kept: what the state says of its first run
             state["first_running_us"] = _first_running(state.get("interruption_log"))
         state.setdefault("run_stepped", False)  # saved before runs without an end were counted: none known
@@ -334,9 +307,9 @@ class JobTimeline:
         ordered = in_event_order(events)
         runs = [event for event in ordered if event.code == STEP_RUN]
         if runs:
-            ordered = _runs_apart_from_other_events(ordered, runs)
+            ordered = runs_apart_from_other_events(ordered, runs)
             shapes = iter(step_runs.shapes([event for event in ordered if event.code == STEP_RUN], self.window_us))
-        new_ids = self._all_ids_new(ordered)
+        new_ids = self.ids.all_new(ordered)
         expanded = []  # the events of runs applied one by one, merged into the order
         position = 0
 
@@ -375,9 +348,9 @@ class JobTimeline:
         return {kind: self.open_step.first_step if kind == "step" else None for kind in self.open_spans}
 
     def _feed_one(self, event: Event, new_id: bool = False) -> None:
-        """Apply one event; `new_id`: its id is known to be new (`_all_ids_new`)."""
+        """Apply one event; `new_id`: its id is known to be new (`SeenIds.all_new`)."""
         if new_id:
-            self._unindexed.append(event)
+            self.ids.unindexed.append(event)
         else:
             seen_ids = self.seen_ids
             if event.event_id in seen_ids:  # rare: the full check only then
@@ -398,7 +371,7 @@ class JobTimeline:
         """Apply a STEP_RUN (whose `shape` is given) at once, where each step span would only close
         and await resolution, and a data wait or idle time between them only take their time
         (fleet_goodput/core/step_runs.py); False, having changed nothing, where one might do more.
-        `new_ids`: its ids are known to be new (`_all_ids_new`)."""
+        `new_ids`: its ids are known to be new (`SeenIds.all_new`)."""
         submit, open_spans, facts = self.submit, self.open_spans, shape.facts
         if facts is None:  # data waits only (a run taken apart): one by one
             return False
@@ -416,7 +389,7 @@ class JobTimeline:
         start, end = shape.start_us, shape.end_us
         self.advance_to(start)
         if new_ids:
-            self._unindexed.append(run)
+            self.ids.unindexed.append(run)
         else:
             self.seen_ids.update(dict.fromkeys(step_runs.ids(run), tuple(run)))
         self.accepted["runtime"] += step_runs.size(run)
@@ -452,9 +425,9 @@ class JobTimeline:
         start, end = int(times[0]), int(times[-1])
         waits = codes[0::2] != 0
         if waits.any():
-            _add_by_window(deltas, _DATA_WAIT, chips, times[0::2][waits], times[1::2][waits], window_us)
+            add_by_window(deltas, _DATA_WAIT, chips, times[0::2][waits], times[1::2][waits], window_us)
         if end - start > int((times[1::2] - times[0::2]).sum()):
-            _add_by_window(deltas, between, chips, times[1:-1:2], times[2::2], window_us)
+            add_by_window(deltas, between, chips, times[1:-1:2], times[2::2], window_us)
 
     def _apply(self, event: Event) -> str | None:
         code = event.code
@@ -466,7 +439,7 @@ class JobTimeline:
             return "second SUBMIT for a job already submitted"
         if code == PROFILE:
             sample = Sample(*event.payload)
-            problem = self._implausible_sample(sample)
+            problem = implausible_sample(sample, self.peak_flops, self.submit.accelerator)
             if problem:
                 return problem
             position = bisect_right(self.sample_times, event.time_us)
@@ -482,29 +455,6 @@ class JobTimeline:
             self.end_reason = reason_of(event)
             return self._on_end(code, event.time_us)
         return self._on_runtime(code, event)
-
-    def _implausible_sample(self, sample: Sample) -> str | None:
-        if sample.duration_s > MAX_PLAUSIBLE_STEP_S:
-            return f"duration_s {sample.duration_s:g} for one step is more than a day: not plausible"
-        accelerator = self.submit.accelerator
-        peak = peak_of(self.peak_flops, accelerator, sample.precision)
-        if peak is None:  # no peak for its precision on this part: its ideal stays unknown, never guessed
-            return None
-        implied_pg = sample.ideal_flops / (peak * sample.chips * sample.duration_s)
-        if implied_pg <= 1 + PEAK_TOLERANCE:
-            return None
-        causes = "FLOPs of more chips than it gives, or a duration in the wrong unit"
-        if sample.precision is None:
-            against, causes = (
-                f"{DEFAULT_PRECISION} peak (the sample names no precision)",
-                f"a faster precision the sample does not name, {causes}",
-            )
-        else:
-            against = f"{sample.precision} peak"
-        return (
-            f"ideal_flops {sample.ideal_flops:g} over {sample.chips} chips in {sample.duration_s:g} s implies "
-            f"PG {implied_pg:.3g} against the {accelerator} {against}: {ABOVE_PEAK} ({causes})"
-        )
 
     def _on_submit(self, event: Event) -> None:
         self.submit = Submit(*event.payload)
@@ -982,111 +932,3 @@ def _first_running(log: InterruptionLog | None) -> int | None:
     if log.rows:
         return log.rows[0].time_us - log.rows[0].run_us
     return log.running_since
-
-
-def _runs_apart_from_other_events(ordered: list[Event], runs: list[Event]) -> list[Event]:
-    """`ordered` (holding `runs`) with every STEP_RUN cut where another event (but a profiler
-    sample, which no step span's state depends on) falls between its first and last event in
-    event order, in event order again: the spans such an event touches become their own events,
-    the rest stay runs. A step or data-wait event of its own touches a span of its kind at its
-    instant wherever event order puts it, as how the instant's events pair depends on them all
-    (fleet_goodput/core/same_instant.py): an END at the span's START or END, a START at its START
-    (a START at a span's END follows it, in event order as in meaning). Runs that overlap each
-    other (a job's spans delivered twice) become their events."""
-    barriers = [event[:3] for event in ordered if event.code != STEP_RUN and event.code != PROFILE]  # sorted
-    own = {True: [], False: []}  # a run's kinds of events, by whether they start a span: (time, kind, step), sorted
-    for event in ordered:
-        if event.code in step_runs.CODES:
-            step = event.payload[0] if event.payload else None
-            own[event.code.endswith("_START")].append((event.time_us, step_runs.kind_of(event.code), step))
-    own = {starts: sorted(edges, key=lambda edge: edge[:2]) for starts, edges in own.items()}
-    bounds = [(run[:3], step_runs.last_key(run)) for run in runs]  # sorted by first
-    overlapping = set()
-    for before, after in zip(bounds, bounds[1:]):
-        if after[0] <= before[1]:
-            overlapping |= {before, after}
-    out, kept = [], []
-    for run, (first, last) in zip(runs, bounds):
-        inside = barriers[bisect_left(barriers, first) : bisect_right(barriers, last)]
-        ends_at = own[False][
-            bisect_left(own[False], (first[0],), key=_time_and_kind) : bisect_right(
-                own[False], (last[0], step_runs.KINDS), key=_time_and_kind
-            )
-        ]
-        starts_at = own[True][
-            bisect_left(own[True], (first[0],), key=_time_and_kind) : bisect_left(
-                own[True], (last[0],), key=_time_and_kind
-            )
-        ]
-        if (first, last) in overlapping:
-            out += step_runs.expand(run)
-        elif inside or ends_at or starts_at:
-            out += _taken_apart(
-                run, np.array([_instant(*barrier[:2]) for barrier in inside], dtype=np.int64), ends_at, starts_at
-            )
-        else:
-            kept.append(run)
-    if not out:
-        return ordered
-    return in_event_order([event for event in ordered if event.code != STEP_RUN] + kept + out)
-
-
-def _add_by_window(deltas: dict, index: int, chips: int, starts: np.ndarray, ends: np.ndarray, window_us: int) -> None:
-    """Add `chips` × the time of each stretch [starts[i], ends[i]) to figure `index` of the
-    windows it lies in: integers, so the sum is what adding them one by one gives."""
-    first, last = int(starts[0]), int(ends[-1])
-    window = first - first % window_us
-    if last <= window + window_us:  # all in one window
-        deltas[window][index] += chips * int((ends - starts).sum())
-        return
-    # A run's few dozen stretches in plain Python: cheaper than a dozen numpy calls on them.
-    totals, crossing = {}, []  # the stretches inside one window, summed per window; those across an edge
-    for start_us, end_us in zip(starts.tolist(), ends.tolist()):
-        window = start_us - start_us % window_us
-        if end_us <= window + window_us:
-            totals[window] = totals.get(window, 0) + end_us - start_us
-        else:
-            crossing.append((start_us, end_us))
-    for window, total in totals.items():
-        deltas[window][index] += chips * total
-    for start_us, end_us in crossing:
-        add_over_windows(deltas, start_us, end_us, window_us, ((index, chips),))
-
-
-def _instant(time_us, order):
-    """An event's place in event order up to its id, as one number: time, then same-instant order."""
-    return time_us * SAME_INSTANT_ORDERS + order
-
-
-def _time_and_kind(edge: tuple) -> tuple:
-    return edge[:2]
-
-
-def _taken_apart(run: Event, barriers: np.ndarray, ends_at: list[tuple], starts_at: list[tuple]) -> list[Event]:
-    """A STEP_RUN with events at `barriers` (their `_instant`s) inside it, and step or data-wait
-    ENDs and STARTs of their own at the (time, kind, step)s `ends_at` and `starts_at`: the spans
-    they touch as their events, the other spans as runs, cut where a barrier falls between two spans.
-
-    A barrier touches a span when it falls between the span's START and END in event order, or
-    at the START or END instant with the same same-instant order (which only the ids would set
-    apart): taken apart, the span's events are applied one by one, which is always right. At the
-    same instant in another order it is before or after the span: a checkpoint save that starts
-    as a step ends and ends as the next starts cuts the run between them and leaves both spans in
-    it. An END touches the spans of its kind that start or end at its time and that it could end
-    (a STEP_END below a span's first step cannot), a START those of its kind that start at its time
-    (`_runs_apart_from_other_events`)."""
-    times, steps, codes = step_runs.columns(run)
-    starts, ends = _instant(times[0::2], step_runs.START_ORDER), _instant(times[1::2], step_runs.END_ORDER)
-    touched = barriers.searchsorted(ends, side="right") > barriers.searchsorted(starts, side="left")
-    if ends_at or starts_at:
-        kinds, first_steps = step_runs.kinds_of(codes[0::2]), steps[0::2]
-        start_times, end_times = times[0::2], times[1::2]
-        for time_us, kind, step in ends_at:
-            could_end = (kinds == kind) & ((start_times == time_us) | (end_times == time_us))
-            touched |= could_end if step is None else could_end & (first_steps <= step)
-        for time_us, kind, _ in starts_at:
-            touched |= (kinds == kind) & (start_times == time_us)
-    cut_after = np.append(
-        barriers.searchsorted(starts[1:], side="left") > barriers.searchsorted(ends[:-1], side="right"), False
-    )
-    return step_runs.taken_apart(run, touched, cut_after)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
+
 
 def window_start(time_us: int, window_us: int) -> int:
     return time_us - time_us % window_us
@@ -37,3 +39,25 @@ def add_over_windows(vectors, start_us: int, end_us: int, window_us: int, figure
         vector, length = vectors[window], piece_end - piece_start
         for index, chips in figures:
             vector[index] += chips * length
+
+
+def add_by_window(deltas: dict, index: int, chips: int, starts: np.ndarray, ends: np.ndarray, window_us: int) -> None:
+    """Add `chips` × the time of each stretch [starts[i], ends[i]) to figure `index` of the
+    windows it lies in: integers, so the sum is what adding them one by one gives."""
+    first, last = int(starts[0]), int(ends[-1])
+    window = first - first % window_us
+    if last <= window + window_us:  # all in one window
+        deltas[window][index] += chips * int((ends - starts).sum())
+        return
+    # A run's few dozen stretches in plain Python: cheaper than a dozen numpy calls on them.
+    totals, crossing = {}, []  # the stretches inside one window, summed per window; those across an edge
+    for start_us, end_us in zip(starts.tolist(), ends.tolist()):
+        window = start_us - start_us % window_us
+        if end_us <= window + window_us:
+            totals[window] = totals.get(window, 0) + end_us - start_us
+        else:
+            crossing.append((start_us, end_us))
+    for window, total in totals.items():
+        deltas[window][index] += chips * total
+    for start_us, end_us in crossing:
+        add_over_windows(deltas, start_us, end_us, window_us, ((index, chips),))

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import duckdb
 
-from fleet_goodput.core.timeline import ABOVE_PEAK
+from fleet_goodput.core.profile_checks import ABOVE_PEAK
 from fleet_goodput.core.timeutil import format_time_us
 from fleet_goodput.report.units import chip_time, column_unit
 from fleet_goodput.safe_text import printable

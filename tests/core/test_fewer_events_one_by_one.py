@@ -104,7 +104,7 @@ def test_ids_applied_without_look_ups_are_still_found_repeated_in_a_later_feed()
     reference, collapsed = JobTimeline("j", HOUR_US, PEAK), JobTimeline("j", HOUR_US, PEAK)
     reference.feed(first)
     collapsed.feed(as_decoded(first))
-    assert collapsed._unindexed and not collapsed._seen_ids  # the shortcut: no id looked up
+    assert collapsed.ids.unindexed and not collapsed.ids._indexed  # the shortcut: no id looked up
     collapsed = pickle.loads(pickle.dumps(collapsed))
     reference.feed(later)
     collapsed.feed(later)
