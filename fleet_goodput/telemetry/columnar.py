@@ -55,6 +55,7 @@ from fleet_goodput.core.asof import kept_times
 from fleet_goodput.core.config import PRECISIONS
 from fleet_goodput.core.events import PROFILE, RUNTIME_TYPES, same_instant_order
 from fleet_goodput.core.step_runs import CODES, make_blocks
+from fleet_goodput.telemetry.avro_blocks import read_long
 from fleet_goodput.telemetry.avro_bounds import most_records, record_bytes_at_least
 from fleet_goodput.telemetry import observed
 from fleet_goodput.telemetry.avro_codecs import check_block
@@ -275,8 +276,10 @@ def _whole_blocks(stream: str, data: bytes) -> tuple[int, list[tuple[int, int, i
         header_end = position = group_start = handle.tell()
         groups, records = [], 0
         while position < len(data):
-            count, position = _read_long(data, position)
-            size, position = _read_long(data, position)
+            count, position = read_long(data, position)
+            size, position = read_long(data, position)
+            if count is None or size is None:
+                return None  # a long cut short or past 10 bytes
             position += size
             if (
                 count <= 0
@@ -303,20 +306,6 @@ def _without_docs(schema):
     if isinstance(schema, list):
         return [_without_docs(item) for item in schema]
     return schema
-
-
-def _read_long(data: bytes, position: int) -> tuple[int, int]:
-    """An Avro long (zig-zag varint) at `position`, and the position after it."""
-    shift = accumulated = 0
-    while True:
-        byte = data[position]
-        position += 1
-        accumulated |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (accumulated >> 1) ^ -(accumulated & 1), position
-        shift += 7
-        if shift > 63:
-            raise ValueError("an Avro long longer than 10 bytes")
 
 
 def _clean_row(stream: str) -> pl.Expr:
