@@ -42,6 +42,7 @@ printed before and after. Not a test, nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
 import subprocess
@@ -221,6 +222,18 @@ def baseline_path(checkout: Path, work: Path) -> Path:
     return package.parent
 
 
+def compile_bytecode(checkout: Path) -> None:
+    """Write the bytecode of a checkout's package, as an install does for its users.
+
+    Where PYTHONDONTWRITEBYTECODE is set (some CI images and sandboxes set it), Python never caches a
+    module's bytecode, so every `mpg` compiles the whole package from source again: about 0.25 CPU s of
+    every command on 2 cores, which no user with a normal install pays.
+    """
+    for folder in ["fleet_goodput", *MAPPED_FOLDERS]:
+        if (checkout / folder).is_dir():
+            compileall.compile_dir(checkout / folder, quiet=1)
+
+
 def count_records(telemetry: Path, stream: str) -> int:
     """Records in a stream's files, from the Avro blocks' counts (nothing is decoded)."""
     import fastavro
@@ -358,6 +371,8 @@ def main() -> int:
             {**os.environ, "PYTHONPATH": str(baseline_path(Path(args.baseline).resolve(), work))},
         )
 
+    for checkout in [Path(__file__).resolve().parents[1], *([Path(args.baseline)] if args.baseline else [])]:
+        compile_bytecode(checkout)
     print(f"{uptime()}; {os.cpu_count()} cores", flush=True)
     sized: dict[tuple[str, float], list] = {}
     hourly: dict[str, list] = {}
