@@ -14,8 +14,7 @@ import sys
 from fleet_goodput import exits
 from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.core.config import load_settings
-from fleet_goodput.simulator import fleet, simulate
-from fleet_goodput.telemetry.avro_io import clear_telemetry, telemetry_files
+from fleet_goodput.simulator import fleet
 
 DESCRIPTION = """\
 Simulate an accelerator fleet (3-5 clusters of TPUs and GPUs, gang-scheduled
@@ -101,6 +100,9 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fleet_goodput.simulator import simulate
+    from fleet_goodput.telemetry.avro_io import clear_telemetry, telemetry_files
+
     if telemetry_files(args.out):
         if not args.overwrite:
             print(f"mpg simulate: {args.out} already holds telemetry; pass --overwrite to replace it", file=sys.stderr)

@@ -16,6 +16,14 @@ rather than from the events. The modules, in the order data flows:
 Command line: `mpg simulate --out DIR` (fleet_goodput/commands/simulate.py).
 """
 
-from fleet_goodput.simulator.run import START_US, SimulationSummary, simulate
-
 __all__ = ["START_US", "SimulationSummary", "simulate"]
+
+
+def __getattr__(name: str):
+    # `simulate` and its companions load on first use (PEP 562), so that a module reading only the
+    # fleet's constants (`mpg --help` lists `mpg simulate`'s) does not load pyarrow with `truth`.
+    if name in __all__:
+        from fleet_goodput.simulator import run
+
+        return getattr(run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
