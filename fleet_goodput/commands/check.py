@@ -83,10 +83,9 @@ def main(args: argparse.Namespace) -> int:
     from fleet_goodput.store.delta_store import Store
     from fleet_goodput.store.errors import StoreBusy, StoreError
     from fleet_goodput.store.store_check import inspect
-    from fleet_goodput.store.store_files import StoreFiles
 
     store = Store(args.output)
-    if not StoreFiles(store.root).is_dir():
+    if not store.store_files.is_dir():
         print(
             f"mpg check: {args.output} is not a folder: give --output an output of `mpg run` or `mpg stream` "
             "(a folder, or gs://bucket/folder)",

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import re
@@ -99,14 +100,22 @@ class Store:
                 f"{self.root} cannot hold the output: its path contains {' '.join(map(repr, unstorable))} "
                 f"({_UNSTORABLE_REASON}); choose another output folder"
             )
-        self._open: dict[str, DeltaTable] = {}  # each table's latest version, kept open: `_delta`
+        self._open: dict[str, DeltaTable] = {}  # each table's latest version, kept open: `delta_table`
         self._commits: dict[str, bytes | None] = {}  # the commit each was read to, when unlocked
         self._locked = False  # this process holds the output's lock
 
     def __getstate__(self) -> dict:
         # A Store travels pickled with a run's plan (a Flex Template job's commit step): the tables this
-        # process has open, and its lock, stay with it.
-        return {**self.__dict__, "_open": {}, "_commits": {}, "_locked": False}
+        # process has open, its file system and its lock stay with it.
+        state = {**self.__dict__, "_open": {}, "_commits": {}, "_locked": False}
+        state.pop("store_files", None)
+        return state
+
+    @functools.cached_property
+    def store_files(self) -> StoreFiles:
+        """The files under the root, through one file system for the store's life: on gs:// each
+        `StoreFiles` makes a new Cloud Storage client."""
+        return StoreFiles(self.root)
 
     @classmethod
     def of(cls, output: str | Path | Store) -> Store:
@@ -121,7 +130,7 @@ class Store:
         return self.path(f"{STAGING}/{token}")
 
     # ---- reading --------------------------------------------------------------
-    def _delta(self, relative: str, version: int | None = None) -> DeltaTable | None:
+    def delta_table(self, relative: str, version: int | None = None) -> DeltaTable | None:
         """Delta table `relative` at `version` (its latest by default); None if there is none.
 
         Each table's latest version is opened once and brought up to date at each use (the log read
@@ -189,7 +198,7 @@ class Store:
         Only the runs asked for are read whole (their manifests): a store of thousands of runs
         opens as fast as one of ten."""
         try:
-            table = self._delta(RUNS)
+            table = self.delta_table(RUNS)
             if table is None:
                 self._refuse_lost_runs()
                 return []
@@ -231,7 +240,7 @@ class Store:
     def _manifest_run(self) -> int | None:
         """The run our manifest.json copy names (None: no such file, or not ours)."""
         try:
-            manifest = json.loads(StoreFiles(self.root).read_text("manifest.json"))
+            manifest = json.loads(self.store_files.read_text("manifest.json"))
             return manifest["run_id"] if "settled_counts" in manifest else None
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -239,7 +248,7 @@ class Store:
     def committed_sequence(self, app_id: str) -> int | None:
         """The last sequence number writer `app_id` recorded with a run it committed (`Transaction.commit`'s
         `marks`), None if it committed none."""
-        runs = self._delta(RUNS)
+        runs = self.delta_table(RUNS)
         return None if runs is None else runs.transaction_version(app_id)
 
     def latest(self) -> RunRecord | None:
@@ -263,7 +272,7 @@ class Store:
         if version is None:
             return None
         try:
-            table = self._delta(table_paths()[name], version)
+            table = self.delta_table(table_paths()[name], version)
         except Exception:  # delta-rs: a torn commit, or the version's log entries cleaned up (maintenance.maintain)
             if record.run_id == self.latest().run_id:
                 raise  # the latest run is always kept: this is damage, which store_check names
@@ -329,7 +338,7 @@ class Store:
             try:
                 yield
             finally:
-                self._locked = False  # another run may change the tables: `_delta` checks their logs at each use
+                self._locked = False  # another run may change the tables: `delta_table` checks their logs at each use
                 self._commits = {
                     relative: commit_file(self.path(relative), table.version())
                     for relative, table in self._open.items()
@@ -341,7 +350,7 @@ class Store:
         """NotAStore unless the folder is absent, empty, or a store of this project (StoreError for one
         a newer fleet-goodput wrote): a run must never overwrite, nor --replace delete, someone's files.
         A gs:// store is checked as a local one is (store_files.py)."""
-        files = StoreFiles(self.root)
+        files = self.store_files
         if files.is_file(""):
             raise NotAStore(
                 f"{self.root} is a file, not a folder: give --output a folder (new, empty, or an output "
@@ -379,14 +388,14 @@ class Store:
         if self._manifest_run() is not None:
             return True
         try:
-            table = self._delta(RUNS)
+            table = self.delta_table(RUNS)
         except Exception:  # a damaged runs log still has our shape of folder: StoreDamaged says more
-            return StoreFiles(self.root).is_dir(f"{RUNS}/_delta_log")
+            return self.store_files.is_dir(f"{RUNS}/_delta_log")
         return table is not None and set(RUNS_SCHEMA.names) <= set(table.schema().to_arrow().names)
 
     def mark(self) -> None:
         """Mark the folder as a store of this project (the lock is held; refuse_foreign passed)."""
-        files = StoreFiles(self.root)
+        files = self.store_files
         if files.exists(MARKER):
             return
         files.write_whole(

@@ -16,7 +16,6 @@ from deltalake import write_deltalake
 from fleet_goodput.store.delta_log import vacuumed_only
 from fleet_goodput.store.errors import StoreError
 from fleet_goodput.store.layout import is_remote, table_paths
-from fleet_goodput.store.store_files import StoreFiles
 
 if TYPE_CHECKING:
     from fleet_goodput.store.delta_store import Store
@@ -29,10 +28,10 @@ def undo_killed_run(store: Store) -> None:
     latest = store.latest()
     for name, relative in table_paths().items():
         recorded = latest.versions.get(name) if latest else None
-        table = store._delta(relative)
+        table = store.delta_table(relative)
         if table is None or table.version() == recorded or (recorded is None and not table.file_uris()):
             continue
-        if recorded is not None and vacuumed_only(StoreFiles(store.root), f"{relative}/_delta_log", recorded):
+        if recorded is not None and vacuumed_only(store.store_files, f"{relative}/_delta_log", recorded):
             continue
         if recorded is None:
             write_deltalake(table, pa.schema(table.schema().to_arrow()).empty_table(), mode="overwrite")
@@ -70,8 +69,8 @@ def _moved_by_a_killed_run(store: Store, latest: RunRecord | None) -> bool:
         recorded = latest.versions.get(name) if latest else None
         if not commits or max(commits) == recorded:
             continue
-        if recorded is None and store._delta(relative).file_uris():
+        if recorded is None and store.delta_table(relative).file_uris():
             return True
-        if recorded is not None and not vacuumed_only(StoreFiles(store.root), f"{relative}/_delta_log", recorded):
+        if recorded is not None and not vacuumed_only(store.store_files, f"{relative}/_delta_log", recorded):
             return True
     return False

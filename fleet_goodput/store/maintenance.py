@@ -51,7 +51,7 @@ def kept_runs(store: Store, retention_hours: int = DEFAULT_RETENTION_HOURS) -> K
     """What the runs that can still be read and rolled back to need: those committed within
     `retention_hours`, at most the latest KEEP_RUNS_AT_MOST, and always the latest (read from the
     runs table's small columns only)."""
-    rows = delta_arrow.dataset(store._delta(RUNS)).to_table(columns=["run_id", "committed_at", "versions"])
+    rows = delta_arrow.dataset(store.delta_table(RUNS)).to_table(columns=["run_id", "committed_at", "versions"])
     rows = sorted(
         rows.cast(
             pa.schema([("run_id", pa.int64()), ("committed_at", pa.int64()), ("versions", pa.string())])
@@ -82,11 +82,11 @@ def maintain(store: Store, retention_hours: int = DEFAULT_RETENTION_HOURS) -> No
     if is_remote(store.root):
         return  # without the local lock another run may be writing: maintain gs:// with a job of its own
     kept = kept_runs(store, retention_hours)
-    runs = store._delta(RUNS)
+    runs = store.delta_table(RUNS)
     if len(runs.file_uris()) > COMPACT_ABOVE_FILES:
         runs.optimize.compact(writer_properties=WriterProperties(max_row_group_size=RUNS_ROW_GROUP))
     for name, relative in [*table_paths().items(), (RUNS, RUNS)]:
-        table = store._delta(relative)
+        table = store.delta_table(relative)
         if table is None:
             continue
         # A vacuum that removes files commits (VACUUM START, END): not a run's change (delta_log.vacuumed_only).

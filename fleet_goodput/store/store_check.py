@@ -101,7 +101,7 @@ def run_problems(store: Store, record: RunRecord, read_footers: bool = False, re
     files absent or of another size than their log records (and, with `read_footers`, unreadable;
     with `read_whole`, not readable to their last page)."""
     problems = []
-    files = StoreFiles(store.root)
+    files = store.store_files
     for name, relative in table_paths().items():
         version = record.versions.get(name)
         if version is None:
@@ -122,7 +122,7 @@ def run_problems(store: Store, record: RunRecord, read_footers: bool = False, re
             )
             continue
         try:
-            table = store._delta(relative, version)  # the run's open table, under the lock
+            table = store.delta_table(relative, version)  # the run's open table, under the lock
             if table is None:
                 raise TableNotFoundError(f"no Delta log in {relative}/_delta_log")
             # From Arrow's C stream, not `pa.table(...)`, which first asks pandas (importing it) whether
@@ -235,7 +235,7 @@ def torn_after(store: Store, record: RunRecord) -> list[tuple[str, str]]:
     paths in the store: what a run killed mid-commit, or a disk, left; no committed run needs them, but
     no table reads past them."""
     torn = []
-    files = StoreFiles(store.root)
+    files = store.store_files
     for name, relative in table_paths().items():
         recorded = record.versions.get(name)
         log = f"{relative}/_delta_log"
@@ -267,7 +267,7 @@ def _whole_json(files: StoreFiles, relative: str) -> bool:
 def torn_runs_commit(store: Store) -> str | None:
     """The last commit of the runs' log (its path in the store), if it is torn (not whole JSON) and the
     log reads without it."""
-    files = StoreFiles(store.root)
+    files = store.store_files
     log = f"{RUNS}/_delta_log"
     commits = sorted(versions_in(files.names(log), ".json"))
     if not commits:
@@ -287,7 +287,7 @@ def _restorable(store: Store) -> bool:
     """Whether every table's log reads at its latest version, which a Delta restore starts from."""
     for relative in [RUNS, *table_paths().values()]:
         try:
-            store._delta(relative)
+            store.delta_table(relative)
         except Exception:
             return False
     return True
@@ -296,7 +296,7 @@ def _restorable(store: Store) -> bool:
 def repair(store: Store, report: Report) -> None:
     """Do what `report.repair` says (the caller holds the store's lock)."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    files = StoreFiles(store.root)
+    files = store.store_files
     # A torn commit and every commit after it (a log is read in order: none after it is reachable).
     for torn in report.set_aside:
         log, name = torn.rsplit("/", 1)

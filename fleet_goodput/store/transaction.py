@@ -60,7 +60,7 @@ class Transaction:
 
     def _table(self, relative: str) -> DeltaTable:
         """The latest version of a table this run writes to (the store's open handle under the lock)."""
-        return self.store._delta(relative)
+        return self.store.delta_table(relative)
 
     def write_staged(
         self, name: str, schema: pa.Schema, mode: str = "append", partition_by=None, folders: list[str] | None = None
@@ -124,7 +124,7 @@ class Transaction:
             # No retry: a runs row another run appended meanwhile at the same version is a lost race, not a conflict
             # Delta may resolve by appending both.
             write_deltalake(
-                self.store._delta(RUNS) or self.store.path(RUNS),
+                self.store.delta_table(RUNS) or self.store.path(RUNS),
                 record.to_arrow(),
                 mode="append",
                 commit_properties=CommitProperties(max_commit_retries=0, app_transactions=marked),

@@ -399,7 +399,7 @@ def test_a_store_opens_each_table_once_and_reads_on_what_is_written(tmp_path):
     compaction share it, and so do the views and the headline after its commit, and a stream's runs);
     a version asked for that is not the latest is opened as it was. Without the lock, another
     process may have written the log afresh (--replace, then a first run: version 0 again), and
-    the table is then opened afresh; a pickled copy (a Flex Template's plan) keeps nothing open."""
+    the table is then opened afresh; a pickled copy (a Flex Template's plan) keeps nothing open, nor the store's file system."""
     import pickle
     import shutil
 
@@ -411,27 +411,30 @@ def test_a_store_opens_each_table_once_and_reads_on_what_is_written(tmp_path):
     with store.lock():
         store.mark()  # a store of ours, which a later lock takes
         write_deltalake(store.path("tables/t"), pa.table({"a": [1]}))
-        opened = store._delta("tables/t")
+        opened = store.delta_table("tables/t")
         write_deltalake(store.path("tables/t"), pa.table({"a": [2]}), mode="append")  # by path, not by the handle
-        assert store._delta("tables/t") is opened and opened.version() == 1
-        assert store._delta("tables/t", version=1) is opened
-        assert store._delta("tables/t", version=0).to_pyarrow_table().column("a").to_pylist() == [1]
-        assert pickle.loads(pickle.dumps(store))._open == {}
+        assert store.delta_table("tables/t") is opened and opened.version() == 1
+        assert store.delta_table("tables/t", version=1) is opened
+        assert store.delta_table("tables/t", version=0).to_pyarrow_table().column("a").to_pylist() == [1]
+        assert store.store_files is store.store_files  # one file system for the store's life
+        copy = pickle.loads(pickle.dumps(store))
+        assert copy._open == {} and "store_files" not in vars(copy)  # its file system stays behind too
+        assert copy.store_files.is_dir("tables/t")
         store.replace()  # the tables are gone: nothing open is kept
-        assert store._delta("tables/t") is None
+        assert store.delta_table("tables/t") is None
     write_deltalake(store.path("tables/t"), pa.table({"a": [3]}))
-    kept = store._delta("tables/t")
+    kept = store.delta_table("tables/t")
     write_deltalake(store.path("tables/t"), pa.table({"a": [4]}), mode="append")  # another process appends
-    assert store._delta("tables/t") is kept and kept.version() == 1
+    assert store.delta_table("tables/t") is kept and kept.version() == 1
     for rewritten in ([5], [6, 7]):  # another process's --replace, then its first run, at once
         shutil.rmtree(store.path("tables/t"))
         write_deltalake(store.path("tables/t"), pa.table({"a": rewritten}))
         write_deltalake(store.path("tables/t"), pa.table({"a": [8]}), mode="append")
-        again = store._delta("tables/t")
+        again = store.delta_table("tables/t")
         assert again is not kept and sorted(again.to_pyarrow_table().column("a").to_pylist()) == sorted(rewritten + [8])
         kept = again
     shutil.rmtree(store.path("tables/t"))  # and again, before this process's next run takes the lock
     write_deltalake(store.path("tables/t"), pa.table({"a": [9]}))
     write_deltalake(store.path("tables/t"), pa.table({"a": [10]}), mode="append")
     with store.lock():
-        assert sorted(store._delta("tables/t").to_pyarrow_table().column("a").to_pylist()) == [9, 10]
+        assert sorted(store.delta_table("tables/t").to_pyarrow_table().column("a").to_pylist()) == [9, 10]
