@@ -26,16 +26,8 @@ from pathlib import Path
 from fleet_goodput.core.config import ConfigError, read_yaml
 from fleet_goodput.importers import kubernetes_objects as objects
 from fleet_goodput.importers import kueue_queues
-from fleet_goodput.importers.common import (
-    Imported,
-    Options,
-    SourceError,
-    Unmappable,
-    decode_json_at,
-    file_digest,
-    progress,
-    read_text,
-)
+from fleet_goodput.importers.common import Imported, Options, SourceError, Unmappable
+from fleet_goodput.importers.reading import decode_json_at, file_digest, progress, read_text
 
 NAME = "kubernetes"
 HELP = "kubectl watch streams / lists of Kueue Workloads, JobSets, Jobs, Nodes → scheduler events (needs --cluster)"

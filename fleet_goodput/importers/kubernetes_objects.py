@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass, field
 
 from fleet_goodput.core.timeutil import parse_time_us
-from fleet_goodput.importers.common import MAX_CHIPS, Imported, Unmappable, capacity, chip_count, event_time_us
+from fleet_goodput.importers.common import Imported, Unmappable, capacity
+from fleet_goodput.importers.reading import MAX_CHIPS, chip_count, event_time_us
 
 PREFIX = "k8s"
 # Extended resources that count accelerator chips, in the order they are looked for.

@@ -57,17 +57,19 @@ from fleet_goodput.importers.common import (
     SourceError,
     Unmappable,
     assumed_peak,
-    bounded_lines,
     capacity,
+)
+from fleet_goodput.importers.reading import (
+    bounded_lines,
     chip_count,
     decode_json,
     event_time_us,
     file_digest,
     load_json,
     progress,
-    subtract,
     too_long,
 )
+from fleet_goodput.importers.spans import subtract
 
 NAME = "mlperf"
 HELP = (

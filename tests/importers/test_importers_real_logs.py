@@ -13,7 +13,7 @@ import shutil
 import fastavro
 import pytest
 
-from fleet_goodput.importers.common import CAVEATS_FILE
+from fleet_goodput.importers.import_folder import CAVEATS_FILE
 from fleet_goodput.importers.mlperf import _precision, _records
 from importing import PUBLIC_DATA, by_job, import_to, rejected_rows, run_and_read
 
