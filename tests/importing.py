@@ -8,7 +8,8 @@ from pathlib import Path
 
 from fleet_goodput.core.config import Settings, load_settings, part_names, peak_table
 from fleet_goodput.importers import IMPORTERS
-from fleet_goodput.importers.common import Options, write_import
+from fleet_goodput.importers.common import Options
+from fleet_goodput.importers.import_folder import write_import
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.store.views import connect
 

@@ -98,7 +98,8 @@ def main(args: argparse.Namespace) -> int:
     import time
 
     from fleet_goodput.core.timeutil import format_time_us, parse_time_us
-    from fleet_goodput.importers.common import MICROS, Options, SourceError
+    from fleet_goodput.importers.common import Options, SourceError
+    from fleet_goodput.importers.reading import MICROS
     from fleet_goodput.importers.slurm import AcceleratorMap
     from fleet_goodput.importers.slurm_collect import CollectBusy, CollectError, CursorError, collect
 

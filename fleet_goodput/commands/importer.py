@@ -16,13 +16,11 @@ from fleet_goodput.console import VERBOSITY_HELP, progress, say
 from fleet_goodput.core.config import ConfigError, load_settings, part_names, peak_table
 from fleet_goodput.core.timeutil import parse_time_us
 from fleet_goodput.importers import IMPORTERS
-from fleet_goodput.importers.common import (
+from fleet_goodput.importers.common import DEFAULT_MAX_EXPANDED_MIB, Options, SourceError
+from fleet_goodput.importers.import_folder import (
     CAVEATS_FILE,
-    DEFAULT_MAX_EXPANDED_MIB,
     REJECTED_FILE,
     SOURCE_FILE,
-    Options,
-    SourceError,
     append_import,
     summary,
     write_import,

@@ -3,7 +3,7 @@
 Each module reads one source format into an `Imported` (common.py) with
 `read(source, options)` (`source` a list of paths where the module sets
 MANY_SOURCES); `mpg import FORMAT SOURCE… --out DIR` writes it with
-`common.write_import`. What each maps, and what its source cannot tell, is in
+`import_folder.write_import`. What each maps, and what its source cannot tell, is in
 the module docstrings and docs/importers.md.
 """
 

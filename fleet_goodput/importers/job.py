@@ -34,7 +34,8 @@ from pathlib import Path
 import yaml
 
 from fleet_goodput.core.timeutil import parse_time_us
-from fleet_goodput.importers.common import Imported, JobEmitter, Options, SourceError, file_digest, read_text
+from fleet_goodput.importers.common import Imported, JobEmitter, Options, SourceError
+from fleet_goodput.importers.reading import file_digest, read_text
 
 NAME = "job"
 HELP = "a job's scheduling stated by hand (YAML: job, accelerator, chips, attempts) → SUBMIT, ALLOCATE, end"

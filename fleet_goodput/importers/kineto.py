@@ -35,19 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_goodput.core.config import part_key
-from fleet_goodput.importers.common import (
-    Imported,
-    JobEmitter,
-    Options,
-    Refused,
-    SourceError,
-    Unmappable,
-    chip_count,
-    event_time_us,
-    file_digest,
-    load_json,
-    progress,
-)
+from fleet_goodput.importers.common import Imported, JobEmitter, Options, Refused, SourceError, Unmappable
+from fleet_goodput.importers.reading import chip_count, event_time_us, file_digest, load_json, progress
 
 NAME = "kineto"
 HELP = (

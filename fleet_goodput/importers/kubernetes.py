@@ -8,7 +8,7 @@ beside `type`; or as `kubectl get … -o json` writes a list (`"kind": "…List"
 `"items": […]`). Kinds read: Workload (kueue.x-k8s.io v1beta1 and v1beta2),
 LocalQueue (to name a Workload's ClusterQueue), ResourceFlavor, ClusterQueue and
 Cohort (their quotas: `kueue_queues`), JobSet (jobset.x-k8s.io), Job (batch/v1)
-and Node. The mapping per kind is in `kubernetes_objects`;
+and Node. The mapping per kind is in `kubernetes_objects` (Nodes: `kubernetes_nodes`);
 the whole story (collecting, what is knowable) in docs/kubernetes.md.
 
 Every object is mapped from all its snapshots in all the files together, in
@@ -24,18 +24,11 @@ from collections import defaultdict
 from pathlib import Path
 
 from fleet_goodput.core.config import ConfigError, read_yaml
+from fleet_goodput.importers import kubernetes_nodes as nodes
 from fleet_goodput.importers import kubernetes_objects as objects
 from fleet_goodput.importers import kueue_queues
-from fleet_goodput.importers.common import (
-    Imported,
-    Options,
-    SourceError,
-    Unmappable,
-    decode_json_at,
-    file_digest,
-    progress,
-    read_text,
-)
+from fleet_goodput.importers.common import Imported, Options, SourceError, Unmappable
+from fleet_goodput.importers.reading import decode_json_at, file_digest, progress, read_text
 
 NAME = "kubernetes"
 HELP = "kubectl watch streams / lists of Kueue Workloads, JobSets, Jobs, Nodes → scheduler events (needs --cluster)"
@@ -259,7 +252,7 @@ def read(source: list[Path] | Path, options: Options) -> Imported:
             except Unmappable as exc:
                 imported.reject(path.name, where, "", exc.reason, exc.detail)
     sink.admitted_queues = admitted_queues(by_object)
-    histories: dict[str, objects.NodeHistory] = {}
+    histories: dict[str, nodes.NodeHistory] = {}
     order = sorted(by_object, key=lambda key: (MAPPING_ORDER.get(key[0], len(MAPPING_ORDER)), key))
     for kind, uid in order:
         snapshots = sorted(by_object[(kind, uid)], key=_version)
@@ -274,7 +267,7 @@ def read(source: list[Path] | Path, options: Options) -> Imported:
             elif kind in ("ClusterQueue", "Cohort"):
                 kueue_queues.queue(snapshots, sink, kind)
             elif kind == "Node":
-                objects.node(snapshots, sink, histories)
+                nodes.node(snapshots, sink, histories)
             else:
                 JOB_KINDS[kind](snapshots, sink)
         except Unmappable as exc:
@@ -289,7 +282,7 @@ def read(source: list[Path] | Path, options: Options) -> Imported:
                 "a field of a type its API does not give it",
                 f"{type(exc).__name__}: {exc}"[:200],
             )
-    objects.capacity_levels(sink, histories, latest_us)
+    nodes.capacity_levels(sink, histories, latest_us)
     imported.observed = watched_period(options.cluster, by_object)
     imported.queue_quotas = sink.quotas
     imported.provenance = {

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fleet_goodput.importers.common import LATEST_US, MICROS, Imported
+from fleet_goodput.importers.common import Imported
 from fleet_goodput.importers.log_profiles import Profile
+from fleet_goodput.importers.reading import LATEST_US, MICROS
 
 # How a save or restore whose end the log states neither by a timestamp nor by a duration is ended:
 # at the start of the next iteration block (the loop resumed), else at the attempt's last time.

@@ -38,9 +38,6 @@ from pathlib import Path
 
 from fleet_goodput.core.config import part_key
 from fleet_goodput.importers.common import (
-    LATEST_US,
-    MAX_CHIPS,
-    MICROS,
     Imported,
     JobEmitter,
     Options,
@@ -48,15 +45,20 @@ from fleet_goodput.importers.common import (
     Unmappable,
     UsageError,
     assumed_peak,
-    bounded_lines,
-    event_time_us,
-    file_digest,
-    subtract,
-    too_long,
-    utc_us,
 )
 from fleet_goodput.importers.log_profiles import Profile, ProfileError, load_profiles
 from fleet_goodput.importers.log_timeline import Attempt, LogLine, SpanBuilder
+from fleet_goodput.importers.reading import (
+    LATEST_US,
+    MAX_CHIPS,
+    MICROS,
+    bounded_lines,
+    event_time_us,
+    file_digest,
+    too_long,
+    utc_us,
+)
+from fleet_goodput.importers.spans import subtract
 
 NAME = "logs"
 HELP = "a training job's stdout (--profile megatron, nemo or nemo1, or --profiles FILE of your own) → all three streams"

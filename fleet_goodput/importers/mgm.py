@@ -29,23 +29,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fleet_goodput.importers.common import (
+from fleet_goodput.importers.common import Imported, JobEmitter, Options, SourceError, Unmappable
+from fleet_goodput.importers.reading import (
     LATEST_US,
     MICROS,
-    Imported,
-    JobEmitter,
-    Options,
-    SourceError,
-    Unmappable,
     bounded_lines,
     decode_json,
     event_time_us,
     file_digest,
     progress,
     seconds_to_us,
-    subtract,
     too_long,
 )
+from fleet_goodput.importers.spans import subtract
 
 NAME = "mgm"
 HELP = "Google ml-goodput-measurement log entries (JSON lines) → scheduler and runtime events"
@@ -86,7 +82,7 @@ PROVENANCE = {
 
 def _entries(path: Path, limit: int) -> tuple[list[tuple[int, dict]], list[tuple[int, Unmappable]]]:
     """(line number, entry) of every log entry, and (line number, why) of the lines refused:
-    NaN or Infinity, nesting too deep (common.decode_json), or longer than `limit` bytes (never
+    NaN or Infinity, nesting too deep (reading.decode_json), or longer than `limit` bytes (never
     held whole)."""
     entries, refused = [], []
     with open(path, encoding="utf-8") as handle:

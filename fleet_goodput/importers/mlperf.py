@@ -37,37 +37,29 @@ The system's accelerator_model_name maps to a catalogue key through the catalogu
 What the log leaves unknown (a run that died, steps, PG, precision) is said per run in
 the import's caveats.
 
-See docs/importers.md for what the logs cannot tell.
+Finding the logs and reading their records is fleet_goodput/importers/mlperf_logs.py's; here a
+run's records are mapped to events. See docs/importers.md for what the logs cannot tell.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_goodput.core.config import part_key
 from fleet_goodput.importers.common import (
-    DEFAULT_MAX_EXPANDED_BYTES,
     Imported,
     JobEmitter,
     Options,
     Refused,
-    SourceError,
     Unmappable,
     assumed_peak,
-    bounded_lines,
     capacity,
-    chip_count,
-    decode_json,
-    event_time_us,
-    file_digest,
-    load_json,
-    progress,
-    subtract,
-    too_long,
 )
+from fleet_goodput.importers.mlperf_logs import MILLIS, ResultLog, mllog_records, result_logs, shown_path
+from fleet_goodput.importers.reading import chip_count, file_digest, load_json, progress
+from fleet_goodput.importers.spans import subtract
 
 NAME = "mlperf"
 HELP = (
@@ -76,8 +68,6 @@ HELP = (
     "profiler events"
 )
 PREFIX = "mlperf"
-MARKER = ":::MLLOG"
-MILLIS = 1000  # µs per ms
 
 # Parameter counts of models whose training FLOPs are 6·N per token (dense decoder-only
 # transformers, attention FLOPs left out): the Llama model cards, and GPT-3 175B
@@ -123,53 +113,9 @@ PROVENANCE = {
 }
 
 
-# A framework configuration line that switches a low precision on, as the logs
-# print it: `fp8: true`, `fp8='e4m3'`, `fp8: hybrid` (after an optional rank prefix `0:`).
-PRECISION_SETTING = re.compile(rb"^\s*(?:\d+:)?\s*(?:use_)?(?:nv)?(fp8|fp4)\s*[:=]\s*['\"]?([^'\",\s]*)", re.IGNORECASE)
-OFF_VALUES = {b"", b"false", b"none", b"null", b"0", b"off", b"no"}
 # A system description's notes naming the training precision ("FP8 Training").
 PRECISION_NOTE = re.compile(r"\b(?:NV)?(FP8|FP4)\b", re.IGNORECASE)
 PRECISION_FIELDS = ("sw_notes", "hw_notes", "framework")
-
-
-def _records(path: Path, limit: int = DEFAULT_MAX_EXPANDED_BYTES) -> tuple[list[tuple[int, dict]], dict[str, str]]:
-    """(line number, record) of every `:::MLLOG` line, and the low precisions the
-    other lines (the framework's own output) switch on: {precision: evidence}."""
-    records, precisions = [], {}
-    with open(path, "rb") as handle:
-        for number, raw in bounded_lines(handle, limit):
-            if raw is None:
-                exc = too_long(limit)
-                raise Unmappable(exc.reason, f"line {number}: {exc.detail}")
-            position = raw.find(MARKER.encode())
-            if position < 0:
-                setting = PRECISION_SETTING.match(raw)
-                if setting and setting.group(2).lower() not in OFF_VALUES:
-                    precisions.setdefault(
-                        setting.group(1).decode().lower(),
-                        f"line {number}: {raw.decode('utf-8', 'replace').strip()[:80]}",
-                    )
-                continue
-            try:
-                record = decode_json(raw[position + len(MARKER) :].decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise SourceError(
-                    path, f"line {number}", f"`{MARKER}` line that is not valid JSON; is the file truncated? ({exc})"
-                ) from exc
-            except Unmappable as exc:
-                raise Unmappable(exc.reason, f"line {number}: {exc.detail}") from None
-            if (
-                not isinstance(record, dict)
-                or "key" not in record
-                or not isinstance(record.get("time_ms"), (int, float))
-            ):
-                raise SourceError(path, f"line {number}", f"`{MARKER}` record without a key or a numeric time_ms")
-            try:
-                event_time_us(record["time_ms"], "time_ms", MILLIS)
-            except Unmappable as exc:
-                raise Unmappable(exc.reason, f"line {number}: {exc.detail}") from None
-            records.append((number, record))
-    return records, precisions
 
 
 def _precision(log_settings: dict[str, str], system: dict) -> tuple[str | None, str]:
@@ -400,73 +346,7 @@ def _block_progress(
     return progress
 
 
-@dataclass(frozen=True)
-class _Log:
-    """One result log, and where its system is described."""
-
-    path: Path
-    file: str  # as rejections and caveats name it: relative to SOURCE
-    job_id: str  # <submitter>__<system>__<benchmark>__result_<n>
-    system_name: str  # <submitter>__<system>: the cluster
-    benchmark: str
-    system_path: Path | None  # None: no description; --accelerator and --chips must say
-
-
-def _flat_log(path: Path, file: str) -> _Log:
-    """`<folder>/results/<org>__<system>__<benchmark>__result_<n>.txt` with `<folder>/systems/<org>__<system>.json`."""
-    parts = path.stem.split("__")
-    if len(parts) != 4:
-        return _Log(path, file, path.stem, path.stem, "", None)
-    system = f"{parts[0]}__{parts[1]}"
-    return _Log(path, file, path.stem, system, parts[2], path.parent.parent / "systems" / f"{system}.json")
-
-
-def _upstream_log(path: Path, file: str) -> _Log:
-    """The results repository's own layout: `<submitter>/results/<system>/<benchmark>/result_<n>.txt`
-    with `<submitter>/systems/<system>.json`."""
-    where = path.absolute()  # a bare `result_0.txt` given from its own folder has no parents to name
-    benchmark, system, submitter_dir = where.parent.name, where.parent.parent.name, where.parents[3]
-    name = f"{submitter_dir.name}__{system}"
-    return _Log(
-        path, file, f"{name}__{benchmark}__{path.stem}", name, benchmark, submitter_dir / "systems" / f"{system}.json"
-    )
-
-
-def _in_upstream_layout(path: Path) -> bool:
-    absolute = path.absolute()
-    return len(absolute.parents) > 3 and absolute.parents[2].name == "results" and path.name.startswith("result_")
-
-
-def _logs(source: Path) -> list[_Log]:
-    """Every result log SOURCE holds: one log file, a flat `results/` + `systems/` folder,
-    or the results repository (or any part of it that holds `results/` folders)."""
-    if source.is_file():
-        return [(_upstream_log if _in_upstream_layout(source) else _flat_log)(source, source.name)]
-    if not source.is_dir():
-        raise SourceError(source, None, "no such file or folder")
-    flat = [_flat_log(p, str(p.relative_to(source))) for p in sorted((source / "results").glob("*.txt"))]
-    upstream = [
-        _upstream_log(p, str(p.relative_to(source)))
-        for p in sorted(source.rglob("result_*.txt"))
-        if _in_upstream_layout(p)
-    ]
-    logs = flat + upstream
-    if not logs:
-        raise SourceError(
-            source,
-            None,
-            "no result logs: expected results/*.txt, the results repository's "
-            "<submitter>/results/<system>/<benchmark>/result_*.txt, or one log file",
-        )
-    return logs
-
-
-def _shown(path: Path) -> str:
-    """A system description as rejections name it: systems/<name>.json."""
-    return f"{path.parent.name}/{path.name}"
-
-
-def _system(log: _Log, options: Options) -> tuple[str, int, dict]:
+def _system(log: ResultLog, options: Options) -> tuple[str, int, dict]:
     """(accelerator key, chips, system description) of a run: from its system description, or
     for a log without one, from --accelerator and --chips."""
     if log.system_path is None or not log.system_path.is_file():
@@ -474,14 +354,16 @@ def _system(log: _Log, options: Options) -> tuple[str, int, dict]:
             if options.accelerator not in options.accelerators:
                 raise Unmappable("accelerator not in the catalogue", options.accelerator)
             return options.accelerator, options.chips, {}
-        expected = _shown(log.system_path) if log.system_path else "a systems/<org>__<system>.json beside results/"
+        expected = shown_path(log.system_path) if log.system_path else "a systems/<org>__<system>.json beside results/"
         raise Unmappable("no matching system description (or pass --accelerator KEY --chips N)", expected)
     try:
         system = load_json(log.system_path, options.max_expanded_bytes)
     except Refused as exc:  # this run's system: the run is rejected, naming it
-        raise Unmappable(exc.reason, f"{_shown(log.system_path)}{f': {exc.detail}' if exc.detail else ''}") from None
+        raise Unmappable(
+            exc.reason, f"{shown_path(log.system_path)}{f': {exc.detail}' if exc.detail else ''}"
+        ) from None
     if not isinstance(system, dict):
-        raise Unmappable("system description is not a JSON object", _shown(log.system_path))
+        raise Unmappable("system description is not a JSON object", shown_path(log.system_path))
     model = str(system.get("accelerator_model_name", ""))
     accelerator = part_key(options.part_names, model)
     if accelerator is None or accelerator not in options.accelerators:
@@ -495,10 +377,10 @@ def _system(log: _Log, options: Options) -> tuple[str, int, dict]:
     return accelerator, chip_count(chips, "number_of_nodes × accelerators_per_node"), system
 
 
-def _import_run(imported: Imported, log: _Log, options: Options) -> tuple[str, str, int, int, int]:
+def _import_run(imported: Imported, log: ResultLog, options: Options) -> tuple[str, str, int, int, int]:
     """Emit one run's events; returns (cluster, accelerator, chips, start µs, end µs) for capacity."""
     accelerator, chips, system = _system(log, options)
-    records, log_precisions = _records(log.path, options.max_expanded_bytes)
+    records, log_precisions = mllog_records(log.path, options.max_expanded_bytes)
     run = _Run(records)
     init_start, run_start, run_stop = run.time_us("init_start"), run.time_us("run_start"), run.time_us("run_stop")
     if init_start is None or run_start is None:
@@ -660,7 +542,7 @@ def _capacity(imported: Imported, runs: list[tuple[str, str, int, int, int]]) ->
 
 
 def read(source: Path, options: Options) -> Imported:
-    logs = _logs(source)
+    logs = result_logs(source)
     imported = Imported(NAME)
     if options.limit is not None:
         for log in logs[options.limit :]:  # not imported, so on record

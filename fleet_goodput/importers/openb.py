@@ -25,16 +25,11 @@ from collections import Counter
 from pathlib import Path
 
 from fleet_goodput.core.timeutil import format_time_us, parse_time_us
-from fleet_goodput.importers.common import (
+from fleet_goodput.importers.common import Imported, JobEmitter, Options, SourceError, Unmappable, capacity
+from fleet_goodput.importers.reading import (
     LATEST_US,
     MAX_CHIPS,
     MICROS,
-    Imported,
-    JobEmitter,
-    Options,
-    SourceError,
-    Unmappable,
-    capacity,
     chip_count,
     file_digest,
     progress,

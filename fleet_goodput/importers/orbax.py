@@ -34,15 +34,8 @@ import json
 import re
 from pathlib import Path
 
-from fleet_goodput.importers.common import (
-    Imported,
-    Options,
-    SourceError,
-    Unmappable,
-    decode_json,
-    event_time_us,
-    file_digest,
-)
+from fleet_goodput.importers.common import Imported, Options, SourceError, Unmappable
+from fleet_goodput.importers.reading import decode_json, event_time_us, file_digest
 
 NAME = "orbax"
 HELP = "Orbax checkpoint folder (_CHECKPOINT_METADATA of each step) → CHECKPOINT_SAVE runtime events"

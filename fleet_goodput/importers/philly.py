@@ -25,13 +25,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleet_goodput.importers.common import (
-    Imported,
-    JobEmitter,
-    Options,
-    SourceError,
-    Unmappable,
-    capacity,
+from fleet_goodput.importers.common import Imported, JobEmitter, Options, SourceError, Unmappable, capacity
+from fleet_goodput.importers.reading import (
     chip_count,
     file_digest,
     load_json,

@@ -1,7 +1,7 @@
 """One stream's records of an import, held compactly until they are written.
 
 An import holds every record it makes until `write_import` writes them sorted
-(fleet_goodput/importers/common.py), so its memory grows with the jobs of its
+(fleet_goodput/importers/import_folder.py), so its memory grows with the jobs of its
 source. As a dict, a scheduler record cost about 1.3 KiB (a dict of twelve
 keys and its values), 4 KiB a job of three events; `Records` keeps each as a
 tuple of its values in the schema's field order, a fifth of that

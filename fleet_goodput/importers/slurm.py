@@ -40,17 +40,8 @@ from pathlib import Path
 
 from fleet_goodput.core.config import read_yaml
 from fleet_goodput.core.setting_types import ConfigError
-from fleet_goodput.importers.common import (
-    MAX_CHIPS,
-    MICROS,
-    PLAUSIBLE_CHIPS,
-    Imported,
-    Options,
-    Unmappable,
-    chip_count,
-    file_digest,
-    require_file,
-)
+from fleet_goodput.importers.common import Imported, Options, Unmappable
+from fleet_goodput.importers.reading import MAX_CHIPS, MICROS, PLAUSIBLE_CHIPS, chip_count, file_digest, require_file
 from fleet_goodput.importers.slurm_files import (
     CONTROL_CHARACTER,
     EVENTS,

@@ -46,7 +46,8 @@ from pathlib import Path
 
 import fastavro
 
-from fleet_goodput.importers.common import MICROS, Options, bounded_lines
+from fleet_goodput.importers.common import Options
+from fleet_goodput.importers.reading import MICROS, bounded_lines
 from fleet_goodput.importers.slurm import ENDED_LISTING, PENDING_LISTING, SACCT_COMMAND, convert, first_record_us
 from fleet_goodput.importers.slurm_files import (
     EVENT_FIELDS,

@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from fleet_goodput.importers.common import MICROS, SourceError, Unmappable, bounded_lines, event_time_us
+from fleet_goodput.importers.common import SourceError, Unmappable
+from fleet_goodput.importers.reading import MICROS, bounded_lines, event_time_us
 
 # The folder `mpg import slurm` reads (docs/slurm.md says how to produce each file), and the fields asked for.
 SACCT, EVENTS, NODES = "sacct.txt", "events.txt", "nodes.txt"

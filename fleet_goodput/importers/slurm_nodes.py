@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet_goodput.importers.common import PLAUSIBLE_CHIPS, Imported, Unmappable, bounded_lines
+from fleet_goodput.importers.common import Imported, Unmappable
+from fleet_goodput.importers.reading import PLAUSIBLE_CHIPS, bounded_lines
 from fleet_goodput.importers.slurm_files import (
     CONTROL_CHARACTER,
     EVENTS,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import fastavro
 import pytest
 
-from fleet_goodput.importers.common import Imported, write_import
+from fleet_goodput.importers.common import Imported
+from fleet_goodput.importers.import_folder import write_import
 from fleet_goodput.importers.records import Records
 
 

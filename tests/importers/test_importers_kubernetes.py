@@ -18,7 +18,7 @@ import yaml
 
 from fleet_goodput.cli import main
 from fleet_goodput.importers import kubernetes
-from fleet_goodput.importers.common import write_import
+from fleet_goodput.importers.import_folder import write_import
 from fleet_goodput.quality.period import Period
 from fleet_goodput.store.views import connect
 from importing import FIXTURES, by_job, options, run_and_read, tree_bytes

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from fleet_goodput.cli import main
-from fleet_goodput.importers.common import MICROS, utc_us
+from fleet_goodput.importers.reading import MICROS, utc_us
 from importing import FIXTURES, by_job, import_to, rejected_rows, run_and_read
 
 LOG = FIXTURES / "philly-cluster-job-log"

@@ -13,8 +13,9 @@ import shutil
 import fastavro
 import pytest
 
-from fleet_goodput.importers.common import CAVEATS_FILE
-from fleet_goodput.importers.mlperf import _precision, _records
+from fleet_goodput.importers.import_folder import CAVEATS_FILE
+from fleet_goodput.importers.mlperf import _precision
+from fleet_goodput.importers.mlperf_logs import mllog_records as _records
 from importing import PUBLIC_DATA, by_job, import_to, rejected_rows, run_and_read
 
 MLPERF = PUBLIC_DATA / "mlperf"

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from fleet_goodput.core.timeutil import parse_time_us
-from fleet_goodput.importers.common import MICROS, utc_us
+from fleet_goodput.importers.reading import MICROS, utc_us
 from importing import PUBLIC_DATA, SETTINGS, by_job, import_to, rejected_rows, run_and_read
 
 PHILLY, OPENB = PUBLIC_DATA / "philly", PUBLIC_DATA / "openb"

@@ -19,7 +19,7 @@ import pytest
 
 import slurm_recording
 from slurm_box import ensure_installed
-from fleet_goodput.importers.common import MICROS
+from fleet_goodput.importers.reading import MICROS
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.store.views import connect
 from slurm_truth import sacct_rows, utc_seconds

@@ -8,7 +8,7 @@ import json
 import fastavro
 import pytest
 
-from fleet_goodput.importers.common import MICROS
+from fleet_goodput.importers.reading import MICROS
 from fleet_goodput.importers.slurm import AcceleratorMap
 from fleet_goodput.runs.batch import run_batch
 from fleet_goodput.store.views import connect
