@@ -17,8 +17,6 @@ import json
 from functools import cache
 from importlib import resources
 
-import fastavro
-
 STREAMS = ("scheduler", "runtime", "profiler")
 VERSION = 1
 
@@ -37,4 +35,6 @@ def schema_json(stream: str, version: int = VERSION) -> dict:
 @cache
 def load(stream: str, version: int = VERSION) -> dict:
     """The parsed writer schema of a stream."""
+    import fastavro  # here, not at the top: the streams' names are read where no Avro is (`mpg --help`)
+
     return fastavro.parse_schema(copy.deepcopy(schema_json(stream, version)))

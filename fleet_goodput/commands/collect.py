@@ -10,8 +10,7 @@ from pathlib import Path
 from fleet_goodput import exits
 from fleet_goodput.console import VERBOSITY_HELP, say
 from fleet_goodput.core.config import ConfigError, load_settings
-from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP
-from fleet_goodput.importers.slurm_collect import DEFAULT_TIMEOUT_S
+from fleet_goodput.importers.slurm import ACCELERATOR_MAP_HELP, DEFAULT_TIMEOUT_S
 
 DESCRIPTION = """\
 Poll the accounting of the Slurm cluster this machine's Slurm client is

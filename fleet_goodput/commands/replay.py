@@ -9,8 +9,6 @@ from pathlib import Path
 
 from fleet_goodput import exits
 from fleet_goodput.console import VERBOSITY_HELP, progress
-from fleet_goodput.runs.replay import replay
-from fleet_goodput.telemetry.avro_io import clear_telemetry, telemetry_files
 
 DESCRIPTION = """\
 Feed recorded telemetry (DIR/<stream>/*.avro, e.g. from `mpg simulate`) into
@@ -60,6 +58,9 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from fleet_goodput.runs.replay import replay
+    from fleet_goodput.telemetry.avro_io import clear_telemetry, telemetry_files
+
     if not Path(args.source).is_dir():
         print(f"mpg replay: {args.source} does not exist", file=sys.stderr)
         return exits.USAGE

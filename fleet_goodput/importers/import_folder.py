@@ -20,7 +20,6 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-import fastavro
 
 from fleet_goodput import schemas
 from fleet_goodput.importers.common import Imported
@@ -205,6 +204,8 @@ def _new_quotas(folder: Path, quotas: list[dict]) -> list[dict]:
 
 
 def _records(path: Path):
+    import fastavro  # here, not at the top: `mpg --help` lists `mpg import` without it
+
     with open(path, "rb") as handle:
         yield from fastavro.reader(handle)
 

@@ -31,8 +31,6 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-import yaml
-
 from fleet_goodput.core.timeutil import parse_time_us
 from fleet_goodput.importers.common import Imported, JobEmitter, Options, SourceError
 from fleet_goodput.importers.reading import file_digest, read_text
@@ -79,6 +77,8 @@ def read(sources: list[Path], options: Options) -> Imported:
 
 
 def _read_statement(path: Path, options: Options, imported: Imported) -> None:
+    import yaml  # here, as core/config.py does: `mpg --help` lists `mpg import` without it
+
     try:
         statement = yaml.safe_load(read_text(path, MAX_STATEMENT_BYTES))
     except yaml.YAMLError as exc:

@@ -22,7 +22,6 @@ from importlib import resources
 from pathlib import Path
 
 import re2
-import yaml
 
 from fleet_goodput.core.config import PRECISIONS, read_yaml
 from fleet_goodput.core.setting_types import ConfigError
@@ -206,6 +205,8 @@ def _profile(name: str, body) -> Profile:
 
 
 def _read(text: str, where: str) -> dict:
+    import yaml  # here, as core/config.py does: `mpg --help` lists `mpg import` without it
+
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -18,7 +18,6 @@ import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tqdm import tqdm
 
 from fleet_goodput import console
 from fleet_goodput.importers.common import Refused, SourceError, Unmappable
@@ -37,6 +36,8 @@ PLAUSIBLE_CHIPS = 2**20
 def progress(iterable, description: str, total: int | None = None, unit: str = "rec"):
     """A progress bar on stderr; silent when stderr is not a terminal (tests, pipes)."""
     # tqdm redraws its bar with carriage returns, which console's escaping stream would show as \x0d.
+    from tqdm import tqdm  # here, not at the top: `mpg --help` lists `mpg import` without it
+
     return tqdm(
         iterable,
         desc=printable(description),

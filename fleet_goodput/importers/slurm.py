@@ -76,6 +76,11 @@ HELP = "Slurm accounting: sacct -D -X --parsable2 rows, sacctmgr node events, sc
 SACCT_COMMAND = ("sacct", "--allocations", "--duplicates", "--parsable2", "--allusers")
 ENDED_LISTING = ("--state=BF,CA,CD,DL,F,NF,OOM,PR,TO",)
 PENDING_LISTING = ("squeue", "--noheader", "--all", "--states=PENDING", "--format=%A")  # ids → sacct -j IDS
+# How long each Slurm command may take (`mpg collect slurm`, importers/slurm_collect.py). sacct gives up on a slurmdbd that does not answer only after its
+# own timeouts (45 s with the defaults, measured on 22.05; longer where MessageTimeout is raised), and a
+# wedged one may never answer: a poll waits this long at most per command, then ends writing nothing,
+# well within the ten minutes between two polls of the shipped timer.
+DEFAULT_TIMEOUT_S = 120
 # What ends a job, by the first word of its State.
 TERMINAL = {
     "COMPLETED": "FINISH",

@@ -48,7 +48,14 @@ import fastavro
 
 from fleet_goodput.importers.common import Options
 from fleet_goodput.importers.reading import MICROS, bounded_lines
-from fleet_goodput.importers.slurm import ENDED_LISTING, PENDING_LISTING, SACCT_COMMAND, convert, first_record_us
+from fleet_goodput.importers.slurm import (
+    DEFAULT_TIMEOUT_S,
+    ENDED_LISTING,
+    PENDING_LISTING,
+    SACCT_COMMAND,
+    convert,
+    first_record_us,
+)
 from fleet_goodput.importers.slurm_files import (
     EVENT_FIELDS,
     EVENTS,
@@ -72,11 +79,6 @@ FORGET_US = 86_400 * MICROS
 FORGET_REJECTED_US = 30 * FORGET_US
 OPEN = 2**62  # the "forget after" of an id whose job has not ended
 IDS_PER_SACCT = 500  # pending jobs asked for by id: a command line and a query of bounded length
-# How long each Slurm command may take. sacct gives up on a slurmdbd that does not answer only after its
-# own timeouts (45 s with the defaults, measured on 22.05; longer where MessageTimeout is raised), and a
-# wedged one may never answer: a poll waits this long at most per command, then ends writing nothing,
-# well within the ten minutes between two polls of the shipped timer.
-DEFAULT_TIMEOUT_S = 120
 
 
 class CollectError(RuntimeError):
