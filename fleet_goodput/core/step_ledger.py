@@ -156,12 +156,6 @@ def _highest(step: int | None, other: int | None) -> int | None:
     return step if other is None else other if step is None else max(step, other)
 
 
-# A JobTimeline saves its ledger's state among its own attributes, under these names (the layout of a
-# key's saved state, fleet_goodput/core/session.py), each the ledger attribute of the same name but
-# `_productive`, which is `productive`.
-SAVED_NAMES = ("open_step", "unresolved", "durable_step", "counted_step", "reported_step", "_productive")
-
-
 class StepLedger:
     """One job's step spans from their start until they resolve, and what resolving them counted.
 
@@ -186,14 +180,28 @@ class StepLedger:
         self.reported_step: int | None = None
         self.productive: list[tuple[int, int, StepSpan | StepRun]] = []  # (start, end, span): awaiting ideal
 
-    # ---- its saved state: flat among the timeline's (SAVED_NAMES) ------------
+    # ---- its saved state ----------------------------------------------------
+    # A JobTimeline saves it among its own attributes, under the names they had when they were the
+    # timeline's: the layout of a key's saved state (fleet_goodput/core/session.py) stays as it was.
     def saved(self) -> dict:
-        return {name: getattr(self, name.lstrip("_")) for name in SAVED_NAMES}
+        return {
+            "open_step": self.open_step,
+            "unresolved": self.unresolved,
+            "durable_step": self.durable_step,
+            "counted_step": self.counted_step,
+            "reported_step": self.reported_step,
+            "_productive": self.productive,
+        }
 
-    def restore(self, saved: dict, submit: Submit | None) -> None:
-        for name in SAVED_NAMES:
-            setattr(self, name.lstrip("_"), saved[name])
-        self.submit = submit
+    def restore(self, state: dict) -> None:
+        """Take back what `saved` gave out of a timeline's saved `state` (they leave it)."""
+        self.open_step = state.pop("open_step")
+        self.unresolved = state.pop("unresolved")
+        self.durable_step = state.pop("durable_step")
+        self.counted_step = state.pop("counted_step")
+        self.reported_step = state.pop("reported_step")
+        self.productive = state.pop("_productive")
+        self.submit = state["submit"]
 
     # ---- spans opening and closing -------------------------------------------
     def awaiting(self) -> list[StepSpan | StepRun]:

@@ -62,7 +62,7 @@ from fleet_goodput.core.figure_vector import FIGURES, zero_vector
 from fleet_goodput.core.interruptions import InterruptionLog
 from fleet_goodput.core.profile_checks import implausible_sample
 from fleet_goodput.core.runs_apart import runs_apart_from_other_events
-from fleet_goodput.core.step_ledger import SAVED_NAMES, StepLedger
+from fleet_goodput.core.step_ledger import StepLedger
 from fleet_goodput.core.windows import add_by_window, add_over_windows
 
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
@@ -157,14 +157,13 @@ class JobTimeline:
     def __setstate__(self, state: dict) -> None:
         state = dict(state)
         state["ids"] = SeenIds(state.pop("seen_ids", {}))
-        saved_ledger = {name: state.pop(name) for name in SAVED_NAMES}
+        state["ledger"] = StepLedger(state["window_us"], state["peak_flops"], state["_deltas"])
+        state["ledger"].restore(state)
         if "first_running_us" not in state:  # saved before it was kept: what the state says of its first run
             state["first_running_us"] = _first_running(state.get("interruption_log"))
         state.setdefault("run_stepped", False)  # saved before runs without an end were counted: none known
         state.setdefault("unended_runs", 0)
         self.__dict__.update(state)
-        self.ledger = StepLedger(self.window_us, self.peak_flops, self._deltas)
-        self.ledger.restore(saved_ledger, self.submit)
 
     # ---- feeding -------------------------------------------------------
     def feed(self, events: list[Event]) -> None:
