@@ -8,7 +8,8 @@ from __future__ import annotations
 import pickle
 
 from fleet_goodput.core import step_runs
-from fleet_goodput.core.timeline import JobTimeline, StepRun
+from fleet_goodput.core.step_ledger import StepRun
+from fleet_goodput.core.timeline import JobTimeline
 from test_step_runs import as_decoded, both, outcome, runs_in, spans
 from test_timeline import HOUR_US, PEAK, ev, sample, seconds_by_category, submit
 

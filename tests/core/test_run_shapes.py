@@ -18,7 +18,7 @@ import pytest
 
 from fleet_goodput.core import step_runs
 from fleet_goodput.core.events import Event
-from fleet_goodput.core.timeline import StepRun
+from fleet_goodput.core.step_ledger import StepRun
 from fleet_goodput.core.windows import split_at_windows
 from test_step_runs import both, runs_in, spans
 from test_timeline import T0, ev, sample, submit

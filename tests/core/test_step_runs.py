@@ -21,7 +21,8 @@ from fleet_goodput.core.config import load_settings, peak_table
 from fleet_goodput.core.events import Event, pack, unpack
 from fleet_goodput.core.figure_vector import IDEAL
 from fleet_goodput.core.session import WAITING, new_state
-from fleet_goodput.core.timeline import JobTimeline, StepRun
+from fleet_goodput.core.step_ledger import StepRun
+from fleet_goodput.core.timeline import JobTimeline
 from fleet_goodput.simulator import simulate
 from fleet_goodput.telemetry.columnar import decode_file_fast
 from fleet_goodput.telemetry.decode import decode_file
