@@ -43,6 +43,10 @@ from fleet_goodput.core.figure_vector import FIGURES, IDEAL
 from fleet_goodput.core.windows import add_by_window, add_over_windows, split_at_windows
 
 _INDEX = {name: i for i, name in enumerate(FIGURES)}
+# Productive spans valued together at most (`_valued_spans`). Their values go through Python lists, about
+# 150 bytes a span: one job's 1.5M spans valued at once took 250 MiB (a job of 3M runtime events, one
+# run); in groups of this many, a few MiB, for the same handful of numpy calls a group.
+VALUED_AT_ONCE = 65_536
 _PENDING, _PROFILED_PRODUCTIVE = _INDEX["pending"], _INDEX["profiled_productive"]
 
 
@@ -420,12 +424,15 @@ class StepLedger:
         profiler `samples` (at `sample_times`; none: it keeps no ideal), to its windows."""
         productive = self.productive
         runs = [span for _, _, span in productive if isinstance(span, StepRun)]
-        valued = iter(self._valued_spans(runs, samples, sample_times) if runs and samples else ())
+        valued = self._valued_spans(runs, samples, sample_times) if runs and samples else iter(())
         for start_us, end_us, span in productive:
             if not isinstance(span, StepRun):
                 self._add_productive_ideal(start_us, end_us, span, samples, sample_times)
             elif samples:  # without a sample (closed), nothing to value it by
-                self._add_run_ideal(*next(valued))
+                last = False
+                while not last:  # the run's spans, a piece at a time, in order
+                    last, piece = next(valued)
+                    self._add_run_ideal(*piece)
         self.productive = []
 
     def _add_productive_ideal(
@@ -441,42 +448,30 @@ class StepLedger:
             vector[IDEAL] += ideal_chip_s * share
             vector[_PROFILED_PRODUCTIVE] += chips * (piece_end - piece_start)
 
-    def _valued_spans(self, runs: list[StepRun], samples: list[Sample], sample_times: list[int]) -> list[tuple]:
-        """For each run, its spans' ideal chip-seconds, starts, ends and whether their peak is known,
-        whether all of them are, and their time: valued for all the runs at once (a handful of numpy
-        calls a flush, not a dozen a run), span by span as `_span_ideal_chip_s` values a span."""
+    def _valued_spans(self, runs: list[StepRun], samples: list[Sample], sample_times: list[int]):
+        """Each run's spans in turn, in pieces of at most `VALUED_AT_ONCE` spans: (whether it is the
+        run's last piece, its spans' ideal chip-seconds, starts, ends and whether their peak is known,
+        whether all of them are, and their time). Valued a group of pieces at once (a handful of numpy
+        calls a group, not a dozen a run), span by span as `_span_ideal_chip_s` values a span. A run
+        valued in pieces adds the same values in the same order as whole (`_add_run_ideal`)."""
         peaks = [peak_of(self.peak_flops, self.submit.accelerator, sample.precision) for sample in samples]
-        ideal_flops = np.array([sample.ideal_flops for sample in samples])
-        known = np.array([peak is not None for peak in peaks])
-        starts, ends = np.concatenate([run.starts for run in runs]), np.concatenate([run.ends for run in runs])
-        # The latest sample at or before each span (the first sample for spans before it).
-        positions = np.maximum(np.array(sample_times, dtype=np.int64).searchsorted(starts, side="right") - 1, 0)
-        known = known[positions]
-        # steps × FLOPs ÷ peak (1 where unknown), as for a span
-        ideals = (
-            np.concatenate([run.steps for run in runs])
-            * ideal_flops[positions]
-            / np.array([peak or 1.0 for peak in peaks])[positions]
+        sample_facts = (
+            np.array(sample_times, dtype=np.int64),
+            np.array([sample.ideal_flops for sample in samples]),
+            np.array([peak is not None for peak in peaks]),
+            np.array([peak or 1.0 for peak in peaks]),
         )
-        bounds = np.cumsum([0] + [len(run.starts) for run in runs])
-        firsts = bounds[:-1]
-        ideals, known_list, starts_list, ends_list = ideals.tolist(), known.tolist(), starts.tolist(), ends.tolist()
-        return [
-            (
-                ideals[first:stop],
-                starts_list[first:stop],
-                ends_list[first:stop],
-                known_list[first:stop],
-                all_known,
-                span_us,
-            )
-            for first, stop, all_known, span_us in zip(
-                firsts.tolist(),
-                bounds[1:].tolist(),
-                np.logical_and.reduceat(known, firsts).tolist(),
-                np.add.reduceat(ends - starts, firsts).tolist(),
-            )
-        ]
+        group, size = [], 0
+        for run in runs:
+            count = len(run.starts)
+            for first in range(0, count, VALUED_AT_ONCE):
+                stop = min(count, first + VALUED_AT_ONCE)
+                group.append((run, first, stop, stop == count))
+                size += stop - first
+                if size >= VALUED_AT_ONCE:
+                    yield from _valued_group(group, *sample_facts)
+                    group, size = [], 0
+        yield from _valued_group(group, *sample_facts)
 
     def _add_run_ideal(
         self, ideals: list, starts: list, ends: list, known: list, all_known: bool, span_us: int
@@ -519,3 +514,39 @@ class StepLedger:
         sample = samples[position - 1] if position else samples[0]
         peak = peak_of(self.peak_flops, self.submit.accelerator, sample.precision)
         return None if peak is None else span.steps * sample.ideal_flops / peak
+
+
+def _valued_group(pieces: list[tuple], sample_times, ideal_flops, known_peaks, peaks):
+    """`StepLedger._valued_spans` of `pieces` ((run, first span, stop, whether it ends the run)),
+    by the samples' times, ideal FLOPs, whether their peak is known and their peaks (1 where not)."""
+    if not pieces:
+        return
+    starts = np.concatenate([run.starts[first:stop] for run, first, stop, _ in pieces])
+    ends = np.concatenate([run.ends[first:stop] for run, first, stop, _ in pieces])
+    # The latest sample at or before each span (the first sample for spans before it).
+    positions = np.maximum(sample_times.searchsorted(starts, side="right") - 1, 0)
+    known = known_peaks[positions]
+    # steps × FLOPs ÷ peak (1 where unknown), as for a span
+    ideals = np.concatenate([run.steps[first:stop] for run, first, stop, _ in pieces])
+    ideals = ideals * ideal_flops[positions] / peaks[positions]
+    bounds = np.cumsum([0] + [stop - first for _, first, stop, _ in pieces])
+    firsts = bounds[:-1]
+    ideals, known_list, starts_list, ends_list = ideals.tolist(), known.tolist(), starts.tolist(), ends.tolist()
+    for (_, _, _, last), first, stop, all_known, span_us in zip(
+        pieces,
+        firsts.tolist(),
+        bounds[1:].tolist(),
+        np.logical_and.reduceat(known, firsts).tolist(),
+        np.add.reduceat(ends - starts, firsts).tolist(),
+    ):
+        yield (
+            last,
+            (
+                ideals[first:stop],
+                starts_list[first:stop],
+                ends_list[first:stop],
+                known_list[first:stop],
+                all_known,
+                span_us,
+            ),
+        )

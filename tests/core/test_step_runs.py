@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fleet_goodput import schemas
-from fleet_goodput.core import step_runs
+from fleet_goodput.core import step_ledger, step_runs
 from fleet_goodput.core.config import load_settings, peak_table
 from fleet_goodput.core.events import Event, pack, unpack
 from fleet_goodput.core.figure_vector import IDEAL
@@ -26,7 +26,7 @@ from fleet_goodput.core.timeline import JobTimeline
 from fleet_goodput.simulator import simulate
 from fleet_goodput.telemetry.columnar import decode_file_fast
 from fleet_goodput.telemetry.decode import decode_file
-from test_timeline import HOUR_US, PEAK, T0, ev, sample, seconds_by_category, submit
+from test_timeline import HOUR_US, PEAK, T0, ev, sample, sample_in_precision, seconds_by_category, submit
 
 
 def spans(first_s: float, count: int, seconds: float = 10, steps: int = 10, first_step: int = 1):
@@ -217,6 +217,28 @@ def test_a_run_across_window_edges_adds_each_span_s_ideal_where_it_ran():
     ]
     reference, collapsed, _ = both(events, 400, window_us=60_000_000)
     assert collapsed == reference  # the ideal floats too, bit for bit
+
+
+@pytest.mark.parametrize("at_once", [1, 2, 7])
+def test_runs_valued_a_few_spans_at_a_time_give_the_same_ideal_bit_for_bit(at_once, monkeypatch):
+    """Productive runs are valued in groups of at most `VALUED_AT_ONCE` spans, a long run in pieces,
+    so one job's millions of spans never take their Python lists at once: the same floats, added in
+    the same order, whatever the group size, across window edges and with a peak not known."""
+    monkeypatch.setattr(step_ledger, "VALUED_AT_ONCE", at_once)
+    events = [
+        submit(0),
+        ev(0, "ALLOCATE", 8),
+        *spans(3, 40, seconds=7.3, steps=3),
+        ev(310, "CHECKPOINT_SAVE_START"),
+        ev(311, "CHECKPOINT_SAVE_END", 60),
+        *spans(312, 9, seconds=1.1, steps=2, first_step=121),
+        ev(400, "FINISH"),
+        sample(0, 2.1e15),
+        sample(100, 3.3e15),
+        sample_in_precision(200, 1.7e13, "fp8"),  # a precision the catalogue has no peak for on tpu-v5e
+    ]
+    reference, collapsed, decoded = both(events, 400, window_us=60_000_000)
+    assert runs_in(decoded) >= 2 and collapsed == reference
 
 
 @pytest.mark.parametrize("workload", ["SERVING", "BULK_INFERENCE", "TRAINING"])
