@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections import Counter
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager
 
@@ -77,7 +77,8 @@ def _compute_in(
 ) -> list[str]:
     new = f"{len(plan.files):,} new file(s), {size_text(f.size for f in plan.files)}"
     # Only a local run's memory is this process's; counting costs a few reads a block of every new file.
-    events = declared_events(plan.files) if is_local(beam_args) else None
+    count_events = is_local(beam_args) and (chunk_hours or given_as_of_us is None)
+    events = declared_events(plan.files) if count_events else None
     if chunk_hours:
         progress(f"Computing {new} in chunks of {chunk_hours} h of event time, one pipeline each")
         return _run_in_chunks(plan, settings, run_settings, beam_args, chunk_hours * HOUR_US, progress, events)
