@@ -41,8 +41,9 @@ from __future__ import annotations
 
 import io
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from itertools import repeat
 from typing import BinaryIO
 
@@ -162,6 +163,87 @@ def decode_input_file(
     return decode_file_fast(stream, path, io.BytesIO(data), accelerators, during, step_blocks)
 
 
+@dataclass(frozen=True)
+class SlicedPart:
+    """Some rows of a group of input files decoded into each of a backfill's slices: `decoded[i]` is
+    slice i's share. `provisional` names (by its index among the paths) the one file these rows are of
+    while that file is not yet known to be clean to its end: a `Retracted` of it may follow."""
+
+    decoded: list[DecodedFile]
+    provisional: int | None = None
+
+
+@dataclass(frozen=True)
+class Retracted:
+    """The parts yielded as `provisional` of file number `file` are void: a later group of its blocks
+    was not provably clean, and its reference decode follows instead."""
+
+    file: int
+
+
+def slice_input_files(
+    stream: str,
+    paths: list[str],
+    accelerators,
+    slices: list[TimeSlice | None],
+    open_file: Callable[[str], BinaryIO] = open_regular_file,
+    step_blocks: bool = False,
+) -> Iterator[SlicedPart | Retracted]:
+    """`decode_input_file(..., during=s)` of each of `paths` (files of `stream`) for each of `slices`,
+    a part at a time, so that memory follows a group of blocks (`GROUP_ROWS`), not the files: with the
+    parts a `Retracted` voids left out, and each slice's parts merged, the same events, rejected rows,
+    records read and kept times (`decode_input_files_slices`).
+
+    A file whose every row is provably clean is decoded in columns: one of a single group of blocks
+    joins the clean files before it until they hold `GROUP_ROWS` rows, so that each job's step events
+    of many small files make one STEP_BLOCK a slice, not one a file; a larger file is decoded a group
+    of its blocks at a time, each group's part provisional until its last group is read (a file is
+    decoded in columns whole or not at all, as in `decode_file_fast`). The key step merges a job's
+    blocks however they come. A file gone since it was listed is left out, as if it had not been listed.
+    """
+    waiting, waiting_rows = [], 0
+
+    def flush() -> Iterator[SlicedPart]:
+        nonlocal waiting, waiting_rows
+        if waiting:
+            frame = pl.concat(waiting) if len(waiting) > 1 else waiting[0]
+            waiting, waiting_rows = [], 0
+            yield SlicedPart([_events_from_columns(stream, frame, during, step_blocks) for during in slices])
+
+    for number, path in enumerate(paths):
+        try:
+            handle = open_file(path)
+        except NotARegularFile as exc:
+            yield SlicedPart([DecodedFile(rejected=[rejected_row(stream, str(exc), path)], read=1) for _ in slices])
+            continue
+        except FileNotFoundError:
+            continue
+        with handle:
+            data = handle.read()
+        framing = _whole_blocks(stream, data) if stream in KNOWN_FIELDS else None
+        header_end, groups = framing or (0, [])
+        if len(groups) > 1:
+            yield from flush()  # a provisional part holds this file's rows only
+        for group, (start, end, records) in enumerate(groups):
+            frame = _clean_frame(stream, data[:header_end] + data[start:end], records)
+            if frame is None:
+                if group:
+                    yield Retracted(number)
+                framing = None
+                break
+            if len(groups) > 1:
+                yield SlicedPart([_events_from_columns(stream, frame, d, step_blocks) for d in slices], number)
+            else:
+                waiting.append(frame)
+                waiting_rows += frame.height
+        if framing is None:
+            decoded = decode_file(stream, path, io.BytesIO(data), accelerators)
+            yield SlicedPart([decoded.during(during) if during else decoded for during in slices])
+        elif waiting_rows >= GROUP_ROWS:
+            yield from flush()
+    yield from flush()
+
+
 def decode_input_files_slices(
     stream: str,
     paths: list[str],
@@ -170,33 +252,39 @@ def decode_input_files_slices(
     open_file: Callable[[str], BinaryIO] = open_regular_file,
     step_blocks: bool = False,
 ) -> list[DecodedFile]:
-    """`decode_input_file(..., during=s)` of each of `paths` (files of `stream`) for each of `slices`,
-    the files of each slice merged (a backfill's chunks, transforms/slices.py): the same events, rejected
-    rows, records read and kept times. The files whose every row is provably clean are decoded in
-    columns together, so each job's step events of them all make one STEP_BLOCK a slice, not one a
-    file (the key step merges a job's blocks however they come). A file gone since it was listed is
-    left out, as if it had not been listed."""
-    frames, parts = [], []
-    for path in paths:
-        try:
-            handle = open_file(path)
-        except NotARegularFile as exc:
-            parts.append([DecodedFile(rejected=[rejected_row(stream, str(exc), path)], read=1) for _ in slices])
-            continue
-        except FileNotFoundError:
-            continue
-        with handle:
-            data = handle.read()
-        columns = _clean_columns(stream, data) if stream in KNOWN_FIELDS else None
-        if columns is None:
-            decoded = decode_file(stream, path, io.BytesIO(data), accelerators)
-            parts.append([decoded.during(during) if during else decoded for during in slices])
+    """`decode_input_file(..., during=s)` of each of `paths` for each of `slices`, the files of each
+    slice merged: `slice_input_files`' parts put together, those it retracted left out."""
+    parts: list[SlicedPart] = []
+    for part in slice_input_files(stream, paths, accelerators, slices, open_file, step_blocks):
+        if isinstance(part, Retracted):
+            parts = [kept for kept in parts if kept.provisional != part.file]
         else:
-            frames.append(columns)
-    if frames:
-        together = pl.concat(frames)
-        parts.append([_events_from_columns(stream, together, during, step_blocks) for during in slices])
-    return [_merged(list(of_slice)) for of_slice in zip(*parts)] if parts else [DecodedFile() for _ in slices]
+            parts.append(part)
+    return [_merged(list(of_slice)) for of_slice in zip(*(part.decoded for part in parts))] or [
+        DecodedFile() for _ in slices
+    ]
+
+
+def event_time_counts(stream: str, data: bytes, window_us: int) -> dict[int, int]:
+    """How many of the file's rows fall in each window of `window_us` (by the window's start), from its
+    event_time column alone, read a group of blocks at a time: where a backfill's events are, which its
+    chunks follow (fleet_goodput/runs/compute.py). Empty where the file is not read in columns
+    (`_whole_blocks`) or polars fails on it: such a file is only planned less well, its decode is the same."""
+    framing = _whole_blocks(stream, data) if stream in KNOWN_FIELDS else None
+    if framing is None:
+        return {}
+    header_end, groups = framing
+    counts = Counter()
+    try:
+        for start, end, _ in groups:
+            group = pl.read_avro(io.BytesIO(data[:header_end] + data[start:end]), columns=["event_time"])
+            time_us = group["event_time"].dt.epoch("us").drop_nulls()
+            windows = (time_us - time_us % window_us).value_counts()
+            counts.update(dict(zip(windows[:, 0].to_list(), windows[:, 1].to_list())))
+    # A Rust panic in the reader is not an Exception; it means the same here.
+    except (Exception, pl.exceptions.PanicException):  # noqa: BLE001 - a file polars cannot read is left out of the plan
+        return {}
+    return dict(counts)
 
 
 def _merged(parts: list[DecodedFile]) -> DecodedFile:
