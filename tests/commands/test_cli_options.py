@@ -220,8 +220,8 @@ BEAM_FREE = [
 ]
 
 
-@pytest.mark.parametrize("argv", BEAM_FREE, ids=" ".join)
-def test_commands_that_do_not_run_a_pipeline_never_import_beam_or_gx(argv):
+def imported_by(argv: list[str]) -> tuple[set[str], str]:
+    """The top-level packages `mpg ARGV` imports (from `python -X importtime`), and what it printed."""
     run = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "fleet_goodput.cli", *argv],
         capture_output=True,
@@ -233,23 +233,20 @@ def test_commands_that_do_not_run_a_pipeline_never_import_beam_or_gx(argv):
         line.split("|")[-1].strip().split(".")[0] for line in run.stderr.splitlines() if line.startswith("import time:")
     }
     assert "fleet_goodput" in imported  # the log is there
+    return imported, run.stdout
+
+
+@pytest.mark.parametrize("argv", BEAM_FREE, ids=" ".join)
+def test_commands_that_do_not_run_a_pipeline_never_import_beam_or_gx(argv):
+    imported, _ = imported_by(argv)
     assert not imported & {"apache_beam", "great_expectations"}
 
 
 def test_the_list_of_commands_loads_no_data_library():
     """`mpg --help` imports every command's module to list them, and each loads its libraries inside
     its command: no Arrow, numpy, polars, DuckDB, Delta, YAML or progress bar (issue 38: under 0.5 CPU s)."""
-    run = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "fleet_goodput.cli", "--help"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
-    imported = {
-        line.split("|")[-1].strip().split(".")[0] for line in run.stderr.splitlines() if line.startswith("import time:")
-    }
-    assert "fleet_goodput" in imported and "usage: mpg" in run.stdout
+    imported, printed = imported_by(["--help"])
+    assert "usage: mpg" in printed
     assert not imported & {"pyarrow", "numpy", "polars", "duckdb", "deltalake", "yaml", "tqdm", "pandas"}
 
 
