@@ -139,8 +139,8 @@ OPTIONS = {
             "chunk_hours",
             "compute a long input in chunks of this much event time (24: a day), one pipeline "
             "after the other, so memory follows one chunk; still one committed run (default: a "
-            "local run whose new files hold more than 24 MiB, without --as_of, is chunked by "
-            "itself, about 24 MiB of input a chunk)",
+            "local run whose new files hold more than 24 MiB or 1.25 million events, without "
+            "--as_of, is chunked by itself, about that much a chunk, where any stream's events are)",
             "HOURS",
             int,
         ),
